@@ -1,0 +1,71 @@
+# ioparallax: every set-up step lives here, so that `make demo` and `make test`
+# work on a fresh Debian machine and in CI (a clean clone, nothing pre-installed).
+# Each step is idempotent: it installs only what is missing.
+
+SHELL        := /bin/bash
+PYTHON       ?= python3
+VENV         := .venv
+VPY          := $(VENV)/bin/python
+BUILD        := .build
+SCENARIO     ?= zero-heavy
+PYTEST_ARGS  ?=
+
+# Debian packages and the command each one provides (checked before installing).
+DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux
+DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-exporter fio docker-compose sfdisk losetup
+
+# Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
+VCSIM_VERSION := v0.46.3
+
+.PHONY: help deps deps-system deps-python deps-go test test-fast demo bench lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+
+deps: deps-system deps-python deps-go ## install everything that is missing
+
+deps-system: ## Debian packages: Prometheus, Alertmanager, node_exporter, fio, docker-compose
+	@missing=0; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  echo ">> installing Debian packages: $(DEB_PACKAGES)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
+	fi
+
+deps-python: $(VENV)/.installed ## Python virtualenv with the project and its test deps
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	@$(VPY) -m pip install -q --upgrade pip
+	@$(VPY) -m pip install -q -e '.[test]'
+	@touch $@
+
+deps-go: $(BUILD)/vcsim-scenario $(BUILD)/vcsim ## the scenario vCenter simulator and stock vcsim
+
+$(BUILD)/vcsim-scenario: $(wildcard simulators/vcenter/*.go simulators/vcenter/go.mod simulators/vcenter/go.sum)
+	@mkdir -p $(BUILD)
+	@if [ -f simulators/vcenter/go.mod ]; then \
+	  echo ">> building the scenario vCenter simulator"; \
+	  cd simulators/vcenter && go build -o ../../$(BUILD)/vcsim-scenario . ; \
+	else touch $@; fi
+
+$(BUILD)/vcsim:
+	@mkdir -p $(BUILD)
+	@echo ">> installing stock vcsim $(VCSIM_VERSION) from the Go module proxy"
+	@GOBIN=$(CURDIR)/$(BUILD) go install github.com/vmware/govmomi/vcsim@$(VCSIM_VERSION)
+
+test: deps ## install what is missing, then run every test
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio)
+	$(VPY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
+
+demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=...)
+	$(VPY) deploy/demo.py --scenario $(SCENARIO)
+
+bench: deps ## run the benchmarks in bench/ (each prints a ratio against its baseline)
+	@for b in bench/*.py; do echo ">> $$b"; $(VPY) $$b || exit 1; done
+
+clean: ## remove the virtualenv, build outputs and demo state
+	rm -rf $(VENV) $(BUILD) .run

@@ -1,0 +1,1 @@
+"""Code shared by the three exporters: HTTP serving, configuration errors, logging."""

@@ -1,0 +1,178 @@
+"""Configuration loading shared by the exporters and simulators.
+
+Every error raised here names the file and the key (a dotted path such as
+``targets.vc1.password_env``) so a user can fix the file without reading code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(Exception):
+    """A configuration problem, located by file and key."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, key: str | None, message: str):
+        self.path = str(path) if path is not None else None
+        self.key = key
+        self.message = message
+        where = self.path or "<config>"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}")
+
+
+def load_yaml(path: str | os.PathLike[str]) -> Any:
+    """Read a YAML file; missing files and syntax errors become ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read file: {exc.strerror or exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(path, None, f"invalid YAML{loc}: {problem}") from exc
+
+
+class Section:
+    """A mapping read from a config file that knows where it came from.
+
+    ``Section(data, path, "targets.vc1").get("port", int, default=443)`` raises a
+    ConfigError naming ``targets.vc1.port`` when the value has the wrong type.
+    Unknown keys are reported by :meth:`reject_unknown`, so typos do not pass silently.
+    """
+
+    def __init__(self, data: Any, path: str | os.PathLike[str] | None, key: str = ""):
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(path, key or None, f"expected a mapping, got {type(data).__name__}")
+        self.data: dict[str, Any] = data
+        self.path = path
+        self.key = key
+        self._seen: set[str] = set()
+
+    def child_key(self, name: str | int) -> str:
+        if isinstance(name, int):
+            return f"{self.key}[{name}]"
+        return f"{self.key}.{name}" if self.key else str(name)
+
+    def error(self, name: str | None, message: str) -> ConfigError:
+        return ConfigError(self.path, self.child_key(name) if name is not None else (self.key or None), message)
+
+    _MISSING = object()
+
+    def get(self, name: str, kind: type | tuple[type, ...] | Callable[[Any], T] = object,
+            default: Any = _MISSING) -> Any:
+        self._seen.add(name)
+        if name not in self.data or self.data[name] is None:
+            if default is Section._MISSING:
+                raise self.error(name, "is required")
+            return default
+        value = self.data[name]
+        if isinstance(kind, type) or isinstance(kind, tuple):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            # bool is an int in Python; a YAML `true` where a number is expected is a mistake.
+            if bool not in kinds and isinstance(value, bool) and any(k in (int, float) for k in kinds):
+                raise self.error(name, f"expected {_names(kinds)}, got a boolean")
+            if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            if not isinstance(value, kinds):
+                raise self.error(name, f"expected {_names(kinds)}, got {type(value).__name__} {value!r}")
+            return value
+        try:
+            return kind(value)
+        except (ValueError, TypeError) as exc:
+            raise self.error(name, str(exc)) from exc
+
+    def section(self, name: str, required: bool = False) -> "Section":
+        self._seen.add(name)
+        if name not in self.data:
+            if required:
+                raise self.error(name, "is required")
+            return Section({}, self.path, self.child_key(name))
+        return Section(self.data[name], self.path, self.child_key(name))
+
+    def sections(self, name: str, required: bool = False) -> list["Section"]:
+        """A list of mappings under ``name``."""
+        self._seen.add(name)
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.error(name, "is required")
+            return []
+        if not isinstance(value, list):
+            raise self.error(name, f"expected a list, got {type(value).__name__}")
+        key = self.child_key(name)
+        return [Section(item, self.path, f"{key}[{i}]") for i, item in enumerate(value)]
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.data) - self._seen)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key (known: {', '.join(sorted(self._seen)) or 'none'})")
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    words = {int: "an integer", float: "a number", str: "a string", bool: "a boolean",
+             list: "a list", dict: "a mapping"}
+    return " or ".join(words.get(k, k.__name__) for k in kinds)
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kb": 1024, "kib": 1024,
+    "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
+    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
+}
+
+
+def parse_bytes(value: Any) -> int:
+    """``4k``, ``4KiB``, ``1 MiB``, ``20GB`` or a plain number -> bytes (binary multiples,
+    as fio and Nutanix use them)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size such as 4KiB, got {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"size must not be negative, got {value!r}")
+        return int(value)
+    text = str(value).strip().lower().replace(" ", "")
+    num = text.rstrip("kmgtib")
+    unit = text[len(num):]
+    if unit not in _UNITS or not num:
+        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {value!r}")
+    try:
+        n = float(num)
+    except ValueError:
+        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"size must not be negative, got {value!r}")
+    return int(n * _UNITS[unit])
+
+
+def parse_duration(value: Any) -> float:
+    """``500ms``, ``20s``, ``5m``, ``1h`` or a plain number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration such as 20s, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower()
+    for suffix, mult in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * mult
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a duration such as 500ms, 20s or 5m, got {value!r}") from None

@@ -1,0 +1,24 @@
+"""One ground truth for every simulated view.
+
+A *scenario* (YAML, see ``docs/scenarios.md``) describes a cluster, its VMs, their virtual disks
+with their identities in every layer (guest device, vCenter controller address and backing file,
+Stargate vdisk id) and, per disk, the I/O *streams* that run on it. :func:`compile_scenario` turns
+it into a :class:`Trace`: per disk, per second of a repeating period, how much of each stream was
+active. Every simulator (Stargate pages, vCenter 20 s samples, fio status streams) derives its
+numbers from the same trace, and wall-clock time modulo the period tells them all which second it
+is, so they agree without talking to each other.
+"""
+
+from .model import (  # noqa: F401
+    BlockSizeMix,
+    Cluster,
+    Disk,
+    Scenario,
+    Stream,
+    Vm,
+    load_scenario,
+    parse_scenario,
+    scenario_path,
+    list_scenarios,
+)
+from .trace import DiskSecond, Trace, compile_scenario  # noqa: F401

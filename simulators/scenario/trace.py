@@ -1,0 +1,222 @@
+"""The compiled trace: per disk, per second of the period, what each stream did.
+
+The trace is the contract every simulated view reads:
+
+- :meth:`Trace.second` gives a disk's totals for one second (ops, bytes, zero bytes, op-weighted
+  latency sums, random ops, outstanding I/Os by Little's law);
+- :meth:`Trace.window` sums seconds, for views that average over a window (vCenter's 20 s,
+  Stargate's recent window, fio's status interval);
+- :meth:`Trace.stream_window` gives the same per stream, for views that need the distributions
+  (latency and size histograms, fio's per-job numbers);
+- :meth:`Trace.to_json` writes the per-second series and identity map for the Go vCenter simulator.
+
+Time is the period second ``int(wall_clock) % period``: every simulator that reads the same
+scenario agrees on what is happening now without talking to the others.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, fields
+from typing import Iterator
+
+from .model import Disk, Scenario, Stream
+
+
+@dataclass
+class DiskSecond:
+    """Totals over one second or a window of seconds (sums, not rates)."""
+
+    seconds: int = 0
+    read_ops: float = 0.0
+    write_ops: float = 0.0
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+    read_zero_bytes: float = 0.0
+    write_zero_bytes: float = 0.0
+    read_latency_sum_s: float = 0.0   # sum over ops of their latency (ops x mean latency)
+    write_latency_sum_s: float = 0.0
+    read_random_ops: float = 0.0
+    write_random_ops: float = 0.0
+    read_outstanding_s: float = 0.0   # integral of outstanding I/Os over time (Little: ops x latency)
+    write_outstanding_s: float = 0.0
+
+    def add(self, other: "DiskSecond") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    # Rates and op-weighted means over the window.
+    def rate(self, name: str) -> float:
+        return getattr(self, name) / self.seconds if self.seconds else 0.0
+
+    @property
+    def read_latency_s(self) -> float:
+        return self.read_latency_sum_s / self.read_ops if self.read_ops else 0.0
+
+    @property
+    def write_latency_s(self) -> float:
+        return self.write_latency_sum_s / self.write_ops if self.write_ops else 0.0
+
+    @property
+    def read_zero_ratio(self) -> float:
+        return self.read_zero_bytes / self.read_bytes if self.read_bytes else 0.0
+
+    @property
+    def write_zero_ratio(self) -> float:
+        return self.write_zero_bytes / self.write_bytes if self.write_bytes else 0.0
+
+
+def stream_second(stream: Stream, activity: float) -> DiskSecond:
+    """What one stream contributes in a second in which it is ``activity`` (0-1) active."""
+    if activity <= 0:
+        return DiskSecond(seconds=1)
+    r = stream.read_iops * activity
+    w = stream.write_iops * activity
+    rb = r * stream.read_size.mean_bytes
+    wb = w * stream.write_size.mean_bytes
+    return DiskSecond(
+        seconds=1,
+        read_ops=r,
+        write_ops=w,
+        read_bytes=rb,
+        write_bytes=wb,
+        read_zero_bytes=rb * stream.zero_reads,
+        write_zero_bytes=wb * stream.zero_writes,
+        read_latency_sum_s=r * stream.read_latency_s,
+        write_latency_sum_s=w * stream.write_latency_s,
+        read_random_ops=r * stream.read_random,
+        write_random_ops=w * stream.write_random,
+        read_outstanding_s=r * stream.read_latency_s,
+        write_outstanding_s=w * stream.write_latency_s,
+    )
+
+
+class Trace:
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.period = scenario.period_s
+        self.disks: list[Disk] = scenario.disks
+        self._by_key = {d.key: d for d in self.disks}
+        self._by_vdisk = {d.vdisk_id: d for d in self.disks}
+        # activity[disk key][stream index][second] in 0..1
+        self.activity: dict[str, list[list[float]]] = {
+            d.key: [[1.0 if s.active(t) else 0.0 for t in range(self.period)] for s in d.streams]
+            for d in self.disks
+        }
+        # Per-second totals, precomputed: windows are sums over these.
+        self._seconds: dict[str, list[DiskSecond]] = {}
+        for d in self.disks:
+            series = []
+            for t in range(self.period):
+                total = DiskSecond(seconds=1)
+                for si, s in enumerate(d.streams):
+                    part = stream_second(s, self.activity[d.key][si][t])
+                    part.seconds = 0
+                    total.add(part)
+                series.append(total)
+            self._seconds[d.key] = series
+
+    # -- time ---------------------------------------------------------------------------
+    def now(self, wall: float | None = None) -> int:
+        """The period second of a wall-clock time (default: now)."""
+        return int(time.time() if wall is None else wall) % self.period
+
+    # -- look-ups -----------------------------------------------------------------------
+    def disk(self, key: str) -> Disk:
+        return self._by_key[key]
+
+    def disk_by_vdisk(self, vdisk_id: int) -> Disk:
+        return self._by_vdisk[vdisk_id]
+
+    def second(self, disk: Disk | str, t: int) -> DiskSecond:
+        key = disk if isinstance(disk, str) else disk.key
+        return self._seconds[key][t % self.period]
+
+    def _window_seconds(self, end: int, seconds: int) -> Iterator[int]:
+        """The ``seconds`` period seconds that end just before ``end`` (exclusive)."""
+        for i in range(seconds):
+            yield (end - seconds + i) % self.period
+
+    def window(self, disk: Disk | str, end: int, seconds: int) -> DiskSecond:
+        """Totals of the ``seconds`` seconds before period second ``end`` (exclusive)."""
+        key = disk if isinstance(disk, str) else disk.key
+        total = DiskSecond()
+        for t in self._window_seconds(end, seconds):
+            total.add(self._seconds[key][t])
+        return total
+
+    def stream_window(self, disk: Disk | str, end: int, seconds: int) -> list[tuple[Stream, DiskSecond]]:
+        """Per stream totals over the window: what the histograms and fio jobs are built from."""
+        d = self._by_key[disk] if isinstance(disk, str) else disk
+        out = []
+        for si, s in enumerate(d.streams):
+            total = DiskSecond()
+            for t in self._window_seconds(end, seconds):
+                total.add(stream_second(s, self.activity[d.key][si][t]))
+            out.append((s, total))
+        return out
+
+    def stream_active_seconds(self, disk: Disk, stream_index: int, end: int) -> int:
+        """How many seconds of [0, end) the stream was active (fio's runtime so far)."""
+        return int(sum(self.activity[disk.key][stream_index][:end]))
+
+    # -- export -------------------------------------------------------------------------
+    def identity_map(self) -> list[dict]:
+        """One row per disk: the names it has in each layer (what dashboards join on)."""
+        return [
+            {
+                "vm": d.vm,
+                "unit": d.unit,
+                "backing_file": d.backing_file,
+                "disk_uuid": d.uuid,
+                "guest_device": d.guest_device,
+                "partition_start_bytes": d.partition_start_bytes,
+                "vdisk_id": d.vdisk_id,
+                "vdisk_name": d.vdisk_name,
+                "vdisk_uuid": d.vdisk_uuid,
+                "cvm": d.cvm,
+            }
+            for d in self.disks
+        ]
+
+    def to_json(self) -> str:
+        """Per-second series and identities, for simulators outside Python (the Go vCenter one).
+
+        Rates are per second; latency is the op-weighted mean in seconds (0 when no ops);
+        outstanding is the time-average number of I/Os in flight.
+        """
+        sc = self.scenario
+        vms = []
+        for vm in sc.vms:
+            disks = []
+            for d in vm.disks:
+                series = self._seconds[d.key]
+                disks.append({
+                    "unit": d.unit,
+                    "capacity_bytes": d.capacity_bytes,
+                    "backing_file": d.backing_file,
+                    "uuid": d.uuid,
+                    "vdisk_id": d.vdisk_id,
+                    "read_ops": [s.read_ops for s in series],
+                    "write_ops": [s.write_ops for s in series],
+                    "read_bytes": [s.read_bytes for s in series],
+                    "write_bytes": [s.write_bytes for s in series],
+                    "read_latency_s": [s.read_latency_s for s in series],
+                    "write_latency_s": [s.write_latency_s for s in series],
+                    "read_outstanding": [s.read_outstanding_s for s in series],
+                    "write_outstanding": [s.write_outstanding_s for s in series],
+                    "read_random_ratio": [s.read_random_ops / s.read_ops if s.read_ops else 0.0 for s in series],
+                    "write_random_ratio": [s.write_random_ops / s.write_ops if s.write_ops else 0.0 for s in series],
+                })
+            vms.append({"name": vm.name, "host": vm.host, "guest_os": vm.guest_os, "disks": disks})
+        return json.dumps({
+            "scenario": sc.name,
+            "period_seconds": self.period,
+            "cluster": sc.cluster.name,
+            "vms": vms,
+        }, separators=(",", ":"))
+
+
+def compile_scenario(scenario: Scenario) -> Trace:
+    return Trace(scenario)
