@@ -1,0 +1,110 @@
+"""Shared exporter plumbing: the HTTP routes and the config helpers."""
+
+import time
+
+import pytest
+import requests
+from prometheus_client.core import GaugeMetricFamily
+
+from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+from exporters.common.web import BadRequest, ExporterApp, ExporterServer, parse_listen_address
+
+
+class Echo:
+    def __init__(self, probe):
+        self.probe = probe
+
+    def collect(self):
+        g = GaugeMetricFamily("echo_remaining_seconds", "Seconds left before the probe deadline.")
+        g.add_metric([], round(self.probe.remaining(), 1))
+        yield g
+        yield GaugeMetricFamily("echo_up", "1 when the target answered.", value=1 if self.probe.target == "good" else 0)
+
+
+def handler(probe):
+    if probe.target == "bad-request":
+        raise BadRequest("unknown module 'x'")
+    return [Echo(probe)]
+
+
+@pytest.fixture
+def server():
+    srv = ExporterServer(ExporterApp("echo-exporter", "Echoes probes.", handler, default_timeout=7,
+                                     example_target="good"), "127.0.0.1", 0).start()
+    yield srv
+    srv.stop()
+
+
+def test_landing_page_links_metrics_and_probe(server):
+    r = requests.get(server.url + "/", timeout=5)
+    assert r.status_code == 200
+    assert "echo-exporter" in r.text and "/probe?target=good" in r.text and "/metrics" in r.text
+
+
+def test_probe_uses_prometheus_timeout_header_less_margin(server):
+    r = requests.get(server.url + "/probe", params={"target": "good"},
+                     headers={"X-Prometheus-Scrape-Timeout-Seconds": "3"}, timeout=5)
+    assert r.status_code == 200
+    assert "echo_remaining_seconds 2.5" in r.text
+    assert "echo_up 1.0" in r.text
+    r = requests.get(server.url + "/probe", params={"target": "other"}, timeout=5)
+    assert "echo_remaining_seconds 7.0" in r.text
+    assert "echo_up 0.0" in r.text
+
+
+def test_probe_errors_are_http_400(server):
+    r = requests.get(server.url + "/probe", timeout=5)
+    assert r.status_code == 400 and "target" in r.text
+    r = requests.get(server.url + "/probe", params={"target": "bad-request"}, timeout=5)
+    assert r.status_code == 400 and "unknown module 'x'" in r.text
+
+
+def test_metrics_has_process_metrics_not_probe_data(server):
+    r = requests.get(server.url + "/metrics", timeout=5)
+    assert r.status_code == 200
+    assert "python_info" in r.text and "echo_up" not in r.text
+    assert requests.get(server.url + "/nope", timeout=5).status_code == 404
+
+
+@pytest.mark.parametrize("text, expected", [("4k", 4096), ("4KiB", 4096), ("1 MiB", 1024**2), ("20GB", 20 * 1024**3),
+                                            (512, 512), ("1.5m", int(1.5 * 1024**2))])
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["4q", "k", "-1k", True, "lots"])
+def test_parse_bytes_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_bytes(bad)
+
+
+@pytest.mark.parametrize("text, expected", [("500ms", 0.5), ("20s", 20), ("5m", 300), ("1h", 3600), (3, 3.0), ("250us", 0.00025)])
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == pytest.approx(expected)
+
+
+def test_section_reports_file_and_key(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("targets:\n  - host: a\n    port: yes\n")
+    root = Section(load_yaml(f), f)
+    target = root.sections("targets")[0]
+    with pytest.raises(ConfigError) as err:
+        target.get("port", int)
+    assert str(err.value) == f"{f}: targets[0].port: expected an integer, got a boolean"
+    target.get("host", str)
+    target.data["hots"] = 1
+    with pytest.raises(ConfigError, match=r"targets\[0\].hots: unknown key"):
+        target.reject_unknown()
+
+
+def test_load_yaml_missing_file_names_it(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: cannot read file"):
+        load_yaml(tmp_path / "nope.yaml")
+
+
+def test_parse_listen_address():
+    assert parse_listen_address(":9761") == ("0.0.0.0", 9761)
+    assert parse_listen_address("127.0.0.1:1") == ("127.0.0.1", 1)
+    assert parse_listen_address("[::1]:80") == ("::1", 80)
+    with pytest.raises(ValueError):
+        parse_listen_address("localhost")
