@@ -62,7 +62,7 @@ test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio
 	$(VPY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=...)
-	$(VPY) deploy/demo.py --scenario $(SCENARIO)
+	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO)
 
 bench: deps ## run the benchmarks in bench/ (each prints a ratio against its baseline)
 	@for b in bench/*.py; do echo ">> $$b"; $(VPY) $$b || exit 1; done

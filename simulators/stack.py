@@ -1,0 +1,373 @@
+"""The demo stack: a simulated cluster and the real monitoring stack, as plain processes.
+
+``ioparallax-demo`` (what ``make demo`` runs) starts, all bound to 127.0.0.1:
+
+- the simulators, fed by one scenario: one Stargate server per CVM, the vCenter simulator;
+- the three exporters, pointed at them;
+- Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
+  and node_exporter;
+
+then prints where to look, which targets are up and which alerts fire. Ctrl-C stops everything it
+started, by PID. End-to-end tests use :class:`Stack` directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from simulators.scenario import compile_scenario, load_scenario
+
+log = logging.getLogger("ioparallax.demo")
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / ".build"
+BIN = Path(sys.executable).parent
+
+# Preferred ports for the demo (the usual ones, so the URLs are familiar); a busy port falls back
+# to a free one.
+PREFERRED_PORTS = {
+    "prometheus": 9090,
+    "alertmanager": 9093,
+    "node-exporter": 9100,
+    "stargate-exporter": 9761,
+    "vcenter-exporter": 9762,
+    "fio-exporter": 9763,
+}
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pick_port(name: str, fixed: bool) -> int:
+    preferred = PREFERRED_PORTS.get(name)
+    if fixed and preferred and port_is_free(preferred):
+        return preferred
+    return free_port()
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen
+    log_path: Path
+    url: str = ""
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class Stack:
+    """Everything ``make demo`` starts; usable as a context manager in tests."""
+
+    scenario: str = "zero-heavy"
+    workdir: Path = REPO / ".run" / "demo"
+    fixed_ports: bool = True          # try the familiar ports first (demo); tests pass False
+    scrape_interval: str = "5s"
+    evaluation_interval: str = "5s"
+    vcenter_scrape_interval: str = "20s"
+    extra_rule_files: list[Path] = field(default_factory=list)
+    alertmanager_webhook: str | None = None   # tests: receive alerts here
+    procs: list[Proc] = field(default_factory=list)
+    urls: dict[str, str] = field(default_factory=dict)
+
+    # -- process handling -----------------------------------------------------------------
+    def _start(self, name: str, argv: list[str], url: str = "", env: dict[str, str] | None = None) -> Proc:
+        log_path = self.workdir / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(log_path, "ab")
+        popen = subprocess.Popen([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True,
+                                 env={**os.environ, **(env or {})})
+        fh.close()
+        proc = Proc(name, [str(a) for a in argv], popen, log_path, url)
+        self.procs.append(proc)
+        (self.workdir / "pids").mkdir(exist_ok=True)
+        (self.workdir / "pids" / f"{name}.pid").write_text(str(popen.pid))
+        if url:
+            self.urls[name] = url
+        return proc
+
+    def _wait_http(self, proc: Proc, path: str = "/", timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited with code {proc.popen.returncode}:\n{proc.tail()}")
+            try:
+                requests.get(proc.url + path, timeout=2, verify=False)
+                return
+            except requests.RequestException:
+                time.sleep(0.2)
+        raise TimeoutError(f"{proc.name} did not answer on {proc.url}{path} within {timeout:.0f} s:\n{proc.tail()}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.alive():
+                try:
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in reversed(self.procs):
+            try:
+                proc.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+            pid_file = self.workdir / "pids" / f"{proc.name}.pid"
+            pid_file.unlink(missing_ok=True)
+        self.procs.clear()
+
+    def __enter__(self) -> "Stack":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- the stack --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._kill_leftovers()
+        sc = load_scenario(self.scenario)
+        self.trace = compile_scenario(sc)
+        scrape: list[dict[str, Any]] = []
+        for starter in (self._start_stargate, self._start_vcenter, self._start_fio, self._start_node_exporter):
+            scrape.extend(starter())
+        self._start_alertmanager()
+        self._start_prometheus(scrape)
+
+    def _kill_leftovers(self) -> None:
+        """A demo killed with SIGKILL leaves PID files: stop those processes before starting anew."""
+        piddir = self.workdir / "pids"
+        if not piddir.is_dir():
+            return
+        for pid_file in piddir.glob("*.pid"):
+            try:
+                pid = int(pid_file.read_text())
+                os.killpg(pid, signal.SIGTERM)
+                log.info("stopped leftover %s (pid %d)", pid_file.stem, pid)
+            except (ValueError, ProcessLookupError, PermissionError):
+                pass
+            pid_file.unlink(missing_ok=True)
+
+    def _exporter_scrape(self, job: str, url: str, interval: str | None = None, **extra: Any) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"job_name": job, "static_configs": [{"targets": [url.split("://", 1)[1]]}]}
+        if interval:
+            cfg["scrape_interval"] = interval
+        cfg.update(extra)
+        return cfg
+
+    def _start_stargate(self) -> list[dict[str, Any]]:
+        return []
+
+    def _start_vcenter(self) -> list[dict[str, Any]]:
+        return []
+
+    def _start_fio(self) -> list[dict[str, Any]]:
+        return []
+
+    def _start_node_exporter(self) -> list[dict[str, Any]]:
+        port = pick_port("node-exporter", self.fixed_ports)
+        proc = self._start("node-exporter", ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}"],
+                           url=f"http://127.0.0.1:{port}")
+        self._wait_http(proc, "/metrics")
+        return [self._exporter_scrape("node", proc.url)]
+
+    def _start_alertmanager(self) -> None:
+        port = pick_port("alertmanager", self.fixed_ports)
+        receivers: list[dict[str, Any]] = [{"name": "null"}]
+        route: dict[str, Any] = {"receiver": "null", "group_by": ["alertname", "vm", "vdisk_id", "job"],
+                                 "group_wait": "5s", "group_interval": "10s", "repeat_interval": "1h"}
+        if self.alertmanager_webhook:
+            receivers = [{"name": "webhook", "webhook_configs": [{"url": self.alertmanager_webhook,
+                                                                   "send_resolved": True}]}]
+            route["receiver"] = "webhook"
+        cfg = {"route": route, "receivers": receivers}
+        path = self.workdir / "alertmanager.yml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        data = self.workdir / "alertmanager-data"
+        data.mkdir(exist_ok=True)
+        proc = self._start("alertmanager", [
+            "prometheus-alertmanager", f"--config.file={path}", f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        ], url=f"http://127.0.0.1:{port}")
+        self._wait_http(proc, "/-/ready")
+
+    def rule_files(self) -> list[Path]:
+        rules = sorted((REPO / "alerts").glob("*.rules.yml")) + sorted((REPO / "alerts").glob("*.rules.yaml"))
+        return rules + list(self.extra_rule_files)
+
+    def _start_prometheus(self, scrape: list[dict[str, Any]]) -> None:
+        port = pick_port("prometheus", self.fixed_ports)
+        exporters = [p.url.split("://", 1)[1] for p in self.procs if p.name.endswith("-exporter") and p.name != "node-exporter"]
+        if exporters:
+            scrape.append({"job_name": "ioparallax-exporters", "static_configs": [{"targets": exporters}]})
+        cfg = {
+            "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval,
+                       "scrape_timeout": self.scrape_interval},
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [self.urls["alertmanager"].split("://", 1)[1]]}]}]},
+            "rule_files": [str(p) for p in self.rule_files()],
+            "scrape_configs": scrape,
+        }
+        path = self.workdir / "prometheus.yml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"promtool rejected the generated {path}:\n{check.stdout}{check.stderr}")
+        data = self.workdir / "prometheus-data"
+        shutil.rmtree(data, ignore_errors=True)
+        proc = self._start("prometheus", [
+            "prometheus", f"--config.file={path}", f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=1d",
+        ], url=f"http://127.0.0.1:{port}")
+        self._wait_http(proc, "/-/ready")
+
+    # -- status -----------------------------------------------------------------------------
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        r = requests.get(self.urls["prometheus"] + "/api/v1/query", params={"query": promql}, timeout=10)
+        r.raise_for_status()
+        return r.json()["data"]["result"]
+
+    def targets(self) -> list[dict[str, Any]]:
+        r = requests.get(self.urls["prometheus"] + "/api/v1/targets", timeout=10)
+        r.raise_for_status()
+        return r.json()["data"]["activeTargets"]
+
+    def wait_scraped(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until every target has been scraped once; returns the targets."""
+        deadline = time.monotonic() + timeout
+        targets: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            targets = self.targets()
+            if targets and all(t.get("lastScrape", "").startswith("20") and t["health"] != "unknown" for t in targets):
+                return targets
+            time.sleep(1)
+        return targets
+
+    def firing_alerts(self) -> list[dict[str, Any]]:
+        r = requests.get(self.urls["prometheus"] + "/api/v1/alerts", timeout=10)
+        r.raise_for_status()
+        return [a for a in r.json()["data"]["alerts"] if a["state"] == "firing"]
+
+    def report(self) -> str:
+        lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
+        for name, url in self.urls.items():
+            lines.append(f"  {name:20} {url}")
+        lines.append("")
+        lines.append("Targets:")
+        for t in sorted(self.targets(), key=lambda t: (t["labels"].get("job", ""), t["labels"].get("instance", ""))):
+            up = {"up": "UP  ", "down": "DOWN"}.get(t["health"], t["health"].upper())
+            err = f"  ({t['lastError']})" if t.get("lastError") else ""
+            lines.append(f"  {up} {t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{err}")
+        for q, what in (("stargate_up", "Stargate"), ("vcenter_up", "vCenter"), ("fio_up", "fio")):
+            try:
+                res = self.query(q)
+            except requests.RequestException:
+                continue
+            if res:
+                ups = ", ".join(f"{r['metric'].get('instance', '?')}={r['value'][1]}" for r in res)
+                lines.append(f"  {what} probes: {ups}")
+        lines.append("")
+        alerts = self.firing_alerts()
+        lines.append(f"Firing alerts: {len(alerts)}")
+        for a in alerts:
+            lab = a["labels"]
+            where = ", ".join(f"{k}={lab[k]}" for k in ("vm", "disk", "vdisk_id", "job") if k in lab)
+            lines.append(f"  {lab.get('severity', ''):8} {lab['alertname']}  {where}")
+        return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from simulators.scenario import list_scenarios
+
+    parser = argparse.ArgumentParser(
+        prog="ioparallax-demo",
+        description="Start a simulated cluster and the real monitoring stack on 127.0.0.1, print where to look, "
+                    "and stop everything on Ctrl-C.",
+    )
+    parser.add_argument("--scenario", default="zero-heavy",
+                        help=f"scenario name or YAML file (default %(default)s; library: {', '.join(list_scenarios())})")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".run" / "demo",
+                        help="state, generated configs and logs (default: %(default)s)")
+    parser.add_argument("--duration", type=float, default=0,
+                        help="stop after this many seconds instead of waiting for Ctrl-C (0: wait)")
+    parser.add_argument("--settle", type=float, default=25,
+                        help="seconds to let Prometheus scrape and evaluate before the status report (default %(default)s)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    stack = Stack(scenario=args.scenario, workdir=args.workdir)
+    stopping = False
+
+    def on_signal(signum, frame):
+        nonlocal stopping
+        stopping = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        print(f">> starting the demo stack (scenario {args.scenario}); logs in {args.workdir / 'logs'}", flush=True)
+        stack.start()
+        stack.wait_scraped(timeout=60)
+        time.sleep(min(args.settle, args.duration) if args.duration else args.settle)
+        print(stack.report(), flush=True)
+        print("\nPress Ctrl-C to stop everything." if not args.duration else "", flush=True)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while deadline is None or time.monotonic() < deadline:
+            for proc in stack.procs:
+                if not proc.alive():
+                    print(f"!! {proc.name} exited with code {proc.popen.returncode}:\n{proc.tail()}", flush=True)
+                    return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"!! {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        print(">> stopping", flush=True)
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
