@@ -1,0 +1,16 @@
+# One image for the three ioparallax exporters (and the Stargate simulator, for the demo profile).
+# Choose the program with the container command, e.g. `stargate-exporter --config.file=...`.
+FROM python:3.11-slim-bookworm
+
+# Run as an unprivileged user; the exporters need no root (the fio exporter's guest disk facts
+# only read /sys).
+RUN useradd --system --uid 65532 --home /nonexistent ioparallax
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY exporters ./exporters
+COPY simulators ./simulators
+RUN pip install --no-cache-dir . && rm -rf /src
+USER 65532
+EXPOSE 9761 9762 9763
+ENTRYPOINT []
+CMD ["stargate-exporter", "--help"]
