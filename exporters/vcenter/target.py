@@ -1,0 +1,207 @@
+"""One vCenter target: its session, cached inventory, counter state, and the collection that
+overlapping probes share.
+
+A probe asks :meth:`Target.probe` for a snapshot. If a collection of that target is already
+running (another Prometheus, a slow vCenter), the probe waits for the same one instead of
+starting another; if the collection does not finish before the probe's deadline, the probe
+answers ``vcenter_up 0`` with the cause, and the collection goes on in the background so that
+its samples are integrated and shown by the next probe (no sample is lost).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+from .client import TargetError, VCenterClient
+from .config import TargetConfig
+from .integrate import DiskCounters, integrate
+from .inventory import VirtualMachine, collect_inventory
+from .perf import (EntityRequest, batch_requests, build_spec, counter_keys, parse_query_result, query,
+                   read_max_query_metrics)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DiskRow:
+    vm: VirtualMachine
+    disk_index: int
+    counters: DiskCounters
+
+
+@dataclass
+class Snapshot:
+    """What one collection found; immutable once published to probes."""
+
+    up: bool
+    cause: str = ""
+    kind: str = ""
+    duration: float = 0.0
+    finished: float = 0.0                      # time.monotonic() at the end
+    vms: list[VirtualMachine] = field(default_factory=list)
+    disks: list[DiskRow] = field(default_factory=list)
+    inventory_age: float = 0.0
+    queries: int = 0
+    new_samples: int = 0
+    misaligned_series: int = 0
+    empty_series: int = 0
+    missing_counters: tuple[str, ...] = ()
+    star_expanded_by_server: bool = True
+    logins: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class Target:
+    def __init__(self, name: str, cfg: TargetConfig,
+                 client_factory: Callable[[str, TargetConfig], VCenterClient] = VCenterClient):
+        self.name = name
+        self.cfg = cfg
+        self.client = client_factory(name, cfg)
+        self._lock = threading.Lock()
+        self._inflight: Future | None = None
+        self.inventory: list[VirtualMachine] | None = None
+        self.inventory_at = 0.0
+        self.keys: dict[str, int] | None = None
+        self.max_metrics: int | None = cfg.max_query_metrics
+        self.star_ok = True   # False once the server echoes "*" back instead of expanding it
+        self.states: dict[tuple[str, str], DiskCounters] = {}
+        self.errors: dict[str, int] = {}
+        self.collections = 0
+
+    # -- probes ---------------------------------------------------------------------------
+    def probe(self, timeout: float) -> tuple[Snapshot, bool]:
+        """The snapshot of a collection (a running one if any); (snapshot, shared)."""
+        with self._lock:
+            fut = self._inflight
+            shared = fut is not None
+            if fut is None:
+                fut = self._inflight = Future()
+                threading.Thread(target=self._run, args=(fut,), name=f"collect {self.name}", daemon=True).start()
+        try:
+            return fut.result(timeout=max(0.0, timeout)), shared
+        except FutureTimeout:
+            snap = Snapshot(up=False, kind="timeout",
+                            cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
+                                  "the collection continues in the background",
+                            errors=dict(self.errors))
+            return snap, shared
+
+    def _run(self, fut: Future) -> None:
+        start = time.monotonic()
+        try:
+            snap = self._collect()
+        except TargetError as exc:
+            self.errors[exc.kind] = self.errors.get(exc.kind, 0) + 1
+            snap = Snapshot(up=False, cause=exc.cause, kind=exc.kind, errors=dict(self.errors))
+        except Exception as exc:  # a bug must not kill the target: report it as this probe's cause
+            log.exception("unexpected error collecting %s", self.name)
+            self.errors["error"] = self.errors.get("error", 0) + 1
+            snap = Snapshot(up=False, cause=f"internal error: {exc.__class__.__name__}: {exc}", kind="error",
+                            errors=dict(self.errors))
+        snap.duration = time.monotonic() - start
+        snap.finished = time.monotonic()
+        snap.logins = self.client.logins
+        with self._lock:
+            self._inflight = None
+        fut.set_result(snap)
+
+    # -- collection -----------------------------------------------------------------------
+    def _refresh_inventory(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and self.inventory is not None and now - self.inventory_at < self.cfg.inventory_refresh:
+            return
+        inv = self.client.call(collect_inventory)
+        self.inventory = inv
+        self.inventory_at = time.monotonic()
+        alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
+        for key in list(self.states):
+            if key not in alive:  # deleted VMs and disks: forget their counters
+                del self.states[key]
+
+    def _collect(self) -> Snapshot:
+        self.collections += 1
+        self._refresh_inventory()
+        if self.keys is None:
+            self.keys = self.client.call(lambda si: counter_keys(si.content.perfManager.perfCounter))
+            if not self.keys:
+                raise TargetError("vCenter has none of the virtualDisk performance counters", "protocol")
+        if self.max_metrics is None:
+            self.max_metrics = self.client.call(read_max_query_metrics)
+        key_names = {k: n for n, k in self.keys.items()}
+        key_list = sorted(self.keys.values())
+
+        snap = Snapshot(up=True)
+        assert self.inventory is not None
+        by_moref = {vm.moref: vm for vm in self.inventory}
+        requests = []
+        for vm in self.inventory:
+            if vm.power_state != "poweredOn" or not vm.disks:
+                continue  # no realtime statistics for VMs that are not running
+            seen = [self.states[(vm.moref, d.instance)].last_timestamp
+                    for d in vm.disks if (vm.moref, d.instance) in self.states]
+            since = min((t for t in seen if t is not None), default=None)
+            instances = ("*",) if self.star_ok else tuple(d.instance for d in vm.disks)
+            requests.append(EntityRequest(vm.moref, instances, since))
+
+        pending = requests
+        while pending:
+            retry: list[EntityRequest] = []
+            for batch in batch_requests(pending, len(key_list), self.max_metrics):
+                specs = [build_spec(r, key_list, self.cfg.perf_format) for r in batch]
+                try:
+                    result = self.client.call(lambda si: query(si, specs))
+                except TargetError as exc:
+                    if "ManagedObjectNotFound" in exc.cause:
+                        self.inventory_at = 0.0  # a VM went away: refresh the inventory next time
+                    raise
+                snap.queries += 1
+                parsed = parse_query_result(result, key_names)
+                snap.misaligned_series += parsed.misaligned
+                snap.empty_series += parsed.empty
+                if parsed.star_echoed and self.star_ok:
+                    # The server did not expand "*" (stock vcsim): ask again, instance by instance.
+                    log.info("%s does not expand instance '*'; querying disk instances explicitly", self.name)
+                    self.star_ok = False
+                    retry.extend(EntityRequest(r.moref, tuple(d.instance for d in by_moref[r.moref].disks), r.since)
+                                 for r in batch if r.moref in parsed.star_echoed)
+                for moref, per_instance in parsed.samples.items():
+                    for instance, samples in per_instance.items():
+                        state = self.states.get((moref, instance))
+                        if state is None:
+                            state = self.states[(moref, instance)] = DiskCounters()
+                        snap.new_samples += integrate(state, samples)
+            pending = retry
+
+        snap.star_expanded_by_server = self.star_ok
+        snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
+        snap.vms = self.inventory
+        snap.inventory_age = time.monotonic() - self.inventory_at
+        for vm in self.inventory:
+            for i, d in enumerate(vm.disks):
+                state = self.states.get((vm.moref, d.instance))
+                if state is not None and state.samples:
+                    snap.disks.append(DiskRow(vm, i, _frozen(state)))
+        snap.errors = dict(self.errors)
+        return snap
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _wanted() -> tuple[str, ...]:
+    from .perf import VIRTUAL_DISK_COUNTERS
+    return VIRTUAL_DISK_COUNTERS
+
+
+def _frozen(state: DiskCounters) -> DiskCounters:
+    """A copy the exposition can read while the next collection updates the original."""
+    c = copy.copy(state)
+    c.seeks = dict(state.seeks)
+    return c
