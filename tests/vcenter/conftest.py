@@ -1,0 +1,151 @@
+"""Fixtures for the vCenter area: the scenario simulator and stock vcsim started as real
+processes on free loopback ports, and the exporter served in-process on a free port."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporters.common.web import ExporterServer
+from exporters.vcenter.cli import make_app
+from exporters.vcenter.config import load_config
+from simulators.scenario import compile_scenario, load_scenario
+from tests.support import BUILD, ManagedProcess, free_port
+
+SIM = BUILD / "vcsim-scenario"
+STOCK = BUILD / "vcsim"
+USER, PASSWORD = "monitor", "s3cret-Pa55"
+
+
+def _need(binary: Path) -> None:
+    if not binary.exists() or binary.stat().st_size == 0:
+        pytest.skip(f"{binary} is not built: run `make deps-go`")
+
+
+def wait_for_line(proc: ManagedProcess, pattern: str, timeout: float = 60.0) -> re.Match:
+    deadline = time.monotonic() + timeout
+    rx = re.compile(pattern)
+    while time.monotonic() < deadline:
+        m = rx.search(proc.output())
+        if m:
+            return m
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}: {proc.output()}")
+        time.sleep(0.05)
+    raise TimeoutError(f"{proc.name} did not print {pattern!r} in {timeout} s: {proc.output()}")
+
+
+@pytest.fixture(scope="session")
+def bursty_trace(tmp_path_factory):
+    """The bursty-1m scenario compiled, as the JSON file and the Trace object."""
+    trace = compile_scenario(load_scenario("bursty-1m"))
+    path = tmp_path_factory.mktemp("trace") / "bursty-1m.json"
+    path.write_text(trace.to_json())
+    return path, trace
+
+
+@pytest.fixture(scope="session")
+def postgres_trace(tmp_path_factory):
+    trace = compile_scenario(load_scenario("postgres"))
+    path = tmp_path_factory.mktemp("trace") / "postgres.json"
+    path.write_text(trace.to_json())
+    return path, trace
+
+
+@pytest.fixture
+def scenario_sim(processes):
+    """start(trace_path, *flags) -> (address 'host:port', process)."""
+    _need(SIM)
+
+    def start(trace_path, *flags, user=USER, password=PASSWORD):
+        port = free_port()
+        argv = [SIM, "-trace", trace_path, "-listen", f"127.0.0.1:{port}", "-username", user,
+                "-password", password, *flags]
+        proc = processes.start(f"vcsim-scenario-{port}", argv)
+        m = wait_for_line(proc, r"listening https://(127\.0\.0\.1:\d+)/sdk")
+        return m.group(1), proc
+
+    return start
+
+
+@pytest.fixture
+def stock_vcsim(processes):
+    """Stock vcsim v0.46.3 with a small inventory (one cluster host, 2 VMs)."""
+    _need(STOCK)
+
+    def start(*flags):
+        port = free_port()
+        argv = [STOCK, "-l", f"127.0.0.1:{port}", "-username", USER, "-password", PASSWORD,
+                "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-vm", "1", "-pg", "0",
+                *flags]
+        proc = processes.start(f"vcsim-stock-{port}", argv)
+        wait_for_line(proc, r"export GOVC_URL=")
+        return f"127.0.0.1:{port}", proc
+
+    return start
+
+
+class Exporter:
+    def __init__(self, server: ExporterServer, targets):
+        self.server = server
+        self.targets = targets
+
+    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
+        r = requests.get(f"{self.server.url}/probe", params={"target": target},
+                         headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)}, timeout=timeout + 30)
+        return r.status_code, r.text
+
+    def probe(self, target: str, timeout: float = 10.0) -> dict:
+        code, text = self.probe_text(target, timeout)
+        assert code == 200, text
+        return parse_metrics(text)
+
+
+def parse_metrics(text: str) -> dict:
+    """{name: {frozenset(labels.items()): value}} of an exposition."""
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def value(metrics: dict, name: str, **labels) -> float:
+    series = metrics.get(name, {})
+    for key, v in series.items():
+        if all(dict(key).get(k) == val for k, val in labels.items()):
+            return v
+    raise KeyError(f"{name}{labels} not in {sorted(series)[:5]}")
+
+
+@pytest.fixture
+def exporter(tmp_path, monkeypatch):
+    """start(yaml_text) -> Exporter serving on a free loopback port, stopped after the test."""
+    started = []
+
+    def start(yaml_text: str, env: dict[str, str] | None = None) -> Exporter:
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        path = tmp_path / f"vcenter-{len(started)}.yml"
+        path.write_text(yaml_text)
+        app, targets = make_app(load_config(str(path)))
+        server = ExporterServer(app, "127.0.0.1", 0).start()
+        started.append((server, targets))
+        return Exporter(server, targets)
+
+    yield start
+    for server, targets in started:
+        server.stop()
+        targets.close()
+
+
+def insecure_config(user: str = USER, password_env: str = "VC_TEST_PASSWORD", **extra) -> str:
+    lines = ["defaults:", f"  username: {user}", f"  password_env: {password_env}",
+             "  insecure_skip_verify: true"]
+    lines += [f"  {k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
