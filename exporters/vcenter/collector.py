@@ -97,6 +97,9 @@ class ProbeCollector(Collector):
         yield GaugeMetricFamily("vcenter_perf_misaligned_series",
                                 "Series left out because their value count did not match the sample count "
                                 "(zeros dropped by the server).", value=s.misaligned_series)
+        yield GaugeMetricFamily("vcenter_perf_empty_series",
+                                "Series that came back without any value (nothing shown for them, no made-up 0).",
+                                value=s.empty_series)
         yield GaugeMetricFamily("vcenter_perf_missing_counters",
                                 "virtualDisk counters this vCenter does not offer.", value=len(s.missing_counters))
         yield CounterMetricFamily("vcenter_session_logins", "Logins to this vCenter since the exporter started "

@@ -1,0 +1,120 @@
+"""The exporter against the scenario simulator: exact values, counters that integrate every
+sample, joins, exposition format, shared collections, the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+
+from tests.support import promtool_check_metrics, venv_tool
+
+from .conftest import insecure_config, parse_metrics, value
+from .test_vcenter_simulator import FROZEN, T0
+
+ENV = {"VC_TEST_PASSWORD": "s3cret-Pa55"}
+
+
+def test_latest_sample_and_identities(scenario_sim, bursty_trace, exporter):
+    path, trace = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+    exp = exporter(insecure_config(), ENV)
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1
+    labels = {"vm": "burst-01", "disk": "scsi0:1"}
+    # vCenter's chart: 20,480 KBps at 80 ms for a 1 s burst of ~400 MiB/s
+    assert value(m, "vcenter_virtual_disk_sample_write_bytes_per_second", **labels) == 20480 * 1024
+    assert value(m, "vcenter_virtual_disk_sample_write_latency_seconds", **labels) == 0.08
+    assert value(m, "vcenter_virtual_disk_sample_write_latency_precise_seconds", **labels) == 0.08
+    assert value(m, "vcenter_virtual_disk_sample_write_ops_per_second", **labels) == 20
+    assert value(m, "vcenter_virtual_disk_sample_write_io_size_bytes", **labels) == 1048576
+    assert value(m, "vcenter_virtual_disk_sample_read_bytes_per_second", **labels) == 0, "zeros kept"
+    assert value(m, "vcenter_virtual_disk_sample_timestamp_seconds", **labels) == T0
+    disk = trace.disks[0]
+    info = value(m, "vcenter_virtual_disk_info", **labels, disk_uuid=disk.uuid, backing_file=disk.backing_file,
+                 datastore="ctr01", host="esx-01")
+    assert info == 1
+    assert value(m, "vcenter_vm_info", vm="burst-01", host="esx-01", power_state="poweredOn") == 1
+    assert value(m, "vcenter_virtual_disk_capacity_bytes", **labels) == disk.capacity_bytes
+
+
+def test_counters_integrate_every_sample_since_the_last_seen(scenario_sim, bursty_trace, exporter):
+    """A probe after a gap (here 200 s: ten 20 s samples) integrates all ten, so the counters
+    grow by exactly the bytes, ops and latency x ops of the ground truth."""
+    path, trace = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+    exp = exporter(insecure_config(), ENV)
+    labels = {"vm": "burst-01", "disk": "scsi0:1"}
+    first = exp.probe(address)
+    assert value(first, "vcenter_virtual_disk_samples_total", **labels) == 1
+    # The previous probe saw the sample that ended 200 s ago (the exporter's own state).
+    (state,) = exp.targets.get(address).states.values()
+    state.last_timestamp = T0 - 200
+    second = exp.probe(address)
+    truth = trace.window(trace.disks[0], T0 % trace.period, 200)
+
+    def delta(name):
+        return value(second, name, **labels) - value(first, name, **labels)
+
+    assert delta("vcenter_virtual_disk_samples_total") == 10
+    assert value(second, "vcenter_perf_new_samples") == 10
+    assert delta("vcenter_virtual_disk_write_bytes_total") == truth.write_bytes == 10 * 400 * 2**20
+    assert delta("vcenter_virtual_disk_write_ops_total") == truth.write_ops == 4000
+    assert abs(delta("vcenter_virtual_disk_write_latency_seconds_total") - truth.write_latency_sum_s) < 1e-9
+    assert delta("vcenter_virtual_disk_read_bytes_total") == 0
+    # a third probe with nothing new adds nothing
+    third = exp.probe(address)
+    assert value(third, "vcenter_perf_new_samples") == 0
+    assert value(third, "vcenter_virtual_disk_write_bytes_total", **labels) == value(
+        second, "vcenter_virtual_disk_write_bytes_total", **labels)
+
+
+def test_exposition_passes_promtool(scenario_sim, postgres_trace, exporter):
+    path, _ = postgres_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+    exp = exporter(insecure_config(), ENV)
+    code, text = exp.probe_text(address)
+    assert code == 200
+    assert 'disk="scsi0:2"' in text
+    result = promtool_check_metrics(text)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_batches_respect_max_query_metrics(scenario_sim, postgres_trace, exporter):
+    path, _ = postgres_trace
+    # 15 counters x 1 ("*") per VM: a limit of 15 forces one VM per query; 16 VMs -> 16 queries
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "15", "-vms", "15")
+    exp = exporter(insecure_config(), ENV)
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1
+    assert value(m, "vcenter_perf_queries") == 16
+    assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
+
+
+def test_overlapping_probes_share_one_collection(scenario_sim, bursty_trace, exporter):
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "QueryPerf:1500")
+    exp = exporter(insecure_config(), ENV)
+    results = []
+
+    def probe():
+        results.append(exp.probe(address, timeout=10))
+
+    threads = [threading.Thread(target=probe) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [value(m, "vcenter_up") for m in results] == [1, 1, 1]
+    assert sorted(value(m, "vcenter_probe_shared_collection") for m in results) == [0, 1, 1]
+    assert exp.targets.get(address).collections == 1
+
+
+def test_cli_help_and_config_errors(tmp_path):
+    exe = venv_tool("vcenter-exporter")
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "/probe?target=" in out.stdout and "--config.file" in out.stdout
+    bad = tmp_path / "bad.yml"
+    bad.write_text("targets:\n  vc1:\n    username: x\n    insecure_skip_verify: maybe\n")
+    out = subprocess.run([exe, "--config.file", str(bad)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert str(bad) in out.stderr and "targets.vc1.insecure_skip_verify" in out.stderr
