@@ -76,7 +76,7 @@ class ProbeCollector(Collector):
         if not s.up:
             err.add_metric([], {"kind": s.kind, "cause": s.cause})
         yield err
-        errors = CounterMetricFamily("vcenter_collection_errors", "Failed collections of this target since the "
+        errors = CounterMetricFamily("vcenter_probe_errors", "Failed probes of this target since the "
                                      "exporter started, by kind (login, tls, connect, timeout, protocol, error).",
                                      labels=["kind"])
         for kind in ("login", "tls", "connect", "timeout", "protocol", "error"):

@@ -11,6 +11,7 @@ its samples are integrated and shown by the next probe (no sample is lost).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import threading
 import time
@@ -72,7 +73,7 @@ class Target:
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True   # False once the server echoes "*" back instead of expanding it
         self.states: dict[tuple[str, str], DiskCounters] = {}
-        self.errors: dict[str, int] = {}
+        self.errors: dict[str, int] = {}   # failed probes by kind
         self.collections = 0
 
     # -- probes ---------------------------------------------------------------------------
@@ -85,26 +86,26 @@ class Target:
                 fut = self._inflight = Future()
                 threading.Thread(target=self._run, args=(fut,), name=f"collect {self.name}", daemon=True).start()
         try:
-            return fut.result(timeout=max(0.0, timeout)), shared
+            snap = fut.result(timeout=max(0.0, timeout))
         except FutureTimeout:
             snap = Snapshot(up=False, kind="timeout",
                             cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
-                                  "the collection continues in the background",
-                            errors=dict(self.errors))
-            return snap, shared
+                                  "the collection continues in the background")
+        with self._lock:
+            if not snap.up:
+                self.errors[snap.kind] = self.errors.get(snap.kind, 0) + 1
+            errors = dict(self.errors)
+        return dataclasses.replace(snap, errors=errors), shared
 
     def _run(self, fut: Future) -> None:
         start = time.monotonic()
         try:
             snap = self._collect()
         except TargetError as exc:
-            self.errors[exc.kind] = self.errors.get(exc.kind, 0) + 1
-            snap = Snapshot(up=False, cause=exc.cause, kind=exc.kind, errors=dict(self.errors))
+            snap = Snapshot(up=False, cause=exc.cause, kind=exc.kind)
         except Exception as exc:  # a bug must not kill the target: report it as this probe's cause
             log.exception("unexpected error collecting %s", self.name)
-            self.errors["error"] = self.errors.get("error", 0) + 1
-            snap = Snapshot(up=False, cause=f"internal error: {exc.__class__.__name__}: {exc}", kind="error",
-                            errors=dict(self.errors))
+            snap = Snapshot(up=False, cause=f"internal error: {exc.__class__.__name__}: {exc}", kind="error")
         snap.duration = time.monotonic() - start
         snap.finished = time.monotonic()
         snap.logins = self.client.logins
@@ -188,7 +189,6 @@ class Target:
                 state = self.states.get((vm.moref, d.instance))
                 if state is not None and state.samples:
                     snap.disks.append(DiskRow(vm, i, _frozen(state)))
-        snap.errors = dict(self.errors)
         return snap
 
     def close(self) -> None:

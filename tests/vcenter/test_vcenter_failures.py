@@ -1,0 +1,115 @@
+"""Failure paths: each gives vcenter_up 0 with a clear cause inside the scrape timeout and one
+log line naming the target and the cause, never the password."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from exporters.common.config import ConfigError
+from exporters.vcenter.config import load_config
+from tests.support import free_port
+
+from .conftest import PASSWORD, USER, insecure_config, value
+from .test_vcenter_simulator import FROZEN
+
+ENV = {"VC_TEST_PASSWORD": PASSWORD}
+
+
+def _failure_logs(caplog, target):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and target in r.getMessage()]
+
+
+def _assert_down(m, kind, fragment):
+    assert value(m, "vcenter_up") == 0
+    info = next(iter(m["vcenter_probe_error_info"]))
+    labels = dict(info)
+    assert labels["kind"] == kind, labels
+    assert fragment in labels["cause"], labels
+    assert "vcenter_virtual_disk_write_bytes_total" not in m, "no stale values"
+    assert value(m, "vcenter_probe_errors_total", kind=kind) >= 1
+
+
+def test_wrong_password(scenario_sim, bursty_trace, exporter, caplog):
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+    wrong = "not-the-Pa55word"
+    exp = exporter(insecure_config(), {"VC_TEST_PASSWORD": wrong})
+    with caplog.at_level(logging.DEBUG):
+        code, text = exp.probe_text(address)
+    assert code == 200
+    from .conftest import parse_metrics
+    _assert_down(parse_metrics(text), "login", "invalid user name or password")
+    (line,) = _failure_logs(caplog, address)
+    assert "invalid user name or password" in line
+    everything = caplog.text + text + exp.server.app.landing_page().decode()
+    assert wrong not in everything and PASSWORD not in everything
+
+
+def test_vcenter_down(exporter, caplog):
+    address = f"127.0.0.1:{free_port()}"
+    exp = exporter(insecure_config(), ENV)
+    with caplog.at_level(logging.WARNING):
+        m = exp.probe(address)
+    _assert_down(m, "connect", "connection refused")
+    assert len(_failure_logs(caplog, address)) == 1
+
+
+def test_tls_is_verified_by_default(scenario_sim, bursty_trace, exporter):
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+    exp = exporter(f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n", ENV)
+    _assert_down(exp.probe(address), "tls", "certificate verification failed")
+
+
+def test_slow_vcenter_answers_up_0_inside_the_scrape_timeout(scenario_sim, bursty_trace, exporter, caplog):
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "QueryPerf:4000")
+    exp = exporter(insecure_config(), ENV)
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        m = exp.probe(address, timeout=2.0)  # Prometheus' timeout 2 s -> our deadline 1.5 s
+    elapsed = time.monotonic() - start
+    assert elapsed < 2.0
+    _assert_down(m, "timeout", "did not answer within the scrape timeout")
+    assert len(_failure_logs(caplog, address)) == 1
+    # The collection went on in the background: the next probe joins it and gets its samples.
+    m = exp.probe(address, timeout=10.0)
+    assert value(m, "vcenter_up") == 1
+    assert value(m, "vcenter_probe_shared_collection") == 1
+    assert value(m, "vcenter_virtual_disk_samples_total", vm="burst-01", disk="scsi0:1") == 1
+
+
+def test_expired_session_is_re_established(scenario_sim, bursty_trace, exporter):
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-session-timeout", "1s")
+    exp = exporter(insecure_config(), ENV)
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1 and value(m, "vcenter_session_logins_total") == 1
+    time.sleep(2.5)  # idle longer than the session timeout: the simulator drops the session
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1
+    assert value(m, "vcenter_session_logins_total") == 2
+
+
+def test_unlisted_target_refused_when_configured(exporter):
+    exp = exporter(insecure_config() + "allow_unlisted_targets: false\ntargets:\n  vc1.example.com: {}\n", ENV)
+    code, text = exp.probe_text("vc2.example.com")
+    assert code == 400 and "unknown target" in text
+
+
+@pytest.mark.parametrize("text, key, message", [
+    ("defaults:\n  password_env: NOPE_NOT_SET\n", "defaults.password_env", "is not set"),
+    ("defaults:\n  pasword: x\n", "defaults.pasword", "unknown key"),
+    ("targets:\n  vc1:\n    timeout: soon\n", "targets.vc1.timeout", "duration"),
+    ("targets:\n  vc1:\n    perf_format: xml\n", "targets.vc1.perf_format", "csv"),
+    ("targets:\n  vc1:\n    password: a\n    password_env: B\n", "targets.vc1.password", "not both"),
+])
+def test_config_errors_name_file_and_key(tmp_path, text, key, message):
+    path = tmp_path / "vcenter.yml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), env={})
+    assert str(path) in str(err.value) and key in str(err.value) and message in str(err.value)
