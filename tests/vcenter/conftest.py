@@ -75,13 +75,13 @@ def scenario_sim(processes):
 
 @pytest.fixture
 def stock_vcsim(processes):
-    """Stock vcsim v0.46.3 with a small inventory (one cluster host, 2 VMs)."""
+    """Stock vcsim v0.46.3 with a small inventory (one cluster host, one pool, 2 VMs)."""
     _need(STOCK)
 
     def start(*flags):
         port = free_port()
         argv = [STOCK, "-l", f"127.0.0.1:{port}", "-username", USER, "-password", PASSWORD,
-                "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-vm", "1", "-pg", "0",
+                "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-vm", "2", "-pg", "0",
                 *flags]
         proc = processes.start(f"vcsim-stock-{port}", argv)
         wait_for_line(proc, r"export GOVC_URL=")
