@@ -39,6 +39,7 @@ func main() {
 	delay := flag.Int("delay", 0, "delay in milliseconds for every SOAP method")
 	clockOffset := flag.Duration("clock-offset", 0, "shift the simulator's clock (e.g. -1h)")
 	freezeAt := flag.Int64("freeze-at", 0, "freeze the simulator's clock at this epoch second (0: real time)")
+	clockSpeed := flag.Float64("clock-speed", 1, "simulated seconds per real second (20: a new 20 s sample every second)")
 	maxQueryMetrics := flag.Int("max-query-metrics", 256, "config.vpxd.stats.maxQueryMetrics: metrics per QueryPerf (0: unlimited)")
 	useTLS := flag.Bool("tls", true, "serve https with a self-signed certificate")
 	workers := flag.Int("workers", 8, "parallel VM creations at start-up")
@@ -56,7 +57,14 @@ func main() {
 		log.Fatal("nothing to simulate: give -trace and/or -vms")
 	}
 
-	clock := func() time.Time { return time.Now().Add(*clockOffset) }
+	started := time.Now()
+	clock := func() time.Time {
+		now := time.Now()
+		if *clockSpeed != 1 {
+			now = started.Add(time.Duration(float64(now.Sub(started)) * *clockSpeed))
+		}
+		return now.Add(*clockOffset)
+	}
 	if *freezeAt != 0 {
 		frozen := time.Unix(*freezeAt, 0)
 		clock = func() time.Time { return frozen }

@@ -293,7 +293,9 @@ func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) s
 		}
 		disks, ok := p.vmDisks(qs.Entity.Value)
 		if qs.Entity.Type != "VirtualMachine" || !ok {
-			continue // no scenario data for this entity: vCenter returns nothing for it
+			// Hosts, clusters, datastores: govmomi's canned series, as stock vcsim serves them.
+			body.Res.Returnval = append(body.Res.Returnval, p.stockQuery(ctx, *qs)...)
+			continue
 		}
 		times := p.sampleTimes(qs, interval)
 		if len(times) == 0 {
@@ -304,6 +306,15 @@ func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) s
 			ids = p.availableMetrics(disks)
 		}
 		var out []seriesOut
+		var others []types.PerfMetricId
+		for _, id := range ids {
+			if _, known := p.counters[id.CounterId]; !known && id.CounterId != p.maxLatency {
+				others = append(others, id)
+			}
+		}
+		if len(others) > 0 {
+			out = append(out, p.stockSeries(ctx, qs, others, times, interval)...)
+		}
 		for _, id := range ids {
 			if id.CounterId == p.maxLatency && p.maxLatency != 0 {
 				if id.Instance != "" && id.Instance != "*" {
@@ -384,4 +395,39 @@ func entityMetric(qs *types.PerfQuerySpec, times []int64, interval int64, out []
 		m.Value[i] = ser
 	}
 	return m
+}
+
+// stockQuery answers a spec with govmomi's own PerformanceManager (canned lab series).
+func (p *ScenarioPerf) stockQuery(ctx *simulator.Context, qs types.PerfQuerySpec) []types.BasePerfEntityMetricBase {
+	res, ok := p.PerformanceManager.QueryPerf(ctx, &types.QueryPerf{This: p.Self, QuerySpec: []types.PerfQuerySpec{qs}}).(*methods.QueryPerfBody)
+	if !ok || res.Res == nil {
+		return nil
+	}
+	return res.Res.Returnval
+}
+
+// stockSeries: counters other than the virtual disk ones (cpu, mem, net...) for a scenario VM,
+// from govmomi's canned data, put on our aligned ascending timestamps.
+func (p *ScenarioPerf) stockSeries(ctx *simulator.Context, qs *types.PerfQuerySpec, ids []types.PerfMetricId, times []int64, interval int64) []seriesOut {
+	end := time.Unix(times[len(times)-1], 0)
+	spec := types.PerfQuerySpec{Entity: qs.Entity, MetricId: ids, IntervalId: int32(interval), EndTime: &end, MaxSample: int32(len(times))}
+	var out []seriesOut
+	for _, m := range p.stockQuery(ctx, spec) {
+		em, ok := m.(*types.PerfEntityMetric)
+		if !ok {
+			continue
+		}
+		for _, v := range em.Value {
+			ser, ok := v.(*types.PerfMetricIntSeries)
+			if !ok || len(ser.Value) != len(times) {
+				continue
+			}
+			vals := make([]int64, len(times))
+			for i := range vals { // stock answers newest first
+				vals[i] = ser.Value[len(times)-1-i]
+			}
+			out = append(out, seriesOut{ser.Id, vals})
+		}
+	}
+	return out
 }
