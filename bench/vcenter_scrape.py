@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Scrape cost of vcenter-exporter against pryorda/vmware_exporter 0.18.4, side by side.
+
+One scenario vCenter simulator (.build/vcsim-scenario) with 1,000 VMs x 2 virtual disks serves
+both exporters in the same run. The simulator's clock runs faster (-clock-speed 4) so that
+every scrape has new 20 s samples: ours fetches and integrates every one of them (15 virtualDisk
+counters per disk), vmware_exporter takes one sample per VM (its default metric set).
+
+Printed: wall time and CPU per scrape of each exporter (median / mean of 20 scrapes after one
+warm-up), peak RSS and RSS after scrape 5 and 20 (memory flat?), the simulator's own CPU per
+scrape (the floor a client can approach), and the ratios. Target: ours >= 4x cheaper in wall
+time and CPU while collecting more, memory flat.
+
+vmware_exporter is installed into a throwaway venv under .build/ (never into the project's
+deps). It connects to port 443 only (pyVim SmartConnect's default): we start it through a
+two-line shim that sets SmartConnect's port to the simulator's free loopback port. Its default
+batch (5,000 query specs per QueryPerf) exceeds config.vpxd.stats.maxQueryMetrics=256, which a
+real vCenter enforces, so the simulator runs with the limit off; ours still batches by 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / ".build"
+SIM = BUILD / "vcsim-scenario"
+THEIR_VENV = BUILD / "vmware-exporter-venv"
+THEIR_PACKAGES = ["vmware_exporter==0.18.4", "requests", "twisted==24.7.0"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+SHIM = """
+import functools, sys
+from pyVim import connect
+connect.SmartConnect = functools.partial(connect.SmartConnect, port=int(sys.argv[1]))
+from vmware_exporter.vmware_exporter import main
+sys.exit(main(['-a', '127.0.0.1', '-p', sys.argv[2]]))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) in MB."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    rss = int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024
+    hwm = int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024
+    return rss, hwm
+
+
+class Proc:
+    def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.log = log_dir / f"{name}.log"
+        self._fh = open(self.log, "wb")
+        self.popen = subprocess.Popen(argv, stdout=self._fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env={**os.environ, **(env or {})}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(pattern, self.output())
+            if m:
+                return m
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.output()[-2000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.name}: no {pattern!r} in {timeout} s")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(10)
+        self._fh.close()
+
+
+def ensure_vmware_exporter() -> tuple[Path | None, str]:
+    """The throwaway venv's python, installing vmware_exporter if missing; (None, why) on failure."""
+    py = THEIR_VENV / "bin" / "python"
+    check = [str(py), "-c", "import vmware_exporter.vmware_exporter"]
+    if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return py, ""
+    print(f">> installing {' '.join(THEIR_PACKAGES)} into {THEIR_VENV} (throwaway venv)", flush=True)
+    r = subprocess.run([sys.executable, "-m", "venv", "--clear", str(THEIR_VENV)], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"cannot create venv: {r.stderr.strip()[-500:]}"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", *THEIR_PACKAGES], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"pip install failed: {r.stderr.strip()[-800:]}"
+    if subprocess.run(check, capture_output=True).returncode != 0:
+        return None, "vmware_exporter does not import after installation"
+    return py, ""
+
+
+def scrape(url: str, pid: int, sim_pid: int, params: dict | None = None) -> dict:
+    cpu0, sim0 = cpu_seconds(pid), cpu_seconds(sim_pid)
+    t0 = time.perf_counter()
+    r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"}, timeout=120)
+    wall = time.perf_counter() - t0
+    r.raise_for_status()
+    rss, hwm = memory_mb(pid)
+    return {"wall": wall, "cpu": cpu_seconds(pid) - cpu0, "sim_cpu": cpu_seconds(sim_pid) - sim0,
+            "rss": rss, "hwm": hwm, "text": r.text}
+
+
+def summary(name: str, runs: list[dict]) -> dict:
+    s = {
+        "wall": statistics.median(r["wall"] for r in runs),
+        "cpu": statistics.mean(r["cpu"] for r in runs),
+        "sim_cpu": statistics.mean(r["sim_cpu"] for r in runs),
+        "hwm": max(r["hwm"] for r in runs),
+        "rss5": runs[min(4, len(runs) - 1)]["rss"],
+        "rss_last": runs[-1]["rss"],
+        "lines": statistics.mean(sum(1 for ln in r["text"].splitlines() if ln and ln[0] != "#") for r in runs),
+    }
+    print(f"{name:<18} wall {s['wall']:7.3f} s  cpu {s['cpu']:7.3f} s  peak RSS {s['hwm']:6.1f} MB  "
+          f"RSS after scrape 5/{len(runs)}: {s['rss5']:.1f}/{s['rss_last']:.1f} MB  "
+          f"simulator cpu {s['sim_cpu']:.3f} s  samples/scrape {s['lines']:.0f}")
+    return s
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vms", type=int, default=1000)
+    ap.add_argument("--disks-per-vm", type=int, default=2)
+    ap.add_argument("--scrapes", type=int, default=20)
+    ap.add_argument("--pause", type=float, default=1.0, help="seconds between rounds")
+    ap.add_argument("--clock-speed", type=float, default=4.0,
+                    help="simulated seconds per real second; a round of both scrapes takes ~8 s, so 4 gives "
+                         "~30 simulated seconds (1-2 new 20 s samples) between our scrapes")
+    args = ap.parse_args()
+    if not SIM.exists() or SIM.stat().st_size == 0:
+        print(f"{SIM} is missing: run `make deps-go`", file=sys.stderr)
+        return 1
+    their_py, why_not = ensure_vmware_exporter()
+
+    password = secrets.token_urlsafe(12)
+    procs: list[Proc] = []
+    with tempfile.TemporaryDirectory(prefix="vcenter-bench-") as tmp:
+        tmpdir = Path(tmp)
+        try:
+            sim_port = free_port()
+            sim = Proc("vcsim-scenario", [str(SIM), "-vms", str(args.vms), "-disks-per-vm", str(args.disks_per_vm),
+                                          "-listen", f"127.0.0.1:{sim_port}", "-username", "bench",
+                                          "-password", password, "-clock-speed", str(args.clock_speed),
+                                          "-max-query-metrics", "0"], tmpdir)
+            procs.append(sim)
+            t0 = time.monotonic()
+            sim.wait_for(r"listening https://", 600)
+            print(f"simulator: {args.vms} VMs x {args.disks_per_vm} disks ready in {time.monotonic() - t0:.1f} s")
+
+            cfg = tmpdir / "vcenter.yml"
+            cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+                           "  insecure_skip_verify: true\n  max_query_metrics: 256\n")
+            our_port = free_port()
+            ours = Proc("vcenter-exporter", [str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+                                             "--web.listen-address", f"127.0.0.1:{our_port}",
+                                             "--config.file", str(cfg)], tmpdir, env={"BENCH_VC_PASSWORD": password})
+            procs.append(ours)
+            ours.wait_for(r"listening on", 30)
+            our_url = f"http://127.0.0.1:{our_port}/probe"
+            our_params = {"target": f"127.0.0.1:{sim_port}"}
+
+            theirs = None
+            if their_py is not None:
+                their_port = free_port()
+                theirs = Proc("vmware_exporter", [str(their_py), "-c", SHIM, str(sim_port), str(their_port)], tmpdir,
+                              env={"VSPHERE_HOST": "127.0.0.1", "VSPHERE_USER": "bench",
+                                   "VSPHERE_PASSWORD": password, "VSPHERE_IGNORE_SSL": "True"})
+                procs.append(theirs)
+                theirs.wait_for(r"Starting web server", 60)
+                their_url = f"http://127.0.0.1:{their_port}/metrics"
+
+            # warm-up: login, inventory, counter look-up
+            w = scrape(our_url, ours.pid, sim.pid, our_params)
+            if "vcenter_up 1.0" not in w["text"]:
+                print("our exporter failed against the simulator:\n" + ours.output()[-2000:], file=sys.stderr)
+                return 1
+            print(f"warm-up scrape: ours {w['wall']:.2f} s", end="")
+            if theirs is not None:
+                w = scrape(their_url, theirs.pid, sim.pid)
+                print(f", vmware_exporter {w['wall']:.2f} s", end="")
+            print()
+
+            our_runs, their_runs, new_samples = [], [], []
+            for _ in range(args.scrapes):
+                time.sleep(args.pause)
+                r = scrape(our_url, ours.pid, sim.pid, our_params)
+                m = re.search(r"^vcenter_perf_new_samples (\S+)", r["text"], re.M)
+                new_samples.append(float(m.group(1)) if m else 0.0)
+                our_runs.append(r)
+                if theirs is not None:
+                    their_runs.append(scrape(their_url, theirs.pid, sim.pid))
+
+            print(f"\n{args.scrapes} scrapes each, {args.vms} VMs x {args.disks_per_vm} disks, same simulator:")
+            s_ours = summary("vcenter-exporter", our_runs)
+            print(f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape "
+                  f"(x 15 virtualDisk counters)")
+            if theirs is None:
+                print(f"\nvmware_exporter could not be run: {why_not}")
+                return 0
+            s_theirs = summary("vmware_exporter", their_runs)
+            wall_ratio = s_theirs["wall"] / s_ours["wall"]
+            cpu_ratio = s_theirs["cpu"] / s_ours["cpu"] if s_ours["cpu"] > 0 else float("inf")
+            mem_ratio = s_theirs["hwm"] / s_ours["hwm"]
+            growth = s_ours["rss_last"] - s_ours["rss5"]
+            print(f"\nratio vmware_exporter / vcenter-exporter: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x, "
+                  f"peak RSS {mem_ratio:.1f}x")
+            print(f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
+                  f"vmware_exporter {s_theirs['sim_cpu']:.3f} s")
+            print(f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB")
+            met = wall_ratio >= 4 and cpu_ratio >= 4 and growth < 10
+            print(f"target (>= 4x less wall and CPU, memory flat): {'MET' if met else 'MISSED'}")
+            return 0
+        finally:
+            for p in reversed(procs):
+                p.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
