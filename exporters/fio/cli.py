@@ -232,7 +232,7 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
     watcher = Watcher(WatchConfig(paths=[output, *s.watch], pattern=s.pattern,
                                   retention_s=s.retention_s, idle_s=s.idle_s))
     run = FioRun(argv, output, stdout_to_file)
-    watcher.process_running[output] = True
+    watcher.process_running[output] = lambda: run.running
     server = _serve(s, watcher, [FioRunCollector(run)])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -242,7 +242,6 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
         while not stop.is_set():
             if not run.running:
                 code = run.wait()
-                watcher.process_running[output] = False
                 log.info("fio pid=%d exited with %d; serving for %gs more", run.popen.pid, code, linger_s)
                 stop.wait(linger_s)
                 break

@@ -133,7 +133,9 @@ class Watcher:
         self.missing_paths: list[str] = []
         self._lock = threading.Lock()
         self._logged_missing: set[str] = set()
-        self.process_running: dict[str, bool] = {}   # path -> running, set by the wrapper
+        # wrapper mode: path -> "is the fio writing it still running?" (asked before each read, so a
+        # run is only called finished after its last bytes were read)
+        self.process_running: dict[str, Callable[[], bool]] = {}
 
     # ---- discovery
     def _discover(self) -> list[str]:
@@ -175,6 +177,8 @@ class Watcher:
                 state = self.sources.get(path)
                 if state is None:
                     state = self.sources[path] = SourceState(path=path, tailer=FileTailer(path))
+                running = self.process_running.get(path)
+                state.process_running = running() if running is not None else None
                 self._read(state)
 
     def _read(self, state: SourceState) -> None:
@@ -213,9 +217,8 @@ class Watcher:
 
     # ---- state for the collector
     def _finished(self, state: SourceState, now: float) -> bool:
-        running = self.process_running.get(state.path)
-        if running is not None:
-            return not running
+        if state.process_running is not None:
+            return not state.process_running
         idle = self.config.idle_s
         if state.record_spacing_s:
             idle = max(idle, 3 * state.record_spacing_s)

@@ -335,7 +335,7 @@ def test_run_wrapper_serves_while_fio_runs(tmp_path, processes):
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         sm = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-        if value(sm, "fio_run_running") == 0:
+        if value(sm, "fio_run_running") == 0 and value(sm, "fio_job_finished", job="w") == 1:
             break
         time.sleep(0.2)
     assert value(sm, "fio_run_exit_code") == 0
