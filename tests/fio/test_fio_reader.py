@@ -237,3 +237,14 @@ def test_reader_never_raises_on_arbitrary_text(text):
 def status_stream_text(status_stream):
     text = status_stream.read_text()
     return text, decode_all(text)
+
+
+def test_compact_documents_one_per_line(status_stream):
+    """A writer that emits one compact JSON document per line (e.g. a simulator using json.dumps
+    without indent) is read the same way, incrementally."""
+    docs = decode_all(status_stream.read_text())
+    stream = DocumentStream()
+    got = []
+    for d in docs:
+        got.extend(stream.feed(json.dumps(d) + "\n"))
+    assert [g["jobs"][0]["read"]["total_ios"] for g in got] == [d["jobs"][0]["read"]["total_ios"] for d in docs]
