@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,10 @@ class Stack:
             if not proc.alive():
                 raise RuntimeError(f"{proc.name} exited with code {proc.popen.returncode}:\n{proc.tail()}")
             try:
-                requests.get(proc.url + path, timeout=2, verify=False)
+                with warnings.catch_warnings():
+                    # Readiness only: the vCenter simulator's certificate is self-signed.
+                    warnings.simplefilter("ignore")
+                    requests.get(proc.url + path, timeout=2, verify=False)
                 return
             except requests.RequestException:
                 time.sleep(0.2)

@@ -1,0 +1,69 @@
+"""The demo stack end to end: real Prometheus scraping the real exporters fed by the simulators.
+
+This is what `make demo` starts; the assertions are PromQL over each view, compared with the
+scenario's ground truth.
+"""
+
+import time
+
+import pytest
+
+from simulators.scenario import compile_scenario, load_scenario
+from simulators.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+
+def value(stack: Stack, promql: str, timeout: float = 60.0) -> float:
+    """The single value of an instant query, waiting until Prometheus has it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        res = stack.query(promql)
+        if len(res) == 1:
+            return float(res[0]["value"][1])
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{promql!r} returned {len(res)} series after {timeout:.0f} s: {res}")
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("demo")
+    with Stack(scenario="zero-heavy", workdir=workdir, fixed_ports=False, scrape_interval="2s",
+               evaluation_interval="2s", vcenter_scrape_interval="5s") as s:
+        s.wait_scraped(timeout=90)
+        yield s
+
+
+def test_every_target_is_up(stack):
+    targets = stack.wait_scraped(timeout=60)
+    jobs = {t["labels"]["job"] for t in targets}
+    assert {"node", "fio", "vcenter", "ioparallax-exporters"} <= jobs
+    down = [(t["labels"]["job"], t["lastError"]) for t in targets if t["health"] != "up"]
+    assert not down, down
+    assert value(stack, 'vcenter_up{job="vcenter"}') == 1
+    assert value(stack, 'fio_up{job="fio"}') == 1
+
+
+def test_vcenter_view_matches_the_scenario(stack):
+    # zero-heavy: bench-01 reads 9000 IO/s of 8 KiB, steady: vCenter's 20 s sample is 72,000 KBps.
+    sc = load_scenario("zero-heavy")
+    trace = compile_scenario(sc)
+    truth = trace.window("bench-01/scsi0:1", end=20, seconds=20)
+    got = value(stack, 'vcenter_virtual_disk_sample_read_bytes_per_second{vm="bench-01",disk="scsi0:1"}')
+    assert got == pytest.approx(truth.rate("read_bytes"))
+    assert got == 72000 * 1024
+    ops = value(stack, 'vcenter_virtual_disk_sample_write_ops_per_second{vm="bench-01",disk="scsi0:1"}')
+    assert ops == 6000
+    # The identity of the disk joins the VM view to the scenario's vmdk.
+    info = stack.query('vcenter_virtual_disk_info{vm="bench-01",disk="scsi0:1"}')
+    assert info and info[0]["metric"]["disk_uuid"] == sc.disks[0].uuid
+
+
+def test_guest_view_has_the_hygiene_finding(stack):
+    # The demo's fio runs the scenario's job options, zero_buffers=1 among them.
+    assert value(stack, 'fio_job_hygiene_problem{problem="zero_buffers"}') == 1
+
+
+def test_prometheus_runs_the_generated_config(stack):
+    assert value(stack, 'count(up{job="node"} == 1)') == 1
