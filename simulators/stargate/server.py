@@ -489,8 +489,8 @@ class StargateCluster:
             log.exception("cvm=%s rendering %s failed", cvm.name, h.path)
             h.send_body(500, b"simulator error\n", "text/plain")
             return
-        if fault is not None and fault.mode == "truncated" and ctype.startswith("text/html"):
-            cut = _truncation_point(body)
+        if fault is not None and fault.mode == "truncated":
+            cut = _truncation_point(body) if ctype.startswith("text/html") else len(body) // 2
             if fault.abort:
                 h.send_response(status)
                 h.send_header("Content-Type", ctype)
