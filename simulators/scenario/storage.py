@@ -24,7 +24,7 @@ explains each.
 from __future__ import annotations
 
 import math
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Sequence
 
 from .model import Disk, Stream
@@ -172,10 +172,12 @@ def size_buckets(mix_parts: Sequence[tuple[int, float]],
 # Per-stream shares
 
 
+_SIGNATURE_FIELDS = tuple(f.name for f in fields(Stream) if f.name not in ("name", "fio_options"))
+
+
 def stream_signature(stream: Stream) -> tuple:
     """Hashable identity of a stream's behaviour (its name and fio options do not matter here)."""
-    values = astuple(stream)
-    return tuple(v for v in values[1:] if not isinstance(v, dict))
+    return tuple(getattr(stream, f) for f in _SIGNATURE_FIELDS)
 
 
 def ilm_progress(stream: Stream, t: int) -> float:

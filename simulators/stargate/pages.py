@@ -100,9 +100,12 @@ def pct(x: float | None) -> str:
     return f"{n}%" if n else ""
 
 
+_BARS = tuple(BAR_FILLED * n + BAR_EMPTY * (BAR_CELLS - n) for n in range(BAR_CELLS + 1))
+
+
 def bar(percent: float) -> str:
-    filled = min(BAR_CELLS, int(math.floor(percent / 5.0 + 0.5)))
-    return BAR_FILLED * filled + BAR_EMPTY * (BAR_CELLS - filled)
+    """20 cells, round(percent / 5) of them filled (percent unrounded)."""
+    return _BARS[max(0, min(BAR_CELLS, int(math.floor(percent / 5.0 + 0.5))))]
 
 
 def banner(title: str) -> str:
@@ -237,10 +240,10 @@ def _histogram_table(h: Histogram, labels: Sequence[str], second_header: str, di
     percents = h.percents
     for label, count, avg, p in zip(labels, h.counts, h.averages, percents):
         if count:
-            cells = (esc(label), num(avg * scale), str(count), pct(p))
+            out.append(f"<tr><td>{esc(label)}</td><td>{num(avg * scale)}</td><td>{count}</td><td>{pct(p)}</td>"
+                       f"{bar(p)}</tr>\n")
         else:
-            cells = (esc(label), "", "", "")
-        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + bar(p if count else 0.0) + "</tr>\n")
+            out.append(f"<tr><td>{esc(label)}</td><td></td><td></td><td></td>{_BARS[0]}</tr>\n")
     total = h.total
     avg = str(int(h.average * scale)) if total else ""  # Total: count-weighted mean, truncated
     out.append(row(("Total", avg, str(total) if total else "", "")))

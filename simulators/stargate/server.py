@@ -125,6 +125,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: without TCP_NODELAY, Nagle's algorithm and the
+    # client's delayed ACK stall every keep-alive response by ~40 ms.
+    disable_nagle_algorithm = True
     server_version = "StargateSim/1.0"
     sys_version = ""
     server: _Server
@@ -145,9 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        # One write for headers and body (end_headers() would flush the headers alone).
+        self._headers_buffer.append(b"\r\n")
         if self.command != "HEAD":
-            self.wfile.write(body)
+            self._headers_buffer.append(body)
+        self.flush_headers()
 
 
 class CvmServer:
@@ -236,6 +241,9 @@ class StargateCluster:
         self.cvms: dict[str, CvmServer] = {
             c: CvmServer(self, c, i, host, port_of[c]) for i, c in enumerate(cvms)
         }
+        self._hosting: dict[int, dict[str, list[Disk]]] = {}
+        self._page_cache: dict[tuple, tuple[int, bytes, str]] = {}
+        self._page_cache_second: int | None = None
         self.faults: dict[str, Fault] = {}
         self._faults_lock = threading.Lock()
         self.request_counts: dict[tuple[str, str], int] = {}
@@ -273,9 +281,15 @@ class StargateCluster:
         return self.trace.now(self.now() if now is None else now)
 
     def hosted(self, cvm: str, now: float | None = None) -> list[Disk]:
-        """The disks whose vdisk ``cvm`` hosts at ``now``."""
+        """The disks whose vdisk ``cvm`` hosts at ``now`` (in scenario order)."""
         t = self.period_second(now)
-        return [d for d in self.trace.disks if d.cvm_at(t) == cvm]
+        by_cvm = self._hosting.get(t)
+        if by_cvm is None:
+            by_cvm = {c: [] for c in self.cvms}
+            for d in self.trace.disks:
+                by_cvm[d.cvm_at(t)].append(d)
+            self._hosting[t] = by_cvm
+        return list(by_cvm[cvm])
 
     def view(self, disk: Disk | int, now: float | None = None) -> VDiskStorageView:
         d = self.trace.disk_by_vdisk(disk) if isinstance(disk, int) else disk
@@ -367,11 +381,16 @@ class StargateCluster:
     def render_detail(self, cvm: str, vdisk_id: int | None, now: float | None = None) -> str | None:
         """The per-vdisk view; ``None`` when ``vdisk_id`` is not hosted by ``cvm``."""
         now = self.now() if now is None else now
-        hosted = self.hosted(cvm, now)
         if vdisk_id is not None:
-            hosted = [d for d in hosted if d.vdisk_id == vdisk_id]
-            if not hosted:
+            try:
+                disk = self.trace.disk_by_vdisk(vdisk_id)
+            except KeyError:
                 return None
+            if disk.cvm_at(self.period_second(now)) != cvm:
+                return None
+            hosted = [disk]
+        else:
+            hosted = self.hosted(cvm, now)
         return pages.render_vdisk_page([self.model.view(d, now) for d in hosted], self.build)
 
     def vars_lines(self, cvm: str, now: float | None = None) -> list[tuple[str, int]]:
@@ -510,15 +529,19 @@ class StargateCluster:
     def _render(self, cvm: str, path: str, query: dict[str, list[str]], scope: str,
                 vdisk: int | None) -> tuple[int, bytes, str]:
         html_type = "text/html; charset=utf-8"
-        if scope == "main":
-            return 200, self.render_main(cvm).encode(), html_type
-        if scope == "detail":
-            if query and vdisk is None:
-                return 404, b"<html><body>unknown vdisk_stats query</body></html>\n", html_type
-            page = self.render_detail(cvm, vdisk)
-            if page is None:
-                return 404, pages.render_not_hosted(vdisk or 0).encode(), html_type
-            return 200, page.encode(), html_type
+        if scope in ("main", "detail"):
+            # Pages only change with the clock's whole second: render each once per second.
+            now = self.now()
+            key = (cvm, scope, vdisk, bool(query), int(math.floor(now)))
+            cached = self._page_cache.get(key)
+            if cached is not None:
+                return cached
+            if len(self._page_cache) > 20000 or (self._page_cache and key[-1] != self._page_cache_second):
+                self._page_cache.clear()
+            self._page_cache_second = key[-1]
+            result = self._render_page(cvm, query, scope, vdisk, now)
+            self._page_cache[key] = result
+            return result
         if scope == "vars":
             lines = self.vars_lines(cvm)
             pattern = query.get("regex", [""])[0]
@@ -535,6 +558,18 @@ class StargateCluster:
         if scope == "prism":
             return 200, json.dumps(self.prism_virtual_disks()).encode(), "application/json"
         return 404, b"<html><body>Not found</body></html>\n", html_type
+
+    def _render_page(self, cvm: str, query: dict[str, list[str]], scope: str, vdisk: int | None,
+                     now: float) -> tuple[int, bytes, str]:
+        html_type = "text/html; charset=utf-8"
+        if scope == "main":
+            return 200, self.render_main(cvm, now).encode(), html_type
+        if query and vdisk is None:
+            return 404, b"<html><body>unknown vdisk_stats query</body></html>\n", html_type
+        page = self.render_detail(cvm, vdisk, now)
+        if page is None:
+            return 404, pages.render_not_hosted(vdisk or 0).encode(), html_type
+        return 200, page.encode(), html_type
 
     def _control(self, h: _Handler, method: str, path: str, query: dict[str, list[str]]) -> None:
         def arg(name: str, default: str | None = None) -> str | None:
