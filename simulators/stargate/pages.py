@@ -216,6 +216,16 @@ def render_main(*, build: int, cvm: CvmInfo, cluster: Sequence[CvmInfo], views: 
         out.append(row((str(c.svm_id), f'<a href="http://{c.handle}">{c.handle}</a>', disks)))
     out.append("</table>\n")
 
+    # The NFS worker's per-vdisk table comes before Hosted VDisks and also names vdisks: clients
+    # must find tables by their banner, not by position or by a "VDisk" column.
+    out.append(banner("NFS Worker"))
+    out.append('<table border="1" cellpadding="2">\n')
+    out.append(row(("VDisk Name", "Outstanding ops", "Ops/s", "KB/s"), "th"))
+    for v in sorted(views, key=lambda v: v.disk.vdisk_name):
+        out.append(row((esc(v.disk.vdisk_name), num(v.qlen), num(v.ops_s),
+                        num((v.read_bytes_s + v.write_bytes_s) / KB))))
+    out.append("</table>\n")
+
     out.append(banner(MAIN_TITLE[build]))
     out.append('<table border="1" cellpadding="2">\n')
     out.append(HOSTED_HEADER)

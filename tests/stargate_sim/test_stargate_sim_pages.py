@@ -73,7 +73,7 @@ def half_up(x):
 def test_main_page_structure_per_build(build, title):
     s = sim(variant("zero-heavy", page_build=build))
     soup = BeautifulSoup(s.render_main("cvm-1"), "lxml")
-    assert banners(soup) == ["Overview", f"Cluster{NBSP}State", title.replace(" ", NBSP)]
+    assert banners(soup) == ["Overview", f"Cluster{NBSP}State", f"NFS{NBSP}Worker", title.replace(" ", NBSP)]
     table = table_after_banner(soup, title)
     trs = table.find_all("tr")
     top = [(th.get_text(), int(th.get("colspan", 1))) for th in cells(trs[0], "th")]
