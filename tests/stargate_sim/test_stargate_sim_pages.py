@@ -328,3 +328,26 @@ def test_vars_and_prism():
     assert [e["disk_address"] for e in doc["entities"]] == ["scsi.1", "scsi.2"]
     assert doc["entities"][0]["nutanix_nfsfile_path"] == "/ctr01/pg-01/pg-01-flat.vmdk"
     assert doc["entities"][1]["nutanix_nfsfile_path"] == "/ctr01/pg-01/pg-01_1-flat.vmdk"
+
+
+@pytest.mark.parametrize("name", __import__("simulators.scenario", fromlist=["list_scenarios"]).list_scenarios())
+def test_every_library_scenario_renders_every_vdisk(name):
+    s = sim(name)
+    seen = set()
+    for cvm in s.cvms:
+        soup = BeautifulSoup(s.render_main(cvm), "lxml")
+        rows = grouped_rows(table_after_banner(soup, pages.MAIN_TITLE[s.build]))
+        for r in rows:
+            vid = int(r["VDisk Id"].get_text())
+            seen.add(vid)
+            detail = BeautifulSoup(s.render_detail(cvm, vid), "lxml")
+            for sec in SECTIONS:
+                section_table(detail, vid, sec)
+            for sec in ("Read Source", "Write Destination"):
+                body = source_rows(section_table(detail, vid, sec))
+                percents = [int(p[2].rstrip("%")) for p in body[:-1] if p[2]]
+                if body[-1][2]:
+                    assert abs(sum(percents) - 100) <= len(body) // 2  # rounded parts of 100 %
+                else:
+                    assert percents == []
+    assert seen == {d.vdisk_id for d in s.scenario.disks}
