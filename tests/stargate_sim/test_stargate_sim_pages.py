@@ -9,6 +9,7 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
+from simulators.scenario import list_scenarios
 from simulators.stargate import pages
 from simulators.stargate.server import StargateCluster
 
@@ -330,7 +331,7 @@ def test_vars_and_prism():
     assert doc["entities"][1]["nutanix_nfsfile_path"] == "/ctr01/pg-01/pg-01_1-flat.vmdk"
 
 
-@pytest.mark.parametrize("name", __import__("simulators.scenario", fromlist=["list_scenarios"]).list_scenarios())
+@pytest.mark.parametrize("name", list_scenarios())
 def test_every_library_scenario_renders_every_vdisk(name):
     s = sim(name)
     seen = set()
