@@ -14,6 +14,7 @@ started, by PID. End-to-end tests use :class:`Stack` directly.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -200,7 +201,31 @@ class Stack:
         return cfg
 
     def _start_stargate(self) -> list[dict[str, Any]]:
-        return []
+        """One simulated Stargate per CVM, and the Stargate exporter probing each CVM."""
+        urls_file = self.workdir / "stargate-urls.json"
+        urls_file.unlink(missing_ok=True)
+        sim = self._start("stargate-simulator", [
+            BIN / "stargate-simulator", self.scenario, "--host", "127.0.0.1", "--urls-file", urls_file,
+        ])
+        deadline = time.monotonic() + 30
+        while not urls_file.exists() or not urls_file.read_text().strip():
+            if not sim.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the Stargate simulator did not start:\n{sim.tail()}")
+            time.sleep(0.1)
+        cvms: dict[str, str] = json.loads(urls_file.read_text())
+        for name, url in cvms.items():
+            self.urls[f"stargate {name}"] = url
+        if importlib.util.find_spec("exporters.stargate.cli") is None:
+            log.warning("the Stargate exporter is not built yet: the simulated CVMs' pages are served, not scraped")
+            return []
+        port = pick_port("stargate-exporter", self.fixed_ports)
+        exp = self._start("stargate-exporter", [
+            BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}",
+        ], url=f"http://127.0.0.1:{port}")
+        self._wait_http(exp, "/metrics")
+        # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
+        targets = [u.split("://", 1)[1] for u in cvms.values()]
+        return [self._probe_scrape("stargate", exp.url, targets)]
 
     def _start_vcenter(self) -> list[dict[str, Any]]:
         """The scenario vCenter simulator (Go, govmomi) and the vCenter exporter probing it."""
