@@ -1,0 +1,249 @@
+"""One probe of a CVM (or, with discovery, of its whole cluster) as Prometheus metric families.
+
+Collected when Prometheus scrapes: the main page, then every hosted vdisk's detail view (followed
+from the page's links) concurrently over one keep-alive session. A failing detail page marks that
+vdisk (``stargate_vdisk_detail_up 0``), not the target; a failing main page gives
+``stargate_up 0`` and one log line naming the target and the cause, and no vdisk values.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Iterator
+
+import requests
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 2009
+
+
+def target_url(target: str) -> str:
+    """``10.0.0.5`` / ``10.0.0.5:2009`` / ``[fd00::5]:2009`` / ``http://10.0.0.5:2009/`` -> base URL."""
+    t = target.strip()
+    if "://" in t:
+        return t.rstrip("/") + "/"
+    host, sep, port = t.rpartition(":")
+    if sep and host and port.isdigit() and (not host.startswith("[") or host.endswith("]")):
+        return f"http://{t}/"
+    return f"http://{t}:{DEFAULT_PORT}/"
+
+
+class FetchError(Exception):
+    pass
+
+
+def fetch(session: requests.Session, url: str, timeout: float) -> str:
+    if timeout <= 0:
+        raise FetchError(f"no time left for {url}")
+    try:
+        r = session.get(url, timeout=timeout)
+    except requests.exceptions.ConnectionError as exc:
+        cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed: {exc.__class__.__name__}"
+        raise FetchError(f"{url}: {cause}") from None
+    except requests.exceptions.Timeout:
+        raise FetchError(f"{url}: timed out after {timeout:.1f} s") from None
+    except requests.RequestException as exc:
+        raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+    if r.status_code != 200:
+        raise FetchError(f"{url}: HTTP {r.status_code}")
+    return r.text
+
+
+@dataclass
+class CvmResult:
+    url: str
+    page: MainPage | None
+    error: str = ""
+
+
+@dataclass
+class ProbeResult:
+    target: str
+    cvms: list[CvmResult]
+    vdisks: dict[str, tuple[str, VDiskRow]]              # vdisk id -> (cvm url, main-page row)
+    details: dict[str, VDiskDetail | None]              # vdisk id -> detail (None: failed)
+    detail_errors: dict[str, str]
+    duration: float
+    up: bool
+    error: str = ""
+
+
+def probe(session: requests.Session, target: str, deadline: float, discover: bool = False,
+          concurrency: int = 16) -> ProbeResult:
+    start = time.monotonic()
+    base = target_url(target)
+    first = _main(session, base, deadline)
+    cvms = [first]
+    if discover and first.page is not None:
+        others = [u.rstrip("/") + "/" for u in first.page.cvm_urls if u.rstrip("/") + "/" != base]
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(others) or 1))) as pool:
+            cvms.extend(pool.map(lambda u: _main(session, u, deadline), others))
+    # Merge by vdisk id: a vdisk that moved between two main-page reads is listed by two CVMs;
+    # keep the first listing (the probed target's own page is read first) so it counts once.
+    vdisks: dict[str, tuple[str, VDiskRow]] = {}
+    for cvm in cvms:
+        if cvm.page is None:
+            continue
+        for row in cvm.page.vdisks:
+            vdisks.setdefault(row.vdisk_id, (cvm.url, row))
+    details: dict[str, VDiskDetail | None] = {}
+    errors: dict[str, str] = {}
+    if vdisks:
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(vdisks)))) as pool:
+            futures = {vid: pool.submit(_detail, session, row.href, deadline) for vid, (_, row) in vdisks.items()}
+            wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
+            for vid, fut in futures.items():
+                if not fut.done():
+                    fut.cancel()
+                    details[vid], errors[vid] = None, "timed out before the probe deadline"
+                    continue
+                detail, err = fut.result()
+                details[vid] = detail
+                if err:
+                    errors[vid] = err
+    up = first.page is not None
+    for vid, err in errors.items():
+        log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
+    return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, up, first.error)
+
+
+def _main(session: requests.Session, url: str, deadline: float) -> CvmResult:
+    try:
+        return CvmResult(url, parse_main_page(fetch(session, url, deadline - time.monotonic()), url))
+    except (FetchError, StargatePageError) as exc:
+        return CvmResult(url, None, str(exc) if isinstance(exc, FetchError) else f"{url}: {exc}")
+
+
+def _detail(session: requests.Session, url: str, deadline: float) -> tuple[VDiskDetail | None, str]:
+    try:
+        return parse_vdisk_page(fetch(session, url, deadline - time.monotonic())), ""
+    except (FetchError, StargatePageError) as exc:
+        return None, str(exc)
+
+
+# --------------------------------------------------------------------------------- exposition
+def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+class StargateCollector:
+    """Metric families of one probe result; fresh on every scrape."""
+
+    def __init__(self, result: ProbeResult, vdisk_names: dict[str, dict[str, str]] | None = None):
+        self.result = result
+        self.names = vdisk_names or {}
+
+    def collect(self) -> Iterator[Metric]:
+        r = self.result
+        yield GaugeMetricFamily("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.",
+                                value=1 if r.up else 0)
+        yield GaugeMetricFamily("stargate_scrape_duration_seconds", "Seconds the probe took.", value=r.duration)
+        cvm_up = _g("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).", ["cvm"])
+        info = _g("stargate_cvm_info", "CVM facts from the Overview table (value 1).", ["cvm", "build_version", "svm_id"])
+        for c in r.cvms:
+            cvm = c.url.split("://", 1)[-1].rstrip("/")
+            cvm_up.add_metric([cvm], 1 if c.page else 0)
+            if c.page:
+                ov = c.page.overview
+                info.add_metric([cvm, ov.get("Build version", ""), ov.get("SVM id", "")], 1)
+            else:
+                log.warning("stargate target %s: main page failed: %s", r.target, c.error)
+        yield cvm_up
+        yield info
+        if not r.up:
+            return
+        yield from self._vdisks()
+
+    def _vdisks(self) -> Iterator[Metric]:
+        r = self.result
+        L = ["vdisk_id"]
+        vinfo = _g("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm and disk when mapped.",
+                   ["vdisk_id", "vdisk_name", "vdisk_uuid", "cvm", "vm", "disk"])
+        simple = {
+            "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
+            "dedup_bytes": ("stargate_vdisk_dedup_bytes", "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale)."),
+            "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
+            "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
+            "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
+            "oplog_drain_bytes_per_second": ("stargate_vdisk_oplog_drain_bytes_per_second", "Oplog KB/s: the oplog drain rate, in bytes/s."),
+            "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
+            "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
+            "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
+            "error_ops_per_second": ("stargate_vdisk_error_ops_per_second", "Ops/s - Error."),
+            "random_ops_per_second": ("stargate_vdisk_random_ops_per_second", "Ops/s - Random."),
+            "read_bytes_per_second": ("stargate_vdisk_read_bytes_per_second", "KB/s - Read, in bytes/s."),
+            "write_bytes_per_second": ("stargate_vdisk_write_bytes_per_second", "KB/s - Write, in bytes/s."),
+            "latency_seconds": ("stargate_vdisk_latency_seconds", "Avg latency (usec), in seconds."),
+            "op_size_bytes": ("stargate_vdisk_op_size_bytes", "Avg op size, in bytes."),
+            "queue_length": ("stargate_vdisk_queue_length", "Avg qlen."),
+            "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
+        }
+        fams = {k: _g(n, h, L) for k, (n, h) in simple.items()}
+        outstanding = _g("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).", L + ["direction"])
+        outstanding_b = _g("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.", L + ["direction"])
+        detail_up = _g("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.", L)
+        src = _g("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).", L + ["source"])
+        src_r = _g("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).", L + ["source"])
+        dst = _g("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.", L + ["destination"])
+        dst_r = _g("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.", L + ["destination"])
+        rnd = _g("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.", L + ["direction"])
+        seq = _g("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.", L + ["direction"])
+        wss = _g("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.", L + ["kind", "window"])
+        upm = _g("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.", L + ["window"])
+        hists = {
+            "read_latency": GaugeHistogramMetricFamily("stargate_vdisk_read_latency_seconds", "Frontend Read Latency histogram of the page's recent window (not cumulative).", labels=L),
+            "write_latency": GaugeHistogramMetricFamily("stargate_vdisk_write_latency_seconds", "Frontend Write Latency histogram of the page's recent window (not cumulative).", labels=L),
+            "read_size": GaugeHistogramMetricFamily("stargate_vdisk_read_size_bytes", "Read Size Distribution of the page's recent window (not cumulative).", labels=L),
+            "write_size": GaugeHistogramMetricFamily("stargate_vdisk_write_size_bytes", "Write Size Distribution of the page's recent window (not cumulative).", labels=L),
+        }
+        for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
+            names = self.names.get(vid, {})
+            vinfo.add_metric([vid, row.name, row.uuid, cvm_url.split("://", 1)[-1].rstrip("/"),
+                              names.get("vm", ""), names.get("disk", "")], 1)
+            for k, fam in fams.items():
+                fam.add_metric([vid], getattr(row, k))
+            outstanding.add_metric([vid, "read"], row.outstanding_read_ops)
+            outstanding.add_metric([vid, "write"], row.outstanding_write_ops)
+            outstanding_b.add_metric([vid, "read"], row.outstanding_read_bytes)
+            outstanding_b.add_metric([vid, "write"], row.outstanding_write_bytes)
+            d = r.details.get(vid)
+            detail_up.add_metric([vid], 1 if d is not None else 0)
+            if d is None:
+                continue
+            for name, (rate, ratio) in d.read_sources.items():
+                src.add_metric([vid, name], rate)
+                src_r.add_metric([vid, name], ratio)
+            for name, (rate, ratio) in d.write_destinations.items():
+                dst.add_metric([vid, name], rate)
+                dst_r.add_metric([vid, name], ratio)
+            for direction in ("read", "write"):
+                if getattr(d, f"{direction}_random_ratio") is not None:
+                    rnd.add_metric([vid, direction], getattr(d, f"{direction}_random_ratio"))
+                if getattr(d, f"{direction}_sequential_ratio") is not None:
+                    seq.add_metric([vid, direction], getattr(d, f"{direction}_sequential_ratio"))
+            for (kind, window), v in d.working_set_bytes.items():
+                wss.add_metric([vid, kind, window], v)
+            for window, v in d.up_migrations.items():
+                upm.add_metric([vid, window], v)
+            for attr, fam in hists.items():
+                h = getattr(d, attr)
+                if h is None:
+                    continue
+                cum, buckets = 0.0, []
+                for bound, count in zip(h.bounds, h.counts):
+                    cum += count
+                    buckets.append(("+Inf" if math.isinf(bound) else f"{bound:g}", cum))
+                fam.add_metric([vid], buckets, h.sum)
+        yield vinfo
+        yield from fams.values()
+        yield from (outstanding, outstanding_b, detail_up, src, src_r, dst, dst_r, rnd, seq, wss, upm)
+        yield from hists.values()

@@ -1,0 +1,395 @@
+"""Stargate port-2009 pages -> typed records (pure functions, no I/O).
+
+Tables are found by the text of their banner (main page) or heading (vdisk view), never by
+position or tag; grouped two-row headers become ``Group - Leaf`` keys; blank cells are 0; row
+labels of read sources and write destinations are data: known ones map to canonical names,
+unknown ones keep their snake_case form. Units are converted to base units here (bytes, seconds,
+ratios 0-1). Any malformed page raises :class:`StargatePageError`, and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import lxml.etree
+import lxml.html
+
+KIB = 1024
+MIB = 1024 * 1024
+GIB = 1024**3
+
+
+class StargatePageError(ValueError):
+    """The page is not a Stargate page we can read (truncated, garbage, missing table)."""
+
+
+# Canonical names of read sources and write destinations across builds.
+SOURCE_NAMES = {
+    "oplog": "oplog",
+    "extent cache": "extent_cache",
+    "cache dram": "cache_dram",
+    "cache ssd": "cache_ssd",
+    "estore ssd": "estore_ssd",
+    "estore ssd local": "estore_ssd_local",
+    "estore ssd remote": "estore_ssd_remote",
+    "estore hdd": "estore_hdd",
+    "estore hdd local": "estore_hdd_local",
+    "estore hdd remote": "estore_hdd_remote",
+    "estore": "estore",
+    "block store": "block_store",
+    "zeroes": "zero",
+    "zeros": "zero",
+    "estore zero": "estore_zero",
+    "oplog zero": "oplog_zero",
+}
+
+#: Sources/destinations that are zero suppression: no disk was touched.
+ZERO_SOURCES = frozenset({"zero", "estore_zero", "oplog_zero"})
+
+
+def snake(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_") or "unknown"
+
+
+def canonical(label: str) -> str:
+    key = " ".join(label.lower().split())
+    return SOURCE_NAMES.get(key, snake(label))
+
+
+def _text(el) -> str:
+    return " ".join(el.text_content().replace("\xa0", " ").split())
+
+
+def _num(text: str, where: str) -> float:
+    t = text.strip().rstrip("%").strip()
+    if not t:
+        return 0.0
+    try:
+        return float(t.replace(",", ""))
+    except ValueError:
+        raise StargatePageError(f"{where}: expected a number, got {text!r}") from None
+
+
+def _parse_html(html: str | bytes):
+    if not html or not (html.strip() if isinstance(html, str) else html.strip()):
+        raise StargatePageError("empty page")
+    try:
+        doc = lxml.html.fromstring(html)
+    except (lxml.etree.ParserError, ValueError) as exc:
+        raise StargatePageError(f"not HTML: {exc}") from None
+    if doc is None or not doc.xpath("//table"):
+        raise StargatePageError("no tables on the page (not a Stargate page, or cut off)")
+    return doc
+
+
+def _table_after(el):
+    for nxt in el.itersiblings():
+        if nxt.tag == "table":
+            return nxt
+        if nxt.tag not in ("br", "p", "div"):
+            # A heading followed by something else: maybe the table is nested in it.
+            inner = nxt.xpath(".//table")
+            if inner:
+                return inner[0]
+    return None
+
+
+def _banner_tables(doc) -> dict[str, object]:
+    """Banner title -> the data table that follows it."""
+    out = {}
+    for t in doc.xpath("//table"):
+        cells = t.xpath("./tr/td|./tbody/tr/td")
+        rows = t.xpath("./tr|./tbody/tr")
+        if len(rows) == 1 and len(cells) == 1:
+            data = _table_after(t)
+            if data is not None:
+                out[_text(cells[0]).lower()] = data
+    return out
+
+
+def _rows(table) -> list:
+    return table.xpath("./tr|./tbody/tr")
+
+
+def _header_keys(table) -> tuple[list[str], list]:
+    """Column keys of a table with a one- or two-row header, and its data rows."""
+    rows = _rows(table)
+    head = [r for r in rows if r.xpath("./th") and not r.xpath("./td")]
+    data = [r for r in rows if r.xpath("./td")]
+    if not head:
+        return [], data
+    top: list[str] = []
+    for th in head[0].xpath("./th"):
+        top.extend([_text(th)] * int(th.get("colspan", "1") or 1))
+    if len(head) == 1:
+        return top, data
+    leaves = [_text(th) for th in head[1].xpath("./th")]
+    keys = []
+    for i, group in enumerate(top):
+        leaf = leaves[i] if i < len(leaves) else ""
+        keys.append(f"{group} - {leaf}" if leaf else group)
+    return keys, data
+
+
+# ----------------------------------------------------------------------------------- main page
+@dataclass
+class VDiskRow:
+    vdisk_id: str
+    name: str
+    uuid: str
+    href: str                      # absolute URL of the vdisk's detail view (from the link)
+    usage_bytes: float
+    dedup_bytes: float
+    oplog_bytes: float
+    oplog_fragments: float
+    oplog_drain_ops_per_second: float
+    oplog_drain_bytes_per_second: float
+    outstanding_read_ops: float
+    outstanding_read_bytes: float
+    outstanding_write_ops: float
+    outstanding_write_bytes: float
+    outstanding_estore_ops: float
+    read_ops_per_second: float
+    write_ops_per_second: float
+    error_ops_per_second: float
+    random_ops_per_second: float
+    read_bytes_per_second: float
+    write_bytes_per_second: float
+    latency_seconds: float
+    op_size_bytes: float
+    queue_length: float
+    busy_ratio: float
+
+
+@dataclass
+class MainPage:
+    overview: dict[str, str]
+    cvm_urls: list[str]            # every CVM of the cluster (Cluster State links)
+    vdisks: list[VDiskRow]
+    hosted_title: str              # "Hosted VDisks" or "Hosted Active VDisks" (2014)
+
+
+def _outstanding(text: str, where: str) -> tuple[float, float]:
+    """``count, sizeKB`` -> (count, bytes)."""
+    t = text.strip()
+    if not t:
+        return 0.0, 0.0
+    m = re.fullmatch(r"(\d+)\s*,\s*(\d+)\s*KB", t)
+    if not m:
+        raise StargatePageError(f"{where}: expected 'count, sizeKB', got {text!r}")
+    return float(m.group(1)), float(m.group(2)) * KIB
+
+
+def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
+    doc = _parse_html(html)
+    banners = _banner_tables(doc)
+    hosted_title = next((t for t in ("hosted vdisks", "hosted active vdisks") if t in banners), None)
+    if hosted_title is None:
+        raise StargatePageError("no 'Hosted VDisks' table found (page cut off, or not a Stargate main page)")
+    overview: dict[str, str] = {}
+    if "overview" in banners:
+        for row in _rows(banners["overview"]):
+            cells = row.xpath("./td")
+            if len(cells) >= 2:
+                overview[_text(cells[0])] = _text(cells[1])
+    cvm_urls: list[str] = []
+    if "cluster state" in banners:
+        for a in banners["cluster state"].xpath(".//a[@href]"):
+            cvm_urls.append(urljoin(base_url, a.get("href")))
+    keys, data = _header_keys(banners[hosted_title])
+    idx = {k.lower(): i for i, k in enumerate(keys)}
+
+    def col(name: str) -> int:
+        i = idx.get(name.lower())
+        if i is None:
+            raise StargatePageError(f"Hosted VDisks table has no column {name!r} (columns: {', '.join(keys)})")
+        return i
+
+    c = {n: col(n) for n in (
+        "VDisk Id", "VDisk Name", "Usage (GB)", "Dedup (GB)", "Oplog - KB", "Oplog - Fragments",
+        "Oplog - Ops/s", "Oplog - KB/s", "Outstanding ops - Read", "Outstanding ops - Write",
+        "Outstanding ops - Estore", "Ops/s - Read", "Ops/s - Write", "Ops/s - Error", "Ops/s - Random",
+        "KB/s - Read", "KB/s - Write", "Avg latency (usec)", "Avg op size", "Avg qlen", "% busy")}
+    vdisks = []
+    for r, row in enumerate(data):
+        cells = row.xpath("./td")
+        if len(cells) < len(keys):
+            raise StargatePageError(f"Hosted VDisks row {r + 1} has {len(cells)} cells, expected {len(keys)} (page cut off?)")
+        txt = [_text(x) for x in cells]
+        where = f"Hosted VDisks row {r + 1}"
+        links = cells[c["VDisk Id"]].xpath(".//a[@href]")
+        vdisk_id = txt[c["VDisk Id"]]
+        if not vdisk_id.isdigit() or not links:
+            raise StargatePageError(f"{where}: VDisk Id {vdisk_id!r} is not a linked integer")
+        m = re.fullmatch(r"(.*?)\s*\(([0-9a-fA-F-]{36})\)", txt[c["VDisk Name"]])
+        name, uuid = (m.group(1), m.group(2).lower()) if m else (txt[c["VDisk Name"]], "")
+        n = lambda key: _num(txt[c[key]], f"{where}, {key}")  # noqa: E731
+        rd_ops, rd_bytes = _outstanding(txt[c["Outstanding ops - Read"]], where)
+        wr_ops, wr_bytes = _outstanding(txt[c["Outstanding ops - Write"]], where)
+        vdisks.append(VDiskRow(
+            vdisk_id=vdisk_id, name=name, uuid=uuid, href=urljoin(base_url, links[0].get("href")),
+            usage_bytes=n("Usage (GB)") * GIB, dedup_bytes=n("Dedup (GB)") * GIB,
+            oplog_bytes=n("Oplog - KB") * KIB, oplog_fragments=n("Oplog - Fragments"),
+            oplog_drain_ops_per_second=n("Oplog - Ops/s"), oplog_drain_bytes_per_second=n("Oplog - KB/s") * KIB,
+            outstanding_read_ops=rd_ops, outstanding_read_bytes=rd_bytes,
+            outstanding_write_ops=wr_ops, outstanding_write_bytes=wr_bytes,
+            outstanding_estore_ops=n("Outstanding ops - Estore"),
+            read_ops_per_second=n("Ops/s - Read"), write_ops_per_second=n("Ops/s - Write"),
+            error_ops_per_second=n("Ops/s - Error"), random_ops_per_second=n("Ops/s - Random"),
+            read_bytes_per_second=n("KB/s - Read") * KIB, write_bytes_per_second=n("KB/s - Write") * KIB,
+            latency_seconds=n("Avg latency (usec)") / 1e6, op_size_bytes=n("Avg op size"),
+            queue_length=n("Avg qlen"), busy_ratio=n("% busy") / 100,
+        ))
+    return MainPage(overview=overview, cvm_urls=cvm_urls, vdisks=vdisks,
+                    hosted_title="Hosted Active VDisks" if hosted_title == "hosted active vdisks" else "Hosted VDisks")
+
+
+# ----------------------------------------------------------------------------------- vdisk view
+#: Upper bounds of the latency buckets (seconds) and size buckets (bytes), in page order.
+LATENCY_BOUNDS = (0.001, 0.002, 0.005, 0.010, 0.020, 0.050, 0.100, float("inf"))
+SIZE_BOUNDS = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 512 * KIB, MIB, float("inf"))
+
+
+@dataclass
+class Histogram:
+    """A recent-window histogram: per bucket (upper bound) the count and the average value."""
+
+    bounds: tuple[float, ...]
+    counts: list[float]
+    averages: list[float]      # base units (seconds or bytes)
+
+    @property
+    def count(self) -> float:
+        return sum(self.counts)
+
+    @property
+    def sum(self) -> float:
+        return sum(c * a for c, a in zip(self.counts, self.averages))
+
+
+@dataclass
+class VDiskDetail:
+    vdisk_id: str
+    read_ops_per_second: float | None = None
+    write_ops_per_second: float | None = None
+    read_bytes_per_second: float | None = None
+    write_bytes_per_second: float | None = None
+    read_random_ratio: float | None = None
+    write_random_ratio: float | None = None
+    read_sequential_ratio: float | None = None
+    write_sequential_ratio: float | None = None
+    read_latency: Histogram | None = None
+    write_latency: Histogram | None = None
+    read_size: Histogram | None = None
+    write_size: Histogram | None = None
+    working_set_bytes: dict[tuple[str, str], float] = field(default_factory=dict)   # (kind, window)
+    read_sources: dict[str, tuple[float, float]] = field(default_factory=dict)      # name -> (bytes/s, ratio)
+    write_destinations: dict[str, tuple[float, float]] = field(default_factory=dict)
+    up_migrations: dict[str, float] = field(default_factory=dict)                   # window -> count
+
+
+_SECTION = re.compile(r"^VDisk (\d+) (.+)$")
+
+
+def _sections(doc) -> dict[str, tuple[str, object]]:
+    out = {}
+    for el in doc.iter():
+        if not isinstance(el.tag, str) or el.tag == "table" or len(el):
+            continue
+        m = _SECTION.match(_text(el))
+        if m:
+            table = _table_after(el)
+            if table is not None:
+                out[m.group(2).lower()] = (m.group(1), table)
+    return out
+
+
+def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> Histogram:
+    counts = [0.0] * len(bounds)
+    avgs = [0.0] * len(bounds)
+    i = 0
+    for row in _rows(table):
+        cells = row.xpath("./td")
+        if len(cells) < 3:
+            continue
+        label = _text(cells[0])
+        if label.lower() == "total":
+            continue
+        if i >= len(bounds):
+            raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
+        avgs[i] = _num(_text(cells[1]), f"{where}, {label}") * unit
+        counts[i] = _num(_text(cells[2]), f"{where}, {label}")
+        i += 1
+    if i != len(bounds):
+        raise StargatePageError(f"{where}: {i} buckets, expected {len(bounds)} (page cut off?)")
+    return Histogram(bounds, counts, avgs)
+
+
+def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    for row in _rows(table):
+        cells = row.xpath("./td")
+        if len(cells) < 3:
+            continue
+        label = _text(cells[0])
+        if label.lower() == "total":
+            continue
+        name = canonical(label)
+        rate = _num(_text(cells[1]), f"{where}, {label}") * MIB
+        ratio = _num(_text(cells[2]), f"{where}, {label}") / 100
+        prev = out.get(name, (0.0, 0.0))
+        out[name] = (prev[0] + rate, prev[1] + ratio)
+    return out
+
+
+def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
+    doc = _parse_html(html)
+    sections = _sections(doc)
+    if "ops and randomness" not in sections:
+        raise StargatePageError("no 'VDisk <id> Ops and Randomness' section (page cut off, or not a vdisk view)")
+    vdisk_id, ops = sections["ops and randomness"]
+    d = VDiskDetail(vdisk_id=vdisk_id)
+    for row in _rows(ops):
+        cells = [_text(x) for x in row.xpath("./td")]
+        if len(cells) < 3:
+            continue
+        label = cells[0].lower()
+        where = f"VDisk {vdisk_id} Ops and Randomness, {cells[0]}"
+        rd, wr = _num(cells[1], where), _num(cells[2], where)
+        if label.startswith("iops"):
+            d.read_ops_per_second, d.write_ops_per_second = rd * 1000, wr * 1000
+        elif label.startswith("io rate"):
+            d.read_bytes_per_second, d.write_bytes_per_second = rd * MIB, wr * MIB
+        elif label.startswith("random"):
+            d.read_random_ratio, d.write_random_ratio = rd / 100, wr / 100
+        elif label.startswith("sequential"):
+            d.read_sequential_ratio, d.write_sequential_ratio = rd / 100, wr / 100
+    for key, attr, bounds, unit in (
+        ("frontend read latency", "read_latency", LATENCY_BOUNDS, 1e-6),
+        ("frontend write latency", "write_latency", LATENCY_BOUNDS, 1e-6),
+        ("read size distribution", "read_size", SIZE_BOUNDS, 1.0),
+        ("write size distribution", "write_size", SIZE_BOUNDS, 1.0),
+    ):
+        if key in sections:
+            setattr(d, attr, _histogram(sections[key][1], bounds, unit, f"VDisk {vdisk_id} {key}"))
+    if "working set sizes" in sections:
+        keys, data = _header_keys(sections["working set sizes"][1])
+        windows = [{"2 min": "2m", "1 hr": "1h"}.get(k, snake(k)) for k in keys[1:]]
+        for row in data:
+            cells = [_text(x) for x in row.xpath("./td")]
+            kind = cells[0].split()[0].lower()  # Read / Write / Union
+            for w, v in zip(windows, cells[1:]):
+                d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {vdisk_id} Working Set Sizes, {cells[0]}") * MIB
+    if "read source" in sections:
+        d.read_sources = _label_table(sections["read source"][1], f"VDisk {vdisk_id} Read Source")
+    if "write destination" in sections:
+        d.write_destinations = _label_table(sections["write destination"][1], f"VDisk {vdisk_id} Write Destination")
+    if "extent group up-migration" in sections:
+        for row in _rows(sections["extent group up-migration"][1]):
+            cells = [_text(x) for x in row.xpath("./td")]
+            m = re.match(r"Last (\d+) seconds", cells[0]) if cells else None
+            if m and len(cells) >= 2:
+                d.up_migrations[f"{m.group(1)}s"] = _num(cells[1], f"VDisk {vdisk_id} Up-Migration")
+    return d

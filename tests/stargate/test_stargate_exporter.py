@@ -1,0 +1,260 @@
+"""The Stargate parser and exporter against the running Stargate simulator (all page builds)."""
+
+import dataclasses
+import json
+import time
+import logging
+
+import pytest
+import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporters.common.config import ConfigError
+from exporters.common.web import ExporterServer
+from exporters.stargate.cli import load_mapping, main as cli_main, make_app
+from exporters.stargate.collector import target_url
+from exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
+from simulators.scenario import load_scenario, parse_scenario
+from simulators.stargate.server import StargateCluster
+from tests.support import promtool_check_metrics
+
+FROZEN = 1_700_000_000.0
+
+
+def scenario_with_build(name: str, build: int):
+    sc = load_scenario(name)
+    return dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, page_build=build))
+
+
+@pytest.fixture(scope="module")
+def zero_heavy():
+    with StargateCluster("zero-heavy", clock=lambda: FROZEN) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def exporter(zero_heavy):
+    srv = ExporterServer(make_app(8, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0), "127.0.0.1", 0).start()
+    yield srv
+    srv.stop()
+
+
+def scrape(exporter, target, timeout="4", **params):
+    r = requests.get(exporter.url + "/probe", params={"target": target, **params},
+                     headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout}, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def samples(text: str, name: str) -> dict[tuple, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def one(text, name, **labels):
+    got = {k: v for k, v in samples(text, name).items() if all((lk, lv) in k for lk, lv in labels.items())}
+    assert len(got) == 1, (name, labels, got)
+    return next(iter(got.values()))
+
+
+@pytest.mark.parametrize("build", [2014, 2015, 2016])
+def test_parser_reads_every_build(build):
+    sc = scenario_with_build("zero-heavy", build)
+    with StargateCluster(sc, clock=lambda: FROZEN) as cluster:
+        url = cluster.urls["cvm-1"] + "/"
+        page = parse_main_page(requests.get(url, timeout=5).text, url)
+        assert page.hosted_title == ("Hosted Active VDisks" if build == 2014 else "Hosted VDisks")
+        assert sorted(u.rstrip("/") for u in page.cvm_urls) == sorted(cluster.urls.values())
+        [row] = page.vdisks
+        disk = next(d for d in sc.disks if str(d.vdisk_id) == row.vdisk_id)
+        truth = cluster.trace.window(disk, cluster.trace.now(FROZEN), 3)
+        assert row.read_ops_per_second == pytest.approx(truth.rate("read_ops"))
+        assert row.read_bytes_per_second == pytest.approx(truth.rate("read_bytes"), rel=0.001)
+        assert row.uuid == disk.vdisk_uuid
+        detail = parse_vdisk_page(requests.get(row.href, timeout=5).text)
+        assert detail.vdisk_id == row.vdisk_id
+        zero = {"zero", "estore_zero", "oplog_zero"}
+        zero_ratio = sum(r for n, (_, r) in detail.read_sources.items() if n in zero)
+        assert zero_ratio == pytest.approx(0.357, abs=0.011)   # percents are whole numbers on the page
+        assert sum(c for c in detail.read_latency.counts) == pytest.approx(truth.read_ops, abs=1)
+        if build == 2015:
+            assert "zero" in detail.read_sources and "extent_cache" in detail.read_sources
+        if build == 2016:
+            assert {"estore_zero", "oplog_zero"} <= set(detail.read_sources)
+            assert detail.write_destinations["oplog_zero"][1] == pytest.approx(0.40, abs=0.005)
+
+
+def test_probe_with_discovery_exports_each_vdisk_once(zero_heavy, exporter):
+    cvm1 = zero_heavy.urls["cvm-1"].split("://")[1]
+    text = scrape(exporter, cvm1, discover="true")
+    assert one(text, "stargate_up") == 1
+    infos = samples(text, "stargate_vdisk_info")
+    ids = sorted(dict(k)["vdisk_id"] for k in infos)
+    assert ids == sorted(str(d.vdisk_id) for d in zero_heavy.scenario.disks)
+    # Mapping file labels reach the info metric.
+    assert one(text, "stargate_vdisk_info", vdisk_id="1000")  == 1
+    assert ("vm", "bench-01") in next(k for k in infos if ("vdisk_id", "1000") in k)
+    # Exact values from the scenario: 9000 reads/s of 8 KiB, zero share of read bytes 35.7 %.
+    assert one(text, "stargate_vdisk_read_ops_per_second", vdisk_id="1000") == 9000
+    assert one(text, "stargate_vdisk_read_bytes_per_second", vdisk_id="1000") == 9000 * 8192
+    src = {dict(k)["source"]: v for k, v in samples(text, "stargate_vdisk_read_source_bytes_per_second").items()
+           if ("vdisk_id", "1000") in k}
+    zero = src["estore_zero"] + src["oplog_zero"]
+    assert zero / sum(src.values()) == pytest.approx(0.357, abs=0.02)   # MB/s are whole numbers on the page
+    assert one(text, "stargate_vdisk_write_destination_ratio", vdisk_id="1000", destination="oplog_zero") == 0.40
+    assert one(text, "stargate_vdisk_read_latency_seconds_gcount", vdisk_id="1000") == 27000
+    result = promtool_check_metrics(text)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_single_cvm_probe_shows_only_its_vdisks(zero_heavy, exporter):
+    text = scrape(exporter, zero_heavy.urls["cvm-2"])
+    hosted = [str(d.vdisk_id) for d in zero_heavy.scenario.disks if d.cvm_at(zero_heavy.trace.now(FROZEN)) == "cvm-2"]
+    assert sorted(dict(k)["vdisk_id"] for k in samples(text, "stargate_vdisk_info")) == sorted(hosted)
+
+
+@pytest.mark.parametrize("mode, kw, cause", [
+    ("http_500", {}, "HTTP 500"),
+    ("garbage", {}, "cvm"),
+    ("truncated", {}, "cvm"),
+    ("slow", {"delay": 6}, "timed out"),
+    ("refused", {}, "connection refused"),
+])
+def test_target_failures_give_up_0_and_a_log_line(mode, kw, cause, exporter, caplog):
+    with StargateCluster("zero-heavy", clock=lambda: FROZEN) as cluster:
+        target = cluster.urls["cvm-1"].split("://")[1]
+        cluster.set_fault("cvm-1", mode, **kw)
+        caplog.set_level(logging.WARNING)
+        start = time.monotonic()
+        text = scrape(exporter, target, timeout="3")
+        assert time.monotonic() - start < 3.5
+        assert one(text, "stargate_up") == 0
+        assert not samples(text, "stargate_vdisk_info"), "no vdisk values from a failed target"
+        msgs = [r.getMessage() for r in caplog.records if target in r.getMessage()]
+        assert msgs, caplog.text
+        if cause != "cvm":
+            assert any(cause in m for m in msgs), msgs
+        cluster.clear_faults()
+
+
+def test_failing_detail_page_marks_only_that_vdisk(exporter):
+    with StargateCluster("postgres", clock=lambda: FROZEN) as cluster:
+        # both postgres vdisks on cvm-1? take the CVM that hosts the data disk
+        data = cluster.scenario.disks[0]
+        cvm = data.cvm_at(cluster.trace.now(FROZEN))
+        cluster.set_fault(cvm, "http_500", only="detail", vdisk=data.vdisk_id)
+        text = scrape(exporter, cluster.urls[cvm].split("://")[1], discover="true")
+        assert one(text, "stargate_up") == 1
+        assert one(text, "stargate_vdisk_detail_up", vdisk_id=str(data.vdisk_id)) == 0
+        other = cluster.scenario.disks[1]
+        assert one(text, "stargate_vdisk_detail_up", vdisk_id=str(other.vdisk_id)) == 1
+        # The main-page values of the failing vdisk are still there.
+        assert one(text, "stargate_vdisk_read_ops_per_second", vdisk_id=str(data.vdisk_id)) >= 0
+
+
+def test_moving_vdisk_is_counted_once():
+    base = {
+        "name": "moving", "period": "60s", "cluster": {"cvms": ["cvm-1", "cvm-2"]},
+        "vms": [{"name": "vm1", "disks": [{"cvm": "cvm-1", "moves": [{"at": "30s", "to": "cvm-2"}],
+                                            "streams": [{"read_iops": 100, "write_iops": 0}]}]}],
+    }
+    sc = parse_scenario(base)
+    t = [FROZEN - FROZEN % 60 + 29.5]
+    with StargateCluster(sc, clock=lambda: t[0]) as cluster:
+        import requests as rq
+        from exporters.stargate.collector import probe
+        session = rq.Session()
+        # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
+        real_get = session.get
+
+        def get(url, **kw):
+            r = real_get(url, **kw)
+            t[0] = FROZEN - FROZEN % 60 + 30.5   # the move happens right after the first page
+            return r
+        session.get = get
+        result = probe(session, cluster.urls["cvm-1"], time.monotonic() + 5, discover=True)
+        listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
+        assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
+        from prometheus_client import CollectorRegistry, generate_latest
+        from exporters.stargate.collector import StargateCollector
+        reg = CollectorRegistry()
+        reg.register(StargateCollector(result))
+        text = generate_latest(reg).decode()
+        assert len(samples(text, "stargate_vdisk_info")) == 1
+        assert len(samples(text, "stargate_vdisk_read_ops_per_second")) == 1
+
+
+@given(st.text(max_size=400) | st.binary(max_size=400).map(lambda b: b.decode("latin-1")))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_parser_raises_only_its_own_error(text):
+    for fn in (lambda: parse_main_page(text, "http://x/"), lambda: parse_vdisk_page(text)):
+        try:
+            fn()
+        except StargatePageError:
+            pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=0, max_value=100_000))
+def test_truncated_real_pages_raise_only_its_own_error(cut):
+    page = _real_pages()
+    for text in page:
+        try:
+            parse_main_page(text[: cut % len(text)], "http://x/")
+        except StargatePageError:
+            pass
+        try:
+            parse_vdisk_page(text[: cut % len(text)])
+        except StargatePageError:
+            pass
+
+
+_PAGES: list[str] = []
+
+
+def _real_pages() -> list[str]:
+    if not _PAGES:
+        with StargateCluster("postgres", clock=lambda: FROZEN) as cluster:
+            url = cluster.urls["cvm-1"] + "/"
+            main = requests.get(url, timeout=5).text
+            page = parse_main_page(main, url)
+            _PAGES.append(main)
+            _PAGES.extend(requests.get(v.href, timeout=5).text for v in page.vdisks)
+    return _PAGES
+
+
+def test_unknown_labels_are_kept_in_snake_case():
+    assert canonical("Zeroes") == "zero"
+    assert canonical("Estore  SSD Local") == "estore_ssd_local"
+    assert canonical("Cloud Tier (S3)") == "cloud_tier_s3"
+
+
+def test_target_forms():
+    assert target_url("10.0.0.5") == "http://10.0.0.5:2009/"
+    assert target_url("10.0.0.5:2010") == "http://10.0.0.5:2010/"
+    assert target_url("[fd00::5]:2009") == "http://[fd00::5]:2009/"
+    assert target_url("http://cvm/") == "http://cvm/"
+
+
+def test_mapping_errors_name_file_and_key(tmp_path):
+    f = tmp_path / "map.yaml"
+    f.write_text('vdisks:\n  "1000": {vm: a, disc: x}\n')
+    with pytest.raises(ConfigError, match=r"map.yaml: vdisks.1000.disc: unknown key"):
+        load_mapping(str(f))
+    f.write_text('vdisks:\n  "1000": {disk: x}\n')
+    with pytest.raises(ConfigError, match=r"vdisks.1000.vm: is required"):
+        load_mapping(str(f))
+
+
+def test_help_explains(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli_main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "/probe?target=" in out and "discover=true" in out and "docs/stargate.md" in out
