@@ -38,7 +38,7 @@ def stack(tmp_path_factory):
 def test_every_target_is_up(stack):
     targets = stack.wait_scraped(timeout=60)
     jobs = {t["labels"]["job"] for t in targets}
-    assert {"node", "fio", "vcenter", "ioparallax-exporters"} <= jobs
+    assert {"node", "fio", "vcenter", "stargate", "ioparallax-exporters"} <= jobs
     down = [(t["labels"]["job"], t["lastError"]) for t in targets if t["health"] != "up"]
     assert not down, down
     assert value(stack, 'vcenter_up{job="vcenter"}') == 1
@@ -67,3 +67,13 @@ def test_guest_view_has_the_hygiene_finding(stack):
 
 def test_prometheus_runs_the_generated_config(stack):
     assert value(stack, 'count(up{job="node"} == 1)') == 1
+
+
+def test_storage_view_shows_the_zero_buckets(stack):
+    # zero-heavy: 35.7 % of read bytes come from zero buckets; the page's MB/s are whole numbers.
+    share = value(stack, 'sum(stargate_vdisk_read_source_bytes_per_second{source=~".*zero.*"})'
+                         ' / sum(stargate_vdisk_read_source_bytes_per_second)')
+    assert share == pytest.approx(0.357, abs=0.02)
+    assert value(stack, 'count(stargate_up == 1)') == 3          # one probe per CVM, all up
+    assert value(stack, 'count(stargate_vdisk_info)') == 2       # each vdisk once across the CVMs
+    assert value(stack, 'sum(stargate_vdisk_read_ops_per_second)') == 2 * 9000
