@@ -20,7 +20,7 @@ import requests
 from bs4 import BeautifulSoup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exporters.stargate.collector import StargateCollector, probe  # noqa: E402
+from exporters.stargate.collector import HttpClient, StargateCollector, probe  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
 VDISKS = 1000
@@ -74,8 +74,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         sim, url = start_simulator(Path(tmp))
         try:
-            session = requests.Session()
-            session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=16))
+            session = HttpClient()
             exporter_probe(session, url)          # warm-up: simulator renders its pages once per second
             ours_wall, ours_cpu = measure(exporter_probe, session, url)
             ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -7,14 +7,11 @@ import logging
 import sys
 from pathlib import Path
 
-import requests
-from requests.adapters import HTTPAdapter
-
 from exporters.common.config import ConfigError, Section, load_yaml
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
-from .collector import StargateCollector, probe
+from .collector import HttpClient, StargateCollector, probe
 
 log = logging.getLogger("exporters.stargate")
 
@@ -58,16 +55,13 @@ def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
 
 
 def make_app(concurrency: int, mapping: dict[str, dict[str, str]], default_timeout: float) -> ExporterApp:
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=8, pool_maxsize=max(concurrency, 8), max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+    client = HttpClient()
 
     def handler(p: Probe):
         discover = p.params.get("discover", "false").lower()
         if discover not in ("true", "false", "1", "0"):
             raise BadRequest(f"discover must be true or false, got {discover!r}")
-        result = probe(session, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency)
+        result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency)
         return [StargateCollector(result, mapping)]
 
     return ExporterApp(

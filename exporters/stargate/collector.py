@@ -8,11 +8,15 @@ vdisk (``stargate_vdisk_detail_up 0``), not the target; a failing main page give
 
 from __future__ import annotations
 
+import http.client
 import logging
 import math
+import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 from typing import Iterator
 
 import requests
@@ -41,9 +45,77 @@ class FetchError(Exception):
     pass
 
 
+class HttpClient:
+    """Keep-alive HTTP/1.1 GETs, one connection per thread and host (the transport layer).
+
+    http.client directly: for a thousand small pages per probe, requests' per-call machinery
+    costs more CPU than parsing them."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _conn(self, scheme: str, netloc: str, timeout: float) -> http.client.HTTPConnection:
+        conns = self._local.__dict__.setdefault("conns", {})
+        conn = conns.get((scheme, netloc))
+        if conn is None:
+            cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            conn = conns[(scheme, netloc)] = cls(netloc, timeout=timeout)
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def _drop(self, scheme: str, netloc: str) -> None:
+        conn = self._local.__dict__.get("conns", {}).pop((scheme, netloc), None)
+        if conn is not None:
+            conn.close()
+
+    def get_text(self, url: str, timeout: float) -> str:
+        if timeout <= 0:
+            raise FetchError(f"{url}: no time left before the probe deadline")
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        for attempt in (1, 2):
+            conn = self._conn(parts.scheme, parts.netloc, timeout)
+            try:
+                conn.request("GET", path, headers={"Accept": "text/html"})
+                resp = conn.getresponse()
+                body = resp.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                # A kept-alive connection the server closed: retry once on a new one.
+                self._drop(parts.scheme, parts.netloc)
+                if attempt == 2:
+                    raise FetchError(f"{url}: connection closed by the server ({exc.__class__.__name__})") from None
+            except ConnectionRefusedError:
+                self._drop(parts.scheme, parts.netloc)
+                raise FetchError(f"{url}: connection refused") from None
+            except (socket.timeout, TimeoutError):
+                self._drop(parts.scheme, parts.netloc)
+                raise FetchError(f"{url}: timed out after {timeout:.1f} s") from None
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop(parts.scheme, parts.netloc)
+                raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+        if resp.status != 200:
+            raise FetchError(f"{url}: HTTP {resp.status}")
+        if resp.getheader("Content-Length") is not None and len(body) < int(resp.getheader("Content-Length")):
+            raise FetchError(f"{url}: response cut off")
+        return body.decode("utf-8", "replace")
+
+
+class RequestsClient:
+    """The same interface over a requests.Session (tests, or where a proxy/TLS set-up needs it)."""
+
+    def __init__(self, session: requests.Session) -> None:
+        self.session = session
+
+    def get_text(self, url: str, timeout: float) -> str:
+        return fetch(self.session, url, timeout)
+
+
 def fetch(session: requests.Session, url: str, timeout: float) -> str:
     if timeout <= 0:
-        raise FetchError(f"no time left for {url}")
+        raise FetchError(f"{url}: no time left before the probe deadline")
     try:
         r = session.get(url, timeout=timeout)
     except requests.exceptions.ConnectionError as exc:
@@ -77,16 +149,16 @@ class ProbeResult:
     error: str = ""
 
 
-def probe(session: requests.Session, target: str, deadline: float, discover: bool = False,
+def probe(client: HttpClient | RequestsClient, target: str, deadline: float, discover: bool = False,
           concurrency: int = 16) -> ProbeResult:
     start = time.monotonic()
     base = target_url(target)
-    first = _main(session, base, deadline)
+    first = _main(client, base, deadline)
     cvms = [first]
     if discover and first.page is not None:
         others = [u.rstrip("/") + "/" for u in first.page.cvm_urls if u.rstrip("/") + "/" != base]
         with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(others) or 1))) as pool:
-            cvms.extend(pool.map(lambda u: _main(session, u, deadline), others))
+            cvms.extend(pool.map(lambda u: _main(client, u, deadline), others))
     # Merge by vdisk id: a vdisk that moved between two main-page reads is listed by two CVMs;
     # keep the first listing (the probed target's own page is read first) so it counts once.
     vdisks: dict[str, tuple[str, VDiskRow]] = {}
@@ -99,7 +171,7 @@ def probe(session: requests.Session, target: str, deadline: float, discover: boo
     errors: dict[str, str] = {}
     if vdisks:
         with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(vdisks)))) as pool:
-            futures = {vid: pool.submit(_detail, session, row.href, deadline) for vid, (_, row) in vdisks.items()}
+            futures = {vid: pool.submit(_detail, client, row.href, deadline) for vid, (_, row) in vdisks.items()}
             wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
             for vid, fut in futures.items():
                 if not fut.done():
@@ -116,16 +188,16 @@ def probe(session: requests.Session, target: str, deadline: float, discover: boo
     return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, up, first.error)
 
 
-def _main(session: requests.Session, url: str, deadline: float) -> CvmResult:
+def _main(client: HttpClient | RequestsClient, url: str, deadline: float) -> CvmResult:
     try:
-        return CvmResult(url, parse_main_page(fetch(session, url, deadline - time.monotonic()), url))
+        return CvmResult(url, parse_main_page(client.get_text(url, deadline - time.monotonic()), url))
     except (FetchError, StargatePageError) as exc:
         return CvmResult(url, None, str(exc) if isinstance(exc, FetchError) else f"{url}: {exc}")
 
 
-def _detail(session: requests.Session, url: str, deadline: float) -> tuple[VDiskDetail | None, str]:
+def _detail(client: HttpClient | RequestsClient, url: str, deadline: float) -> tuple[VDiskDetail | None, str]:
     try:
-        return parse_vdisk_page(fetch(session, url, deadline - time.monotonic())), ""
+        return parse_vdisk_page(client.get_text(url, deadline - time.monotonic())), ""
     except (FetchError, StargatePageError) as exc:
         return None, str(exc)
 

@@ -168,7 +168,7 @@ def test_moving_vdisk_is_counted_once():
     t = [FROZEN - FROZEN % 60 + 29.5]
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
-        from exporters.stargate.collector import probe
+        from exporters.stargate.collector import RequestsClient, probe
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
         real_get = session.get
@@ -178,7 +178,7 @@ def test_moving_vdisk_is_counted_once():
             t[0] = FROZEN - FROZEN % 60 + 30.5   # the move happens right after the first page
             return r
         session.get = get
-        result = probe(session, cluster.urls["cvm-1"], time.monotonic() + 5, discover=True)
+        result = probe(RequestsClient(session), cluster.urls["cvm-1"], time.monotonic() + 5, discover=True)
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
         from prometheus_client import CollectorRegistry, generate_latest
