@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import requests
 import yaml
@@ -304,8 +305,9 @@ class Stack:
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)
-        proc = self._start("node-exporter", ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}"],
-                           url=f"http://127.0.0.1:{port}")
+        # No systemd bus in containers and CI: its collector would only log errors.
+        proc = self._start("node-exporter", ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
+                                             "--no-collector.systemd"], url=f"http://127.0.0.1:{port}")
         self._wait_http(proc, "/metrics")
         return [self._exporter_scrape("node", proc.url)]
 
@@ -406,6 +408,17 @@ class Stack:
             if res:
                 ups = ", ".join(f"{r['metric'].get('instance', '?')}={r['value'][1]}" for r in res)
                 lines.append(f"  {what} probes: {ups}")
+        lines.append("")
+        lines.append("Where to look (Prometheus graph):")
+        for what, q in (
+            ("storage: zero share of reads per vdisk",
+             'sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second{source=~"zero|estore_zero|oplog_zero"})'
+             ' / sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second)'),
+            ("VM: the 20 s sample beside the true average",
+             'vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])'),
+            ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
+        ):
+            lines.append(f"  {what}:\n    {self.urls['prometheus']}/graph?g0.expr={quote(q)}&g0.tab=0")
         lines.append("")
         alerts = self.firing_alerts()
         lines.append(f"Firing alerts: {len(alerts)}")
