@@ -311,17 +311,21 @@ def _sections(doc) -> dict[str, tuple[str, object]]:
     return out
 
 
+def _value_rows(table):
+    """(label, cells) of the rows of a label | value | value table, without its Total row."""
+    for row in _rows(table):
+        cells = row.xpath("./td")
+        if len(cells) >= 3:
+            label = _text(cells[0])
+            if label.lower() != "total":
+                yield label, cells
+
+
 def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> Histogram:
     counts = [0.0] * len(bounds)
     avgs = [0.0] * len(bounds)
     i = 0
-    for row in _rows(table):
-        cells = row.xpath("./td")
-        if len(cells) < 3:
-            continue
-        label = _text(cells[0])
-        if label.lower() == "total":
-            continue
+    for label, cells in _value_rows(table):
         if i >= len(bounds):
             raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
         avgs[i] = _num(_text(cells[1]), f"{where}, {label}") * unit
@@ -334,13 +338,7 @@ def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> His
 
 def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
-    for row in _rows(table):
-        cells = row.xpath("./td")
-        if len(cells) < 3:
-            continue
-        label = _text(cells[0])
-        if label.lower() == "total":
-            continue
+    for label, cells in _value_rows(table):
         name = canonical(label)
         rate = _num(_text(cells[1]), f"{where}, {label}") * MIB
         ratio = _num(_text(cells[2]), f"{where}, {label}") / 100
