@@ -7,6 +7,7 @@ Every process a test starts binds to 127.0.0.1 on a port picked here, and is sto
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -67,6 +68,19 @@ class ManagedProcess:
             return self.log_path.read_text(errors="replace")[-4000:]
         except OSError:
             return ""
+
+    def wait_for_output(self, pattern: str, timeout: float = 60.0) -> "re.Match[str]":
+        """Wait until the process prints a line matching ``pattern`` (e.g. its listen URL)."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while time.monotonic() < deadline:
+            m = rx.search(self.output())
+            if m:
+                return m
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}: {self.output()}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} did not print {pattern!r} in {timeout} s: {self.output()}")
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.popen.poll() is None:

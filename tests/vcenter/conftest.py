@@ -28,33 +28,25 @@ def _need(binary: Path) -> None:
 
 
 def wait_for_line(proc: ManagedProcess, pattern: str, timeout: float = 60.0) -> re.Match:
-    deadline = time.monotonic() + timeout
-    rx = re.compile(pattern)
-    while time.monotonic() < deadline:
-        m = rx.search(proc.output())
-        if m:
-            return m
-        if proc.popen.poll() is not None:
-            raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}: {proc.output()}")
-        time.sleep(0.05)
-    raise TimeoutError(f"{proc.name} did not print {pattern!r} in {timeout} s: {proc.output()}")
+    return proc.wait_for_output(pattern, timeout)
+
+
+def compiled_trace(name: str, tmp_path_factory):
+    """A library scenario compiled, as the JSON file the simulator reads and the Trace object."""
+    trace = compile_scenario(load_scenario(name))
+    path = tmp_path_factory.mktemp("trace") / f"{name}.json"
+    path.write_text(trace.to_json())
+    return path, trace
 
 
 @pytest.fixture(scope="session")
 def bursty_trace(tmp_path_factory):
-    """The bursty-1m scenario compiled, as the JSON file and the Trace object."""
-    trace = compile_scenario(load_scenario("bursty-1m"))
-    path = tmp_path_factory.mktemp("trace") / "bursty-1m.json"
-    path.write_text(trace.to_json())
-    return path, trace
+    return compiled_trace("bursty-1m", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def postgres_trace(tmp_path_factory):
-    trace = compile_scenario(load_scenario("postgres"))
-    path = tmp_path_factory.mktemp("trace") / "postgres.json"
-    path.write_text(trace.to_json())
-    return path, trace
+    return compiled_trace("postgres", tmp_path_factory)
 
 
 @pytest.fixture
