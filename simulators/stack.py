@@ -219,9 +219,15 @@ class Stack:
         if importlib.util.find_spec("exporters.stargate.cli") is None:
             log.warning("the Stargate exporter is not built yet: the simulated CVMs' pages are served, not scraped")
             return []
+        # The vdisk -> VM disk mapping a PoC keeps in a YAML file (or reads from Prism): here it is
+        # the scenario's identity map, so stargate_vdisk_info joins to the VM and guest views.
+        mapping = {"vdisks": {str(row["vdisk_id"]): {"vm": row["vm"], "disk": row["unit"]}
+                              for row in self.trace.identity_map()}}
+        mapping_path = self.workdir / "stargate-vdisks.yml"
+        mapping_path.write_text(yaml.safe_dump(mapping, sort_keys=False))
         port = pick_port("stargate-exporter", self.fixed_ports)
         exp = self._start("stargate-exporter", [
-            BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}",
+            BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={mapping_path}",
         ], url=f"http://127.0.0.1:{port}")
         self._wait_http(exp, "/metrics")
         # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).

@@ -23,7 +23,7 @@ from exporters.fio.tailer import SourceView, Watcher
 
 log = logging.getLogger(__name__)
 
-JOB_LABELS = ["job", "jobid", "host", "source"]
+JOB_LABELS = ["jobname", "jobid", "host", "source"]
 INFO_OPTIONS = ["file", "rw", "bs", "iodepth", "numjobs", "direct", "ioengine"]
 _NS = 1e-9
 

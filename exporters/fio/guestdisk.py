@@ -54,6 +54,23 @@ class Disk:
     vendor: str = ""
     partitions: list[Partition] = field(default_factory=list)
 
+    @property
+    def disk_uuid(self) -> str:
+        """The serial as a UUID (8-4-4-4-12, lower case) when it is one, else "".
+
+        On VMware with ``disk.EnableUUID=TRUE`` the guest's serial is the virtual disk's UUID
+        without dashes (``6000c29...``); vCenter shows the same UUID with dashes. The vCenter
+        exporter's ``disk_uuid`` label uses the same form, so the two join without regexes."""
+        return uuid_label(self.serial)
+
+
+def uuid_label(text: str) -> str:
+    """``text`` as a lower-case dashed UUID if it is 32 hex digits (dashes and case ignored)."""
+    h = text.strip().replace("-", "").lower()
+    if len(h) != 32 or any(c not in "0123456789abcdef" for c in h):
+        return ""
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
 
 def _read(path: str) -> str | None:
     try:
@@ -174,8 +191,10 @@ class GuestDiskCollector(Collector):
         self._last_error = None
         up.add_metric([], 1.0)
         info = GaugeMetricFamily("fio_guest_disk_info", "Identity of a guest disk: serial (on VMware with "
-                                 "disk.EnableUUID, the virtual disk's UUID), WWID, model, vendor. Value 1.",
-                                 labels=["disk", "serial", "wwid", "model", "vendor"])
+                                 "disk.EnableUUID, the virtual disk's UUID), "
+                                 "disk_uuid (the serial as a lower-case dashed UUID, as vcenter_virtual_disk_info "
+                                 "has it; empty when the serial is not a UUID), WWID, model, vendor. Value 1.",
+                                 labels=["disk", "serial", "disk_uuid", "wwid", "model", "vendor"])
         size = GaugeMetricFamily("fio_guest_disk_size_bytes", "Size of the disk (sysfs size x 512).",
                                  labels=["disk"])
         lbs = GaugeMetricFamily("fio_guest_disk_logical_block_size_bytes",
@@ -193,7 +212,7 @@ class GuestDiskCollector(Collector):
                                      "4096-byte boundary, 0 if misaligned (every 4 KiB write then "
                                      "straddles two storage blocks).", labels=["disk", "partition"])
         for d in disks:
-            info.add_metric([d.name, d.serial, d.wwid, d.model, d.vendor], 1.0)
+            info.add_metric([d.name, d.serial, d.disk_uuid, d.wwid, d.model, d.vendor], 1.0)
             if d.size_bytes is not None:
                 size.add_metric([d.name], d.size_bytes)
             if d.logical_block_size is not None:

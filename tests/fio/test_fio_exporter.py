@@ -72,7 +72,7 @@ def test_jsonplus_values_match_fio(jsonplus_result):
     src = str(jsonplus_result)
     assert value(sm, "fio_up") == 1
     for pos, rj in enumerate(raw["jobs"]):
-        lab = dict(job=rj["jobname"], jobid=pos, host="guest1", source=src)
+        lab = dict(jobname=rj["jobname"], jobid=pos, host="guest1", source=src)
         info = value(sm, "fio_job_info", **lab, rw=rj["job options"]["rw"], direct="1", ioengine="libaio",
                      bs=rj["job options"]["bs"])
         assert info == 1
@@ -124,7 +124,7 @@ def test_every_form_passes_promtool(jsonplus_result, plain_json_result, status_s
     sm = samples(text)
     assert value(sm, "fio_source_non_json_lines_total", source=stdout_with_note) == 1
     # unified_rw_reporting: 'mixed' metrics; gtod_reduce: IOPS but no latency at all
-    u = dict(job="u", jobid=0, source=unified_gtod_result)
+    u = dict(jobname="u", jobid=0, source=unified_gtod_result)
     raw_u = json.loads(unified_gtod_result.read_text())["jobs"][0]["mixed"]
     assert value(sm, "fio_mixed_ios_total", **u) == raw_u["total_ios"]
     assert not has(sm, "fio_mixed_clat_seconds_count", **u)
@@ -133,10 +133,10 @@ def test_every_form_passes_promtool(jsonplus_result, plain_json_result, status_s
     # client/server: host is hostname:port from fio, jobs by position
     host = client_results["host"]
     for jobid in (0, 1):
-        assert value(sm, "fio_job_info", job="cr", jobid=jobid, host=host, source=client_results["final"]) == 1
-    assert not has(sm, "fio_job_info", job="All clients")   # no total row beside its parts
+        assert value(sm, "fio_job_info", jobname="cr", jobid=jobid, host=host, source=client_results["final"]) == 1
+    assert not has(sm, "fio_job_info", jobname="All clients")   # no total row beside its parts
     # plain json: a histogram with only +Inf (count and sum, no bins)
-    p = dict(job="plain", jobid=0, source=plain_json_result)
+    p = dict(jobname="plain", jobid=0, source=plain_json_result)
     raw_p = json.loads(plain_json_result.read_text())["jobs"][0]["write"]["clat_ns"]
     assert value(sm, "fio_write_clat_seconds_count", **p) == raw_p["N"]
     assert not has(sm, "fio_write_clat_seconds_bucket", **p, le="0.001")
@@ -146,7 +146,7 @@ def test_interval_numbers_come_from_the_last_two_records(status_stream):
     docs = decode_all(status_stream.read_text())
     a, b = docs[-2]["jobs"][0], docs[-1]["jobs"][0]
     sm = samples(exposition(watcher_for(status_stream)))
-    lab = dict(job="st", jobid=0, source=status_stream)
+    lab = dict(jobname="st", jobid=0, source=status_stream)
     dt = (b["job_runtime"] - a["job_runtime"]) / 1000
     assert value(sm, "fio_read_interval_iops", **lab) == pytest.approx(
         (b["read"]["total_ios"] - a["read"]["total_ios"]) / dt)
@@ -179,9 +179,9 @@ def test_stream_read_while_fio_runs(tmp_path, processes):
         if state is None or state.latest is None:
             continue
         assert state.tailer.offset <= out.stat().st_size
-        if has(sm, "fio_read_ios_total", job="live") and proc.popen.poll() is None:
-            assert value(sm, "fio_job_finished", job="live") == 0
-            seen_running.append(value(sm, "fio_read_ios_total", job="live"))
+        if has(sm, "fio_read_ios_total", jobname="live") and proc.popen.poll() is None:
+            assert value(sm, "fio_job_finished", jobname="live") == 0
+            seen_running.append(value(sm, "fio_read_ios_total", jobname="live"))
     assert proc.popen.returncode == 0, proc.output()
     assert len(seen_running) >= 2 and seen_running == sorted(seen_running) and seen_running[0] < seen_running[-1]
     sm = samples(exposition(watcher))
@@ -190,10 +190,10 @@ def test_stream_read_while_fio_runs(tmp_path, processes):
     assert state.tailer.offset == out.stat().st_size
     docs = decode_all(out.read_text())
     assert state.records == len(docs)
-    assert value(sm, "fio_read_ios_total", job="live") == docs[-1]["jobs"][0]["read"]["total_ios"]
+    assert value(sm, "fio_read_ios_total", jobname="live") == docs[-1]["jobs"][0]["read"]["total_ios"]
     watcher.clock = Clock(offset=10.0)   # later: the file has stopped growing -> finished
     sm = samples(exposition(watcher))
-    assert value(sm, "fio_job_finished", job="live") == 1
+    assert value(sm, "fio_job_finished", jobname="live") == 1
 
 
 def test_incremental_read_costs_only_new_bytes(status_stream, tmp_path):
@@ -219,7 +219,7 @@ def test_truncation_and_rotation_restart_from_the_beginning(status_stream, jsonp
     shutil.copy(status_stream, path)
     watcher = watcher_for(path)
     sm = samples(exposition(watcher))
-    assert has(sm, "fio_read_ios_total", job="st")
+    assert has(sm, "fio_read_ios_total", jobname="st")
     # a new fio run with the same --output truncates the file and writes a shorter one
     text = jsonplus_result.read_bytes()
     assert len(text) < path.stat().st_size
@@ -228,15 +228,15 @@ def test_truncation_and_rotation_restart_from_the_beginning(status_stream, jsonp
         fh.write(text)
     sm = samples(exposition(watcher))
     assert value(sm, "fio_source_resets_total", source=path) == 1
-    assert not has(sm, "fio_read_ios_total", job="st")
-    assert has(sm, "fio_read_ios_total", job="rr", jobid=1)
+    assert not has(sm, "fio_read_ios_total", jobname="st")
+    assert has(sm, "fio_read_ios_total", jobname="rr", jobid=1)
     # rotation: a new file (new inode) moved into place, even if longer
     tmp = tmp_path / "new.json"
     shutil.copy(status_stream, tmp)
     os.replace(tmp, path)
     sm = samples(exposition(watcher))
     assert value(sm, "fio_source_resets_total", source=path) == 2
-    assert has(sm, "fio_read_ios_total", job="st") and not has(sm, "fio_read_ios_total", job="rr")
+    assert has(sm, "fio_read_ios_total", jobname="st") and not has(sm, "fio_read_ios_total", jobname="rr")
 
 
 def test_finished_jobs_stay_until_retention(jsonplus_result, tmp_path):
@@ -248,8 +248,8 @@ def test_finished_jobs_stay_until_retention(jsonplus_result, tmp_path):
     clock.offset = end + 60 - time.time()                  # a minute after the run
     os.utime(path, (end, end))
     sm = samples(exposition(watcher))
-    assert value(sm, "fio_job_finished", job="sw") == 1
-    assert value(sm, "fio_job_end_timestamp_seconds", job="sw") == end
+    assert value(sm, "fio_job_finished", jobname="sw") == 1
+    assert value(sm, "fio_job_end_timestamp_seconds", jobname="sw") == end
     clock.offset = end + 601 - time.time()                 # past the retention
     sm = samples(exposition(watcher))
     assert not has(sm, "fio_job_info") and not has(sm, "fio_read_ios_total")
@@ -262,7 +262,7 @@ def test_read_errors_give_up_0_and_hide_stale_values(jsonplus_result, tmp_path, 
     watcher = watcher_for(path, tmp_path / "missing-dir")
     sm = samples(exposition(watcher))
     assert value(sm, "fio_up") == 0                         # a watched path is missing
-    assert has(sm, "fio_read_ios_total", job="rr")
+    assert has(sm, "fio_read_ios_total", jobname="rr")
     assert "missing-dir: no such file or directory" in caplog.text
     # the file becomes unreadable (here: replaced by a link to a file whose read fails with EIO)
     path.unlink()
@@ -305,7 +305,7 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     sm = samples(text)
     assert value(sm, "fio_up") == 1
-    assert value(sm, "fio_read_ios_total", job="rr", jobid=0, host="vm7") == \
+    assert value(sm, "fio_read_ios_total", jobname="rr", jobid=0, host="vm7") == \
         json.loads(jsonplus_result.read_text())["jobs"][0]["read"]["total_ios"]
     assert value(sm, "fio_guest_disk_physical_block_size_bytes", disk="sdb") == 4096
     assert not has(sm, "fio_source_up", source=watch / "job.fio")
@@ -324,24 +324,24 @@ def test_run_wrapper_serves_while_fio_runs(tmp_path, processes):
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         sm = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-        if value(sm, "fio_run_running") == 1 and has(sm, "fio_write_ios_total", job="w"):
+        if value(sm, "fio_run_running") == 1 and has(sm, "fio_write_ios_total", jobname="w"):
             live = sm
             break
         time.sleep(0.2)
     assert live is not None, proc.output()
-    assert value(live, "fio_job_finished", job="w") == 0
+    assert value(live, "fio_job_finished", jobname="w") == 0
     # the wrapper added json+: a real histogram while the job runs
-    assert has(live, "fio_write_clat_seconds_bucket", job="w", le="0.001")
+    assert has(live, "fio_write_clat_seconds_bucket", jobname="w", le="0.001")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         sm = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-        if value(sm, "fio_run_running") == 0 and value(sm, "fio_job_finished", job="w") == 1:
+        if value(sm, "fio_run_running") == 0 and value(sm, "fio_job_finished", jobname="w") == 1:
             break
         time.sleep(0.2)
     assert value(sm, "fio_run_exit_code") == 0
-    assert value(sm, "fio_job_finished", job="w") == 1
+    assert value(sm, "fio_job_finished", jobname="w") == 1
     docs = decode_all((tmp_path / "run.json").read_text())
-    assert value(sm, "fio_write_ios_total", job="w") == docs[-1]["jobs"][0]["write"]["total_ios"]
+    assert value(sm, "fio_write_ios_total", jobname="w") == docs[-1]["jobs"][0]["write"]["total_ios"]
     # fio's 'note:' about iodepth with a sync engine went to the same stdout and was skipped
     assert value(sm, "fio_source_non_json_lines_total") == 1
     assert proc.popen.wait(15) == 0
@@ -353,7 +353,7 @@ def test_convert_cli(jsonplus_result, status_stream, tmp_path):
     assert out.returncode == 0, out.stderr.decode()
     text = out.stdout.decode()
     assert promtool_check_metrics(text).returncode == 0
-    assert value(samples(text), "fio_read_ios_total", job="rr", jobid=1) == \
+    assert value(samples(text), "fio_read_ios_total", jobname="rr", jobid=1) == \
         json.loads(jsonplus_result.read_text())["jobs"][1]["read"]["total_ios"]
     assert "fio_guest_disk" not in text
     bad = subprocess.run([tool, "convert", tmp_path / "nope.json"], capture_output=True, timeout=60)

@@ -147,6 +147,9 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
     assert 'fio_guest_partition_start_bytes{disk="sda",partition="sda1"} 1536.0' in text
     assert 'fio_guest_disk_max_request_bytes{disk="vdb"} 1.31072e+06' in text
     assert 'fio_guest_sysfs_up 1.0' in text
+    # The VMware serial joins vcenter_virtual_disk_info{disk_uuid}; a serial that is no UUID gives "".
+    assert 'fio_guest_disk_info{disk="sda",disk_uuid="6000c29a-1b2c-3d4e-5f60-718293a4b5c6",' in text
+    assert 'fio_guest_disk_info{disk="vdb",disk_uuid="",' in text
 
 
 def test_unreadable_sysfs_gives_up_0(tmp_path, caplog):
