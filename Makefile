@@ -38,7 +38,7 @@ deps-python: $(VENV)/.installed ## Python virtualenv with the project and its te
 $(VENV)/.installed: pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	@$(VPY) -m pip install -q --upgrade pip
-	@$(VPY) -m pip install -q -e '.[test]'
+	@$(VPY) -m pip install -q -e '.[test,dashboards]'
 	@touch $@
 
 deps-go: $(BUILD)/vcsim-scenario $(BUILD)/vcsim ## the scenario vCenter simulator and stock vcsim
