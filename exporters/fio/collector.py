@@ -28,6 +28,16 @@ INFO_OPTIONS = ["file", "rw", "bs", "iodepth", "numjobs", "direct", "ioengine"]
 _NS = 1e-9
 
 
+def _iodepth(value: str) -> float | None:
+    """fio's iodepth option (a raw string such as "32"); None when it is not a plain number."""
+    if value == "":
+        return 1.0
+    try:
+        return float(int(value, 0))
+    except ValueError:
+        return None
+
+
 def _le(edge: float) -> str:
     return repr(float(edge))
 
@@ -148,6 +158,11 @@ class FioCollector(Collector):
                    "buffered=0). Value 1.", JOB_LABELS + INFO_OPTIONS + ["groupid", "version"],
                    labels + [info[k] for k in INFO_OPTIONS]
                    + ["" if job.groupid is None else str(job.groupid), version or ""], 1.0)
+        depth = _iodepth(o.get("iodepth", ""))
+        if depth is not None:
+            fams.gauge("fio_job_iodepth", "The job's iodepth option as a number (1, fio's default, when "
+                       "not printed): the concurrency the job asks for, to compare with the concurrency "
+                       "a layer's throughput x latency implies (Little's law).", JOB_LABELS, labels, depth)
         fams.gauge("fio_job_finished", "1 once the fio run that wrote this job has ended (its file "
                    "stopped growing or the wrapped fio exited).", JOB_LABELS, labels,
                    1.0 if v.finished else 0.0)

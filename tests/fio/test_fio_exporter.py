@@ -76,6 +76,8 @@ def test_jsonplus_values_match_fio(jsonplus_result):
         info = value(sm, "fio_job_info", **lab, rw=rj["job options"]["rw"], direct="1", ioengine="libaio",
                      bs=rj["job options"]["bs"])
         assert info == 1
+        # the job's iodepth as a number (fio prints the option as a string; absent means 1)
+        assert value(sm, "fio_job_iodepth", **lab) == int(rj["job options"].get("iodepth", "1"))
         for d in ("read", "write"):
             r = rj[d]
             assert value(sm, f"fio_{d}_ios_total", **lab) == r["total_ios"]
