@@ -17,7 +17,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go test test-fast demo bench lint clean
+.PHONY: help deps deps-system deps-python deps-go test test-fast demo bench rules dashboards lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -63,6 +63,12 @@ test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=...)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO)
+
+rules: deps-python ## regenerate alerts/*.rules.yml from mixin/config.yml
+	$(VPY) -m mixin.cli rules
+
+dashboards: deps-python ## regenerate dashboards/*.json from mixin/config.yml
+	$(VPY) -m mixin.cli dashboards
 
 bench: deps ## run the benchmarks in bench/ (each prints a ratio against its baseline)
 	@for b in bench/*.py; do echo ">> $$b"; $(VPY) $$b || exit 1; done

@@ -46,7 +46,7 @@ class Thresholds:
     burstiness_ratio: float
     views_bytes_ratio: float
     misaligned_read_to_write_ratio: float
-    misaligned_guest_read_to_write_ratio: float
+    misaligned_frontend_read_to_write_ratio: float
     scrape_duration_ratio: float
 
 
@@ -64,6 +64,11 @@ class ForDurations:
 
 
 @dataclass(frozen=True)
+class AlertSettings:
+    runbook_url: str
+
+
+@dataclass(frozen=True)
 class DashboardSettings:
     uid_prefix: str
     tags: tuple[str, ...]
@@ -78,6 +83,7 @@ class MixinConfig:
     windows: Windows
     thresholds: Thresholds
     for_: ForDurations
+    alerts: AlertSettings
     dashboards: DashboardSettings
     path: str
 
@@ -139,7 +145,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         burstiness_ratio=_number(t, "burstiness_ratio", 1),
         views_bytes_ratio=_number(t, "views_bytes_ratio", 1),
         misaligned_read_to_write_ratio=_number(t, "misaligned_read_to_write_ratio", 0, 1),
-        misaligned_guest_read_to_write_ratio=_number(t, "misaligned_guest_read_to_write_ratio", 0, 1),
+        misaligned_frontend_read_to_write_ratio=_number(t, "misaligned_frontend_read_to_write_ratio", 0, 1),
         scrape_duration_ratio=_number(t, "scrape_duration_ratio", 0, 1),
     )
     t.reject_unknown()
@@ -147,6 +153,10 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
     f = root.section("for", required=True)
     fors = ForDurations(*(_duration(f, n) for n in ForDurations.__dataclass_fields__))
     f.reject_unknown()
+
+    a = root.section("alerts", required=True)
+    alerts = AlertSettings(runbook_url=a.get("runbook_url", str))
+    a.reject_unknown()
 
     d = root.section("dashboards", required=True)
     tags = d.get("tags", list, default=[])
@@ -159,7 +169,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
                                    time_from=d.get("time_from", str), datasource=d.get("datasource", str))
     d.reject_unknown()
     root.reject_unknown()
-    return MixinConfig(selectors, windows, thresholds, fors, dashboards, str(path or "<config>"))
+    return MixinConfig(selectors, windows, thresholds, fors, alerts, dashboards, str(path or "<config>"))
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

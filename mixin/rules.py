@@ -1,0 +1,468 @@
+"""Recording rules and alerts, generated from the mixin config.
+
+The three views of one virtual disk are joined on the labels ``vm`` (the VM's name in vCenter) and
+``disk`` (vCenter's instance, e.g. ``scsi0:1``):
+
+- VM view: the ``vcenter_*`` series carry both labels.
+- Storage view: ``stargate_vdisk_info{vdisk_id, vm, disk}`` (the exporter's mapping file or Prism).
+- Guest view: a fio job's ``file`` (a raw device such as ``/dev/sdb``) names the guest device, the
+  guest's ``fio_guest_disk_info{disk_uuid}`` names the virtual disk, and
+  ``vcenter_virtual_disk_info{disk_uuid}`` gives its vm and disk.
+
+Recording rules are named ``level:metric:operation`` (``vm_disk:ioparallax_guest_read_bytes:rate1m``).
+Every rule has a comment in the generated file saying what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mixin.config import MixinConfig
+
+DIRECTIONS = ("read", "write")
+# What identifies one fio job (fio's own labels plus the target's).
+FIO_JOB = "instance, job, jobname, jobid, host, source"
+# A raw guest block device in a fio job's filename (partitions map to their disk).
+DEVICE_RE = r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)(p?[0-9]+)?"
+ZERO = '.*zero.*'                        # estore_zero, oplog_zero, zero (2015 "Zeroes"), any future *zero*
+CACHE = 'cache_dram|extent_cache'        # reads served from the CVM's memory
+
+
+@dataclass
+class Rule:
+    comment: str
+    expr: str
+    record: str | None = None
+    alert: str | None = None
+    for_: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"record": self.record} if self.record else {"alert": self.alert}
+        d["expr"] = self.expr.strip() + "\n"
+        if self.for_:
+            d["for"] = self.for_
+        if self.labels:
+            d["labels"] = dict(self.labels)
+        if self.annotations:
+            d["annotations"] = dict(self.annotations)
+        return d
+
+
+@dataclass
+class Group:
+    name: str
+    comment: str
+    rules: list[Rule]
+
+
+# ---------------------------------------------------------------------------------------------
+# recording rules
+
+def recording_rules(cfg: MixinConfig) -> list[Group]:
+    w = cfg.windows.rate
+    vc, fio = cfg.sel("vcenter"), cfg.sel("fio")
+
+    def st_metric(name: str, *matchers: str) -> str:
+        return name + cfg.sel("stargate", *matchers)
+
+    def storage_by_vdisk(metric: str, *matchers: str) -> str:
+        # One value per vdisk even while a moving vdisk is listed by two CVMs (two targets).
+        return f"max by (vdisk_id) (avg_over_time({st_metric(metric, *matchers)}[{w}]))"
+
+    def sources(metric: str, matcher: str = "") -> str:
+        # One value per vdisk and bucket, then summed over the buckets.
+        label = "source" if "read_source" in metric else "destination"
+        return (f"sum by (vdisk_id) (max by (vdisk_id, {label}) "
+                f"({st_metric(metric, matcher)}))")
+
+    def to_vm_disk(expr: str) -> str:
+        return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
+                f"vdisk:ioparallax_vdisk:info\n)")
+
+    def guest_sum(expr: str) -> str:
+        return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
+                f"guest_job:ioparallax_vm_disk:info\n)")
+
+    guest_uuid, vc_uuid = cfg.sel("fio", 'disk_uuid!=""'), cfg.sel("vcenter", 'disk_uuid!=""')
+    identity = Group("ioparallax.identity", "Who is who across the layers: joins used by every other rule.", [
+        Rule("Each vdisk once (a moving vdisk is listed by two CVMs) with the VM disk it backs.",
+             f"max by (vdisk_id, vm, disk) ({st_metric('stargate_vdisk_info')})",
+             record="vdisk:ioparallax_vdisk:info"),
+        Rule("A guest block device with the VM disk it is: the guest's disk serial (disk_uuid) "
+             "joined to vCenter's virtual disk UUID.",
+             f"""max by (instance, job, device, disk_uuid, vm, disk) (
+  label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)")
+  * on (disk_uuid) group_left (vm, disk)
+    max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
+)""",
+             record="guest_device:ioparallax_guest_disk:info"),
+        Rule("A fio job with the VM disk it runs on (its filename is a raw device, e.g. /dev/sdb).",
+             f"""max by ({FIO_JOB}, vm, disk) (
+  label_replace(fio_job_info{fio}, "device", "$1", "file", "{DEVICE_RE}")
+  * on (instance, job, device) group_left (vm, disk) guest_device:ioparallax_guest_disk:info
+)""",
+             record="guest_job:ioparallax_vm_disk:info"),
+    ])
+
+    guest: list[Rule] = []
+    vm: list[Rule] = []
+    storage: list[Rule] = []
+    for d in DIRECTIONS:
+        guest += [
+            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs).",
+                 guest_sum(f"rate(fio_{d}_ios_total{fio}[{w}])"),
+                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}"),
+            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk.",
+                 guest_sum(f"rate(fio_{d}_bytes_total{fio}[{w}])"),
+                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}"),
+            Rule(f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
+                 guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])") + "\n/\n("
+                 + guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])") + " > 0)",
+                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}"),
+        ]
+        vm += [
+            Rule(f"VM: {d} I/Os per second from every 20 s vCenter sample (the true average over the window).",
+                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))",
+                 record=f"vm_disk:ioparallax_vm_{d}_ops:rate{w}"),
+            Rule(f"VM: {d} bytes per second from every 20 s vCenter sample.",
+                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))",
+                 record=f"vm_disk:ioparallax_vm_{d}_bytes:rate{w}"),
+            Rule(f"VM: op-weighted mean {d} latency (latency x ops integrated, over ops).",
+                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_latency_seconds_total{vc}[{w}]))\n/\n"
+                 f"(sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}])) > 0)",
+                 record=f"vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w}"),
+        ]
+        storage += [
+            Rule(f"Storage: {d} ops/s of the vdisk backing the VM disk (Stargate Hosted VDisks), averaged over the window.",
+                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_ops_per_second")),
+                 record=f"vm_disk:ioparallax_storage_{d}_ops:avg{w}"),
+            Rule(f"Storage: {d} bytes/s of the vdisk backing the VM disk, averaged over the window.",
+                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second")),
+                 record=f"vm_disk:ioparallax_storage_{d}_bytes:avg{w}"),
+            Rule(f"Storage: op-weighted mean frontend {d} latency (the page's latency histogram sum over count).",
+                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gsum")) + "\n/\n("
+                 + to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gcount")) + " > 0)",
+                 record=f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}"),
+            Rule(f"Storage: frontend {d} bytes/s per vdisk, averaged over the window (gates the storage alerts).",
+                 storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second"),
+                 record=f"vdisk:ioparallax_frontend_{d}_bytes:avg{w}"),
+        ]
+    guest.append(Rule(
+        "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
+        guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+        record="vm_disk:ioparallax_guest_iodepth:sum"))
+    vm.append(Rule(
+        "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
+        "directions), the concurrency the VM view says the disk ran at.",
+        f"sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{w}]))\n+\n"
+        f"sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{w}]))",
+        record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}"))
+
+    def both(layer: str, what: str, op: str) -> str:
+        return (f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})")
+
+    views = [
+        Rule("Guest bytes over VM bytes (1: the layers agree; compare bytes, not ops, when requests are split).",
+             f"{both('guest', 'bytes', 'rate')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}"),
+        Rule("Storage (Stargate frontend) bytes over VM bytes.",
+             f"{both('storage', 'bytes', 'avg')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}"),
+        Rule("Guest ops over VM ops (above 1 when the hypervisor merges, below when the guest splits).",
+             f"{both('guest', 'ops', 'rate')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_guest_to_vm_ops:ratio{w}"),
+        Rule("Storage ops over VM ops.",
+             f"{both('storage', 'ops', 'avg')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_storage_to_vm_ops:ratio{w}"),
+    ]
+    for d in DIRECTIONS:
+        views += [
+            Rule(f"Guest {d} latency over VM {d} latency (op-weighted; the guest adds its own stack).",
+                 f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
+                 record=f"vm_disk:ioparallax_guest_to_vm_{d}_latency:ratio{w}"),
+            Rule(f"Storage {d} latency over VM {d} latency (the VM adds the hypervisor's stack).",
+                 f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
+                 record=f"vm_disk:ioparallax_storage_to_vm_{d}_latency:ratio{w}"),
+        ]
+    views += [
+        Rule("Burstiness by Little's law: the guest's queue depth over the concurrency the VM view implies "
+             "(throughput x latency). ~1 for steady I/O; a 1 s burst every 20 s at QD32 gives ~20: the "
+             "VM's 20 s samples then show about a twentieth of the throughput the application saw.",
+             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{w} > 0)",
+             record=f"vm_disk:ioparallax_burstiness:ratio{w}"),
+        Rule("Peak to average: the highest per-interval guest throughput fio reported in the window (its "
+             "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
+             "bound of the real ratio when scrapes are slower than fio's interval.",
+             guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
+             + guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
+             + f"\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
+               f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
+             record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}"),
+    ]
+
+    def with_vm_disk(expr: str) -> str:
+        return f"(\n{expr}\n)\n* on (vdisk_id) group_left (vm, disk) vdisk:ioparallax_vdisk:info"
+
+    cache_bytes = f"{cfg.thresholds.cvm_cache_bytes:.0f}"
+    rs, wd = "stargate_vdisk_read_source_bytes_per_second", "stargate_vdisk_write_destination_bytes_per_second"
+    zero_src, zero_dst, cache_src = f'source=~"{ZERO}"', f'destination=~"{ZERO}"', f'source=~"{CACHE}"'
+    wss = st_metric("stargate_vdisk_working_set_bytes", 'kind="union"', 'window="2m"')
+
+    def share(metric: str, matcher: str) -> str:
+        return with_vm_disk(f"  (\n    {sources(metric, matcher)}\n"
+                            f"    or on (vdisk_id) 0 * {sources(metric)}\n  )\n"
+                            f"  /\n  ({sources(metric)} > 0)")
+
+    disk = Group("ioparallax.storage", "What the storage did with the I/O: zero buckets, cache, working set.", [
+        Rule("Share of read bytes served from zero buckets (Estore Zero, Oplog Zero, Zeroes): bytes no disk read.",
+             share(rs, zero_src), record="vdisk:ioparallax_read_zero:ratio"),
+        Rule("Share of written bytes that were all-zero blocks (Oplog Zero): bytes no disk stored.",
+             share(wd, zero_dst), record="vdisk:ioparallax_write_zero:ratio"),
+        Rule("Share of read bytes served from the CVM's memory (Cache DRAM, Extent cache): the cache-fit signal.",
+             share(rs, cache_src), record="vdisk:ioparallax_read_cache:ratio"),
+        Rule(f"Union working set of the last 2 minutes over the CVM cache size ({cache_bytes} bytes, "
+             "thresholds.cvm_cache_bytes): below 1 the benchmark fits in cache.",
+             with_vm_disk(f"  max by (vdisk_id) ({wss})\n  / {cache_bytes}"),
+             record="vdisk:ioparallax_working_set_to_cache:ratio"),
+        Rule("Storage reads beyond the frontend's, over frontend writes: read-modify-write of partial "
+             "blocks, the storage-side sign of misaligned writes (a heuristic).",
+             with_vm_disk(f"  clamp_min(\n    sum by (vdisk_id) (max by (vdisk_id, source) (avg_over_time("
+                          f"{st_metric('stargate_vdisk_read_source_bytes_per_second')}[{w}])))\n"
+                          f"    - on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w},\n    0\n  )\n"
+                          f"  / on (vdisk_id) (vdisk:ioparallax_frontend_write_bytes:avg{w} > 0)"),
+             record=f"vdisk:ioparallax_rmw_read_to_write:ratio{w}"),
+    ])
+    return [identity,
+            Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest),
+            Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm),
+            Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage),
+            disk,
+            Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)]
+
+
+# ---------------------------------------------------------------------------------------------
+# alerts
+
+def alert_groups(cfg: MixinConfig) -> list[Group]:
+    t, f, w = cfg.thresholds, cfg.for_, cfg.windows.rate
+    fio, st, vc = cfg.sel("fio"), cfg.sel("stargate"), cfg.sel("vcenter")
+    busy = f"{t.busy_bytes_per_second:.0f}"
+
+    def ann(name: str, summary: str, description: str) -> dict[str, str]:
+        return {"summary": summary, "description": description,
+                "runbook_url": f"{cfg.alerts.runbook_url}#{name.lower()}"}
+
+    def alert(name: str, severity: str, for_: str, expr: str, summary: str, description: str,
+              comment: str, **labels: str) -> Rule:
+        return Rule(comment, expr, alert=name, for_=for_, labels={"severity": severity, **labels},
+                    annotations=ann(name, summary, description))
+
+    guest = Group("ioparallax-guest-alerts", "What the guest's own facts say (reliable signals).", [
+        alert("IoparallaxMisalignedPartition", "warning", f.misaligned_partition,
+              f"fio_guest_partition_aligned{fio} == 0",
+              "A guest partition is not on the 4 KiB grid.",
+              "Partition {{ $labels.partition }} of {{ $labels.disk }} on {{ $labels.instance }} starts at an "
+              "offset that is not a multiple of 4096 bytes: every write straddles two storage blocks and "
+              "needs a read-modify-write (1 MiB writes run at ~60 % of aligned throughput). Recreate the "
+              "partition at 1 MiB (parted -a optimal) before measuring.",
+              "The guest's partition start (sysfs start x 512) modulo 4096 is not 0."),
+        alert("IoparallaxFioJobHygiene", "warning", f.hygiene,
+              f"fio_job_hygiene_problem{fio} == 1",
+              "A fio job's options make its results unrepresentative.",
+              "fio job {{ $labels.jobname }} on {{ $labels.host }} has the hygiene problem {{ $labels.problem }} "
+              "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
+              "job file and run it again.",
+              "One alert per trap found in a job's options by the fio exporter."),
+    ])
+    storage = Group("ioparallax-storage-alerts", "What the storage did with the benchmark's I/O.", [
+        alert("IoparallaxZeroHeavyReads", "warning", f.zero_heavy,
+              f"vdisk:ioparallax_read_zero:ratio > {t.zero_read_ratio:g}\n"
+              f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
+              "Reads are served from zero buckets: the storage reads no disk for them.",
+              "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
+              "({{ $labels.vm }} {{ $labels.disk }}) come from zero buckets (Estore/Oplog Zero): never-written "
+              "or all-zero blocks that no disk serves. IOPS and latency are inflated. Fill the test files with "
+              "non-zero data first (fio without zero_buffers, with refill_buffers) and run again.",
+              "Zero share of read bytes above the threshold while the vdisk is busy reading."),
+        alert("IoparallaxZeroHeavyWrites", "warning", f.zero_heavy,
+              f"vdisk:ioparallax_write_zero:ratio > {t.zero_write_ratio:g}\n"
+              f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
+              "Writes are all-zero blocks: the storage stores metadata only.",
+              "{{ $value | humanizePercentage }} of the bytes written to vdisk {{ $labels.vdisk_id }} "
+              "({{ $labels.vm }} {{ $labels.disk }}) land in Oplog Zero: all-zero blocks that are never "
+              "stored. Write throughput and latency are inflated. Use non-zero buffers (fio: no zero_buffers; "
+              "buffer_compress_percentage only with buffer_pattern; DiskSPD -Z).",
+              "Zero share of written bytes above the threshold while the vdisk is busy writing."),
+        alert("IoparallaxBenchmarkFromCache", "warning", f.cache,
+              f"vdisk:ioparallax_read_cache:ratio > {t.cache_read_ratio:g}\n"
+              f"and on (vdisk_id) vdisk:ioparallax_working_set_to_cache:ratio < {t.working_set_to_cache_ratio:g}\n"
+              f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
+              "The benchmark's working set fits in the CVM's memory (hero numbers).",
+              "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
+              "({{ $labels.vm }} {{ $labels.disk }}) come from the CVM's DRAM/extent cache and its 2-minute "
+              "working set is smaller than the cache: latency and IOPS describe memory, not the storage. "
+              "Size the test files above the cache (several times the working set of the real application).",
+              "Read share from memory above the threshold, working set below the cache, vdisk busy."),
+        alert("IoparallaxMisalignedIoSuspected", "info", f.misaligned_io,
+              f"vdisk:ioparallax_rmw_read_to_write:ratio{w} > {t.misaligned_read_to_write_ratio:g}\n"
+              f"and on (vdisk_id) (\n  vdisk:ioparallax_frontend_read_bytes:avg{w}\n"
+              f"  < {t.misaligned_frontend_read_to_write_ratio:g} * vdisk:ioparallax_frontend_write_bytes:avg{w}\n)\n"
+              f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
+              "The storage reads on a write-only workload: misaligned writes suspected (heuristic).",
+              "Vdisk {{ $labels.vdisk_id }} ({{ $labels.vm }} {{ $labels.disk }}) is written but hardly read, "
+              "yet the storage reads {{ $value | humanizePercentage }} of the written bytes: the signature "
+              "of read-modify-write on writes that straddle 4 KiB blocks. This is a heuristic: confirm with "
+              "the guest's partition offsets (IoparallaxMisalignedPartition, fio_guest_partition_aligned).",
+              "Storage-side heuristic, labelled as such: back-end reads on a write-only workload.",
+              signal="heuristic"),
+    ])
+    views = Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
+        alert("IoparallaxBurstAveragedAway", "warning", f.burst,
+              f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
+              f"and on (vm, disk) {both_bytes(w)} > {busy}",
+              "The VM view's 20 s averages flatten this disk's bursts.",
+              "The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf \"%.1f\" }} "
+              "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
+              "vCenter's 20 s samples average away (high latency, \"low\" throughput). Judge throughput on "
+              "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
+              "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy."),
+        alert("IoparallaxViewsDisagree", "warning", f.views_disagree,
+              f"(\n  avg_over_time(vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) > {t.views_bytes_ratio:g}\n"
+              f"  or avg_over_time(vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) < {1 / t.views_bytes_ratio:.4g}\n"
+              f")\nand on (vm, disk) {both_bytes(w)} > {busy}",
+              "The guest and the VM disagree on the bytes moved.",
+              "Over {cfg.windows.agreement}, the guest moved {{ $value | printf \"%.2f\" }} times the bytes "
+              "vCenter counted for {{ $labels.vm }} {{ $labels.disk }}. Check that the fio jobs run on this "
+              "disk (filename), that no other process writes to it, and that every exporter is up.".replace(
+                  "{cfg.windows.agreement}", cfg.windows.agreement),
+              "Guest bytes against VM bytes over the agreement window, outside the tolerance."),
+        alert("IoparallaxStorageViewDisagrees", "warning", f.views_disagree,
+              f"(\n  avg_over_time(vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) > {t.views_bytes_ratio:g}\n"
+              f"  or avg_over_time(vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) < {1 / t.views_bytes_ratio:.4g}\n"
+              f")\nand on (vm, disk) {both_bytes(w)} > {busy}",
+              "The storage and the VM disagree on the bytes moved.",
+              "Over " + cfg.windows.agreement + ", the Stargate frontend of {{ $labels.vm }} {{ $labels.disk }} "
+              "moved {{ $value | printf \"%.2f\" }} times the bytes vCenter counted. Check the vdisk mapping "
+              "(stargate_vdisk_info vm/disk), that every CVM is probed (a moved vdisk), and other VMs on the "
+              "same vdisk.",
+              "Storage frontend bytes against VM bytes over the agreement window, outside the tolerance."),
+    ])
+    exporters = Group("ioparallax-exporters-alerts", "The monitoring itself: what cannot be seen.", [
+        alert("IoparallaxExporterDown", "critical", f.down,
+              f"up{{{cfg.selectors.exporters}}} == 0",
+              "Prometheus cannot scrape an ioparallax exporter.",
+              "{{ $labels.job }} target {{ $labels.instance }} does not answer Prometheus: a whole view is "
+              "missing from the dashboards. Check that the exporter runs and listens where the scrape "
+              "config says.",
+              "The scrape itself fails (exporter process down or unreachable)."),
+        alert("IoparallaxStargateDown", "warning", f.down,
+              f"stargate_up{st} == 0",
+              "A CVM's Stargate page cannot be read.",
+              "The Stargate exporter cannot read {{ $labels.instance }} (port 2009): the vdisks hosted there "
+              "are missing from the storage view. The exporter's log names the cause (refused: firewall; "
+              "timeout; not a Stargate page).",
+              "The probe of one CVM fails (the exporter is up)."),
+        alert("IoparallaxVcenterDown", "warning", f.down,
+              f"vcenter_up{vc} == 0",
+              "vCenter cannot be collected.",
+              "The vCenter exporter cannot collect {{ $labels.instance }}: the VM view is missing. "
+              "vcenter_probe_error_info names the cause (login, tls, connect, timeout).",
+              "The probe of one vCenter fails (the exporter is up)."),
+        alert("IoparallaxFioSourceDown", "warning", f.down,
+              f"fio_source_up{fio} == 0",
+              "A fio output file cannot be read.",
+              "The fio exporter on {{ $labels.instance }} cannot read {{ $labels.source }}: that job's guest "
+              "view is missing. Check the path and permissions.",
+              "One watched fio output file fails to read."),
+        alert("IoparallaxScrapeSlow", "warning", f.scrape_slow,
+              f"scrape_duration_seconds{{{cfg.selectors.exporters}}}\n"
+              f"> {t.scrape_duration_ratio:g} * scrape_timeout_seconds{{{cfg.selectors.exporters}}}",
+              "A scrape takes most of its timeout.",
+              "Scrapes of {{ $labels.job }} target {{ $labels.instance }} take {{ $value | humanizeDuration }}, "
+              "close to the scrape timeout: soon they fail and the view has gaps. Raise scrape_timeout, "
+              "probe fewer CVMs per target, or raise the exporter's concurrency.",
+              "Needs Prometheus' --enable-feature=extra-scrape-metrics (scrape_timeout_seconds)."),
+    ])
+    return [guest, storage, views, exporters]
+
+
+def both_bytes(w: str) -> str:
+    return (f"(vm_disk:ioparallax_vm_read_bytes:rate{w} + vm_disk:ioparallax_vm_write_bytes:rate{w})")
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+HEADER = """\
+# GENERATED by `ioparallax-mixin rules` from {config}: edit the config (or mixin/rules.py), not
+# this file, then run `make rules`. A test fails when this file differs from a fresh generation.
+"""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (PromQL) as literal blocks, so the rule files read like hand-written ones."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _dump_rule(rule: Rule) -> str:
+    body = yaml.dump([rule.as_dict()], Dumper=_Dumper, sort_keys=False, width=1000,
+                     default_flow_style=False, allow_unicode=True)
+    comment = "\n".join("    # " + line for line in _wrap(rule.comment, 94))
+    return comment + "\n" + "\n".join("    " + line if line else line for line in body.splitlines()) + "\n"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
+
+
+def render(groups: list[Group], config_name: str, interval: str | None = None) -> str:
+    out = [HEADER.format(config=config_name), "groups:\n"]
+    for g in groups:
+        out.append(f"  # {g.comment}\n")
+        out.append(f"  - name: {g.name}\n")
+        if interval:
+            out.append(f"    interval: {interval}\n")
+        out.append("    rules:\n")
+        for rule in g.rules:
+            out.append(_dump_rule(rule))
+    return "".join(out)
+
+
+def rule_files(cfg: MixinConfig, config_name: str = "mixin/config.yml",
+               interval: str | None = None) -> dict[str, str]:
+    """File name -> content: the recording rules and the alerts, one file each."""
+    return {
+        "ioparallax.rules.yml": render(recording_rules(cfg), config_name, interval),
+        "ioparallax-alerts.rules.yml": render(alert_groups(cfg), config_name, interval),
+    }
+
+
+def write_rule_files(cfg: MixinConfig, outdir: Path, config_name: str = "mixin/config.yml",
+                     interval: str | None = None) -> list[Path]:
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in rule_files(cfg, config_name, interval).items():
+        path = outdir / name
+        path.write_text(text)
+        written.append(path)
+    return written
