@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid as uuidlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,8 @@ class Stream:
     data_tier: str              # where non-cached data lives: "ssd" or "hdd"
     ilm_ramp_s: int             # seconds for ILM to move cold data up (0: none)
     fio_options: dict[str, str]  # extra job options as fio prints them in its JSON
+    job: str = ""               # fio job in the guest; streams of a disk sharing it are one job
+                                # (phases of one workload, e.g. its latency before and after contention)
 
     def active(self, t: int) -> bool:
         if not (self.start <= t < self.end):
@@ -287,6 +289,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
         fio_options={str(k): str(v) for k, v in fio_opts.items()},
     )
+    stream = replace(stream, job=s.get("job", str, default=stream.name))
     s.reject_unknown()
     return stream
 

@@ -172,7 +172,7 @@ def size_buckets(mix_parts: Sequence[tuple[int, float]],
 # Per-stream shares
 
 
-_SIGNATURE_FIELDS = tuple(f.name for f in fields(Stream) if f.name not in ("name", "fio_options"))
+_SIGNATURE_FIELDS = tuple(f.name for f in fields(Stream) if f.name not in ("name", "fio_options", "job"))
 
 
 def stream_signature(stream: Stream) -> tuple:

@@ -1,0 +1,95 @@
+"""Per VM, a fio status stream file that grows by one record a second, and a sysfs tree.
+
+Layout under the output directory, per VM::
+
+    <dir>/<vm>/fio-status.json     one compact json+ record per line, appended every second
+    <dir>/<vm>/sys/block/<dev>/... the guest's disk facts
+
+The stream file is replaced (a new file, renamed into place) at every period boundary, starting
+with the current record: the file stays bounded and the fio exporter reads the new file from its
+start; the jobs' counters go on (a continuous job does not restart).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from simulators.scenario import Trace
+
+from .fio import GuestFio
+from .sysfs import write_tree
+
+log = logging.getLogger("ioparallax.guest")
+
+STREAM_NAME = "fio-status.json"
+
+
+def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
+    """(stream file, sysfs root) of a VM."""
+    base = Path(out_dir) / vm
+    return base / STREAM_NAME, base / "sys"
+
+
+class GuestWriter:
+    def __init__(self, trace: Trace, out_dir: str | os.PathLike[str], vms: list[str] | None = None,
+                 anchor: float | None = None):
+        self.trace = trace
+        self.out_dir = Path(out_dir)
+        self.fio = GuestFio(trace, anchor=anchor)
+        names = [vm.name for vm in trace.scenario.vms]
+        unknown = [v for v in (vms or []) if v not in names]
+        if unknown:
+            raise ValueError(f"no VM {', '.join(unknown)} in scenario {trace.scenario.name} ({', '.join(names)})")
+        self.vms = [vm for vm in trace.scenario.vms if not vms or vm.name in vms]
+        self._period_of: dict[str, int] = {}
+
+    def setup(self) -> dict[str, dict[str, str]]:
+        """Write the sysfs trees and start fresh stream files; returns {vm: {stream, sysfs}}."""
+        out = {}
+        for vm in self.vms:
+            stream, sysfs = vm_paths(self.out_dir, vm.name)
+            write_tree(vm, sysfs)
+            stream.parent.mkdir(parents=True, exist_ok=True)
+            stream.unlink(missing_ok=True)
+            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs)}
+        return out
+
+    def write(self, T: int) -> None:
+        """Append every VM's record for wall-clock second ``T``."""
+        period_index = T // self.trace.period
+        for vm in self.vms:
+            stream, _ = vm_paths(self.out_dir, vm.name)
+            line = json.dumps(self.fio.record(vm.name, T), separators=(",", ":")) + "\n"
+            if self._period_of.get(vm.name) != period_index and stream.exists():
+                tmp = stream.with_suffix(".json.new")
+                tmp.write_text(line)
+                os.replace(tmp, stream)
+            else:
+                with open(stream, "a", encoding="utf-8") as fh:
+                    fh.write(line)
+            self._period_of[vm.name] = period_index
+
+    def run(self, stop: threading.Event | None = None, after: int | None = None) -> None:
+        """Write a record at every wall-clock second (after ``after``, already written) until
+        ``stop`` is set."""
+        stop = stop or threading.Event()
+        if after is None:
+            T = int(time.time())
+            self.write(T)
+        else:
+            T = after
+        while not stop.is_set():
+            T += 1
+            delay = T + 0.02 - time.time()
+            if delay > 0 and stop.wait(delay):
+                break
+            now = int(time.time())
+            if now > T + 5:          # suspended or starved: catch up to now, not record by record
+                log.warning("skipped %d seconds of records", now - T)
+                T = now
+            self.write(T)
