@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from urllib.parse import urljoin
 
 import lxml.etree
@@ -61,7 +62,16 @@ def canonical(label: str) -> str:
 
 
 def _text(el) -> str:
-    return " ".join("".join(el.itertext()).replace("\xa0", " ").split())
+    t = (el.text or "") if len(el) == 0 else "".join(el.itertext())
+    return " ".join(t.replace("\xa0", " ").split()) if t else ""
+
+
+def _cells(row, n: int | None = None) -> list:
+    """The first ``n`` (all if None) ``td`` children of a row: bar-graph cells after the values
+    are never turned into Python objects."""
+    if n is None:
+        return list(row.iterchildren("td"))
+    return list(islice(row.iterchildren("td"), n))
 
 
 def _num(text: str, where: str) -> float:
@@ -82,7 +92,7 @@ def _parse_html(html: str | bytes):
         doc = lxml.etree.fromstring(html.encode("utf-8", "replace") if isinstance(html, str) else html, _PARSER)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise StargatePageError(f"not HTML: {exc}") from None
-    if doc is None or not doc.xpath("//table"):
+    if doc is None or doc.find(".//table") is None:
         raise StargatePageError("no tables on the page (not a Stargate page, or cut off)")
     return doc
 
@@ -102,10 +112,12 @@ def _table_after(el):
 def _banner_tables(doc) -> dict[str, object]:
     """Banner title -> the data table that follows it."""
     out = {}
-    for t in doc.xpath("//table"):
-        cells = t.xpath("./tr/td|./tbody/tr/td")
-        rows = t.xpath("./tr|./tbody/tr")
-        if len(rows) == 1 and len(cells) == 1:
+    for t in doc.iter("table"):
+        rows = _rows(t)
+        if len(rows) != 1:
+            continue
+        cells = _cells(rows[0], 2)
+        if len(cells) == 1:
             data = _table_after(t)
             if data is not None:
                 out[_text(cells[0]).lower()] = data
@@ -113,22 +125,34 @@ def _banner_tables(doc) -> dict[str, object]:
 
 
 def _rows(table) -> list:
-    return table.xpath("./tr|./tbody/tr")
+    """The table's rows (``./tr|./tbody/tr`` in document order, without an XPath call)."""
+    rows = []
+    for child in table:
+        if child.tag == "tr":
+            rows.append(child)
+        elif child.tag == "tbody":
+            rows.extend(r for r in child if r.tag == "tr")
+    return rows
+
+
+def _colspan(th) -> int:
+    span = (th.get("colspan") or "1").strip()
+    return min(int(span), 100) if span.isdigit() and int(span) > 0 else 1
 
 
 def _header_keys(table) -> tuple[list[str], list]:
     """Column keys of a table with a one- or two-row header, and its data rows."""
     rows = _rows(table)
-    head = [r for r in rows if r.xpath("./th") and not r.xpath("./td")]
-    data = [r for r in rows if r.xpath("./td")]
+    head = [r for r in rows if r.find("th") is not None and r.find("td") is None]
+    data = [r for r in rows if r.find("td") is not None]
     if not head:
         return [], data
     top: list[str] = []
-    for th in head[0].xpath("./th"):
-        top.extend([_text(th)] * int(th.get("colspan", "1") or 1))
+    for th in head[0].iterchildren("th"):
+        top.extend([_text(th)] * _colspan(th))
     if len(head) == 1:
         return top, data
-    leaves = [_text(th) for th in head[1].xpath("./th")]
+    leaves = [_text(th) for th in head[1].iterchildren("th")]
     keys = []
     for i, group in enumerate(top):
         leaf = leaves[i] if i < len(leaves) else ""
@@ -194,7 +218,7 @@ def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
     overview: dict[str, str] = {}
     if "overview" in banners:
         for row in _rows(banners["overview"]):
-            cells = row.xpath("./td")
+            cells = _cells(row, 2)
             if len(cells) >= 2:
                 overview[_text(cells[0])] = _text(cells[1])
     cvm_urls: list[str] = []
@@ -217,12 +241,12 @@ def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
         "KB/s - Read", "KB/s - Write", "Avg latency (usec)", "Avg op size", "Avg qlen", "% busy")}
     vdisks = []
     for r, row in enumerate(data):
-        cells = row.xpath("./td")
+        cells = _cells(row)
         if len(cells) < len(keys):
             raise StargatePageError(f"Hosted VDisks row {r + 1} has {len(cells)} cells, expected {len(keys)} (page cut off?)")
         txt = [_text(x) for x in cells]
         where = f"Hosted VDisks row {r + 1}"
-        links = cells[c["VDisk Id"]].xpath(".//a[@href]")
+        links = [a for a in cells[c["VDisk Id"]].iter("a") if a.get("href") is not None]
         vdisk_id = txt[c["VDisk Id"]]
         if not vdisk_id.isdigit() or not links:
             raise StargatePageError(f"{where}: VDisk Id {vdisk_id!r} is not a linked integer")
@@ -299,9 +323,15 @@ _SECTION = re.compile(r"^VDisk (\d+) (.+)$")
 
 def _sections(doc) -> dict[str, tuple[str, object]]:
     out = {}
-    for el in doc.iter():
-        # Headings are outside tables: skip table cells, the bulk of the page (bar graphs).
-        if not isinstance(el.tag, str) or el.tag in _NOT_HEADINGS or len(el):
+    # Headings are outside tables: never descend into one (the bulk of the page is table cells,
+    # most of them bar graphs). Document order, with an explicit stack (no recursion limit).
+    stack = [doc]
+    while stack:
+        el = stack.pop()
+        if len(el):
+            stack.extend(c for c in reversed(el) if isinstance(c.tag, str) and c.tag != "table")
+            continue
+        if el.tag in _NOT_HEADINGS:
             continue
         m = _SECTION.match(_text(el))
         if m:
@@ -314,7 +344,7 @@ def _sections(doc) -> dict[str, tuple[str, object]]:
 def _value_rows(table):
     """(label, cells) of the rows of a label | value | value table, without its Total row."""
     for row in _rows(table):
-        cells = row.xpath("./td")
+        cells = _cells(row, 3)
         if len(cells) >= 3:
             label = _text(cells[0])
             if label.lower() != "total":
@@ -355,7 +385,7 @@ def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
     vdisk_id, ops = sections["ops and randomness"]
     d = VDiskDetail(vdisk_id=vdisk_id)
     for row in _rows(ops):
-        cells = [_text(x) for x in row.xpath("./td")]
+        cells = [_text(x) for x in _cells(row, 3)]
         if len(cells) < 3:
             continue
         label = cells[0].lower()
@@ -381,8 +411,8 @@ def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
         keys, data = _header_keys(sections["working set sizes"][1])
         windows = [{"2 min": "2m", "1 hr": "1h"}.get(k, snake(k)) for k in keys[1:]]
         for row in data:
-            cells = [_text(x) for x in row.xpath("./td")]
-            kind = cells[0].split()[0].lower()  # Read / Write / Union
+            cells = [_text(x) for x in _cells(row)]
+            kind = (cells[0].split() or ["unknown"])[0].lower()  # Read / Write / Union
             for w, v in zip(windows, cells[1:]):
                 d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {vdisk_id} Working Set Sizes, {cells[0]}") * MIB
     if "read source" in sections:
@@ -391,7 +421,7 @@ def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
         d.write_destinations = _label_table(sections["write destination"][1], f"VDisk {vdisk_id} Write Destination")
     if "extent group up-migration" in sections:
         for row in _rows(sections["extent group up-migration"][1]):
-            cells = [_text(x) for x in row.xpath("./td")]
+            cells = [_text(x) for x in _cells(row, 2)]
             m = re.match(r"Last (\d+) seconds", cells[0]) if cells else None
             if m and len(cells) >= 2:
                 d.up_migrations[f"{m.group(1)}s"] = _num(cells[1], f"VDisk {vdisk_id} Up-Migration")

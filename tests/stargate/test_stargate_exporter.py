@@ -258,3 +258,24 @@ def test_help_explains(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "/probe?target=" in out and "discover=true" in out and "docs/stargate.md" in out
+
+
+@pytest.mark.parametrize("span", ["x", "", "-3", "99999999"])
+def test_odd_colspan_gives_the_parsers_own_error_or_a_page(span):
+    main = _real_pages()[0].replace('colspan="4">Oplog', f'colspan="{span}">Oplog')
+    try:
+        page = parse_main_page(main, "http://x/")
+    except StargatePageError as exc:
+        assert "no column" in str(exc)      # the header no longer lines up: named, not a crash
+    else:
+        assert page.vdisks
+
+
+def test_detail_values_come_from_the_leading_cells():
+    page = _real_pages()[1]
+    detail = parse_vdisk_page(page)
+    # The parser reads only a row's leading value cells (bar-graph cells follow them): one more
+    # trailing cell on every row changes nothing.
+    extra = page.replace("</td></tr>", "</td><td>999</td></tr>")
+    again = parse_vdisk_page(extra)
+    assert again.read_latency == detail.read_latency and again.read_sources == detail.read_sources
