@@ -1,0 +1,163 @@
+"""The generated dashboards: committed bytes, uids, variables, units and descriptions, every
+PromQL expression parsed by promtool, and every metric name produced by an exporter or a
+recording rule."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mixin.config import load_config
+from mixin.dashboards import BUILDERS, build_dashboards, render, write_dashboards
+from tests.support import REPO
+
+from .promql import (SAMPLE_VARS, bare_identifiers, expressions, label_values_selector, metric_names, panels,
+                     promtool_parse, rate_calls, rule_names, substitute)
+
+DASHBOARDS = REPO / "dashboards"
+EXPECTED_UIDS = {"ioparallax-overview", "ioparallax-three-views", "ioparallax-vdisk", "ioparallax-fio",
+                 "ioparallax-vcenter"}
+# Series Prometheus itself makes: the scrape's up, and ALERTS from the alerting rules.
+PROMETHEUS_OWN = {"up", "ALERTS"}
+
+
+def test_committed_dashboards_are_what_the_generator_writes(tmp_path, cfg):
+    written = write_dashboards(cfg, tmp_path)
+    assert sorted(p.name for p in written) == sorted(BUILDERS)
+    committed = sorted(p.name for p in DASHBOARDS.glob("*.json"))
+    assert committed == sorted(BUILDERS), "dashboards/ holds exactly the generated files"
+    for path in written:
+        assert path.read_bytes() == (DASHBOARDS / path.name).read_bytes(), (
+            f"dashboards/{path.name} is stale: run `make dashboards` (ioparallax-mixin dashboards) and commit")
+
+
+def test_generation_is_deterministic(cfg):
+    a = {k: render(v) for k, v in build_dashboards(cfg).items()}
+    b = {k: render(v) for k, v in build_dashboards(load_config()).items()}
+    assert a == b
+    text = a["ioparallax-overview.json"]
+    assert text.endswith("}\n") and text.startswith('{\n  "')
+    assert json.loads(text) == json.loads(json.dumps(json.loads(text), sort_keys=True))
+
+
+def test_uids_are_stable_unique_and_follow_the_prefix(dashboards):
+    uids = [m["uid"] for m in dashboards.values()]
+    assert set(uids) == EXPECTED_UIDS and len(uids) == len(set(uids))
+    other = build_dashboards(load_config(overrides={"dashboards": {"uid_prefix": "poc7"}}))
+    assert {m["uid"] for m in other.values()} == {u.replace("ioparallax", "poc7", 1) for u in EXPECTED_UIDS}
+
+
+def test_tags_refresh_and_time_come_from_the_config(dashboards):
+    other = build_dashboards(load_config(overrides={"dashboards": {"tags": ["poc", "storage"], "refresh": "30s",
+                                                                   "time_from": "now-3h"}}))
+    for m in dashboards.values():
+        assert m["tags"] == ["ioparallax"] and m["refresh"] == "10s" and m["time"] == {"from": "now-30m", "to": "now"}
+    for m in other.values():
+        assert m["tags"] == ["poc", "storage"] and m["refresh"] == "30s" and m["time"]["from"] == "now-3h"
+
+
+def test_one_variable_vocabulary_on_every_dashboard(dashboards):
+    for fname, m in dashboards.items():
+        variables = {v["name"]: v for v in m["templating"]["list"]}
+        assert list(variables) == ["datasource", "vm", "disk", "vdisk"], fname
+        ds = variables["datasource"]
+        assert ds["type"] == "datasource" and ds["query"] == "prometheus" and ds["current"]["value"] == "Prometheus"
+        assert label_values_selector(variables["vm"]["query"]).startswith("vcenter_virtual_disk_info{")
+        assert label_values_selector(variables["disk"]["query"]) == 'vcenter_virtual_disk_info{job="vcenter",vm=~"$vm"}'
+        assert variables["vdisk"]["query"] == \
+            'label_values(stargate_vdisk_info{job="stargate",vm=~"$vm",disk=~"$disk"}, vdisk_id)'
+        for name in ("vm", "disk", "vdisk"):
+            assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+
+
+def test_every_panel_has_a_unit_a_description_and_the_datasource_variable(dashboards):
+    counted = 0
+    for fname, m in dashboards.items():
+        for p in panels(m):
+            if p["type"] == "row":
+                continue
+            assert p.get("description", "").strip(), f"{fname}: panel {p.get('title')!r} has no description"
+            if p["type"] == "text":
+                # A text panel has no query, so no value to give a unit: it must have content.
+                assert len(p["options"]["content"]) > 100, p["title"]
+                continue
+            counted += 1
+            assert p["fieldConfig"]["defaults"].get("unit"), f"{fname}: panel {p['title']!r} has no unit"
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert p["targets"], p["title"]
+            for t in p["targets"]:
+                assert t["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    assert counted >= 60
+
+
+def test_panel_ids_are_unique_and_panels_fit_the_grid(dashboards):
+    for fname, m in dashboards.items():
+        ids = [p["id"] for p in panels(m)]
+        assert len(ids) == len(set(ids)), fname
+        for p in panels(m):
+            g = p["gridPos"]
+            assert 0 <= g["x"] and g["x"] + g["w"] <= 24, (fname, p["title"], g)
+
+
+def test_every_rate_uses_rate_interval(dashboards):
+    calls = 0
+    for e in expressions(dashboards):
+        for arg in rate_calls(e.expr):
+            calls += 1
+            windows = re.findall(r"\[([^\]]*)\]", arg)
+            assert windows == ["$__rate_interval"], f"{e.where}: rate({arg})"
+    assert calls >= 20
+    # And no other literal range window slipped in (recording rules own the fixed windows).
+    for e in expressions(dashboards):
+        assert set(re.findall(r"\[([^\]]*)\]", e.expr)) <= {"$__rate_interval"}, e.where
+
+
+def test_rate_check_catches_a_fixed_window():
+    assert re.findall(r"\[([^\]]*)\]", rate_calls("sum(rate(x{a=\"b\"}[5m]))")[0]) == ["5m"]
+
+
+def test_every_expression_parses_with_variables_substituted(dashboards, tmp_path):
+    exprs = expressions(dashboards)
+    assert len(exprs) >= 100
+    substituted = [substitute(e.expr) for e in exprs]
+    for e, s in zip(exprs, substituted):
+        assert "$" not in s.replace('"$1"', ""), f"{e.where}: unsubstituted variable in {s}"
+    res = promtool_parse(substituted, tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(substituted)} rules found" in res.stdout
+
+
+def test_promtool_parse_rejects_a_broken_expression(tmp_path):
+    res = promtool_parse(["sum by (vm) (rate(x[1m])", "up"], tmp_path)
+    assert res.returncode != 0 and "dashboard:expr_0:check" in res.stdout + res.stderr
+
+
+def test_substitution_keeps_label_replace_references():
+    assert substitute('label_replace(x{vm=~"$vm"}, "d", "$1", "f", "(.+)")[${__rate_interval}]') == \
+        'label_replace(x{vm=~"bench-01"}, "d", "$1", "f", "(.+)")[1m]'
+    assert SAMPLE_VARS["__rate_interval"] == "1m"
+
+
+def test_every_selector_carries_matchers(dashboards):
+    # What makes metric_names() complete: a bare metric name would be left over here.
+    for e in expressions(dashboards):
+        assert not bare_identifiers(e.expr), f"{e.where}: bare identifiers {bare_identifiers(e.expr)}"
+    assert bare_identifiers("sum(rate(foo{a=\"b\"}[1m])) / on (a) bar") == {"bar"}
+    assert bare_identifiers('sum by (a) (rate(foo[1m]))') == {"foo"}
+
+
+def test_every_metric_name_is_exposed_by_an_exporter_or_recorded_by_a_rule(dashboards, exposed_names):
+    rule_files = sorted((REPO / "alerts").glob("*.rules.yml"))
+    recorded = rule_names(rule_files)
+    assert recorded, "alerts/*.rules.yml define no recording rules yet"
+    exposed = set().union(*exposed_names.values())
+    used: dict[str, list[str]] = {}
+    for e in expressions(dashboards):
+        for name in metric_names(e.expr):
+            used.setdefault(name, []).append(e.where)
+    missing = {n: w[0] for n, w in used.items() if n not in exposed | recorded | PROMETHEUS_OWN}
+    assert not missing, f"metric names no exporter exposes and no rule records: {missing}"
+    # Every view is on the dashboards, each through names its exporter really exposes.
+    for source in ("stargate", "vcenter", "fio"):
+        assert used.keys() & exposed_names[source], source
+    assert len(used.keys() & recorded) >= 20
