@@ -1,18 +1,11 @@
-"""Performance counters: look-up by name, batched QueryPerf specs, and the parsing of what
-vCenter returns (normal or CSV format) into plain samples.
-
-Everything here except :func:`query` is pure and tested on recorded answers; the quirks of
-stock vcsim (zeros dropped from a series, newest-first unaligned timestamps, ``*`` echoed back
-instead of expanded) are handled here.
-"""
+"""Performance counters: look-up by name, batching of QueryPerf requests under
+maxQueryMetrics, and the plain sample types that :mod:`.soap` parses answers into."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
-
-from pyVmomi import vim
 
 REALTIME_INTERVAL = 20
 
@@ -83,18 +76,6 @@ def batch_requests(requests: list[EntityRequest], n_counters: int, max_metrics: 
         yield batch
 
 
-def build_spec(req: EntityRequest, keys: Iterable[int], fmt: str) -> Any:
-    """A realtime query spec: every sample after ``since``; only the latest without history."""
-    ids = [vim.PerformanceManager.MetricId(counterId=k, instance=inst) for k in keys for inst in req.instances]
-    spec = vim.PerformanceManager.QuerySpec(
-        entity=vim.VirtualMachine(req.moref), metricId=ids, intervalId=REALTIME_INTERVAL, format=fmt)
-    if req.since is None:
-        spec.maxSample = 1
-    else:
-        spec.startTime = dt.datetime.fromtimestamp(req.since, dt.timezone.utc)
-    return spec
-
-
 @dataclass
 class Sample:
     timestamp: float                         # end of the interval, epoch seconds
@@ -122,56 +103,3 @@ def parse_timestamp(text: str) -> float:
             _TS_CACHE.clear()
         _TS_CACHE[text] = ts
     return ts
-
-
-def _sample_infos(metric: Any) -> list[tuple[float, int]]:
-    if isinstance(metric, vim.PerformanceManager.EntityMetricCSV):
-        parts = (metric.sampleInfoCSV or "").split(",") if metric.sampleInfoCSV else []
-        return [(parse_timestamp(parts[i + 1]), int(parts[i])) for i in range(0, len(parts) - 1, 2)]
-    return [(s.timestamp.timestamp(), int(s.interval)) for s in metric.sampleInfo or []]
-
-
-def _series_values(series: Any) -> list[int]:
-    if isinstance(series, vim.PerformanceManager.MetricSeriesCSV):
-        return [int(v) for v in series.value.split(",")] if series.value else []
-    return list(getattr(series, "value", None) or [])
-
-
-def parse_query_result(metrics: Iterable[Any], key_names: dict[int, str]) -> ParseResult:
-    """QueryPerf's answer -> samples per VM and instance, ascending, newest-first answers
-    reordered; values below 0 (vCenter's "no data") are left out, never turned into zeros."""
-    out = ParseResult()
-    for metric in metrics or []:
-        moref = metric.entity._moId
-        infos = _sample_infos(metric)
-        order = sorted(range(len(infos)), key=lambda i: infos[i][0])
-        per_instance = out.samples.setdefault(moref, {})
-        for series in metric.value or []:
-            name = key_names.get(series.id.counterId)
-            if name is None:
-                continue
-            instance = series.id.instance
-            if instance == "*":
-                out.star_echoed.add(moref)
-                continue
-            values = _series_values(series)
-            if not values:
-                out.empty += 1
-                continue
-            if len(values) != len(infos):
-                # Zeros dropped on the wire (stock vcsim): positions are unknowable. Reporting
-                # shifted values would be wrong, so the series is left out and counted.
-                out.misaligned += 1
-                continue
-            samples = per_instance.get(instance)
-            if samples is None:
-                samples = per_instance[instance] = [Sample(infos[i][0], infos[i][1]) for i in order]
-            for pos, i in enumerate(order):
-                v = values[i]
-                if v >= 0:
-                    samples[pos].values[name] = v
-    return out
-
-
-def query(si: Any, specs: list[Any]) -> list[Any]:
-    return si.content.perfManager.QueryPerf(querySpec=specs) or []

@@ -24,8 +24,8 @@ from .client import TargetError, VCenterClient
 from .config import TargetConfig
 from .integrate import DiskCounters, integrate
 from .inventory import VirtualMachine, collect_inventory
-from .perf import (EntityRequest, batch_requests, build_spec, counter_keys, parse_query_result, query,
-                   read_max_query_metrics)
+from .perf import EntityRequest, batch_requests, counter_keys, read_max_query_metrics
+from .soap import query_perf
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ class Target:
         self.inventory: list[VirtualMachine] | None = None
         self.inventory_at = 0.0
         self.keys: dict[str, int] | None = None
+        self.perf_manager: str | None = None   # the PerformanceManager's moref (for plain SOAP)
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True   # False once the server echoes "*" back instead of expanding it
         self.states: dict[tuple[str, str], DiskCounters] = {}
@@ -133,6 +134,8 @@ class Target:
             self.keys = self.client.call(lambda si: counter_keys(si.content.perfManager.perfCounter))
             if not self.keys:
                 raise TargetError("vCenter has none of the virtualDisk performance counters", "protocol")
+        if self.perf_manager is None:
+            self.perf_manager = self.client.call(lambda si: si.content.perfManager._moId)
         if self.max_metrics is None:
             self.max_metrics = self.client.call(read_max_query_metrics)
         key_names = {k: n for n, k in self.keys.items()}
@@ -155,15 +158,14 @@ class Target:
         while pending:
             retry: list[EntityRequest] = []
             for batch in batch_requests(pending, len(key_list), self.max_metrics):
-                specs = [build_spec(r, key_list, self.cfg.perf_format) for r in batch]
                 try:
-                    result = self.client.call(lambda si: query(si, specs))
+                    parsed = self.client.call(
+                        lambda si: query_perf(si, self.perf_manager, batch, key_list, key_names, self.cfg.perf_format))
                 except TargetError as exc:
                     if "ManagedObjectNotFound" in exc.cause:
                         self.inventory_at = 0.0  # a VM went away: refresh the inventory next time
                     raise
                 snap.queries += 1
-                parsed = parse_query_result(result, key_names)
                 snap.misaligned_series += parsed.misaligned
                 snap.empty_series += parsed.empty
                 if parsed.star_echoed and self.star_ok:
