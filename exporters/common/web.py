@@ -51,7 +51,12 @@ class Probe:
 
 #: Builds the collectors of one probe. Must not raise for target failures: those are reported
 #: as `<source>_up 0` by the collector itself. May raise BadRequest for a malformed request.
-ProbeHandler = Callable[[Probe], Iterable[Collector]]
+#: May instead return the exposition already written (bytes, text format 0.0.4), for exporters
+#: whose probes are too big for prometheus_client's per-sample objects.
+ProbeHandler = Callable[[Probe], "Iterable[Collector] | bytes"]
+
+#: Content type of an exposition a probe handler wrote itself.
+CONTENT_TYPE_TEXT_004 = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass
@@ -147,7 +152,11 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY):
             timeout = _scrape_timeout(self.headers, app.default_timeout)
             probe = Probe(target=target, params=qs, deadline=time.monotonic() + timeout)
             try:
-                collectors = list(app.probe(probe))
+                result = app.probe(probe)
+                if isinstance(result, bytes):
+                    self._send(200, result, CONTENT_TYPE_TEXT_004)
+                    return
+                collectors = list(result)
             except BadRequest as exc:
                 self._send(400, f"{exc}\n".encode())
                 return

@@ -13,16 +13,13 @@ import logging
 import sys
 import threading
 import time
-from typing import Iterable
-
-from prometheus_client.registry import Collector
 
 from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
 from .client import split_target
-from .collector import ProbeCollector
+from .collector import render_probe
 from .config import ExporterConfig, load_config
 from .target import Target
 
@@ -54,7 +51,7 @@ class Targets:
                 t = self._targets[name] = Target(name, cfg)
             return t
 
-    def probe(self, probe: Probe) -> Iterable[Collector]:
+    def probe(self, probe: Probe) -> bytes:
         start = time.monotonic()
         target = self.get(probe.target)
         snap, shared = target.probe(probe.remaining())
@@ -64,7 +61,7 @@ class Targets:
                       probe.target, duration, snap.queries, snap.new_samples, shared)
         else:
             log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
-        return [ProbeCollector(probe.target, snap, duration, shared)]
+        return render_probe(probe.target, snap, duration, shared)
 
     def close(self) -> None:
         with self._lock:
