@@ -4,6 +4,7 @@ the caller (it changes slowly and is the expensive part of talking to vCenter)."
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -26,7 +27,7 @@ class VirtualDisk:
     instance: str         # performance counter instance and controller address: scsi0:1
     label: str            # "Hard disk 2"
     backing_file: str     # "[ctr01] vm/vm_1.vmdk"
-    disk_uuid: str        # backing UUID (the guest's disk serial with disk.EnableUUID)
+    disk_uuid: str        # backing UUID, normalised (see normalize_disk_uuid): the guest's disk serial
     datastore: str
     capacity_bytes: int
 
@@ -40,6 +41,22 @@ class VirtualMachine:
     uuid: str
     instance_uuid: str
     disks: tuple[VirtualDisk, ...]
+
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def normalize_disk_uuid(value: str) -> str:
+    """A virtual disk UUID as lowercase 8-4-4-4-12 hex, the form shared by every ioparallax
+    view so that joins match: vCenter writes the backing UUID ``6000C29a-...`` in mixed case,
+    the guest sees the same 32 hex digits as the disk serial (``6000c29a...``, no dashes, with
+    ``disk.EnableUUID``). Dashes, spaces and case are ignored; anything that is not 32 hex
+    digits is returned stripped and lowercased rather than guessed at."""
+    text = (value or "").strip().lower()
+    digits = text.replace("-", "").replace(" ", "")
+    if _HEX32.fullmatch(digits):
+        return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+    return text
 
 
 def _moid(ref: Any) -> str:
@@ -68,7 +85,7 @@ def disks_from_devices(devices: Iterable[Any], datastore_names: dict[str, str]) 
             instance=f"{ctrl}:{dev.unitNumber}",
             label=(dev.deviceInfo.label if dev.deviceInfo else "") or "",
             backing_file=getattr(backing, "fileName", "") or "",
-            disk_uuid=getattr(backing, "uuid", "") or "",
+            disk_uuid=normalize_disk_uuid(getattr(backing, "uuid", "") or ""),
             datastore=datastore_names.get(_moid(ds_ref), ""),
             capacity_bytes=int(getattr(dev, "capacityInBytes", 0) or (dev.capacityInKB or 0) * 1024),
         ))
