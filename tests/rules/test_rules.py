@@ -1,0 +1,167 @@
+"""The generated rules: committed files are what the config gives, promtool accepts them, every
+alert group has its promtool unit tests with cases that fire and cases that stay silent, and the
+config reports its errors by file and key."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporters.common.config import ConfigError
+from mixin.cli import main as mixin_main
+from mixin.config import DEFAULT_CONFIG, load_config, parse_config
+from mixin.rules import alert_groups, recording_rules, rule_files
+
+REPO = Path(__file__).resolve().parents[2]
+ALERTS = REPO / "alerts"
+TESTS = ALERTS / "tests"
+
+
+def test_committed_rule_files_are_what_the_config_generates():
+    generated = rule_files(load_config(), "mixin/config.yml")
+    assert sorted(generated) == sorted(p.name for p in ALERTS.glob("*.rules.yml"))
+    for name, text in generated.items():
+        assert (ALERTS / name).read_text() == text, f"alerts/{name} is stale: run `make rules`"
+    assert mixin_main(["rules", "--check"]) == 0
+
+
+def test_check_mode_reports_a_stale_file(tmp_path, capsys):
+    mixin_main(["rules", "--out", str(tmp_path)])
+    path = tmp_path / "ioparallax-alerts.rules.yml"
+    path.write_text(path.read_text().replace("> 0.1\n", "> 0.2\n", 1))
+    assert mixin_main(["rules", "--out", str(tmp_path), "--check"]) == 1
+    assert "ioparallax-alerts.rules.yml is not what" in capsys.readouterr().err
+
+
+def test_promtool_accepts_the_generated_rules():
+    res = subprocess.run(["promtool", "check", "rules", *map(str, sorted(ALERTS.glob("*.rules.yml")))],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS: 14 rules found" in res.stdout
+
+
+@pytest.mark.parametrize("test_file", sorted(TESTS.glob("*.test.yml")), ids=lambda p: p.name)
+def test_promtool_unit_tests(test_file):
+    res = subprocess.run(["promtool", "test", "rules", test_file.name], cwd=TESTS, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def _unit_cases() -> dict[str, tuple[int, int]]:
+    """alertname -> (cases where it fires, cases where it must stay silent), over all test files."""
+    out: dict[str, list[int]] = {}
+    for path in TESTS.glob("*.test.yml"):
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            assert group.get("name"), f"{path.name}: every test group has a name saying what it proves"
+            for case in group.get("alert_rule_test", []):
+                counts = out.setdefault(case["alertname"], [0, 0])
+                counts[0 if case.get("exp_alerts") else 1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def test_every_alert_has_a_test_group_file_and_cases_that_fire_and_stay_silent():
+    groups = alert_groups(load_config())
+    files = {p.name for p in TESTS.glob("*.test.yml")}
+    for g in groups:
+        assert f"{g.name.removeprefix('ioparallax-')}.test.yml" in files, f"no promtool test file for {g.name}"
+    cases = _unit_cases()
+    for g in groups:
+        for rule in g.rules:
+            fires, silent = cases.get(rule.alert, (0, 0))
+            assert fires >= 1, f"{rule.alert}: no promtool case where it fires"
+            assert silent >= 1, f"{rule.alert}: no promtool case where it must stay silent"
+
+
+def test_alerts_follow_the_house_rules():
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    for g in alert_groups(load_config()):
+        for rule in g.rules:
+            assert rule.alert.startswith("Ioparallax") and rule.alert[0].isupper()
+            assert rule.labels["severity"] in ("critical", "warning", "info")
+            assert set(rule.annotations) == {"summary", "description", "runbook_url"}
+            assert "{{" not in rule.annotations["summary"], "summary is static"
+            assert "{{" in rule.annotations["description"] or rule.alert == "IoparallaxExporterDown"
+            # the runbook has a section whose anchor the annotation points at
+            assert f"## {rule.alert}" in runbook, f"docs/runbook.md has no section for {rule.alert}"
+
+
+def test_recording_rules_are_named_level_metric_operation_and_commented():
+    names = set()
+    for g in recording_rules(load_config()):
+        for rule in g.rules:
+            level, metric, op = rule.record.split(":")
+            assert level and metric.startswith(("ioparallax_",)) and op, rule.record
+            assert rule.comment and len(rule.comment) > 20
+            assert rule.record not in names, f"{rule.record} recorded twice"
+            names.add(rule.record)
+    text = (ALERTS / "ioparallax.rules.yml").read_text()
+    # a comment line stands before every rule in the file
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("- record:"):
+            assert lines[i - 1].strip().startswith("#"), f"no comment before {line.strip()}"
+
+
+def test_rules_use_only_rules_defined_earlier_or_exporter_metrics():
+    # A recording rule used by another must be recorded before it (within the file's groups order)
+    # so the chain settles in one evaluation; an alert may use any recorded name.
+    recorded: list[str] = []
+    for g in recording_rules(load_config()):
+        for rule in g.rules:
+            for name in recorded_names_in(rule.expr):
+                assert name in recorded, f"{rule.record} uses {name} before it is recorded"
+            recorded.append(rule.record)
+    for g in alert_groups(load_config()):
+        for rule in g.rules:
+            for name in recorded_names_in(rule.expr):
+                assert name in recorded, f"{rule.alert} uses {name}, which no rule records"
+
+
+def recorded_names_in(expr: str) -> set[str]:
+    import re
+    return set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", expr))
+
+
+def test_the_config_drives_thresholds_selectors_and_windows():
+    cfg = load_config(overrides={"thresholds": {"zero_read_ratio": 0.25}, "windows": {"rate": "30s"},
+                                 "selectors": {"stargate": 'job="cvm"'}})
+    text = rule_files(cfg)["ioparallax-alerts.rules.yml"] + rule_files(cfg)["ioparallax.rules.yml"]
+    assert "vdisk:ioparallax_read_zero:ratio > 0.25" in text
+    assert "vm_disk:ioparallax_guest_read_bytes:rate30s" in text and ":rate1m" not in text
+    assert 'stargate_vdisk_info{job="cvm"}' in text and 'job="stargate"' not in text
+
+
+@pytest.mark.parametrize("patch, key", [
+    ({"thresholds": {"zero_read_ratio": 1.5}}, "thresholds.zero_read_ratio"),
+    ({"windows": {"rate": "five minutes"}}, "windows.rate"),
+    ({"windows": {"agreement": "30s"}}, "windows.agreement"),
+    ({"selectors": {"fio": "job=fio"}}, "selectors.fio"),
+    ({"for": {"zero_heavy": 300}}, "for.zero_heavy"),
+    ({"thresholds": {"zero_reads": 0.1}}, "thresholds.zero_reads"),
+    ({"dashboards": {"uid_prefix": "has spaces"}}, "dashboards.uid_prefix"),
+])
+def test_config_errors_name_the_file_and_the_key(tmp_path, patch, key):
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    for section, values in patch.items():
+        data[section].update(values)
+    path = tmp_path / "mixin.yml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+
+
+def test_cli_reports_a_config_error_without_a_traceback(tmp_path, capsys):
+    path = tmp_path / "bad.yml"
+    path.write_text("selectors: [not, a, mapping]\n")
+    assert mixin_main(["--config", str(path), "rules", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yml: selectors: expected a mapping" in err
+
+
+def test_parse_config_requires_every_section():
+    with pytest.raises(ConfigError, match="windows: is required"):
+        parse_config({"selectors": {"stargate": "", "vcenter": "", "fio": "", "exporters": ""}}, "x.yml")
