@@ -2,8 +2,9 @@
 
 ``ioparallax-demo`` (what ``make demo`` runs) starts, all bound to 127.0.0.1:
 
-- the simulators, fed by one scenario: one Stargate server per CVM, the vCenter simulator;
-- the three exporters, pointed at them;
+- the simulators, fed by one scenario: one Stargate server per CVM, the vCenter simulator, the
+  guest simulator (per VM, the fio status stream and sysfs disk facts of that guest);
+- the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per VM;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
 
@@ -49,7 +50,7 @@ PREFERRED_PORTS = {
     "node-exporter": 9100,
     "stargate-exporter": 9761,
     "vcenter-exporter": 9762,
-    "fio-exporter": 9763,
+    "fio-exporter": 9763,             # the first VM's; the others get free ports
 }
 
 
@@ -103,6 +104,7 @@ class Stack:
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
     vcenter_scrape_interval: str = "20s"
+    rules_dir: Path | None = None     # rule files (*.rules.yml) to load; None: the repo's alerts/
     extra_rule_files: list[Path] = field(default_factory=list)
     alertmanager_webhook: str | None = None   # tests: receive alerts here
     procs: list[Proc] = field(default_factory=list)
@@ -175,7 +177,7 @@ class Stack:
         sc = load_scenario(self.scenario)
         self.trace = compile_scenario(sc)
         scrape: list[dict[str, Any]] = []
-        for starter in (self._start_stargate, self._start_vcenter, self._start_fio, self._start_node_exporter):
+        for starter in (self._start_stargate, self._start_vcenter, self._start_guests, self._start_node_exporter):
             scrape.extend(starter())
         self._start_alertmanager()
         self._start_prometheus(scrape)
@@ -285,29 +287,41 @@ class Stack:
             cfg["params"] = params
         return cfg
 
-    def _start_fio(self) -> list[dict[str, Any]]:
-        """A real fio, rate-limited, run by the fio exporter's wrapper mode: the guest view.
-
-        Until the guest simulator writes per-VM status streams from the scenario, the demo's guest
-        view is this machine running a small fio job with the scenario's first stream's fio options
-        (so `zero_buffers=1` in the zero-heavy scenario shows as a hygiene finding)."""
-        port = pick_port("fio-exporter", self.fixed_ports)
-        guest = self.workdir / "guest"
-        guest.mkdir(exist_ok=True)
-        stream = self.trace.scenario.disks[0].streams[0]
-        opts = {k: v for k, v in stream.fio_options.items()
-                if k not in ("ioengine", "iodepth", "numjobs", "size", "direct")}
-        argv = [
-            BIN / "fio-exporter", "run", f"--web.listen-address=127.0.0.1:{port}",
-            f"--fio.scrape-interval={self.scrape_interval}", "--fio.cache-size=20GiB",
-            f"--run.output={guest / 'fio-status.json'}", "--run.linger=10s", "--",
-            "fio", f"--name={stream.name}", f"--filename={guest / 'fio-data'}", "--size=64m",
-            "--ioengine=psync", "--rate_iops=200,100", "--time_based", "--runtime=86400",
-            *[f"--{k}={v}" for k, v in opts.items()],
-        ]
-        proc = self._start("fio-exporter", argv, url=f"http://127.0.0.1:{port}")
-        self._wait_http(proc, "/metrics")
-        return [self._exporter_scrape("fio", proc.url)]
+    def _start_guests(self) -> list[dict[str, Any]]:
+        """The guest view: the guest simulator writes, per VM, the fio json+ status stream and the
+        sysfs disk facts a real guest would show; one fio exporter per VM reads them unchanged
+        (as one would run inside each guest), scraped as job "fio" with the target label ``vm``."""
+        guests = self.workdir / "guests"
+        manifest = self.workdir / "guests.json"
+        manifest.unlink(missing_ok=True)
+        sim = self._start("guest-simulator", [
+            BIN / "ioparallax-guest-simulator", self.scenario, "--dir", guests, "--manifest", manifest,
+        ])
+        deadline = time.monotonic() + 30
+        while not manifest.exists():
+            if not sim.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the guest simulator did not start:\n{sim.tail()}")
+            time.sleep(0.1)
+        paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
+        cache = self.trace.scenario.cluster.dram_cache_bytes
+        static: list[dict[str, Any]] = []
+        procs = []
+        taken: set[int] = set()
+        for i, (vm, where) in enumerate(paths.items()):
+            port = pick_port("fio-exporter", self.fixed_ports and i == 0)
+            while port in taken:        # exporters not yet listening: do not hand out a port twice
+                port = free_port()
+            taken.add(port)
+            proc = self._start(f"fio-exporter-{vm}", [
+                BIN / "fio-exporter", "serve", f"--web.listen-address=127.0.0.1:{port}",
+                f"--fio.watch={where['stream']}", f"--fio.host={vm}", f"--collector.sysfs={where['sysfs']}",
+                f"--fio.cache-size={cache}", f"--fio.scrape-interval={self.scrape_interval}",
+            ], url=f"http://127.0.0.1:{port}")
+            procs.append(proc)
+            static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
+        for proc in procs:
+            self._wait_http(proc, "/metrics")
+        return [{"job_name": "fio", "static_configs": static}]
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)
@@ -338,7 +352,8 @@ class Stack:
         self._wait_http(proc, "/-/ready")
 
     def rule_files(self) -> list[Path]:
-        rules = sorted((REPO / "alerts").glob("*.rules.yml")) + sorted((REPO / "alerts").glob("*.rules.yaml"))
+        rules_dir = self.rules_dir if self.rules_dir is not None else REPO / "alerts"
+        rules = sorted(rules_dir.glob("*.rules.yml")) + sorted(rules_dir.glob("*.rules.yaml"))
         return rules + list(self.extra_rule_files)
 
     def _start_prometheus(self, scrape: list[dict[str, Any]]) -> None:
@@ -399,20 +414,22 @@ class Stack:
     def report(self) -> str:
         lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
         for name, url in self.urls.items():
-            lines.append(f"  {name:20} {url}")
+            lines.append(f"  {name:28} {url}")
         lines.append("")
         lines.append("Targets:")
         for t in sorted(self.targets(), key=lambda t: (t["labels"].get("job", ""), t["labels"].get("instance", ""))):
             up = {"up": "UP  ", "down": "DOWN"}.get(t["health"], t["health"].upper())
             err = f"  ({t['lastError']})" if t.get("lastError") else ""
-            lines.append(f"  {up} {t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{err}")
-        for q, what in (("stargate_up", "Stargate"), ("vcenter_up", "vCenter"), ("fio_up", "fio")):
+            vm = f"  vm={t['labels']['vm']}" if t["labels"].get("vm") else ""
+            lines.append(f"  {up} {t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{vm}{err}")
+        for q, what in (("stargate_up", "Stargate"), ("vcenter_up", "vCenter"), ("fio_up", "fio (per VM)")):
             try:
                 res = self.query(q)
             except requests.RequestException:
                 continue
             if res:
-                ups = ", ".join(f"{r['metric'].get('instance', '?')}={r['value'][1]}" for r in res)
+                ups = ", ".join(f"{r['metric'].get('vm') or r['metric'].get('instance', '?')}={r['value'][1]}"
+                                for r in res)
                 lines.append(f"  {what} probes: {ups}")
         lines.append("")
         lines.append("Where to look (Prometheus graph):")
@@ -423,6 +440,10 @@ class Stack:
             ("VM: the 20 s sample beside the true average",
              'vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])'),
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
+            ("all three views: bytes/s per VM disk (guest = fio, vm = vCenter, storage = Stargate)",
+             '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}'),
+            ("all three views: op-weighted latency per VM disk",
+             '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_latency_seconds:(mean|avg)1m"}'),
         ):
             lines.append(f"  {what}:\n    {self.urls['prometheus']}/graph?g0.expr={quote(q)}&g0.tab=0")
         lines.append("")

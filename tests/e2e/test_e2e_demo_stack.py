@@ -26,6 +26,17 @@ def value(stack: Stack, promql: str, timeout: float = 60.0) -> float:
         time.sleep(1)
 
 
+def settled(stack: Stack, promql: str, expected: float, rel: float, timeout: float = 60.0) -> float:
+    """The value of an instant query once it is within ``rel`` of ``expected`` (a rate needs its
+    window filled with scrapes first); the last value if it never gets there."""
+    deadline = time.monotonic() + timeout
+    got = value(stack, promql, timeout)
+    while got != pytest.approx(expected, rel=rel) and time.monotonic() < deadline:
+        time.sleep(1)
+        got = value(stack, promql, timeout)
+    return got
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("demo")
@@ -42,7 +53,7 @@ def test_every_target_is_up(stack):
     down = [(t["labels"]["job"], t["lastError"]) for t in targets if t["health"] != "up"]
     assert not down, down
     assert value(stack, 'vcenter_up{job="vcenter"}') == 1
-    assert value(stack, 'fio_up{job="fio"}') == 1
+    assert value(stack, 'min(fio_up{job="fio"})') == 1          # one exporter per simulated guest
 
 
 def test_vcenter_view_matches_the_scenario(stack):
@@ -61,8 +72,25 @@ def test_vcenter_view_matches_the_scenario(stack):
 
 
 def test_guest_view_has_the_hygiene_finding(stack):
-    # The demo's fio runs the scenario's job options, zero_buffers=1 among them.
-    assert value(stack, 'fio_job_hygiene_problem{problem="zero_buffers"}') == 1
+    # Each simulated guest's fio job carries the scenario's job options, zero_buffers=1 among them;
+    # one fio exporter per VM, scraped as job "fio" with the target label vm.
+    for vm in ("bench-01", "bench-02"):
+        assert value(stack, f'fio_job_hygiene_problem{{job="fio",vm="{vm}",problem="zero_buffers"}}') == 1
+    assert value(stack, 'count(up{job="fio"} == 1)') == 2
+
+
+def test_guest_view_matches_the_scenario(stack):
+    # bench-01's fio: 9000 reads/s of 8 KiB at 250 us on /dev/sdb, whose serial is the vmdk's UUID.
+    sc = load_scenario("zero-heavy")
+    ops = settled(stack, 'sum(rate(fio_read_ios_total{job="fio",vm="bench-01"}[10s]))', 9000, 0.02)
+    assert ops == pytest.approx(9000, rel=0.02)
+    lat = value(stack, 'sum(rate(fio_read_clat_seconds_sum{vm="bench-01"}[10s]))'
+                       ' / sum(rate(fio_read_clat_seconds_count{vm="bench-01"}[10s]))')
+    assert lat == pytest.approx(250e-6, rel=0.01)
+    info = stack.query('fio_guest_disk_info{job="fio",vm="bench-01"}')
+    assert [r["metric"]["disk_uuid"] for r in info] == [sc.disks[0].uuid]
+    assert value(stack, 'fio_job_info{vm="bench-01"}') == 1
+    assert stack.query('fio_job_info{vm="bench-01"}')[0]["metric"]["file"] == "/dev/sdb"
 
 
 def test_prometheus_runs_the_generated_config(stack):
