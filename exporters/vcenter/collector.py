@@ -52,6 +52,33 @@ DISK_INFO_LABELS = ("vm", "disk", "label", "disk_uuid", "backing_file", "datasto
 SEEK_CLASSES = ("small", "medium", "large")
 
 
+def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
+    """The _info and capacity families and each disk's label block: they change only with the
+    inventory, so they are written once per inventory refresh and kept in its render cache."""
+    cached = s.render_cache.get("inventory")
+    if cached is not None and cached[0] is s.vms:
+        return cached[1], cached[2]
+    vm_info, disk_info, capacity = [], [], []
+    disk_labels: dict[tuple[str, str], str] = {}
+    for vm in s.vms:
+        vm_info.append((label_block(VM_INFO_LABELS, (vm.name, vm.moref, vm.host, vm.power_state, vm.uuid,
+                                                     vm.instance_uuid)), 1))
+        for d in vm.disks:
+            disk_info.append((label_block(DISK_INFO_LABELS, (vm.name, d.instance, d.label, d.disk_uuid,
+                                                             d.backing_file, d.datastore, vm.host)), 1))
+            labels = disk_labels[(vm.moref, d.instance)] = label_block(DISK_LABELS, (vm.name, d.instance))
+            capacity.append((labels, d.capacity_bytes))
+    out = Exposition()
+    out.family("vcenter_vm_info", "gauge", "Virtual machines (cached inventory): join on vm.", vm_info)
+    out.family("vcenter_virtual_disk_info", "gauge", "Virtual disks (cached inventory): join on vm and disk "
+               "(the controller address, e.g. scsi0:1) to disk_uuid (lowercase 8-4-4-4-12, as the guest's disk "
+               "serial), backing_file, datastore.", disk_info)
+    out.family("vcenter_virtual_disk_capacity_bytes", "gauge", "Virtual disk capacity (inventory).", capacity)
+    text = out.text()
+    s.render_cache["inventory"] = (s.vms, text, disk_labels)
+    return text, disk_labels
+
+
 def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) -> bytes:
     """The exposition of one probe of one vCenter."""
     out = Exposition()
@@ -87,23 +114,11 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
     out.family("vcenter_session_logins_total", "counter", "Logins to this vCenter since the exporter started "
                "(one session is kept and re-established when it expires).", [("", s.logins)])
 
-    vm_info, disk_info, capacity = [], [], []
-    for vm in s.vms:
-        vm_info.append((label_block(VM_INFO_LABELS, (vm.name, vm.moref, vm.host, vm.power_state, vm.uuid,
-                                                     vm.instance_uuid)), 1))
-        for d in vm.disks:
-            disk_info.append((label_block(DISK_INFO_LABELS, (vm.name, d.instance, d.label, d.disk_uuid,
-                                                             d.backing_file, d.datastore, vm.host)), 1))
-            capacity.append((label_block(DISK_LABELS, (vm.name, d.instance)), d.capacity_bytes))
-    out.family("vcenter_vm_info", gauge, "Virtual machines (cached inventory): join on vm.", vm_info)
-    out.family("vcenter_virtual_disk_info", gauge, "Virtual disks (cached inventory): join on vm and disk "
-               "(the controller address, e.g. scsi0:1) to disk_uuid (lowercase 8-4-4-4-12, as the guest's disk "
-               "serial), backing_file, datastore.", disk_info)
-    out.family("vcenter_virtual_disk_capacity_bytes", gauge, "Virtual disk capacity (inventory).", capacity)
+    inventory_text, disk_labels = _inventory_section(s)
+    out.append_text(inventory_text)
 
-    # Per-disk families: the label block of each row escaped once.
-    rows = [(label_block(DISK_LABELS, (row.vm.name, row.vm.disks[row.disk_index].instance)), row.counters)
-            for row in s.disks]
+    # Per-disk families: the label block of each disk escaped once per inventory.
+    rows = [(disk_labels[(row.vm.moref, row.vm.disks[row.disk_index].instance)], row.counters) for row in s.disks]
     for direction in ("read", "write"):
         for suffix, attr, help_text in COUNTERS:
             field = f"{direction}_{attr}"

@@ -36,6 +36,8 @@ def label_block(names: Iterable[str], values: Iterable[str]) -> str:
 def format_value(value: float) -> str:
     """A sample value: integers as written, floats in their shortest exact form, and the
     format's spellings of the special values."""
+    if type(value) is float and value - value == 0:  # finite: the common case first
+        return repr(value)
     if type(value) is int:
         return str(value)
     value = float(value)
@@ -60,6 +62,13 @@ class Exposition:
         fmt = format_value
         parts.extend([f"{name}{{{labels}}} {fmt(v)}\n" if labels else f"{name} {fmt(v)}\n"
                       for labels, v in samples])
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def append_text(self, text: str) -> None:
+        """Families already written (e.g. kept from an earlier probe)."""
+        self._parts.append(text)
 
     def render(self) -> bytes:
         return "".join(self._parts).encode("utf-8")

@@ -31,14 +31,30 @@ class DiskCounters:
     latest: Sample | None = None
 
 
-def latency_seconds(values: dict[str, int], direction: str) -> float | None:
-    """The sample's mean latency: from the microsecond counter when present (sub-ms flash),
-    else from the integer-millisecond one."""
-    us = values.get(f"virtualDisk.{direction}LatencyUS.latest")
-    if us is not None:
-        return us / 1e6
-    ms = values.get(f"virtualDisk.total{direction.capitalize()}Latency.average")
-    return ms / 1e3 if ms is not None else None
+# Counter names per direction, built once (integrate() runs for every new sample of every disk).
+_READ = ("virtualDisk.numberReadAveraged.average", "virtualDisk.read.average",
+         "virtualDisk.readLatencyUS.latest", "virtualDisk.totalReadLatency.average", "virtualDisk.readOIO.latest")
+_WRITE = ("virtualDisk.numberWriteAveraged.average", "virtualDisk.write.average",
+          "virtualDisk.writeLatencyUS.latest", "virtualDisk.totalWriteLatency.average", "virtualDisk.writeOIO.latest")
+_SEEKS = (("small", "virtualDisk.smallSeeks.latest"), ("medium", "virtualDisk.mediumSeeks.latest"),
+          ("large", "virtualDisk.largeSeeks.latest"))
+
+
+def _amounts(v: dict[str, int], names: tuple[str, ...], width: int) -> tuple[float, float, float, float]:
+    """(ops, bytes, latency x ops in seconds, outstanding-seconds) of one direction of a sample.
+    An absent counter adds nothing. Latency comes from the microsecond counter when present
+    (sub-ms flash), else from the integer-millisecond one."""
+    ops_name, kbps_name, us_name, ms_name, oio_name = names
+    get = v.get
+    rate = get(ops_name)
+    ops = rate * width if rate is not None else None
+    kbps = get(kbps_name)
+    us = get(us_name)
+    lat = us / 1e6 if us is not None else (ms / 1e3 if (ms := get(ms_name)) is not None else None)
+    oio = get(oio_name)
+    return (ops or 0, kbps * 1024.0 * width if kbps is not None else 0,
+            lat * ops if lat is not None and ops is not None else 0,
+            oio * width if oio is not None else 0)
 
 
 def integrate(state: DiskCounters, samples: list[Sample]) -> int:
@@ -49,24 +65,21 @@ def integrate(state: DiskCounters, samples: list[Sample]) -> int:
             continue
         v = s.values
         width = s.interval
-        for d in ("read", "write"):
-            ops_rate = v.get(f"virtualDisk.number{d.capitalize()}Averaged.average")
-            ops = ops_rate * width if ops_rate is not None else None
-            if ops is not None:
-                setattr(state, f"{d}_ops", getattr(state, f"{d}_ops") + ops)
-            kbps = v.get(f"virtualDisk.{d}.average")
-            if kbps is not None:
-                setattr(state, f"{d}_bytes", getattr(state, f"{d}_bytes") + kbps * 1024.0 * width)
-            lat = latency_seconds(v, d)
-            if lat is not None and ops is not None:
-                setattr(state, f"{d}_latency_seconds", getattr(state, f"{d}_latency_seconds") + lat * ops)
-            oio = v.get(f"virtualDisk.{d}OIO.latest")
-            if oio is not None:
-                setattr(state, f"{d}_outstanding_seconds", getattr(state, f"{d}_outstanding_seconds") + oio * width)
-        for cls in ("small", "medium", "large"):
-            n = v.get(f"virtualDisk.{cls}Seeks.latest")
+        ops, nbytes, lat, oio = _amounts(v, _READ, width)
+        state.read_ops += ops
+        state.read_bytes += nbytes
+        state.read_latency_seconds += lat
+        state.read_outstanding_seconds += oio
+        ops, nbytes, lat, oio = _amounts(v, _WRITE, width)
+        state.write_ops += ops
+        state.write_bytes += nbytes
+        state.write_latency_seconds += lat
+        state.write_outstanding_seconds += oio
+        seeks = state.seeks
+        for cls, name in _SEEKS:
+            n = v.get(name)
             if n is not None:
-                state.seeks[cls] += n
+                seeks[cls] += n
         state.samples += 1
         state.last_timestamp = s.timestamp
         state.latest = s

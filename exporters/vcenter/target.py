@@ -15,19 +15,22 @@ import dataclasses
 import logging
 import threading
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 
 from .client import TargetError, VCenterClient
 from .config import TargetConfig
 from .integrate import DiskCounters, integrate
 from .inventory import VirtualMachine, collect_inventory
-from .perf import EntityRequest, batch_requests, counter_keys, read_max_query_metrics
+from .perf import EntityRequest, ParseResult, batch_requests, counter_keys, read_max_query_metrics
 from .soap import query_perf
 
 log = logging.getLogger(__name__)
+
+#: QueryPerf calls of one target in flight at once (one session; pyvmomi's pool has 5 connections).
+PERF_CONCURRENCY = 2
 
 
 @dataclass
@@ -57,6 +60,9 @@ class Snapshot:
     star_expanded_by_server: bool = True
     logins: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    # Exposition pieces that depend on the inventory only (label blocks, the _info families),
+    # kept by the target until the inventory is refreshed; see collector.render_probe.
+    render_cache: dict = field(default_factory=dict)
 
 
 class Target:
@@ -74,6 +80,8 @@ class Target:
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True   # False once the server echoes "*" back instead of expanding it
         self.states: dict[tuple[str, str], DiskCounters] = {}
+        self.render_cache: dict = {}
+        self._pool: ThreadPoolExecutor | None = None   # QueryPerf calls in flight (see _query_all)
         self.errors: dict[str, int] = {}   # failed probes by kind
         self.collections = 0
 
@@ -122,6 +130,7 @@ class Target:
         inv = self.client.call(collect_inventory)
         self.inventory = inv
         self.inventory_at = time.monotonic()
+        self.render_cache = {}
         alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
         for key in list(self.states):
             if key not in alive:  # deleted VMs and disks: forget their counters
@@ -154,37 +163,45 @@ class Target:
             instances = ("*",) if self.star_ok else tuple(d.instance for d in vm.disks)
             requests.append(EntityRequest(vm.moref, instances, since))
 
+        fmt = self.cfg.perf_format
+        perf_manager = self.perf_manager
+
+        def run(batch: list[EntityRequest]) -> ParseResult:
+            return self.client.call(lambda si: query_perf(si, perf_manager, batch, key_list, key_names, fmt))
+
         pending = requests
         while pending:
             retry: list[EntityRequest] = []
-            for batch in batch_requests(pending, len(key_list), self.max_metrics):
-                try:
-                    parsed = self.client.call(
-                        lambda si: query_perf(si, self.perf_manager, batch, key_list, key_names, self.cfg.perf_format))
-                except TargetError as exc:
-                    if "ManagedObjectNotFound" in exc.cause:
-                        self.inventory_at = 0.0  # a VM went away: refresh the inventory next time
-                    raise
-                snap.queries += 1
-                snap.misaligned_series += parsed.misaligned
-                snap.empty_series += parsed.empty
-                if parsed.star_echoed and self.star_ok:
-                    # The server did not expand "*" (stock vcsim): ask again, instance by instance.
-                    log.info("%s does not expand instance '*'; querying disk instances explicitly", self.name)
-                    self.star_ok = False
-                    retry.extend(EntityRequest(r.moref, tuple(d.instance for d in by_moref[r.moref].disks), r.since)
-                                 for r in batch if r.moref in parsed.star_echoed)
-                for moref, per_instance in parsed.samples.items():
-                    for instance, samples in per_instance.items():
-                        state = self.states.get((moref, instance))
-                        if state is None:
-                            state = self.states[(moref, instance)] = DiskCounters()
-                        snap.new_samples += integrate(state, samples)
+            batches = list(batch_requests(pending, len(key_list), self.max_metrics))
+            try:
+                for batch, parsed in self._query_all(run, batches):
+                    snap.queries += 1
+                    snap.misaligned_series += parsed.misaligned
+                    snap.empty_series += parsed.empty
+                    if parsed.star_echoed:
+                        # The server did not expand "*" (stock vcsim): ask again, instance by instance.
+                        if self.star_ok:
+                            log.info("%s does not expand instance '*'; querying disk instances explicitly",
+                                     self.name)
+                            self.star_ok = False
+                        retry.extend(EntityRequest(r.moref, tuple(d.instance for d in by_moref[r.moref].disks),
+                                                   r.since) for r in batch if r.moref in parsed.star_echoed)
+                    for moref, per_instance in parsed.samples.items():
+                        for instance, samples in per_instance.items():
+                            state = self.states.get((moref, instance))
+                            if state is None:
+                                state = self.states[(moref, instance)] = DiskCounters()
+                            snap.new_samples += integrate(state, samples)
+            except TargetError as exc:
+                if "ManagedObjectNotFound" in exc.cause:
+                    self.inventory_at = 0.0  # a VM went away: refresh the inventory next time
+                raise
             pending = retry
 
         snap.star_expanded_by_server = self.star_ok
         snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
         snap.vms = self.inventory
+        snap.render_cache = self.render_cache
         snap.inventory_age = time.monotonic() - self.inventory_at
         for vm in self.inventory:
             for i, d in enumerate(vm.disks):
@@ -193,7 +210,33 @@ class Target:
                     snap.disks.append(DiskRow(vm, i, _frozen(state)))
         return snap
 
+    def _query_all(self, run: Callable[[list[EntityRequest]], ParseResult],
+                   batches: list[list[EntityRequest]]) -> Iterator[tuple[list[EntityRequest], ParseResult]]:
+        """(batch, answer) in batch order, with up to PERF_CONCURRENCY QueryPerf calls in flight:
+        vCenter computes the next answers while this thread integrates the last one. On the
+        first failure the queued calls are cancelled (nothing of them is integrated, so the
+        next probe asks for the same samples again)."""
+        if len(batches) <= 1 or PERF_CONCURRENCY <= 1:
+            for batch in batches:
+                yield batch, run(batch)
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(PERF_CONCURRENCY, thread_name_prefix=f"queryperf {self.name}")
+            pool = self._pool
+        futures = [pool.submit(run, batch) for batch in batches]
+        try:
+            for batch, fut in zip(batches, futures):
+                yield batch, fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
     def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
 
