@@ -11,7 +11,7 @@ from exporters.common.config import ConfigError, Section, load_yaml
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
-from .collector import HttpClient, StargateCollector, probe
+from .collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe
 
 log = logging.getLogger("exporters.stargate")
 
@@ -62,7 +62,7 @@ def make_app(concurrency: int, mapping: dict[str, dict[str, str]], default_timeo
         if discover not in ("true", "false", "1", "0"):
             raise BadRequest(f"discover must be true or false, got {discover!r}")
         result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency)
-        return [StargateCollector(result, mapping)]
+        return StargateCollector(result, mapping).render()
 
     return ExporterApp(
         name="stargate-exporter",
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="address to serve /probe, /metrics and / on (default: %(default)s)")
     parser.add_argument("--config.file", dest="config", default=None,
                         help="YAML file mapping vdisk ids to VM and disk names (optional)")
-    parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=16,
+    parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="detail pages fetched at once per probe (default: %(default)s)")
     parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
                         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)")

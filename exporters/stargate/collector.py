@@ -17,17 +17,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
-from typing import Iterator
 
 import requests
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 2009
+#: Detail pages fetched at once. Enough to overlap network waits; more threads only fight over the
+#: GIL (parsing is CPU-bound; lxml's own parse runs without the GIL, so a few threads also use a
+#: second core). Measured with bench/stargate_scrape.py, see docs/stargate.md.
+DEFAULT_CONCURRENCY = 8
 
 
 def target_url(target: str) -> str:
@@ -150,7 +151,7 @@ class ProbeResult:
 
 
 def probe(client: HttpClient | RequestsClient, target: str, deadline: float, discover: bool = False,
-          concurrency: int = 16) -> ProbeResult:
+          concurrency: int = DEFAULT_CONCURRENCY) -> ProbeResult:
     start = time.monotonic()
     base = target_url(target)
     first = _main(client, base, deadline)
@@ -203,119 +204,173 @@ def _detail(client: HttpClient | RequestsClient, url: str, deadline: float) -> t
 
 
 # --------------------------------------------------------------------------------- exposition
-def _g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=labels)
+# Written directly in the text format (0.0.4): a 1,000-vdisk probe is ~98,000 sample lines, and
+# prometheus_client's families plus generate_latest cost ~1 s of CPU for them (a Sample object
+# per line, labels re-escaped on every line); here each vdisk's label block is escaped once and
+# each line is one f-string (~0.15 s). The layout is generate_latest's, including the gauge
+# histograms: a `histogram`-typed family of `_bucket` lines plus `_gcount` and `_gsum` gauges.
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
+_HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
+
+
+def _lv(value: object) -> str:
+    return str(value).translate(_ESCAPES)
+
+
+def _val(value: float) -> str:
+    v = float(value)
+    if v != v:
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
+
+
+def _le(bound: float) -> str:
+    """A bucket bound, exact (1 MiB is ``1048576.0``, not ``1.04858e+06``)."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+class _Family:
+    __slots__ = ("name", "kind", "help", "lines")
+
+    def __init__(self, name: str, help_text: str, kind: str = "gauge") -> None:
+        self.name, self.kind, self.help, self.lines = name, kind, help_text, []
+
+    def add(self, labels: str, value: float) -> None:
+        """``labels``: an escaped label block without braces ("" for none)."""
+        self.lines.append(f"{self.name}{{{labels}}} {_val(value)}\n" if labels else f"{self.name} {_val(value)}\n")
+
+    def text(self) -> str:
+        return f"# HELP {self.name} {self.help.translate(_HELP_ESCAPES)}\n# TYPE {self.name} {self.kind}\n" + "".join(self.lines)
+
+
+_SIMPLE = {   # VDiskRow attribute -> (metric, HELP naming the page's field)
+    "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
+    "dedup_bytes": ("stargate_vdisk_dedup_bytes", "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale)."),
+    "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
+    "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
+    "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
+    "oplog_drain_bytes_per_second": ("stargate_vdisk_oplog_drain_bytes_per_second", "Oplog KB/s: the oplog drain rate, in bytes/s."),
+    "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
+    "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
+    "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
+    "error_ops_per_second": ("stargate_vdisk_error_ops_per_second", "Ops/s - Error."),
+    "random_ops_per_second": ("stargate_vdisk_random_ops_per_second", "Ops/s - Random."),
+    "read_bytes_per_second": ("stargate_vdisk_read_bytes_per_second", "KB/s - Read, in bytes/s."),
+    "write_bytes_per_second": ("stargate_vdisk_write_bytes_per_second", "KB/s - Write, in bytes/s."),
+    "latency_seconds": ("stargate_vdisk_latency_seconds", "Avg latency (usec), in seconds."),
+    "op_size_bytes": ("stargate_vdisk_op_size_bytes", "Avg op size, in bytes."),
+    "queue_length": ("stargate_vdisk_queue_length", "Avg qlen."),
+    "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
+}
+
+_HISTOGRAMS = {   # VDiskDetail attribute -> (metric, HELP)
+    "read_latency": ("stargate_vdisk_read_latency_seconds", "Frontend Read Latency histogram of the page's recent window (not cumulative)."),
+    "write_latency": ("stargate_vdisk_write_latency_seconds", "Frontend Write Latency histogram of the page's recent window (not cumulative)."),
+    "read_size": ("stargate_vdisk_read_size_bytes", "Read Size Distribution of the page's recent window (not cumulative)."),
+    "write_size": ("stargate_vdisk_write_size_bytes", "Write Size Distribution of the page's recent window (not cumulative)."),
+}
 
 
 class StargateCollector:
-    """Metric families of one probe result; fresh on every scrape."""
+    """The exposition of one probe result, built fresh for every scrape (nothing is kept
+    between probes). ``vdisk_names``: vdisk id -> {"vm": ..., "disk": ...} for the info metric."""
 
     def __init__(self, result: ProbeResult, vdisk_names: dict[str, dict[str, str]] | None = None):
         self.result = result
         self.names = vdisk_names or {}
 
-    def collect(self) -> Iterator[Metric]:
+    def render(self) -> bytes:
+        return "".join(f.text() for f in self._families()).encode("utf-8")
+
+    def _families(self) -> list[_Family]:
         r = self.result
-        yield GaugeMetricFamily("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.",
-                                value=1 if r.up else 0)
-        yield GaugeMetricFamily("stargate_scrape_duration_seconds", "Seconds the probe took.", value=r.duration)
-        cvm_up = _g("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).", ["cvm"])
-        info = _g("stargate_cvm_info", "CVM facts from the Overview table (value 1).", ["cvm", "build_version", "svm_id"])
+        up = _Family("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.")
+        up.add("", 1 if r.up else 0)
+        duration = _Family("stargate_scrape_duration_seconds", "Seconds the probe took.")
+        duration.add("", r.duration)
+        cvm_up = _Family("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).")
+        info = _Family("stargate_cvm_info", "CVM facts from the Overview table (value 1).")
         for c in r.cvms:
-            cvm = c.url.split("://", 1)[-1].rstrip("/")
-            cvm_up.add_metric([cvm], 1 if c.page else 0)
+            cvm = _lv(c.url.split("://", 1)[-1].rstrip("/"))
+            cvm_up.add(f'cvm="{cvm}"', 1 if c.page else 0)
             if c.page:
                 ov = c.page.overview
-                info.add_metric([cvm, ov.get("Build version", ""), ov.get("SVM id", "")], 1)
+                info.add(f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
+                         f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1)
             else:
                 log.warning("stargate target %s: main page failed: %s", r.target, c.error)
-        yield cvm_up
-        yield info
-        if not r.up:
-            return
-        yield from self._vdisks()
+        fams = [up, duration, cvm_up, info]
+        if r.up:
+            fams.extend(self._vdisks())
+        return fams
 
-    def _vdisks(self) -> Iterator[Metric]:
+    def _vdisks(self) -> list[_Family]:
         r = self.result
-        L = ["vdisk_id"]
-        vinfo = _g("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm and disk when mapped.",
-                   ["vdisk_id", "vdisk_name", "vdisk_uuid", "cvm", "vm", "disk"])
-        simple = {
-            "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
-            "dedup_bytes": ("stargate_vdisk_dedup_bytes", "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale)."),
-            "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
-            "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
-            "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
-            "oplog_drain_bytes_per_second": ("stargate_vdisk_oplog_drain_bytes_per_second", "Oplog KB/s: the oplog drain rate, in bytes/s."),
-            "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
-            "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
-            "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
-            "error_ops_per_second": ("stargate_vdisk_error_ops_per_second", "Ops/s - Error."),
-            "random_ops_per_second": ("stargate_vdisk_random_ops_per_second", "Ops/s - Random."),
-            "read_bytes_per_second": ("stargate_vdisk_read_bytes_per_second", "KB/s - Read, in bytes/s."),
-            "write_bytes_per_second": ("stargate_vdisk_write_bytes_per_second", "KB/s - Write, in bytes/s."),
-            "latency_seconds": ("stargate_vdisk_latency_seconds", "Avg latency (usec), in seconds."),
-            "op_size_bytes": ("stargate_vdisk_op_size_bytes", "Avg op size, in bytes."),
-            "queue_length": ("stargate_vdisk_queue_length", "Avg qlen."),
-            "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
-        }
-        fams = {k: _g(n, h, L) for k, (n, h) in simple.items()}
-        outstanding = _g("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).", L + ["direction"])
-        outstanding_b = _g("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.", L + ["direction"])
-        detail_up = _g("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.", L)
-        src = _g("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).", L + ["source"])
-        src_r = _g("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).", L + ["source"])
-        dst = _g("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.", L + ["destination"])
-        dst_r = _g("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.", L + ["destination"])
-        rnd = _g("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.", L + ["direction"])
-        seq = _g("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.", L + ["direction"])
-        wss = _g("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.", L + ["kind", "window"])
-        upm = _g("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.", L + ["window"])
-        hists = {
-            "read_latency": GaugeHistogramMetricFamily("stargate_vdisk_read_latency_seconds", "Frontend Read Latency histogram of the page's recent window (not cumulative).", labels=L),
-            "write_latency": GaugeHistogramMetricFamily("stargate_vdisk_write_latency_seconds", "Frontend Write Latency histogram of the page's recent window (not cumulative).", labels=L),
-            "read_size": GaugeHistogramMetricFamily("stargate_vdisk_read_size_bytes", "Read Size Distribution of the page's recent window (not cumulative).", labels=L),
-            "write_size": GaugeHistogramMetricFamily("stargate_vdisk_write_size_bytes", "Write Size Distribution of the page's recent window (not cumulative).", labels=L),
-        }
+        vinfo = _Family("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm and disk when mapped.")
+        simple = [(attr, _Family(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
+        outstanding = _Family("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
+        outstanding_b = _Family("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
+        detail_up = _Family("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
+        src = _Family("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).")
+        src_r = _Family("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).")
+        dst = _Family("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.")
+        dst_r = _Family("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.")
+        rnd = _Family("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.")
+        seq = _Family("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
+        wss = _Family("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
+        upm = _Family("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
+        hists = [(attr, _Family(name, doc, "histogram"), _Family(f"{name}_gcount", doc), _Family(f"{name}_gsum", doc))
+                 for attr, (name, doc) in _HISTOGRAMS.items()]
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
             names = self.names.get(vid, {})
-            vinfo.add_metric([vid, row.name, row.uuid, cvm_url.split("://", 1)[-1].rstrip("/"),
-                              names.get("vm", ""), names.get("disk", "")], 1)
-            for k, fam in fams.items():
-                fam.add_metric([vid], getattr(row, k))
-            outstanding.add_metric([vid, "read"], row.outstanding_read_ops)
-            outstanding.add_metric([vid, "write"], row.outstanding_write_ops)
-            outstanding_b.add_metric([vid, "read"], row.outstanding_read_bytes)
-            outstanding_b.add_metric([vid, "write"], row.outstanding_write_bytes)
+            v = f'vdisk_id="{_lv(vid)}"'
+            vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
+                      f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
+                      f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}"', 1)
+            for attr, fam in simple:
+                fam.add(v, getattr(row, attr))
+            outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)
+            outstanding.add(f'{v},direction="write"', row.outstanding_write_ops)
+            outstanding_b.add(f'{v},direction="read"', row.outstanding_read_bytes)
+            outstanding_b.add(f'{v},direction="write"', row.outstanding_write_bytes)
             d = r.details.get(vid)
-            detail_up.add_metric([vid], 1 if d is not None else 0)
+            detail_up.add(v, 1 if d is not None else 0)
             if d is None:
                 continue
             for name, (rate, ratio) in d.read_sources.items():
-                src.add_metric([vid, name], rate)
-                src_r.add_metric([vid, name], ratio)
+                lbl = f'{v},source="{_lv(name)}"'
+                src.add(lbl, rate)
+                src_r.add(lbl, ratio)
             for name, (rate, ratio) in d.write_destinations.items():
-                dst.add_metric([vid, name], rate)
-                dst_r.add_metric([vid, name], ratio)
+                lbl = f'{v},destination="{_lv(name)}"'
+                dst.add(lbl, rate)
+                dst_r.add(lbl, ratio)
             for direction in ("read", "write"):
-                if getattr(d, f"{direction}_random_ratio") is not None:
-                    rnd.add_metric([vid, direction], getattr(d, f"{direction}_random_ratio"))
-                if getattr(d, f"{direction}_sequential_ratio") is not None:
-                    seq.add_metric([vid, direction], getattr(d, f"{direction}_sequential_ratio"))
-            for (kind, window), v in d.working_set_bytes.items():
-                wss.add_metric([vid, kind, window], v)
-            for window, v in d.up_migrations.items():
-                upm.add_metric([vid, window], v)
-            for attr, fam in hists.items():
+                ratio = getattr(d, f"{direction}_random_ratio")
+                if ratio is not None:
+                    rnd.add(f'{v},direction="{direction}"', ratio)
+                ratio = getattr(d, f"{direction}_sequential_ratio")
+                if ratio is not None:
+                    seq.add(f'{v},direction="{direction}"', ratio)
+            for (kind, window), value in d.working_set_bytes.items():
+                wss.add(f'{v},kind="{_lv(kind)}",window="{_lv(window)}"', value)
+            for window, value in d.up_migrations.items():
+                upm.add(f'{v},window="{_lv(window)}"', value)
+            for attr, buckets, gcount, gsum in hists:
                 h = getattr(d, attr)
                 if h is None:
                     continue
-                cum, buckets = 0.0, []
+                cum = 0.0
+                name = buckets.name
                 for bound, count in zip(h.bounds, h.counts):
                     cum += count
-                    buckets.append(("+Inf" if math.isinf(bound) else f"{bound:g}", cum))
-                fam.add_metric([vid], buckets, h.sum)
-        yield vinfo
-        yield from fams.values()
-        yield from (outstanding, outstanding_b, detail_up, src, src_r, dst, dst_r, rnd, seq, wss, upm)
-        yield from hists.values()
+                    buckets.lines.append(f'{name}_bucket{{{v},le="{_le(bound)}"}} {_val(cum)}\n')
+                gcount.add(v, cum)
+                gsum.add(v, h.sum)
+        out = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
+               src, src_r, dst, dst_r, rnd, seq, wss, upm]
+        for _, buckets, gcount, gsum in hists:
+            out.extend((buckets, gcount, gsum))
+        return out

@@ -181,11 +181,8 @@ def test_moving_vdisk_is_counted_once():
         result = probe(RequestsClient(session), cluster.urls["cvm-1"], time.monotonic() + 5, discover=True)
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
-        from prometheus_client import CollectorRegistry, generate_latest
         from exporters.stargate.collector import StargateCollector
-        reg = CollectorRegistry()
-        reg.register(StargateCollector(result))
-        text = generate_latest(reg).decode()
+        text = StargateCollector(result).render().decode()
         assert len(samples(text, "stargate_vdisk_info")) == 1
         assert len(samples(text, "stargate_vdisk_read_ops_per_second")) == 1
 
@@ -279,3 +276,19 @@ def test_detail_values_come_from_the_leading_cells():
     extra = page.replace("</td></tr>", "</td><td>999</td></tr>")
     again = parse_vdisk_page(extra)
     assert again.read_latency == detail.read_latency and again.read_sources == detail.read_sources
+
+
+def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
+    from exporters.stargate.collector import HttpClient, StargateCollector, probe
+    result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
+    tricky = 'db "prod"\\new\nline'
+    text = StargateCollector(result, {"1000": {"vm": tricky, "disk": "scsi0:1"}}).render().decode()
+    info = next(dict(k) for k in samples(text, "stargate_vdisk_info") if ("vdisk_id", "1000") in k)
+    assert info["vm"] == tricky and info["disk"] == "scsi0:1"
+    # 1 MiB is written exactly (generate_latest's %g gave le="1.04858e+06", another bucket).
+    les = {dict(k)["le"] for k in samples(text, "stargate_vdisk_write_size_bytes_bucket") if ("vdisk_id", "1000") in k}
+    assert les == {"4096.0", "8192.0", "16384.0", "32768.0", "65536.0", "524288.0", "1048576.0", "+Inf"}
+    assert one(text, "stargate_vdisk_write_size_bytes_bucket", vdisk_id="1000", le="+Inf") == \
+        one(text, "stargate_vdisk_write_size_bytes_gcount", vdisk_id="1000")
+    result = promtool_check_metrics(text)
+    assert result.returncode == 0, result.stdout + result.stderr
