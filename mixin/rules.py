@@ -111,7 +111,15 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     ])
 
     guest: list[Rule] = []
-    vm: list[Rule] = []
+    # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
+    # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
+    # (samples x interval, stepping together with the data) gives the exact mean of the samples.
+    vm: list[Rule] = [Rule(
+        "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is missed; "
+        "the denominator of every VM rate).",
+        f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{w}])\n"
+        f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
+        record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}")]
     storage: list[Rule] = []
     for d in DIRECTIONS:
         guest += [
@@ -127,11 +135,14 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
                  record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}"),
         ]
         vm += [
-            Rule(f"VM: {d} I/Os per second from every 20 s vCenter sample (the true average over the window).",
-                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))",
+            Rule(f"VM: {d} I/Os per second from every 20 s vCenter sample: the ops integrated over the "
+                 "vCenter time they cover (exact whatever the window's alignment with the samples).",
+                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))\n/\n"
+                 f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
                  record=f"vm_disk:ioparallax_vm_{d}_ops:rate{w}"),
-            Rule(f"VM: {d} bytes per second from every 20 s vCenter sample.",
-                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))",
+            Rule(f"VM: {d} bytes per second from every 20 s vCenter sample (as above).",
+                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))\n/\n"
+                 f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
                  record=f"vm_disk:ioparallax_vm_{d}_bytes:rate{w}"),
             Rule(f"VM: op-weighted mean {d} latency (latency x ops integrated, over ops).",
                  f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_latency_seconds_total{vc}[{w}]))\n/\n"
@@ -160,8 +171,9 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     vm.append(Rule(
         "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
         "directions), the concurrency the VM view says the disk ran at.",
-        f"sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{w}]))\n+\n"
-        f"sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{w}]))",
+        f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{w}]))\n  +\n"
+        f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{w}]))\n)\n"
+        f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{w}",
         record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}"))
 
     def both(layer: str, what: str, op: str) -> str:
