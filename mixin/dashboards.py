@@ -356,7 +356,7 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
            f"sum by (vdisk_id) ({S(f'stargate_vdisk_{dr}_latency_seconds_gcount')})", f"{dr} {{{{vdisk_id}}}}")
          for dr in DIRECTIONS] + [Q(S("stargate_vdisk_latency_seconds"), "avg latency {{vdisk_id}}")], w=12))
     d.with_panel(ts(
-        "Ops and throughput", "The vdisk's ops/s (read, write, random, error) from the main page.",
+        "Ops by kind", "The vdisk's ops/s (read, write, random, error) from the main page.",
         "iops", [Q(S(f"stargate_vdisk_{k}_ops_per_second"), f"{k} {{{{vdisk_id}}}}")
                  for k in ("read", "write", "random", "error")], w=12))
     d.with_row(row("Oplog and queue"))
