@@ -27,6 +27,10 @@ from mixin.dashboards_panels import DATASOURCE, LAYER_COLORS, ZERO_COLOR, Q, hea
 
 DIRECTIONS = ("read", "write")
 RI = "$__rate_interval"
+# vCenter's realtime counters advance once per 20 s sample, whatever the scrape interval: rates of
+# the vcenter_*_total counters get this as their Min step, so $__rate_interval spans at least four
+# samples (Grafana: max($__interval + step, 4 x step)) instead of the datasource's 4 scrapes.
+VCENTER_SAMPLE = "20s"
 ZERO_BUCKETS = "zero|estore_zero|oplog_zero"
 
 
@@ -460,12 +464,12 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
             f"Ops, {dr}s", "Dashed: the latest 20 s sample (what the vSphere chart shows). Solid: the "
             "true average over $__rate_interval, from every sample integrated.", "iops",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_ops_per_second"), f"{V} 20 s sample"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true average")],
+             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true average", min_step=VCENTER_SAMPLE)],
             w=8, dashed=[".* sample$"]))
         d.with_panel(ts(
             f"Throughput, {dr}s", "20 s sample (dashed) and true average (solid).", "binBps",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_bytes_per_second"), f"{V} 20 s sample"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}])", f"{V} true average")],
+             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}])", f"{V} true average", min_step=VCENTER_SAMPLE)],
             w=8, dashed=[".* sample$"]))
         d.with_panel(ts(
             f"Latency, {dr}s", "vCenter's millisecond counter (sub-ms shows 0), the microsecond "
@@ -473,27 +477,27 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_seconds"), f"{V} sample (ms)"),
              Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
              Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}]) / "
-               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean")],
+               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean", min_step=VCENTER_SAMPLE)],
             w=8, dashed=[".* sample .*"]))
         d.with_panel(ts(
             f"Outstanding I/Os, {dr}s", "The sample's OIO against the time-integrated outstanding I/Os, "
             "and Little's law: ops/s x latency. Implied far below reported: bursts.", "short",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_outstanding_seconds_total')}[{RI}])", f"{V} mean OIO"),
+             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_outstanding_seconds_total')}[{RI}])", f"{V} mean OIO", min_step=VCENTER_SAMPLE),
              Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}])",
-               f"{V} Little (ops/s x latency)")], w=12, dashed=[".* sample OIO$"]))
+               f"{V} Little (ops/s x latency)", min_step=VCENTER_SAMPLE)], w=12, dashed=[".* sample OIO$"]))
         d.with_panel(ts(
             f"I/O size, {dr}s", "The sample's I/O size and the true mean (bytes / ops).", "bytes",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_io_size_bytes"), f"{V} sample"),
              Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}]) / "
-               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean")],
+               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean", min_step=VCENTER_SAMPLE)],
             w=12, dashed=[".* sample$"]))
     d.with_row(row("Seeks and sampling"))
     d.with_panel(ts(
         "Seeks", "Seeks by distance class (small < 64, medium 64-8192, large > 8192 LBNs): the latest "
         "sample and the rate of the integrated counter. Mostly small seeks: sequential.", "short",
         [Q(e.vc("vcenter_virtual_disk_sample_seeks"), f"{V} {{{{class}}}} sample"),
-         Q(f"rate({e.vc('vcenter_virtual_disk_seeks_total')}[{RI}])", f"{V} {{{{class}}}} per second")],
+         Q(f"rate({e.vc('vcenter_virtual_disk_seeks_total')}[{RI}])", f"{V} {{{{class}}}} per second", min_step=VCENTER_SAMPLE)],
         w=12, dashed=[".* sample$"]))
     d.with_panel(ts(
         "Sample age", "Seconds since the end of vCenter's latest 20 s sample. Above ~60 s the VM view "

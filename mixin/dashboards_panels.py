@@ -33,11 +33,14 @@ class Q:
     legend: str = ""
     instant: bool = False
     fmt: str = "time_series"    # time_series | table | heatmap
+    min_step: str = ""          # the query's Min step; Grafana's $__rate_interval is then >= 4x it
 
 
 def _target(q: Q, ref: str) -> prometheus.Dataquery:
     t = (prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(DATASOURCE)
          .legend_format(q.legend or "__auto").format(PromQueryFormat(q.fmt)))
+    if q.min_step:
+        t.interval(q.min_step)
     return t.instant() if q.instant else t.range()
 
 

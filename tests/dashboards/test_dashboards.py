@@ -161,3 +161,17 @@ def test_every_metric_name_is_exposed_by_an_exporter_or_recorded_by_a_rule(dashb
     for source in ("stargate", "vcenter", "fio"):
         assert used.keys() & exposed_names[source], source
     assert len(used.keys() & recorded) >= 20
+
+
+def test_vcenter_rates_span_several_20s_samples(dashboards):
+    # vCenter counters step once per 20 s sample: a rate over Grafana's default $__rate_interval
+    # (4 x the 5 s scrape interval = 20 s) would hold one step or none. The Min step makes
+    # $__rate_interval at least 4 x 20 s.
+    seen = 0
+    for fname, m in dashboards.items():
+        for p in panels(m):
+            for t in p.get("targets", []) or []:
+                if any("vcenter_" in arg for arg in rate_calls(t["expr"])):
+                    seen += 1
+                    assert t.get("interval") == "20s", f"{fname} / {p['title']} / {t['refId']}"
+    assert seen >= 13
