@@ -112,3 +112,48 @@ def test_variables_offer_the_scenarios_vm_disks(stack):
         assert {r["metric"]["vm"] for r in disks} == {values["vm"]}, fname
         vdisks = stack.query(substitute(variables["vdisk"], values))
         assert {r["metric"]["vdisk_id"] for r in vdisks} == {values["vdisk"]}, fname
+
+
+# What the panels must show for the first joined VM disk of each scenario (the scenario files'
+# numbers): (file, panel title, refId) -> (expected value, relative tolerance).
+TRUTH = {
+    "zero-heavy": {
+        # vCenter's 20 s sample of a steady 9000 read IO/s, exactly.
+        ("ioparallax-vcenter.json", "Ops, reads", "A"): (9000, 0),
+        # Op-weighted mean read latency from the integrated counters: a ratio of rates, so the
+        # window does not dilute it: the scenario's 250 us.
+        ("ioparallax-vcenter.json", "Latency, reads", "C"): (250e-6, 0.02),
+        # 35.7 % of read bytes from the zero buckets; the page's MB/s are whole numbers.
+        ("ioparallax-vdisk.json", "Zero share", "A"): (0.357, 0.06),
+        ("ioparallax-vdisk.json", "Zero share", "B"): (0.40, 0.06),
+    },
+    "clean-oltp": {
+        ("ioparallax-vcenter.json", "Ops, reads", "A"): (2000, 0),
+        ("ioparallax-vcenter.json", "Latency, reads", "C"): (400e-6, 0.02),
+        ("ioparallax-vdisk.json", "Zero share", "A"): (0.0, 0),
+        ("ioparallax-vdisk.json", "Zero share", "B"): (0.0, 0),
+    },
+}
+
+
+def panel_query(fname: str, title: str, ref: str) -> str:
+    from tests.dashboards.promql import panels
+    [t] = [t for p in panels(DASHBOARDS[fname]) if p.get("title") == title
+           for t in p.get("targets", []) if t["refId"] == ref]
+    return t["expr"]
+
+
+def test_panels_show_the_scenarios_numbers(stack):
+    values = joined_vm_disk(stack)
+    for (fname, title, ref), (want, rel) in TRUTH[stack.scenario].items():
+        q = substitute(panel_query(fname, title, ref), values)
+        res = wait_for(stack, q, 60)
+        assert len(res) == 1, (title, ref, res)
+        assert float(res[0]["value"][1]) == pytest.approx(want, rel=rel, abs=1e-9), (title, ref, q)
+    if stack.scenario == "zero-heavy":
+        hygiene = wait_for(stack, substitute(panel_query("ioparallax-fio.json", "Hygiene findings", "A"), values), 60)
+        assert "zero_buffers" in {r["metric"]["problem"] for r in hygiene}
+        assert {r["metric"]["vm"] for r in hygiene} == {values["vm"]}
+        firing = wait_for(stack, panel_query("ioparallax-overview.json", "Firing alerts", "A"), 150)
+        assert ("IoparallaxFioJobHygiene", values["vm"]) in {(r["metric"]["alertname"], r["metric"].get("vm"))
+                                                              for r in firing}
