@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
+import time
+from dataclasses import dataclass
 
 from exporters.common.config import ConfigError, Section, load_yaml
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
 from .collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe
+from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
 
 log = logging.getLogger("exporters.stargate")
 
@@ -29,7 +31,17 @@ examples:
   curl 'http://localhost:9761/probe?target=10.0.0.11'               # one CVM (port 2009)
   curl 'http://localhost:9761/probe?target=10.0.0.11&discover=true' # the whole cluster
 
-vdisk mapping file (--config.file), to add vm and disk labels to stargate_vdisk_info:
+vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
+virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
+a hand-listed vdisk wins over Prism. A Prism failure is logged with its cause and never fails a
+probe (the last good mapping stays; stargate_prism_up shows it).
+  prism:
+    url: https://10.0.0.10:9440     # Prism Element: the cluster VIP or any CVM (port 9440)
+    username_env: PRISM_USERNAME    # or username: monitoring
+    password_env: PRISM_PASSWORD    # the password comes from this environment variable
+    tls_verify: true                # default; false opts out explicitly; or ca_file: /path/ca.pem
+    timeout: 5s                     # default 5s
+    refresh_interval: 5m            # default 5m (after a failure: retried after 1m)
   vdisks:
     "1000": {vm: oltp-01, disk: "scsi0:1"}
 
@@ -37,9 +49,16 @@ See docs/stargate.md for every metric and its source field.
 """
 
 
-def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
+@dataclass
+class StargateConfig:
+    vdisks: dict[str, dict[str, str]]
+    prism: PrismConfig | None
+
+
+def load_config(path: str | None) -> StargateConfig:
+    """--config.file: ``vdisks`` (hand mapping) and ``prism`` (API mapping), both optional."""
     if not path:
-        return {}
+        return StargateConfig({}, None)
     root = Section(load_yaml(path), path)
     out: dict[str, dict[str, str]] = {}
     vd = root.section("vdisks")
@@ -50,19 +69,31 @@ def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
         out[str(vid)] = {"vm": entry.get("vm", str), "disk": entry.get("disk", str, default="")}
         entry.reject_unknown()
     vd.reject_unknown()
+    prism = prism_config(root.section("prism"))
     root.reject_unknown()
-    return out
+    return StargateConfig(out, prism)
 
 
-def make_app(concurrency: int, mapping: dict[str, dict[str, str]], default_timeout: float) -> ExporterApp:
+def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
+    return load_config(path).vdisks
+
+
+def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float) -> ExporterApp:
     client = HttpClient()
+    if not isinstance(names, VDiskNames):
+        names = VDiskNames(names)
 
     def handler(p: Probe):
         discover = p.params.get("discover", "false").lower()
         if discover not in ("true", "false", "1", "0"):
             raise BadRequest(f"discover must be true or false, got {discover!r}")
+        # A stale Prism mapping is refreshed alongside the probe; the probe waits for it only
+        # until its own deadline, then uses the mapping it has (the refresh finishes later).
+        refresh = names.start_refresh_if_stale()
         result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency)
-        return StargateCollector(result, mapping).render()
+        if refresh is not None:
+            refresh.join(max(0.0, p.deadline - time.monotonic()))
+        return StargateCollector(result, names).render()
 
     return ExporterApp(
         name="stargate-exporter",
@@ -79,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--web.listen-address", dest="listen", default=":9761",
                         help="address to serve /probe, /metrics and / on (default: %(default)s)")
     parser.add_argument("--config.file", dest="config", default=None,
-                        help="YAML file mapping vdisk ids to VM and disk names (optional)")
+                        help="YAML file: vdisk -> VM and disk names, by hand (vdisks:) and/or from Prism's "
+                             "v2 API (prism:); see below (optional)")
     parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="detail pages fetched at once per probe (default: %(default)s)")
     parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
@@ -88,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        mapping = load_mapping(args.config)
+        config = load_config(args.config)
         host, port = parse_listen_address(args.listen)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -99,7 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
         return 2
-    server = ExporterServer(make_app(args.concurrency, mapping, args.timeout), host, port)
+    names = VDiskNames(config.vdisks, PrismClient(config.prism) if config.prism else None)
+    if config.prism:
+        verify = config.prism.tls_verify
+        log.info("vdisk names from Prism %s (%s, TLS %s, refreshed every %.0f s) and %d hand-mapped vdisks",
+                 config.prism.endpoint, "with credentials" if config.prism.username else "without credentials",
+                 "NOT verified (tls_verify: false)" if verify is False else
+                 f"verified against {verify}" if isinstance(verify, str) else "verified",
+                 config.prism.refresh_interval, len(config.vdisks))
+    server = ExporterServer(make_app(args.concurrency, names, args.timeout), host, port)
     log.info("listening on %s:%d", *server.address)
     try:
         server.serve_forever()

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from .prism import VDiskNames
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
 
 log = logging.getLogger(__name__)
@@ -275,11 +276,12 @@ _HISTOGRAMS = {   # VDiskDetail attribute -> (metric, HELP)
 
 class StargateCollector:
     """The exposition of one probe result, built fresh for every scrape (nothing is kept
-    between probes). ``vdisk_names``: vdisk id -> {"vm": ..., "disk": ...} for the info metric."""
+    between probes but the Prism mapping, which is inventory). ``vdisk_names``: a
+    :class:`VDiskNames` (YAML and Prism), or a plain vdisk id -> {"vm", "disk"} mapping."""
 
-    def __init__(self, result: ProbeResult, vdisk_names: dict[str, dict[str, str]] | None = None):
+    def __init__(self, result: ProbeResult, vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None):
         self.result = result
-        self.names = vdisk_names or {}
+        self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
 
     def render(self) -> bytes:
         return "".join(f.text() for f in self._families()).encode("utf-8")
@@ -302,6 +304,11 @@ class StargateCollector:
             else:
                 log.warning("stargate target %s: main page failed: %s", r.target, c.error)
         fams = [up, duration, cvm_up, info]
+        if self.names.prism_up is not None:
+            prism = _Family("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
+                                                 "cached as inventory for prism.refresh_interval) succeeded, else 0.")
+            prism.add("", 1 if self.names.prism_up else 0)
+            fams.append(prism)
         if r.up:
             fams.extend(self._vdisks())
         return fams
@@ -324,7 +331,7 @@ class StargateCollector:
         hists = [(attr, _Family(name, doc, "histogram"), _Family(f"{name}_gcount", doc), _Family(f"{name}_gsum", doc))
                  for attr, (name, doc) in _HISTOGRAMS.items()]
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
-            names = self.names.get(vid, {})
+            names = self.names.lookup(vid, row.uuid)
             v = f'vdisk_id="{_lv(vid)}"'
             vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
                       f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'

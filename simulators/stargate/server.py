@@ -16,6 +16,7 @@ and any CVM's server controls every CVM). See ``docs/stargate-simulator.md``.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -214,13 +215,16 @@ class StargateCluster:
     ``history_start``: epoch when the simulated Stargates started (default: ``clock()`` now);
     the 1 hr working set reads 0 until an hour after it.
     ``vdisk_count``: serve a synthetic scenario with that many vdisks on the first CVM.
+    ``prism_auth``: (user, password) that the Prism endpoint requires as HTTP basic auth (401
+    otherwise), as real Prism does; None serves it without authentication.
     """
 
     def __init__(self, scenario_or_name: Scenario | str | os.PathLike[str] | None = None, *,
                  host: str = "127.0.0.1", ports: Sequence[int] | Mapping[str, int] | None = None,
                  clock: Callable[[], float] = time.time, vdisk_count: int | None = None,
-                 history_start: float | None = None):
+                 history_start: float | None = None, prism_auth: tuple[str, str] | None = None):
         self.scenario = resolve_scenario(scenario_or_name, vdisk_count)
+        self.prism_auth = prism_auth
         self.trace: Trace = compile_scenario(self.scenario)
         self.clock = clock
         self.start_time = clock() if history_start is None else history_start
@@ -501,6 +505,12 @@ class StargateCluster:
             elif fault.mode == "garbage":
                 h.send_body(200, b"\x89\x00\xffGARBAGE\x1f\x8b" + hashlib.sha256(h.path.encode()).digest() * 64,
                             "text/html")
+                return
+        if scope == "prism" and self.prism_auth is not None:
+            expected = "Basic " + base64.b64encode(":".join(self.prism_auth).encode()).decode()
+            if h.headers.get("Authorization", "") != expected:
+                h.send_body(401, b'{"message": "Authentication required.", "error_code": {"code": 401}}',
+                            "application/json")
                 return
         try:
             status, body, ctype = self._render(cvm.name, path, query, scope, vdisk)

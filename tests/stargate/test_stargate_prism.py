@@ -1,0 +1,202 @@
+"""vdisk -> VM/disk names from Prism's v2 virtual_disks API, against the simulator's Prism endpoint
+(which requires basic auth here, as real Prism does): the happy path through the exporter, the
+YAML merge, and every failure path (bad credentials, HTTP 500, garbage, slow, refused, TLS), none
+of which may fail a probe or print the password."""
+
+import logging
+import time
+
+import pytest
+import requests
+
+from exporters.common.config import ConfigError, Section
+from exporters.common.web import ExporterServer
+from exporters.stargate.cli import load_config, make_app
+from exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
+from simulators.stargate import pages
+from simulators.stargate.server import StargateCluster
+from tests.stargate.test_stargate_exporter import one, samples
+
+FROZEN = 1_700_000_000.0
+USER, PASSWORD = "monitor", "pr1sm-s3cret-pw"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with StargateCluster("zero-heavy", clock=lambda: FROZEN, prism_auth=(USER, PASSWORD)) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def no_faults(cluster):
+    cluster.clear_faults()
+    yield
+    cluster.clear_faults()
+
+
+def names_for(cluster, cvm="cvm-1", password=PASSWORD, **kw) -> VDiskNames:
+    cfg = PrismConfig(url=cluster.urls[cvm], username=USER, password=password, **kw)
+    return VDiskNames({}, PrismClient(cfg))
+
+
+def expected(cluster):
+    """vdisk id -> (uuid, vm, disk address) from the scenario itself."""
+    return {str(d.vdisk_id): (d.vdisk_uuid, d.vm, pages.disk_address(d)) for d in cluster.scenario.disks}
+
+
+def scrape(server, target, timeout="4"):
+    r = requests.get(server.url + "/probe", params={"target": target, "discover": "true"},
+                     headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout}, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def vm_labels(text):
+    return {dict(k)["vdisk_id"]: (dict(k)["vm"], dict(k)["disk"]) for k in samples(text, "stargate_vdisk_info")}
+
+
+def test_prism_names_reach_vdisk_info_and_yaml_wins(cluster):
+    names = names_for(cluster)
+    names.yaml = {"1001": {"vm": "hand-mapped", "disk": "scsi0:7"}}
+    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    try:
+        text = scrape(srv, cluster.urls["cvm-1"].split("://")[1])
+    finally:
+        srv.stop()
+    truth = expected(cluster)
+    assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 1
+    labels = vm_labels(text)
+    assert labels["1000"] == (truth["1000"][1], truth["1000"][2]) == ("bench-01", "scsi.1")
+    assert labels["1001"] == ("hand-mapped", "scsi0:7")       # the hand mapping wins over Prism
+    assert set(labels) == set(truth)
+
+
+def test_lookup_joins_by_uuid_and_by_id_only_without_uuid(cluster):
+    names = names_for(cluster)
+    assert names.refresh() is True
+    uuid, vm, disk = expected(cluster)["1000"]
+    assert names.lookup("1000", uuid.upper()) == {"vm": vm, "disk": disk}
+    assert names.lookup("1000", "") == {"vm": vm, "disk": disk}           # row without a UUID: by id
+    # Another cluster's vdisk with the same id but its own UUID is not labelled.
+    assert names.lookup("1000", "00000000-0000-0000-0000-000000000000") == {}
+
+
+def assert_no_password(caplog):
+    assert PASSWORD not in caplog.text
+
+
+@pytest.mark.parametrize("mode, kw, cause", [
+    ("http_500", {}, "HTTP 500"),
+    ("garbage", {}, "not JSON"),
+    ("truncated", {}, "not JSON"),
+    ("slow", {"delay": 3}, "timed out after 1.0 s"),
+])
+def test_prism_faults_keep_the_mapping_and_are_logged_once(cluster, caplog, mode, kw, cause):
+    names = names_for(cluster, timeout=1.0)
+    assert names.refresh() is True and names.prism_up
+    uuid, vm, disk = expected(cluster)["1000"]
+    cluster.set_fault("cvm-1", mode, only="prism", **kw)
+    caplog.set_level(logging.DEBUG, logger="exporters.stargate.prism")
+    assert names.refresh() is False
+    assert names.prism_up is False
+    assert names.lookup("1000", uuid) == {"vm": vm, "disk": disk}, "the mapping stays as it was"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and cause in warnings[0] and "keeping the mapping" in warnings[0], warnings
+    names.refresh()                                  # the same cause again: not a second warning
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    assert_no_password(caplog)
+    cluster.clear_faults()
+    assert names.refresh() is True and names.prism_up
+
+
+def test_wrong_password_is_named_not_printed(cluster, caplog):
+    names = names_for(cluster, password="wrong-" + PASSWORD)
+    caplog.set_level(logging.DEBUG)
+    assert names.refresh() is False
+    assert "HTTP 401, the credentials were refused" in caplog.text
+    assert "YAML mapping only" in caplog.text
+    assert names.lookup("1000", expected(cluster)["1000"][0]) == {}
+    assert PASSWORD not in caplog.text and "wrong-" not in caplog.text
+
+
+def test_refused_prism_never_fails_the_probe(cluster, caplog):
+    # Prism on cvm-3, which refuses connections (it hosts no vdisk); the probe reads cvm-1 and -2.
+    names = names_for(cluster, cvm="cvm-3")
+    names.yaml = {"1000": {"vm": "from-yaml", "disk": ""}}
+    cluster.set_fault("cvm-3", "refused")
+    caplog.set_level(logging.WARNING)
+    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    try:
+        text = scrape(srv, cluster.urls["cvm-1"].split("://")[1])
+    finally:
+        srv.stop()
+    assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 0
+    labels = vm_labels(text)
+    assert labels.pop("1000") == ("from-yaml", "")
+    assert labels and set(labels.values()) == {("", "")}        # YAML-only: the others unnamed
+    assert "connection refused" in caplog.text and "YAML mapping only" in caplog.text
+    assert_no_password(caplog)
+
+
+def test_slow_prism_does_not_hold_the_probe_past_its_deadline(cluster):
+    names = names_for(cluster, timeout=10.0)
+    cluster.set_fault("cvm-1", "slow", delay=4, only="prism")
+    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    try:
+        start = time.monotonic()
+        text = scrape(srv, cluster.urls["cvm-1"].split("://")[1], timeout="2")
+        elapsed = time.monotonic() - start
+    finally:
+        srv.stop()
+    assert elapsed < 2.5, elapsed
+    assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 0
+    assert vm_labels(text)["1000"] == ("", "")
+
+
+def test_tls_to_a_plain_http_port_is_a_logged_tls_error(cluster, caplog):
+    names = names_for(cluster)
+    names.client.cfg.url = cluster.urls["cvm-1"].replace("http://", "https://")
+    caplog.set_level(logging.WARNING)
+    assert names.refresh() is False
+    assert "TLS error" in caplog.text and "tls_verify: false" in caplog.text
+    assert_no_password(caplog)
+
+
+def test_refresh_interval_caches_the_inventory(cluster):
+    now = [100.0]
+    cfg = PrismConfig(url=cluster.urls["cvm-1"], username=USER, password=PASSWORD, refresh_interval=300)
+    names = VDiskNames({}, PrismClient(cfg), clock=lambda: now[0])
+    assert names.stale()
+    assert names.refresh()
+    before = cluster.request_counts.get(("cvm-1", "/PrismGateway/services/rest/v2.0/virtual_disks"), 0)
+    now[0] += 299
+    assert not names.stale() and names.start_refresh_if_stale() is None
+    now[0] += 1
+    assert names.stale()
+    t = names.start_refresh_if_stale()
+    t.join(5)
+    assert cluster.request_counts[("cvm-1", "/PrismGateway/services/rest/v2.0/virtual_disks")] == before + 1
+
+
+def test_config_section(tmp_path):
+    env = {"PRISM_PASSWORD": PASSWORD, "PRISM_USERNAME": USER}
+    cfg = prism_config(Section({"url": "10.0.0.10", "username_env": "PRISM_USERNAME",
+                                "password_env": "PRISM_PASSWORD"}, "x.yml", "prism"), env)
+    assert cfg.url == "https://10.0.0.10:9440" and cfg.tls_verify is True
+    assert cfg.username == USER and cfg.password == PASSWORD
+    assert PASSWORD not in repr(cfg)
+    assert cfg.timeout == 5.0 and cfg.refresh_interval == 300.0
+    off = prism_config(Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism"))
+    assert off.tls_verify is False and off.refresh_interval == 60.0
+    with pytest.raises(ConfigError, match=r"x.yml: prism.password_env: environment variable NOPE is not set"):
+        prism_config(Section({"url": "p", "username": "u", "password_env": "NOPE"}, "x.yml", "prism"), {})
+    with pytest.raises(ConfigError, match=r"prism.ca_file: no such file"):
+        prism_config(Section({"url": "p", "ca_file": str(tmp_path / "missing.pem")}, "x.yml", "prism"))
+    with pytest.raises(ConfigError, match=r"prism.tls_verfy: unknown key"):
+        prism_config(Section({"url": "p", "tls_verfy": False}, "x.yml", "prism"))
+    f = tmp_path / "stargate.yml"
+    f.write_text('prism: {url: "https://p:9440", username: u, password: pw}\n'
+                 'vdisks:\n  "1000": {vm: a}\n')
+    both = load_config(str(f))
+    assert both.prism.endpoint == "https://p:9440/PrismGateway/services/rest/v2.0/virtual_disks"
+    assert both.vdisks == {"1000": {"vm": "a", "disk": ""}}
