@@ -104,6 +104,9 @@ class Stack:
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
     vcenter_scrape_interval: str = "20s"
+    # fio writes a status record every second; scraping its exporter as often keeps fio's own
+    # per-interval numbers (fio_*_interval_*) at 1 s, so a 1 s burst is seen at its height.
+    fio_scrape_interval: str | None = "1s"
     rules_dir: Path | None = None     # rule files (*.rules.yml) to load; None: the repo's alerts/
     extra_rule_files: list[Path] = field(default_factory=list)
     alertmanager_webhook: str | None = None   # tests: receive alerts here
@@ -315,13 +318,16 @@ class Stack:
             proc = self._start(f"fio-exporter-{vm}", [
                 BIN / "fio-exporter", "serve", f"--web.listen-address=127.0.0.1:{port}",
                 f"--fio.watch={where['stream']}", f"--fio.host={vm}", f"--collector.sysfs={where['sysfs']}",
-                f"--fio.cache-size={cache}", f"--fio.scrape-interval={self.scrape_interval}",
+                f"--fio.cache-size={cache}", f"--fio.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
             ], url=f"http://127.0.0.1:{port}")
             procs.append(proc)
             static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
         for proc in procs:
             self._wait_http(proc, "/metrics")
-        return [{"job_name": "fio", "static_configs": static}]
+        job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
+        if self.fio_scrape_interval:
+            job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
+        return [job]
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)
