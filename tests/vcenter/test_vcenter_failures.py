@@ -113,3 +113,21 @@ def test_config_errors_name_file_and_key(tmp_path, text, key, message):
     with pytest.raises(ConfigError) as err:
         load_config(str(path), env={})
     assert str(path) in str(err.value) and key in str(err.value) and message in str(err.value)
+
+
+def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postgres_trace, exporter):
+    """16 QueryPerf calls, two in flight at once, all on an expired session: the session is
+    re-established once and every VM is still collected."""
+    path, _ = postgres_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-session-timeout", "1s",
+                              "-max-query-metrics", "15", "-vms", "15")
+    exp = exporter(insecure_config(), ENV)
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1 and value(m, "vcenter_perf_queries") == 16
+    time.sleep(2.5)
+    m = exp.probe(address)
+    assert value(m, "vcenter_up") == 1
+    assert value(m, "vcenter_perf_queries") == 16
+    assert value(m, "vcenter_session_logins_total") == 2
+    assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
+
