@@ -134,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     names = VDiskNames(config.vdisks, PrismClient(config.prism) if config.prism else None)
     if config.prism:
         verify = config.prism.tls_verify
-        log.info("vdisk names from Prism %s (%s, TLS %s, refreshed every %.0f s) and %d hand-mapped vdisks",
+        plain = config.prism.url.startswith("http://")
+        log.info("vdisk names from Prism %s (%s, %s, refreshed every %.0f s) and %d hand-mapped vdisks",
                  config.prism.endpoint, "with credentials" if config.prism.username else "without credentials",
-                 "NOT verified (tls_verify: false)" if verify is False else
-                 f"verified against {verify}" if isinstance(verify, str) else "verified",
+                 "plain HTTP, no TLS" if plain else "TLS NOT verified (tls_verify: false)" if verify is False else
+                 f"TLS verified against {verify}" if isinstance(verify, str) else "TLS verified",
                  config.prism.refresh_interval, len(config.vdisks))
+        if plain and config.prism.username:
+            log.warning("prism.url is plain http://: the credentials cross the network unencrypted")
     server = ExporterServer(make_app(args.concurrency, names, args.timeout), host, port)
     log.info("listening on %s:%d", *server.address)
     try:

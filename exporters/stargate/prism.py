@@ -59,6 +59,9 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
         url = f"https://{url}" + ("" if ":" in url.rsplit("]", 1)[-1] else f":{DEFAULT_PORT}")
     if not url.startswith(("http://", "https://")):
         raise section.error("url", f"expected an http:// or https:// URL, got {url!r}")
+    if "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        # A URL is printed in log lines; credentials in it would be too.
+        raise section.error("url", "no credentials in the URL: use username(_env) and password_env")
     username = section.get("username", str, default="")
     username_env = section.get("username_env", str, default="")
     if username_env:
@@ -146,8 +149,8 @@ class PrismClient:
 
 def _reason(exc: Exception) -> str:
     """The innermost cause's class name: requests' messages repeat the URL and pool details."""
-    inner = exc
-    while inner.__context__ is not None or getattr(inner, "reason", None) is not None:
+    inner: BaseException = exc
+    for _ in range(10):
         nxt = getattr(inner, "reason", None) or inner.__context__
         if not isinstance(nxt, BaseException) or nxt is inner:
             break

@@ -192,6 +192,8 @@ def test_config_section(tmp_path):
         prism_config(Section({"url": "p", "username": "u", "password_env": "NOPE"}, "x.yml", "prism"), {})
     with pytest.raises(ConfigError, match=r"prism.ca_file: no such file"):
         prism_config(Section({"url": "p", "ca_file": str(tmp_path / "missing.pem")}, "x.yml", "prism"))
+    with pytest.raises(ConfigError, match=r"prism.url: no credentials in the URL"):
+        prism_config(Section({"url": "https://admin:pw@p:9440"}, "x.yml", "prism"))
     with pytest.raises(ConfigError, match=r"prism.tls_verfy: unknown key"):
         prism_config(Section({"url": "p", "tls_verfy": False}, "x.yml", "prism"))
     f = tmp_path / "stargate.yml"
@@ -200,3 +202,31 @@ def test_config_section(tmp_path):
     both = load_config(str(f))
     assert both.prism.endpoint == "https://p:9440/PrismGateway/services/rest/v2.0/virtual_disks"
     assert both.vdisks == {"1000": {"vm": "a", "disk": ""}}
+
+
+def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(cluster, tmp_path):
+    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+    cfg = tmp_path / "stargate.yml"
+    cfg.write_text(f"prism:\n  url: {cluster.urls['cvm-2']}\n  username_env: SG_PRISM_USER\n"
+                   "  password_env: SG_PRISM_PASSWORD\n  timeout: 2s\n")
+    port = free_port()
+    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                                                f"--config.file={cfg}", "--log.level=debug"],
+                          tmp_path, env={"SG_PRISM_USER": USER, "SG_PRISM_PASSWORD": PASSWORD})
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"], "discover": "true"},
+                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"}, timeout=30)
+        assert one(r.text, "stargate_prism_up") == 1
+        assert vm_labels(r.text)["1000"] == ("bench-01", "scsi.1")
+        cluster.set_fault("cvm-2", "http_500", only="prism")
+        # Refreshed only after refresh_interval (5m): the next probe keeps the cached names.
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"]},
+                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"}, timeout=30)
+        assert one(r.text, "stargate_prism_up") == 1 and vm_labels(r.text)["1000"] == ("bench-01", "scsi.1")
+    finally:
+        proc.stop()
+    log_text = proc.log_path.read_text()
+    assert "vdisk names from Prism" in log_text and "with credentials" in log_text and "plain HTTP" in log_text
+    assert "credentials cross the network unencrypted" in log_text
+    assert PASSWORD not in log_text and USER not in log_text
