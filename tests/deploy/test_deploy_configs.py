@@ -88,3 +88,23 @@ def test_alertmanager_config_is_valid():
     res = subprocess.run(["amtool", "check-config", str(REPO / "deploy/alertmanager/alertmanager.yml")],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_compose_prometheus_loads_the_generated_rules_and_grafana_the_dashboards(demo_config):
+    prom = demo_config["services"]["prometheus"]
+    assert "--enable-feature=extra-scrape-metrics" in prom["command"]     # IoparallaxScrapeSlow needs it
+    mounts = {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
+              (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in prom["volumes"]}
+    rules_dir = mounts[str(REPO / "alerts")]
+    cfg = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
+    patterns = [p for p in cfg["rule_files"] if p.startswith(rules_dir + "/")]
+    assert patterns, f"prometheus.yml loads no rules from the mounted {rules_dir}"
+    loaded = {p.name for pat in patterns for p in (REPO / "alerts").glob(pat[len(rules_dir) + 1:])}
+    assert loaded == {"ioparallax.rules.yml", "ioparallax-alerts.rules.yml"}
+    grafana = demo_config["services"]["grafana"]
+    gmounts = {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
+               (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in grafana["volumes"]}
+    provider = yaml.safe_load((REPO / "deploy/grafana/provisioning/dashboards/ioparallax.yml").read_text())
+    path = provider["providers"][0]["options"]["path"]
+    assert gmounts[str(REPO / "dashboards")] == path
+    assert len(list((REPO / "dashboards").glob("*.json"))) >= 5
