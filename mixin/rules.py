@@ -334,6 +334,11 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "Storage-side heuristic, labelled as such: back-end reads on a write-only workload.",
               signal="heuristic"),
     ])
+    def disagree(layer: str) -> str:
+        ratio = f"avg_over_time(vm_disk:ioparallax_{layer}_to_vm_bytes:ratio{w}[{cfg.windows.agreement}])"
+        return (f"(\n  {ratio} > {t.views_bytes_ratio:g}\n  or {ratio} < {1 / t.views_bytes_ratio:.4g}\n)\n"
+                f"and on (vm, disk) {both_bytes(w)} > {busy}")
+
     views = Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
         alert("IoparallaxBurstAveragedAway", "warning", f.burst,
               f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
@@ -345,9 +350,7 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
               "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy."),
         alert("IoparallaxViewsDisagree", "warning", f.views_disagree,
-              f"(\n  avg_over_time(vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) > {t.views_bytes_ratio:g}\n"
-              f"  or avg_over_time(vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) < {1 / t.views_bytes_ratio:.4g}\n"
-              f")\nand on (vm, disk) {both_bytes(w)} > {busy}",
+              disagree("guest"),
               "The guest and the VM disagree on the bytes moved.",
               "Over {cfg.windows.agreement}, the guest moved {{ $value | printf \"%.2f\" }} times the bytes "
               "vCenter counted for {{ $labels.vm }} {{ $labels.disk }}. Check that the fio jobs run on this "
@@ -355,9 +358,7 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
                   "{cfg.windows.agreement}", cfg.windows.agreement),
               "Guest bytes against VM bytes over the agreement window, outside the tolerance."),
         alert("IoparallaxStorageViewDisagrees", "warning", f.views_disagree,
-              f"(\n  avg_over_time(vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) > {t.views_bytes_ratio:g}\n"
-              f"  or avg_over_time(vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}[{cfg.windows.agreement}]) < {1 / t.views_bytes_ratio:.4g}\n"
-              f")\nand on (vm, disk) {both_bytes(w)} > {busy}",
+              disagree("storage"),
               "The storage and the VM disagree on the bytes moved.",
               "Over " + cfg.windows.agreement + ", the Stargate frontend of {{ $labels.vm }} {{ $labels.disk }} "
               "moved {{ $value | printf \"%.2f\" }} times the bytes vCenter counted. Check the vdisk mapping "
