@@ -85,6 +85,12 @@ def _cells(row, n: int | None = None) -> list:
 
 
 def _num(text: str, where: str, key: str = "") -> float:
+    if not text:
+        return 0.0
+    try:
+        return float(text)          # the common case: a plain number
+    except ValueError:
+        pass
     t = text.strip().rstrip("%").strip()
     if not t:
         return 0.0
@@ -366,25 +372,36 @@ def _sections(doc) -> dict[str, tuple[str, object]]:
     return out
 
 
+def _row_texts(row, n: int) -> list[str]:
+    """The texts of a row's first ``n`` cells (``_text`` of each, inlined: this runs for every
+    row of every detail page)."""
+    out: list[str] = []
+    for cell in row.iterchildren("td"):
+        t = "".join(cell.itertext()) if len(cell) else (cell.text or "")
+        out.append(" ".join(t.replace("\xa0", " ").split()) if t else "")
+        if len(out) == n:
+            break
+    return out
+
+
 def _value_rows(table):
-    """(label, cells) of the rows of a label | value | value table, without its Total row."""
+    """(label, value 1, value 2) texts of the rows of a label | value | value table, without its
+    Total row."""
     for row in _rows(table):
-        cells = _cells(row, 3)
-        if len(cells) >= 3:
-            label = _text(cells[0])
-            if label.lower() != "total":
-                yield label, cells
+        texts = _row_texts(row, 3)
+        if len(texts) >= 3 and texts[0].lower() != "total":
+            yield texts
 
 
 def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> Histogram:
     counts = [0.0] * len(bounds)
     avgs = [0.0] * len(bounds)
     i = 0
-    for label, cells in _value_rows(table):
+    for label, avg, count in _value_rows(table):
         if i >= len(bounds):
             raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
-        avgs[i] = _num(_text(cells[1]), f"{where}, {label}") * unit
-        counts[i] = _num(_text(cells[2]), f"{where}, {label}")
+        avgs[i] = _num(avg, where, label) * unit
+        counts[i] = _num(count, where, label)
         i += 1
     if i != len(bounds):
         raise StargatePageError(f"{where}: {i} buckets, expected {len(bounds)} (page cut off?)")
@@ -393,10 +410,10 @@ def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> His
 
 def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
-    for label, cells in _value_rows(table):
+    for label, rate_text, ratio_text in _value_rows(table):
         name = canonical(label)
-        rate = _num(_text(cells[1]), f"{where}, {label}") * MIB
-        ratio = _num(_text(cells[2]), f"{where}, {label}") / 100
+        rate = _num(rate_text, where, label) * MIB
+        ratio = _num(ratio_text, where, label) / 100
         prev = out.get(name, (0.0, 0.0))
         out[name] = (prev[0] + rate, prev[1] + ratio)
     return out
@@ -410,7 +427,7 @@ def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
     vdisk_id, ops = sections["ops and randomness"]
     d = VDiskDetail(vdisk_id=vdisk_id)
     for row in _rows(ops):
-        cells = [_text(x) for x in _cells(row, 3)]
+        cells = _row_texts(row, 3)
         if len(cells) < 3:
             continue
         label = cells[0].lower()
@@ -446,7 +463,7 @@ def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
         d.write_destinations = _label_table(sections["write destination"][1], f"VDisk {vdisk_id} Write Destination")
     if "extent group up-migration" in sections:
         for row in _rows(sections["extent group up-migration"][1]):
-            cells = [_text(x) for x in _cells(row, 2)]
+            cells = _row_texts(row, 2)
             m = re.match(r"Last (\d+) seconds", cells[0]) if cells else None
             if m and len(cells) >= 2:
                 d.up_migrations[f"{m.group(1)}s"] = _num(cells[1], f"VDisk {vdisk_id} Up-Migration")

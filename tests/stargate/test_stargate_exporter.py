@@ -293,3 +293,14 @@ def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
         one(text, "stargate_vdisk_write_size_bytes_gcount", vdisk_id="1000")
     result = promtool_check_metrics(text)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_blank_working_set_label_is_not_an_index_error():
+    # A page cut right after a Working Set row's first cell used to raise IndexError.
+    page = _real_pages()[1]
+    cut = page.index("<td>Read WSS (MB)</td>") + len("<tr><td>") - len("<tr>")
+    for text in (page[:cut], page.replace("<td>Read WSS (MB)</td>", "<td></td>")):
+        try:
+            parse_vdisk_page(text)
+        except StargatePageError:
+            pass
