@@ -386,6 +386,8 @@ class Stack:
         proc = self._start("prometheus", [
             "prometheus", f"--config.file={path}", f"--storage.tsdb.path={data}",
             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
+            # scrape_timeout_seconds per target, for the IoparallaxScrapeSlow alert
+            "--enable-feature=extra-scrape-metrics",
             "--storage.tsdb.retention.time=1d",
         ], url=f"http://127.0.0.1:{port}")
         self._wait_http(proc, "/-/ready")
