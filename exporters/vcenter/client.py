@@ -87,6 +87,11 @@ def describe_error(exc: BaseException) -> TargetError:
     return TargetError(f"{exc.__class__.__name__}: {exc}", "error")
 
 
+#: What a kept-alive connection closed by the server looks like on the next request.
+STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
 class VCenterClient:
     """A logged-in session to one vCenter, shared by the probes of that target.
 
@@ -138,13 +143,29 @@ class VCenterClient:
             try:
                 return fn(si)
             except Exception as exc:
-                raise describe_error(exc) from None
-        except (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException, ssl.SSLError) as exc:
+                return self._failed(exc, si)
+        except STALE_CONNECTION:
+            # A kept-alive connection the server closed while it sat idle (vCenter's reverse
+            # proxy does): pyvmomi has dropped its pooled connections; once more on a new one,
+            # same session. QueryPerf and the property reads are safe to repeat.
+            log.debug("connection to %s was closed by the server, reconnecting", self.target)
+            try:
+                return fn(si)
+            except Exception as exc:
+                return self._failed(exc, si)
+        except Exception as exc:
+            return self._failed(exc, si)
+
+    def _failed(self, exc: Exception, si: Any) -> Any:
+        if isinstance(exc, vim.fault.NotAuthenticated):
+            with self._lock:
+                if self._si is si:
+                    self._si = None
+        elif isinstance(exc, (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException,
+                              ssl.SSLError)):
             # A broken connection is not reused: the next probe connects afresh.
             self.reset()
-            raise describe_error(exc) from None
-        except Exception as exc:
-            raise describe_error(exc) from None
+        raise describe_error(exc) from None
 
     def close(self) -> None:
         with self._lock:

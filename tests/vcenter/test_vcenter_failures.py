@@ -4,6 +4,8 @@ log line naming the target and the cause, never the password."""
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 
 import pytest
@@ -131,3 +133,79 @@ def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postg
     assert value(m, "vcenter_session_logins_total") == 2
     assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
 
+
+
+class DroppingProxy:
+    """A TCP relay to the simulator that can drop every open connection at once, as vCenter's
+    reverse proxy does with kept-alive connections that sat idle."""
+
+    def __init__(self, upstream: str):
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            with self.lock:
+                self.conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def drop_all(self):
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.listener.close()
+        self.drop_all()
+
+
+def test_connections_closed_by_the_server_while_idle_are_reopened(scenario_sim, postgres_trace, exporter):
+    """The server closes kept-alive connections between probes: the next probe reconnects with
+    the same session (no failed probe, no new login), for QueryPerf and pyvmomi calls alike."""
+    path, _ = postgres_trace
+    upstream, _ = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "15", "-vms", "15")
+    proxy = DroppingProxy(upstream)
+    try:
+        exp = exporter(insecure_config(), ENV)
+        assert value(exp.probe(proxy.address), "vcenter_up") == 1
+        for _ in range(2):
+            proxy.drop_all()
+            m = exp.probe(proxy.address)
+            assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
+            assert value(m, "vcenter_perf_queries") == 16
+        exp.targets.get(proxy.address).inventory_at = 0.0  # the next probe starts with pyvmomi calls
+        proxy.drop_all()
+        m = exp.probe(proxy.address)
+        assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
+        assert value(m, "vcenter_session_logins_total") == 1
+    finally:
+        proxy.close()
