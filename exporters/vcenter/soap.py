@@ -40,7 +40,7 @@ _ENVELOPE_END = "</QueryPerf></soapenv:Body></soapenv:Envelope>"
 
 #: No DTDs, no entities, no network: an answer is data, never instructions to the parser.
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True,
-                          remove_blank_text=False)
+                          remove_comments=True, remove_pis=True)
 
 _T_BODY = f"{{{SOAPENV}}}Body"
 _T_FAULT = f"{{{SOAPENV}}}Fault"

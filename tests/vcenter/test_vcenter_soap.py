@@ -64,6 +64,16 @@ def test_csv_and_normal_answers_parse_to_the_same_samples():
     assert a == b
 
 
+def test_pretty_printed_answer_with_comments_parses_the_same():
+    """Whitespace between elements and comments (a proxy or another server may add them)."""
+    root = etree.fromstring(_data("scenario-bursty-csv.xml"))
+    etree.indent(root)
+    root.find(".//{urn:vim25}QueryPerfResponse").insert(0, etree.Comment(" cached "))
+    body = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    assert b"\n  " in body and b"<!-- cached -->" in body
+    assert parse_query_perf(body, SCENARIO) == parse_query_perf(_data("scenario-bursty-csv.xml"), SCENARIO)
+
+
 def test_stock_vcsim_newest_first_answer_is_sorted_ascending():
     body = _data("stock-vcsim-csv.xml")
     assert b"<sampleInfoCSV>20,2026-11-22T20:30:03Z,20,2026-11-22T20:29:43Z" in body  # newest first on the wire
