@@ -4,7 +4,6 @@ processes on free loopback ports, and the exporter served in-process on a free p
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest

@@ -8,7 +8,7 @@ import threading
 
 from tests.support import promtool_check_metrics, venv_tool
 
-from .conftest import insecure_config, parse_metrics, value
+from .conftest import insecure_config, value
 from .test_vcenter_simulator import FROZEN, T0
 
 ENV = {"VC_TEST_PASSWORD": "s3cret-Pa55"}
