@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import threading
 
+import requests
+
 from tests.support import promtool_check_metrics, venv_tool
 
 from .conftest import insecure_config, value
@@ -72,8 +74,10 @@ def test_exposition_passes_promtool(scenario_sim, postgres_trace, exporter):
     path, _ = postgres_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
     exp = exporter(insecure_config(), ENV)
-    code, text = exp.probe_text(address)
+    r = requests.get(f"{exp.server.url}/probe", params={"target": address}, timeout=30)
+    code, text = r.status_code, r.text
     assert code == 200
+    assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert 'disk="scsi0:2"' in text
     result = promtool_check_metrics(text)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
