@@ -42,8 +42,9 @@ probe (the last good mapping stays; stargate_prism_up shows it).
     tls_verify: true                # default; false opts out explicitly; or ca_file: /path/ca.pem
     timeout: 5s                     # default 5s
     refresh_interval: 5m            # default 5m (after a failure: retried after 1m)
-  vdisks:
-    "1000": {vm: oltp-01, disk: "scsi0:1"}
+  vdisks:                           # by hand (disk_uuid optional)
+    "1000": {vm: oltp-01, disk: "scsi0:1", disk_uuid: 6000c29e-9d1f-45d1-87a1-83c0ac74806f}
+Prism's disk is its disk_address (scsi.1); disk_uuid (its device_uuid) joins to vCenter's disk_uuid.
 
 See docs/stargate.md for every metric and its source field.
 """
@@ -66,7 +67,8 @@ def load_config(path: str | None) -> StargateConfig:
         entry = vd.section(str(vid))
         if not str(vid).isdigit():
             raise entry.error(None, "vdisk ids are integers")
-        out[str(vid)] = {"vm": entry.get("vm", str), "disk": entry.get("disk", str, default="")}
+        out[str(vid)] = {"vm": entry.get("vm", str), "disk": entry.get("disk", str, default=""),
+                         "disk_uuid": entry.get("disk_uuid", str, default="").lower()}
         entry.reject_unknown()
     vd.reject_unknown()
     prism = prism_config(root.section("prism"))

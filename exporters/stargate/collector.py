@@ -315,7 +315,8 @@ class StargateCollector:
 
     def _vdisks(self) -> list[_Family]:
         r = self.result
-        vinfo = _Family("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm and disk when mapped.")
+        vinfo = _Family("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
+                                               "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).")
         simple = [(attr, _Family(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
         outstanding = _Family("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
         outstanding_b = _Family("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
@@ -335,7 +336,8 @@ class StargateCollector:
             v = f'vdisk_id="{_lv(vid)}"'
             vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
                       f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
-                      f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}"', 1)
+                      f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}",'
+                      f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"', 1)
             for attr, fam in simple:
                 fam.add(v, getattr(row, attr))
             outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)

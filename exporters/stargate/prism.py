@@ -161,12 +161,13 @@ def _reason(exc: Exception) -> str:
 @dataclass(frozen=True)
 class VDiskName:
     vm: str
-    disk: str
+    disk: str            # Prism's disk_address, e.g. scsi.1 (bus.index, not vCenter's scsi0:1)
+    disk_uuid: str       # Prism's device_uuid: vCenter's virtual disk UUID, lowercase
 
 
 def mapping_from_virtual_disks(entities: list[dict[str, Any]]) -> tuple[dict[str, VDiskName], dict[str, VDiskName]]:
-    """(by vdisk UUID, by Stargate vdisk id) -> VM name and disk address. Entities without a VM
-    (volume groups, unattached disks) are skipped."""
+    """(by vdisk UUID, by Stargate vdisk id) -> VM name, disk address and the disk's vCenter UUID.
+    Entities without a VM (volume groups, unattached disks) are skipped."""
     by_uuid: dict[str, VDiskName] = {}
     by_id: dict[str, VDiskName] = {}
     for e in entities:
@@ -174,7 +175,8 @@ def mapping_from_virtual_disks(entities: list[dict[str, Any]]) -> tuple[dict[str
         if not isinstance(vm, str) or not vm:
             continue
         disk = e.get("disk_address")
-        name = VDiskName(vm, disk if isinstance(disk, str) else "")
+        device = e.get("device_uuid")
+        name = VDiskName(vm, disk if isinstance(disk, str) else "", device.lower() if isinstance(device, str) else "")
         uuid = e.get("uuid")
         if isinstance(uuid, str) and uuid:
             by_uuid[uuid.lower()] = name
@@ -261,11 +263,11 @@ class VDiskNames:
         return t
 
     def lookup(self, vdisk_id: str, vdisk_uuid: str) -> dict[str, str]:
-        """{"vm", "disk"} for a vdisk (empty strings when unknown). YAML wins over Prism."""
+        """{"vm", "disk", "disk_uuid"} for a vdisk (empty when unknown). YAML wins over Prism."""
         entry = self.yaml.get(vdisk_id)
         if entry is not None:
             return entry
         with self._lock:
             name = self._by_uuid.get(vdisk_uuid.lower()) if vdisk_uuid else self._by_id.get(vdisk_id)
-        return {"vm": name.vm, "disk": name.disk} if name else {}
+        return {"vm": name.vm, "disk": name.disk, "disk_uuid": name.disk_uuid} if name else {}
 

@@ -40,8 +40,8 @@ def names_for(cluster, cvm="cvm-1", password=PASSWORD, **kw) -> VDiskNames:
 
 
 def expected(cluster):
-    """vdisk id -> (uuid, vm, disk address) from the scenario itself."""
-    return {str(d.vdisk_id): (d.vdisk_uuid, d.vm, pages.disk_address(d)) for d in cluster.scenario.disks}
+    """vdisk id -> (vdisk uuid, vm, disk address, VM disk uuid) from the scenario itself."""
+    return {str(d.vdisk_id): (d.vdisk_uuid, d.vm, pages.disk_address(d), d.uuid.lower()) for d in cluster.scenario.disks}
 
 
 def scrape(server, target, timeout="4"):
@@ -55,9 +55,13 @@ def vm_labels(text):
     return {dict(k)["vdisk_id"]: (dict(k)["vm"], dict(k)["disk"]) for k in samples(text, "stargate_vdisk_info")}
 
 
+def disk_uuids(text):
+    return {dict(k)["vdisk_id"]: dict(k)["disk_uuid"] for k in samples(text, "stargate_vdisk_info")}
+
+
 def test_prism_names_reach_vdisk_info_and_yaml_wins(cluster):
     names = names_for(cluster)
-    names.yaml = {"1001": {"vm": "hand-mapped", "disk": "scsi0:7"}}
+    names.yaml = {"1001": {"vm": "hand-mapped", "disk": "scsi0:7", "disk_uuid": ""}}
     srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
     try:
         text = scrape(srv, cluster.urls["cvm-1"].split("://")[1])
@@ -67,16 +71,19 @@ def test_prism_names_reach_vdisk_info_and_yaml_wins(cluster):
     assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 1
     labels = vm_labels(text)
     assert labels["1000"] == (truth["1000"][1], truth["1000"][2]) == ("bench-01", "scsi.1")
+    assert disk_uuids(text)["1000"] == truth["1000"][3]       # Prism's device_uuid: vCenter's disk UUID
     assert labels["1001"] == ("hand-mapped", "scsi0:7")       # the hand mapping wins over Prism
+    assert disk_uuids(text)["1001"] == ""
     assert set(labels) == set(truth)
 
 
 def test_lookup_joins_by_uuid_and_by_id_only_without_uuid(cluster):
     names = names_for(cluster)
     assert names.refresh() is True
-    uuid, vm, disk = expected(cluster)["1000"]
-    assert names.lookup("1000", uuid.upper()) == {"vm": vm, "disk": disk}
-    assert names.lookup("1000", "") == {"vm": vm, "disk": disk}           # row without a UUID: by id
+    uuid, vm, disk, disk_uuid = expected(cluster)["1000"]
+    want = {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}
+    assert names.lookup("1000", uuid.upper()) == want
+    assert names.lookup("1000", "") == want                                 # row without a UUID: by id
     # Another cluster's vdisk with the same id but its own UUID is not labelled.
     assert names.lookup("1000", "00000000-0000-0000-0000-000000000000") == {}
 
@@ -94,12 +101,12 @@ def assert_no_password(caplog):
 def test_prism_faults_keep_the_mapping_and_are_logged_once(cluster, caplog, mode, kw, cause):
     names = names_for(cluster, timeout=1.0)
     assert names.refresh() is True and names.prism_up
-    uuid, vm, disk = expected(cluster)["1000"]
+    uuid, vm, disk, disk_uuid = expected(cluster)["1000"]
     cluster.set_fault("cvm-1", mode, only="prism", **kw)
     caplog.set_level(logging.DEBUG, logger="exporters.stargate.prism")
     assert names.refresh() is False
     assert names.prism_up is False
-    assert names.lookup("1000", uuid) == {"vm": vm, "disk": disk}, "the mapping stays as it was"
+    assert names.lookup("1000", uuid) == {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}, "the mapping stays as it was"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and cause in warnings[0] and "keeping the mapping" in warnings[0], warnings
     names.refresh()                                  # the same cause again: not a second warning
@@ -201,7 +208,7 @@ def test_config_section(tmp_path):
                  'vdisks:\n  "1000": {vm: a}\n')
     both = load_config(str(f))
     assert both.prism.endpoint == "https://p:9440/PrismGateway/services/rest/v2.0/virtual_disks"
-    assert both.vdisks == {"1000": {"vm": "a", "disk": ""}}
+    assert both.vdisks == {"1000": {"vm": "a", "disk": "", "disk_uuid": ""}}
 
 
 def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(cluster, tmp_path):
