@@ -4,14 +4,14 @@ The simulator runs as a separate process on the same 2 cores (its CPU is not the
 it competes for them, so its CPU per probe is printed too). By default its clock is frozen, so
 it renders each page once and then serves it from its cache, as a real CVM's C++ Stargate serves
 its pages cheaply; ``--live-clock`` lets it re-render every page each clock second (the
-simulator's own Python rendering then costs about as much CPU as the exporter's parsing).
+simulator's own Python rendering then takes ~0.7 s of CPU per probe from the same 2 cores).
 
 In this process, side by side: the exporter's probe (concurrent detail fetches over keep-alive
 connections, lxml) and a naive baseline (sequential fetches, a new connection each,
 BeautifulSoup with html.parser). Prints wall time, CPU and peak RSS, and the ratios.
 Targets: < 2 s wall, < 150 MB RSS, >= 5x.
 
-    .venv/bin/python bench/stargate_scrape.py [--live-clock] [--concurrency N]
+    .venv/bin/python bench/stargate_scrape.py [--live-clock] [--concurrency N] [--baseline-runs N]
 """
 
 from __future__ import annotations
