@@ -144,6 +144,11 @@ class PrismClient:
         entities = body.get("entities") if isinstance(body, dict) else None
         if not isinstance(entities, list):
             raise PrismError(f"{url}: the answer has no 'entities' list")
+        meta = body.get("metadata")
+        total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
+        if isinstance(total, int) and total > len(entities):
+            log.warning("prism virtual_disks: %d of %d entities in the answer (a paged answer: only these are "
+                        "mapped)", len(entities), total)
         return [e for e in entities if isinstance(e, dict)]
 
 
@@ -233,15 +238,17 @@ class VDiskNames:
         try:
             try:
                 by_uuid, by_id = mapping_from_virtual_disks(self.client.virtual_disks(timeout))
-            except PrismError as exc:
+            except Exception as exc:  # PrismError, or a surprise in the answer: never escapes
+                error = str(exc) if isinstance(exc, PrismError) else \
+                    f"{self.client.cfg.endpoint}: unexpected {exc.__class__.__name__} reading the answer"
                 with self._lock:
                     self._tried_at = self.clock()
-                    first = self._last_error != str(exc)
-                    self._last_error = str(exc)
+                    first = self._last_error != error
+                    self._last_error = error
                 kept = f"keeping the mapping from {self.prism_age:.0f} s ago" if self._fetched_at is not None \
                     else "vdisk names from the YAML mapping only"
                 # One warning per new cause; a persisting one is repeated at debug level.
-                log.log(logging.WARNING if first else logging.DEBUG, "prism virtual_disks failed: %s; %s", exc, kept)
+                log.log(logging.WARNING if first else logging.DEBUG, "prism virtual_disks failed: %s; %s", error, kept)
                 return False
             with self._lock:
                 self._by_uuid, self._by_id = by_uuid, by_id
