@@ -237,3 +237,18 @@ def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(c
     assert "vdisk names from Prism" in log_text and "with credentials" in log_text and "plain HTTP" in log_text
     assert "credentials cross the network unencrypted" in log_text
     assert PASSWORD not in log_text and USER not in log_text
+
+
+def test_mapping_skips_entities_without_a_vm_and_odd_fields(cluster):
+    from exporters.stargate.prism import mapping_from_virtual_disks
+    real = cluster.prism_virtual_disks()["entities"]
+    odd = [
+        {**real[0], "attached_vmname": None},                          # a volume group's disk
+        {**real[1], "uuid": 42, "virtual_disk_id": "nonsense", "disk_address": None, "device_uuid": None},
+    ]
+    by_uuid, by_id = mapping_from_virtual_disks(odd)
+    assert by_uuid == {} and by_id == {}
+    by_uuid, by_id = mapping_from_virtual_disks(real)
+    truth = expected(cluster)
+    assert {k: (v.vm, v.disk, v.disk_uuid) for k, v in by_id.items()} == {k: t[1:] for k, t in truth.items()}
+    assert set(by_uuid) == {t[0] for t in truth.values()}
