@@ -27,7 +27,7 @@ from typing import Any, Callable
 import requests
 import urllib3
 
-from exporters.common.config import ConfigError, Section, parse_duration
+from exporters.common.config import Section, parse_duration
 
 log = logging.getLogger(__name__)
 

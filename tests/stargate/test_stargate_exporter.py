@@ -1,7 +1,6 @@
 """The Stargate parser and exporter against the running Stargate simulator (all page builds)."""
 
 import dataclasses
-import json
 import time
 import logging
 
