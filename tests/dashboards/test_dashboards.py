@@ -175,3 +175,24 @@ def test_vcenter_rates_span_several_20s_samples(dashboards):
                     seen += 1
                     assert t.get("interval") == "20s", f"{fname} / {p['title']} / {t['refId']}"
     assert seen >= 13
+
+
+def _drop_empty_custom(x):
+    if isinstance(x, dict):
+        return {k: _drop_empty_custom(v) for k, v in x.items() if not (k == "custom" and v == {})}
+    if isinstance(x, list):
+        return [_drop_empty_custom(v) for v in x]
+    return x
+
+
+def test_committed_json_reads_back_as_the_sdk_dashboard_model():
+    # The Grafana 11.6 schema as the SDK knows it: every field of the committed JSON is read into
+    # the typed model and written back unchanged (the SDK adds only empty `custom` objects).
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        model = json.loads(path.read_text())
+        back = json.loads(json.dumps(Dashboard.from_json(model), cls=JSONEncoder))
+        assert _drop_empty_custom(back) == model, path.name
+        assert model["schemaVersion"] == 41, "a Grafana 11.6 dashboard"
