@@ -196,3 +196,16 @@ def test_committed_json_reads_back_as_the_sdk_dashboard_model():
         back = json.loads(json.dumps(Dashboard.from_json(model), cls=JSONEncoder))
         assert _drop_empty_custom(back) == model, path.name
         assert model["schemaVersion"] == 41, "a Grafana 11.6 dashboard"
+
+
+def test_rule_names_follow_the_configured_window(tmp_path):
+    # Another rate window renames the rules (`...:rate2m`); the dashboards generated from the same
+    # config use exactly the names the rules generated from it record.
+    from mixin.rules import write_rule_files
+
+    cfg = load_config(overrides={"windows": {"rate": "2m", "agreement": "10m"}})
+    write_rule_files(cfg, tmp_path)
+    recorded = rule_names(sorted(tmp_path.glob("*.rules.yml")))
+    used = {n for e in expressions(build_dashboards(cfg)) for n in metric_names(e.expr) if ":" in n}
+    assert used and used <= recorded, sorted(used - recorded)
+    assert any(n.endswith(":rate2m") for n in used) and not any(n.endswith("1m") for n in used)
