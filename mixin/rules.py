@@ -211,9 +211,9 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         Rule("Peak to average: the highest per-interval guest throughput fio reported in the window (its "
              "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
              "bound of the real ratio when scrapes are slower than fio's interval.",
-             guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
+             "(\n" + guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
              + guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
-             + f"\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
+             + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
                f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
              record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}"),
     ]

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from tests.support import ManagedProcess
@@ -20,3 +22,21 @@ def processes(tmp_path):
     yield procs
     for p in reversed(procs.started):
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def expositions(tmp_path_factory) -> dict[str, str]:
+    """Real expositions of the three exporters (see tests/expositions.py)."""
+    from tests import expositions as ex
+    tmp = tmp_path_factory.mktemp("expositions")
+    t0 = time.monotonic()
+    out = {"stargate": ex._stargate_exposition(), "vcenter": ex._vcenter_exposition(tmp),
+           "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp)}
+    out["_seconds"] = f"{time.monotonic() - t0:.1f}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def exposed_names(expositions) -> dict[str, set[str]]:
+    from tests.expositions import _names
+    return {k: _names(v) for k, v in expositions.items() if not k.startswith("_")}

@@ -1,30 +1,12 @@
-"""Session fixtures of the dashboard tests: the generated dashboards, and the metric names the
-three exporters really expose, captured from running exporters (not from the docs):
-
-- Stargate: the exporter served in-process, probing the Stargate simulator (zero-heavy, every CVM);
-- vCenter: the exporter served in-process, probing the scenario vCenter simulator (Go, a real
-  process) fed the zero-heavy trace;
-- fio: a real 2 s fio run (read and write, json+ with status records) through ``fio-exporter
-  convert``.
-"""
+"""Session fixtures of the dashboard tests: the generated dashboards. The metric names the
+exporters really expose (``exposed_names``) come from tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import time
-
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from mixin.config import load_config
 from mixin.dashboards import build_dashboards
-from simulators.scenario import compile_scenario, load_scenario
-from tests.support import BUILD, ManagedProcess, free_port, venv_tool
-
-PASSWORD = "dash-Pa55"
 
 
 @pytest.fixture(scope="session")
@@ -35,85 +17,3 @@ def cfg():
 @pytest.fixture(scope="session")
 def dashboards(cfg):
     return build_dashboards(cfg)
-
-
-def _names(text: str) -> set[str]:
-    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
-
-
-def _stargate_exposition() -> str:
-    from exporters.common.web import ExporterServer
-    from exporters.stargate.cli import make_app
-    from simulators.stargate.server import StargateCluster
-
-    with StargateCluster("zero-heavy", clock=lambda: 1_700_000_000.0) as cluster:
-        srv = ExporterServer(make_app(4, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0),
-                             "127.0.0.1", 0).start()
-        try:
-            target = cluster.urls["cvm-1"].split("://", 1)[1]
-            r = requests.get(srv.url + "/probe", params={"target": target, "discover": "true"}, timeout=30)
-            r.raise_for_status()
-            return r.text
-        finally:
-            srv.stop()
-
-
-def _vcenter_exposition(tmp) -> str:
-    from exporters.common.web import ExporterServer
-    from exporters.vcenter.cli import make_app
-    from exporters.vcenter.config import load_config as load_vc_config
-
-    sim_bin = BUILD / "vcsim-scenario"
-    if not sim_bin.is_file() or sim_bin.stat().st_size == 0:
-        pytest.skip(f"{sim_bin} is not built: run `make deps-go`")
-    trace = tmp / "trace.json"
-    trace.write_text(compile_scenario(load_scenario("zero-heavy")).to_json())
-    port = free_port()
-    sim = ManagedProcess("vcsim-scenario", [str(sim_bin), "-trace", str(trace), "-listen", f"127.0.0.1:{port}",
-                                            "-username", "monitor", "-password", PASSWORD], tmp)
-    try:
-        sim.wait_for_output(r"listening https://127\.0\.0\.1:\d+/sdk", timeout=120)
-        conf = tmp / "vcenter.yml"
-        conf.write_text("defaults:\n  username: monitor\n  password_env: DASH_VC_PASSWORD\n"
-                        "  insecure_skip_verify: true\n")
-        os.environ["DASH_VC_PASSWORD"] = PASSWORD
-        app, targets = make_app(load_vc_config(str(conf)))
-        srv = ExporterServer(app, "127.0.0.1", 0).start()
-        try:
-            r = requests.get(srv.url + "/probe", params={"target": f"127.0.0.1:{port}"},
-                             headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"}, timeout=60)
-            r.raise_for_status()
-            return r.text
-        finally:
-            srv.stop()
-            targets.close()
-            os.environ.pop("DASH_VC_PASSWORD", None)
-    finally:
-        sim.stop()
-
-
-def _fio_exposition(tmp) -> str:
-    fio = shutil.which("fio")
-    if fio is None:
-        pytest.skip("fio is not installed (apt-get install fio)")
-    out = tmp / "fio-status.json"
-    subprocess.run([fio, "--name=mix", f"--filename={tmp / 'data'}", "--size=8m", "--rw=randrw", "--bs=4k",
-                    "--iodepth=4", "--ioengine=psync", "--time_based", "--runtime=2", "--status-interval=1",
-                    "--output-format=json+", f"--output={out}"], check=True, capture_output=True, timeout=60)
-    r = subprocess.run([venv_tool("fio-exporter"), "convert", str(out)], check=True, capture_output=True,
-                       text=True, timeout=60)
-    return r.stdout
-
-
-@pytest.fixture(scope="session")
-def expositions(tmp_path_factory) -> dict[str, str]:
-    tmp = tmp_path_factory.mktemp("expositions")
-    t0 = time.monotonic()
-    out = {"stargate": _stargate_exposition(), "vcenter": _vcenter_exposition(tmp), "fio": _fio_exposition(tmp)}
-    out["_seconds"] = f"{time.monotonic() - t0:.1f}"
-    return out
-
-
-@pytest.fixture(scope="session")
-def exposed_names(expositions) -> dict[str, set[str]]:
-    return {k: _names(v) for k, v in expositions.items() if not k.startswith("_")}

@@ -165,3 +165,24 @@ def test_cli_reports_a_config_error_without_a_traceback(tmp_path, capsys):
 def test_parse_config_requires_every_section():
     with pytest.raises(ConfigError, match="windows: is required"):
         parse_config({"selectors": {"stargate": "", "vcenter": "", "fio": "", "exporters": ""}}, "x.yml")
+
+
+def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names):
+    # Raw series in the rules always carry the configured selector (`name{job=...}`); recorded
+    # names are checked above. What is left must come from a real exporter's exposition.
+    from tests.dashboards.promql import metric_names
+    from tests.expositions import PROMETHEUS_NAMES
+
+    exposed = set().union(*exposed_names.values()) | PROMETHEUS_NAMES
+    used: dict[str, str] = {}
+    for g in recording_rules(load_config()) + alert_groups(load_config()):
+        for rule in g.rules:
+            for name in metric_names(rule.expr):
+                if ":" not in name:
+                    used.setdefault(name, rule.record or rule.alert)
+    missing = {n: where for n, where in used.items() if n not in exposed}
+    assert not missing, f"names no exporter exposes: {missing}"
+    for source in ("stargate", "vcenter", "fio"):
+        assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
+    assert {"fio_guest_partition_aligned", "vcenter_virtual_disk_samples_total",
+            "stargate_vdisk_read_source_bytes_per_second"} <= used.keys()
