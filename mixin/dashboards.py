@@ -454,22 +454,29 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
 def vcenter(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     V = "{{vm}} {{disk}}"
+    def per_second(counter: str, extra: str = "") -> str:
+        # vCenter time integrated in the same window steps together with the counter, so the quotient
+        # is exact whatever the window's alignment with the 20 s samples (see docs/rules.md).
+        match = f" / ignoring ({extra}) group_left () " if extra else " / "
+        return (f"rate({e.vc(counter)}[{RI}]){match}(rate({e.vc('vcenter_virtual_disk_samples_total')}[{RI}])"
+                f" * {e.vc('vcenter_virtual_disk_sample_interval_seconds')})")
+
     d = _dashboard(cfg, "vcenter", "ioparallax / vCenter view",
                    "The VM's view: vCenter's 20 s samples as its charts show them (dashed) beside the true "
-                   "averages integrated from every sample (rate of the _total counters over "
-                   "$__rate_interval).")
+                   "averages integrated from every sample (the _total counters over the vCenter time "
+                   "integrated in $__rate_interval, exact at any alignment with the 20 s samples).")
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
         d.with_panel(ts(
             f"Ops, {dr}s", "Dashed: the latest 20 s sample (what the vSphere chart shows). Solid: the "
             "true average over $__rate_interval, from every sample integrated.", "iops",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_ops_per_second"), f"{V} 20 s sample"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true average", min_step=VCENTER_SAMPLE)],
+             Q(per_second(f"vcenter_virtual_disk_{dr}_ops_total"), f"{V} true average", min_step=VCENTER_SAMPLE)],
             w=8, dashed=[".* sample$"]))
         d.with_panel(ts(
             f"Throughput, {dr}s", "20 s sample (dashed) and true average (solid).", "binBps",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_bytes_per_second"), f"{V} 20 s sample"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}])", f"{V} true average", min_step=VCENTER_SAMPLE)],
+             Q(per_second(f"vcenter_virtual_disk_{dr}_bytes_total"), f"{V} true average", min_step=VCENTER_SAMPLE)],
             w=8, dashed=[".* sample$"]))
         d.with_panel(ts(
             f"Latency, {dr}s", "vCenter's millisecond counter (sub-ms shows 0), the microsecond "
@@ -483,8 +490,8 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
             f"Outstanding I/Os, {dr}s", "The sample's OIO against the time-integrated outstanding I/Os, "
             "and Little's law: ops/s x latency. Implied far below reported: bursts.", "short",
             [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_outstanding_seconds_total')}[{RI}])", f"{V} mean OIO", min_step=VCENTER_SAMPLE),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}])",
+             Q(per_second(f"vcenter_virtual_disk_{dr}_outstanding_seconds_total"), f"{V} mean OIO", min_step=VCENTER_SAMPLE),
+             Q(per_second(f"vcenter_virtual_disk_{dr}_latency_seconds_total"),
                f"{V} Little (ops/s x latency)", min_step=VCENTER_SAMPLE)], w=12, dashed=[".* sample OIO$"]))
         d.with_panel(ts(
             f"I/O size, {dr}s", "The sample's I/O size and the true mean (bytes / ops).", "bytes",
@@ -497,7 +504,7 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         "Seeks", "Seeks by distance class (small < 64, medium 64-8192, large > 8192 LBNs): the latest "
         "sample and the rate of the integrated counter. Mostly small seeks: sequential.", "short",
         [Q(e.vc("vcenter_virtual_disk_sample_seeks"), f"{V} {{{{class}}}} sample"),
-         Q(f"rate({e.vc('vcenter_virtual_disk_seeks_total')}[{RI}])", f"{V} {{{{class}}}} per second", min_step=VCENTER_SAMPLE)],
+         Q(per_second("vcenter_virtual_disk_seeks_total", "class"), f"{V} {{{{class}}}} per second", min_step=VCENTER_SAMPLE)],
         w=12, dashed=[".* sample$"]))
     d.with_panel(ts(
         "Sample age", "Seconds since the end of vCenter's latest 20 s sample. Above ~60 s the VM view "
