@@ -1,9 +1,9 @@
 """Exposition: the metric families of one probe, written from a collection snapshot with
-:class:`~exporters.vcenter.exposition.Exposition` (see there why not prometheus_client)."""
+:class:`~exporters.common.exposition.Exposition` (see there why not prometheus_client)."""
 
 from __future__ import annotations
 
-from .exposition import Exposition, label_block
+from ..common.exposition import Exposition, label_block
 from .target import Snapshot
 
 DISK_LABELS = ["vm", "disk"]

@@ -1,24 +1,20 @@
-"""The plain-SOAP QueryPerf path, the exposition writer and the disk UUID form, on answers
+"""The plain-SOAP QueryPerf path and the disk UUID form, on answers
 captured from the scenario simulator and stock vcsim (tests/vcenter/data/README.md) and on
 malformed ones derived from them."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 from lxml import etree
-from prometheus_client.parser import text_string_to_metric_families
 from pyVmomi import vim, vmodl
 
 from exporters.vcenter.client import TargetError, describe_error
-from exporters.vcenter.exposition import Exposition, escape_help, escape_label_value, format_value, label_block
 from exporters.vcenter.inventory import disks_from_devices, normalize_disk_uuid
 from exporters.vcenter.perf import EntityRequest
 from exporters.vcenter.soap import parse_query_perf, query_perf_body
-from tests.support import promtool_check_metrics
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_800_000_000  # the scenario answers were captured frozen at T0 + 7 (test_vcenter_simulator)
@@ -182,43 +178,6 @@ def test_request_body_asks_for_samples_after_since_in_wsdl_order():
     assert ids == [("171", "scsi0:0"), ("174", "scsi0:0"), ("171", 'a&"b'), ("174", 'a&"b')]
     assert specs[0].findtext("v:intervalId", namespaces=ns) == "20"
     assert specs[0].findtext("v:format", namespaces=ns) == "csv"
-
-
-# -- the exposition writer -----------------------------------------------------------------
-
-def test_label_values_and_help_are_escaped_as_the_format_defines():
-    assert escape_label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
-    assert escape_label_value("[ctr01] vm/vm_1.vmdk") == "[ctr01] vm/vm_1.vmdk"
-    assert escape_help('a\\b\nc "quoted"') == 'a\\\\b\\nc "quoted"'
-    assert label_block(("vm", "disk"), ('x"y', "scsi0:1")) == 'vm="x\\"y",disk="scsi0:1"'
-
-
-@pytest.mark.parametrize("value, text", [
-    (0, "0"), (20971520, "20971520"), (20971520.0, "20971520.0"), (0.08, "0.08"), (1e-06, "1e-06"),
-    (1.8e18, "1.8e+18"), (float("nan"), "NaN"), (float("inf"), "+Inf"), (float("-inf"), "-Inf"), (-2.5, "-2.5"),
-])
-def test_values_are_written_exactly(value, text):
-    assert format_value(value) == text
-    if not math.isnan(value):
-        assert float(text.replace("Inf", "inf")) == value
-
-
-def test_exposition_with_awkward_labels_parses_back_and_passes_promtool():
-    out = Exposition()
-    awkward = 'vm "quoted" \\ back\nslash'
-    out.family("t_up", "gauge", "help with \\ and\nnewline", [("", 1)])
-    out.family("t_empty_info", "gauge", "no samples, HELP and TYPE still written")
-    out.family("t_bytes_total", "counter", "bytes", [
-        (label_block(("vm", "disk"), (awkward, "scsi0:1")), 10 * 400 * 2**20),
-        (label_block(("vm", "disk"), ("plain", "nvme0:0")), 0.1 + 0.2)])
-    text = out.render().decode()
-    assert text.count("# TYPE") == 3
-    result = promtool_check_metrics(text)
-    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
-    assert fams["t_up"].documentation == "help with \\ and\nnewline"
-    samples = {s.labels["vm"]: s.value for s in fams["t_bytes"].samples}
-    assert samples == {awkward: 4194304000, "plain": 0.1 + 0.2}, "labels and values round-trip exactly"
 
 
 # -- disk UUIDs ------------------------------------------------------------------------------
