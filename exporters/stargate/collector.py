@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import math
 import socket
 import threading
 import time
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
 from .prism import VDiskNames
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
 
@@ -205,45 +205,16 @@ def _detail(client: HttpClient | RequestsClient, url: str, deadline: float) -> t
 
 
 # --------------------------------------------------------------------------------- exposition
-# Written directly in the text format (0.0.4): a 1,000-vdisk probe is ~98,000 sample lines, and
-# prometheus_client's families plus generate_latest cost ~1 s of CPU for them (a Sample object
-# per line, labels re-escaped on every line); here each vdisk's label block is escaped once and
-# each line is one f-string (~0.15 s). The layout is generate_latest's, including the gauge
-# histograms: a `histogram`-typed family of `_bucket` lines plus `_gcount` and `_gsum` gauges.
-_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
-_HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
+# Written directly in the text format (0.0.4) with exporters.common.exposition: a 1,000-vdisk
+# probe is ~98,000 sample lines, and prometheus_client's families plus generate_latest cost ~1 s
+# of CPU for them (a Sample object per line, labels re-escaped on every line); here each vdisk's
+# label block is escaped once and each line is one f-string (~0.12 s). The layout is
+# generate_latest's, including the gauge histograms. Values are floats (1.0, not 1), as
+# generate_latest wrote them.
 
 
-def _lv(value: object) -> str:
-    return str(value).translate(_ESCAPES)
-
-
-def _val(value: float) -> str:
-    v = float(value)
-    if v != v:
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(v)
-
-
-def _le(bound: float) -> str:
-    """A bucket bound, exact (1 MiB is ``1048576.0``, not ``1.04858e+06``)."""
-    return "+Inf" if math.isinf(bound) else repr(float(bound))
-
-
-class _Family:
-    __slots__ = ("name", "kind", "help", "lines")
-
-    def __init__(self, name: str, help_text: str, kind: str = "gauge") -> None:
-        self.name, self.kind, self.help, self.lines = name, kind, help_text, []
-
-    def add(self, labels: str, value: float) -> None:
-        """``labels``: an escaped label block without braces ("" for none)."""
-        self.lines.append(f"{self.name}{{{labels}}} {_val(value)}\n" if labels else f"{self.name} {_val(value)}\n")
-
-    def text(self) -> str:
-        return f"# HELP {self.name} {self.help.translate(_HELP_ESCAPES)}\n# TYPE {self.name} {self.kind}\n" + "".join(self.lines)
+def _gauge(name: str, help_text: str) -> Family:
+    return Family(name, "gauge", help_text)
 
 
 _SIMPLE = {   # VDiskRow attribute -> (metric, HELP naming the page's field)
@@ -284,60 +255,61 @@ class StargateCollector:
         self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
 
     def render(self) -> bytes:
-        return "".join(f.text() for f in self._families()).encode("utf-8")
+        out = Exposition()
+        out.add(*self._families())
+        return out.render()
 
-    def _families(self) -> list[_Family]:
+    def _families(self) -> list[Family | GaugeHistogram]:
         r = self.result
-        up = _Family("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.")
-        up.add("", 1 if r.up else 0)
-        duration = _Family("stargate_scrape_duration_seconds", "Seconds the probe took.")
+        up = _gauge("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.")
+        up.add("", 1.0 if r.up else 0.0)
+        duration = _gauge("stargate_scrape_duration_seconds", "Seconds the probe took.")
         duration.add("", r.duration)
-        cvm_up = _Family("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).")
-        info = _Family("stargate_cvm_info", "CVM facts from the Overview table (value 1).")
+        cvm_up = _gauge("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).")
+        info = _gauge("stargate_cvm_info", "CVM facts from the Overview table (value 1).")
         for c in r.cvms:
             cvm = _lv(c.url.split("://", 1)[-1].rstrip("/"))
-            cvm_up.add(f'cvm="{cvm}"', 1 if c.page else 0)
+            cvm_up.add(f'cvm="{cvm}"', 1.0 if c.page else 0.0)
             if c.page:
                 ov = c.page.overview
                 info.add(f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
-                         f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1)
+                         f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1.0)
             else:
                 log.warning("stargate target %s: main page failed: %s", r.target, c.error)
         fams = [up, duration, cvm_up, info]
         if self.names.prism_up is not None:
-            prism = _Family("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
-                                                 "cached as inventory for prism.refresh_interval) succeeded, else 0.")
-            prism.add("", 1 if self.names.prism_up else 0)
+            prism = _gauge("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
+                                                "cached as inventory for prism.refresh_interval) succeeded, else 0.")
+            prism.add("", 1.0 if self.names.prism_up else 0.0)
             fams.append(prism)
         if r.up:
             fams.extend(self._vdisks())
         return fams
 
-    def _vdisks(self) -> list[_Family]:
+    def _vdisks(self) -> list[Family | GaugeHistogram]:
         r = self.result
-        vinfo = _Family("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
-                                               "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).")
-        simple = [(attr, _Family(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
-        outstanding = _Family("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
-        outstanding_b = _Family("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
-        detail_up = _Family("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
-        src = _Family("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).")
-        src_r = _Family("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).")
-        dst = _Family("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.")
-        dst_r = _Family("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.")
-        rnd = _Family("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.")
-        seq = _Family("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
-        wss = _Family("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
-        upm = _Family("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
-        hists = [(attr, _Family(name, doc, "histogram"), _Family(f"{name}_gcount", doc), _Family(f"{name}_gsum", doc))
-                 for attr, (name, doc) in _HISTOGRAMS.items()]
+        vinfo = _gauge("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
+                                              "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).")
+        simple = [(attr, _gauge(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
+        outstanding = _gauge("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
+        outstanding_b = _gauge("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
+        detail_up = _gauge("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
+        src = _gauge("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).")
+        src_r = _gauge("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).")
+        dst = _gauge("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.")
+        dst_r = _gauge("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.")
+        rnd = _gauge("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.")
+        seq = _gauge("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
+        wss = _gauge("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
+        upm = _gauge("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
+        hists = [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()]
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
             names = self.names.lookup(vid, row.uuid)
             v = f'vdisk_id="{_lv(vid)}"'
             vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
                       f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
                       f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}",'
-                      f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"', 1)
+                      f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"', 1.0)
             for attr, fam in simple:
                 fam.add(v, getattr(row, attr))
             outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)
@@ -345,7 +317,7 @@ class StargateCollector:
             outstanding_b.add(f'{v},direction="read"', row.outstanding_read_bytes)
             outstanding_b.add(f'{v},direction="write"', row.outstanding_write_bytes)
             d = r.details.get(vid)
-            detail_up.add(v, 1 if d is not None else 0)
+            detail_up.add(v, 1.0 if d is not None else 0.0)
             if d is None:
                 continue
             for name, (rate, ratio) in d.read_sources.items():
@@ -367,19 +339,11 @@ class StargateCollector:
                 wss.add(f'{v},kind="{_lv(kind)}",window="{_lv(window)}"', value)
             for window, value in d.up_migrations.items():
                 upm.add(f'{v},window="{_lv(window)}"', value)
-            for attr, buckets, gcount, gsum in hists:
+            for attr, hist in hists:
                 h = getattr(d, attr)
-                if h is None:
-                    continue
-                cum = 0.0
-                name = buckets.name
-                for bound, count in zip(h.bounds, h.counts):
-                    cum += count
-                    buckets.lines.append(f'{name}_bucket{{{v},le="{_le(bound)}"}} {_val(cum)}\n')
-                gcount.add(v, cum)
-                gsum.add(v, h.sum)
+                if h is not None:
+                    hist.add(v, h.bounds, h.counts, h.sum)
         out = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
                src, src_r, dst, dst_r, rnd, seq, wss, upm]
-        for _, buckets, gcount, gsum in hists:
-            out.extend((buckets, gcount, gsum))
+        out.extend(hist for _, hist in hists)
         return out
