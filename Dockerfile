@@ -1,4 +1,5 @@
-# One image for the three ioparallax exporters (and the Stargate simulator, for the demo profile).
+# One image for the three ioparallax exporters (and the Stargate and guest simulators, for the demo
+# profile).
 # Choose the program with the container command, e.g. `stargate-exporter --config.file=...`.
 FROM python:3.11-slim-bookworm
 
@@ -9,7 +10,10 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY exporters ./exporters
 COPY simulators ./simulators
-RUN pip install --no-cache-dir . && rm -rf /src
+COPY mixin ./mixin
+RUN pip install --no-cache-dir . && rm -rf /src \
+    && mkdir -p /var/lib/guests && chown 65532 /var/lib/guests
+# /var/lib/guests: the demo's guest simulator writes there (a named volume takes this owner).
 USER 65532
 EXPOSE 9761 9762 9763
 ENTRYPOINT []

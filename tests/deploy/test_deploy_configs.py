@@ -34,7 +34,8 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
     assert always == {"prometheus", "alertmanager", "grafana", "node-exporter",
                                          "stargate-exporter", "vcenter-exporter", "fio-exporter"}
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
-    assert demo == {"stargate-simulator", "vcenter-simulator"}
+    assert demo == {"stargate-simulator", "vcenter-simulator", "guest-simulator", "fio-exporter-bench-01",
+                    "fio-exporter-bench-02"}
 
 
 def test_grafana_has_no_default_password():
@@ -108,3 +109,26 @@ def test_compose_prometheus_loads_the_generated_rules_and_grafana_the_dashboards
     path = provider["providers"][0]["options"]["path"]
     assert gmounts[str(REPO / "dashboards")] == path
     assert len(list((REPO / "dashboards").glob("*.json"))) >= 5
+
+
+def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(demo_config):
+    from simulators.scenario import load_scenario
+    vms = {vm.name for vm in load_scenario("zero-heavy").vms}
+    guests = {name.removeprefix("fio-exporter-") for name in demo_config["services"]
+              if name.startswith("fio-exporter-")}
+    assert guests == vms
+    for vm in vms:
+        cmd = demo_config["services"][f"fio-exporter-{vm}"]["command"]
+        assert f"--fio.host={vm}" in cmd and f"--fio.watch=/var/lib/guests/{vm}/fio-status.json" in cmd
+    targets = yaml.safe_load((REPO / "deploy/prometheus/targets/fio.yml").read_text())
+    labelled = {g["labels"]["vm"]: g["targets"][0] for g in targets if g.get("labels")}
+    assert labelled == {vm: f"fio-exporter-{vm}:9763" for vm in vms}
+
+
+def test_the_image_holds_every_package_the_project_installs():
+    import tomllib
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for pattern in include:
+        package = pattern.rstrip("*")
+        assert f"COPY {package} ./{package}" in dockerfile, f"the image lacks {package}/ (pip install . would skip it)"
