@@ -155,4 +155,8 @@ class Exposition:
         return "".join(self._parts)
 
     def render(self) -> bytes:
-        return "".join(self._parts).encode("utf-8")
+        text = "".join(self._parts)
+        # Let the ~100,000 line strings go before encoding: the peak is then the lines and the
+        # text, or the text and the bytes, not all three (~6 MB less for a 1,000-vdisk probe).
+        self._parts = [text]
+        return text.encode("utf-8")

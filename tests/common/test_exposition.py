@@ -111,6 +111,7 @@ def test_gauges_and_counters_are_written_as_generate_latest_writes_them():
     out.family("t_error_info", "gauge", "Absent when up.")
     assert out.text() == theirs
     assert out.render() == theirs.encode()
+    assert out.text() == theirs, "render() keeps the text"
 
 
 def test_where_values_are_written_differently_from_generate_latest_they_parse_the_same():
