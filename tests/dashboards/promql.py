@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
 
 import yaml
+
+from mixin.queries import Expr, expressions, label_values_selector, panels  # noqa: F401 (re-exported)
+from mixin.queries import substitute as _substitute
 
 # Values that stand in for the dashboard variables: a VM disk and vdisk of the zero-heavy
 # scenario (the e2e test uses the scenario's real ones), and the intervals Grafana would use
@@ -17,47 +18,9 @@ import yaml
 SAMPLE_VARS = {"vm": "bench-01", "disk": "scsi0:1", "vdisk": "1000",
                "__rate_interval": "1m", "__interval": "2s"}
 
-_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
-
-
-@dataclass(frozen=True)
-class Expr:
-    where: str      # "<file> / <panel title> / <refId>" or "<file> / variable <name>"
-    expr: str       # as in the JSON, with variables
-
-
-def panels(model: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for p in model.get("panels", []):
-        yield p
-        yield from p.get("panels", [])
-
-
-def label_values_selector(query: str) -> str:
-    """The series selector of ``label_values(selector, label)``."""
-    m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query.strip(), re.S)
-    assert m, f"not a label_values() query: {query!r}"
-    return m.group(1)
-
-
-def expressions(dashboards: dict[str, dict[str, Any]]) -> list[Expr]:
-    out = []
-    for fname, model in sorted(dashboards.items()):
-        for p in panels(model):
-            for t in p.get("targets", []) or []:
-                out.append(Expr(f"{fname} / {p.get('title')} / {t.get('refId')}", t["expr"]))
-        for v in model.get("templating", {}).get("list", []):
-            if v.get("type") == "query":
-                out.append(Expr(f"{fname} / variable {v['name']}", label_values_selector(v["query"])))
-    return out
-
 
 def substitute(expr: str, values: dict[str, str] = SAMPLE_VARS) -> str:
-    """Replace ``$name`` / ``${name}`` of known dashboard variables; leave others (``$1`` of
-    label_replace) alone, as Grafana does."""
-    def rep(m: re.Match) -> str:
-        name = m.group(1) or m.group(2)
-        return values.get(name, m.group(0))
-    return _VAR.sub(rep, expr)
+    return _substitute(expr, values)
 
 
 def promtool_parse(exprs: list[str], workdir: Path) -> subprocess.CompletedProcess:

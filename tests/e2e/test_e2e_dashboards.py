@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+from mixin.queries import JOINED_VM_DISKS
 from simulators.stack import Stack
 from tests.dashboards.promql import Expr, expressions, label_values_selector, metric_names, panels, substitute
 from tests.support import REPO
@@ -53,9 +54,7 @@ def wait_for(stack: Stack, promql: str, timeout: float) -> list:
 def joined_vm_disk(stack: Stack) -> dict[str, str]:
     """A VM disk that the guest (a fio job on it), the VM and the storage (a vdisk) all know: the
     busiest one (most directions busy in every minute), so the most queries must have data."""
-    res = wait_for(stack, "group by (vm, disk) (guest_job:ioparallax_vm_disk:info) "
-                          "and on (vm, disk) group by (vm, disk) (vdisk:ioparallax_vdisk:info) "
-                          "and on (vm, disk) group by (vm, disk) (vcenter_virtual_disk_info)", 90)
+    res = wait_for(stack, JOINED_VM_DISKS, 90)
     assert res, "no VM disk is known to all three views: the identity joins are broken"
     m = sorted((r["metric"] for r in res),
                key=lambda m: (-len(busy_directions(stack, m["vm"], m["disk"])), m["vm"], m["disk"]))[0]

@@ -1,0 +1,69 @@
+"""The PromQL of the committed dashboards, as Grafana would run it: every panel query and every
+variable's ``label_values()`` selector, with the dashboard variables substituted.
+
+Used by the demo's status report (how many panel queries return data right now) and by the tests.
+Reads the JSON files only, so it needs no Grafana SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+DASHBOARDS_DIR = Path(__file__).resolve().parent.parent / "dashboards"
+
+_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+@dataclass(frozen=True)
+class Expr:
+    where: str      # "<file> / <panel title> / <refId>" or "<file> / variable <name>"
+    expr: str       # as in the JSON, with variables
+
+
+def load_dashboards(directory: Path = DASHBOARDS_DIR) -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+
+
+def panels(model: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for p in model.get("panels", []):
+        yield p
+        yield from p.get("panels", [])
+
+
+def label_values_selector(query: str) -> str:
+    """The series selector of ``label_values(selector, label)``."""
+    m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query.strip(), re.S)
+    if not m:
+        raise ValueError(f"not a label_values() query: {query!r}")
+    return m.group(1)
+
+
+def expressions(dashboards: dict[str, dict[str, Any]]) -> list[Expr]:
+    out = []
+    for fname, model in sorted(dashboards.items()):
+        for p in panels(model):
+            for t in p.get("targets", []) or []:
+                out.append(Expr(f"{fname} / {p.get('title')} / {t.get('refId')}", t["expr"]))
+        for v in model.get("templating", {}).get("list", []):
+            if v.get("type") == "query":
+                out.append(Expr(f"{fname} / variable {v['name']}", label_values_selector(v["query"])))
+    return out
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """Replace ``$name`` / ``${name}`` of known dashboard variables; leave others (``$1`` of
+    label_replace) alone, as Grafana does."""
+    def rep(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        return values.get(name, m.group(0))
+    return _VAR.sub(rep, expr)
+
+
+# A VM disk that the guest, the VM and the storage views all know (what the variables default to).
+JOINED_VM_DISKS = ("group by (vm, disk) (guest_job:ioparallax_vm_disk:info) "
+                   "and on (vm, disk) group by (vm, disk) (vdisk:ioparallax_vdisk:info) "
+                   "and on (vm, disk) group by (vm, disk) (vcenter_virtual_disk_info)")
