@@ -249,6 +249,13 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         ("latency_seconds", "Mean latency", "s", "latency", "fio_{d}_interval_clat_mean_seconds",
          "vcenter_virtual_disk_sample_{d}_latency_precise_seconds"),
     )
+    def fio_instant(metric: str) -> str:
+        # An interval's mean latency exists only for intervals with completions (absent, not 0):
+        # between bursts the latest one stands, so the panel has a value at every instant.
+        if "clat_mean" in metric:
+            return e.fio_join(f"last_over_time({metric}{e.sel('fio')}[{RI}])")
+        return e.fio(metric)
+
     for quantity, title, unit, short, fio_raw, vc_raw in quantities:
         d.with_row(row(f"{title}: guest / VM / storage"))
         for dr in DIRECTIONS:
@@ -264,7 +271,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                 [Q(e.vm_disk("guest", dr, quantity), f"guest {dr}"),
                  Q(e.vm_disk("vm", dr, quantity), f"VM {dr}"),
                  Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
-                 Q(f"{agg} ({e.fio(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
+                 Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
                  Q(e.vc(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s sample")],
                 colors={k.format(dir=dr): c for k, c in colors.items()}, dashed=[".*(interval|sample)$"]))
     d.with_row(row("Ratios between the views"))
@@ -429,10 +436,13 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
              Q(e.fio_join(f"rate(fio_{dr}_bytes_total{e.sel('fio')}[{RI}])"), f"{J} rate")], w=8, dashed=[".* rate$"]))
         d.with_panel(ts(
             f"Completion latency percentiles, {dr}s", "fio's own exact clat percentiles (since the job "
-            "started) and its interval mean.", "s",
+            "started) and the mean of its latest status interval with completions (held between "
+            "bursts).", "s",
             [Q(e.fio(f"fio_{dr}_clat_percentile_seconds", 'percentile=~"50|99|99.9"'),
                f"{J} p{{{{percentile}}}}"),
-             Q(e.fio(f"fio_{dr}_interval_clat_mean_seconds"), f"{J} interval mean")], w=8))
+             Q(e.fio_join(f"last_over_time(fio_{dr}_interval_clat_mean_seconds{e.sel('fio')}[{RI}])"),
+               f"{J} interval mean")],
+            w=8))
         buckets = e.fio_join(f"rate(fio_{dr}_clat_seconds_bucket{e.sel('fio')}[{RI}])")
         d.with_panel(heat(
             f"Completion latency histogram, {dr}s", "Completions per latency bucket per second "
