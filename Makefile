@@ -9,6 +9,7 @@ VPY          := $(VENV)/bin/python
 BUILD        := .build
 SCENARIO     ?= zero-heavy
 PYTEST_ARGS  ?=
+DEMO_ARGS    ?=
 
 # Debian packages and the command each one provides (checked before installing).
 DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux
@@ -61,8 +62,8 @@ test: deps ## install what is missing, then run every test
 test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio)
 	$(VPY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
-demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=...)
-	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO)
+demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=..., DEMO_ARGS=--quick-alerts)
+	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)
 
 rules: deps-python ## regenerate alerts/*.rules.yml from mixin/config.yml
 	$(VPY) -m mixin.cli rules
