@@ -85,6 +85,13 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
                 f"vdisk:ioparallax_vdisk:info\n)")
 
+    def per_run_second(counter: str) -> str:
+        # rate() over a window that a new series covers only in part is not extrapolated to the whole
+        # window (a 30 s old job reads half its rate over 1m). fio's job_runtime grows over the same
+        # part of the window, so the quotient is exact from the job's first record on.
+        return (f"rate({counter}{fio}[{w}])\n  / on ({FIO_JOB}) "
+                f"(rate(fio_job_runtime_seconds_total{fio}[{w}]) > 0)")
+
     def guest_sum(expr: str) -> str:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
                 f"guest_job:ioparallax_vm_disk:info\n)")
@@ -123,11 +130,12 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     storage: list[Rule] = []
     for d in DIRECTIONS:
         guest += [
-            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs).",
-                 guest_sum(f"rate(fio_{d}_ios_total{fio}[{w}])"),
+            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
+                 "second of the jobs' run time in the window (exact from a job's first record on).",
+                 guest_sum(per_run_second(f"fio_{d}_ios_total")),
                  record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}"),
-            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk.",
-                 guest_sum(f"rate(fio_{d}_bytes_total{fio}[{w}])"),
+            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
+                 guest_sum(per_run_second(f"fio_{d}_bytes_total")),
                  record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}"),
             Rule(f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
                  guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])") + "\n/\n("
