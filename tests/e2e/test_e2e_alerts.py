@@ -12,7 +12,7 @@ pytestmark = pytest.mark.e2e
 # Seconds after the stack's start by which every alert that is going to fire has fired: the rate
 # windows (1m) hold enough samples after ~40 s and the test `for` durations are 10-30 s. Alerts that
 # must stay silent get the same time to misfire.
-SETTLE_S = 75
+SETTLE_S = 60
 DEADLINE_S = 150
 
 
