@@ -31,7 +31,6 @@ RI = "$__rate_interval"
 # the vcenter_*_total counters get this as their Min step, so $__rate_interval spans at least four
 # samples (Grafana: max($__interval + step, 4 x step)) instead of the datasource's 4 scrapes.
 VCENTER_SAMPLE = "20s"
-ZERO_BUCKETS = "zero|estore_zero|oplog_zero"
 
 
 # -- variables ------------------------------------------------------------------------------
