@@ -23,16 +23,18 @@ def main(argv: list[str] | None = None) -> int:
         prog="ioparallax-guest-simulator",
         description="Write, for each VM of a scenario, the fio --output-format=json+ --status-interval=1 "
                     "stream a fio in that VM would write (one record a second, computed from the scenario's "
-                    "trace at wall-clock time modulo its period) and the VM's sysfs disk facts. "
+                    "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
+                    "/proc/diskstats (block-layer requests, split at max_sectors_kb). "
                     "See docs/scenarios.md.",
-        epilog="Layout: DIR/<vm>/fio-status.json and DIR/<vm>/sys (for fio-exporter serve "
-               "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys).")
+        epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
+               "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
+               "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys).")
     p.add_argument("scenario", help="scenario name from the library or a YAML path")
     p.add_argument("--dir", required=True, help="output directory")
     p.add_argument("--vm", action="append", default=[], help="only these VMs (repeatable; default: all)")
     p.add_argument("--once", action="store_true", help="write one record per VM and exit")
     p.add_argument("--manifest", metavar="PATH",
-                   help="also write {vm: {stream, sysfs}} as JSON to this file once the trees exist")
+                   help="also write {vm: {stream, sysfs, procfs}} as JSON to this file once the trees exist")
     add_logging_args(p)
     args = p.parse_args(argv)
     setup_logging(args.log_level, args.log_format)

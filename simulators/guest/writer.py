@@ -1,9 +1,12 @@
-"""Per VM, a fio status stream file that grows by one record a second, and a sysfs tree.
+"""Per VM, a fio status stream file that grows by one record a second, a sysfs tree and the
+kernel's block-layer counters.
 
 Layout under the output directory, per VM::
 
     <dir>/<vm>/fio-status.json     one compact json+ record per line, appended every second
     <dir>/<vm>/sys/block/<dev>/... the guest's disk facts
+    <dir>/<vm>/proc/diskstats      the block layer's counters, rewritten every second (for
+                                   node_exporter --path.procfs=<dir>/<vm>/proc)
 
 The stream file is replaced (a new file, renamed into place) at every period boundary, starting
 with the current record: the file stays bounded and the fio exporter reads the new file from its
@@ -21,12 +24,14 @@ from pathlib import Path
 
 from simulators.scenario import Trace
 
+from .diskstats import GuestDiskstats
 from .fio import GuestFio
 from .sysfs import write_tree
 
 log = logging.getLogger("ioparallax.guest")
 
 STREAM_NAME = "fio-status.json"
+DISKSTATS = Path("proc") / "diskstats"
 
 
 def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
@@ -35,12 +40,18 @@ def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
     return base / STREAM_NAME, base / "sys"
 
 
+def vm_diskstats(out_dir: str | os.PathLike[str], vm: str) -> Path:
+    """The VM's ``/proc/diskstats`` (its procfs root is the parent)."""
+    return Path(out_dir) / vm / DISKSTATS
+
+
 class GuestWriter:
     def __init__(self, trace: Trace, out_dir: str | os.PathLike[str], vms: list[str] | None = None,
                  anchor: float | None = None):
         self.trace = trace
         self.out_dir = Path(out_dir)
         self.fio = GuestFio(trace, anchor=anchor)
+        self.diskstats = GuestDiskstats(trace, fio=self.fio)
         names = [vm.name for vm in trace.scenario.vms]
         unknown = [v for v in (vms or []) if v not in names]
         if unknown:
@@ -49,18 +60,20 @@ class GuestWriter:
         self._period_of: dict[str, int] = {}
 
     def setup(self) -> dict[str, dict[str, str]]:
-        """Write the sysfs trees and start fresh stream files; returns {vm: {stream, sysfs}}."""
+        """Write the sysfs trees and start fresh stream files; returns {vm: {stream, sysfs, procfs}}."""
         out = {}
         for vm in self.vms:
             stream, sysfs = vm_paths(self.out_dir, vm.name)
             write_tree(vm, sysfs)
             stream.parent.mkdir(parents=True, exist_ok=True)
             stream.unlink(missing_ok=True)
-            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs)}
+            diskstats = vm_diskstats(self.out_dir, vm.name)
+            diskstats.parent.mkdir(parents=True, exist_ok=True)
+            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(diskstats.parent)}
         return out
 
     def write(self, T: int) -> None:
-        """Append every VM's record for wall-clock second ``T``."""
+        """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats."""
         period_index = T // self.trace.period
         for vm in self.vms:
             stream, _ = vm_paths(self.out_dir, vm.name)
@@ -73,6 +86,10 @@ class GuestWriter:
                 with open(stream, "a", encoding="utf-8") as fh:
                     fh.write(line)
             self._period_of[vm.name] = period_index
+            diskstats = vm_diskstats(self.out_dir, vm.name)
+            tmp = diskstats.with_suffix(".new")
+            tmp.write_text(self.diskstats.text(vm.name, T))
+            os.replace(tmp, diskstats)       # a reader sees the old or the new file, whole
 
     def run(self, stop: threading.Event | None = None, after: int | None = None) -> None:
         """Write a record at every wall-clock second (after ``after``, already written) until
