@@ -291,9 +291,12 @@ class Stack:
         return cfg
 
     def _start_guests(self) -> list[dict[str, Any]]:
-        """The guest view: the guest simulator writes, per VM, the fio json+ status stream and the
-        sysfs disk facts a real guest would show; one fio exporter per VM reads them unchanged
-        (as one would run inside each guest), scraped as job "fio" with the target label ``vm``."""
+        """The guest view: the guest simulator writes, per VM, the fio json+ status stream, the
+        sysfs disk facts and the kernel's /proc/diskstats a real guest would show; one fio exporter
+        per VM reads the first two unchanged (as one would run inside each guest), scraped as job
+        "fio", and one real node_exporter per VM (diskstats collector only) reads the guest's
+        procfs, sysfs and udev database, scraped as job "guest-node"; both with the target label
+        ``vm``. The host's own node_exporter stays job "node"."""
         guests = self.workdir / "guests"
         manifest = self.workdir / "guests.json"
         manifest.unlink(missing_ok=True)
@@ -308,6 +311,7 @@ class Stack:
         paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
         cache = self.trace.scenario.cluster.dram_cache_bytes
         static: list[dict[str, Any]] = []
+        node_static: list[dict[str, Any]] = []
         procs = []
         taken: set[int] = set()
         for i, (vm, where) in enumerate(paths.items()):
@@ -322,12 +326,25 @@ class Stack:
             ], url=f"http://127.0.0.1:{port}")
             procs.append(proc)
             static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
+            # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
+            # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            proc = self._start(f"guest-node-exporter-{vm}", [
+                "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
+                f"--path.procfs={where['procfs']}", f"--path.sysfs={where['sysfs']}",
+                f"--path.udev.data={where['udev']}", "--collector.disable-defaults", "--collector.diskstats",
+            ], url=f"http://127.0.0.1:{port}")
+            procs.append(proc)
+            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
         for proc in procs:
             self._wait_http(proc, "/metrics")
         job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
         if self.fio_scrape_interval:
             job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
-        return [job]
+        return [job, {"job_name": "guest-node", "static_configs": node_static}]
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)

@@ -28,13 +28,14 @@ def main(argv: list[str] | None = None) -> int:
                     "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
                "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
-               "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys).")
+               "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys "
+               "--path.udev.data DIR/<vm>/udev).")
     p.add_argument("scenario", help="scenario name from the library or a YAML path")
     p.add_argument("--dir", required=True, help="output directory")
     p.add_argument("--vm", action="append", default=[], help="only these VMs (repeatable; default: all)")
     p.add_argument("--once", action="store_true", help="write one record per VM and exit")
     p.add_argument("--manifest", metavar="PATH",
-                   help="also write {vm: {stream, sysfs, procfs}} as JSON to this file once the trees exist")
+                   help="also write {vm: {stream, sysfs, procfs, udev}} as JSON to this file once the trees exist")
     add_logging_args(p)
     args = p.parse_args(argv)
     setup_logging(args.log_level, args.log_format)

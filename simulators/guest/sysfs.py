@@ -5,7 +5,8 @@ Per scenario disk of a VM, ``<root>/block/<dev>/`` holds what a Linux guest on V
 serial page: the virtual disk's UUID without dashes, lower case), ``device/{vendor,model}``,
 ``device/wwid``, ``queue/{logical,physical}_block_size`` and ``queue/max_sectors_kb``, and the
 data partition ``<dev>1/`` with ``partition``, ``start`` (the scenario's ``partition_start`` in
-512-byte sectors: 1536 bytes is ``3``, misaligned) and ``size``.
+512-byte sectors: 1536 bytes is ``3``, misaligned) and ``size``. :func:`write_udev` writes the
+matching udev database entries (for node_exporter's ``node_disk_info``).
 """
 
 from __future__ import annotations
@@ -65,4 +66,22 @@ def write_tree(vm: Vm, root: str | os.PathLike[str]) -> Path:
         _write(part / "partition", "1")
         _write(part / "start", str(start))
         _write(part / "size", str(max(0, sectors - start)))
+    return root
+
+
+def write_udev(vm: Vm, root: str | os.PathLike[str]) -> Path:
+    """Write (afresh) udev's database entries of ``vm``'s disks under ``root`` (what
+    ``/run/udev/data`` holds: ``b<major>:<minor>`` files of ``E:KEY=value`` lines), for
+    node_exporter's ``--path.udev.data``: its ``node_disk_info`` takes the model, serial and WWN
+    from them. The serial is the sysfs tree's (the disk UUID, ``disk.EnableUUID=TRUE``)."""
+    from .diskstats import SD_MAJOR, minor_of
+
+    root = Path(root)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    for d in vm.disks:
+        minor = minor_of(d.guest_device)
+        props = {"ID_VENDOR": "VMware", "ID_MODEL": "Virtual_disk", "ID_REVISION": "2.0",
+                 "ID_SERIAL_SHORT": serial(d), "ID_WWN": f"0x{serial(d)[:16]}", "ID_TYPE": "disk"}
+        _write(root / f"b{SD_MAJOR}:{minor}", "\n".join(f"E:{k}={v}" for k, v in props.items()))
     return root

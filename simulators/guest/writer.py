@@ -7,6 +7,7 @@ Layout under the output directory, per VM::
     <dir>/<vm>/sys/block/<dev>/... the guest's disk facts
     <dir>/<vm>/proc/diskstats      the block layer's counters, rewritten every second (for
                                    node_exporter --path.procfs=<dir>/<vm>/proc)
+    <dir>/<vm>/udev/b8:16...       udev's database entries of the disks (--path.udev.data)
 
 The stream file is replaced (a new file, renamed into place) at every period boundary, starting
 with the current record: the file stays bounded and the fio exporter reads the new file from its
@@ -26,7 +27,7 @@ from simulators.scenario import Trace
 
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
-from .sysfs import write_tree
+from .sysfs import write_tree, write_udev
 
 log = logging.getLogger("ioparallax.guest")
 
@@ -60,7 +61,7 @@ class GuestWriter:
         self._period_of: dict[str, int] = {}
 
     def setup(self) -> dict[str, dict[str, str]]:
-        """Write the sysfs trees and start fresh stream files; returns {vm: {stream, sysfs, procfs}}."""
+        """Write the sysfs trees and start fresh stream files; returns {vm: {stream, sysfs, procfs, udev}}."""
         out = {}
         for vm in self.vms:
             stream, sysfs = vm_paths(self.out_dir, vm.name)
@@ -69,7 +70,9 @@ class GuestWriter:
             stream.unlink(missing_ok=True)
             diskstats = vm_diskstats(self.out_dir, vm.name)
             diskstats.parent.mkdir(parents=True, exist_ok=True)
-            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(diskstats.parent)}
+            udev = write_udev(vm, self.out_dir / vm.name / "udev")
+            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(diskstats.parent),
+                            "udev": str(udev)}
         return out
 
     def write(self, T: int) -> None:

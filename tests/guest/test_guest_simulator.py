@@ -242,7 +242,8 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
     writer = GuestWriter(trace, tmp_path, vms=["oltp-01"], anchor=T0)
     paths = writer.setup()
     stream, sysfs = vm_paths(tmp_path, "oltp-01")
-    assert paths["oltp-01"] == {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(stream.parent / "proc")}
+    assert paths["oltp-01"] == {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(stream.parent / "proc"),
+                                 "udev": str(stream.parent / "udev")}
     watcher = Watcher(WatchConfig(paths=[str(stream)]), clock=lambda: T0 + 600)
     collector = FioCollector(watcher, local_host="oltp-01", clock=lambda: T0 + 600)
 
