@@ -27,6 +27,7 @@ class Selectors:
     vcenter: str
     fio: str
     exporters: str
+    node: str = 'job="guest-node"'   # node_exporter inside each guest (the guest OS block-layer view)
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,8 @@ def _duration(sec: Section, name: str) -> str:
     return text
 
 
-def _selector(sec: Section, name: str) -> str:
-    value = sec.get(name, str).strip()
+def _selector(sec: Section, name: str, default: str | None = None) -> str:
+    value = (sec.get(name, str) if default is None else sec.get(name, str, default=default)).strip()
     if not _SELECTOR.match(value):
         raise sec.error(name, f'expected label matchers such as job="stargate", got {value!r}')
     return value
@@ -125,7 +126,8 @@ def _number(sec: Section, name: str, low: float = 0.0, high: float | None = None
 def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> MixinConfig:
     root = Section(data, path)
     s = root.section("selectors", required=True)
-    selectors = Selectors(*(_selector(s, n) for n in ("stargate", "vcenter", "fio", "exporters")))
+    selectors = Selectors(*(_selector(s, n) for n in ("stargate", "vcenter", "fio", "exporters")),
+                          node=_selector(s, "node", Selectors.node))
     s.reject_unknown()
 
     w = root.section("windows", required=True)

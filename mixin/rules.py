@@ -8,6 +8,10 @@ The three views of one virtual disk are joined on the labels ``vm`` (the VM's na
 - Guest view: a fio job's ``file`` (a raw device such as ``/dev/sdb``) names the guest device, the
   guest's ``fio_guest_disk_info{disk_uuid}`` names the virtual disk, and
   ``vcenter_virtual_disk_info{disk_uuid}`` gives its vm and disk.
+- Guest OS view (node_exporter's ``node_disk_*``, the block layer after request splitting): the
+  guest's node_exporter and fio-exporter targets carry the same ``vm`` target label, renamed
+  ``guest`` (it names the guest, not yet the vCenter VM), so ``node_disk_*{guest, device}`` meets
+  ``fio_guest_disk_info{guest, disk=device, disk_uuid}`` and, through ``disk_uuid``, the VM disk.
 
 Recording rules are named ``level:metric:operation`` (``vm_disk:ioparallax_guest_read_bytes:rate1m``).
 Every rule has a comment in the generated file saying what it is.
@@ -96,6 +100,14 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
                 f"guest_job:ioparallax_vm_disk:info\n)")
 
+    node = cfg.sel("node")
+
+    def os_sum(expr: str) -> str:
+        # node_disk_*{vm (target label), device} -> the VM disk; "guest" carries the target's vm label
+        # because the join's own vm (vCenter's) replaces it.
+        return (f"sum by (vm, disk) (\n  label_replace({expr}, \"guest\", \"$1\", \"vm\", \"(.+)\")\n"
+                f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)")
+
     guest_uuid, vc_uuid = cfg.sel("fio", 'disk_uuid!=""'), cfg.sel("vcenter", 'disk_uuid!=""')
     identity = Group("ioparallax.identity", "Who is who across the layers: joins used by every other rule.", [
         Rule("Each vdisk once (a moving vdisk is listed by two CVMs) with the VM disk it backs.",
@@ -115,6 +127,18 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
   * on (instance, job, device) group_left (vm, disk) guest_device:ioparallax_guest_disk:info
 )""",
              record="guest_job:ioparallax_vm_disk:info"),
+        Rule("A guest block device as node_exporter names it (the guest's vm target label, as guest, and "
+             "device) with the VM disk it is: the guest's fio_guest_disk_info (same vm target label) gives "
+             "its serial (disk_uuid), vCenter's virtual disk UUID the VM disk.",
+             f"""max by (guest, device, disk_uuid, vm, disk) (
+  label_replace(
+    label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)"),
+    "guest", "$1", "vm", "(.+)"
+  )
+  * on (disk_uuid) group_left (vm, disk)
+    max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
+)""",
+             record="guest_device:ioparallax_guest_os_disk:info"),
     ])
 
     guest: list[Rule] = []
@@ -128,7 +152,26 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
         record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}")]
     storage: list[Rule] = []
+    guest_os: list[Rule] = []
     for d in DIRECTIONS:
+        done, nbytes, time_ = (("reads_completed", "read_bytes", "read_time_seconds") if d == "read"
+                               else ("writes_completed", "written_bytes", "write_time_seconds"))
+        guest_os += [
+            Rule(f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
+                 "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
+                 "a 1 MiB fio op is two 512 KiB requests).",
+                 os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
+                 record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}"),
+            Rule(f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
+                 "keeps bytes: compare these across layers).",
+                 os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
+                 record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}"),
+            Rule(f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
+                 "requests over requests completed).",
+                 os_sum(f"rate(node_disk_{time_}_total{node}[{w}])") + "\n/\n("
+                 + os_sum(f"rate(node_disk_{done}_total{node}[{w}])") + " > 0)",
+                 record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}"),
+        ]
         guest += [
             Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
                  "second of the jobs' run time in the window (exact from a job's first record on).",
@@ -197,6 +240,14 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         Rule("Guest ops over VM ops (above 1 when the hypervisor merges, below when the guest splits).",
              f"{both('guest', 'ops', 'rate')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
              record=f"vm_disk:ioparallax_guest_to_vm_ops:ratio{w}"),
+        Rule("Guest OS block-layer requests over fio's ops on the same VM disk: the request splitting "
+             "factor (2 for 1 MiB fio I/O at a 512 KiB max_sectors_kb, 1 for I/O within it).",
+             f"{both('guest_os', 'ops', 'rate')}\n/\n({both('guest', 'ops', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}"),
+        Rule("Guest OS block-layer bytes over fio's bytes on the same VM disk (1: splitting keeps bytes; "
+             "above 1, something besides fio writes to the disk).",
+             f"{both('guest_os', 'bytes', 'rate')}\n/\n({both('guest', 'bytes', 'rate')} > 0)",
+             record=f"vm_disk:ioparallax_guest_os_to_fio_bytes:ratio{w}"),
         Rule("Storage ops over VM ops.",
              f"{both('storage', 'ops', 'avg')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
              record=f"vm_disk:ioparallax_storage_to_vm_ops:ratio{w}"),
@@ -260,6 +311,8 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     ])
     return [identity,
             Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest),
+            Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
+                  "(node_exporter diskstats), after request splitting.", guest_os),
             Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm),
             Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage),
             disk,

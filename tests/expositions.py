@@ -4,7 +4,9 @@
 - vCenter: the exporter served in-process, probing the scenario vCenter simulator (Go, a real
   process) fed the zero-heavy trace;
 - fio: a real 2 s fio run (read and write, json+ with status records) through ``fio-exporter
-  convert``, and the guest disk facts of the misaligned scenario's simulated guest.
+  convert``, and the guest disk facts of the misaligned scenario's simulated guest;
+- node: Debian's node_exporter (diskstats collector, as the stack runs it per guest) on the
+  misaligned scenario's simulated guest procfs, sysfs and udev database.
 
 The dashboards' and the rules' tests check every metric name they use against these.
 """
@@ -110,3 +112,25 @@ def _fio_guest_exposition(tmp) -> str:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(GuestDiskCollector(str(root)))
     return generate_latest(reg).decode()
+
+
+def _node_exposition(tmp) -> str:
+    """node_exporter's diskstats of a simulated guest (misaligned-01), as the stack's job guest-node."""
+    from simulators.guest.writer import GuestWriter
+
+    if shutil.which("prometheus-node-exporter") is None:
+        pytest.skip("node_exporter is not installed (apt-get install prometheus-node-exporter)")
+    writer = GuestWriter(compile_scenario(load_scenario("misaligned")), tmp / "guests", vms=["misaligned-01"])
+    where = writer.setup()["misaligned-01"]
+    writer.write(writer.fio.anchor + 60)
+    port = free_port()
+    proc = ManagedProcess("guest-node-exporter", [
+        "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={where['procfs']}",
+        f"--path.sysfs={where['sysfs']}", f"--path.udev.data={where['udev']}", "--collector.disable-defaults",
+        "--collector.diskstats"], tmp)
+    try:
+        from tests.support import wait_for_http
+        wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        proc.stop()

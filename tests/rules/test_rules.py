@@ -182,7 +182,7 @@ def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names)
                     used.setdefault(name, rule.record or rule.alert)
     missing = {n: where for n, where in used.items() if n not in exposed}
     assert not missing, f"names no exporter exposes: {missing}"
-    for source in ("stargate", "vcenter", "fio"):
+    for source in ("stargate", "vcenter", "fio", "node"):
         assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
     assert {"fio_guest_partition_aligned", "vcenter_virtual_disk_samples_total",
             "stargate_vdisk_read_source_bytes_per_second"} <= used.keys()
