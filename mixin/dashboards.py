@@ -95,9 +95,11 @@ class Expr:
         return f"{name}{_braces(VMDISK, *extra)}"
 
     def vm_disk(self, layer: str, d: str, quantity: str) -> str:
-        agg = {"guest": f"rate{self.w}", "vm": f"rate{self.w}", "storage": f"avg{self.w}"}[layer]
+        agg = {"guest": f"rate{self.w}", "guest_os": f"rate{self.w}", "vm": f"rate{self.w}",
+               "storage": f"avg{self.w}"}[layer]
         if quantity == "latency_seconds":
-            agg = {"guest": f"mean{self.w}", "vm": f"mean{self.w}", "storage": f"avg{self.w}"}[layer]
+            agg = {"guest": f"mean{self.w}", "guest_os": f"mean{self.w}", "vm": f"mean{self.w}",
+                   "storage": f"avg{self.w}"}[layer]
         return self.rule(f"vm_disk:ioparallax_{layer}_{d}_{quantity}:{agg}")
 
     def ratio(self, name: str) -> str:
@@ -210,6 +212,10 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
 
 # -- Three views --------------------------------------------------------------------------------
 
+# The guest OS view (node_exporter diskstats) beside fio's: a colour of its own, solid (dashed is
+# for the raw instants).
+GUEST_OS_COLOR = "purple"
+
 TEXT_ZERO = """
 **Storage far below guest and VM (ops and bytes):** zero suppression. The storage keeps all-zero
 blocks as metadata and reads unwritten regions without a disk: check the zero share on the
@@ -223,7 +229,9 @@ show it. Ratios of rates (mean latency) are not diluted, so latency still agrees
 TEXT_SPLIT = """
 **Ops differ, bytes agree:** request splitting. The guest block layer splits requests above
 `max_sectors_kb` (a 1 MiB write can be two 512 KiB device writes), and the storage may split or
-merge again. Compare bytes across layers, not IOPS.
+merge again. Compare bytes across layers, not IOPS. The guest OS series (purple, node_exporter's
+diskstats) show it inside the guest: twice fio's ops for 1 MiB I/O at 512 KiB, the same bytes
+(*guest OS / fio ops* below).
 """
 TEXT_POINT = """
 **Latency guest > VM > storage:** point of measurement. fio's completion latency includes the
@@ -237,10 +245,12 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     t = cfg.thresholds
     d = _dashboard(cfg, "three-views", "ioparallax / Three views",
-                   "One VM disk seen by the guest (fio), the VM (vCenter) and the storage (Stargate): ops, "
+                   "One VM disk seen by the guest (fio, and its OS block layer by node_exporter), the VM "
+                   "(vCenter) and the storage (Stargate): ops, "
                    "bytes and latency overlaid per direction, the ratios between the views, and what a "
                    "gap means.")
     colors = {f"{layer} {{dir}}": c for layer, c in LAYER_COLORS.items()}
+    colors["guest OS {dir}"] = GUEST_OS_COLOR
     quantities = (
         ("ops", "Operations per second", "iops", "ops", "fio_{d}_interval_iops", "vcenter_virtual_disk_sample_{d}_ops_per_second"),
         ("bytes", "Throughput", "binBps", "bytes", "fio_{d}_interval_bandwidth_bytes_per_second",
@@ -262,12 +272,15 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             d.with_panel(ts(
                 f"{title}, {dr}s",
                 f"{title} of {dr}s on the VM disk, as each view reports it over {cfg.w}: guest = fio "
-                f"(vm_disk:ioparallax_guest_*), VM = vCenter integrated counters, storage = Stargate "
+                f"(vm_disk:ioparallax_guest_*), guest OS = the guest's block layer after request splitting "
+                f"(node_exporter diskstats, vm_disk:ioparallax_guest_os_*, purple), "
+                f"VM = vCenter integrated counters, storage = Stargate "
                 f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval and vCenter's "
                 f"latest 20 s sample. " + ("Op-weighted means: not diluted by the window." if short == "latency"
                                           else "Bursts shorter than the window are averaged down."),
                 unit,
                 [Q(e.vm_disk("guest", dr, quantity), f"guest {dr}"),
+                 Q(e.vm_disk("guest_os", dr, quantity), f"guest OS {dr}"),
                  Q(e.vm_disk("vm", dr, quantity), f"VM {dr}"),
                  Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
                  Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
@@ -278,10 +291,14 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         d.with_panel(ts(
             f"{what.capitalize()}: guest / VM and storage / VM",
             f"{what.capitalize()} of the guest and of the storage over the VM's, read and write together, "
-            f"over {cfg.w}. 1: the views agree.", "none",
-            [Q(e.ratio(f"guest_to_vm_{what}"), "guest / VM"), Q(e.ratio(f"storage_to_vm_{what}"), "storage / VM")],
+            f"over {cfg.w}. 1: the views agree." + (
+                " Guest OS / fio: the guest's block-layer requests over fio's ops, the request splitting "
+                "factor (2 for 1 MiB I/O at a 512 KiB max_sectors_kb)." if what == "ops" else ""), "none",
+            [Q(e.ratio(f"guest_to_vm_{what}"), "guest / VM"), Q(e.ratio(f"storage_to_vm_{what}"), "storage / VM")]
+            + ([Q(e.ratio("guest_os_to_fio_ops"), "guest OS / fio")] if what == "ops" else []),
             w=8, limit=t.views_bytes_ratio if what == "bytes" else None,
-            colors={"guest / VM": LAYER_COLORS["guest"], "storage / VM": LAYER_COLORS["storage"]}))
+            colors={"guest / VM": LAYER_COLORS["guest"], "storage / VM": LAYER_COLORS["storage"],
+                    "guest OS / fio": GUEST_OS_COLOR}))
     d.with_panel(ts(
         "Latency: guest / VM and storage / VM",
         f"Op-weighted mean latency of the guest and of the storage over the VM's, per direction, over {cfg.w}. "
