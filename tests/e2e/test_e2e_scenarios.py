@@ -10,6 +10,10 @@ exact up to the views' own rounding and do not depend on when Prometheus scraped
   op-weighted completion latency (clat sum / count) within 1e-6 plus one op's worth;
 - VM: the latest vCenter 20 s sample, whose end ``vcenter_virtual_disk_sample_timestamp_seconds``
   gives; vCenter's integers: KBps +-1 KB/s, IO/s +-1, latency to the microsecond;
+- guest OS: two scrapes of each guest's node_exporter (job guest-node), 20 s apart; the simulated
+  /proc/diskstats is rewritten every second, so a scrape at s shows second floor(s) or one of the
+  two before it (the writer's lag): some pair of candidates must match the trace's block-layer
+  requests (ops x ceil(size / 512 KiB)) within one, bytes within a sector, time within 1 ms;
 - storage: the Stargate page's 3 s window, ending at the second the page was rendered (the scrape's
   timestamp or the next second); the page's integers: ops/s +-1, KB/s +-1, latency from the
   8-bucket histogram within 3 %, zero share of the read sources (whole MB/s) within 0.02.
@@ -27,6 +31,7 @@ from collections import defaultdict
 import pytest
 import requests
 
+from simulators.guest.diskstats import GuestDiskstats
 from simulators.scenario import Disk, Trace
 from simulators.stack import Stack
 
@@ -142,6 +147,55 @@ def test_guest_view_recovers_the_trace(scenario_stack):
     assert checked, "no disk had the same fio jobs in both snapshots"
 
 
+NODE_FIELDS = {"node_disk_reads_completed_total": "reads_completed", "node_disk_writes_completed_total": "writes_completed",
+               "node_disk_read_bytes_total": "sectors_read", "node_disk_written_bytes_total": "sectors_written",
+               "node_disk_read_time_seconds_total": "ms_reading", "node_disk_write_time_seconds_total": "ms_writing"}
+
+
+def node_snapshot(stack: Stack, t: float) -> dict[tuple[str, str], dict[str, float]]:
+    """At time t: {(vm, device): {diskstats field: value in the file's units, "scraped": time}}."""
+    out: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    names = "|".join(NODE_FIELDS)
+    for r in at(stack, f'{{job="guest-node",__name__=~"{names}"}}', t):
+        m = r["metric"]
+        field = NODE_FIELDS[m["__name__"]]
+        v = float(r["value"][1])
+        out[(m["vm"], m["device"])][field] = round(v / 512 if field.startswith("sectors") else
+                                                   v * 1000 if field.startswith("ms") else v)
+    for r in at(stack, 'timestamp(node_disk_writes_completed_total{job="guest-node"})', t):
+        out[(r["metric"]["vm"], r["metric"]["device"])]["scraped"] = float(r["value"][1])
+    return out
+
+
+def test_guest_os_view_recovers_the_trace(scenario_stack):
+    """node_exporter in each guest (job guest-node) shows the guest's block layer: requests split at
+    512 KiB, the same bytes as fio, the requests' latency sum; sdb, never its partition."""
+    stack, trace = scenario_stack, scenario_stack.trace
+    wait_running(stack, GUEST_WINDOW_S + 8)
+    up = {r["metric"]["vm"]: r["value"][1] for r in at(stack, 'up{job="guest-node"}', time.time())}
+    assert up == {vm.name: "1" for vm in trace.scenario.vms}, "one node_exporter per simulated guest"
+    t2 = time.time() - 1
+    t1 = t2 - GUEST_WINDOW_S
+    s1, s2 = node_snapshot(stack, t1), node_snapshot(stack, t2)
+    assert set(s2) == {(d.vm, d.guest_device) for d in trace.disks}, "whole disks only (sdb1 excluded)"
+    model = GuestDiskstats(trace, anchor=t1 - 2 * trace.period)
+    for d in trace.disks:
+        a, b = s1[(d.vm, d.guest_device)], s2[(d.vm, d.guest_device)]
+
+        def mismatch(T1: int, T2: int) -> list[str]:
+            f1, f2 = model.fields(d, T1), model.fields(d, T2)
+            bad = []
+            for field in NODE_FIELDS.values():     # requests, sectors and ms: the file's integers
+                if abs((b[field] - a[field]) - (f2[field] - f1[field])) > 1:
+                    bad.append(f"{field} {b[field] - a[field]:g} vs {f2[field] - f1[field]}")
+            return bad
+
+        c1 = [int(a["scraped"]) - k for k in range(3)]
+        c2 = [int(b["scraped"]) - k for k in range(3)]
+        results = [mismatch(T1, T2) for T1 in c1 for T2 in c2]
+        assert any(not r for r in results), (d.key, results[0])
+
+
 VM_METRICS = ("vcenter_virtual_disk_sample_(read|write)_(ops_per_second|bytes_per_second|latency_precise_seconds)"
               "|vcenter_virtual_disk_sample_timestamp_seconds")
 
@@ -253,6 +307,32 @@ def _bursty_1m(stack: Stack, trace: Trace) -> None:
     assert scalar(stack, 'vcenter_virtual_disk_sample_write_latency_seconds{vm="burst-01",disk="scsi0:1"}') == 0.08
     assert scalar(stack, 'max_over_time(fio_write_interval_clat_mean_seconds{vm="burst-01"}[40s])') == \
         pytest.approx(0.08, rel=1e-6)
+    # the guest OS: each 1 MiB write is two 512 KiB requests (max_sectors_kb), the same bytes
+    (d,) = trace.disks
+    wait_running(stack, 70)      # 40 s between two quiet instants, the later one up to 20 s back
+    t2 = quiet_instant(trace, d, time.time() - 3)
+    for what, fio_metric, node_metric, factor in (
+            ("ops", "fio_write_ios_total", "node_disk_writes_completed_total", 2),
+            ("bytes", "fio_write_bytes_total", "node_disk_written_bytes_total", 1)):
+        fio_delta = (scalar(stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2)
+                     - scalar(stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2 - 40))
+        node_delta = (scalar(stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2)
+                      - scalar(stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2 - 40))
+        assert fio_delta == (800 if what == "ops" else 800 * MIB), (what, fio_delta)   # two bursts of 400 x 1 MiB
+        assert node_delta == factor * fio_delta, (what, node_delta, fio_delta)
+
+
+def quiet_instant(trace: Trace, d: Disk, before: float) -> float:
+    """The latest instant before ``before`` (and 40 s earlier) with no I/O on ``d`` within 5 s either
+    side: every view's counters are the same there whatever their scrape offsets."""
+    def quiet(t: float) -> bool:
+        return all(trace.second(d, trace.now(t + k)).write_ops == 0 for k in range(-5, 6))
+
+    t = math.floor(before) + 0.5
+    while not (quiet(t) and quiet(t - 40)):
+        t -= 1
+        assert t > before - 40, "no quiet instant: the bursts are not every 20 s"
+    return t
 
 
 def _zero_heavy(stack: Stack, trace: Trace) -> None:
@@ -294,6 +374,21 @@ def _misaligned(stack: Stack, trace: Trace) -> None:
         vid = next(d.vdisk_id for d in trace.disks if d.vm == vm)
         reads = scalar(stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second{{vdisk_id="{vid}"}}))') or 0.0
         assert (reads > 0) == rmw, (vm, reads)
+    # the guest OS (node_exporter diskstats) splits each 1 MiB write in two at max_sectors_kb 512:
+    # twice fio's ops, the same bytes, fio's latency per request; the recording rules join it to
+    # the VM disk through the guest's disk serial
+    wait_running(stack, 85)
+    for vm, iops, lat in (("aligned-01", 210, 0.019), ("misaligned-01", 129, 0.031)):
+        def rule(name: str) -> float | None:
+            return scalar(stack, f'vm_disk:ioparallax_{name}{{vm="{vm}",disk="scsi0:1"}}')
+
+        assert rule("guest_os_to_fio_ops:ratio1m") == pytest.approx(2.0, abs=0.02), vm
+        assert rule("guest_os_to_fio_bytes:ratio1m") == pytest.approx(1.0, abs=0.02), vm
+        assert rule("guest_os_write_ops:rate1m") == pytest.approx(2 * iops, rel=0.02), vm
+        assert rule("guest_os_write_bytes:rate1m") == pytest.approx(iops * MIB, rel=0.02), vm
+        assert rule("guest_os_write_bytes:rate1m") == pytest.approx(rule("guest_write_bytes:rate1m"), rel=0.02), vm
+        assert rule("guest_os_write_latency_seconds:mean1m") == pytest.approx(lat, rel=1e-3), vm
+        assert rule("guest_os_read_ops:rate1m") == 0, vm
 
 
 def _noisy_neighbour(stack: Stack, trace: Trace) -> None:
