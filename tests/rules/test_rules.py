@@ -134,6 +134,14 @@ def test_the_config_drives_thresholds_selectors_and_windows():
     assert 'stargate_vdisk_info{job="cvm"}' in text and 'job="stargate"' not in text
 
 
+def test_the_node_selector_picks_the_guests_node_exporter_and_defaults_when_absent():
+    text = rule_files(load_config(overrides={"selectors": {"node": 'job="guest-os"'}}))["ioparallax.rules.yml"]
+    assert 'rate(node_disk_writes_completed_total{job="guest-os"}[1m])' in text and 'job="guest-node"' not in text
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    del data["selectors"]["node"]          # a config from before the guest OS view
+    assert parse_config(data, "old.yml").selectors.node == 'job="guest-node"'
+
+
 @pytest.mark.parametrize("patch, key", [
     ({"thresholds": {"zero_read_ratio": 1.5}}, "thresholds.zero_read_ratio"),
     ({"windows": {"rate": "five minutes"}}, "windows.rate"),
