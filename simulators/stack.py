@@ -465,6 +465,8 @@ class Stack:
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
             ("all three views: bytes/s per VM disk (guest = fio, vm = vCenter, storage = Stargate)",
              '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}'),
+            ("guest: fio's ops beside the guest OS block layer's requests (node_exporter; 1 MiB I/O is split in two)",
+             '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}'),
             ("all three views: op-weighted latency per VM disk",
              '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_latency_seconds:(mean|avg)1m"}'),
         ):
