@@ -67,3 +67,32 @@ def substitute(expr: str, values: dict[str, str]) -> str:
 JOINED_VM_DISKS = ("group by (vm, disk) (guest_job:ioparallax_vm_disk:info) "
                    "and on (vm, disk) group by (vm, disk) (vdisk:ioparallax_vdisk:info) "
                    "and on (vm, disk) group by (vm, disk) (vcenter_virtual_disk_info)")
+
+
+@dataclass
+class Coverage:
+    """How many of the dashboards' queries return data, for one VM disk."""
+    values: dict[str, str]
+    total: int
+    empty: list[Expr]
+
+    @property
+    def with_data(self) -> int:
+        return self.total - len(self.empty)
+
+
+def dashboard_coverage(query: Any, rate_interval: str = "1m", interval: str = "5s",
+                       dashboards: dict[str, dict[str, Any]] | None = None) -> Coverage | None:
+    """Run every panel query and variable of the dashboards through ``query`` (PromQL -> list of
+    results, e.g. an instant query against Prometheus) for the first VM disk all three views know;
+    None when there is none yet."""
+    joined = query(JOINED_VM_DISKS)
+    if not joined:
+        return None
+    m = sorted((r["metric"] for r in joined), key=lambda m: (m["vm"], m["disk"]))[0]
+    vdisks = query(f'vdisk:ioparallax_vdisk:info{{vm="{m["vm"]}",disk="{m["disk"]}"}}')
+    values = {"vm": m["vm"], "disk": m["disk"], "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
+              "__rate_interval": rate_interval, "__interval": interval}
+    every = expressions(dashboards if dashboards is not None else load_dashboards())
+    empty = [e for e in every if not query(substitute(e.expr, values))]
+    return Coverage(values, len(every), empty)

@@ -494,7 +494,10 @@ class Stack:
         """How many of the dashboards' queries return data now, for the first VM disk that all three
         views know (what Grafana would show with the variables on it)."""
         from mixin.queries import dashboard_coverage
-        cov = dashboard_coverage(self.query, rate_interval="1m", interval=self.scrape_interval)
+        try:
+            cov = dashboard_coverage(self.query, rate_interval="1m", interval=self.scrape_interval)
+        except (requests.RequestException, OSError, ValueError, KeyError) as exc:
+            return f"Dashboards: could not run their queries: {exc}"
         if cov is None:
             return "Dashboards: no VM disk is known to all three views yet (the identity joins need a few scrapes)"
         v = cov.values
