@@ -174,10 +174,17 @@ def test_guest_os_view_recovers_the_trace(scenario_stack):
     wait_running(stack, GUEST_WINDOW_S + 8)
     up = {r["metric"]["vm"]: r["value"][1] for r in at(stack, 'up{job="guest-node"}', time.time())}
     assert up == {vm.name: "1" for vm in trace.scenario.vms}, "one node_exporter per simulated guest"
-    t2 = time.time() - 1
-    t1 = t2 - GUEST_WINDOW_S
-    s1, s2 = node_snapshot(stack, t1), node_snapshot(stack, t2)
-    assert set(s2) == {(d.vm, d.guest_device) for d in trace.disks}, "whole disks only (sdb1 excluded)"
+    disks = {(d.vm, d.guest_device) for d in trace.disks}
+    deadline = time.monotonic() + 60
+    while True:    # many targets: the first scrapes of some may come a few seconds after the start
+        t2 = time.time() - 1
+        t1 = t2 - GUEST_WINDOW_S
+        s1, s2 = node_snapshot(stack, t1), node_snapshot(stack, t2)
+        if set(s1) == disks or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert set(s2) == disks, "whole disks only (sdb1 excluded)"
+    assert set(s1) == disks, f"not every guest scraped {GUEST_WINDOW_S} s ago: {sorted(disks - set(s1))}"
     model = GuestDiskstats(trace, anchor=t1 - 2 * trace.period)
     for d in trace.disks:
         a, b = s1[(d.vm, d.guest_device)], s2[(d.vm, d.guest_device)]
