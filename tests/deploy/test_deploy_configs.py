@@ -35,7 +35,7 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
                                          "stargate-exporter", "vcenter-exporter", "fio-exporter"}
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
     assert demo == {"stargate-simulator", "vcenter-simulator", "guest-simulator", "fio-exporter-bench-01",
-                    "fio-exporter-bench-02"}
+                    "fio-exporter-bench-02", "node-exporter-bench-01", "node-exporter-bench-02"}
 
 
 def test_grafana_has_no_default_password():
@@ -123,6 +123,14 @@ def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(d
     targets = yaml.safe_load((REPO / "deploy/prometheus/targets/fio.yml").read_text())
     labelled = {g["labels"]["vm"]: g["targets"][0] for g in targets if g.get("labels")}
     assert labelled == {vm: f"fio-exporter-{vm}:9763" for vm in vms}
+    # each guest's node_exporter reads that guest's simulated procfs, with the same `vm` label
+    for vm in vms:
+        cmd = demo_config["services"][f"node-exporter-{vm}"]["command"]
+        assert f"--path.procfs=/var/lib/guests/{vm}/proc" in cmd and "--collector.diskstats" in cmd
+    node_targets = yaml.safe_load((REPO / "deploy/prometheus/targets/guest-node.yml").read_text())
+    assert {g["labels"]["vm"]: g["targets"][0] for g in node_targets} == {vm: f"node-exporter-{vm}:9100" for vm in vms}
+    jobs = {j["job_name"]: j for j in yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"]}
+    assert jobs["guest-node"]["file_sd_configs"][0]["files"] == ["/etc/prometheus/targets/guest-node.yml"]
 
 
 def test_the_image_holds_every_package_the_project_installs():
