@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import requests
 import urllib3
@@ -62,22 +62,8 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
     if "@" in url.split("://", 1)[1].split("/", 1)[0]:
         # A URL is printed in log lines; credentials in it would be too.
         raise section.error("url", "no credentials in the URL: use username(_env) and password_env")
-    username = section.get("username", str, default="")
-    username_env = section.get("username_env", str, default="")
-    if username_env:
-        if username:
-            raise section.error("username_env", "give username or username_env, not both")
-        username = env.get(username_env, "")
-        if not username:
-            raise section.error("username_env", f"environment variable {username_env} is not set")
-    password = section.get("password", str, default="")
-    password_env = section.get("password_env", str, default="")
-    if password_env:
-        if password:
-            raise section.error("password_env", "give password or password_env, not both")
-        password = env.get(password_env, "")
-        if not password:
-            raise section.error("password_env", f"environment variable {password_env} is not set")
+    username = _inline_or_env(section, "username", env)
+    password = _inline_or_env(section, "password", env)
     if password and not username:
         raise section.error("username", "is required with a password")
     verify = section.get("tls_verify", bool, default=True)
@@ -278,3 +264,15 @@ class VDiskNames:
             name = self._by_uuid.get(vdisk_uuid.lower()) if vdisk_uuid else self._by_id.get(vdisk_id)
         return {"vm": name.vm, "disk": name.disk, "disk_uuid": name.disk_uuid} if name else {}
 
+
+def _inline_or_env(section: Section, name: str, env: Mapping[str, str]) -> str:
+    """``name`` given inline or through ``name_env`` (the variable holding it), not both."""
+    value = section.get(name, str, default="")
+    var = section.get(f"{name}_env", str, default="")
+    if var:
+        if value:
+            raise section.error(f"{name}_env", f"give {name} or {name}_env, not both")
+        value = env.get(var, "")
+        if not value:
+            raise section.error(f"{name}_env", f"environment variable {var} is not set")
+    return value
