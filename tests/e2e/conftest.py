@@ -1,15 +1,20 @@
 """End-to-end fixtures: one real stack per library scenario, shared by every e2e module.
 
 ``scenario_stack`` is session-scoped and parametrized over the scenario library, so pytest groups
-the e2e tests by scenario and starts each stack once (the trace checks, the alert checks and the
-dashboard queries all run against the same Prometheus). The stack loads rules generated from the
+the e2e tests by scenario and each stack serves all of them (the trace checks, the alert checks and
+the dashboard queries all run against the same Prometheus). ``stack_pool`` (tests/e2e/pool.py)
+starts the stacks a few ahead of their tests, so that their windows fill side by side. The stack loads rules generated from the
 shipped mixin config with the same windows (so rule names match the dashboards) and short ``for``
 durations, and sends Alertmanager's notifications to an in-test webhook (``alert_sink``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import signal
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +27,8 @@ from mixin.config import load_config
 from mixin.rules import write_rule_files
 from simulators.scenario import list_scenarios
 from simulators.stack import Stack
+from tests.e2e.pool import Entry, StackPool
+from tests.support import venv_tool
 
 # Short `for` durations so that each scenario's alerts fire within a minute of the start; windows
 # stay those of the shipped config, so recording-rule names are the dashboards' names. The
@@ -98,16 +105,118 @@ def test_rules_dir(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="session", params=list_scenarios())
-def scenario_stack(request, tmp_path_factory, test_rules_dir, alert_sink) -> Stack:
-    """A started demo stack for one library scenario (2 s scrapes, 5 s vCenter probes)."""
-    scenario = request.param
-    workdir = tmp_path_factory.mktemp(f"stack-{scenario}")
-    stack = Stack(scenario=scenario, workdir=workdir, fixed_ports=False, scrape_interval="2s",
-                  evaluation_interval="2s", vcenter_scrape_interval="5s", rules_dir=test_rules_dir,
-                  alertmanager_webhook=f"{alert_sink.url}/{scenario}")
-    started = time.monotonic()
-    with stack:
+# How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side.
+# Each stack takes about 0.1 of a core once started; starting one takes a core for a few seconds.
+WINDOW = int(os.environ.get("IOPARALLAX_E2E_STACKS", "4"))
+
+# Non-parametrized pooled fixtures: fixture name = pool key.
+POOLED_FIXTURES = ("demo_stack", "demo_command")
+
+_ORDER = pytest.StashKey[list]()
+
+
+def pool_key(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "scenario_stack" in callspec.params:
+        return f"scenario:{callspec.params['scenario_stack']}"
+    for name in POOLED_FIXTURES:
+        if name in getattr(item, "fixturenames", ()):
+            return name
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Record in which order the selected tests will ask for pooled entries (after pytest has
+    grouped the tests by scenario and ``-k`` has deselected)."""
+    order: list[str] = []
+    for item in items:
+        key = pool_key(item)
+        if key and key not in order:
+            order.append(key)
+    config.stash[_ORDER] = order
+
+
+class DemoCommand:
+    """``ioparallax-demo`` running in the background, its output going to a file."""
+
+    def __init__(self, workdir: Path, argv: list[str]) -> None:
+        self.workdir = workdir
+        self.output = workdir.parent / "demo-command.out"
+        with open(self.output, "wb") as out:
+            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          start_new_session=True)
+
+    def wait(self, timeout: float) -> tuple[int, str]:
+        code = self.popen.wait(timeout)
+        return code, self.output.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)   # the demo stops what it started on SIGTERM
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+
+
+def started_stack(**kwargs: Any) -> Stack:
+    """A started stack (2 s scrapes, 5 s vCenter probes), every target scraped once."""
+    stack = Stack(fixed_ports=False, scrape_interval="2s", evaluation_interval="2s",
+                  vcenter_scrape_interval="5s", **kwargs)
+    stack.started_at = time.monotonic()      # for tests that wait for windows to fill
+    stack.__enter__()
+    try:
         stack.wait_scraped(timeout=90)
-        stack.started_at = started          # for tests that wait for windows to fill
-        yield stack
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+@pytest.fixture(scope="session")
+def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
+    entries: dict[str, Entry] = {}
+    for scenario in list_scenarios():
+        workdir = tmp_path_factory.mktemp(f"stack-{scenario}")
+        entries[f"scenario:{scenario}"] = Entry(
+            start=functools.partial(started_stack, scenario=scenario, workdir=workdir, rules_dir=test_rules_dir,
+                                    alertmanager_webhook=f"{alert_sink.url}/{scenario}"),
+            stop=Stack.stop)
+    # What `make demo` starts: the shipped rules (alerts/), no webhook.
+    entries["demo_stack"] = Entry(
+        start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("demo")),
+        stop=Stack.stop)
+    command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
+    entries["demo_command"] = Entry(
+        start=functools.partial(DemoCommand, command_dir, [
+            venv_tool("ioparallax-demo"), "--scenario", "zero-heavy", "--workdir", str(command_dir),
+            "--duration", "10", "--settle", "70", "--quick-alerts"]),
+        stop=DemoCommand.stop, eager=True)
+    pool = StackPool(request.config.stash.get(_ORDER, []), entries, WINDOW)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session", params=list_scenarios())
+def scenario_stack(request, stack_pool) -> Stack:
+    """A started demo stack for one library scenario (2 s scrapes, 5 s vCenter probes), its alerts
+    sent to ``alert_sink`` under the scenario's name; started ahead by ``stack_pool``."""
+    key = f"scenario:{request.param}"
+    yield stack_pool.get(key)
+    stack_pool.release(key)
+
+
+@pytest.fixture(scope="session")
+def demo_stack(stack_pool) -> Stack:
+    """The stack `make demo` starts (zero-heavy, the shipped rules), with test scrape intervals."""
+    yield stack_pool.get("demo_stack")
+    stack_pool.release("demo_stack")
+
+
+@pytest.fixture(scope="session")
+def demo_command(stack_pool) -> DemoCommand:
+    """``ioparallax-demo --duration 10 --settle 70 --quick-alerts``, started ahead in the background."""
+    yield stack_pool.get("demo_command")
+    stack_pool.release("demo_command")

@@ -4,23 +4,18 @@ alerts and how many dashboard queries return data, then stops everything it star
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
-
-from tests.support import venv_tool
 
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_command_reports_views_alerts_and_dashboards_then_stops(tmp_path):
-    workdir = tmp_path / "demo"
-    proc = subprocess.run(
-        [venv_tool("ioparallax-demo"), "--scenario", "zero-heavy", "--workdir", str(workdir),
-         "--duration", "10", "--settle", "70", "--quick-alerts"],
-        capture_output=True, text=True, timeout=300)
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr
+def test_demo_command_reports_views_alerts_and_dashboards_then_stops(demo_command):
+    # `ioparallax-demo --scenario zero-heavy --duration 10 --settle 70 --quick-alerts`, started in the
+    # background by the e2e stack pool (tests/e2e/conftest.py) ahead of this test.
+    code, out = demo_command.wait(timeout=300)
+    workdir = demo_command.workdir
+    assert code == 0, out
     assert "Targets:" in out and "DOWN" not in out, out
     # where to look: Prometheus and Alertmanager on loopback
     assert re.search(r"prometheus\s+http://127\.0\.0\.1:\d+", out), out

@@ -37,13 +37,10 @@ def settled(stack: Stack, promql: str, expected: float, rel: float, timeout: flo
     return got
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("demo")
-    with Stack(scenario="zero-heavy", workdir=workdir, fixed_ports=False, scrape_interval="2s",
-               evaluation_interval="2s", vcenter_scrape_interval="5s") as s:
-        s.wait_scraped(timeout=90)
-        yield s
+@pytest.fixture
+def stack(demo_stack):
+    """What `make demo` starts (zero-heavy, the shipped rules): ``demo_stack`` of conftest.py."""
+    return demo_stack
 
 
 def test_every_target_is_up(stack):
