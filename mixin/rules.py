@@ -75,9 +75,9 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     def st_metric(name: str, *matchers: str) -> str:
         return name + cfg.sel("stargate", *matchers)
 
-    def storage_by_vdisk(metric: str, *matchers: str) -> str:
+    def storage_by_vdisk(metric: str, *matchers: str, window: str = w) -> str:
         # One value per vdisk even while a moving vdisk is listed by two CVMs (two targets).
-        return f"max by (vdisk_id) (avg_over_time({st_metric(metric, *matchers)}[{w}]))"
+        return f"max by (vdisk_id) (avg_over_time({st_metric(metric, *matchers)}[{window}]))"
 
     def sources(metric: str, matcher: str = "") -> str:
         # One value per vdisk and bucket, then summed over the buckets.
@@ -89,12 +89,12 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
                 f"vdisk:ioparallax_vdisk:info\n)")
 
-    def per_run_second(counter: str) -> str:
+    def per_run_second(counter: str, window: str = w) -> str:
         # rate() over a window that a new series covers only in part is not extrapolated to the whole
         # window (a 30 s old job reads half its rate over 1m). fio's job_runtime grows over the same
         # part of the window, so the quotient is exact from the job's first record on.
-        return (f"rate({counter}{fio}[{w}])\n  / on ({FIO_JOB}) "
-                f"(rate(fio_job_runtime_seconds_total{fio}[{w}]) > 0)")
+        return (f"rate({counter}{fio}[{window}])\n  / on ({FIO_JOB}) "
+                f"(rate(fio_job_runtime_seconds_total{fio}[{window}]) > 0)")
 
     def guest_sum(expr: str) -> str:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
@@ -309,14 +309,49 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
                           f"  / on (vdisk_id) (vdisk:ioparallax_frontend_write_bytes:avg{w} > 0)"),
              record=f"vdisk:ioparallax_rmw_read_to_write:ratio{w}"),
     ])
-    return [identity,
-            Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest),
-            Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
-                  "(node_exporter diskstats), after request splitting.", guest_os),
-            Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm),
-            Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage),
-            disk,
-            Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)]
+    groups = [identity,
+              Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest),
+              Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
+                    "(node_exporter diskstats), after request splitting.", guest_os),
+              Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm),
+              Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage),
+              disk,
+              Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)]
+    a = cfg.windows.agreement
+    if a == w:     # the views-disagree alerts judge the ratios above
+        return groups
+    # The views-disagree alerts judge bytes over the agreement window: a ratio of rates over it, not
+    # an average of 1m ratios (a 1m window holds two or three 20 s samples or bursts, so each 1m
+    # ratio can be a third off, and an average of ratios is biased upwards).
+    sampled = f"vm_disk:ioparallax_vm_sampled_seconds:rate{a}"
+    agreement = [
+        Rule(f"VM: seconds of vCenter samples integrated per second over the agreement window ({a}).",
+             f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{a}])\n"
+             f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
+             record=sampled),
+        Rule(f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
+             f"run time over the agreement window ({a}).",
+             " + ".join(f"(\n{guest_sum(per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+             record=f"vm_disk:ioparallax_guest_bytes:rate{a}"),
+        Rule(f"VM: bytes per second, both directions, from every 20 s vCenter sample in the agreement window ({a}).",
+             "(\n" + " + ".join(f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{a}]))"
+                                for d in DIRECTIONS) + f"\n)\n/\n{sampled}",
+             record=f"vm_disk:ioparallax_vm_bytes:rate{a}"),
+        Rule(f"Storage: frontend bytes per second of the vdisk behind the VM disk, both directions, averaged "
+             f"over the agreement window ({a}).",
+             " + ".join(f"(\n{to_vm_disk(storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
+                        for d in DIRECTIONS),
+             record=f"vm_disk:ioparallax_storage_bytes:avg{a}"),
+        Rule(f"Guest bytes over VM bytes over the agreement window ({a}): what IoparallaxViewsDisagree judges.",
+             f"vm_disk:ioparallax_guest_bytes:rate{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
+             record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{a}"),
+        Rule(f"Storage frontend bytes over VM bytes over the agreement window ({a}): what "
+             "IoparallaxStorageViewDisagrees judges.",
+             f"vm_disk:ioparallax_storage_bytes:avg{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
+             record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{a}"),
+    ]
+    return groups + [Group("ioparallax.agreement", f"The views over the agreement window ({a}): what the "
+                           "views-disagree alerts judge.", agreement)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,9 +431,13 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               signal="heuristic"),
     ])
     def disagree(layer: str) -> str:
-        ratio = f"avg_over_time(vm_disk:ioparallax_{layer}_to_vm_bytes:ratio{w}[{cfg.windows.agreement}])"
+        # Ratio and busy gate over the agreement window (recording_rules): a 1m gate flaps for a
+        # workload that bursts once a minute, and every flap would restart the alert's `for`.
+        a = cfg.windows.agreement
+        ratio = f"vm_disk:ioparallax_{layer}_to_vm_bytes:ratio{a}"
+        gate = f"vm_disk:ioparallax_vm_bytes:rate{a}" if a != w else both_bytes(w)
         return (f"(\n  {ratio} > {t.views_bytes_ratio:g}\n  or {ratio} < {1 / t.views_bytes_ratio:.4g}\n)\n"
-                f"and on (vm, disk) {both_bytes(w)} > {busy}")
+                f"and on (vm, disk) {gate} > {busy}")
 
     views = Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
         alert("IoparallaxBurstAveragedAway", "warning", f.burst,

@@ -559,8 +559,8 @@ def main(argv: list[str] | None = None) -> int:
         from mixin.config import ForDurations, load_config
         from mixin.rules import write_rule_files
         rules_dir = args.workdir / "rules"
-        # The views-disagree alerts keep 2m: for their first minute new series under-read (a 1m rate
-        # of a 30 s old counter), and a 5 s scrape samples a bursty page gauge unevenly.
+        # The views-disagree alerts keep 2m: they judge 5m rates, which a young stack covers only in
+        # part, where one burst more or less in one view's window than in another's moves the ratio.
         quick = {name: "15s" for name in ForDurations.__dataclass_fields__} | {"views_disagree": "2m"}
         write_rule_files(load_config(overrides={"for": quick}), rules_dir, "mixin/config.yml (--quick-alerts)")
     stack = Stack(scenario=args.scenario, workdir=args.workdir, rules_dir=rules_dir)
