@@ -145,12 +145,24 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
     # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
     # (samples x interval, stepping together with the data) gives the exact mean of the samples.
-    vm: list[Rule] = [Rule(
-        "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is missed; "
-        "the denominator of every VM rate).",
-        f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{w}])\n"
-        f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
-        record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}")]
+    def vm_sampled_seconds(window: str) -> Rule:
+        return Rule(
+            "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is "
+            f"missed; the denominator of every VM rate over {window}).",
+            f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{window}])\n"
+            f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
+            record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}")
+
+    def vm_outstanding_ios(window: str) -> Rule:
+        return Rule(
+            "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
+            f"directions), the concurrency the VM view says the disk ran at over {window}.",
+            f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{window}]))\n  +\n"
+            f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{window}]))\n)\n"
+            f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{window}",
+            record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}")
+
+    vm: list[Rule] = [vm_sampled_seconds(w)]
     storage: list[Rule] = []
     guest_os: list[Rule] = []
     for d in DIRECTIONS:
@@ -219,13 +231,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
         guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
         record="vm_disk:ioparallax_guest_iodepth:sum"))
-    vm.append(Rule(
-        "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
-        "directions), the concurrency the VM view says the disk ran at.",
-        f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{w}]))\n  +\n"
-        f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{w}]))\n)\n"
-        f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{w}",
-        record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}"))
+    vm.append(vm_outstanding_ios(w))
 
     def both(layer: str, what: str, op: str) -> str:
         return (f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})")
@@ -325,10 +331,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     # ratio can be a third off, and an average of ratios is biased upwards).
     sampled = f"vm_disk:ioparallax_vm_sampled_seconds:rate{a}"
     agreement = [
-        Rule(f"VM: seconds of vCenter samples integrated per second over the agreement window ({a}).",
-             f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{a}])\n"
-             f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
-             record=sampled),
+        vm_sampled_seconds(a),
         Rule(f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
              f"run time over the agreement window ({a}).",
              " + ".join(f"(\n{guest_sum(per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
@@ -342,11 +345,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
              " + ".join(f"(\n{to_vm_disk(storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
                         for d in DIRECTIONS),
              record=f"vm_disk:ioparallax_storage_bytes:avg{a}"),
-        Rule(f"VM: mean I/Os in flight by Little's law over the agreement window ({a}).",
-             f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{a}]))\n  +\n"
-             f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{a}]))\n)\n"
-             f"/\n{sampled}",
-             record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{a}"),
+        vm_outstanding_ios(a),
         Rule(f"Burstiness by Little's law over the agreement window ({a}): steadier than the 1m ratio for "
              "bursts a minute apart (a 1m window's vCenter samples miss such a burst a third of the time).",
              f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)",
