@@ -143,7 +143,10 @@ class Stack:
         return proc
 
     def _wait_http(self, proc: Proc, path: str = "/", timeout: float = 60.0) -> None:
+        """Wait until ``path`` answers 200 (Prometheus' and Alertmanager's /-/ready answer 503 while
+        they start: the TSDB is opened, the WAL replayed)."""
         deadline = time.monotonic() + timeout
+        last = "no answer"
         while time.monotonic() < deadline:
             if not proc.alive():
                 raise RuntimeError(f"{proc.name} exited with code {proc.popen.returncode}:\n{proc.tail()}")
@@ -151,11 +154,15 @@ class Stack:
                 with warnings.catch_warnings():
                     # Readiness only: the vCenter simulator's certificate is self-signed.
                     warnings.simplefilter("ignore")
-                    requests.get(proc.url + path, timeout=2, verify=False)
-                return
-            except requests.RequestException:
-                time.sleep(0.2)
-        raise TimeoutError(f"{proc.name} did not answer on {proc.url}{path} within {timeout:.0f} s:\n{proc.tail()}")
+                    r = requests.get(proc.url + path, timeout=2, verify=False)
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}"
+            except requests.RequestException as exc:
+                last = exc.__class__.__name__
+            time.sleep(0.2)
+        raise TimeoutError(f"{proc.name} was not ready on {proc.url}{path} within {timeout:.0f} s ({last}):\n"
+                           f"{proc.tail()}")
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -437,7 +444,11 @@ class Stack:
         deadline = time.monotonic() + timeout
         targets: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
-            targets = self.targets()
+            try:
+                targets = self.targets()
+            except requests.RequestException:      # e.g. 503 while Prometheus is still starting
+                time.sleep(1)
+                continue
             if targets and all(t.get("lastScrape", "").startswith("20") and t["health"] != "unknown" for t in targets):
                 return targets
             time.sleep(1)
