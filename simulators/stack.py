@@ -541,6 +541,27 @@ def alert_line(a: dict[str, Any]) -> str:
     return f"{lab.get('severity', ''):8} {lab['alertname']}  {where}"
 
 
+def quick_alert_for() -> dict[str, str]:
+    """``--quick-alerts``: the mixin config's ``for`` durations, short enough for a demo."""
+    from mixin.config import ForDurations
+
+    # The views-disagree alerts keep 2m: they judge 5m rates, which a young stack covers only in
+    # part, where one burst more or less in one view's window than in another's moves the ratio.
+    # The burst alert keeps 1m: with 20 s vCenter scrapes a 1m window integrates two or three
+    # samples, so for 20 s of every minute it misses a once-a-minute checkpoint (postgres) and
+    # the Little's-law ratio jumps; a 15 s `for` would fire and resolve every minute.
+    return {name: "15s" for name in ForDurations.__dataclass_fields__} | {"views_disagree": "2m", "burst": "1m"}
+
+
+def write_quick_alert_rules(out: Path) -> Path:
+    """The rule files with :func:`quick_alert_for` durations, written to ``out``."""
+    from mixin.config import load_config
+    from mixin.rules import write_rule_files
+
+    write_rule_files(load_config(overrides={"for": quick_alert_for()}), out, "mixin/config.yml (--quick-alerts)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from simulators.scenario import list_scenarios
 
@@ -567,17 +588,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rules_dir = None
     if args.quick_alerts:
-        from mixin.config import ForDurations, load_config
-        from mixin.rules import write_rule_files
-        rules_dir = args.workdir / "rules"
-        # The views-disagree alerts keep 2m: they judge 5m rates, which a young stack covers only in
-        # part, where one burst more or less in one view's window than in another's moves the ratio.
-        # The burst alert keeps 1m: with 20 s vCenter scrapes a 1m window integrates two or three
-        # samples, so for 20 s of every minute it misses a once-a-minute checkpoint (postgres) and
-        # the Little's-law ratio jumps; a 15 s `for` would fire and resolve every minute.
-        quick = ({name: "15s" for name in ForDurations.__dataclass_fields__}
-                 | {"views_disagree": "2m", "burst": "1m"})
-        write_rule_files(load_config(overrides={"for": quick}), rules_dir, "mixin/config.yml (--quick-alerts)")
+        rules_dir = write_quick_alert_rules(args.workdir / "rules")
     stack = Stack(scenario=args.scenario, workdir=args.workdir, rules_dir=rules_dir)
     stopping = False
 

@@ -26,7 +26,7 @@ import pytest
 from mixin.config import load_config
 from mixin.rules import write_rule_files
 from simulators.scenario import list_scenarios
-from simulators.stack import Stack
+from simulators.stack import Stack, write_quick_alert_rules
 from tests.e2e.pool import Entry, StackPool
 from tests.support import venv_tool
 
@@ -79,6 +79,12 @@ class AlertSink:
                 out.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
         return out
 
+    def ever_fired(self, key: str) -> set[str]:
+        """Every alertname notified as firing under ``key`` so far, resolved since or not."""
+        with self.lock:
+            return {alert["labels"]["alertname"] for note in self.notifications.get(key, [])
+                    for alert in note.get("alerts", []) if alert["status"] == "firing"}
+
     def wait_for(self, key: str, names: set[str], timeout: float) -> dict[str, list[dict[str, str]]]:
         deadline = time.monotonic() + timeout
         while True:
@@ -113,6 +119,10 @@ WINDOW = int(os.environ.get("IOPARALLAX_E2E_STACKS", "4"))
 # Non-parametrized pooled fixtures: fixture name = pool key.
 POOLED_FIXTURES = ("demo_stack", "demo_command")
 
+# Scenarios also run as `make demo DEMO_ARGS=--quick-alerts` runs them (the demo's 5 s scrapes and
+# 20 s vCenter probes, the quick `for` durations): the ones whose bursts meet those intervals.
+DEMO_MODE_SCENARIOS = ("bursty-1m", "postgres")
+
 _ORDER = pytest.StashKey[list]()
 
 
@@ -120,6 +130,8 @@ def pool_key(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "scenario_stack" in callspec.params:
         return f"scenario:{callspec.params['scenario_stack']}"
+    if callspec is not None and "demo_mode_stack" in callspec.params:
+        return f"demo-mode:{callspec.params['demo_mode_stack']}"
     for name in POOLED_FIXTURES:
         if name in getattr(item, "fixturenames", ()):
             return name
@@ -176,6 +188,19 @@ def started_stack(**kwargs: Any) -> Stack:
     return stack
 
 
+def started_demo_mode_stack(**kwargs: Any) -> Stack:
+    """A started stack with the demo's own intervals (Stack's defaults)."""
+    stack = Stack(fixed_ports=False, **kwargs)
+    stack.started_at = time.monotonic()
+    stack.__enter__()
+    try:
+        stack.wait_scraped(timeout=90)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
 @pytest.fixture(scope="session")
 def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     entries: dict[str, Entry] = {}
@@ -195,6 +220,14 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
             venv_tool("ioparallax-demo"), "--scenario", "zero-heavy", "--workdir", str(command_dir),
             "--duration", "10", "--settle", "70", "--quick-alerts"]),
         stop=DemoCommand.stop, eager=True)
+    quick_rules = write_quick_alert_rules(tmp_path_factory.mktemp("quick-rules"))
+    for scenario in DEMO_MODE_SCENARIOS:
+        workdir = tmp_path_factory.mktemp(f"demo-mode-{scenario}")
+        entries[f"demo-mode:{scenario}"] = Entry(
+            start=functools.partial(started_demo_mode_stack, scenario=scenario, workdir=workdir,
+                                    rules_dir=quick_rules,
+                                    alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}"),
+            stop=Stack.stop, eager=True)     # their test waits minutes from the start: age from the start
     pool = StackPool(request.config.stash.get(_ORDER, []), entries, WINDOW)
     yield pool
     pool.close()
@@ -205,6 +238,15 @@ def scenario_stack(request, stack_pool) -> Stack:
     """A started demo stack for one library scenario (2 s scrapes, 5 s vCenter probes), its alerts
     sent to ``alert_sink`` under the scenario's name; started ahead by ``stack_pool``."""
     key = f"scenario:{request.param}"
+    yield stack_pool.get(key)
+    stack_pool.release(key)
+
+
+@pytest.fixture(scope="session", params=DEMO_MODE_SCENARIOS)
+def demo_mode_stack(request, stack_pool) -> Stack:
+    """A scenario as `make demo DEMO_ARGS=--quick-alerts` runs it, its alerts sent to ``alert_sink``
+    under ``demo-mode/<scenario>``; started with the pool."""
+    key = f"demo-mode:{request.param}"
     yield stack_pool.get(key)
     stack_pool.release(key)
 
