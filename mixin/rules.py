@@ -80,10 +80,12 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         return f"max by (vdisk_id) (avg_over_time({st_metric(metric, *matchers)}[{window}]))"
 
     def sources(metric: str, matcher: str = "") -> str:
-        # One value per vdisk and bucket, then summed over the buckets.
+        # One value per vdisk and bucket, then summed over the buckets. Averaged over the window:
+        # the page's gauges are 0 between the bursts of a bursty writer, and a share that vanished
+        # there would blink on the dashboards and restart the zero alerts' `for`.
         label = "source" if "read_source" in metric else "destination"
         return (f"sum by (vdisk_id) (max by (vdisk_id, {label}) "
-                f"({st_metric(metric, matcher)}))")
+                f"(avg_over_time({st_metric(metric, matcher)}[{w}])))")
 
     def to_vm_disk(expr: str) -> str:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
