@@ -174,24 +174,14 @@ class DemoCommand:
                 self.popen.wait(5)
 
 
-def started_stack(**kwargs: Any) -> Stack:
-    """A started stack (2 s scrapes, 5 s vCenter probes), every target scraped once."""
-    stack = Stack(fixed_ports=False, scrape_interval="2s", evaluation_interval="2s",
-                  vcenter_scrape_interval="5s", **kwargs)
+TEST_INTERVALS = {"scrape_interval": "2s", "evaluation_interval": "2s", "vcenter_scrape_interval": "5s"}
+
+
+def started_stack(demo_intervals: bool = False, **kwargs: Any) -> Stack:
+    """A started stack, every target scraped once: 2 s scrapes and 5 s vCenter probes, or with
+    ``demo_intervals`` those of `make demo` (Stack's defaults)."""
+    stack = Stack(fixed_ports=False, **({} if demo_intervals else TEST_INTERVALS), **kwargs)
     stack.started_at = time.monotonic()      # for tests that wait for windows to fill
-    stack.__enter__()
-    try:
-        stack.wait_scraped(timeout=90)
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
-
-
-def started_demo_mode_stack(**kwargs: Any) -> Stack:
-    """A started stack with the demo's own intervals (Stack's defaults)."""
-    stack = Stack(fixed_ports=False, **kwargs)
-    stack.started_at = time.monotonic()
     stack.__enter__()
     try:
         stack.wait_scraped(timeout=90)
@@ -224,7 +214,7 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     for scenario in DEMO_MODE_SCENARIOS:
         workdir = tmp_path_factory.mktemp(f"demo-mode-{scenario}")
         entries[f"demo-mode:{scenario}"] = Entry(
-            start=functools.partial(started_demo_mode_stack, scenario=scenario, workdir=workdir,
+            start=functools.partial(started_stack, demo_intervals=True, scenario=scenario, workdir=workdir,
                                     rules_dir=quick_rules,
                                     alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}"),
             stop=Stack.stop, eager=True)     # their test waits minutes from the start: age from the start
