@@ -3,9 +3,10 @@
 ``scenario_stack`` is session-scoped and parametrized over the scenario library, so pytest groups
 the e2e tests by scenario and each stack serves all of them (the trace checks, the alert checks and
 the dashboard queries all run against the same Prometheus). ``stack_pool`` (tests/e2e/pool.py)
-starts the stacks a few ahead of their tests, so that their windows fill side by side. The stack loads rules generated from the
-shipped mixin config with the same windows (so rule names match the dashboards) and short ``for``
-durations, and sends Alertmanager's notifications to an in-test webhook (``alert_sink``).
+starts the stacks a few ahead of their tests, so that their windows fill side by side. The stack
+loads rules generated from the shipped mixin config with the same windows (so rule names match the
+dashboards) and short ``for`` durations, and sends Alertmanager's notifications to an in-test
+webhook (``alert_sink``).
 """
 
 from __future__ import annotations
@@ -114,7 +115,11 @@ def test_rules_dir(tmp_path_factory) -> Path:
 
 # How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side.
 # Each stack takes about 0.1 of a core once started; starting one takes a core for a few seconds.
-WINDOW = int(os.environ.get("IOPARALLAX_E2E_STACKS", "4"))
+def _window() -> int:
+    text = os.environ.get("IOPARALLAX_E2E_STACKS", "4")
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(f"IOPARALLAX_E2E_STACKS: expected a whole number of stacks, at least 1, got {text!r}")
+    return int(text)
 
 # Non-parametrized pooled fixtures: fixture name = pool key.
 POOLED_FIXTURES = ("demo_stack", "demo_command")
@@ -218,7 +223,7 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
                                     rules_dir=quick_rules,
                                     alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}"),
             stop=Stack.stop, eager=True)     # their test waits minutes from the start: age from the start
-    pool = StackPool(request.config.stash.get(_ORDER, []), entries, WINDOW)
+    pool = StackPool(request.config.stash.get(_ORDER, []), entries, _window())
     yield pool
     pool.close()
 
@@ -227,29 +232,27 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
 def scenario_stack(request, stack_pool) -> Stack:
     """A started demo stack for one library scenario (2 s scrapes, 5 s vCenter probes), its alerts
     sent to ``alert_sink`` under the scenario's name; started ahead by ``stack_pool``."""
-    key = f"scenario:{request.param}"
-    yield stack_pool.get(key)
-    stack_pool.release(key)
+    with stack_pool.lease(f"scenario:{request.param}") as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session", params=DEMO_MODE_SCENARIOS)
 def demo_mode_stack(request, stack_pool) -> Stack:
     """A scenario as `make demo DEMO_ARGS=--quick-alerts` runs it, its alerts sent to ``alert_sink``
     under ``demo-mode/<scenario>``; started with the pool."""
-    key = f"demo-mode:{request.param}"
-    yield stack_pool.get(key)
-    stack_pool.release(key)
+    with stack_pool.lease(f"demo-mode:{request.param}") as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session")
 def demo_stack(stack_pool) -> Stack:
     """The stack `make demo` starts (zero-heavy, the shipped rules), with test scrape intervals."""
-    yield stack_pool.get("demo_stack")
-    stack_pool.release("demo_stack")
+    with stack_pool.lease("demo_stack") as thing:
+        yield thing
 
 
 @pytest.fixture(scope="session")
 def demo_command(stack_pool) -> DemoCommand:
     """``ioparallax-demo --duration 10 --settle 70 --quick-alerts``, started ahead in the background."""
-    yield stack_pool.get("demo_command")
-    stack_pool.release("demo_command")
+    with stack_pool.lease("demo_command") as thing:
+        yield thing

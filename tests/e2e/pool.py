@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,14 @@ class StackPool:
             self._top_up()
             future = self.futures[key]
         return future.result(timeout=timeout)
+
+    @contextmanager
+    def lease(self, key: str) -> Iterator[Any]:
+        """``get`` then, when the block ends (its tests are done), ``release``."""
+        try:
+            yield self.get(key)
+        finally:
+            self.release(key)
 
     def release(self, key: str) -> None:
         """Stop ``key`` (its tests are done) and start the next entries in line."""

@@ -96,3 +96,13 @@ def test_an_entry_no_test_asks_for_is_never_started_and_a_released_one_is_not_re
         pool.get("a")
     pool.close()
     assert rec.started == ["a"]
+
+
+def test_lease_releases_when_the_block_ends():
+    rec = Recorder()
+    pool = pool_of(rec, ["a", "b"], window=1)
+    with pool.lease("a") as thing:
+        assert thing == "thing-a"
+        assert rec.stopped == []
+    assert rec.stopped == ["a"]
+    pool.close()
