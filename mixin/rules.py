@@ -233,6 +233,22 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
         guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
         record="vm_disk:ioparallax_guest_iodepth:sum"))
+    # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
+    guest.append(Rule(
+        "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
+        "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
+        "when every running job is direct.",
+        f"""max by (vm, disk) (
+  (
+    (
+      max by ({FIO_JOB}) (0 * {"fio_job_info" + cfg.sel("fio", 'direct="0"')} + 1)
+      or max by ({FIO_JOB}) (0 * fio_job_info{fio})
+    )
+    unless on ({FIO_JOB}) (fio_job_finished{fio} == 1)
+  )
+  * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
+)""",
+        record="vm_disk:ioparallax_guest_buffered_io:bool"))
     vm.append(vm_outstanding_ios(w))
 
     def both(layer: str, what: str, op: str) -> str:
@@ -270,10 +286,18 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
                  record=f"vm_disk:ioparallax_storage_to_vm_{d}_latency:ratio{w}"),
         ]
     views += [
+        Rule("Little's law: the queue depth the guest's fio jobs ask for over the concurrency the VM view "
+             "implies (throughput x latency), on every VM disk. ~1 when the asked depth is reached and "
+             "the I/O is steady; above 1 either bursts (direct I/O) or a depth never reached (buffered).",
+             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{w} > 0)",
+             record=f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}"),
         Rule("Burstiness by Little's law: the guest's queue depth over the concurrency the VM view implies "
              "(throughput x latency). ~1 for steady I/O; a 1 s burst every 20 s at QD32 gives ~20: the "
-             "VM's 20 s samples then show about a twentieth of the throughput the application saw.",
-             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{w} > 0)",
+             "VM's 20 s samples then show about a twentieth of the throughput the application saw. Not "
+             "for buffered I/O (vm_disk:ioparallax_guest_buffered_io:bool 1): its asked depth is never "
+             "reached, so the ratio says nothing about bursts there.",
+             f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}\n"
+             f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
              record=f"vm_disk:ioparallax_burstiness:ratio{w}"),
         Rule("Peak to average: the highest per-interval guest throughput fio reported in the window (its "
              "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
@@ -294,15 +318,34 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
     wss = st_metric("stargate_vdisk_working_set_bytes", 'kind="union"', 'window="2m"')
 
     def share(metric: str, matcher: str) -> str:
+        # A bucket row the page does not have counts as 0 (a page without cache rows reads no cache).
         return with_vm_disk(f"  (\n    {sources(metric, matcher)}\n"
                             f"    or on (vdisk_id) 0 * {sources(metric)}\n  )\n"
                             f"  /\n  ({sources(metric)} > 0)")
 
+    def zero_share(metric: str, matcher: str) -> str:
+        # Only where the page has a zero row: a 2014/2015 page has no Oplog Zero write destination
+        # (its zero writes count as Oplog), and 0 there would read "no zeros" where none can be seen.
+        return with_vm_disk(f"  {sources(metric, matcher)}\n  /\n  ({sources(metric)} > 0)")
+
+    def measurable(metric: str, matcher: str) -> str:
+        return with_vm_disk(f"  0 * {sources(metric, matcher)} + 1\n"
+                            f"  or on (vdisk_id)\n  0 * {sources(metric)}")
+
     disk = Group("ioparallax.storage", "What the storage did with the I/O: zero buckets, cache, working set.", [
-        Rule("Share of read bytes served from zero buckets (Estore Zero, Oplog Zero, Zeroes): bytes no disk read.",
-             share(rs, zero_src), record="vdisk:ioparallax_read_zero:ratio"),
-        Rule("Share of written bytes that were all-zero blocks (Oplog Zero): bytes no disk stored.",
-             share(wd, zero_dst), record="vdisk:ioparallax_write_zero:ratio"),
+        Rule("1 when the vdisk's page has a zero read source (2014/2015 Zeroes, 2016 Estore Zero and Oplog "
+             "Zero: every known build), 0 when it lists read sources but none for zeros.",
+             measurable(rs, zero_src), record="vdisk:ioparallax_read_zero_measurable:bool"),
+        Rule("1 when the vdisk's page has a zero write destination (Oplog Zero, 2016 builds), 0 when it "
+             "lists write destinations but none for zeros (2014/2015 builds count zero writes as Oplog): "
+             "the write zero share is then not measurable, and absent rather than 0.",
+             measurable(wd, zero_dst), record="vdisk:ioparallax_write_zero_measurable:bool"),
+        Rule("Share of read bytes served from zero buckets (Estore Zero, Oplog Zero, Zeroes): bytes no disk "
+             "read. Absent where the page has no zero read source (read_zero_measurable 0).",
+             zero_share(rs, zero_src), record="vdisk:ioparallax_read_zero:ratio"),
+        Rule("Share of written bytes that were all-zero blocks (Oplog Zero): bytes no disk stored. Absent "
+             "where the page has no zero write destination (write_zero_measurable 0: 2014/2015 builds).",
+             zero_share(wd, zero_dst), record="vdisk:ioparallax_write_zero:ratio"),
         Rule("Share of read bytes served from the CVM's memory (Cache DRAM, Extent cache): the cache-fit signal.",
              share(rs, cache_src), record="vdisk:ioparallax_read_cache:ratio"),
         Rule(f"Union working set of the last 2 minutes over the CVM cache size ({cache_bytes} bytes, "
@@ -350,7 +393,8 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         vm_outstanding_ios(a),
         Rule(f"Burstiness by Little's law over the agreement window ({a}): steadier than the 1m ratio for "
              "bursts a minute apart (a 1m window's vCenter samples miss such a burst a third of the time).",
-             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)",
+             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)\n"
+             f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
              record=f"vm_disk:ioparallax_burstiness:ratio{a}"),
         Rule(f"Guest bytes over VM bytes over the agreement window ({a}): what IoparallaxViewsDisagree judges.",
              f"vm_disk:ioparallax_guest_bytes:rate{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
@@ -467,6 +511,19 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "vCenter's 20 s samples average away (high latency, \"low\" throughput). Judge throughput on "
               "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
               "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy."),
+        alert("IoparallaxAskedQueueDepthNotReached", "warning", f.burst,
+              f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w} > {t.burstiness_ratio:g}\n"
+              f"and on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1\n"
+              f"and on (vm, disk) {both_bytes(w)} > {busy}",
+              "Asked queue depth not reached (buffered I/O).",
+              "The fio jobs on {{ $labels.vm }} {{ $labels.disk }} ask for a queue depth {{ $value | printf \"%.1f\" }} "
+              "times the concurrency the VM view implies (throughput x latency), and they run buffered "
+              "(direct=0): buffered libaio submits synchronously, so the asked iodepth is never reached and the "
+              "result describes a queue depth of about one per job, through the guest page cache. Run with "
+              "direct=1 to test the asked depth, or with a synchronous engine (psync) and numjobs set to the "
+              "concurrency wanted.",
+              "Little's law on a buffered disk: the asked depth far above the VM's implied concurrency, "
+              "while the disk is busy (IoparallaxBurstAveragedAway does not judge buffered disks)."),
         alert("IoparallaxViewsDisagree", "warning", f.views_disagree,
               disagree("guest"),
               "The guest and the VM disagree on the bytes moved.",
