@@ -23,7 +23,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
 from mixin.config import MixinConfig
-from mixin.dashboards_panels import DATASOURCE, LAYER_COLORS, ZERO_COLOR, Q, heat, note, row, single, tbl, ts
+from mixin.dashboards_panels import DATASOURCE, LAYER_COLORS, ZERO_COLOR, Q, heat, labelled, note, row, single, tbl, ts
 
 DIRECTIONS = ("read", "write")
 RI = "$__rate_interval"
@@ -108,6 +108,9 @@ class Expr:
     def vdisk_ratio(self, name: str, *extra: str) -> str:
         return f"vdisk:ioparallax_{name}:ratio{_braces(VMDISK, *extra)}"
 
+    def vdisk_flag(self, name: str, *extra: str) -> str:
+        return f"vdisk:ioparallax_{name}:bool{_braces(VMDISK, *extra)}"
+
     # Storage series of the selected vdisks, with vm and disk from stargate_vdisk_info.
     def storage(self, metric: str, *extra: str) -> str:
         return (f"{metric}{self.sel('stargate', VDISK, *extra)}"
@@ -168,8 +171,19 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(ts(
         "Zero share of writes", "Share of the written bytes that went to oplog_zero: zeros the storage "
         "stored as metadata only. Typical of fio zero_buffers=1, compressible buffers without "
-        "buffer_pattern, or dd if=/dev/zero.", "percentunit",
-        [Q(e.vdisk_ratio("write_zero"), vd)], w=12, limit=t.zero_write_ratio))
+        "buffer_pattern, or dd if=/dev/zero. Not measurable (no line) on 2014/2015 page builds: their "
+        "Write Destination table has no Oplog Zero row (see 'Zero writes measurable').", "percentunit",
+        [Q(e.vdisk_ratio("write_zero"), vd)], w=9, limit=t.zero_write_ratio,
+        no_value="not measurable (page build without Oplog Zero) or no writes"))
+    d.with_panel(labelled(
+        "Zero writes measurable", "Whether the vdisk's Stargate page can show zero writes at all "
+        "(vdisk:ioparallax_write_zero_measurable:bool): 2016 builds have an Oplog Zero write "
+        "destination; 2014/2015 builds count zero writes as Oplog, so the zero share of writes is not "
+        "measurable there and IoparallaxZeroHeavyWrites cannot fire (fio's hygiene findings are then "
+        "the only sign of zero writes).", "none",
+        [Q(e.vdisk_flag("write_zero_measurable"), vd)],
+        {0: ("not measurable", "orange"), 1: ("measurable", "green")},
+        no_value="no write destinations (no detail page)", w=3, h=8))
     d.with_panel(ts(
         "Reads from cache", "Share of read bytes served from DRAM or the extent cache. Above "
         f"{t.cache_read_ratio:.0%} with a working set below the cache the benchmark measures the "
@@ -200,7 +214,9 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(ts(
         "Burstiness (Little's law)", "The guest's queue depth (sum of fio iodepth) over the "
         "concurrency the VM view implies (ops/s x latency). ~1: steady I/O; far above 1: bursts the "
-        f"VM's 20 s averages hide (dashed line: {t.burstiness_ratio:g}).", "none",
+        f"VM's 20 s averages hide (dashed line: {t.burstiness_ratio:g}). No line for disks with a "
+        "buffered fio job (direct=0): their asked depth is never reached, which is not a burst "
+        "(IoparallaxAskedQueueDepthNotReached).", "none",
         [Q(e.ratio("burstiness"), "{{vm}} {{disk}}")], w=12, limit=t.burstiness_ratio))
     d.with_panel(ts(
         "Guest peak / VM sample", "The highest bytes/s fio reported in one of its status intervals "
@@ -308,12 +324,20 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(ts(
         "Queue depth: asked vs implied", "The guest's asked concurrency (sum of fio iodepth of the jobs "
         "on the disk) against the VM's mean outstanding I/Os implied by Little's law (integrated "
-        "latency per second). The VM's far below the guest's: the I/O came in bursts.", "short",
+        "latency per second). The VM's far below the guest's: the I/O came in bursts, or, for buffered "
+        "jobs, the asked depth was never reached.", "short",
         [Q(e.rule("vm_disk:ioparallax_guest_iodepth:sum"), "guest iodepth"),
-         Q(e.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{cfg.w}"), "VM implied outstanding I/Os")], w=12))
+         Q(e.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{cfg.w}"), "VM implied outstanding I/Os")], w=9))
+    d.with_panel(labelled(
+        "Guest I/O", "Whether a running fio job on the disk does buffered I/O (direct=0; "
+        "vm_disk:ioparallax_guest_buffered_io:bool). Buffered libaio is synchronous: the asked iodepth "
+        "is never reached, so the burstiness ratio is not computed and IoparallaxAskedQueueDepthNotReached "
+        "judges the gap instead.", "none",
+        [Q(e.rule("vm_disk:ioparallax_guest_buffered_io:bool"), "{{vm}} {{disk}}")],
+        {0: ("direct", "green"), 1: ("buffered", "orange")}, no_value="no running fio job", w=3, h=8))
     d.with_panel(ts(
         "Burstiness and guest peak / VM sample", "Burstiness: guest iodepth / VM implied concurrency "
-        "(~1 steady). Guest peak / VM sample: fio's highest interval bytes/s over vCenter's highest 20 s "
+        "(~1 steady; not computed for buffered jobs). Guest peak / VM sample: fio's highest interval bytes/s over vCenter's highest 20 s "
         "sample. Either far above 1: the VM's throughput panels under-read the bursts.", "none",
         [Q(e.ratio("burstiness"), "burstiness"),
          Q(e.ratio("guest_peak_to_vm_sample_bytes"), "guest peak / VM sample")],
@@ -349,16 +373,27 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
            "{{destination}}")], stack=True, regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR}))
     d.with_panel(ts(
         "Zero share", "Zero-bucket share of read bytes and of written bytes (recording rules "
-        f"vdisk:ioparallax_*_zero:ratio). Dashed: the {t.zero_read_ratio:.0%} alert threshold.",
+        f"vdisk:ioparallax_*_zero:ratio). Dashed: the {t.zero_read_ratio:.0%} alert threshold. No "
+        "writes line on 2014/2015 page builds: no Oplog Zero row, so zero writes are not measurable.",
         "percentunit", [Q(f"max by (vdisk_id) ({e.vdisk_ratio('read_zero', VDISK)})", "reads {{vdisk_id}}"),
-                        Q(f"max by (vdisk_id) ({e.vdisk_ratio('write_zero', VDISK)})", "writes {{vdisk_id}}")], w=8, limit=t.zero_read_ratio))
+                        Q(f"max by (vdisk_id) ({e.vdisk_ratio('write_zero', VDISK)})", "writes {{vdisk_id}}")],
+        w=6, limit=t.zero_read_ratio, no_value="no reads or writes"))
+    # The share where it is measurable, -1 (shown as words) where the page has no Oplog Zero row.
+    d.with_panel(labelled(
+        "Zero share of writes", "The zero share of written bytes now, or 'not measurable' where the "
+        "vdisk's page has no Oplog Zero write destination (2014/2015 builds count zero writes as Oplog: "
+        "vdisk:ioparallax_write_zero_measurable:bool 0; the query reads -1 there). Red from the "
+        f"{t.zero_write_ratio:.0%} alert threshold.", "percentunit",
+        [Q(f"max by (vdisk_id) (\n  {e.vdisk_ratio('write_zero', VDISK)}\n"
+           f"  or ({e.vdisk_flag('write_zero_measurable', VDISK)} == 0) - 1\n)", "{{vdisk_id}}")],
+        {-1: ("not measurable", "orange")}, no_value="no writes", w=3, h=8, limit=t.zero_write_ratio))
     d.with_panel(ts(
         "Categorizer: random share", "Stargate's categorizer, per direction: share of random ops "
         "(the rest is sequential). A 'sequential' benchmark that shows random here is interleaved "
         "by numjobs or by the hypervisor.", "percentunit",
         [Q(f"max by (vdisk_id, direction) ({S('stargate_vdisk_random_ratio')})", "random {{direction}} {{vdisk_id}}"),
          Q(f"max by (vdisk_id, direction) ({S('stargate_vdisk_sequential_ratio')})",
-           "sequential {{direction}} {{vdisk_id}}")], w=8))
+           "sequential {{direction}} {{vdisk_id}}")], w=7))
     d.with_panel(ts(
         "Working set vs CVM cache", "Working set sizes (read, write, union; 2 min and 1 h windows). "
         f"Dashed: the configured CVM cache ({t.cvm_cache_bytes / 2**30:g} GiB). A 2 min union below "

@@ -61,11 +61,14 @@ def thresholds(limit: float | None, above: str = "red") -> db.ThresholdsConfig:
 def ts(title: str, description: str, unit: str, queries: list[Q], *, w: int = 12, h: int = 8,
        stack: bool = False, limit: float | None = None, min0: bool = True,
        colors: dict[str, str] | None = None, regex_colors: dict[str, str] | None = None,
-       dashed: list[str] | None = None) -> timeseries.Panel:
+       dashed: list[str] | None = None, no_value: str | None = None) -> timeseries.Panel:
     """A time series panel. ``limit`` draws the alert threshold as a dashed line; ``colors``
     fixes a colour per series name (legend); ``regex_colors`` per series-name regex (the zero
-    buckets); ``dashed`` names series drawn dashed (the averaged views beside the raw ones)."""
+    buckets); ``dashed`` names series drawn dashed (the averaged views beside the raw ones);
+    ``no_value`` is the text shown when no query has data (say why it can be empty)."""
     p = _common(timeseries.Panel(), title, description, unit, queries, w, h)
+    if no_value:
+        p.no_value(no_value)
     p.line_width(1).fill_opacity(10 if not stack else 60).show_points(cm.VisibilityMode.NEVER)
     p.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
              .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["lastNotNull", "mean", "max"]))
@@ -108,6 +111,21 @@ def single(title: str, description: str, unit: str, queries: list[Q], *, w: int 
     p.color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.AREA)
     p.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     p.thresholds(thresholds(limit, above))
+    return p
+
+
+def labelled(title: str, description: str, unit: str, queries: list[Q], texts: dict[float, tuple[str, str]],
+             *, no_value: str, w: int = 6, h: int = 4, limit: float | None = None) -> stat.Panel:
+    """A stat whose special values read as words: ``texts`` maps a value to (text, colour), e.g. a
+    0/1 flag to "not measurable" / "measurable"; ``no_value`` says why the panel can be empty;
+    ``limit`` turns other values red from there on."""
+    p = _common(stat.Panel(), title, description, unit, queries, w, h)
+    p.color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.NONE)
+    p.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    p.thresholds(thresholds(limit))
+    p.mappings([dm.ValueMap(options={f"{v:g}": dm.ValueMappingResult(text=text, color=color, index=i)
+                                     for i, (v, (text, color)) in enumerate(sorted(texts.items()))})])
+    p.no_value(no_value)
     return p
 
 
