@@ -1,0 +1,174 @@
+"""ioparallax-report: the PoC report (verdicts and figures of the three views) as one HTML file.
+
+``ioparallax-report usl ...`` is the ad-hoc Universal Scalability Law fit (ioparallax.report.usl_cli).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ioparallax.report.promapi import PromAPI, PromError, parse_seconds
+
+log = logging.getLogger("ioparallax.report")
+
+EPILOG = """\
+times: 'now', a duration before now ('-30m', '-2h'), unix seconds, or ISO 8601 ('2026-11-23T10:00:00Z').
+
+--compare LABEL=WHAT puts a second data set on the same figures (dashed) with a table of deltas:
+  B=http://prom-b:9090              the same range on another Prometheus (platform A vs B)
+  B=-2h..-1h30m                     another range on the same Prometheus (before vs after a fix)
+  B=http://prom-b:9090@-2h..-1h     both
+
+The report reads the recording rules of alerts/ioparallax.rules.yml (load them into the Prometheus
+you query) and the thresholds of mixin/config.yml (--config). It never sends anything but queries.
+The HTML needs no network when opened: figures are inline SVG, data are embedded as CSV links.
+--pdf prints the HTML with headless Chromium (Debian package chromium), a page per VM disk.
+
+examples:
+  ioparallax-report --prometheus http://127.0.0.1:9090 --start -30m -o report.html
+  ioparallax-report --prometheus http://127.0.0.1:9090 --start -1h --match 'vm=~"oltp.*"' \\
+      --compare B=-3h..-2h -o report.html --pdf report.pdf
+  ioparallax-report usl --csv points.csv
+"""
+
+
+def parse_time(text: str, now: float) -> float:
+    text = text.strip()
+    if text == "now":
+        return now
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
+        return float(text)
+    if text.startswith("-"):
+        return now - parse_seconds(text[1:])
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"expected now, -30m, unix seconds or ISO 8601, got {text!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def parse_compare(text: str, prometheus: str, start: float, end: float, now: float) -> tuple[str, str, float, float]:
+    """``LABEL=URL``, ``LABEL=START..END`` or ``LABEL=URL@START..END`` -> (label, url, start, end)."""
+    label, sep, what = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_ .-]{1,20}", label) or not what:
+        raise ValueError(f"--compare: expected LABEL=URL, LABEL=START..END or LABEL=URL@START..END, got {text!r}")
+    url, rng = prometheus, ""
+    if what.startswith(("http://", "https://")):
+        url, _, rng = what.partition("@")
+    else:
+        rng = what
+    if rng:
+        a, sep, b = rng.partition("..")
+        if not sep:
+            raise ValueError(f"--compare {label}: expected a range START..END, got {rng!r}")
+        start, end = parse_time(a, now), parse_time(b, now)
+    return label, url, start, end
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ioparallax-report",
+        description="Write the PoC report: a verdict per VM disk and per trap (views agree, zero reads, "
+                    "zero writes, cache fit, bursts averaged away, misalignment, benchmark hygiene), a page "
+                    "per VM disk with the guest, VM and storage views overlaid, the alerts that fired, and an "
+                    "appendix with every query and the data as CSV. One self-contained HTML file.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prometheus", required=True, metavar="URL",
+                   help="Prometheus-compatible query API, e.g. http://127.0.0.1:9090")
+    p.add_argument("--start", default="-30m", help="start of the range (default -30m)")
+    p.add_argument("--end", default="now", help="end of the range (default now)")
+    p.add_argument("--match", default="", metavar="'{label=\"value\",...}'",
+                   help="label matchers added to every query, e.g. '{vm=~\"oltp.*\"}' or, on a long-term "
+                        "store, '{cluster=\"poc-a\"}' (recording rules keep vm, disk and vdisk_id)")
+    p.add_argument("--compare", metavar="LABEL=URL|RANGE", help="a second Prometheus or range, overlaid")
+    p.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
+    p.add_argument("--pdf", type=Path, help="also print the report to this PDF (headless Chromium)")
+    p.add_argument("--config", type=Path, help="mixin config (default: the shipped mixin/config.yml)")
+    p.add_argument("--step", help="seconds between points (default: max(scrape interval, range / 600))")
+    p.add_argument("--title", default="Storage PoC report", help="the report's title")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every query")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["usl"]:
+        from ioparallax.report import usl_cli
+        return usl_cli.main(argv[1:])
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from ioparallax.report.report import ReportError, make_report
+    now = time.time()
+    try:
+        start, end = parse_time(args.start, now), parse_time(args.end, now)
+        if end <= start:
+            raise ValueError(f"--end ({args.end}) must be after --start ({args.start})")
+        step = parse_seconds(args.step) if args.step and not args.step.replace(".", "").isdigit() else (
+            float(args.step) if args.step else None)
+        match = args.match.strip()
+        if match.startswith("{") and match.endswith("}"):
+            match = match[1:-1].strip()
+        compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
+    except ValueError as e:
+        print(f"ioparallax-report: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = make_report(prometheus=args.prometheus, start=start, end=end, step=step, match=match,
+                             config_path=args.config, compare=compare, title=args.title, timeout=args.timeout)
+    except (PromError, ReportError) as e:
+        print(f"ioparallax-report: {e}", file=sys.stderr)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(result.html, encoding="utf-8")
+    print(f"wrote {args.output} ({len(result.html) / 1e6:.1f} MB, {result.disks} VM disks, "
+          f"{result.queries} Prometheus queries in {result.seconds:.1f} s)")
+    for view, why in result.missing_views.items():
+        print(f"  view missing: {view}: {why}")
+    if args.pdf:
+        try:
+            print_pdf(args.output, args.pdf)
+        except RuntimeError as e:
+            print(f"ioparallax-report: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.pdf}")
+    return 0
+
+
+def chromium() -> str:
+    import shutil
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise RuntimeError("PDF: no chromium on PATH (Debian: apt-get install chromium; `make deps` installs it)")
+
+
+def print_pdf(html_path: Path, pdf_path: Path, timeout: float = 120.0) -> None:
+    """Print the HTML with headless Chromium: the PDF is exactly what the browser shows."""
+    import tempfile
+    pdf_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ioparallax-chromium-") as profile:
+        argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                f"--user-data-dir={profile}", "--no-pdf-header-footer", "--run-all-compositor-stages-before-draw",
+                f"--print-to-pdf={pdf_path.resolve()}", html_path.resolve().as_uri()]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"PDF: chromium did not finish printing {html_path} in {timeout:g} s") from None
+    if done.returncode != 0 or not pdf_path.exists() or pdf_path.stat().st_size == 0:
+        raise RuntimeError(f"PDF: chromium failed on {html_path} (exit {done.returncode}): {done.stderr[-400:]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""A thin client of the Prometheus HTTP query API (``/api/v1/query``, ``/api/v1/query_range``).
+
+Works against anything that speaks that API (Prometheus, Thanos, Mimir, VictoriaMetrics). Every
+call has a timeout; every failure raises :class:`PromError` naming the URL and the cause, never a
+bare ``requests`` exception. The client counts its queries, so the report (and bench/report.py) can
+show that the number of queries follows the kinds of figures, not the number of VM disks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+log = logging.getLogger(__name__)
+
+
+class PromError(RuntimeError):
+    """A query that failed: the message names the Prometheus URL, the query and the cause."""
+
+
+@dataclass
+class PromAPI:
+    url: str                      # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
+    timeout: float = 30.0         # seconds per HTTP request
+    queries: int = 0              # how many queries were sent (query + query_range)
+    session: requests.Session = field(default_factory=requests.Session, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
+        if not self.url.startswith(("http://", "https://")):
+            raise PromError(f"{self.url!r}: expected a Prometheus URL such as http://127.0.0.1:9090")
+
+    def _get(self, path: str, params: dict[str, Any]) -> Any:
+        with self._lock:
+            self.queries += 1
+        where = f"{self.url}{path}"
+        try:
+            r = self.session.get(where, params=params, timeout=self.timeout)
+        except requests.Timeout:
+            raise PromError(f"{where}: no answer within {self.timeout:g} s") from None
+        except requests.ConnectionError as e:
+            raise PromError(f"{where}: cannot connect ({_short(e)})") from None
+        except requests.RequestException as e:
+            raise PromError(f"{where}: {_short(e)}") from None
+        try:
+            body = r.json()
+        except ValueError:
+            raise PromError(f"{where}: HTTP {r.status_code}, not a Prometheus API answer "
+                            f"({r.text[:120]!r})") from None
+        if r.status_code != 200 or body.get("status") != "success":
+            query = params.get("query", "")
+            raise PromError(f"{where}: HTTP {r.status_code}, {body.get('errorType', 'error')}: "
+                            f"{body.get('error', '?')} (query: {query[:200]})")
+        for w in body.get("warnings", []) or []:
+            log.warning("%s: %s", where, w)
+        return body["data"]
+
+    def query(self, expr: str, time: float | None = None) -> list[dict[str, Any]]:
+        """Instant query: a list of ``{"metric": {...}, "value": [t, "v"]}`` (vector results)."""
+        params: dict[str, Any] = {"query": expr}
+        if time is not None:
+            params["time"] = f"{time:.3f}"
+        data = self._get("/api/v1/query", params)
+        if data.get("resultType") == "scalar":
+            return [{"metric": {}, "value": data["result"]}]
+        return data.get("result", [])
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """Range query: a list of ``{"metric": {...}, "values": [[t, "v"], ...]}``."""
+        data = self._get("/api/v1/query_range", {"query": expr, "start": f"{start:.3f}",
+                                                 "end": f"{end:.3f}", "step": f"{step:g}"})
+        return data.get("result", [])
+
+    def scrape_interval(self) -> float | None:
+        """The shortest scrape interval among the active targets (seconds), None if unknown."""
+        try:
+            data = self._get("/api/v1/targets", {"state": "active"})
+        except PromError as e:
+            log.info("scrape interval unknown: %s", e)
+            return None
+        out = []
+        for t in data.get("activeTargets", []):
+            text = t.get("scrapeInterval", "")
+            try:
+                out.append(parse_seconds(text))
+            except ValueError:
+                continue
+        return min(out) if out else None
+
+    def buildinfo(self) -> dict[str, str]:
+        try:
+            return self._get("/api/v1/status/buildinfo", {})
+        except PromError:
+            return {}
+
+
+def _short(e: Exception) -> str:
+    text = str(e)
+    if "Connection refused" in text:
+        return "connection refused"
+    return text[:200]
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_seconds(text: str) -> float:
+    """A Prometheus duration (``1m30s``, ``5s``, ``250ms``) in seconds."""
+    import re
+    text = text.strip()
+    parts = re.findall(r"([0-9.]+)(ms|s|m|h|d|w|y)", text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {text!r}")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
