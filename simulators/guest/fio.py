@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
+from exporters.fio.hygiene import is_direct
 from simulators.scenario import Disk, Stream, Trace
 
 FIO_VERSION = "fio-3.33"
@@ -261,7 +262,9 @@ class GuestFio:
             directions[d] = _direction(ops, nbytes, lat, parts, runtime_ms,
                                        any((s.read_iops if d == "read" else s.write_iops) > 0
                                            for _, s in job.streams))
-        depth_key = _depth_key(job.iodepth)
+        # Buffered I/O is submitted synchronously (libaio included): fio sees one I/O in flight
+        # whatever iodepth asks for, and its iodepth_level says so.
+        depth_key = _depth_key(job.iodepth if is_direct(job.options) else 1)
         lat_shares = _latency_shares([directions["read"]["clat_ns"], directions["write"]["clat_ns"]])
         entry = {
             "jobname": job.name,

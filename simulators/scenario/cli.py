@@ -8,6 +8,7 @@ import sys
 
 from exporters.common.config import ConfigError
 
+from .checks import LITTLE_TOLERANCE, little_warnings
 from .model import list_scenarios, load_scenario
 from .trace import compile_scenario
 
@@ -20,8 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list the scenario library")
-    p = sub.add_parser("check", help="validate scenario files (errors name the file and key)")
+    p = sub.add_parser("check", help="validate scenario files (errors name the file and key) and warn where a "
+                                     "stream's iodepth, IOPS and latency contradict Little's law")
     p.add_argument("scenarios", nargs="+", help="library names or YAML paths")
+    p.add_argument("--tolerance", type=float, default=LITTLE_TOLERANCE,
+                   help="asked iodepth over ops/s x latency outside [1/x, x] warns (default: %(default)s)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings")
     p = sub.add_parser("identities", help="print the identity map (VM disk <-> vdisk <-> guest device) as JSON")
     p.add_argument("scenario")
     p = sub.add_parser("compile", help="write the per-second trace as JSON (what the Go vCenter simulator reads)")
@@ -35,9 +40,17 @@ def main(argv: list[str] | None = None) -> int:
                 sc = load_scenario(name)
                 print(f"{name:24} {sc.summary}")
         elif args.cmd == "check":
+            if args.tolerance < 1:
+                parser.error(f"--tolerance must be at least 1, got {args.tolerance:g}")
+            warned = False
             for name in args.scenarios:
                 sc = load_scenario(name)
                 print(f"{sc.source}: OK ({len(sc.vms)} VMs, {len(sc.disks)} disks, period {sc.period_s} s)")
+                for line in little_warnings(sc, args.tolerance):
+                    warned = True
+                    print(f"warning: {sc.source}: {line}", file=sys.stderr)
+            if warned and args.strict:
+                return 1
         elif args.cmd == "identities":
             print(json.dumps(compile_scenario(load_scenario(args.scenario)).identity_map(), indent=2))
         elif args.cmd == "compile":

@@ -106,7 +106,7 @@ def test_main_page_structure_per_build(build, title):
 
 
 def test_overview_and_cluster_state_list_every_cvm():
-    s = sim("clean-oltp")
+    s = sim("buffered-qd")     # the library's 2015 page build
     soup = BeautifulSoup(s.render_main("cvm-2"), "lxml")
     overview = {tr.find_all("td")[0].get_text(): tr.find_all("td")[1].get_text()
                 for tr in table_after_banner(soup, "Overview").find_all("tr")}
