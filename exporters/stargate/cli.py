@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from exporters.common.config import ConfigError, Section, load_yaml
+from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
 from .collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
+from .targets import TargetError, TargetPolicy, parse_target
+from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, Limits
 
 log = logging.getLogger("exporters.stargate")
 
@@ -30,6 +34,14 @@ examples:
   stargate-exporter --web.listen-address=:9761
   curl 'http://localhost:9761/probe?target=10.0.0.11'               # one CVM (port 2009)
   curl 'http://localhost:9761/probe?target=10.0.0.11&discover=true' # the whole cluster
+
+which CVMs may be probed, and limits (--config.file; see "Security" in docs/stargate.md):
+  targets: [10.0.0.0/24, "cvm-*.example.com"]   # allow-list; or --stargate.target / STARGATE_TARGETS
+  allow_unlisted_targets: false     # default: a target not listed is refused with HTTP 400
+  body_size_limit: 2MiB             # per page, default 2MiB (a 1,000-vdisk main page is ~430 kB)
+  max_pages_per_probe: 5000         # main pages + detail views of one probe (default 5000)
+  discovery_ports: []               # discover=true follows Cluster State links on 2009 and the
+                                    # target's own port, and on these
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -54,13 +66,52 @@ See docs/stargate.md for every metric and its source field.
 class StargateConfig:
     vdisks: dict[str, dict[str, str]]
     prism: PrismConfig | None
+    targets: list[str] = field(default_factory=list)       # allow-list: host patterns, IPs, CIDRs
+    allow_unlisted: bool = False
+    limits: Limits = Limits()
+    discovery_ports: tuple[int, ...] = ()
+
+    def policy(self) -> TargetPolicy:
+        return TargetPolicy(self.targets, allow_any=self.allow_unlisted)
+
+
+def _target_entries(sec: Section) -> list[str]:
+    raw = sec.get("targets", list, default=[])
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, str):
+            raise sec.error(f"targets[{i}]", f"expected a host pattern, IP address or CIDR, got {entry!r}")
+        try:
+            TargetPolicy([entry])
+        except ValueError as exc:
+            raise sec.error(f"targets[{i}]", str(exc)) from None
+    return list(raw)
+
+
+def _positive_int(name: str, maximum: int):
+    def check(value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= maximum:
+            raise ValueError(f"expected an integer from 1 to {maximum}, got {value!r}")
+        return value
+    return check
 
 
 def load_config(path: str | None) -> StargateConfig:
-    """--config.file: ``vdisks`` (hand mapping) and ``prism`` (API mapping), both optional."""
+    """--config.file: ``targets`` and ``allow_unlisted_targets`` (which CVMs may be probed),
+    ``body_size_limit``, ``max_pages_per_probe`` and ``discovery_ports`` (limits of a probe),
+    ``vdisks`` (hand mapping) and ``prism`` (API mapping); all optional."""
     if not path:
         return StargateConfig({}, None)
     root = Section(load_yaml(path), path)
+    targets = _target_entries(root)
+    allow_unlisted = root.get("allow_unlisted_targets", bool, default=False)
+    limit = root.get("body_size_limit", parse_bytes, default=DEFAULT_BODY_SIZE_LIMIT)
+    if limit < 1024:
+        raise root.error("body_size_limit", f"at least 1KiB, got {limit} bytes")
+    max_pages = root.get("max_pages_per_probe", _positive_int("max_pages_per_probe", 1_000_000), default=DEFAULT_MAX_PAGES)
+    ports = root.get("discovery_ports", list, default=[])
+    for i, port in enumerate(ports):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise root.error(f"discovery_ports[{i}]", f"expected a port 1-65535, got {port!r}")
     out: dict[str, dict[str, str]] = {}
     vd = root.section("vdisks")
     for vid in list(vd.data):
@@ -73,26 +124,41 @@ def load_config(path: str | None) -> StargateConfig:
     vd.reject_unknown()
     prism = prism_config(root.section("prism"))
     root.reject_unknown()
-    return StargateConfig(out, prism)
+    return StargateConfig(out, prism, targets, allow_unlisted, Limits(limit, max_pages), tuple(ports))
 
 
 def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
     return load_config(path).vdisks
 
 
-def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float) -> ExporterApp:
+def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float,
+             policy: TargetPolicy | None = None, limits: Limits = Limits(),
+             discovery_ports: tuple[int, ...] = ()) -> ExporterApp:
+    """The exporter's routes. ``policy``: which targets may be probed (default: loopback only;
+    the command line builds it from ``targets:`` and the flags)."""
     client = HttpClient()
     if not isinstance(names, VDiskNames):
         names = VDiskNames(names)
+    policy = policy if policy is not None else TargetPolicy.loopback()
 
     def handler(p: Probe):
         discover = p.params.get("discover", "false").lower()
         if discover not in ("true", "false", "1", "0"):
-            raise BadRequest(f"discover must be true or false, got {discover!r}")
+            raise BadRequest(f"discover must be true or false, got {discover[:40]!r}")
+        try:
+            host = parse_target(p.target).origin.host
+        except TargetError:
+            host = None         # malformed: probe() answers stargate_up 0 and logs why
+        if host is not None and not policy.allows(host):
+            log.warning("stargate target %s refused: host %s is not on the targets allow-list (%s)",
+                        p.target, host, policy.describe())
+            raise BadRequest(f"target {p.target} is not on the exporter's targets allow-list "
+                             "(config targets:, --stargate.target, or --stargate.allow-unlisted-targets)")
         # A stale Prism mapping is refreshed alongside the probe; the probe waits for it only
         # until its own deadline, then uses the mapping it has (the refresh finishes later).
         refresh = names.start_refresh_if_stale()
-        result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency)
+        result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency,
+                       limits=limits, policy=policy, discovery_ports=discovery_ports)
         if refresh is not None:
             refresh.join(max(0.0, p.deadline - time.monotonic()))
         return StargateCollector(result, names).render()
@@ -114,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config.file", dest="config", default=None,
                         help="YAML file: vdisk -> VM and disk names, by hand (vdisks:) and/or from Prism's "
                              "v2 API (prism:); see below (optional)")
+    parser.add_argument("--stargate.target", dest="targets", action="append", default=[], metavar="PATTERN",
+                        help="allow probing CVMs whose host matches PATTERN: a host name pattern (cvm-*.example.com), "
+                             "an IP address or a CIDR (10.0.0.0/24); repeat, or list them in STARGATE_TARGETS "
+                             "(comma-separated) or the config file's targets:. Unlisted targets are refused (HTTP 400)")
+    parser.add_argument("--stargate.allow-unlisted-targets", dest="allow_unlisted", action="store_true", default=None,
+                        help="probe any target (the exporter then fetches from any host:port it is asked to; "
+                             "only on a trusted network)")
     parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="detail pages fetched at once per probe (default: %(default)s)")
     parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
@@ -133,6 +206,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
         return 2
+    try:
+        extra = [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t] + args.targets
+        policy = TargetPolicy(config.targets + extra,
+                              allow_any=config.allow_unlisted if args.allow_unlisted is None else True)
+    except ValueError as exc:
+        print(f"error: --stargate.target / STARGATE_TARGETS: {exc}", file=sys.stderr)
+        return 2
+    if policy.allow_any:
+        log.warning("unlisted targets allowed: this exporter fetches pages from any host:port named in ?target=")
+    elif not policy.entries:
+        log.warning("no targets allowed: every probe is refused; list the CVMs with targets: in --config.file, "
+                    "--stargate.target or STARGATE_TARGETS")
+    else:
+        log.info("targets allowed: %s", policy.describe())
     names = VDiskNames(config.vdisks, PrismClient(config.prism) if config.prism else None)
     if config.prism:
         verify = config.prism.tls_verify
@@ -144,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                  config.prism.refresh_interval, len(config.vdisks))
         if plain and config.prism.username:
             log.warning("prism.url is plain http://: the credentials cross the network unencrypted")
-    server = ExporterServer(make_app(args.concurrency, names, args.timeout), host, port)
+    server = ExporterServer(make_app(args.concurrency, names, args.timeout, policy, config.limits,
+                                     config.discovery_ports), host, port)
     log.info("listening on %s:%d", *server.address)
     try:
         server.serve_forever()

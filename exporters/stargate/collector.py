@@ -8,24 +8,19 @@ vdisk (``stargate_vdisk_detail_up 0``), not the target; a failing main page give
 
 from __future__ import annotations
 
-import http.client
 import logging
-import socket
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from urllib.parse import urlsplit
-
-import requests
 
 from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
 from .prism import VDiskNames
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
+from .targets import Origin, TargetError, TargetPolicy, cluster_cvms, parse_target, same_origin_link
+from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, RequestsClient  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 2009
 #: Detail pages fetched at once. Enough to overlap network waits; more threads only fight over the
 #: GIL (parsing is CPU-bound; lxml's own parse runs without the GIL, so a few threads also use a
 #: second core). Measured with bench/stargate_scrape.py, see docs/stargate.md.
@@ -33,103 +28,9 @@ DEFAULT_CONCURRENCY = 8
 
 
 def target_url(target: str) -> str:
-    """``10.0.0.5`` / ``10.0.0.5:2009`` / ``[fd00::5]:2009`` / ``http://10.0.0.5:2009/`` -> base URL."""
-    t = target.strip()
-    if "://" in t:
-        return t.rstrip("/") + "/"
-    host, sep, port = t.rpartition(":")
-    if sep and host and port.isdigit() and (not host.startswith("[") or host.endswith("]")):
-        return f"http://{t}/"
-    return f"http://{t}:{DEFAULT_PORT}/"
-
-
-class FetchError(Exception):
-    pass
-
-
-class HttpClient:
-    """Keep-alive HTTP/1.1 GETs, one connection per thread and host (the transport layer).
-
-    http.client directly: for a thousand small pages per probe, requests' per-call machinery
-    costs more CPU than parsing them."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-
-    def _conn(self, scheme: str, netloc: str, timeout: float) -> http.client.HTTPConnection:
-        conns = self._local.__dict__.setdefault("conns", {})
-        conn = conns.get((scheme, netloc))
-        if conn is None:
-            cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-            conn = conns[(scheme, netloc)] = cls(netloc, timeout=timeout)
-        conn.timeout = timeout
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
-        return conn
-
-    def _drop(self, scheme: str, netloc: str) -> None:
-        conn = self._local.__dict__.get("conns", {}).pop((scheme, netloc), None)
-        if conn is not None:
-            conn.close()
-
-    def get_text(self, url: str, timeout: float) -> str:
-        if timeout <= 0:
-            raise FetchError(f"{url}: no time left before the probe deadline")
-        parts = urlsplit(url)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        for attempt in (1, 2):
-            conn = self._conn(parts.scheme, parts.netloc, timeout)
-            try:
-                conn.request("GET", path, headers={"Accept": "text/html"})
-                resp = conn.getresponse()
-                body = resp.read()
-                break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                # A kept-alive connection the server closed: retry once on a new one.
-                self._drop(parts.scheme, parts.netloc)
-                if attempt == 2:
-                    raise FetchError(f"{url}: connection closed by the server ({exc.__class__.__name__})") from None
-            except ConnectionRefusedError:
-                self._drop(parts.scheme, parts.netloc)
-                raise FetchError(f"{url}: connection refused") from None
-            except (socket.timeout, TimeoutError):
-                self._drop(parts.scheme, parts.netloc)
-                raise FetchError(f"{url}: timed out after {timeout:.1f} s") from None
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop(parts.scheme, parts.netloc)
-                raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
-        if resp.status != 200:
-            raise FetchError(f"{url}: HTTP {resp.status}")
-        if resp.getheader("Content-Length") is not None and len(body) < int(resp.getheader("Content-Length")):
-            raise FetchError(f"{url}: response cut off")
-        return body.decode("utf-8", "replace")
-
-
-class RequestsClient:
-    """The same interface over a requests.Session (tests, or where a proxy/TLS set-up needs it)."""
-
-    def __init__(self, session: requests.Session) -> None:
-        self.session = session
-
-    def get_text(self, url: str, timeout: float) -> str:
-        return fetch(self.session, url, timeout)
-
-
-def fetch(session: requests.Session, url: str, timeout: float) -> str:
-    if timeout <= 0:
-        raise FetchError(f"{url}: no time left before the probe deadline")
-    try:
-        r = session.get(url, timeout=timeout)
-    except requests.exceptions.ConnectionError as exc:
-        cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed: {exc.__class__.__name__}"
-        raise FetchError(f"{url}: {cause}") from None
-    except requests.exceptions.Timeout:
-        raise FetchError(f"{url}: timed out after {timeout:.1f} s") from None
-    except requests.RequestException as exc:
-        raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
-    if r.status_code != 200:
-        raise FetchError(f"{url}: HTTP {r.status_code}")
-    return r.text
+    """``10.0.0.5`` / ``10.0.0.5:2009`` / ``[fd00::5]:2009`` / ``http://10.0.0.5:2009/`` -> base URL
+    (TargetError for anything else, see targets.py)."""
+    return parse_target(target).url
 
 
 @dataclass
@@ -137,6 +38,7 @@ class CvmResult:
     url: str
     page: MainPage | None
     error: str = ""
+    origin: Origin | None = None
 
 
 @dataclass
@@ -149,59 +51,143 @@ class ProbeResult:
     duration: float
     up: bool
     error: str = ""
+    rejected: int = 0                                   # main-page rows and detail views rejected as garbage
+
+
+#: Seconds kept for writing the exposition after the last fetch: a base, and per vdisk
+#: (rendering a 1,000-vdisk probe takes ~0.12 s, see docs/stargate.md).
+RENDER_RESERVE_SECONDS = 0.05
+RENDER_RESERVE_PER_VDISK = 0.0002
+#: Per-vdisk failures logged one by one in a probe; the rest are summed up in one line.
+_LOGGED_DETAIL_ERRORS = 5
+
+
+class _Deadline(Exception):
+    def __init__(self, pending: str):
+        self.pending = pending
+
+
+def _await(futures: list[Future], budget: Budget, what: str) -> None:
+    """Wait for ``futures`` until the budget's deadline; raise _Deadline naming what is pending."""
+    _, pending = wait(futures, timeout=max(0.0, budget.remaining()))
+    if pending:
+        raise _Deadline(f"{len(pending)} of {len(futures)} {what} pending")
 
 
 def probe(client: HttpClient | RequestsClient, target: str, deadline: float, discover: bool = False,
-          concurrency: int = DEFAULT_CONCURRENCY) -> ProbeResult:
+          concurrency: int = DEFAULT_CONCURRENCY, limits: Limits = Limits(),
+          policy: TargetPolicy | None = None, discovery_ports: tuple[int, ...] = ()) -> ProbeResult:
+    """One probe: never raises for anything the target, its pages or the target string do;
+    ends by ``deadline`` (``time.monotonic()``) whatever the servers do, leaving fetches still
+    running in abandoned threads whose sockets are shut down. ``policy`` decides which Cluster
+    State CVMs ``discover`` may visit (the target itself is checked by the caller)."""
     start = time.monotonic()
-    base = target_url(target)
-    first = _main(client, base, deadline)
-    cvms = [first]
-    if discover and first.page is not None:
-        others = [u.rstrip("/") + "/" for u in first.page.cvm_urls if u.rstrip("/") + "/" != base]
-        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(others) or 1))) as pool:
-            cvms.extend(pool.map(lambda u: _main(client, u, deadline), others))
-    # Merge by vdisk id: a vdisk that moved between two main-page reads is listed by two CVMs;
-    # keep the first listing (the probed target's own page is read first) so it counts once.
-    vdisks: dict[str, tuple[str, VDiskRow]] = {}
-    for cvm in cvms:
-        if cvm.page is None:
-            continue
-        for row in cvm.page.vdisks:
-            vdisks.setdefault(row.vdisk_id, (cvm.url, row))
+    policy = policy if policy is not None else TargetPolicy.loopback()
+
+    def failed(error: str, cvms: list[CvmResult] | None = None) -> ProbeResult:
+        log.warning("stargate target %s: %s", target if target.isprintable() else repr(target), error)
+        return ProbeResult(target, cvms or [], {}, {}, {}, time.monotonic() - start, False, error)
+
+    try:
+        t = parse_target(target)
+    except TargetError as exc:
+        return failed(f"bad target {target[:300]!r}: {exc}")
+    budget = Budget(deadline - RENDER_RESERVE_SECONDS, limits)
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="stargate-probe")
+    cvms: list[CvmResult] = []
+    try:
+        fut = pool.submit(_main, client, t.origin, t.path, budget)
+        _await([fut], budget, f"main page {t.url}")
+        first = fut.result()
+        cvms.append(first)
+        if first.page is None:
+            return failed(f"main page failed: {first.error}", cvms)
+        if discover:
+            others, refused = cluster_cvms(t, first.page.cvm_urls, policy, discovery_ports)
+            for reason in refused:
+                log.warning("stargate target %s: %s; not followed", target, reason)
+            futs = [pool.submit(_main, client, o, "/", budget) for o in others]
+            try:
+                _await(futs, budget, "Cluster State CVM main pages")
+            finally:
+                cvms.extend(f.result() if f.done() and not f.cancelled() else
+                            CvmResult(o.url, None, f"{o.url}: deadline exceeded", o) for o, f in zip(others, futs))
+        for cvm in cvms[1:]:
+            if cvm.page is None:
+                log.warning("stargate target %s: CVM main page failed: %s", target, cvm.error)
+        # Merge by vdisk id: a vdisk that moved between two main-page reads is listed by two CVMs;
+        # keep the first listing (the probed target's own page is read first) so it counts once.
+        vdisks: dict[str, tuple[str, VDiskRow]] = {}
+        origins: dict[str, Origin] = {}
+        rejected = 0
+        for cvm in cvms:
+            if cvm.page is None:
+                continue
+            for reason in cvm.page.rejected:
+                log.warning("stargate target %s: %s: row rejected as garbage: %s", target, cvm.url, reason)
+            rejected += len(cvm.page.rejected)
+            for row in cvm.page.vdisks:
+                if row.vdisk_id not in vdisks:
+                    vdisks[row.vdisk_id] = (cvm.url, row)
+                    origins[row.vdisk_id] = cvm.origin
+        budget.deadline = min(budget.deadline, deadline - RENDER_RESERVE_SECONDS - RENDER_RESERVE_PER_VDISK * len(vdisks))
+        pages = len(cvms) + len(vdisks)
+        if pages > limits.max_pages:
+            return failed(f"{len(cvms)} main pages and {len(vdisks)} vdisk detail views are over "
+                          f"max_pages_per_probe ({limits.max_pages}); nothing more fetched", cvms)
+        dfuts = {vid: pool.submit(_detail, client, origins[vid], row.href, budget) for vid, (_, row) in vdisks.items()}
+        _await(list(dfuts.values()), budget, "vdisk detail views")
+    except _Deadline as exc:
+        budget.abort()
+        return failed(f"deadline exceeded after {time.monotonic() - start:.2f} s: {exc.pending}", cvms)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        if not budget.aborted:
+            budget.close()
     details: dict[str, VDiskDetail | None] = {}
     errors: dict[str, str] = {}
-    if vdisks:
-        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(vdisks)))) as pool:
-            futures = {vid: pool.submit(_detail, client, row.href, deadline) for vid, (_, row) in vdisks.items()}
-            wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
-            for vid, fut in futures.items():
-                if not fut.done():
-                    fut.cancel()
-                    details[vid], errors[vid] = None, "timed out before the probe deadline"
-                    continue
-                detail, err = fut.result()
-                details[vid] = detail
-                if err:
-                    errors[vid] = err
-    up = first.page is not None
-    for vid, err in errors.items():
-        log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
-    return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, up, first.error)
+    for vid, fut in dfuts.items():
+        details[vid], err, garbage = fut.result()
+        if err:
+            errors[vid] = err
+            rejected += garbage
+    for n, (vid, err) in enumerate(errors.items()):
+        if n < _LOGGED_DETAIL_ERRORS:
+            log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
+    if len(errors) > _LOGGED_DETAIL_ERRORS:
+        log.warning("stargate target %s: %d more vdisk detail views failed", target, len(errors) - _LOGGED_DETAIL_ERRORS)
+    return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected)
 
 
-def _main(client: HttpClient | RequestsClient, url: str, deadline: float) -> CvmResult:
+def _main(client: HttpClient | RequestsClient, origin: Origin, path: str, budget: Budget) -> CvmResult:
+    url = f"{origin.scheme}://{origin.netloc}{path}"
     try:
-        return CvmResult(url, parse_main_page(client.get_text(url, deadline - time.monotonic()), url))
-    except (FetchError, StargatePageError) as exc:
-        return CvmResult(url, None, str(exc) if isinstance(exc, FetchError) else f"{url}: {exc}")
+        return CvmResult(url, parse_main_page(client.get(origin, path, budget), url), "", origin)
+    except FetchError as exc:
+        return CvmResult(url, None, str(exc), origin)
+    except StargatePageError as exc:
+        return CvmResult(url, None, f"{url}: {exc}", origin)
+    except Exception as exc:  # a bug must cost this CVM, not the answer (never an HTTP 500)
+        log.exception("reading %s", url)
+        return CvmResult(url, None, f"{url}: internal error {exc.__class__.__name__}", origin)
 
 
-def _detail(client: HttpClient | RequestsClient, url: str, deadline: float) -> tuple[VDiskDetail | None, str]:
+def _detail(client: HttpClient | RequestsClient, origin: Origin, href: str,
+            budget: Budget) -> tuple[VDiskDetail | None, str, int]:
+    """(detail, error, 1 if the view was rejected as garbage)."""
     try:
-        return parse_vdisk_page(client.get_text(url, deadline - time.monotonic())), ""
-    except (FetchError, StargatePageError) as exc:
-        return None, str(exc)
+        path = same_origin_link(origin, href)
+    except TargetError as exc:
+        return None, f"link {href[:200]!r} not followed: {exc}", 0
+    try:
+        return parse_vdisk_page(client.get(origin, path, budget)), "", 0
+    except FetchError as exc:
+        return None, str(exc), 0
+    except StargatePageError as exc:
+        return None, f"{href}: {exc}", 1
+    except Exception as exc:  # a bug must cost this vdisk, not the answer (never an HTTP 500)
+        log.exception("reading %s", href)
+        return None, f"{href}: internal error {exc.__class__.__name__}", 0
 
 
 # --------------------------------------------------------------------------------- exposition
@@ -274,9 +260,11 @@ class StargateCollector:
                 ov = c.page.overview
                 info.add(f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
                          f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1.0)
-            else:
-                log.warning("stargate target %s: main page failed: %s", r.target, c.error)
-        fams = [up, duration, cvm_up, info]
+        rejected = _gauge("stargate_rejected_rows", "Hosted VDisks rows and vdisk detail views of this probe rejected as "
+                                                    "garbage (non-finite, negative or absurd values, bad vdisk ids), "
+                                                    "each logged with the reason.")
+        rejected.add("", float(r.rejected))
+        fams = [up, duration, cvm_up, info, rejected]
         if self.names.prism_up is not None:
             prism = _gauge("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
                                                 "cached as inventory for prism.refresh_interval) succeeded, else 0.")

@@ -5,10 +5,18 @@ position or tag; grouped two-row headers become ``Group - Leaf`` keys; blank cel
 labels of read sources and write destinations are data: known ones map to canonical names,
 unknown ones keep their snake_case form. Units are converted to base units here (bytes, seconds,
 ratios 0-1). Any malformed page raises :class:`StargatePageError`, and nothing else.
+
+Values are validated here, at the edge: a cell that is not a finite, non-negative number of a
+sane magnitude (``nan``, ``inf``, ``1e400``, ``-5``, a 400-digit number) is garbage. On the main
+page it rejects its row (the vdisk is left out, the reason kept in ``MainPage.rejected``); on a
+detail view it rejects the view (the vdisk's ``detail_up`` is 0). Every quantity on these pages
+is a count, a size, a rate, a time or a percent, so none can be negative, and with non-negative
+bucket counts a histogram never decreases.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -84,21 +92,38 @@ def _cells(row, n: int | None = None) -> list:
     return list(islice(row.iterchildren("td"), n))
 
 
+#: Larger raw cell values are garbage, not data (10^15 KB/s, GB or ops/s is beyond any cluster).
+MAX_VALUE = 1e15
+
+
 def _num(text: str, where: str, key: str = "") -> float:
     if not text:
         return 0.0
     try:
-        return float(text)          # the common case: a plain number
+        value = float(text)          # the common case: a plain number
     except ValueError:
-        pass
-    t = text.strip().rstrip("%").strip()
-    if not t:
-        return 0.0
-    try:
-        return float(t.replace(",", ""))
-    except ValueError:
+        t = text.strip().rstrip("%").strip()
+        if not t:
+            return 0.0
+        try:
+            value = float(t.replace(",", ""))
+        except ValueError:
+            where = f"{where}, {key}" if key else where
+            raise StargatePageError(f"{where}: expected a number, got {text[:40]!r}") from None
+    if not 0.0 <= value <= MAX_VALUE:     # also false for nan
         where = f"{where}, {key}" if key else where
-        raise StargatePageError(f"{where}: expected a number, got {text!r}") from None
+        what = "not finite" if not math.isfinite(value) else "negative" if value < 0 else "absurdly large"
+        raise StargatePageError(f"{where}: {text[:40]!r} is {what}")
+    return value
+
+
+def _join(base_url: str, href: str) -> str:
+    """``urljoin``, except that a malformed link (``http://[::1``) stays as written: whether it
+    may be fetched is decided, with the reason, where links are followed (targets.py)."""
+    try:
+        return urljoin(base_url, href)
+    except ValueError:
+        return href
 
 
 def _link_joiner(base_url: str):
@@ -110,7 +135,7 @@ def _link_joiner(base_url: str):
     def join(href: str) -> str:
         if origin and href[:1] == "/" and href[1:2] != "/" and "/." not in href and "\\" not in href:
             return origin + href
-        return urljoin(base_url, href)
+        return _join(base_url, href)
     return join
 
 
@@ -167,7 +192,7 @@ def _rows(table) -> list:
 
 def _colspan(th) -> int:
     span = (th.get("colspan") or "1").strip()
-    return min(int(span), 100) if span.isdigit() and int(span) > 0 else 1
+    return min(int(span), 100) if re.fullmatch(r"[0-9]{1,4}", span) and int(span) > 0 else 1
 
 
 def _header_keys(table) -> tuple[list[str], list]:
@@ -226,6 +251,7 @@ class MainPage:
     cvm_urls: list[str]            # every CVM of the cluster (Cluster State links)
     vdisks: list[VDiskRow]
     hosted_title: str              # "Hosted VDisks" or "Hosted Active VDisks" (2014)
+    rejected: list[str] = field(default_factory=list)   # rows left out as garbage, with the reason
 
 
 def _outstanding(text: str, where: str) -> tuple[float, float]:
@@ -233,9 +259,9 @@ def _outstanding(text: str, where: str) -> tuple[float, float]:
     t = text.strip()
     if not t:
         return 0.0, 0.0
-    m = re.fullmatch(r"(\d+)\s*,\s*(\d+)\s*KB", t)
+    m = re.fullmatch(r"([0-9]{1,15})\s*,\s*([0-9]{1,15})\s*KB", t, re.ASCII)
     if not m:
-        raise StargatePageError(f"{where}: expected 'count, sizeKB', got {text!r}")
+        raise StargatePageError(f"{where}: expected 'count, sizeKB', got {text[:40]!r}")
     return float(m.group(1)), float(m.group(2)) * KIB
 
 
@@ -254,7 +280,7 @@ def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
     cvm_urls: list[str] = []
     if "cluster state" in banners:
         for a in banners["cluster state"].xpath(".//a[@href]"):
-            cvm_urls.append(urljoin(base_url, a.get("href")))
+            cvm_urls.append(_join(base_url, a.get("href")))
     keys, data = _header_keys(banners[hosted_title])
     idx = {k.lower(): i for i, k in enumerate(keys)}
 
@@ -270,38 +296,49 @@ def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
         "Outstanding ops - Estore", "Ops/s - Read", "Ops/s - Write", "Ops/s - Error", "Ops/s - Random",
         "KB/s - Read", "KB/s - Write", "Avg latency (usec)", "Avg op size", "Avg qlen", "% busy")}
     vdisks = []
+    rejected: list[str] = []
     join = _link_joiner(base_url)
     for r, row in enumerate(data):
         cells = _cells(row)
         if len(cells) < len(keys):
             raise StargatePageError(f"Hosted VDisks row {r + 1} has {len(cells)} cells, expected {len(keys)} (page cut off?)")
-        txt = [_text(x) for x in cells]
-        where = f"Hosted VDisks row {r + 1}"
-        links = [a for a in cells[c["VDisk Id"]].iter("a") if a.get("href") is not None]
-        vdisk_id = txt[c["VDisk Id"]]
-        if not vdisk_id.isdigit() or not links:
-            raise StargatePageError(f"{where}: VDisk Id {vdisk_id!r} is not a linked integer")
-        m = re.fullmatch(r"(.*?)\s*\(([0-9a-fA-F-]{36})\)", txt[c["VDisk Name"]])
-        name, uuid = (m.group(1), m.group(2).lower()) if m else (txt[c["VDisk Name"]], "")
-        n = lambda key: _num(txt[c[key]], where, key)  # noqa: E731
-        rd_ops, rd_bytes = _outstanding(txt[c["Outstanding ops - Read"]], where)
-        wr_ops, wr_bytes = _outstanding(txt[c["Outstanding ops - Write"]], where)
-        vdisks.append(VDiskRow(
-            vdisk_id=vdisk_id, name=name, uuid=uuid, href=join(links[0].get("href")),
-            usage_bytes=n("Usage (GB)") * GIB, dedup_bytes=n("Dedup (GB)") * GIB,
-            oplog_bytes=n("Oplog - KB") * KIB, oplog_fragments=n("Oplog - Fragments"),
-            oplog_drain_ops_per_second=n("Oplog - Ops/s"), oplog_drain_bytes_per_second=n("Oplog - KB/s") * KIB,
-            outstanding_read_ops=rd_ops, outstanding_read_bytes=rd_bytes,
-            outstanding_write_ops=wr_ops, outstanding_write_bytes=wr_bytes,
-            outstanding_estore_ops=n("Outstanding ops - Estore"),
-            read_ops_per_second=n("Ops/s - Read"), write_ops_per_second=n("Ops/s - Write"),
-            error_ops_per_second=n("Ops/s - Error"), random_ops_per_second=n("Ops/s - Random"),
-            read_bytes_per_second=n("KB/s - Read") * KIB, write_bytes_per_second=n("KB/s - Write") * KIB,
-            latency_seconds=n("Avg latency (usec)") / 1e6, op_size_bytes=n("Avg op size"),
-            queue_length=n("Avg qlen"), busy_ratio=n("% busy") / 100,
-        ))
-    return MainPage(overview=overview, cvm_urls=cvm_urls, vdisks=vdisks,
+        try:
+            vdisks.append(_hosted_row(cells, c, f"Hosted VDisks row {r + 1}", join))
+        except StargatePageError as exc:
+            rejected.append(str(exc))
+    return MainPage(overview=overview, cvm_urls=cvm_urls, vdisks=vdisks, rejected=rejected,
                     hosted_title="Hosted Active VDisks" if hosted_title == "hosted active vdisks" else "Hosted VDisks")
+
+
+_VDISK_ID = re.compile(r"[0-9]{1,19}", re.ASCII)
+
+
+def _hosted_row(cells: list, c: dict[str, int], where: str, join) -> VDiskRow:
+    txt = [_text(x) for x in cells]
+    links = [a for a in cells[c["VDisk Id"]].iter("a") if a.get("href") is not None]
+    vdisk_id = txt[c["VDisk Id"]]
+    if not _VDISK_ID.fullmatch(vdisk_id) or not links:
+        raise StargatePageError(f"{where}: VDisk Id {vdisk_id[:40]!r} is not a linked integer (1-19 ASCII digits)")
+    where = f"{where} (vdisk {vdisk_id})"
+    m = re.fullmatch(r"(.*?)\s*\(([0-9a-fA-F-]{36})\)", txt[c["VDisk Name"]])
+    name, uuid = (m.group(1), m.group(2).lower()) if m else (txt[c["VDisk Name"]], "")
+    n = lambda key: _num(txt[c[key]], where, key)  # noqa: E731
+    rd_ops, rd_bytes = _outstanding(txt[c["Outstanding ops - Read"]], where)
+    wr_ops, wr_bytes = _outstanding(txt[c["Outstanding ops - Write"]], where)
+    return VDiskRow(
+        vdisk_id=vdisk_id, name=name, uuid=uuid, href=join(links[0].get("href")),
+        usage_bytes=n("Usage (GB)") * GIB, dedup_bytes=n("Dedup (GB)") * GIB,
+        oplog_bytes=n("Oplog - KB") * KIB, oplog_fragments=n("Oplog - Fragments"),
+        oplog_drain_ops_per_second=n("Oplog - Ops/s"), oplog_drain_bytes_per_second=n("Oplog - KB/s") * KIB,
+        outstanding_read_ops=rd_ops, outstanding_read_bytes=rd_bytes,
+        outstanding_write_ops=wr_ops, outstanding_write_bytes=wr_bytes,
+        outstanding_estore_ops=n("Outstanding ops - Estore"),
+        read_ops_per_second=n("Ops/s - Read"), write_ops_per_second=n("Ops/s - Write"),
+        error_ops_per_second=n("Ops/s - Error"), random_ops_per_second=n("Ops/s - Random"),
+        read_bytes_per_second=n("KB/s - Read") * KIB, write_bytes_per_second=n("KB/s - Write") * KIB,
+        latency_seconds=n("Avg latency (usec)") / 1e6, op_size_bytes=n("Avg op size"),
+        queue_length=n("Avg qlen"), busy_ratio=n("% busy") / 100,
+    )
 
 
 # ----------------------------------------------------------------------------------- vdisk view

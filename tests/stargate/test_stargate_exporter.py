@@ -32,9 +32,16 @@ def zero_heavy():
         yield cluster
 
 
+def sim_ports(cluster) -> tuple[int, ...]:
+    """The simulator's CVMs share one address, each on its own port: discovery may follow them
+    there only when the exporter is told (discovery_ports), as for a real cluster on odd ports."""
+    return tuple(int(u.rsplit(":", 1)[1]) for u in cluster.urls.values())
+
+
 @pytest.fixture(scope="module")
 def exporter(zero_heavy):
-    srv = ExporterServer(make_app(8, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0), "127.0.0.1", 0).start()
+    srv = ExporterServer(make_app(8, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0,
+                                  discovery_ports=sim_ports(zero_heavy)), "127.0.0.1", 0).start()
     yield srv
     srv.stop()
 
@@ -122,7 +129,7 @@ def test_single_cvm_probe_shows_only_its_vdisks(zero_heavy, exporter):
     ("http_500", {}, "HTTP 500"),
     ("garbage", {}, "cvm"),
     ("truncated", {}, "cvm"),
-    ("slow", {"delay": 6}, "timed out"),
+    ("slow", {"delay": 6}, "deadline exceeded"),
     ("refused", {}, "connection refused"),
 ])
 def test_target_failures_give_up_0_and_a_log_line(mode, kw, cause, exporter, caplog):
@@ -142,8 +149,9 @@ def test_target_failures_give_up_0_and_a_log_line(mode, kw, cause, exporter, cap
         cluster.clear_faults()
 
 
-def test_failing_detail_page_marks_only_that_vdisk(exporter):
+def test_failing_detail_page_marks_only_that_vdisk():
     with StargateCluster("postgres", clock=lambda: FROZEN) as cluster:
+        exporter = ExporterServer(make_app(8, {}, 5.0, discovery_ports=sim_ports(cluster)), "127.0.0.1", 0).start()
         # both postgres vdisks on cvm-1? take the CVM that hosts the data disk
         data = cluster.scenario.disks[0]
         cvm = data.cvm_at(cluster.trace.now(FROZEN))
@@ -155,6 +163,7 @@ def test_failing_detail_page_marks_only_that_vdisk(exporter):
         assert one(text, "stargate_vdisk_detail_up", vdisk_id=str(other.vdisk_id)) == 1
         # The main-page values of the failing vdisk are still there.
         assert one(text, "stargate_vdisk_read_ops_per_second", vdisk_id=str(data.vdisk_id)) >= 0
+        exporter.stop()
 
 
 def test_moving_vdisk_is_counted_once():
@@ -177,7 +186,8 @@ def test_moving_vdisk_is_counted_once():
             t[0] = FROZEN - FROZEN % 60 + 30.5   # the move happens right after the first page
             return r
         session.get = get
-        result = probe(RequestsClient(session), cluster.urls["cvm-1"], time.monotonic() + 5, discover=True)
+        result = probe(RequestsClient(session), cluster.urls["cvm-1"], time.monotonic() + 5, discover=True,
+                       discovery_ports=sim_ports(cluster))
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
         from exporters.stargate.collector import StargateCollector
@@ -235,7 +245,8 @@ def test_target_forms():
     assert target_url("10.0.0.5") == "http://10.0.0.5:2009/"
     assert target_url("10.0.0.5:2010") == "http://10.0.0.5:2010/"
     assert target_url("[fd00::5]:2009") == "http://[fd00::5]:2009/"
-    assert target_url("http://cvm/") == "http://cvm/"
+    assert target_url("http://cvm/") == "http://cvm:80/"
+    assert target_url("https://cvm.example.com:2009/") == "https://cvm.example.com:2009/"
 
 
 def test_mapping_errors_name_file_and_key(tmp_path):

@@ -15,7 +15,7 @@ from exporters.stargate.cli import load_config, make_app
 from exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from simulators.stargate import pages
 from simulators.stargate.server import StargateCluster
-from tests.stargate.test_stargate_exporter import one, samples
+from tests.stargate.test_stargate_exporter import one, samples, sim_ports
 
 FROZEN = 1_700_000_000.0
 USER, PASSWORD = "monitor", "pr1sm-s3cret-pw"
@@ -62,7 +62,7 @@ def disk_uuids(text):
 def test_prism_names_reach_vdisk_info_and_yaml_wins(cluster):
     names = names_for(cluster)
     names.yaml = {"1001": {"vm": "hand-mapped", "disk": "scsi0:7", "disk_uuid": ""}}
-    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    srv = ExporterServer(make_app(8, names, 5.0, discovery_ports=sim_ports(cluster)), "127.0.0.1", 0).start()
     try:
         text = scrape(srv, cluster.urls["cvm-1"].split("://")[1])
     finally:
@@ -132,7 +132,7 @@ def test_refused_prism_never_fails_the_probe(cluster, caplog):
     names.yaml = {"1000": {"vm": "from-yaml", "disk": ""}}
     cluster.set_fault("cvm-3", "refused")
     caplog.set_level(logging.WARNING)
-    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    srv = ExporterServer(make_app(8, names, 5.0, discovery_ports=sim_ports(cluster)), "127.0.0.1", 0).start()
     try:
         text = scrape(srv, cluster.urls["cvm-1"].split("://")[1])
     finally:
@@ -148,7 +148,7 @@ def test_refused_prism_never_fails_the_probe(cluster, caplog):
 def test_slow_prism_does_not_hold_the_probe_past_its_deadline(cluster):
     names = names_for(cluster, timeout=10.0)
     cluster.set_fault("cvm-1", "slow", delay=4, only="prism")
-    srv = ExporterServer(make_app(8, names, 5.0), "127.0.0.1", 0).start()
+    srv = ExporterServer(make_app(8, names, 5.0, discovery_ports=sim_ports(cluster)), "127.0.0.1", 0).start()
     try:
         start = time.monotonic()
         text = scrape(srv, cluster.urls["cvm-1"].split("://")[1], timeout="2")
@@ -215,7 +215,8 @@ def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(c
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
     cfg = tmp_path / "stargate.yml"
     cfg.write_text(f"prism:\n  url: {cluster.urls['cvm-2']}\n  username_env: SG_PRISM_USER\n"
-                   "  password_env: SG_PRISM_PASSWORD\n  timeout: 2s\n")
+                   "  password_env: SG_PRISM_PASSWORD\n  timeout: 2s\n"
+                   f"targets: [127.0.0.1]\ndiscovery_ports: {list(sim_ports(cluster))}\n")
     port = free_port()
     proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
                                                 f"--config.file={cfg}", "--log.level=debug"],
