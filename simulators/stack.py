@@ -246,7 +246,9 @@ class Stack:
         # The vdisk -> VM disk mapping a PoC keeps in a YAML file (or reads from Prism): here it is
         # the scenario's identity map, so stargate_vdisk_info joins to the VM and guest views.
         mapping = {"vdisks": {str(row["vdisk_id"]): {"vm": row["vm"], "disk": row["unit"]}
-                              for row in self.trace.identity_map()}}
+                              for row in self.trace.identity_map()},
+                   # The allow-list: the exporter refuses (HTTP 400) any CVM not listed here.
+                   "targets": ["127.0.0.1"]}
         mapping_path = self.workdir / "stargate-vdisks.yml"
         mapping_path.write_text(yaml.safe_dump(mapping, sort_keys=False))
         port = pick_port("stargate-exporter", self.fixed_ports)
