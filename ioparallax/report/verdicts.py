@@ -1,0 +1,354 @@
+"""Verdicts: for each VM disk and each trap, OK / Distorted / Not measurable, from plain numbers.
+
+Pure functions on numpy arrays (one value per report step, NaN where the rule had no value) and the
+thresholds of mixin/config.yml: no Prometheus here, so tests/report/test_verdicts.py drives every
+branch with synthetic series.
+
+Each verdict's number is defined over the whole report range (docs/report.md, "How the numbers are
+made"): ratios are ratios of the means over the steps where the disk is busy (more than
+``thresholds.busy_bytes_per_second``, as the alerts gate), shares are the mean of the share rule
+over those steps, the working set is its largest value in the range. Comparisons are those of the
+alerts (strictly above a threshold is Distorted), so a report and the alerts agree at the edges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from mixin.config import Thresholds
+
+
+class State(str, Enum):
+    OK = "OK"
+    DISTORTED = "Distorted"
+    NOT_MEASURABLE = "Not measurable"
+
+
+# Column id -> (title, runbook anchor). The anchors are the runbook's sections (alert names).
+TRAPS: dict[str, tuple[str, str]] = {
+    "views_agree": ("Views agree", "ioparallaxviewsdisagree"),
+    "zero_reads": ("Zero reads", "ioparallaxzeroheavyreads"),
+    "zero_writes": ("Zero writes", "ioparallaxzeroheavywrites"),
+    "cache_fit": ("Cache fit", "ioparallaxbenchmarkfromcache"),
+    "bursts": ("Bursts averaged away", "ioparallaxburstaveragedaway"),
+    "misalignment": ("Misalignment", "ioparallaxmisalignedpartition"),
+    "hygiene": ("Benchmark hygiene", "ioparallaxfiojobhygiene"),
+}
+BUFFERED_ANCHOR = "ioparallaxaskedqueuedepthnotreached"
+MISALIGNED_IO_ANCHOR = "ioparallaxmisalignediosuspected"
+
+VIEW_NAMES = {"guest": "guest view (fio exporter)", "vm": "VM view (vCenter exporter)",
+              "storage": "storage view (Stargate exporter)", "guest_os": "guest OS view (node_exporter)"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    trap: str                  # a key of TRAPS
+    state: State
+    number: str                # the value as the report prints it ("" when there is none)
+    threshold: str             # the rule it is judged against, as printed
+    sentence: str              # one sentence of meaning
+    anchor: str                # runbook section
+    value: float | None = None # the number itself, for comparisons and tests
+
+
+@dataclass
+class DiskInput:
+    """What the verdicts of one VM disk need. Arrays: one value per report step, NaN = no value.
+    ``None``: the series does not exist for this disk at all (the view or the rule is missing)."""
+
+    missing_views: dict[str, str] = field(default_factory=dict)   # view -> why
+    guest_bytes: np.ndarray | None = None        # fio read + write bytes/s (rate1m rules)
+    vm_bytes: np.ndarray | None = None           # vCenter read + write bytes/s
+    storage_bytes: np.ndarray | None = None      # Stargate frontend read + write bytes/s
+    storage_read_bytes: np.ndarray | None = None
+    storage_write_bytes: np.ndarray | None = None
+    read_zero: np.ndarray | None = None          # vdisk:ioparallax_read_zero:ratio
+    write_zero: np.ndarray | None = None
+    read_zero_measurable: np.ndarray | None = None
+    write_zero_measurable: np.ndarray | None = None
+    read_cache: np.ndarray | None = None         # vdisk:ioparallax_read_cache:ratio
+    working_set_to_cache: np.ndarray | None = None
+    rmw_read_to_write: np.ndarray | None = None
+    iodepth: np.ndarray | None = None            # vm_disk:ioparallax_guest_iodepth:sum
+    vm_outstanding: np.ndarray | None = None     # vm_disk:ioparallax_vm_outstanding_ios:rate1m
+    buffered: np.ndarray | None = None           # vm_disk:ioparallax_guest_buffered_io:bool
+    splitting: np.ndarray | None = None          # vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m
+    partitions: dict[str, float] | None = None   # partition -> start bytes; None: guest facts missing
+    hygiene_problems: set[str] | None = None     # fio_job_hygiene_problem problems seen in the range
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+def pct(x: float) -> str:
+    return f"{x * 100:.1f} %" if x < 0.1 and x != 0 else f"{x * 100:.0f} %"
+
+
+def ratio(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def si_bytes(x: float) -> str:
+    """IEC bytes: 1.5 MiB, 20 GiB."""
+    for unit, div in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {unit}"
+    return f"{x:.0f} B"
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _has(a: np.ndarray | None) -> bool:
+    return a is not None and bool(np.any(~np.isnan(a)))
+
+
+def _busy(a: np.ndarray | None, t: Thresholds) -> np.ndarray:
+    if a is None:
+        return np.zeros(0, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(a, nan=0.0) > t.busy_bytes_per_second
+
+
+def _mean_where(a: np.ndarray | None, mask: np.ndarray) -> float:
+    if a is None or mask.size == 0:
+        return math.nan
+    v = a[mask]
+    v = v[~np.isnan(v)]
+    return _fmean(v)
+
+
+def _fmean(v: np.ndarray) -> float:
+    """An exact mean (math.fsum): a constant series' mean is the constant, so edges stay edges."""
+    return math.fsum(v.tolist()) / v.size if v.size else math.nan
+
+
+def _missing(inp: DiskInput, *views: str) -> str | None:
+    gone = [v for v in views if v in inp.missing_views]
+    if not gone:
+        return None
+    return "; ".join(f"{VIEW_NAMES[v]} missing ({inp.missing_views[v]})" for v in gone)
+
+
+def _nm(trap: str, why: str, threshold: str = "", anchor: str | None = None) -> Verdict:
+    return Verdict(trap, State.NOT_MEASURABLE, "", threshold, f"Not measurable: {why}.",
+                   anchor or TRAPS[trap][1])
+
+
+BUSY = "busy_bytes_per_second"
+
+
+# -- the verdicts ---------------------------------------------------------------------------------
+
+def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
+    """Guest and storage bytes against the VM's, as ratios of the mean byte rates while busy."""
+    trap, x = "views_agree", t.views_bytes_ratio
+    thr = f"{1 / x:.2f} - {x:.2f}"
+    if (why := _missing(inp, "vm")) or not _has(inp.vm_bytes):
+        return _nm(trap, why or "the VM view has no bytes for this disk", thr)
+    busy = _busy(inp.vm_bytes, t)
+    if not busy.any():
+        return Verdict(trap, State.OK, "idle", thr, f"The VM view never saw the disk busy (above "
+                       f"{si_bytes(t.busy_bytes_per_second)}/s): nothing to compare.", TRAPS[trap][1])
+    ratios: dict[str, float] = {}
+    notes: list[str] = []
+    for name, series in (("guest", inp.guest_bytes), ("storage", inp.storage_bytes)):
+        if name in inp.missing_views or not _has(series):
+            notes.append(f"{name} view missing")
+            continue
+        if name == "storage" and bursting:
+            notes.append("storage not judged while the disk bursts (the page catches a burst or not)")
+            continue
+        both = busy & ~np.isnan(series) & ~np.isnan(inp.vm_bytes)
+        if both.any() and np.nansum(inp.vm_bytes[both]) > 0:
+            ratios[name] = math.fsum(series[both].tolist()) / math.fsum(inp.vm_bytes[both].tolist())
+    if not ratios:
+        return _nm(trap, "neither the guest nor the storage view has bytes for this disk"
+                   + (f" ({'; '.join(notes)})" if notes else ""), thr)
+    worst = max(ratios, key=lambda k: abs(math.log(ratios[k])) if ratios[k] > 0 else math.inf)
+    number = ", ".join(f"{k}/VM {ratio(v)}" for k, v in ratios.items())
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    off = {k: v for k, v in ratios.items() if not (1 / x <= v <= x)}
+    if off:
+        k = worst if worst in off else next(iter(off))
+        return Verdict(trap, State.DISTORTED, number, thr,
+                       f"The {k} moved {ratio(off[k])} times the bytes vCenter counted: the views do not "
+                       f"describe the same I/O{tail}.", TRAPS[trap][1], off[k])
+    return Verdict(trap, State.OK, number, thr, f"Guest, VM and storage count the same bytes within "
+                   f"{(x - 1) * 100:.0f} %{tail}.", TRAPS[trap][1], ratios[worst])
+
+
+def _zero(inp: DiskInput, t: Thresholds, direction: str) -> Verdict:
+    trap = f"zero_{direction}s"
+    limit = t.zero_read_ratio if direction == "read" else t.zero_write_ratio
+    thr = f"> {pct(limit)}"
+    share = inp.read_zero if direction == "read" else inp.write_zero
+    measurable = inp.read_zero_measurable if direction == "read" else inp.write_zero_measurable
+    traffic = inp.storage_read_bytes if direction == "read" else inp.storage_write_bytes
+    if why := _missing(inp, "storage"):
+        return _nm(trap, why, thr)
+    if not _has(traffic) and not _has(measurable):
+        return _nm(trap, f"the storage view has no {direction} data for this disk's vdisk", thr)
+    if _has(measurable) and np.nanmax(measurable) < 1:
+        what = ("the page build has no Oplog Zero write destination, so zero writes cannot be seen on "
+                "storage" if direction == "write" else "the page has no zero read source")
+        return _nm(trap, what, thr)
+    busy = _busy(traffic, t)
+    if not busy.any():
+        return Verdict(trap, State.OK, "idle", thr, f"The vdisk was never busy {direction}ing (above "
+                       f"{si_bytes(t.busy_bytes_per_second)}/s): no {direction} was inflated.", TRAPS[trap][1])
+    if not _has(measurable) and not _has(share):
+        what = ("the page lists no write destinations" if direction == "write"
+                else "the page lists no read sources")
+        return _nm(trap, what, thr)
+    value = _mean_where(share, busy)
+    if math.isnan(value):
+        return _nm(trap, f"no zero share while the vdisk was busy {direction}ing", thr)
+    if value > limit:
+        what = ("came from zero buckets: no disk read them, IOPS and latency are inflated" if direction == "read"
+                else "were all-zero blocks (Oplog Zero): stored as metadata only, throughput is inflated")
+        return Verdict(trap, State.DISTORTED, pct(value), thr, f"{pct(value)} of the bytes {direction} "
+                       f"{what}.", TRAPS[trap][1], value)
+    return Verdict(trap, State.OK, pct(value), thr, f"{pct(value)} of the {direction} bytes were zero "
+                   f"blocks: the media did the work.", TRAPS[trap][1], value)
+
+
+def zero_reads(inp: DiskInput, t: Thresholds) -> Verdict:
+    return _zero(inp, t, "read")
+
+
+def zero_writes(inp: DiskInput, t: Thresholds) -> Verdict:
+    return _zero(inp, t, "write")
+
+
+def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
+    trap = "cache_fit"
+    thr = f"> {pct(t.cache_read_ratio)} from cache, WSS < {t.working_set_to_cache_ratio:g} x cache"
+    if why := _missing(inp, "storage"):
+        return _nm(trap, why, thr)
+    busy = _busy(inp.storage_read_bytes, t)
+    if not _has(inp.storage_read_bytes):
+        return _nm(trap, "the storage view has no read data for this disk's vdisk", thr)
+    if not busy.any():
+        return Verdict(trap, State.OK, "idle", thr, f"The vdisk was never busy reading (above "
+                       f"{si_bytes(t.busy_bytes_per_second)}/s): no read came from cache.", TRAPS[trap][1])
+    share = _mean_where(inp.read_cache, busy)
+    if math.isnan(share):
+        return _nm(trap, "the page lists no read sources", thr)
+    if not _has(inp.working_set_to_cache):
+        return _nm(trap, "the page shows no working set (2 min union)", thr)
+    wss = float(np.nanmax(inp.working_set_to_cache))
+    number = f"{pct(share)} cache, WSS {ratio(wss)} x"
+    if share > t.cache_read_ratio and wss < t.working_set_to_cache_ratio:
+        return Verdict(trap, State.DISTORTED, number, thr, f"{pct(share)} of the bytes read came from the "
+                       f"CVM's memory and the working set fits in its cache: hero numbers that describe DRAM, "
+                       f"not the storage.", TRAPS[trap][1], share)
+    why = ("the working set is larger than the cache" if wss >= t.working_set_to_cache_ratio
+           else "most reads came from the media")
+    return Verdict(trap, State.OK, number, thr, f"Reads describe the storage: {why}.", TRAPS[trap][1], share)
+
+
+def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
+    """Little's law over the range: the asked queue depth over the VM-implied concurrency."""
+    trap = "bursts"
+    thr = f"asked / implied QD > {t.burstiness_ratio:g}"
+    if why := _missing(inp, "guest", "vm"):
+        return _nm(trap, why, thr)
+    if not _has(inp.iodepth):
+        return _nm(trap, "no fio job with an iodepth runs on this disk", thr)
+    if not _has(inp.vm_outstanding) or not _has(inp.vm_bytes):
+        return _nm(trap, "the VM view has no latency or bytes for this disk", thr)
+    busy = _busy(inp.vm_bytes, t) & ~np.isnan(inp.iodepth) & ~np.isnan(inp.vm_outstanding)
+    if not busy.any():
+        return Verdict(trap, State.OK, "idle", thr, f"The VM view never saw the disk busy (above "
+                       f"{si_bytes(t.busy_bytes_per_second)}/s) while a fio job ran.", TRAPS[trap][1])
+    implied = _fmean(inp.vm_outstanding[busy])
+    asked = _fmean(inp.iodepth[busy])
+    value = asked / implied if implied > 0 else math.inf
+    buffered = inp.buffered is not None and bool(np.nan_to_num(inp.buffered[busy], nan=0.0).max(initial=0) >= 1)
+    if buffered:
+        return Verdict(trap, State.NOT_MEASURABLE, ratio(value), thr,
+                       f"Not measurable: asked queue depth not reached (buffered I/O): the fio job runs with "
+                       f"direct=0, so libaio submits synchronously and QD {asked:.0f} was never in flight "
+                       f"(VM view: {implied:.1f}); the ratio says nothing about bursts.", BUFFERED_ANCHOR, value)
+    if value > t.burstiness_ratio:
+        return Verdict(trap, State.DISTORTED, ratio(value), thr,
+                       f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
+                       f"comes in bursts that vCenter's 20 s samples average away (high latency, \"low\" "
+                       f"throughput).", TRAPS[trap][1], value)
+    return Verdict(trap, State.OK, ratio(value), thr, f"The VM view's throughput x latency accounts for the "
+                   f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O.", TRAPS[trap][1], value)
+
+
+def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
+    trap = "misalignment"
+    thr = (f"partition start % 4096 != 0; storage reads > {pct(t.misaligned_read_to_write_ratio)} "
+           f"of writes on a write-only disk")
+    split = ""
+    if _has(inp.splitting):
+        s = float(np.nanmedian(inp.splitting))
+        if s > 1.05:
+            split = f" The guest block layer splits each fio I/O into {s:.1f} requests (compare bytes, not IOPS)."
+    if inp.partitions:
+        bad = {p: s for p, s in sorted(inp.partitions.items()) if s % 4096 != 0}
+        if bad:
+            p, s = next(iter(bad.items()))
+            return Verdict(trap, State.DISTORTED, f"{p} at {s:,.0f} B", thr,
+                           f"Partition {p} starts at {s:,.0f} bytes, off the 4 KiB grid: every write straddles "
+                           f"two storage blocks and needs a read-modify-write.{split}", TRAPS[trap][1], s)
+    heuristic: float | None = None
+    if "storage" not in inp.missing_views and _has(inp.storage_write_bytes) and _has(inp.rmw_read_to_write):
+        reads = np.nan_to_num(inp.storage_read_bytes, nan=0.0) if inp.storage_read_bytes is not None else 0.0
+        writes = np.nan_to_num(inp.storage_write_bytes, nan=0.0)
+        write_only = _busy(inp.storage_write_bytes, t) & (reads < t.misaligned_frontend_read_to_write_ratio * writes)
+        value = _mean_where(inp.rmw_read_to_write, write_only)
+        if not math.isnan(value):
+            heuristic = value
+            if value > t.misaligned_read_to_write_ratio:
+                return Verdict(trap, State.DISTORTED, f"RMW {pct(value)}", thr,
+                               f"The storage reads {pct(value)} of the bytes written on a write-only disk: "
+                               f"read-modify-write of misaligned writes suspected (a heuristic; confirm with "
+                               f"the guest's partition offsets).{split}", MISALIGNED_IO_ANCHOR, value)
+    if inp.partitions is None and heuristic is None:
+        why = _missing(inp, "guest", "storage") or "no partition offsets from the guest and no write-only load on storage"
+        return _nm(trap, why, thr)
+    parts = ("partitions on the 4 KiB grid" if inp.partitions else
+             "raw device (no partition)" if inp.partitions is not None else "guest partition offsets unknown")
+    extra = f"; storage RMW {pct(heuristic)} of writes" if heuristic is not None else ""
+    return Verdict(trap, State.OK, "aligned" if inp.partitions else ("raw" if inp.partitions is not None else ""),
+                   thr, f"{parts.capitalize()}{extra}.{split}", TRAPS[trap][1], heuristic)
+
+
+def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
+    trap = "hygiene"
+    thr = "no fio hygiene problem"
+    if why := _missing(inp, "guest"):
+        return _nm(trap, why, thr)
+    if inp.hygiene_problems is None:
+        return _nm(trap, "no fio job on this disk", thr)
+    problems = set(inp.hygiene_problems)
+    if inp.buffered is not None and np.nan_to_num(inp.buffered, nan=0.0).max(initial=0) >= 1:
+        problems.add("buffered_io")
+    if problems:
+        names = ", ".join(sorted(problems))
+        return Verdict(trap, State.DISTORTED, names, thr, f"The fio job's options make its numbers "
+                       f"unrepresentative ({names}: see docs/hygiene.md).", TRAPS[trap][1], float(len(problems)))
+    return Verdict(trap, State.OK, "none", thr, "The fio job's options describe the application, not a "
+                   "benchmark trap.", TRAPS[trap][1], 0.0)
+
+
+def judge(inp: DiskInput, t: Thresholds) -> dict[str, Verdict]:
+    """Every verdict of one VM disk, keyed by trap, in TRAPS order."""
+    b = bursts(inp, t)
+    return {
+        "views_agree": views_agree(inp, t, bursting=b.state is State.DISTORTED),
+        "zero_reads": zero_reads(inp, t),
+        "zero_writes": zero_writes(inp, t),
+        "cache_fit": cache_fit(inp, t),
+        "bursts": b,
+        "misalignment": misalignment(inp, t),
+        "hygiene": hygiene(inp, t),
+    }

@@ -1,0 +1,232 @@
+"""The verdict logic on synthetic series: each verdict, each "Not measurable" cause, the edges of each
+threshold (strictly above is Distorted, as in the alerts). Thresholds are the shipped config's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ioparallax.report.verdicts import (BUFFERED_ANCHOR, MISALIGNED_IO_ANCHOR, DiskInput, State, bursts,
+                                        cache_fit, hygiene, judge, misalignment, views_agree, zero_reads,
+                                        zero_writes)
+from mixin.config import load_config
+
+T = load_config().thresholds
+N = 60
+BUSY = 50 * 2**20          # 50 MiB/s: well above busy_bytes_per_second
+
+
+def const(v: float, n: int = N) -> np.ndarray:
+    return np.full(n, float(v))
+
+
+def nan(n: int = N) -> np.ndarray:
+    return np.full(n, np.nan)
+
+
+def storage(**kw) -> DiskInput:
+    base = dict(storage_read_bytes=const(BUSY), storage_write_bytes=const(BUSY),
+                read_zero=const(0.0), write_zero=const(0.0), read_zero_measurable=const(1),
+                write_zero_measurable=const(1), read_cache=const(0.1), working_set_to_cache=const(10.0),
+                rmw_read_to_write=const(0.0))
+    base.update(kw)
+    return DiskInput(**base)
+
+
+# -- zero reads / writes ------------------------------------------------------------------------
+
+def test_zero_reads_distorted_above_threshold_with_the_mean_share():
+    v = zero_reads(storage(read_zero=const(0.4)), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(0.4) and v.number == "40 %"
+    assert v.anchor == "ioparallaxzeroheavyreads"
+
+
+@pytest.mark.parametrize("share,state", [(T.zero_read_ratio, State.OK), (T.zero_read_ratio + 1e-9, State.DISTORTED),
+                                         (0.0, State.OK)])
+def test_zero_reads_edge(share, state):
+    assert zero_reads(storage(read_zero=const(share)), T).state is state
+
+
+def test_zero_share_judged_only_while_busy():
+    # 40 % zeros while idle (unwritten blocks of an idle vdisk) and 5 % while busy: OK at 5 %.
+    traffic = np.where(np.arange(N) < 30, 1000.0, BUSY)
+    share = np.where(np.arange(N) < 30, 0.4, 0.05)
+    v = zero_reads(storage(storage_read_bytes=traffic, read_zero=share), T)
+    assert v.state is State.OK and v.value == pytest.approx(0.05)
+
+
+def test_zero_reads_idle_vdisk_is_ok_and_says_idle():
+    v = zero_reads(storage(storage_read_bytes=const(1000), read_zero=const(1.0)), T)
+    assert v.state is State.OK and v.number == "idle"
+
+
+def test_zero_writes_not_measurable_without_oplog_zero():
+    # A 2015 page build: the write share rule is absent, the measurable flag is 0.
+    v = zero_writes(storage(write_zero=None, write_zero_measurable=const(0)), T)
+    assert v.state is State.NOT_MEASURABLE
+    assert "no Oplog Zero write destination" in v.sentence
+
+
+def test_zero_not_measurable_when_the_storage_view_is_missing():
+    inp = DiskInput(missing_views={"storage": "every target of up{job=\"stargate\"} was down"})
+    for verdict in (zero_reads(inp, T), zero_writes(inp, T), cache_fit(inp, T)):
+        assert verdict.state is State.NOT_MEASURABLE
+        assert "storage view (Stargate exporter) missing" in verdict.sentence
+
+
+def test_zero_reads_not_measurable_when_the_page_has_no_zero_source():
+    v = zero_reads(storage(read_zero=None, read_zero_measurable=const(0)), T)
+    assert v.state is State.NOT_MEASURABLE and "no zero read source" in v.sentence
+
+
+# -- cache fit ------------------------------------------------------------------------------------
+
+def test_cache_fit_distorted_when_reads_from_cache_and_working_set_fits():
+    v = cache_fit(storage(read_cache=const(0.95), working_set_to_cache=const(0.4)), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(0.95)
+
+
+def test_cache_fit_ok_when_the_working_set_is_larger_than_the_cache():
+    # The largest working set of the range counts: once above the cache, reads are not all from DRAM.
+    wss = np.where(np.arange(N) == 10, 1.5, 0.4)
+    v = cache_fit(storage(read_cache=const(0.95), working_set_to_cache=wss), T)
+    assert v.state is State.OK and "larger than the cache" in v.sentence
+
+
+@pytest.mark.parametrize("share,state", [(T.cache_read_ratio, State.OK), (T.cache_read_ratio + 0.001, State.DISTORTED)])
+def test_cache_fit_edge(share, state):
+    assert cache_fit(storage(read_cache=const(share), working_set_to_cache=const(0.5)), T).state is state
+
+
+def test_cache_fit_not_measurable_without_working_set():
+    v = cache_fit(storage(read_cache=const(0.95), working_set_to_cache=None), T)
+    assert v.state is State.NOT_MEASURABLE and "working set" in v.sentence
+
+
+# -- bursts ---------------------------------------------------------------------------------------
+
+def guest_vm(iodepth: float, outstanding: float, **kw) -> DiskInput:
+    base = dict(vm_bytes=const(BUSY), guest_bytes=const(BUSY), iodepth=const(iodepth),
+                vm_outstanding=const(outstanding), buffered=const(0))
+    base.update(kw)
+    return DiskInput(**base)
+
+
+def test_bursts_distorted_is_littles_law_over_the_range():
+    # QD 32 asked, 1.6 in flight by the VM's throughput x latency: ratio 20 (a 1 s burst every 20 s).
+    v = bursts(guest_vm(32, 1.6), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(20)
+
+
+def test_bursts_ratio_of_means_not_mean_of_ratios():
+    # The postgres sawtooth: 1m ratios of ~3 and ~110 (a window missing the checkpoint); the range's
+    # Little's law gives 32 / mean(10, 10, 0.29) ~ 4.7: below 5, as the 5m ratio and the silent alert say.
+    outstanding = np.tile([10.0, 10.0, 0.29], N // 3)
+    v = bursts(guest_vm(32, 0, vm_outstanding=outstanding), T)
+    assert v.state is State.OK and v.value == pytest.approx(32 / outstanding.mean())
+
+
+@pytest.mark.parametrize("outstanding,state", [(32 / T.burstiness_ratio, State.OK),
+                                               (32 / T.burstiness_ratio * 0.999, State.DISTORTED)])
+def test_bursts_edge(outstanding, state):
+    assert bursts(guest_vm(32, outstanding), T).state is state
+
+
+def test_buffered_io_is_not_called_bursts():
+    v = bursts(guest_vm(16, 2, buffered=const(1)), T)
+    assert v.state is State.NOT_MEASURABLE
+    assert "asked queue depth not reached (buffered I/O)" in v.sentence
+    assert "bursts averaged away" not in v.sentence.lower()
+    assert v.anchor == BUFFERED_ANCHOR and v.value == pytest.approx(8)
+
+
+def test_bursts_not_measurable_without_guest_or_vm_view():
+    assert bursts(DiskInput(missing_views={"vm": "no target"}), T).state is State.NOT_MEASURABLE
+    v = bursts(DiskInput(missing_views={"guest": "no target"}, vm_bytes=const(BUSY)), T)
+    assert v.state is State.NOT_MEASURABLE and "guest view (fio exporter) missing (no target)" in v.sentence
+
+
+def test_bursts_not_measurable_without_fio_job():
+    inp = guest_vm(0, 1)
+    inp.iodepth = nan()
+    v = bursts(inp, T)
+    assert v.state is State.NOT_MEASURABLE and "no fio job" in v.sentence
+
+
+# -- views agree ----------------------------------------------------------------------------------
+
+def test_views_agree_ok_and_distorted():
+    ok = views_agree(DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * 1.1), storage_bytes=const(BUSY)), T)
+    assert ok.state is State.OK
+    bad = views_agree(DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * 2), storage_bytes=const(BUSY)), T)
+    assert bad.state is State.DISTORTED and bad.value == pytest.approx(2) and "guest" in bad.sentence
+
+
+@pytest.mark.parametrize("r,state", [(T.views_bytes_ratio, State.OK), (T.views_bytes_ratio * 1.001, State.DISTORTED),
+                                     (1 / T.views_bytes_ratio, State.OK), (1 / T.views_bytes_ratio * 0.999, State.DISTORTED)])
+def test_views_agree_edges(r, state):
+    assert views_agree(DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * r)), T).state is state
+
+
+def test_views_agree_skips_storage_while_bursting():
+    inp = DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY), storage_bytes=const(BUSY * 1.8))
+    assert views_agree(inp, T).state is State.DISTORTED
+    v = views_agree(inp, T, bursting=True)
+    assert v.state is State.OK and "storage not judged" in v.sentence
+
+
+def test_views_agree_not_measurable_without_vm_view():
+    v = views_agree(DiskInput(missing_views={"vm": "Prometheus scrapes no target"}, guest_bytes=const(BUSY)), T)
+    assert v.state is State.NOT_MEASURABLE and "VM view (vCenter exporter) missing" in v.sentence
+
+
+# -- misalignment ---------------------------------------------------------------------------------
+
+def test_misaligned_partition_is_distorted():
+    v = misalignment(DiskInput(partitions={"sdb1": 1536.0}), T)
+    assert v.state is State.DISTORTED and "1,536 bytes" in v.sentence
+
+
+def test_aligned_partition_and_no_rmw_is_ok():
+    v = misalignment(storage(partitions={"sdb1": 1048576.0}, storage_read_bytes=const(0)), T)
+    assert v.state is State.OK and v.number == "aligned"
+
+
+def test_storage_rmw_heuristic_on_a_write_only_disk():
+    v = misalignment(storage(partitions=None, storage_read_bytes=const(0), rmw_read_to_write=const(0.008)), T)
+    assert v.state is State.DISTORTED and v.anchor == MISALIGNED_IO_ANCHOR and "heuristic" in v.sentence
+    # Not write-only (the guest reads as much as it writes): the heuristic does not apply.
+    v = misalignment(storage(partitions=None, storage_read_bytes=const(BUSY), rmw_read_to_write=const(0.008)), T)
+    assert v.state is State.NOT_MEASURABLE
+
+
+@pytest.mark.parametrize("rmw,state", [(T.misaligned_read_to_write_ratio, State.OK),
+                                       (T.misaligned_read_to_write_ratio * 1.01, State.DISTORTED)])
+def test_rmw_edge(rmw, state):
+    v = misalignment(storage(partitions={}, storage_read_bytes=const(0), rmw_read_to_write=const(rmw)), T)
+    assert v.state is state
+
+
+def test_misalignment_not_measurable_without_guest_and_storage():
+    v = misalignment(DiskInput(missing_views={"guest": "down", "storage": "down"}), T)
+    assert v.state is State.NOT_MEASURABLE and "guest view" in v.sentence and "storage view" in v.sentence
+
+
+# -- hygiene --------------------------------------------------------------------------------------
+
+def test_hygiene():
+    assert hygiene(DiskInput(hygiene_problems=set()), T).state is State.OK
+    v = hygiene(DiskInput(hygiene_problems={"zero_buffers"}), T)
+    assert v.state is State.DISTORTED and "zero_buffers" in v.number
+    v = hygiene(DiskInput(hygiene_problems=set(), buffered=const(1)), T)
+    assert v.state is State.DISTORTED and "buffered_io" in v.number
+    assert hygiene(DiskInput(missing_views={"guest": "down"}), T).state is State.NOT_MEASURABLE
+    assert hygiene(DiskInput(), T).state is State.NOT_MEASURABLE
+
+
+def test_judge_gives_every_trap_in_order():
+    out = judge(storage(vm_bytes=const(BUSY), guest_bytes=const(BUSY), storage_bytes=const(BUSY),
+                        iodepth=const(4), vm_outstanding=const(4), buffered=const(0), partitions={},
+                        hygiene_problems=set()), T)
+    assert list(out) == ["views_agree", "zero_reads", "zero_writes", "cache_fit", "bursts", "misalignment", "hygiene"]
+    assert {k for k, v in out.items() if v.state is not State.OK} == set()
