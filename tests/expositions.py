@@ -68,7 +68,7 @@ def _vcenter_exposition(tmp) -> str:
         sim.wait_for_output(r"listening https://127\.0\.0\.1:\d+/sdk", timeout=120)
         conf = tmp / "vcenter.yml"
         conf.write_text("defaults:\n  username: monitor\n  password_env: DASH_VC_PASSWORD\n"
-                        "  insecure_skip_verify: true\n")
+                        f"  insecure_skip_verify: true\ntargets:\n  127.0.0.1:{port}: {{}}\n")
         os.environ["DASH_VC_PASSWORD"] = PASSWORD
         app, targets = make_app(load_vc_config(str(conf)))
         srv = ExporterServer(app, "127.0.0.1", 0).start()

@@ -18,9 +18,9 @@ from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
 
-from .client import split_target
+from .address import target_key
 from .collector import render_probe
-from .config import ExporterConfig, load_config
+from .config import ExporterConfig, TargetConfig, load_config
 from .target import Target
 
 log = logging.getLogger("vcenter_exporter")
@@ -29,27 +29,68 @@ DEFAULT_LISTEN = ":9762"
 
 
 class Targets:
-    """The Target objects, created on first probe and kept (sessions, caches, counters)."""
+    """The Target objects by normalised key, created on first probe and kept (sessions, caches,
+    counters) until the target is not probed for ``session_idle_timeout``: then its session is
+    logged out and its state dropped, so abandoned targets hold no vCenter session."""
 
     def __init__(self, config: ExporterConfig):
         self.config = config
         self._targets: dict[str, Target] = {}
+        self._last_probe: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+
+    def resolve(self, name: str) -> tuple[str, TargetConfig]:
+        """(key, settings) of a ?target= value, or BadRequest (HTTP 400) with the reason and a log
+        line, before any connection is made: a malformed target, or one not listed."""
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            log.warning("probe refused target=%r reason=%s", name, exc)
+            raise BadRequest(f"bad target: {exc}") from None
+        cfg = self.config.target(key)
+        if cfg is None:
+            reason = self.config.refusal(key)
+            log.warning("probe refused target=%r reason=%s", name, reason)
+            raise BadRequest(f"unknown target {name!r}: {reason}")
+        return key, cfg
 
     def get(self, name: str) -> Target:
+        key, cfg = self.resolve(name)
         with self._lock:
-            t = self._targets.get(name)
+            self._last_probe[key] = time.monotonic()
+            t = self._targets.get(key)
             if t is None:
-                cfg = self.config.target(name)
-                if cfg is None:
-                    raise BadRequest(f"unknown target {name!r}: not listed in {self.config.path} "
-                                     "and allow_unlisted_targets is false")
-                try:
-                    split_target(name)
-                except ValueError as exc:
-                    raise BadRequest(str(exc)) from None
-                t = self._targets[name] = Target(name, cfg)
+                t = self._targets[key] = Target(key, cfg)
+            self._start_reaper()
             return t
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap_loop, name="vcenter session reaper", daemon=True)
+            self._reaper.start()
+
+    def _reap_loop(self) -> None:
+        period = min(30.0, max(0.2, self.config.session_idle_timeout / 4))
+        while not self._stop.wait(period):
+            self.close_idle()
+
+    def close_idle(self, now: float | None = None) -> list[str]:
+        """Log out of the targets not probed for session_idle_timeout (collections still running
+        are left alone); returns their keys."""
+        now = time.monotonic() if now is None else now
+        idle = self.config.session_idle_timeout
+        closing = []
+        with self._lock:
+            for key, t in list(self._targets.items()):
+                if now - self._last_probe.get(key, now) >= idle and not t.busy():
+                    closing.append((key, self._targets.pop(key)))
+                    self._last_probe.pop(key, None)
+        for key, t in closing:
+            log.info("closing the session of target=%s: not probed for %.0fs (session_idle_timeout)", key, idle)
+            t.close()
+        return [key for key, _ in closing]
 
     def probe(self, probe: Probe) -> bytes:
         start = time.monotonic()
@@ -64,9 +105,11 @@ class Targets:
         return render_probe(probe.target, snap, duration, shared)
 
     def close(self) -> None:
+        self._stop.set()
         with self._lock:
-            for t in self._targets.values():
-                t.close()
+            targets, self._targets = list(self._targets.values()), {}
+        for t in targets:
+            t.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,12 +118,25 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Credentials: per target in --config.file (password_env names an environment variable), or "
-               "VCENTER_USERNAME/VCENTER_PASSWORD for every target. TLS certificates are verified unless a "
-               "target sets insecure_skip_verify. See docs/vcenter.md.")
+               "VCENTER_USERNAME/VCENTER_PASSWORD for the targets listed with --vcenter.target or "
+               "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
+               "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
+               "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
+               "See docs/vcenter.md.")
     p.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN,
                    help="address to listen on for /probe, /metrics and / (default: %(default)s)")
     p.add_argument("--config.file", dest="config_file", default=None,
                    help="YAML file with targets, credentials, TLS and refresh settings (optional)")
+    p.add_argument("--vcenter.target", dest="targets", action="append", default=[], metavar="HOST[:PORT]",
+                   help="a vCenter that may be probed (repeatable; also VCENTER_TARGETS, comma-separated); "
+                        "it gets the default credentials (VCENTER_USERNAME/VCENTER_PASSWORD or the config "
+                        "file's defaults)")
+    p.add_argument("--vcenter.allow-unlisted-targets", dest="allow_unlisted", action="store_true",
+                   help="probe any ?target= with the default credentials: anyone who can reach the exporter "
+                        "can then make it send them to a host of their choice (logged as a warning at start-up)")
+    p.add_argument("--vcenter.session-idle-timeout", dest="session_idle_timeout", type=float, default=None,
+                   metavar="SECONDS", help="log out of a target not probed for this long "
+                                           "(default: session_idle_timeout in the config file, else 600)")
     p.add_argument("--probe.default-timeout", dest="default_timeout", type=float, default=10.0,
                    help="seconds a probe may take when Prometheus sends no scrape timeout header "
                         "(default: %(default)s)")
@@ -96,7 +152,7 @@ def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[Exp
                     "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins.",
         probe=targets.probe,
         default_timeout=default_timeout,
-        example_target="vcenter.example.com",
+        example_target=next(iter(config.targets), "vcenter.example.com"),
         config_text=config.describe(),
     )
     return app, targets
@@ -106,11 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        config = load_config(args.config_file)
+        config = load_config(args.config_file, extra_targets=args.targets,
+                             allow_unlisted=True if args.allow_unlisted else None,
+                             session_idle_timeout=args.session_idle_timeout)
         host, port = parse_listen_address(args.listen)
     except (ConfigError, ValueError) as exc:
         log.error("configuration error: %s", exc)
         return 2
+    if config.allow_unlisted:
+        log.warning("unlisted targets are allowed: any ?target= receives the default credentials "
+                    "(user %s); list the vCenters instead (--vcenter.target or targets: in the config file)",
+                    config.defaults.username or "(none)")
     app, targets = make_app(config, args.default_timeout)
     try:
         server = ExporterServer(app, host, port)

@@ -14,6 +14,7 @@ from typing import Any, Callable, TypeVar
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
+from .address import parse_target
 from .config import TargetConfig
 
 log = logging.getLogger(__name__)
@@ -30,24 +31,10 @@ class TargetError(Exception):
 
 
 def split_target(target: str) -> tuple[str, int]:
-    """``vc1``, ``vc1:8443``, ``[::1]:443``, ``https://vc1/sdk`` -> (host, port)."""
-    t = target.strip()
-    for prefix in ("https://", "http://"):
-        if t.startswith(prefix):
-            t = t[len(prefix):]
-    t = t.split("/", 1)[0]
-    if t.startswith("["):
-        host, _, rest = t[1:].partition("]")
-        port = rest.lstrip(":")
-    else:
-        host, sep, port = t.rpartition(":")
-        if not sep:
-            host, port = t, ""
-    if not host:
-        raise ValueError(f"no host in target {target!r}")
-    if port and not port.isdigit():
-        raise ValueError(f"bad port in target {target!r}")
-    return host, int(port) if port else 443
+    """``vc1``, ``vc1:8443``, ``[::1]:443``, ``https://vc1/sdk`` -> (host, port); ValueError for
+    anything else (see :func:`.address.parse_target`)."""
+    addr = parse_target(target)
+    return addr.host, addr.port
 
 
 def ssl_context(cfg: TargetConfig) -> ssl.SSLContext:
@@ -97,6 +84,9 @@ class VCenterClient:
 
     ``call(fn)`` runs ``fn(service_instance)``; when the session has expired (NotAuthenticated)
     it logs in again once and retries, so expiry costs one extra login, not a failed scrape.
+    A connection the server closed is reopened once with the same session; when that reveals
+    a dead session (vCenter restarted: the reset connection, then NotAuthenticated), the session
+    is discarded and the login done once too.
     """
 
     def __init__(self, target: str, cfg: TargetConfig,
@@ -131,30 +121,37 @@ class VCenterClient:
             self._si = None
 
     def call(self, fn: Callable[[Any], T]) -> T:
+        # At most one retry for each of: a connection closed by the server, a dead session.
+        # QueryPerf and the property reads are safe to repeat.
+        relogged = reconnected = False
         si = self.service_instance()
-        try:
-            return fn(si)
-        except vim.fault.NotAuthenticated:
-            log.info("session to %s expired, logging in again", self.target)
-            with self._lock:
-                if self._si is si:
-                    self._si = None
-            si = self.service_instance()
+        while True:
             try:
                 return fn(si)
+            except vim.fault.NotAuthenticated as exc:
+                if relogged:
+                    return self._failed(exc, si)
+                relogged = True
+                log.info("session to %s is not authenticated (expired, or vCenter restarted), logging in again",
+                         self.target)
+                self._discard(si)
+                si = self.service_instance()
+            except STALE_CONNECTION as exc:
+                if reconnected:
+                    return self._failed(exc, si)
+                reconnected = True
+                # A kept-alive connection the server closed while it sat idle (vCenter's reverse
+                # proxy does), or a restarted vCenter: pyvmomi has dropped its pooled connections;
+                # once more on a new one, same session (a restart shows as NotAuthenticated then).
+                log.debug("connection to %s was closed by the server, reconnecting", self.target)
             except Exception as exc:
                 return self._failed(exc, si)
-        except STALE_CONNECTION:
-            # A kept-alive connection the server closed while it sat idle (vCenter's reverse
-            # proxy does): pyvmomi has dropped its pooled connections; once more on a new one,
-            # same session. QueryPerf and the property reads are safe to repeat.
-            log.debug("connection to %s was closed by the server, reconnecting", self.target)
-            try:
-                return fn(si)
-            except Exception as exc:
-                return self._failed(exc, si)
-        except Exception as exc:
-            return self._failed(exc, si)
+
+    def _discard(self, si: Any) -> None:
+        """Forget a dead session (unless another thread already replaced it)."""
+        with self._lock:
+            if self._si is si:
+                self._si = None
 
     def _failed(self, exc: Exception, si: Any) -> Any:
         if isinstance(exc, vim.fault.NotAuthenticated):

@@ -2,13 +2,15 @@
 
 A YAML file (``--config.file``)::
 
-    defaults:                       # applied to every target (and to targets not listed)
+    defaults:                       # applied to every listed target
       username: monitor@vsphere.local
       password_env: VCENTER_PASSWORD  # the password comes from this environment variable
       inventory_refresh: 5m
       timeout: 30s
+    allow_unlisted_targets: false   # default: a ?target= not listed below is refused (HTTP 400)
+    session_idle_timeout: 10m       # log out of a target not probed for this long
     targets:
-      vc1.example.com:              # the ?target= value (host or host:port)
+      vc1.example.com:              # the ?target= value (host, host:port or https://host[:port]/)
         password_env: VC1_PASSWORD
       vc-lab.example.com:
         username: lab
@@ -17,21 +19,34 @@ A YAML file (``--config.file``)::
       vc2.example.com:
         ca_file: /etc/ssl/vc2-ca.pem
 
-Without a config file, any target may be probed with the credentials from the environment
-variables ``VCENTER_USERNAME`` and ``VCENTER_PASSWORD`` and TLS verification on.
-Passwords are never logged nor shown on the landing page.
+Without a config file, the credentials come from the environment variables ``VCENTER_USERNAME``
+and ``VCENTER_PASSWORD`` (TLS verification on), and the targets that may receive them are listed
+with ``--vcenter.target`` (or ``VCENTER_TARGETS``, comma-separated); ``--vcenter.allow-unlisted-targets``
+is the explicit opt-in to sending them to any target. Target names are compared in their
+normalised form (see :mod:`.address`), so ``VC1``, ``vc1:443`` and ``https://vc1/`` are one
+target. Passwords are never logged nor shown on the landing page.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_duration
 
+from .address import target_key
+
 DEFAULT_INVENTORY_REFRESH = 300.0
 DEFAULT_TIMEOUT = 30.0
+#: Sessions of targets not probed for this long are logged out (50 spellings or an abandoned
+#: target must not hold vCenter sessions forever).
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
+#: A disk's latest 20 s sample is shown as a gauge only while it is at most this much older than
+#: the newest sample of its vCenter: realtime samples come every 20 s and may be published up to
+#: ~40 s late; older means the VM stopped reporting (powered off, vanished, host down).
+DEFAULT_SAMPLE_MAX_AGE = 60.0
 PERF_FORMATS = ("csv", "normal")
 
 
@@ -48,31 +63,42 @@ class TargetConfig:
     timeout: float = DEFAULT_TIMEOUT   # socket timeout of one SOAP call
     max_query_metrics: int | None = None  # None: read config.vpxd.stats.maxQueryMetrics (default 256)
     perf_format: str = "csv"            # csv is ~40 % cheaper to parse; "normal" for old servers
+    sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
 
     def describe(self) -> str:
         tls = "verification OFF (insecure_skip_verify)" if self.insecure_skip_verify else (
             f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
         return (f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
                 f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
-                f"perf_format={self.perf_format}")
+                f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s")
 
 
 @dataclass(frozen=True)
 class ExporterConfig:
     defaults: TargetConfig
     targets: dict[str, TargetConfig]
-    allow_unlisted: bool = True  # targets not listed use `defaults`
+    targets: dict[str, TargetConfig]   # by normalised key (address.target_key)
+    allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
     path: str | None = None
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
 
-    def target(self, name: str) -> TargetConfig | None:
-        if name in self.targets:
-            return self.targets[name]
+    def target(self, key: str) -> TargetConfig | None:
+        """The settings of a normalised target key, or None when it may not be probed."""
+        if key in self.targets:
+            return self.targets[key]
         return self.defaults if self.allow_unlisted else None
+
+    def refusal(self, key: str) -> str:
+        """Why ``key`` is refused (for the 400 answer and the log line)."""
+        where = f"--config.file {self.path}" if self.path else "--vcenter.target / VCENTER_TARGETS"
+        return (f"target {key} is not listed in {where}, and unlisted targets are refused "
+                "(credentials are only sent to listed targets)")
 
     def describe(self) -> str:
         lines = [f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
                  f"defaults: {self.defaults.describe()}",
-                 f"unlisted targets: {'allowed, with the defaults' if self.allow_unlisted else 'refused'}"]
+                 f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
+                 f"session idle timeout: {self.session_idle_timeout:g}s"]
         lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
         return "\n".join(lines)
 
@@ -114,10 +140,11 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     fmt = sec.get("perf_format", str, default=base.perf_format)
     if fmt not in PERF_FORMATS:
         raise sec.error("perf_format", f"expected one of {', '.join(PERF_FORMATS)}, got {fmt!r}")
+    max_age = sec.get("sample_max_age", _duration, default=base.sample_max_age)
     sec.reject_unknown()
     return replace(base, username=username, password=password, password_source=source,
                    insecure_skip_verify=insecure, ca_file=ca_file, inventory_refresh=refresh,
-                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt)
+                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt, sample_max_age=max_age)
 
 
 def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
@@ -127,23 +154,55 @@ def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
                         password_source="env VCENTER_PASSWORD" if password else "")
 
 
-def load_config(path: str | None, env: dict[str, str] | None = None) -> ExporterConfig:
-    """Read and validate the config file; errors name the file and the key."""
+def env_targets(env: dict[str, str]) -> list[str]:
+    """``VCENTER_TARGETS``: comma- or space-separated target names."""
+    return [t for t in re.split(r"[,\s]+", env.get("VCENTER_TARGETS", "")) if t]
+
+
+def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: list[str] = (),
+                allow_unlisted: bool | None = None, session_idle_timeout: float | None = None) -> ExporterConfig:
+    """Read and validate the config file; errors name the file and the key.
+
+    ``extra_targets`` (``--vcenter.target``) and ``VCENTER_TARGETS`` are listed beside the file's
+    targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
+    ``session_idle_timeout`` override the file when given."""
     env = dict(os.environ) if env is None else env
     base = env_defaults(env)
-    if path is None:
-        return ExporterConfig(defaults=base, targets={})
-    root = Section(load_yaml(path), path)
-    defaults = _read_target(root.section("defaults"), base, env)
-    allow = root.get("allow_unlisted_targets", bool, default=True)
-    targets: dict[str, TargetConfig] = {}
-    tsec = root.section("targets")
-    for name in list(tsec.data):
-        if not isinstance(name, str) or not name.strip():
-            raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
-        targets[name] = _read_target(tsec.section(name), defaults, env)
-    tsec.reject_unknown()
-    root.reject_unknown()
+    source = path or "the command line"
+    defaults, targets, allow, idle = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT
+    if path is not None:
+        root = Section(load_yaml(path), path)
+        defaults = _read_target(root.section("defaults"), base, env)
+        allow = root.get("allow_unlisted_targets", bool, default=False)
+        idle = root.get("session_idle_timeout", _duration, default=idle)
+        tsec = root.section("targets")
+        for name in list(tsec.data):
+            if not isinstance(name, str) or not name.strip():
+                raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
+            try:
+                key = target_key(name)
+            except ValueError as exc:
+                raise tsec.error(name, str(exc)) from None
+            if key in targets:
+                raise tsec.error(name, f"the same target as another entry (both are {key})")
+            targets[key] = _read_target(tsec.section(name), defaults, env)
+        tsec.reject_unknown()
+        root.reject_unknown()
+    for name in [*extra_targets, *env_targets(env)]:
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            raise ConfigError(source, "--vcenter.target", str(exc)) from None
+        targets.setdefault(key, defaults)
+    if allow_unlisted is not None:
+        allow = allow or allow_unlisted
+    if session_idle_timeout is not None:
+        if not session_idle_timeout > 0:
+            raise ConfigError(source, "--vcenter.session-idle-timeout", f"must be positive, got {session_idle_timeout}")
+        idle = session_idle_timeout
     if not allow and not targets:
-        raise ConfigError(path, "targets", "no targets listed and allow_unlisted_targets is false")
-    return ExporterConfig(defaults=defaults, targets=targets, allow_unlisted=allow, path=str(path))
+        raise ConfigError(source, "targets", "no targets listed and unlisted targets are refused: list the "
+                          "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
+                          "opt in to any target with --vcenter.allow-unlisted-targets")
+    return ExporterConfig(defaults=defaults, targets=targets, allow_unlisted=allow, path=path and str(path),
+                          session_idle_timeout=idle)

@@ -38,6 +38,7 @@ class DiskRow:
     vm: VirtualMachine
     disk_index: int
     counters: DiskCounters
+    fresh: bool = True   # the latest sample is recent enough to be shown as the current one
 
 
 @dataclass
@@ -84,6 +85,14 @@ class Target:
         self._pool: ThreadPoolExecutor | None = None   # QueryPerf calls in flight (see _query_all)
         self.errors: dict[str, int] = {}   # failed probes by kind
         self.collections = 0
+        # vCenter's clock as its samples show it: the newest sample end seen, and when (monotonic).
+        self.newest_sample: float | None = None
+        self.newest_sample_seen_at = 0.0
+
+    def busy(self) -> bool:
+        """True while a collection is running (it still uses the session)."""
+        with self._lock:
+            return self._inflight is not None
 
     # -- probes ---------------------------------------------------------------------------
     def probe(self, timeout: float) -> tuple[Snapshot, bool]:
@@ -138,6 +147,18 @@ class Target:
 
     def _collect(self) -> Snapshot:
         self.collections += 1
+        try:
+            return self._collect_once()
+        except TargetError as exc:
+            if "ManagedObjectNotFound" not in exc.cause:
+                raise
+        # A VM of the cached inventory went away (deleted, unregistered): read the inventory
+        # again and collect once more, instead of failing the probe until the next refresh.
+        log.info("%s: a VM of the cached inventory is gone; reading the inventory again", self.name)
+        self._refresh_inventory(force=True)
+        return self._collect_once()
+
+    def _collect_once(self) -> Snapshot:
         self._refresh_inventory()
         if self.keys is None:
             self.keys = self.client.call(lambda si: counter_keys(si.content.perfManager.perfCounter))
@@ -203,12 +224,32 @@ class Target:
         snap.vms = self.inventory
         snap.render_cache = self.render_cache
         snap.inventory_age = time.monotonic() - self.inventory_at
+        queried = {r.moref for r in requests}
+        oldest_fresh = self._oldest_fresh_sample()
         for vm in self.inventory:
             for i, d in enumerate(vm.disks):
                 state = self.states.get((vm.moref, d.instance))
                 if state is not None and state.samples:
-                    snap.disks.append(DiskRow(vm, i, _frozen(state)))
+                    # Counters stay while the disk exists (rates fall to 0); the latest sample is
+                    # shown only for a running VM whose samples keep up with the vCenter's newest.
+                    fresh = (vm.moref in queried and state.last_timestamp is not None
+                             and oldest_fresh is not None and state.last_timestamp >= oldest_fresh)
+                    snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
+
+    def _oldest_fresh_sample(self) -> float | None:
+        """The oldest sample end still shown as the latest sample: sample_max_age before the
+        vCenter's present, estimated as its newest sample end plus the time since it was first
+        seen (vCenter's own clock, advanced by ours only while no newer sample appears, so the
+        two clocks need not agree). A VM whose samples stop (powered off, vanished, its host
+        down) falls behind; when every VM stops, time still moves on."""
+        now = time.monotonic()
+        newest = max((s.last_timestamp for s in self.states.values() if s.last_timestamp is not None), default=None)
+        if newest is not None and (self.newest_sample is None or newest > self.newest_sample):
+            self.newest_sample, self.newest_sample_seen_at = newest, now
+        if self.newest_sample is None:
+            return None
+        return self.newest_sample + (now - self.newest_sample_seen_at) - self.cfg.sample_max_age
 
     def _query_all(self, run: Callable[[list[EntityRequest]], ParseResult],
                    batches: list[list[EntityRequest]]) -> Iterator[tuple[list[EntityRequest], ParseResult]]:

@@ -53,8 +53,8 @@ def scenario_sim(processes):
     """start(trace_path, *flags) -> (address 'host:port', process)."""
     _need(SIM)
 
-    def start(trace_path, *flags, user=USER, password=PASSWORD):
-        port = free_port()
+    def start(trace_path, *flags, user=USER, password=PASSWORD, port=None):
+        port = port or free_port()
         argv = [SIM, "-trace", trace_path, "-listen", f"127.0.0.1:{port}", "-username", user,
                 "-password", password, *flags]
         proc = processes.start(f"vcsim-scenario-{port}", argv)
@@ -135,8 +135,13 @@ def exporter(tmp_path, monkeypatch):
         targets.close()
 
 
-def insecure_config(user: str = USER, password_env: str = "VC_TEST_PASSWORD", **extra) -> str:
+def insecure_config(user: str = USER, password_env: str = "VC_TEST_PASSWORD", allow_unlisted: bool = True,
+                    **extra) -> str:
+    """Defaults for the simulators (self-signed certificates). The simulators' ports are only
+    known once they run, so these tests opt in to unlisted targets; the allow-list itself is
+    tested in test_vcenter_security.py."""
     lines = ["defaults:", f"  username: {user}", f"  password_env: {password_env}",
              "  insecure_skip_verify: true"]
     lines += [f"  {k}: {v}" for k, v in extra.items()]
+    lines.append(f"allow_unlisted_targets: {'true' if allow_unlisted else 'false'}")
     return "\n".join(lines) + "\n"

@@ -62,7 +62,8 @@ def test_vcenter_down(exporter, caplog):
 def test_tls_is_verified_by_default(scenario_sim, bursty_trace, exporter):
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    exp = exporter(f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n", ENV)
+    exp = exporter(f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n"
+                   f"targets:\n  {address}: {{}}\n", ENV)
     _assert_down(exp.probe(address), "tls", "certificate verification failed")
 
 
@@ -97,7 +98,7 @@ def test_expired_session_is_re_established(scenario_sim, bursty_trace, exporter)
 
 
 def test_unlisted_target_refused_when_configured(exporter):
-    exp = exporter(insecure_config() + "allow_unlisted_targets: false\ntargets:\n  vc1.example.com: {}\n", ENV)
+    exp = exporter(insecure_config(allow_unlisted=False) + "targets:\n  vc1.example.com: {}\n", ENV)
     code, text = exp.probe_text("vc2.example.com")
     assert code == 400 and "unknown target" in text
 
