@@ -6,7 +6,9 @@ from __future__ import annotations
 from ..common.exposition import Exposition, label_block
 from .target import Snapshot
 
-DISK_LABELS = ["vm", "disk"]
+#: vm and disk name the disk; vm_id (the VM's managed object id, vm-42) keeps two VMs of the
+#: same name (legal in different folders) apart. Joins use vm and disk where names are unique.
+DISK_LABELS = ["vm", "disk", "vm_id"]
 
 #: (metric suffix, DiskCounters attribute, HELP) for the integrated counters, per direction.
 COUNTERS = (
@@ -47,8 +49,8 @@ def _fmt(text: str, d: str) -> str:
 
 
 ERROR_KINDS = ("login", "tls", "connect", "timeout", "protocol", "error")
-VM_INFO_LABELS = ("vm", "moref", "host", "power_state", "vm_uuid", "instance_uuid")
-DISK_INFO_LABELS = ("vm", "disk", "label", "disk_uuid", "backing_file", "datastore", "host")
+VM_INFO_LABELS = ("vm", "vm_id", "host", "power_state", "vm_uuid", "instance_uuid")
+DISK_INFO_LABELS = ("vm", "disk", "vm_id", "label", "disk_uuid", "backing_file", "datastore", "host")
 SEEK_CLASSES = ("small", "medium", "large")
 
 
@@ -64,12 +66,13 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
         vm_info.append((label_block(VM_INFO_LABELS, (vm.name, vm.moref, vm.host, vm.power_state, vm.uuid,
                                                      vm.instance_uuid)), 1))
         for d in vm.disks:
-            disk_info.append((label_block(DISK_INFO_LABELS, (vm.name, d.instance, d.label, d.disk_uuid,
+            disk_info.append((label_block(DISK_INFO_LABELS, (vm.name, d.instance, vm.moref, d.label, d.disk_uuid,
                                                              d.backing_file, d.datastore, vm.host)), 1))
-            labels = disk_labels[(vm.moref, d.instance)] = label_block(DISK_LABELS, (vm.name, d.instance))
+            labels = disk_labels[(vm.moref, d.instance)] = label_block(DISK_LABELS, (vm.name, d.instance, vm.moref))
             capacity.append((labels, d.capacity_bytes))
     out = Exposition()
-    out.family("vcenter_vm_info", "gauge", "Virtual machines (cached inventory): join on vm.", vm_info)
+    out.family("vcenter_vm_info", "gauge", "Virtual machines (cached inventory): join on vm (vm_id, the "
+               "managed object id, tells apart VMs of the same name).", vm_info)
     out.family("vcenter_virtual_disk_info", "gauge", "Virtual disks (cached inventory): join on vm and disk "
                "(the controller address, e.g. scsi0:1) to disk_uuid (lowercase 8-4-4-4-12, as the guest's disk "
                "serial), backing_file, datastore.", disk_info)
@@ -119,6 +122,7 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
 
     # Per-disk families: the label block of each disk escaped once per inventory.
     rows = [(disk_labels[(row.vm.moref, row.vm.disks[row.disk_index].instance)], row.counters) for row in s.disks]
+    fresh = [(lbl, c.latest) for (lbl, c), row in zip(rows, s.disks) if row.fresh and c.latest is not None]
     for direction in ("read", "write"):
         for suffix, attr, help_text in COUNTERS:
             field = f"{direction}_{attr}"
@@ -132,7 +136,8 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
                [(lbl, c.samples) for lbl, c in rows])
     with_latest = [(lbl, c.latest) for lbl, c in rows if c.latest is not None]
     out.family("vcenter_virtual_disk_sample_timestamp_seconds", gauge,
-               "End of the latest 20 s sample (vCenter's timestamp, Unix seconds).",
+               "End of the newest 20 s sample integrated (vCenter's timestamp, Unix seconds); kept while the "
+               "disk exists, so its age shows a VM that stopped reporting.",
                [(lbl, latest.timestamp) for lbl, latest in with_latest])
     out.family("vcenter_virtual_disk_sample_interval_seconds", gauge,
                "Length of the latest sample's interval (20 for realtime).",
@@ -142,12 +147,13 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
         for suffix, counter, scale, help_text in SAMPLE_GAUGES:
             name = _fmt(counter, direction)
             # no value from vCenter: nothing shown, never a made-up 0
+            # only fresh samples (sample_max_age): a powered-off VM's last value is not shown as current
             out.family(f"vcenter_virtual_disk_sample_{direction}_{suffix}", gauge, _fmt(help_text, direction),
-                       [(lbl, latest.values[name] * scale) for lbl, latest in with_latest if name in latest.values])
+                       [(lbl, latest.values[name] * scale) for lbl, latest in fresh if name in latest.values])
     seek_names = [(cls, f"virtualDisk.{cls}Seeks.latest") for cls in SEEK_CLASSES]
     out.family("vcenter_virtual_disk_sample_seeks", gauge, "Seeks in the latest 20 s sample by distance class "
                "(virtualDisk.{small,medium,large}Seeks.latest).",
-               [(f'{lbl},class="{cls}"', latest.values[name]) for lbl, latest in with_latest
+               [(f'{lbl},class="{cls}"', latest.values[name]) for lbl, latest in fresh
                 for cls, name in seek_names if name in latest.values])
     return out.render()
 
