@@ -314,3 +314,79 @@ def test_blank_working_set_label_is_not_an_index_error():
             parse_vdisk_page(text)
         except StargatePageError:
             pass
+
+
+def test_allow_list_matches_patterns_ips_and_cidrs():
+    from exporters.stargate.targets import TargetPolicy
+    p = TargetPolicy(["10.0.0.0/24", "fd00::/64", "cvm-*.example.com", "192.0.2.7"])
+    assert p.allows("10.0.0.5") and p.allows("fd00::5") and p.allows("CVM-1.Example.com") and p.allows("192.0.2.7")
+    assert not p.allows("10.0.1.5") and not p.allows("fd01::5") and not p.allows("cvm-1.example.com.evil.net")
+    assert not p.allows("192.0.2.8") and not p.allows("cvm.example.com")
+    assert not TargetPolicy([]).allows("127.0.0.1") and TargetPolicy([], allow_any=True).allows("anything")
+    with pytest.raises(ValueError, match="neither a CIDR"):
+        TargetPolicy(["10.0.0.0/33"])
+
+
+def test_limits_and_allow_list_config_errors_name_file_and_key(tmp_path):
+    f = tmp_path / "sg.yml"
+    f.write_text("targets: [10.0.0.0/24, cvm-*.lab]\nbody_size_limit: 8MiB\nmax_pages_per_probe: 100\n"
+                 "discovery_ports: [2010]\n")
+    cfg = load_mapping_config(f)
+    assert cfg.targets == ["10.0.0.0/24", "cvm-*.lab"] and not cfg.allow_unlisted
+    assert cfg.limits.body_size_limit == 8 * 1024 * 1024 and cfg.limits.max_pages == 100
+    assert cfg.discovery_ports == (2010,) and cfg.policy().allows("10.0.0.9")
+    for text, where in (("targets: [10.0.0.0/33]\n", r"sg.yml: targets\[0\]: .*neither a CIDR"),
+                        ("targets: [{a: 1}]\n", r"targets\[0\]: expected a host pattern"),
+                        ("body_size_limit: lots\n", r"body_size_limit: expected a size"),
+                        ("body_size_limit: 10\n", r"body_size_limit: at least 1KiB"),
+                        ("max_pages_per_probe: 0\n", r"max_pages_per_probe: expected an integer from 1"),
+                        ("discovery_ports: [70000]\n", r"discovery_ports\[0\]: expected a port"),
+                        ("allow_unlisted_targets: yes please\n", r"allow_unlisted_targets: expected a boolean"),
+                        ("target: [10.0.0.1]\n", r"target: unknown key")):
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=where):
+            load_mapping_config(f)
+
+
+def load_mapping_config(path):
+    from exporters.stargate.cli import load_config
+    return load_config(str(path))
+
+
+@given(st.text(max_size=120))
+@settings(max_examples=300, deadline=None)
+def test_target_parser_raises_only_its_own_error(text):
+    from exporters.stargate.targets import TargetError, TargetPolicy, cluster_cvms, parse_target
+    try:
+        t = parse_target(text)
+    except TargetError:
+        return
+    assert t.url.isascii() and t.url.isprintable() and t.origin.scheme in ("http", "https")
+    cluster_cvms(t, [text, "http://" + text, text + "/x"], TargetPolicy.loopback())
+
+
+def test_exporter_without_an_allow_list_refuses_every_target_and_says_so_at_start(tmp_path, zero_heavy):
+    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+    port = free_port()
+    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}"],
+                          tmp_path)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": zero_heavy.urls["cvm-1"]}, timeout=10)
+        assert r.status_code == 400 and "allow-list" in r.text
+    finally:
+        proc.stop()
+    log_text = proc.log_path.read_text()
+    assert "no targets allowed: every probe is refused" in log_text and "refused: host 127.0.0.1" in log_text
+    # The flag (or STARGATE_TARGETS) lists them.
+    port = free_port()
+    proc = ManagedProcess("stargate-exporter-2", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                                                  "--stargate.target=10.9.9.0/24"], tmp_path,
+                          env={"STARGATE_TARGETS": "127.0.0.1, cvm-*.lab"})
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": zero_heavy.urls["cvm-1"]}, timeout=10)
+        assert r.status_code == 200 and one(r.text, "stargate_up") == 1
+    finally:
+        proc.stop()
+    assert "targets allowed: 127.0.0.1, cvm-*.lab, 10.9.9.0/24" in proc.log_path.read_text()
