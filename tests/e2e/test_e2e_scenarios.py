@@ -437,6 +437,38 @@ def _views_agree(stack: Stack, trace: Trace) -> None:
             assert v == pytest.approx(1.0, abs=0.05), (d.key, rule, v)
 
 
+def _buffered_qd(stack: Stack, trace: Trace) -> None:
+    """A buffered libaio job asking iodepth 16 at 5,000 IO/s and 400 us (2 in flight) on a 2015 page:
+    the asked depth is 8 times what Little's law implies, the burstiness rules leave the disk out;
+    the page has no Oplog Zero row, so the write zero share is not measurable (absent, flag 0)."""
+    _views_agree(stack, trace)
+    [d] = trace.disks
+    sel = f'{{vm="{d.vm}",disk="{d.unit}"}}'
+    assert scalar(stack, f"vm_disk:ioparallax_guest_buffered_io:bool{sel}") == 1
+    assert scalar(stack, f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio1m{sel}") == pytest.approx(8, rel=0.1)
+    assert scalar(stack, f"vm_disk:ioparallax_burstiness:ratio1m{sel}") is None
+    assert scalar(stack, f"vm_disk:ioparallax_burstiness:ratio5m{sel}") is None
+    # fio's own iodepth_level: all the time at depth 1, whatever iodepth asked for
+    assert scalar(stack, f'fio_job_iodepth_level_ratio{{job="fio",vm="{d.vm}",depth="1"}}') == 1
+    vd = f'{{vdisk_id="{d.vdisk_id}"}}'
+    assert scalar(stack, f"vdisk:ioparallax_write_zero_measurable:bool{vd}") == 0
+    assert scalar(stack, f"vdisk:ioparallax_write_zero:ratio{vd}") is None
+    assert scalar(stack, f"vdisk:ioparallax_read_zero_measurable:bool{vd}") == 1
+    assert scalar(stack, f"vdisk:ioparallax_read_zero:ratio{vd}") == 0
+
+
+def _clean_oltp(stack: Stack, trace: Trace) -> None:
+    """The baseline on a 2016 page: the views agree and the zero shares are measured, both 0."""
+    _views_agree(stack, trace)
+    for d in trace.disks:
+        vd = f'{{vdisk_id="{d.vdisk_id}"}}'
+        for direction in ("read", "write"):
+            assert scalar(stack, f"vdisk:ioparallax_{direction}_zero_measurable:bool{vd}") == 1, (d.key, direction)
+            assert scalar(stack, f"vdisk:ioparallax_{direction}_zero:ratio{vd}") == 0, (d.key, direction)
+        sel = f'{{vm="{d.vm}",disk="{d.unit}"}}'
+        assert scalar(stack, f"vm_disk:ioparallax_guest_buffered_io:bool{sel}") == 0
+
+
 DISAGREEMENTS = {
     "bursty-1m": _bursty_1m,
     "zero-heavy": _zero_heavy,
@@ -444,7 +476,8 @@ DISAGREEMENTS = {
     "misaligned": _misaligned,
     "noisy-neighbour": _noisy_neighbour,
     "scaling-ramp": _scaling_ramp,
-    "clean-oltp": _views_agree,
+    "clean-oltp": _clean_oltp,
+    "buffered-qd": _buffered_qd,
 }
 
 
