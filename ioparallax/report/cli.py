@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -74,6 +73,20 @@ def parse_compare(text: str, prometheus: str, start: float, end: float, now: flo
     return label, url, start, end
 
 
+def _join_negative_times(argv: list[str]) -> list[str]:
+    """``--start -30m`` as ``--start=-30m``: argparse would take ``-30m`` for an option."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--start", "--end") and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ioparallax-report",
@@ -105,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["usl"]:
         from ioparallax.report import usl_cli
         return usl_cli.main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_join_negative_times(argv))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     from ioparallax.report.report import ReportError, make_report
@@ -136,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for view, why in result.missing_views.items():
         print(f"  view missing: {view}: {why}")
     if args.pdf:
+        from ioparallax.report.chromium import print_pdf
         try:
             print_pdf(args.output, args.pdf)
         except RuntimeError as e:
@@ -143,31 +157,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"wrote {args.pdf}")
     return 0
-
-
-def chromium() -> str:
-    import shutil
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    raise RuntimeError("PDF: no chromium on PATH (Debian: apt-get install chromium; `make deps` installs it)")
-
-
-def print_pdf(html_path: Path, pdf_path: Path, timeout: float = 120.0) -> None:
-    """Print the HTML with headless Chromium: the PDF is exactly what the browser shows."""
-    import tempfile
-    pdf_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ioparallax-chromium-") as profile:
-        argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                f"--user-data-dir={profile}", "--no-pdf-header-footer", "--run-all-compositor-stages-before-draw",
-                f"--print-to-pdf={pdf_path.resolve()}", html_path.resolve().as_uri()]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"PDF: chromium did not finish printing {html_path} in {timeout:g} s") from None
-    if done.returncode != 0 or not pdf_path.exists() or pdf_path.stat().st_size == 0:
-        raise RuntimeError(f"PDF: chromium failed on {html_path} (exit {done.returncode}): {done.stderr[-400:]}")
 
 
 if __name__ == "__main__":

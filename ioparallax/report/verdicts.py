@@ -210,7 +210,8 @@ def _zero(inp: DiskInput, t: Thresholds, direction: str) -> Verdict:
     if value > limit:
         what = ("came from zero buckets: no disk read them, IOPS and latency are inflated" if direction == "read"
                 else "were all-zero blocks (Oplog Zero): stored as metadata only, throughput is inflated")
-        return Verdict(trap, State.DISTORTED, pct(value), thr, f"{pct(value)} of the bytes {direction} "
+        done = "read" if direction == "read" else "written"
+        return Verdict(trap, State.DISTORTED, pct(value), thr, f"{pct(value)} of the bytes {done} "
                        f"{what}.", TRAPS[trap][1], value)
     return Verdict(trap, State.OK, pct(value), thr, f"{pct(value)} of the {direction} bytes were zero "
                    f"blocks: the media did the work.", TRAPS[trap][1], value)
@@ -315,11 +316,11 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
     if inp.partitions is None and heuristic is None:
         why = _missing(inp, "guest", "storage") or "no partition offsets from the guest and no write-only load on storage"
         return _nm(trap, why, thr)
-    parts = ("partitions on the 4 KiB grid" if inp.partitions else
-             "raw device (no partition)" if inp.partitions is not None else "guest partition offsets unknown")
+    parts = ("Partitions on the 4 KiB grid" if inp.partitions else
+             "Raw device (no partition)" if inp.partitions is not None else "Guest partition offsets unknown")
     extra = f"; storage RMW {pct(heuristic)} of writes" if heuristic is not None else ""
     return Verdict(trap, State.OK, "aligned" if inp.partitions else ("raw" if inp.partitions is not None else ""),
-                   thr, f"{parts.capitalize()}{extra}.{split}", TRAPS[trap][1], heuristic)
+                   thr, f"{parts}{extra}.{split}", TRAPS[trap][1], heuristic)
 
 
 def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:

@@ -1,0 +1,78 @@
+"""--compare: the key numbers of each VM disk on both sides (A: the report's range and Prometheus,
+B: the other) and their deltas. The figures of the disk pages overlay B dashed (disks.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ioparallax.report.data import Dataset, Key
+from ioparallax.report.figures import fmt_bytes_rate, fmt_ops, fmt_seconds, rows_csv
+from ioparallax.report.sections import ReportContext, Section, esc
+from ioparallax.report.summary import dataset, verdicts
+
+
+def _mean(ds: Dataset, key: Key, *fams: str) -> float:
+    arrays = [ds.get(f, key) for f in fams]
+    arrays = [a for a in arrays if a is not None]
+    if not arrays:
+        return math.nan
+    stacked = np.vstack(arrays)
+    total = np.nansum(stacked, axis=0)
+    total[np.all(np.isnan(stacked), axis=0)] = np.nan
+    return float(np.nanmean(total)) if np.any(~np.isnan(total)) else math.nan
+
+
+# (title, families summed, formatter)
+KEY_NUMBERS = (
+    ("guest bytes/s", ("guest_read_bytes", "guest_write_bytes"), fmt_bytes_rate),
+    ("VM bytes/s", ("vm_read_bytes", "vm_write_bytes"), fmt_bytes_rate),
+    ("storage bytes/s", ("storage_read_bytes", "storage_write_bytes"), fmt_bytes_rate),
+    ("guest IO/s", ("guest_read_ops", "guest_write_ops"), fmt_ops),
+    ("VM IO/s", ("vm_read_ops", "vm_write_ops"), fmt_ops),
+    ("VM read latency", ("vm_read_latency_seconds",), fmt_seconds),
+    ("VM write latency", ("vm_write_latency_seconds",), fmt_seconds),
+)
+
+
+def key_numbers(ds: Dataset, key: Key) -> dict[str, float]:
+    return {title: _mean(ds, key, *fams) for title, fams, _ in KEY_NUMBERS}
+
+
+def delta(a: float, b: float) -> str:
+    if math.isnan(a) or math.isnan(b):
+        return "n/a"
+    if a == 0:
+        return "n/a" if b == 0 else "new"
+    return f"{(b - a) / a * 100:+.0f} %"
+
+
+def compare_section(ctx: ReportContext) -> Section:
+    assert ctx.compare is not None
+    a_ds, b_ds = dataset(ctx), dataset(ctx.compare)
+    a_v, b_v = verdicts(ctx), verdicts(ctx.compare)
+    keys = sorted(set(a_ds.disks()) | set(b_ds.disks()))
+    fmt = {title: f for title, _, f in KEY_NUMBERS}
+    head = "".join(f"<th>{esc(t)}<span class='thr'>A / {esc(ctx.compare.label)} / delta</span></th>"
+                   for t, _, _ in KEY_NUMBERS)
+    rows, csv_rows = [], []
+    for key in keys:
+        a, b = key_numbers(a_ds, key), key_numbers(b_ds, key)
+        cells = []
+        for t in a:
+            fa = "—" if math.isnan(a[t]) else fmt[t](a[t])
+            fb = "—" if math.isnan(b[t]) else fmt[t](b[t])
+            cells.append(f"<td>{esc(fa)}<br>{esc(fb)}<br><b>{esc(delta(a[t], b[t]))}</b></td>")
+            csv_rows.append((key[0], key[1], t, a[t], b[t]))
+        changed = [f"{k}: {a_v[key][k].state.value} -> {b_v[key][k].state.value}"
+                   for k in a_v.get(key, {}) if key in b_v and a_v[key][k].state != b_v[key][k].state]
+        cells.append(f"<td>{esc('; '.join(changed) or 'same verdicts')}</td>")
+        rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}</th>{''.join(cells)}</tr>")
+    html = (f"<p>A: {esc(ctx.api.url)}, the report's range. {esc(ctx.compare.label)}: "
+            f"{esc(ctx.compare.api.url)}, its own range (drawn dashed on every disk page, shifted to A's start). "
+            f"Means over each range; delta is ({esc(ctx.compare.label)} - A) / A.</p>"
+            f"<table class='compare'><thead><tr><th>VM disk</th>{head}<th>Verdicts that change</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+    return Section(id="compare", title=f"Compare A with {ctx.compare.label}", html=html,
+                   csv={"compare.csv": rows_csv(["vm", "disk", "number", "A", ctx.compare.label], csv_rows)})

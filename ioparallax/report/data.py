@@ -1,0 +1,222 @@
+"""Everything the report reads from Prometheus, fetched once per kind of series.
+
+Each *family* is one query over every VM disk at once (a recording rule of
+alerts/ioparallax.rules.yml with the --match matchers, or a raw series summed by ``(vm, disk)``),
+so the number of queries is fixed by the list below, whatever the number of VM disks. Range
+families become numpy arrays on the report's step grid (NaN where Prometheus had no value).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ioparallax.report.promapi import PromError
+from ioparallax.report.sections import ReportContext
+
+log = logging.getLogger(__name__)
+
+FIO_JOB = "instance, job, jobname, jobid, host, source"
+DIRECTIONS = ("read", "write")
+QUANTITIES = ("ops", "bytes", "latency_seconds")
+LAYERS = ("guest", "guest_os", "vm", "storage")
+
+Key = tuple[str, str]        # (vm, disk)
+
+
+def rule_name(cfg_w: str, layer: str, d: str, q: str) -> str:
+    """The per-layer rule names of the contract (as mixin/dashboards.py Expr.vm_disk builds them)."""
+    if layer == "storage":
+        agg = f"avg{cfg_w}"
+    elif q == "latency_seconds":
+        agg = f"mean{cfg_w}"
+    else:
+        agg = f"rate{cfg_w}"
+    return f"vm_disk:ioparallax_{layer}_{d}_{q}:{agg}"
+
+
+def range_families(ctx: ReportContext) -> dict[str, str]:
+    """Family id -> PromQL of every range query (the report's whole list: its length is the count)."""
+    w = ctx.config.w
+    job_info = ctx.rule("guest_job:ioparallax_vm_disk:info")
+    out: dict[str, str] = {}
+    for layer in LAYERS:
+        for d in DIRECTIONS:
+            for q in QUANTITIES:
+                out[f"{layer}_{d}_{q}"] = ctx.rule(rule_name(w, layer, d, q))
+    raw_fio = {"ops": "fio_{d}_interval_iops", "bytes": "fio_{d}_interval_bandwidth_bytes_per_second",
+               "latency_seconds": "fio_{d}_interval_clat_mean_seconds"}
+    raw_vc = {"ops": "vcenter_virtual_disk_sample_{d}_ops_per_second",
+              "bytes": "vcenter_virtual_disk_sample_{d}_bytes_per_second",
+              "latency_seconds": "vcenter_virtual_disk_sample_{d}_latency_precise_seconds"}
+    for d in DIRECTIONS:
+        for q in QUANTITIES:
+            metric = raw_fio[q].format(d=d) + ctx.sel("fio")
+            agg = "avg" if q == "latency_seconds" else "sum"
+            if q == "latency_seconds":      # absent for intervals without completions: keep the last one
+                metric = f"last_over_time({metric}[{ctx.config.w}])"
+            out[f"fio_{d}_{q}"] = (f"{agg} by (vm, disk) ({metric} * on ({FIO_JOB}) group_left (vm, disk) "
+                                   f"{job_info})")
+            out[f"vcsample_{d}_{q}"] = f"{agg} by (vm, disk) ({raw_vc[q].format(d=d)}{ctx.sel('vcenter')})"
+    for name in ("read_zero:ratio", "write_zero:ratio", "read_zero_measurable:bool",
+                 "write_zero_measurable:bool", "read_cache:ratio", "working_set_to_cache:ratio",
+                 f"rmw_read_to_write:ratio{w}"):
+        out[name.split(":")[0]] = f"max by (vm, disk) ({ctx.rule('vdisk:ioparallax_' + name)})"
+    out["iodepth"] = ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")
+    out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
+    out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
+    out["splitting"] = ctx.rule(f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}")
+    out["hygiene"] = (f"max by (vm, disk, problem) (fio_job_hygiene_problem{ctx.sel('fio')} "
+                      f"* on ({FIO_JOB}) group_left (vm, disk) {job_info})")
+    for kind, metric in (("read_sources", "stargate_vdisk_read_source_bytes_per_second"),
+                         ("write_destinations", "stargate_vdisk_write_destination_bytes_per_second")):
+        label = "source" if kind == "read_sources" else "destination"
+        out[kind] = f"max by (vdisk_id, {label}) ({metric}{ctx.sel('stargate')})"
+    out["alerts"] = ctx.rule("ALERTS", 'alertstate="firing"')
+    return out
+
+
+def instant_families(ctx: ReportContext) -> dict[str, str]:
+    """Family id -> PromQL of the instant queries at the range's end, over the whole range."""
+    r = f"{ctx.range_seconds}s"
+    job_info = ctx.rule("guest_job:ioparallax_vm_disk:info")
+    out = {
+        "vdisk_info": f"last_over_time({ctx.rule('vdisk:ioparallax_vdisk:info')}[{r}])",
+        "vcenter_disk_info": f"last_over_time(vcenter_virtual_disk_info{ctx.sel('vcenter')}[{r}])",
+        "guest_disk_info": f"last_over_time({ctx.rule('guest_device:ioparallax_guest_disk:info')}[{r}])",
+        "fio_disk_info": f"last_over_time(fio_guest_disk_info{ctx.sel('fio')}[{r}])",
+        "partitions": f"last_over_time(fio_guest_partition_start_bytes{ctx.sel('fio')}[{r}])",
+        "fio_versions": f"count by (version) (last_over_time(fio_job_info{ctx.sel('fio')}[{r}]))",
+        "stargate_builds": f"count by (build_version) (last_over_time(stargate_cvm_info{ctx.sel('stargate')}[{r}]))",
+    }
+    for d in DIRECTIONS:
+        out[f"guest_latency_{d}"] = (f"sum by (vm, disk, le) (increase(fio_{d}_clat_seconds_bucket{ctx.sel('fio')}[{r}]) "
+                                     f"* on ({FIO_JOB}) group_left (vm, disk) last_over_time({job_info}[{r}]))")
+        out[f"storage_latency_{d}"] = (f"max by (vdisk_id, le) (avg_over_time("
+                                       f"stargate_vdisk_{d}_latency_seconds_bucket{ctx.sel('stargate')}[{r}]))")
+    for view, source in (("guest", "fio"), ("vm", "vcenter"), ("storage", "stargate"), ("guest_os", "node")):
+        out[f"up_{view}"] = f"max by (job, instance) (max_over_time(up{ctx.sel(source)}[{r}]))"
+    out["source_up_vm"] = f"max by (instance) (max_over_time(vcenter_up{ctx.sel('vcenter')}[{r}]))"
+    out["source_up_storage"] = f"max by (instance) (max_over_time(stargate_up{ctx.sel('stargate')}[{r}]))"
+    out["source_up_guest"] = f"max by (instance, source) (max_over_time(fio_source_up{ctx.sel('fio')}[{r}]))"
+    return out
+
+
+@dataclass
+class Dataset:
+    times: np.ndarray
+    series: dict[str, dict[Key, np.ndarray]] = field(default_factory=dict)       # (vm, disk) families
+    labelled: dict[str, list[tuple[dict[str, str], np.ndarray]]] = field(default_factory=dict)
+    instant: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    promql: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)                         # family -> error
+    missing_views: dict[str, str] = field(default_factory=dict)
+    vdisk_of: dict[Key, str] = field(default_factory=dict)
+
+    def get(self, family: str, key: Key) -> np.ndarray | None:
+        return self.series.get(family, {}).get(key)
+
+    def disks(self) -> list[Key]:
+        """Every VM disk with data in any view's byte or ops family, sorted."""
+        keys: set[Key] = set()
+        for fam in self.series:
+            if fam.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in fam or "ops" in fam):
+                keys.update(k for k, v in self.series[fam].items() if np.any(~np.isnan(v)))
+        return sorted(keys)
+
+
+def _to_grid(values: list[list[Any]], start: float, step: float, n: int) -> np.ndarray:
+    out = np.full(n, np.nan)
+    if not values:
+        return out
+    arr = np.asarray(values, dtype=object)
+    t = arr[:, 0].astype(float)
+    v = np.asarray([float(x) for x in arr[:, 1]])
+    idx = np.rint((t - start) / step).astype(int)
+    ok = (idx >= 0) & (idx < n)
+    out[idx[ok]] = v[ok]
+    return out
+
+
+def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
+    """Run every family's query (a few at a time) and shape the answers."""
+    times = ctx.times
+    ds = Dataset(times=times)
+    rng, inst = range_families(ctx), instant_families(ctx)
+    ds.promql = {**rng, **inst}
+
+    def run(item: tuple[str, str, bool]) -> tuple[str, Any, str | None]:
+        fam, expr, is_range = item
+        try:
+            return fam, (ctx.range(expr) if is_range else ctx.instant(expr)), None
+        except PromError as e:
+            return fam, None, str(e)
+
+    items = [(f, e, True) for f, e in rng.items()] + [(f, e, False) for f, e in inst.items()]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        answers = list(pool.map(run, items))
+    n = len(times)
+    for fam, result, error in answers:
+        if error:
+            ds.errors[fam] = error
+            log.warning("query %s failed: %s", fam, error)
+            continue
+        if fam in inst:
+            ds.instant[fam] = result
+            continue
+        if fam in ("hygiene", "read_sources", "write_destinations", "alerts"):
+            ds.labelled[fam] = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
+            continue
+        fam_series: dict[Key, np.ndarray] = {}
+        for r in result:
+            m = r["metric"]
+            if "vm" in m and "disk" in m:
+                fam_series[(m["vm"], m["disk"])] = _to_grid(r["values"], ctx.start, ctx.step, n)
+        ds.series[fam] = fam_series
+    for r in ds.instant.get("vdisk_info", []):
+        m = r["metric"]
+        if "vm" in m and "disk" in m:
+            ds.vdisk_of[(m["vm"], m["disk"])] = m.get("vdisk_id", "")
+    ds.missing_views = missing_views(ctx, ds)
+    return ds
+
+
+def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
+    """View -> why it is missing (no target, target down, source unreadable, or no series)."""
+    out: dict[str, str] = {}
+    checks = (("guest", "fio", "guest_read_bytes", "source_up_guest"),
+              ("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
+              ("storage", "stargate", "storage_read_bytes", "source_up_storage"),
+              ("guest_os", "node", "guest_os_read_bytes", None))
+    for view, source, family, source_up in checks:
+        has_data = any(np.any(~np.isnan(v)) for fam in (family, family.replace("read", "write"))
+                       for v in ds.series.get(fam, {}).values())
+        if has_data:
+            continue
+        selector = ctx.sel(source)
+        if f"up_{view}" in ds.errors:
+            out[view] = f"query failed: {ds.errors['up_' + view]}"
+            continue
+        ups = ds.instant.get(f"up_{view}", [])
+        if not ups:
+            out[view] = f"Prometheus scrapes no target matching up{selector} in the range"
+        elif all(float(u["value"][1]) == 0 for u in ups):
+            out[view] = f"every target of up{selector} was down in the whole range (" + ", ".join(
+                sorted(u["metric"].get("instance", "?") for u in ups))[:200] + ")"
+        elif source_up and ds.instant.get(source_up) and all(float(u["value"][1]) == 0 for u in ds.instant[source_up]):
+            out[view] = "the exporter answers but cannot read its source (" + ", ".join(
+                sorted(u["metric"].get("instance", u["metric"].get("source", "?")) for u in ds.instant[source_up]))[:200] + ")"
+        else:
+            out[view] = (f"no series of {ds.promql.get(family, family)} in the range (are the recording rules "
+                         "of alerts/ioparallax.rules.yml loaded?)")
+    return out
+
+
+def choose_step(range_seconds: float, scrape_interval: float | None, points: int = 600) -> float:
+    """max(scrape interval, range / points), rounded up to whole seconds."""
+    return float(max(1, math.ceil(max(scrape_interval or 1.0, range_seconds / points))))

@@ -1,0 +1,293 @@
+"""A page per VM disk: its verdicts, the identity chain, the three views overlaid, read sources and
+write destinations, latency distributions guest vs storage. With --compare, the other data set is
+drawn dashed on the same axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
+from ioparallax.report.data import DIRECTIONS, QUANTITIES, Dataset, Key
+from ioparallax.report.figures import (COLORS, FORMATTERS, LABELS, UNIT_LABEL, as_dates, fmt_bytes,
+                                       fmt_bytes_rate, fmt_seconds, has_data, rows_csv, series_csv,
+                                       time_axis, to_svg, unit_axis)
+from ioparallax.report.sections import Figure, ReportContext, Section, esc
+from ioparallax.report.summary import (dataset, disk_anchor, fmt_time, guest_devices, partitions,
+                                       verdict_cell, verdicts)
+from ioparallax.report.verdicts import TRAPS
+
+ZERO_SOURCES = ("zero",)
+TITLES = {"ops": "Operations (IO/s)", "bytes": "Throughput (bytes/s)", "latency_seconds": "Mean latency"}
+LAYER_STYLE = {"guest": {"lw": 4.5, "alpha": 0.45}, "guest_os": {"lw": 1.2, "ls": ":"},
+               "vm": {"lw": 2.2, "alpha": 0.9}, "storage": {"lw": 1.0}}        # any source/destination whose name contains it (estore_zero, oplog_zero, zero)
+
+
+def disk_sections(ctx: ReportContext) -> list[Section]:
+    ds = dataset(ctx)
+    table = verdicts(ctx)
+    other = _compare_dataset(ctx)
+    out = []
+    for key in ds.disks():
+        out.append(disk_section(ctx, ds, key, table.get(key, {}), other))
+    return out
+
+
+def _compare_dataset(ctx: ReportContext) -> tuple[ReportContext, Dataset] | None:
+    if ctx.compare is None:
+        return None
+    return ctx.compare, dataset(ctx.compare)
+
+
+def fid(key: Key, what: str) -> str:
+    return f"{disk_anchor(key)}-{what}"
+
+
+def disk_section(ctx: ReportContext, ds: Dataset, key: Key, row: dict, other) -> Section:
+    parts = []
+    if row:
+        head = "".join(f"<th>{esc(TRAPS[t][0])}</th>" for t in row)
+        parts.append(f'<table class="verdicts one"><thead><tr>{head}</tr></thead><tbody><tr>'
+                     + "".join(verdict_cell(ctx, v) for v in row.values()) + "</tr></tbody></table>")
+    ident_html, ident_csv = identity(ds, key)
+    parts.append(ident_html)
+    figures = [three_views(ctx, ds, key, other), read_sources(ctx, ds, key, other, "read_sources"),
+               read_sources(ctx, ds, key, other, "write_destinations"), latency_distribution(ctx, ds, key)]
+    return Section(id=disk_anchor(key), title=f"{key[0]} {key[1]}", html="".join(parts), figures=figures,
+                   csv={f"{disk_anchor(key)}-identity.csv": ident_csv},
+                   promql=[ds.promql[f] for f in ("vdisk_info", "vcenter_disk_info", "guest_disk_info",
+                                                   "fio_disk_info", "partitions")],
+                   page_break=True)
+
+
+# -- identity chain ---------------------------------------------------------------------------
+
+def identity(ds: Dataset, key: Key) -> tuple[str, str]:
+    vc = [r["metric"] for r in ds.instant.get("vcenter_disk_info", [])
+          if (r["metric"].get("vm"), r["metric"].get("disk")) == key]
+    uuid = vc[0].get("disk_uuid", "") if vc else ""
+    devices = guest_devices(ds, key)
+    serials = sorted({r["metric"].get("serial", "") for r in ds.instant.get("fio_disk_info", [])
+                      if (r["metric"].get("instance", ""), r["metric"].get("disk", "")) in devices})
+    parts = partitions(ds, key)
+    part_text = ("raw device (no partition)" if parts == {} else
+                 ", ".join(f"{p} at {s:,.0f} B{'' if s % 4096 == 0 else ' (misaligned)'}"
+                           for p, s in sorted(parts.items())) if parts else "")
+    rows = [
+        ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
+        ("Virtual disk", key[1] + (f" ({vc[0].get('label', '')})" if vc and vc[0].get("label") else ""), "vCenter"),
+        ("Backing file", vc[0].get("backing_file", "") if vc else "", "vCenter"),
+        ("Disk UUID", uuid, "vCenter; the guest's disk serial"),
+        ("Vdisk id", ds.vdisk_of.get(key, ""), "Stargate (stargate_vdisk_info)"),
+        ("Guest device", ", ".join(f"{d} on {i}" for i, d in devices), "guest (fio exporter)"),
+        ("Disk serial", ", ".join(serials), "guest sysfs (fio_guest_disk_info)"),
+        ("Partition start", part_text, "guest sysfs (fio_guest_partition_start_bytes)"),
+    ]
+    body = "".join(f"<tr><th>{esc(a)}</th><td>{esc(b) if b else '<span class=nm-text>not known</span>'}</td>"
+                   f"<td class='src'>{esc(c)}</td></tr>" for a, b, c in rows)
+    html = f'<h3>Identity chain</h3><table class="identity"><tbody>{body}</tbody></table>'
+    return html, rows_csv(["field", "value", "source"], rows)
+
+
+# -- three views ------------------------------------------------------------------------------
+
+def _shift(ctx: ReportContext, other_ctx: ReportContext) -> float:
+    return ctx.start - other_ctx.start
+
+
+def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
+    id_ = fid(key, "three-views")
+    fams = [f"{layer}_{d}_{q}" for q in QUANTITIES for d in DIRECTIONS
+            for layer in ("guest", "guest_os", "vm", "storage", "fio", "vcsample")]
+    promql = [ds.promql[f] for f in fams if f in ds.promql]
+    if not any(has_data(ds.get(f, key)) for f in fams):
+        return Figure.empty(id_, "Three views: no view has ops, bytes or latency for this disk in the range.", promql)
+    times = ds.times
+    dates = as_dates(times)
+    fig, axes = plt.subplots(3, 2, figsize=(10.5, 8.2), sharex=True)
+    columns: dict[str, np.ndarray] = {}
+    for r, q in enumerate(QUANTITIES):
+        for c, d in enumerate(DIRECTIONS):
+            ax = axes[r][c]
+            drawn = False
+            fio = ds.get(f"fio_{d}_{q}", key)
+            if has_data(fio):
+                ax.plot(dates, fio, color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval")
+                columns[f"guest_fio_interval_{d}_{q}"] = fio
+                drawn = True
+            vcs = ds.get(f"vcsample_{d}_{q}", key)
+            if has_data(vcs):
+                ax.plot(dates, vcs, color=COLORS["vm"], lw=0.9, alpha=0.6, drawstyle="steps-post", ls="--",
+                        label="VM, vCenter 20 s sample")
+                columns[f"vm_vcenter_sample_{d}_{q}"] = vcs
+                drawn = True
+            for layer in ("guest", "guest_os", "vm", "storage"):
+                s = ds.get(f"{layer}_{d}_{q}", key)
+                if has_data(s):
+                    # Views that agree draw on top of each other: wide to narrow, so each stays visible.
+                    ax.plot(dates, s, color=COLORS[layer], label=f"{LABELS[layer]}, {ctx.config.w}",
+                            **LAYER_STYLE[layer])
+                    columns[f"{layer}_{d}_{q}"] = s
+                    drawn = True
+            if other is not None:
+                octx, ods = other
+                odates = as_dates(ods.times + _shift(ctx, octx))
+                for layer in ("guest", "vm", "storage"):
+                    s = ods.get(f"{layer}_{d}_{q}", key)
+                    if has_data(s):
+                        ax.plot(odates, s, color=COLORS[layer], ls=(0, (4, 2)), lw=1.1, alpha=0.8,
+                                label=f"{octx.label}: {LABELS[layer]}")
+                        drawn = True
+            ax.set_title(f"{TITLES[q]}, {d}s")
+            unit_axis(ax, q)
+            ax.set_ylim(bottom=0)
+            time_axis(ax, times)
+            if not drawn:
+                ax.text(0.5, 0.5, f"no {d}s in any view", transform=ax.transAxes, ha="center", va="center",
+                        color="#757575")
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in handles:
+                handles[l] = h
+                labels.append(l)
+    fig.legend([handles[l] for l in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.045))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    caption = (f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
+               f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
+               f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
+               f"than 20 s is tall in fio and flattened in the steps. Latency is op-weighted, so not diluted.")
+    if other is not None:
+        caption += f" Dashed: {other[0].label} ({fmt_time(other[0].start)} - {fmt_time(other[0].end)}), shifted to this range."
+    return Figure(id_, caption, to_svg(fig), promql, series_csv(times, columns))
+
+
+# -- read sources / write destinations ---------------------------------------------------------
+
+def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) -> Figure:
+    label = "source" if kind == "read_sources" else "destination"
+    title = "Read sources" if kind == "read_sources" else "Write destinations"
+    id_ = fid(key, kind.replace("_", "-"))
+    promql = [ds.promql[kind]]
+    vd = ds.vdisk_of.get(key)
+    if kind in ds.errors:
+        return Figure.empty(id_, f"{title}: the query failed ({ds.errors[kind]}).", promql)
+    if "storage" in ds.missing_views:
+        return Figure.empty(id_, f"{title}: the storage view is missing ({ds.missing_views['storage']}).", promql)
+    if not vd:
+        return Figure.empty(id_, f"{title}: no vdisk is mapped to this VM disk (stargate_vdisk_info has no vm/disk "
+                            "labels for it).", promql)
+    rows = sorted((m.get(label, "?"), v) for m, v in ds.labelled.get(kind, []) if m.get("vdisk_id") == vd)
+    rows = [(n, v) for n, v in rows if has_data(v)]
+    if not rows or all(np.nanmax(v) <= 0 for _, v in rows):
+        return Figure.empty(id_, f"{title} of vdisk {vd}: none in the range (the vdisk was not "
+                            f"{'read' if kind == 'read_sources' else 'written'}).", promql)
+    times = ds.times
+    dates = as_dates(times)
+    fig, ax = plt.subplots(figsize=(10.5, 2.9))
+    palette = ["#90caf9", "#a5d6a7", "#ffcc80", "#ce93d8", "#80cbc4", "#bcaaa4", "#b0bec5", "#fff59d"]
+    ys, colors, names, hatches = [], [], [], []
+    i = 0
+    zero_names = []
+    for n, v in rows:
+        ys.append(np.nan_to_num(v, nan=0.0))
+        is_zero = any(z in n.lower() for z in ZERO_SOURCES)
+        colors.append(COLORS["zero"] if is_zero else palette[i % len(palette)])
+        hatches.append("///" if is_zero else None)
+        names.append(f"{n} (zero bucket)" if is_zero else n)
+        if is_zero:
+            zero_names.append(n)
+        else:
+            i += 1
+    polys = ax.stackplot(dates, *ys, colors=colors, labels=names, alpha=0.9)
+    for p, h in zip(polys, hatches):
+        if h:
+            p.set_hatch(h)
+            p.set_edgecolor("white")
+    if other is not None:
+        octx, ods = other
+        ovd = ods.vdisk_of.get(key)
+        tot = [v for m, v in ods.labelled.get(kind, []) if ovd and m.get("vdisk_id") == ovd]
+        if tot:
+            total = np.nansum(np.vstack(tot), axis=0)
+            ax.plot(as_dates(ods.times + _shift(ctx, octx)), total, color=COLORS["compare"], ls=(0, (4, 2)),
+                    label=f"{octx.label}: total")
+    unit_axis(ax, "bytes")
+    ax.set_ylim(bottom=0)
+    time_axis(ax, times)
+    ax.set_title(f"{title} of vdisk {vd} (Stargate), stacked")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    zero = (f" Zero buckets ({', '.join(zero_names)}) are red and hatched: bytes no disk "
+            f"{'read' if kind == 'read_sources' else 'stored'}." if zero_names else
+            (" The page shows no zero bucket here." if kind == "read_sources" else
+             " The page shows no zero destination: on 2014/2015 builds zero writes count as Oplog, so they "
+             "cannot be told apart."))
+    caption = f"{title} of the vdisk behind this VM disk, bytes/s as the Stargate page reports them.{zero}"
+    return Figure(id_, caption, to_svg(fig), promql, series_csv(times, {n: v for n, v in rows}))
+
+
+# -- latency distribution ---------------------------------------------------------------------
+
+def _buckets(results: list[dict], match) -> tuple[np.ndarray, np.ndarray] | None:
+    pts = []
+    for r in results:
+        m = r["metric"]
+        if match(m):
+            le = m.get("le", "+Inf")
+            pts.append((float("inf") if le in ("+Inf", "Inf") else float(le), float(r["value"][1])))
+    if not pts:
+        return None
+    pts.sort()
+    les = np.array([p[0] for p in pts])
+    cum = np.array([p[1] for p in pts])
+    if cum[-1] <= 0:
+        return None
+    return les, cum / cum[-1]
+
+
+def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
+    id_ = fid(key, "latency")
+    fams = [f"{view}_latency_{d}" for d in DIRECTIONS for view in ("guest", "storage")]
+    promql = [ds.promql[f] for f in fams]
+    vd = ds.vdisk_of.get(key)
+    data = {}
+    for d in DIRECTIONS:
+        data[("guest", d)] = _buckets(ds.instant.get(f"guest_latency_{d}", []),
+                                      lambda m: (m.get("vm"), m.get("disk")) == key)
+        data[("storage", d)] = _buckets(ds.instant.get(f"storage_latency_{d}", []),
+                                        lambda m: vd is not None and m.get("vdisk_id") == vd)
+    if not any(v is not None for v in data.values()):
+        why = "; ".join(f"{v} missing ({ds.missing_views[v]})" for v in ("guest", "storage") if v in ds.missing_views)
+        return Figure.empty(id_, "Latency distribution: neither fio's clat histogram nor the Stargate page's "
+                            "latency histogram has completions for this disk in the range"
+                            + (f" ({why})" if why else "") + ".", promql)
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 2.9))
+    rows = []
+    for ax, d in zip(axes, DIRECTIONS):
+        drawn = False
+        for view, color in (("guest", COLORS["guest"]), ("storage", COLORS["storage"])):
+            b = data[(view, d)]
+            if b is None:
+                continue
+            les, cdf = b
+            finite = np.isfinite(les)
+            ax.step(les[finite], cdf[finite], where="post", color=color,
+                    label="guest (fio clat)" if view == "guest" else "storage (Stargate frontend)")
+            rows.extend((view, d, f"{le:g}", f"{c:.6f}") for le, c in zip(les, cdf))
+            drawn = True
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(fmt_seconds))
+        ax.set_ylim(0, 1.02)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{y * 100:.0f} %"))
+        ax.set_title(f"Latency distribution, {d}s (share of I/Os at or below)")
+        if drawn:
+            ax.legend(loc="lower right")
+        else:
+            ax.text(0.5, 0.5, f"no {d} completions", transform=ax.transAxes, ha="center", va="center", color="#757575")
+    fig.tight_layout()
+    caption = ("Cumulative latency distribution over the whole range: the guest's (fio completion latency "
+               "buckets) against the storage's (the Stargate page's frontend histogram, averaged). The gap between "
+               "the curves is the stack in between (guest kernel, hypervisor, network); a storage curve far left of "
+               "what media can do means zeros or cache.")
+    return Figure(id_, caption, to_svg(fig), promql, rows_csv(["view", "direction", "le_seconds", "share_at_or_below"], rows))

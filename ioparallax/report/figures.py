@@ -1,0 +1,165 @@
+"""Figures: matplotlib (Agg) drawn to inline SVG, deterministic bytes for the same data.
+
+Text is drawn as paths (``svg.fonttype = "path"``), so the page needs no font and looks the same in
+every browser and in the PDF; ``svg.hashsalt`` and empty metadata make ids and headers stable.
+Axis units: bytes/s in IEC units (KiB/s, MiB/s), latency in us/ms/s, operations in IO/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+from typing import Iterable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator  # noqa: E402
+
+# One colour per view, the dashboards' (mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
+COLORS = {"guest": "#2e7d32", "guest_os": "#7b1fa2", "vm": "#1565c0", "storage": "#ef6c00",
+          "zero": "#d32f2f", "compare": "#616161"}
+LABELS = {"guest": "guest (fio)", "guest_os": "guest OS (block layer)", "vm": "VM (vCenter)",
+          "storage": "storage (Stargate)"}
+
+plt.rcParams.update({
+    "svg.fonttype": "path",
+    "svg.hashsalt": "ioparallax-report",
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.titleweight": "bold",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e0e0e0",
+    "grid.linewidth": 0.6,
+    "legend.fontsize": 7.5,
+    "legend.frameon": False,
+    "lines.linewidth": 1.4,
+})
+
+
+def to_svg(fig: MplFigure) -> str:
+    """The figure as an inline ``<svg>`` element (no XML prolog), then closed."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    start = text.find("<svg")
+    svg = text[start:]
+    # Scale with the page: the width attribute in pt would fix the size.
+    head_end = svg.find(">")
+    head = svg[:head_end]
+    import re
+    head = re.sub(r'\swidth="[^"]*"', ' width="100%"', head, count=1)
+    head = re.sub(r'\sheight="[^"]*"', "", head, count=1)
+    return head + svg[head_end:]
+
+
+# -- units ------------------------------------------------------------------------------------
+
+def fmt_bytes(x: float, _pos: object = None) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= div:
+            v = x / div
+            return f"{v:.0f} {unit}" if v >= 100 else f"{v:.3g} {unit}"
+    return f"{x:.0f} B"
+
+
+def fmt_bytes_rate(x: float, _pos: object = None) -> str:
+    return fmt_bytes(x) + "/s" if x else "0"
+
+
+def fmt_seconds(x: float, _pos: object = None) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3:
+        return f"{x * 1e6:.3g} us"
+    if abs(x) < 1:
+        return f"{x * 1e3:.3g} ms"
+    return f"{x:.3g} s"
+
+
+def fmt_ops(x: float, _pos: object = None) -> str:
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.3g}M"
+    if abs(x) >= 1e3:
+        return f"{x / 1e3:.3g}k"
+    return f"{x:.3g}"
+
+
+class BytesLocator(Locator):
+    """Round ticks in the IEC unit of the axis (0, 10, 20 MiB/s), not in bytes (38.1 MiB/s)."""
+
+    def __init__(self) -> None:
+        self.inner = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])
+
+    def __call__(self):
+        vmin, vmax = self.axis.get_view_interval()
+        return self.tick_values(vmin, vmax)
+
+    def tick_values(self, vmin: float, vmax: float):
+        div = 1.0
+        for d in (2**30, 2**20, 2**10):
+            if max(abs(vmin), abs(vmax)) >= d:
+                div = float(d)
+                break
+        return np.asarray(self.inner.tick_values(vmin / div, vmax / div)) * div
+
+
+def unit_axis(ax, quantity: str, axis: str = "y") -> None:
+    """Units on an axis: bytes/s in IEC units with round ticks, seconds as us/ms, IO/s with k/M."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_formatter(FuncFormatter(FORMATTERS[quantity]))
+    if quantity == "bytes":
+        target.set_major_locator(BytesLocator())
+
+
+FORMATTERS = {"ops": fmt_ops, "bytes": fmt_bytes_rate, "latency_seconds": fmt_seconds}
+UNIT_LABEL = {"ops": "IO/s", "bytes": "bytes/s", "latency_seconds": "mean latency"}
+
+
+def as_dates(times: np.ndarray) -> np.ndarray:
+    return np.asarray([datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None) for t in times])
+
+
+def time_axis(ax, times: np.ndarray) -> None:
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=7))
+    if len(times):
+        d = as_dates(times[[0, -1]])
+        ax.set_xlim(d[0], d[1])
+
+
+def has_data(a: np.ndarray | None) -> bool:
+    return a is not None and bool(np.any(~np.isnan(a)))
+
+
+def series_csv(times: np.ndarray, columns: dict[str, np.ndarray]) -> str:
+    """A CSV of aligned series: time (ISO 8601 UTC), unix time, one column per series."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    names = list(columns)
+    w.writerow(["time", "unix"] + names)
+    for i, t in enumerate(times):
+        row = [columns[n][i] for n in names]
+        if all(np.isnan(v) for v in row):
+            continue
+        w.writerow([datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), f"{t:.0f}"]
+                   + ["" if np.isnan(v) else f"{v:.6g}" for v in row])
+    return buf.getvalue()
+
+
+def rows_csv(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(list(header))
+    for r in rows:
+        w.writerow(list(r))
+    return buf.getvalue()

@@ -1,0 +1,94 @@
+"""Make the report: the context(s), the data, the sections, the page."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exporters.common.config import ConfigError
+from ioparallax.report.builders import build_sections
+from ioparallax.report.data import choose_step
+from ioparallax.report.page import render
+from ioparallax.report.promapi import PromAPI, PromError
+from ioparallax.report.sections import ReportContext
+from ioparallax.report.summary import dataset
+from mixin.config import load_config
+
+log = logging.getLogger(__name__)
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+@dataclass
+class ReportResult:
+    html: str
+    queries: int
+    seconds: float
+    disks: int
+    missing_views: dict[str, str] = field(default_factory=dict)
+    context: ReportContext | None = None
+
+
+def context(prometheus: str, start: float, end: float, step: float | None, match: str, config_path: Path | None,
+            timeout: float = 30.0, label: str = "") -> ReportContext:
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as e:
+        raise ReportError(f"config: {e}") from None
+    api = PromAPI(prometheus, timeout=timeout)
+    # The first request: an unreachable Prometheus stops here with its URL and the cause.
+    build = api.buildinfo()
+    if not build:
+        api.query("vector(1)")
+    if step is None:
+        step = choose_step(end - start, api.scrape_interval())
+    if (end - start) / step > 11000:
+        raise ReportError(f"range {end - start:.0f} s at a step of {step:g} s is more than 11,000 points "
+                          "(Prometheus' limit): give a larger --step")
+    return ReportContext(api=api, start=start, end=end, step=step, config=cfg, match=match, label=label,
+                         shared={"buildinfo": build})
+
+
+def versions(ctx: ReportContext) -> dict[str, str]:
+    ds = dataset(ctx)
+    out = {"Prometheus": ctx.shared.get("buildinfo", {}).get("version", "not exposed by the query API")}
+    fio = sorted(r["metric"].get("version", "") for r in ds.instant.get("fio_versions", []))
+    out["fio (fio_job_info version)"] = ", ".join(v for v in fio if v) or "not exposed"
+    builds = sorted(r["metric"].get("build_version", "") for r in ds.instant.get("stargate_builds", []))
+    out["Stargate build (stargate_cvm_info)"] = ", ".join(b for b in builds if b) or "not exposed"
+    out["ioparallax exporters"] = "not exposed (the exporters publish no build_info metric)"
+    try:
+        from importlib.metadata import version
+        out["ioparallax-report"] = version("ioparallax")
+    except Exception:  # noqa: BLE001 - a source checkout without metadata
+        out["ioparallax-report"] = "unknown"
+    return out
+
+
+def make_report(prometheus: str, start: float, end: float, step: float | None = None, match: str = "",
+                config_path: Path | None = None, compare: tuple[str, str, float, float] | None = None,
+                title: str = "Storage PoC report", timeout: float = 30.0) -> ReportResult:
+    t0 = time.monotonic()
+    ctx = context(prometheus, start, end, step, match, config_path, timeout, label="A" if compare else "")
+    if compare is not None:
+        label, url, cstart, cend = compare
+        # The same step, so both sides have points at the same spacing.
+        ctx.compare = context(url, cstart, cend, ctx.step, match, config_path, timeout, label=label)
+        dataset(ctx.compare)
+    ds = dataset(ctx)
+    sections = build_sections(ctx)
+    if compare is not None:
+        from ioparallax.report.compare import compare_section
+        sections.insert(2, compare_section(ctx))
+    queries = ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0)
+    html = render(ctx, title, sections, versions(ctx), queries, time.time())
+    return ReportResult(html=html, queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
+                        seconds=time.monotonic() - t0, disks=len(ds.disks()),
+                        missing_views=dict(ctx.missing_views), context=ctx)
+
+
+__all__ = ["ReportError", "ReportResult", "make_report", "PromError"]

@@ -1,0 +1,201 @@
+"""The report's first page: the verdict table (one row per VM disk, one column per trap), the views
+that were missing and why, and the alerts that fired in the range."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from datetime import datetime, timezone
+
+import numpy as np
+
+from ioparallax.report.data import Dataset, Key, fetch
+from ioparallax.report.sections import ReportContext, Section, esc
+from ioparallax.report.verdicts import TRAPS, VIEW_NAMES, DiskInput, State, Verdict, judge
+
+log = logging.getLogger(__name__)
+
+STATE_CLASS = {State.OK: "ok", State.DISTORTED: "distorted", State.NOT_MEASURABLE: "nm"}
+
+
+def dataset(ctx: ReportContext) -> Dataset:
+    """The context's data, fetched on first use and shared by every builder."""
+    if "dataset" not in ctx.shared:
+        ctx.shared["dataset"] = fetch(ctx)
+        ctx.missing_views.update(ctx.shared["dataset"].missing_views)
+    return ctx.shared["dataset"]
+
+
+def _sum(*arrays: np.ndarray | None) -> np.ndarray | None:
+    present = [a for a in arrays if a is not None]
+    if not present:
+        return None
+    stacked = np.vstack(present)
+    out = np.nansum(stacked, axis=0)
+    out[np.all(np.isnan(stacked), axis=0)] = np.nan
+    return out
+
+
+def guest_devices(ds: Dataset, key: Key) -> list[tuple[str, str]]:
+    """(instance, device) of the guest block devices that are this VM disk."""
+    return sorted({(r["metric"].get("instance", ""), r["metric"].get("device", ""))
+                   for r in ds.instant.get("guest_disk_info", [])
+                   if (r["metric"].get("vm"), r["metric"].get("disk")) == key})
+
+
+def partitions(ds: Dataset, key: Key) -> dict[str, float] | None:
+    devices = guest_devices(ds, key)
+    if not devices:
+        return None
+    out = {}
+    for r in ds.instant.get("partitions", []):
+        m = r["metric"]
+        if (m.get("instance", ""), m.get("disk", "")) in devices:
+            out[m.get("partition", "?")] = float(r["value"][1])
+    return out
+
+
+def disk_input(ds: Dataset, key: Key) -> DiskInput:
+    g = lambda fam: ds.get(fam, key)  # noqa: E731
+    inp = DiskInput(
+        missing_views={v: why for v, why in ds.missing_views.items() if v != "guest_os"},
+        guest_bytes=_sum(g("guest_read_bytes"), g("guest_write_bytes")),
+        vm_bytes=_sum(g("vm_read_bytes"), g("vm_write_bytes")),
+        storage_bytes=_sum(g("storage_read_bytes"), g("storage_write_bytes")),
+        storage_read_bytes=g("storage_read_bytes"), storage_write_bytes=g("storage_write_bytes"),
+        read_zero=g("read_zero"), write_zero=g("write_zero"),
+        read_zero_measurable=g("read_zero_measurable"), write_zero_measurable=g("write_zero_measurable"),
+        read_cache=g("read_cache"), working_set_to_cache=g("working_set_to_cache"),
+        rmw_read_to_write=g("rmw_read_to_write"), iodepth=g("iodepth"), vm_outstanding=g("vm_outstanding"),
+        buffered=g("buffered"), splitting=g("splitting"), partitions=partitions(ds, key),
+    )
+    runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
+    if runs_fio:
+        inp.hygiene_problems = {m.get("problem", "?") for m, v in ds.labelled.get("hygiene", [])
+                                if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1}
+    return inp
+
+
+def verdicts(ctx: ReportContext) -> dict[Key, dict[str, Verdict]]:
+    if "verdicts" not in ctx.shared:
+        ds = dataset(ctx)
+        ctx.shared["verdicts"] = {key: judge(disk_input(ds, key), ctx.config.thresholds) for key in ds.disks()}
+    return ctx.shared["verdicts"]
+
+
+def disk_anchor(key: Key) -> str:
+    return "disk-" + "".join(c if c.isalnum() else "-" for c in f"{key[0]}-{key[1]}")
+
+
+def runbook(ctx: ReportContext, anchor: str) -> str:
+    return f"{ctx.config.alerts.runbook_url}#{anchor}"
+
+
+def verdict_cell(ctx: ReportContext, v: Verdict) -> str:
+    number = f'<span class="num">{esc(v.number)}</span>' if v.number else ""
+    return (f'<td class="v {STATE_CLASS[v.state]}"><span class="state">{esc(v.state.value)}</span>{number}'
+            f'<span class="thr">threshold {esc(v.threshold)}</span>'
+            f'<span class="why">{esc(v.sentence)} <a href="{esc(runbook(ctx, v.anchor))}">runbook</a></span></td>')
+
+
+def fmt_time(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def verdicts_csv(table: dict[Key, dict[str, Verdict]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["vm", "disk", "trap", "state", "number", "threshold", "sentence"])
+    for key, row in table.items():
+        for trap, v in row.items():
+            w.writerow([key[0], key[1], trap, v.state.value, v.number, v.threshold, v.sentence])
+    return buf.getvalue()
+
+
+def verdicts_section(ctx: ReportContext) -> Section:
+    ds = dataset(ctx)
+    table = verdicts(ctx)
+    parts: list[str] = []
+    if ctx.missing_views:
+        items = "".join(f"<li><b>{esc(VIEW_NAMES.get(v, v))}</b>: {esc(why)}</li>"
+                        for v, why in ctx.missing_views.items())
+        parts.append(f'<div class="missing"><p><b>Views missing in this range.</b> The cells that need them '
+                     f'are "Not measurable".</p><ul>{items}</ul></div>')
+    if ds.errors:
+        items = "".join(f"<li>{esc(f)}: {esc(e)}</li>" for f, e in sorted(ds.errors.items()))
+        parts.append(f'<div class="missing"><p><b>Queries that failed</b> (their figures and cells are empty):'
+                     f'</p><ul>{items}</ul></div>')
+    if not table:
+        parts.append('<p class="empty">No VM disk had data in any view in this range: nothing to judge. '
+                     'Check the range, the --match matchers and that Prometheus loads the recording rules.</p>')
+    else:
+        counts = {s: sum(1 for row in table.values() for v in row.values() if v.state is s) for s in State}
+        parts.append(f'<p class="counts">{len(table)} VM disks, {len(TRAPS)} traps each: '
+                     f'<span class="pill ok">{counts[State.OK]} OK</span> '
+                     f'<span class="pill distorted">{counts[State.DISTORTED]} Distorted</span> '
+                     f'<span class="pill nm">{counts[State.NOT_MEASURABLE]} Not measurable</span></p>')
+        head = "".join(f'<th><a href="{esc(runbook(ctx, a))}">{esc(t)}</a></th>' for t, a in TRAPS.values())
+        rows = []
+        for key, row in table.items():
+            vd = ds.vdisk_of.get(key, "")
+            name = (f'<th class="disk"><a href="#{disk_anchor(key)}">{esc(key[0])}<br>{esc(key[1])}</a>'
+                    + (f'<span class="thr">vdisk {esc(vd)}</span>' if vd else "") + "</th>")
+            rows.append("<tr>" + name + "".join(verdict_cell(ctx, row[t]) for t in TRAPS) + "</tr>")
+        parts.append(f'<table class="verdicts"><thead><tr><th>VM disk</th>{head}</tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table>')
+    return Section(id="verdicts", title="Verdicts", html="".join(parts),
+                   csv={"verdicts.csv": verdicts_csv(table)} if table else {},
+                   promql=[ds.promql[f] for f in ("guest_read_bytes", "vm_read_bytes", "storage_read_bytes",
+                                                   "read_zero", "write_zero", "write_zero_measurable",
+                                                   "read_cache", "working_set_to_cache", "iodepth",
+                                                   "vm_outstanding", "buffered", "rmw_read_to_write",
+                                                   "hygiene", "partitions")])
+
+
+def fired_alerts(ds: Dataset, step: float) -> list[tuple[str, dict[str, str], float, float, bool]]:
+    """(alertname, labels, first firing, last firing, still firing at the end) per alert series and
+    per firing episode in the range."""
+    out = []
+    times = ds.times
+    for m, values in ds.labelled.get("alerts", []):
+        on = ~np.isnan(values)
+        i = 0
+        while i < len(on):
+            if not on[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(on) and on[j + 1]:
+                j += 1
+            labels = {k: v for k, v in m.items() if k not in ("__name__", "alertstate", "alertname")}
+            out.append((m.get("alertname", "?"), labels, float(times[i]), float(times[j]), j == len(on) - 1))
+            i = j + 1
+    return sorted(out, key=lambda a: (a[2], a[0]))
+
+
+def alerts_section(ctx: ReportContext) -> Section:
+    ds = dataset(ctx)
+    fired = fired_alerts(ds, ctx.step)
+    if "alerts" in ds.errors:
+        body = f'<p class="error">The alerts could not be read: {esc(ds.errors["alerts"])}</p>'
+    elif not fired:
+        body = "<p>No alert fired in the range.</p>"
+    else:
+        rows = "".join(
+            f"<tr><td>{esc(name)}</td><td>{esc(labels.get('severity', ''))}</td>"
+            f"<td>{esc(', '.join(f'{k}={v}' for k, v in sorted(labels.items()) if k != 'severity'))}</td>"
+            f"<td>{esc(fmt_time(a))}</td><td>{'still firing' if still else esc(fmt_time(b))}</td></tr>"
+            for name, labels, a, b, still in fired)
+        body = (f'<table class="alerts"><thead><tr><th>Alert</th><th>Severity</th><th>Labels</th>'
+                f'<th>Firing from</th><th>Until</th></tr></thead><tbody>{rows}</tbody></table>'
+                f'<p class="note">Times are those of the report\'s steps ({ctx.step:g} s): an alert is '
+                f'listed from the first step at which it was firing to the last.</p>')
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["alertname", "labels", "from", "until"])
+    for name, labels, a, b, still in fired:
+        w.writerow([name, ";".join(f"{k}={v}" for k, v in sorted(labels.items())), fmt_time(a),
+                    "still firing" if still else fmt_time(b)])
+    return Section(id="alerts", title="Alerts that fired", html=body, csv={"alerts.csv": buf.getvalue()},
+                   promql=[ds.promql["alerts"]])
