@@ -8,6 +8,7 @@ updated in the background and no sample carries a timestamp. See docs/fio.md for
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import time
 from typing import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ from prometheus_client.registry import Collector
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from exporters.fio.reader import DIRECTIONS, DirectionStats, JobRecord, Latency
-from exporters.fio.tailer import SourceView, Watcher
+from exporters.fio.tailer import REJECT_REASONS, SourceView, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +30,15 @@ _NS = 1e-9
 
 
 def _iodepth(value: str) -> float | None:
-    """fio's iodepth option (a raw string such as "32"); None when it is not a plain number."""
+    """fio's iodepth option (a raw string such as "32"); None when it is not a plain number fio
+    could take (fio's iodepth is a 32-bit count)."""
     if value == "":
         return 1.0
     try:
-        return float(int(value, 0))
+        depth = int(value, 0)
     except ValueError:
         return None
+    return float(depth) if 0 < depth < 2 ** 32 else None
 
 
 def _le(edge: float) -> str:
@@ -43,10 +46,27 @@ def _le(edge: float) -> str:
 
 
 class _Families:
-    """Lazily created families, so a scrape only shows metric names it has samples for."""
+    """Lazily created families, so a scrape only shows metric names it has samples for.
+
+    Samples are staged per source (:meth:`stage`) and only added once the whole source was built
+    (:meth:`commit`): a file whose exposition fails half-way shows none of its job series, never a
+    partial set. Values are converted to float when staged, so a number no float can hold fails
+    there, inside the file's isolation."""
 
     def __init__(self) -> None:
         self._fams: dict[str, Metric] = {}
+        self._staged: list[tuple[type, str, str, list[str], list[str], object]] | None = None
+
+    def stage(self) -> None:
+        self._staged = []
+
+    def commit(self) -> None:
+        staged, self._staged = self._staged or [], None
+        for kind, name, doc, labels, values, value in staged:
+            self.get(kind, name, doc, labels).add_metric(values, *value)  # type: ignore[arg-type]
+
+    def discard(self) -> None:
+        self._staged = None
 
     def get(self, kind: type, name: str, doc: str, labels: list[str]) -> Metric:
         fam = self._fams.get(name)
@@ -54,16 +74,30 @@ class _Families:
             fam = self._fams[name] = kind(name, doc, labels=labels)
         return fam
 
+    def add(self, kind: type, name: str, doc: str, labels: list[str], values: list[str], *value) -> None:
+        if self._staged is not None:
+            self._staged.append((kind, name, doc, labels, values, value))
+        else:
+            self.get(kind, name, doc, labels).add_metric(values, *value)
+
     def gauge(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        self.get(GaugeMetricFamily, name, doc, labels).add_metric(values, value)
+        self.add(GaugeMetricFamily, name, doc, labels, values, _finite(name, value))
 
     def counter(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
         # CounterMetricFamily takes the name without _total and adds it back in the exposition.
         base = name[:-6] if name.endswith("_total") else name
-        self.get(CounterMetricFamily, base, doc, labels).add_metric(values, value)
+        self.add(CounterMetricFamily, base, doc, labels, values, _finite(name, value))
 
     def __iter__(self) -> Iterator[Metric]:
         return iter(self._fams.values())
+
+
+def _finite(name: str, value: float) -> float:
+    """Last guard before the exposition (the reader has validated every number already)."""
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} would be {v}")
+    return v
 
 
 class FioCollector(Collector):
@@ -95,8 +129,7 @@ class FioCollector(Collector):
             ok = False
         used: set[int] = set()
         for view in views:
-            ok = ok and view.up
-            self._source(fams, view, used)
+            ok = self._isolated_source(fams, view, used) and ok
         self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
         yield from fams
         up = GaugeMetricFamily("fio_up", "1 if every watched path and fio output file could be read "
@@ -109,10 +142,40 @@ class FioCollector(Collector):
         yield dur
 
     # ---------------------------------------------------------------------------------------
+    def _isolated_source(self, fams: _Families, v: SourceView, used: set[int]) -> bool:
+        """One file's series; whatever goes wrong while building them costs only this file (like
+        node_exporter's textfile collector): it is shown down with reason ``internal_error``."""
+        fams.stage()
+        try:
+            self._source(fams, v, used)
+            fams.commit()
+            return v.up
+        except Exception as exc:
+            fams.discard()
+            log.exception("exposing fio output file %s failed; it is down until a new record comes", v.path)
+            self.watcher.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
+            v.up, v.reason, v.latest = False, "internal_error", None
+            self._source(fams, v, used)
+            return False
+
     def _source(self, fams: _Families, v: SourceView, used: set[int]) -> None:
         src = [v.path]
-        fams.gauge("fio_source_up", "1 if the fio output file could be read on this scrape.",
+        fams.gauge("fio_source_up", "1 if the fio output file could be read on this scrape and its "
+                   "latest document was accepted; 0: see fio_source_error_info for why.",
                    ["source"], src, 1.0 if v.up else 0.0)
+        if v.reason is not None:
+            fams.gauge("fio_source_error_info", "Why the file is down (present only while "
+                       "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
+                       "invalid_value (a number fio cannot write: "
+                       "NaN, infinity, negative, beyond 2^64), too_large (a document above "
+                       "--fio.max-document-size), truncated (convert: the last document is cut off), "
+                       "internal_error. The log names the file and the cause. Value 1.",
+                       ["source", "reason"], src + [v.reason], 1.0)
+        for reason in REJECT_REASONS:
+            fams.counter("fio_source_rejected_documents_total", "fio documents rejected as garbage "
+                         "and not exported: invalid_value (a number fio cannot write), too_large "
+                         "(above --fio.max-document-size, skipped unread).", ["source", "reason"],
+                         src + [reason], v.rejected.get(reason, 0))
         fams.counter("fio_source_records_total", "fio JSON documents (results or status records) read "
                      "from the file.", ["source"], src, v.records)
         fams.counter("fio_source_read_errors_total", "Failed attempts to read the file.", ["source"], src,
@@ -255,14 +318,19 @@ class FioCollector(Collector):
             buckets.append(("+Inf", float(total)))
         else:
             buckets = [("+Inf", float(c.count))]
-        fam = fams.get(HistogramMetricFamily, f"{p}_clat_seconds",
-                       f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
-                       "without json+), _sum = mean x N.", JOB_LABELS)
-        fam.add_metric(labels, buckets, c.sum_ns * _NS)
+        fams.add(HistogramMetricFamily, f"{p}_clat_seconds",
+                 f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
+                 "without json+), _sum = mean x N.", JOB_LABELS, labels, buckets,
+                 _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS))
+        shown: set[str] = set()
         for q, ns in c.percentiles:
+            label = f"{q * 100:g}"
+            if label in shown:
+                continue   # "99.000000" and "99.0000001" print alike: one series, never two
+            shown.add(label)
             fams.gauge(f"{p}_clat_percentile_seconds", f"fio's own {what} completion latency "
                        "percentiles (clat_ns.percentile; label in percent, e.g. 99.9), exact rather than bucketed.",
-                       JOB_LABELS + ["percentile"], labels + [f"{q * 100:g}"], ns * _NS)
+                       JOB_LABELS + ["percentile"], labels + [label], ns * _NS)
         fams.gauge(f"{p}_clat_min_seconds", f"Smallest {what} completion latency (clat_ns.min).",
                    JOB_LABELS, labels, c.min_ns * _NS)
         fams.gauge(f"{p}_clat_max_seconds", f"Largest {what} completion latency (clat_ns.max).",

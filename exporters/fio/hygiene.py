@@ -44,7 +44,10 @@ def fio_size(value: str | None) -> int | None:
     m = _SIZE.match(value)
     if not m:
         return None
-    return int(float(m.group(1)) * 1024 ** _POW[m.group(2).lower()])
+    size = float(m.group(1)) * 1024 ** _POW[m.group(2).lower()]
+    if not size < 2 ** 64:     # also infinity: beyond any size fio takes (a 400-digit "size")
+        return None
+    return int(size)
 
 
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|usec|ms|msec|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)

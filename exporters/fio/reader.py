@@ -12,15 +12,18 @@ Every form fio 3.x writes is read here (see docs/fio.md and the fio-output refer
 Lines that are not JSON (``note: ...`` on stdout, ``fio: io_u error ...`` even inside ``--output``
 files) are skipped and counted, wherever they are; one bad document never loses the others.
 
-:class:`DocumentStream` is fed text as it arrives and returns finished documents; it only tries to
-decode when a document can have ended (a ``}`` at the start of a line, which in fio's pretty output
-only the top-level closing brace has), so reading a growing stream costs O(new bytes) plus one
-decode per finished document.
+:class:`DocumentStream` is fed bytes as they arrive and returns finished documents; it decodes
+only when a document can have ended (a ``}`` at the start of a line, which in fio's pretty output
+only the top-level closing brace has) and drops foreign lines as they arrive, so reading costs
+O(new bytes) plus one decode per finished document, and memory is bounded by the largest
+document allowed. Every number is checked in :func:`parse_document`: a document with a value fio
+cannot write (NaN, infinity, negative counts, beyond 2^64) raises :class:`InvalidValue`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -35,9 +38,6 @@ DIRECTIONS = ("read", "write", "trim", "mixed")
 ALL_CLIENTS = "All clients"
 
 _decoder = json.JSONDecoder()
-
-# A line that can appear in fio's pretty-printed JSON starts (after indentation) with one of these.
-_JSON_LINE = re.compile(r'[ \t]*(?:["{}\[\],:\-0-9]|true|false|null|$)')
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +99,17 @@ class JobRecord:
 
     @property
     def host(self) -> str | None:
-        """``hostname:port`` in client/server mode, else None (the caller supplies the local host)."""
+        """``hostname:port`` in client/server mode, else None (the caller supplies the local host).
+
+        A hostname holding ``:`` (an IPv6 address) or starting with ``[`` is bracketed, as in URLs,
+        so that no two (hostname, port) pairs give the same label: host ``a:1`` without a port is
+        ``[a:1]``, host ``a`` port 1 is ``a:1``, and ``::1`` port 8765 is ``[::1]:8765``."""
         if self.hostname is None:
             return None
-        return f"{self.hostname}:{self.port}" if self.port is not None else self.hostname
+        name = self.hostname
+        if ":" in name or name.startswith("["):
+            name = f"[{name}]"
+        return f"{name}:{self.port}" if self.port is not None else name
 
 
 @dataclass(slots=True)
@@ -122,38 +129,64 @@ class NotFioDocument(ValueError):
     """A JSON document that is not fio output (no ``jobs`` nor ``client_stats`` list)."""
 
 
+class InvalidValue(ValueError):
+    """A fio document holding a value fio cannot write: NaN or infinity, a negative count or
+    time, a number beyond 2^64 (fio's counters are 64-bit). The document is rejected whole; the
+    message names the field (``jobs[0].read.total_ios = -5: negative``)."""
+
+
+#: fio's counters and times are unsigned 64-bit integers (doubles for averages); anything larger
+#: is not fio output.
+MAX_VALUE = 2 ** 64
+
+
 # --------------------------------------------------------------------------------------------
-# documents -> records
+# documents -> records (every number checked here, at the edge)
 
-def _num(value: Any, default: float = 0.0) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return default
-
-
-def _int(value: Any, default: int = 0) -> int:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value)
-    return default
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and abs(value) > MAX_VALUE:
+        return f"a {len(str(abs(value)))}-digit number"
+    return repr(value)
 
 
-def _opt_int(value: Any) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value)
-    return None
+def _checked(value: Any, where: str, limit: float = MAX_VALUE) -> float | int | None:
+    """A number fio can have written, or None when the field is absent or not a number."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidValue(f"{where} = {value!r}: not a finite number")
+    if value < 0:
+        raise InvalidValue(f"{where} = {_shown(value)}: negative")
+    if value > limit:
+        raise InvalidValue(f"{where} = {_shown(value)}: above {limit:g}, more than fio can write")
+    return value
 
 
-def _opt_num(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
+def _num(value: Any, where: str, default: float = 0.0) -> float:
+    v = _checked(value, where)
+    return default if v is None else float(v)
 
 
-def parse_latency(block: Any) -> Latency | None:
+def _int(value: Any, where: str, default: int = 0) -> int:
+    v = _checked(value, where)
+    return default if v is None else int(v)
+
+
+def _opt_int(value: Any, where: str, limit: float = MAX_VALUE) -> int | None:
+    v = _checked(value, where, limit)
+    return None if v is None else int(v)
+
+
+def _opt_num(value: Any, where: str) -> float | None:
+    v = _checked(value, where)
+    return None if v is None else float(v)
+
+
+def parse_latency(block: Any, where: str = "latency") -> Latency | None:
     """A latency block, or None when fio timed nothing (``N`` 0 or missing): absent, not zero."""
     if not isinstance(block, dict):
         return None
-    n = _int(block.get("N"))
+    n = _int(block.get("N"), f"{where}.N")
     if n <= 0:
         return None
     pct = block.get("percentile")
@@ -162,28 +195,45 @@ def parse_latency(block: Any) -> Latency | None:
         items = []
         for key, value in pct.items():
             try:
-                items.append((float(key) / 100.0, float(value)))
+                q = float(key)
             except (TypeError, ValueError):
-                continue
+                continue                      # not a percentile key: ignored, as before
+            if not 0.0 <= q <= 100.0:         # also NaN
+                raise InvalidValue(f"{where}.percentile key {key!r}: not a percentile (0-100)")
+            v = _opt_num(value, f"{where}.percentile[{key!r}]")
+            if v is not None:
+                items.append((q / 100.0, v))
         percentiles = tuple(sorted(items))
     bins = block.get("bins")
+    if isinstance(bins, dict):
+        for key, count in bins.items():
+            try:
+                mid = float(key)
+            except (TypeError, ValueError):
+                raise InvalidValue(f"{where}.bins key {key!r}: not a latency in ns") from None
+            _checked(mid, f"{where}.bins key {key!r}")
+            if _checked(count, f"{where}.bins[{key!r}]") is None:
+                raise InvalidValue(f"{where}.bins[{key!r}] = {_shown(count)}: not a count")
     return Latency(
-        count=n, min_ns=_num(block.get("min")), max_ns=_num(block.get("max")),
-        mean_ns=_num(block.get("mean")), stddev_ns=_num(block.get("stddev")),
+        count=n, min_ns=_num(block.get("min"), f"{where}.min"), max_ns=_num(block.get("max"), f"{where}.max"),
+        mean_ns=_num(block.get("mean"), f"{where}.mean"), stddev_ns=_num(block.get("stddev"), f"{where}.stddev"),
         percentiles=percentiles, bins=bins if isinstance(bins, dict) else None,
     )
 
 
-def parse_direction(block: Any) -> DirectionStats | None:
+def parse_direction(block: Any, where: str = "direction") -> DirectionStats | None:
     if not isinstance(block, dict):
         return None
     return DirectionStats(
-        io_bytes=_int(block.get("io_bytes")), total_ios=_int(block.get("total_ios")),
-        short_ios=_int(block.get("short_ios")), drop_ios=_int(block.get("drop_ios")),
-        iops=_num(block.get("iops")), bw_bytes=_num(block.get("bw_bytes")),
-        runtime_ms=_int(block.get("runtime")),
-        clat=parse_latency(block.get("clat_ns")), slat=parse_latency(block.get("slat_ns")),
-        lat=parse_latency(block.get("lat_ns")),
+        io_bytes=_int(block.get("io_bytes"), f"{where}.io_bytes"),
+        total_ios=_int(block.get("total_ios"), f"{where}.total_ios"),
+        short_ios=_int(block.get("short_ios"), f"{where}.short_ios"),
+        drop_ios=_int(block.get("drop_ios"), f"{where}.drop_ios"),
+        iops=_num(block.get("iops"), f"{where}.iops"), bw_bytes=_num(block.get("bw_bytes"), f"{where}.bw_bytes"),
+        runtime_ms=_int(block.get("runtime"), f"{where}.runtime"),
+        clat=parse_latency(block.get("clat_ns"), f"{where}.clat_ns"),
+        slat=parse_latency(block.get("slat_ns"), f"{where}.slat_ns"),
+        lat=parse_latency(block.get("lat_ns"), f"{where}.lat_ns"),
     )
 
 
@@ -193,16 +243,19 @@ def _options(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str]) -> JobRecord:
-    """One entry of ``jobs``/``client_stats``; global options are merged under the job's own."""
+def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str],
+              where: str | None = None) -> JobRecord:
+    """One entry of ``jobs``/``client_stats``; global options are merged under the job's own.
+    Raises :class:`InvalidValue` for a number fio cannot have written."""
+    w = where or f"jobs[{jobid}]"
     job_options = _options(entry.get("job options"))
     directions = {}
     for d in DIRECTIONS:
-        stats = parse_direction(entry.get(d))
+        stats = parse_direction(entry.get(d), f"{w}.{d}")
         if stats is not None:
             directions[d] = stats
-    eta = _opt_int(entry.get("eta"))
-    port = _opt_int(entry.get("port"))
+    eta = _opt_int(entry.get("eta"), f"{w}.eta")
+    port = _opt_int(entry.get("port"), f"{w}.port", limit=65535)
     hostname = entry.get("hostname")
     level = entry.get("iodepth_level")
     return JobRecord(
@@ -210,12 +263,16 @@ def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str])
         options={**global_options, **job_options}, job_options=job_options,
         directions=directions,
         hostname=str(hostname) if hostname is not None else None, port=port,
-        groupid=_opt_int(entry.get("groupid")), error=_int(entry.get("error")),
+        groupid=_opt_int(entry.get("groupid"), f"{w}.groupid"), error=_int(entry.get("error"), f"{w}.error"),
         eta_s=None if eta is None or eta >= ETA_UNKNOWN else eta,
-        elapsed_s=_opt_int(entry.get("elapsed")), job_runtime_ms=_opt_int(entry.get("job_runtime")),
-        usr_cpu=_opt_num(entry.get("usr_cpu")), sys_cpu=_opt_num(entry.get("sys_cpu")),
-        ctx=_opt_int(entry.get("ctx")), majf=_opt_int(entry.get("majf")), minf=_opt_int(entry.get("minf")),
-        iodepth_level={str(k): _num(v) for k, v in level.items()} if isinstance(level, dict) else {},
+        elapsed_s=_opt_int(entry.get("elapsed"), f"{w}.elapsed"),
+        job_runtime_ms=_opt_int(entry.get("job_runtime"), f"{w}.job_runtime"),
+        usr_cpu=_opt_num(entry.get("usr_cpu"), f"{w}.usr_cpu"),
+        sys_cpu=_opt_num(entry.get("sys_cpu"), f"{w}.sys_cpu"),
+        ctx=_opt_int(entry.get("ctx"), f"{w}.ctx"), majf=_opt_int(entry.get("majf"), f"{w}.majf"),
+        minf=_opt_int(entry.get("minf"), f"{w}.minf"),
+        iodepth_level=({str(k): _num(v, f"{w}.iodepth_level[{k!r}]") for k, v in level.items()}
+                       if isinstance(level, dict) else {}),
     )
 
 
@@ -234,7 +291,8 @@ def _client_period(entries: list[dict[str, Any]], anchor: int | None) -> int:
     """
     n = len(entries)
     names = [e.get("jobname") for e in entries]
-    runtimes = [_int(e.get("job_runtime"), -1) for e in entries]
+    runtimes = [r if isinstance(r := e.get("job_runtime"), (int, float)) and not isinstance(r, bool) else -1
+                for e in entries]
 
     def fits(k: int) -> bool:
         if k <= 0 or n % k:
@@ -266,7 +324,7 @@ def _client_jobs(entries: list[Any], global_options: dict[str, str]) -> tuple[li
                 for k, lst in by_host.items():
                     before_aggregate[k] = len(lst)
             seen_aggregate = True
-            aggregates.append(parse_job(entry, len(aggregates), {}))
+            aggregates.append(parse_job(entry, len(aggregates), {}, f"client_stats[{ALL_CLIENTS!r}]"))
             continue
         by_host.setdefault(key, []).append(entry)
     jobs: list[JobRecord] = []
@@ -275,19 +333,18 @@ def _client_jobs(entries: list[Any], global_options: dict[str, str]) -> tuple[li
         k = _client_period(lst, before_aggregate.get(key))
         interim = max(interim, len(lst) // k - 1)
         for pos, entry in enumerate(lst[-k:]):
-            jobs.append(parse_job(entry, pos, global_options))
+            jobs.append(parse_job(entry, pos, global_options, f"client_stats[host {key[0]!r} port {key[1]!r}][{pos}]"))
     return jobs, aggregates, interim
 
 
 def parse_document(doc: Any) -> FioRecord:
-    """A decoded fio JSON document -> :class:`FioRecord`. Raises :class:`NotFioDocument`."""
+    """A decoded fio JSON document -> :class:`FioRecord`. Raises :class:`NotFioDocument`, or
+    :class:`InvalidValue` for a number fio cannot have written (the whole document is garbage)."""
     if not isinstance(doc, dict):
         raise NotFioDocument(f"expected a JSON object, got {type(doc).__name__}")
     global_options = _options(doc.get("global options"))
-    ts_ms = doc.get("timestamp_ms")
-    ts = doc.get("timestamp")
-    timestamp = (_num(ts_ms) / 1000.0 if isinstance(ts_ms, (int, float)) and not isinstance(ts_ms, bool)
-                 else _opt_num(ts))
+    ts_ms = _opt_num(doc.get("timestamp_ms"), "timestamp_ms")
+    timestamp = ts_ms / 1000.0 if ts_ms is not None else _opt_num(doc.get("timestamp"), "timestamp")
     version = doc.get("fio version")
     version = str(version) if version is not None else None
     if isinstance(doc.get("jobs"), list):
@@ -304,6 +361,27 @@ def parse_document(doc: Any) -> FioRecord:
 # --------------------------------------------------------------------------------------------
 # text -> documents
 
+#: Default bound on one document's size (bytes). fio's largest ordinary documents are json+
+#: results of many jobs (about 16 KB per job: 64 jobs 1 MB); a document above the bound is
+#: skipped and counted, so one file cannot make the exporter hold hundreds of MB.
+DEFAULT_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+#: Input is scanned in slices of this size, so a large ``feed`` never builds large temporaries.
+_SLICE = 1024 * 1024
+
+# A line that can appear in fio's pretty-printed JSON starts (after indentation) with one of these.
+_JSON_LINE = re.compile(rb'[ \t]*(?:["{}\[\],:\-0-9]|true|false|null|\r?$)')
+# Inside a document, the lines that need a look: a top-level brace at column 0 (a document's end,
+# or the start of the next one after a cut-off record) and lines that are not JSON.
+_SPECIAL_IN_DOCUMENT = re.compile(
+    rb'^(?:[{}]|(?![ \t]*(?:["{}\[\],:\-0-9]|true|false|null|\r?$)))', re.MULTILINE)
+_DOCUMENT_START = re.compile(rb'^\{', re.MULTILINE)
+_BRACE_LINE = re.compile(rb'^[{}]', re.MULTILINE)
+_NON_BLANK_LINE = re.compile(rb'^[ \t\r\f\v]*[^\s]', re.MULTILINE)
+
+_OUTSIDE, _IN_DOCUMENT, _SKIPPING = 0, 1, 2
+
+
 @dataclass
 class StreamCounts:
     """What a :class:`DocumentStream` has seen so far (all cumulative)."""
@@ -312,141 +390,300 @@ class StreamCounts:
     non_json_lines: int = 0      # lines skipped because they are not JSON (note:, fio: io_u error...)
     corrupt_documents: int = 0   # documents that could not be decoded and were dropped
     not_fio_documents: int = 0   # valid JSON that is not fio output
+    oversized_documents: int = 0  # documents above the size bound, skipped unread
 
 
 class DocumentStream:
-    """Splits fio's output text into JSON documents as it arrives.
+    """Splits fio's output into JSON documents as it arrives, in time linear in the input and
+    memory bounded by ``max_document_bytes``.
 
-    ``feed(text)`` returns the documents completed by ``text``; ``finish()`` ends the input and
-    counts what is left as skipped. Documents start with ``{`` at the start of a line; anything
-    else between documents is a non-JSON line. A non-JSON line *inside* a document (fio writes
-    error lines into the same stream) is cut out and the document decoded again.
+    ``feed(data)`` (bytes or text) returns the documents completed by ``data``; ``finish()`` ends
+    the input. A document starts with ``{`` at the start of a line and, in fio's pretty output,
+    ends with the ``}`` that opens a line (inner braces are indented); a compact document on one
+    line is read too. Lines that are not JSON (fio writes error lines into the same stream, even
+    inside a record) are dropped as they arrive, so each document is decoded once. A ``{`` opening
+    a line inside a document means the document was cut off (fio killed, then a new run appended):
+    it is dropped and counted as corrupt. Outside documents only a line's first byte is kept, so
+    garbage costs no memory; a document above ``max_document_bytes`` is skipped to its end and
+    counted in ``oversized_documents``.
     """
 
-    #: Bound on the non-JSON lines cut out of one document before it is given up as corrupt.
-    MAX_REPAIRS = 1000
-
-    def __init__(self) -> None:
+    def __init__(self, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> None:
         self.counts = StreamCounts()
-        self._buf = ""          # unconsumed text; starts at a document start or a line start
-        self._scan = 0          # where the search for a possible document end continues
-        self._repairs = 0
+        self.max_document_bytes = max_document_bytes
+        self.cut_off_at: int | None = None   # finish(): byte offset of a document left incomplete
+        self.garbage_since_last_document: str | None = None   # 'corrupt' or 'too_large'
+        self._state = _OUTSIDE
+        self._doc: list[bytes] = []          # the document being written (JSON lines only)
+        self._doc_len = 0
+        self._doc_start = 0                  # byte offset of its first line in the stream
+        self._partial: list[bytes] = []      # the line being written, when it must be kept
+        self._partial_len = 0
+        self._dropping_line = False          # the line being written is foreign and not kept
+        self._dropped_nonblank = False
+        self._count_dropped = False
+        self._offset = 0                     # bytes consumed so far (complete lines)
 
     @property
     def pending(self) -> int:
-        """Characters held back: the document (or line) still being written."""
-        return len(self._buf)
+        """Bytes held back: the document (and line) still being written."""
+        return self._doc_len + self._partial_len
 
-    def feed(self, text: str) -> list[dict[str, Any]]:
-        if text:
-            self._buf += text
-        return self._drain(final=False)
+    def feed(self, data: bytes | str) -> list[dict[str, Any]]:
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        docs: list[dict[str, Any]] = []
+        for i in range(0, len(data), _SLICE):
+            self._feed(data[i:i + _SLICE], docs)
+        self._try_partial(docs)
+        return docs
 
     def finish(self) -> list[dict[str, Any]]:
-        docs = self._drain(final=True)
-        rest = self._buf
-        if rest.strip():
-            if rest.lstrip().startswith("{"):
-                self.counts.corrupt_documents += 1  # a document cut off (fio killed, file truncated)
-            else:
-                self.counts.non_json_lines += sum(1 for ln in rest.splitlines() if ln.strip())
-        self._buf, self._scan = "", 0
-        return docs
-
-    def _skip_to_document(self, buf: str, pos: int, final: bool) -> tuple[int | None, int]:
-        """From ``pos`` (a line start), skip non-JSON lines up to a document start.
-
-        Returns (start, pos): ``start`` is the index of a ``{`` opening a line, or None when
-        there is none yet; then ``pos`` is where the unconsumed (incomplete) line begins."""
-        n = len(buf)
-        while pos < n:
-            if buf[pos] == "{":
-                return pos, pos
-            eol = buf.find("\n", pos)
-            if eol < 0:
-                if not final:
-                    return None, pos          # a line still being written: keep it
-                if buf[pos:].strip():
-                    self.counts.non_json_lines += 1
-                return None, n
-            if buf[pos:eol].strip():
-                self.counts.non_json_lines += 1
-            pos = eol + 1
-        return None, n
-
-    def _drain(self, final: bool) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = []
-        buf = self._buf
-        pos = 0
-        scan = self._scan
-        while True:
-            start, pos = self._skip_to_document(buf, pos, final)
-            if start is None:
-                scan = pos
-                break
-            scan = max(scan, pos)
-            # Only try to decode if the document can have ended: a '}' opening a line (fio's
-            # top-level closing brace; inner ones are indented) or, for compact JSON, a text
-            # ending with '}'. This keeps a growing stream at O(new text) per feed.
-            if not final and buf.find("\n}", max(scan - 1, pos)) < 0 and not _ends_with_brace(buf):
-                scan = len(buf)
-                break
-            try:
-                doc, end = _decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError as exc:
-                outcome = self._repair(buf, pos, exc.pos, final)
-                if outcome is None:           # incomplete: wait for more text
-                    scan = len(buf)
-                    break
-                buf, pos = outcome
-                scan = pos
-                continue
-            self._repairs = 0
-            pos = scan = end
-            if isinstance(doc, dict):
-                self.counts.documents += 1
-                docs.append(doc)
-            else:
-                self.counts.not_fio_documents += 1
-        self._buf = buf[pos:]
-        self._scan = max(0, scan - pos)
+        if self._dropping_line:
+            if self._count_dropped and self._dropped_nonblank:
+                self.counts.non_json_lines += 1
+            self._dropping_line = False
+            self._partial, self._partial_len = [], 0
+        elif self._partial:
+            line = b"".join(self._partial)
+            self._partial, self._partial_len = [], 0
+            self._line(line, docs)
+        if self._state == _IN_DOCUMENT:
+            self._corrupt()       # cut off: fio killed, or the file truncated
+            self.cut_off_at = self._doc_start
+        self._drop_document()
+        self._state = _OUTSIDE
         return docs
 
-    def _repair(self, buf: str, start: int, err: int, final: bool) -> tuple[str, int] | None:
-        """After a decode error at ``err`` in the document at ``start``: cut a non-JSON line out
-        and retry, wait for more text, or drop the document. Returns (buf, pos) or None to wait."""
-        if err >= _content_end(buf) and not final:
-            return None
-        line_start = buf.rfind("\n", start, err) + 1
-        line_end = buf.find("\n", err)
-        line = buf[line_start: line_end if line_end >= 0 else len(buf)]
-        if line_start > start and self._repairs < self.MAX_REPAIRS and not _JSON_LINE.match(line):
-            if line_end < 0 and not final:
-                return None                   # the foreign line is still being written
-            self._repairs += 1
+    # ---- scanning
+    def _feed(self, data: bytes, docs: list[dict[str, Any]]) -> None:
+        if self._dropping_line or self._partial:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._hold(data)
+                return
+            head, data = data[:nl], data[nl + 1:]
+            if self._dropping_line:
+                if self._count_dropped and (self._dropped_nonblank or head.strip()):
+                    self.counts.non_json_lines += 1
+                self._offset += self._partial_len + nl + 1
+                self._dropping_line = self._dropped_nonblank = False
+                self._partial, self._partial_len = [], 0
+            else:
+                line = b"".join(self._partial) + head
+                self._partial, self._partial_len = [], 0
+                self._line(line, docs)
+                self._offset += len(line) + 1
+        pos = self._block(data, docs)
+        if pos < len(data):
+            self._hold(data[pos:])
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep (or drop) a piece of the line still being written. Only lines that can matter
+        are kept: inside a document, one that may start a document, one that may end a skipped
+        one; foreign lines outside documents are counted when they end, never stored."""
+        if not self._dropping_line and not self._partial:
+            first = piece[:1]
+            if self._state == _OUTSIDE and first != b"{":
+                self._drop_line(count=True)
+            elif self._state == _SKIPPING and first not in (b"{", b"}"):
+                self._drop_line(count=False)
+        if not self._dropping_line:
+            held = self._partial_len + len(piece)
+            if self._state == _IN_DOCUMENT:
+                held += self._doc_len
+            if held > self.max_document_bytes:
+                if self._state != _SKIPPING:
+                    self._oversized()            # a document (or one-line document) too large
+                self._drop_line(count=False)
+        if self._dropping_line:
+            self._dropped_nonblank = self._dropped_nonblank or bool(piece.strip())
+            self._partial_len += len(piece)
+            return
+        self._partial.append(piece)
+        self._partial_len += len(piece)
+
+    def _drop_line(self, count: bool) -> None:
+        self._dropping_line, self._count_dropped = True, count
+        self._dropped_nonblank = any(p.strip() for p in self._partial)
+        self._partial = []
+
+    def _block(self, buf: bytes, docs: list[dict[str, Any]]) -> int:
+        """Consume the complete lines of ``buf`` (which starts at a line start); returns where the
+        line still being written begins."""
+        pos, n = 0, len(buf)
+        while pos < n:
+            if self._state == _IN_DOCUMENT:
+                m = _SPECIAL_IN_DOCUMENT.search(buf, pos)
+                stop = m.start() if m else n
+                if stop > pos:                       # plain JSON lines: kept as one block
+                    if m is None:
+                        last = buf.rfind(b"\n", pos, n)
+                        if last < 0:
+                            return pos
+                        stop = last + 1
+                    self._append(buf[pos:stop])
+                    self._offset += stop - pos
+                    pos = stop
+                    continue
+            elif self._state == _OUTSIDE:
+                m = _DOCUMENT_START.search(buf, pos)
+                stop = m.start() if m else n
+                if stop > pos:                       # foreign lines between documents
+                    if m is None:
+                        last = buf.rfind(b"\n", pos, n)
+                        if last < 0:
+                            return pos
+                        stop = last + 1
+                    self.counts.non_json_lines += sum(1 for _ in _NON_BLANK_LINE.finditer(buf, pos, stop))
+                    self._offset += stop - pos
+                    pos = stop
+                    continue
+            else:                                    # skipping an oversized document
+                m = _BRACE_LINE.search(buf, pos)
+                stop = m.start() if m else n
+                if stop > pos:
+                    if m is None:
+                        last = buf.rfind(b"\n", pos, n)
+                        if last < 0:
+                            return pos
+                        stop = last + 1
+                    self._offset += stop - pos
+                    pos = stop
+                    continue
+            eol = buf.find(b"\n", pos)
+            if eol < 0:
+                return pos
+            self._line(buf[pos:eol], docs)
+            self._offset += eol + 1 - pos
+            pos = eol + 1
+        return pos
+
+    def _line(self, line: bytes, docs: list[dict[str, Any]]) -> None:
+        """One complete line (without its newline) that needs a decision."""
+        first = line[:1]
+        if self._state == _SKIPPING:
+            if first == b"}":
+                self._state = _OUTSIDE
+                return
+            if first != b"{":
+                return
+            self._state = _OUTSIDE
+        elif self._state == _IN_DOCUMENT:
+            if first == b"{":
+                self._corrupt()   # the document before was cut off
+                self._drop_document()
+                self._state = _OUTSIDE
+            elif first == b"}":
+                if self._append(line + b"\n"):
+                    self._close(docs, compact=False)
+                else:
+                    self._state = _OUTSIDE
+                return
+            elif _JSON_LINE.match(line):
+                self._append(line + b"\n")
+                return
+            else:
+                self.counts.non_json_lines += 1      # blank lines match _JSON_LINE
+                return
+        if first == b"{":
+            self._state = _IN_DOCUMENT
+            self._doc_start = self._offset
+            if self._append(line + b"\n") and line.rstrip().endswith(b"}"):
+                self._close(docs, compact=True)
+        elif line.strip():
             self.counts.non_json_lines += 1
-            return buf[:line_start] + buf[line_end + 1 if line_end >= 0 else len(buf):], start
-        # Not repairable (cut-off document followed by another one, garbage inside a line...):
-        # drop this document's first line; the lines after it are skipped up to the next start.
-        self._repairs = 0
+
+    def _append(self, block: bytes) -> bool:
+        if self._doc_len + len(block) > self.max_document_bytes:
+            self._oversized()
+            return False
+        self._doc.append(block)
+        self._doc_len += len(block)
+        return True
+
+    def _oversized(self) -> None:
+        """The document being read is above the bound: drop it and skip to its end (a one-line
+        document ends with its line)."""
+        self.counts.oversized_documents += 1
+        self.garbage_since_last_document = "too_large"
+        self._state = _SKIPPING if self._state == _IN_DOCUMENT else _OUTSIDE
+        self._drop_document()
+
+    def _corrupt(self) -> None:
         self.counts.corrupt_documents += 1
-        nl = buf.find("\n", start)
-        if nl < 0:
-            return buf, len(buf)
-        return buf, nl + 1
+        self.garbage_since_last_document = "corrupt"
+
+    def _drop_document(self) -> None:
+        self._doc, self._doc_len = [], 0
+
+    def _close(self, docs: list[dict[str, Any]], compact: bool) -> None:
+        """Decode the document that a closing line (or a one-line document) may have ended."""
+        decoded = _decode(b"".join(self._doc))
+        if decoded is None:
+            if compact:
+                return                               # a '}' ended an inner object: read on
+            self._corrupt()
+        else:
+            found, trailing = decoded
+            self._emit(found, docs)
+            if trailing:
+                self.counts.non_json_lines += 1
+        self._drop_document()
+        self._state = _OUTSIDE
+
+    def _emit(self, found: list[dict[str, Any]], docs: list[dict[str, Any]]) -> None:
+        self.counts.documents += len(found)
+        self.garbage_since_last_document = None
+        docs.extend(found)
+
+    def _try_partial(self, docs: list[dict[str, Any]]) -> None:
+        """A last line without its newline that can end a document (a file written without a
+        final newline): decode now rather than wait for a newline that may never come."""
+        if not self._partial or self._dropping_line:
+            return
+        first = self._partial[0][:1]
+        last = self._partial[-1].rstrip()[-1:]
+        if last != b"}" or not ((self._state == _IN_DOCUMENT and first == b"}")
+                                or (self._state == _OUTSIDE and first == b"{")):
+            return
+        line = b"".join(self._partial)
+        decoded = _decode(b"".join(self._doc) + line)
+        if decoded is None or decoded[1]:
+            return
+        if self._state == _OUTSIDE:
+            self._doc_start = self._offset
+        self._offset += len(line)
+        self._partial, self._partial_len = [], 0
+        self._drop_document()
+        self._state = _OUTSIDE
+        self._emit(decoded[0], docs)
 
 
-def _content_end(buf: str) -> int:
-    """Length of ``buf`` without trailing whitespace (without copying it)."""
-    i = len(buf)
-    while i > 0 and buf[i - 1] in " \t\r\n":
-        i -= 1
-    return i
-
-
-def _ends_with_brace(buf: str) -> bool:
-    i = _content_end(buf)
-    return i > 0 and buf[i - 1] == "}"
+def _decode(raw: bytes) -> tuple[list[dict[str, Any]], bool] | None:
+    """The document(s) in ``raw`` (which starts with ``{``) and whether non-JSON text followed
+    them; None if ``raw`` does not start with a complete document. Never raises: numbers beyond
+    Python's digit limit and nesting beyond its recursion limit are undecodable like any garbage."""
+    text = raw.decode("utf-8", "replace")
+    found: list[dict[str, Any]] = []
+    pos, n = 0, len(text)
+    while True:
+        try:
+            doc, end = _decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            if not found:
+                return None
+            return found, True
+        if isinstance(doc, dict):
+            found.append(doc)
+        while end < n and text[end] in " \t\r\n":
+            end += 1
+        if end >= n:
+            return found, False
+        if text[end] != "{":
+            return found, True
+        pos = end
 
 
 @dataclass
