@@ -185,7 +185,8 @@ def main() -> int:
 
             cfg = tmpdir / "vcenter.yml"
             cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                           "  insecure_skip_verify: true\n  max_query_metrics: 256\n")
+                           "  insecure_skip_verify: true\n  max_query_metrics: 256\n"
+                           f"targets:\n  127.0.0.1:{sim_port}: {{}}\n")
             our_port = free_port()
             ours = Proc("vcenter-exporter", [str(REPO / ".venv" / "bin" / "vcenter-exporter"),
                                              "--web.listen-address", f"127.0.0.1:{our_port}",
