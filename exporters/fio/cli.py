@@ -21,10 +21,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from exporters.common.logsetup import add_logging_args, setup_logging
-from exporters.common.web import ExporterApp, ExporterServer, parse_listen_address
+from exporters.common.web import (ExporterApp, StartupError, WebSettings, add_web_args, parse_listen_address,
+                                  serve, start_server)
 from exporters.fio.collector import FioCollector
 from exporters.fio.guestdisk import DEFAULT_EXCLUDE, GuestDiskCollector
 from exporters.fio.hygiene import HygieneConfig
+from exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
 from exporters.fio.tailer import WatchConfig, Watcher
 from exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
 
@@ -40,6 +42,7 @@ DESCRIPTION = ("Exports fio results and live --status-interval records (json/jso
 @dataclass
 class Settings:
     listen: str = DEFAULT_LISTEN
+    web_config_file: str | None = None
     watch: list[str] = field(default_factory=list)
     pattern: str = "*.json"
     retention_s: float = 900.0
@@ -50,6 +53,7 @@ class Settings:
     sysfs: str = "/sys"
     guest_disks: bool = True
     guest_disk_exclude: str = DEFAULT_EXCLUDE
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def describe(self) -> str:
         return "\n".join([
@@ -80,6 +84,11 @@ def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
     g.add_argument("--fio.scrape-interval", dest="scrape_interval", metavar="DURATION",
                    help="Prometheus' scrape interval: runs shorter than 3 of these are flagged "
                         "(default: 15s)")
+    g.add_argument("--fio.max-document-size", dest="max_document_size", metavar="SIZE",
+                   help="largest fio JSON document read; a larger one is skipped unread and its file "
+                        "shown down (reason too_large), which bounds the exporter's memory "
+                        f"(default: {DEFAULT_MAX_DOCUMENT_BYTES // 2 ** 20}MiB; a json+ result takes about "
+                        "16KB per job)")
     g.add_argument("--fio.host", dest="host", metavar="NAME",
                    help="'host' label of local (non client/server) jobs (default: this host's name)")
     c = p.add_argument_group("guest disk facts")
@@ -92,7 +101,7 @@ def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
     p.add_argument("--config.file", dest="config_file", metavar="FILE",
                    help="YAML file with the same settings (keys: listen_address, watch, pattern, "
                         "retention, idle_timeout, cache_size, scrape_interval, host, sysfs, guest_disks, "
-                        "guest_disk_exclude); flags given on the command line win")
+                        "guest_disk_exclude, max_document_size); flags given on the command line win")
     add_logging_args(p)
 
 
@@ -103,8 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Watch files or directories of fio JSON output (finished results "
                                        "and status streams still being written) and serve them on "
                                        "/metrics, read incrementally at each scrape.")
-    serve.add_argument("--web.listen-address", dest="listen", metavar="[HOST]:PORT",
-                       help=f"address to serve on (default: {DEFAULT_LISTEN})")
+    add_web_args(serve, DEFAULT_LISTEN, probe=False)
     _common_args(serve)
     run = sub.add_parser("run", help="run fio and serve its status records while it runs",
                          description="Run a fio command (after '--'), adding --output-format=json+ and "
@@ -112,8 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "while it runs and for --run.linger after it exits; exits with fio's "
                                      "exit code. Extra --fio.watch paths are served too.",
                          usage="fio-exporter run [options] -- fio [fio options] [jobfile]")
-    run.add_argument("--web.listen-address", dest="listen", metavar="[HOST]:PORT",
-                     help=f"address to serve on (default: {DEFAULT_LISTEN})")
+    add_web_args(run, DEFAULT_LISTEN, probe=False)
     run.add_argument("--run.output", dest="run_output", metavar="FILE",
                      help="file to write fio's stdout to, when the command has no --output "
                           "(default: a new file in the temp directory)")
@@ -149,6 +156,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         s.sysfs = sec.get("sysfs", str, default=s.sysfs)
         s.guest_disks = sec.get("guest_disks", bool, default=True)
         s.guest_disk_exclude = sec.get("guest_disk_exclude", str, default=s.guest_disk_exclude)
+        s.max_document_bytes = sec.get("max_document_size", parse_bytes, default=s.max_document_bytes)
         sec.reject_unknown()
 
     def flag(name: str, conv, dest: str) -> None:
@@ -161,6 +169,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise ConfigError(None, f"--{dest}", str(exc)) from exc
 
     flag("listen", str, "listen")
+    flag("web_config_file", str, "web_config_file")
     if getattr(args, "watch", None):
         s.watch = list(args.watch)
     flag("pattern", str, "pattern")
@@ -172,6 +181,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
     flag("sysfs", str, "sysfs")
     flag("guest_disks", bool, "guest_disks")
     flag("guest_disk_exclude", str, "guest_disk_exclude")
+    flag("max_document_bytes", parse_bytes, "max_document_size")
+    if s.max_document_bytes < 1024:
+        raise ConfigError(cfg_path, "max_document_size", "must be at least 1KiB (fio's smallest documents "
+                          "are a few KB)")
     if s.scrape_interval_s <= 0:
         raise ConfigError(cfg_path, "scrape_interval", "must be positive")
     try:
@@ -191,30 +204,22 @@ def build_collectors(s: Settings, watcher: Watcher) -> list:
     return collectors
 
 
-def _serve(s: Settings, watcher: Watcher, extra: list | None = None) -> ExporterServer:
-    app = ExporterApp(name="fio-exporter", description=DESCRIPTION, probe=None,
-                      collectors=build_collectors(s, watcher) + (extra or []), config_text=s.describe())
-    host, port = parse_listen_address(s.listen)
-    server = ExporterServer(app, host, port)
-    log.info("listening on %s:%d, watching %s", *server.address, s.watch or "nothing")
-    return server
+def _app(s: Settings, watcher: Watcher, extra: list | None = None) -> ExporterApp:
+    return ExporterApp(name="fio-exporter", description=DESCRIPTION, probe=None,
+                       collectors=build_collectors(s, watcher) + (extra or []), config_text=s.describe())
+
+
+def _web(s: Settings) -> WebSettings:
+    return WebSettings(listen=s.listen, config_file=s.web_config_file)
 
 
 def cmd_serve(s: Settings) -> int:
     if not s.watch:
         log.warning("no --fio.watch path given: only guest disk facts will be served")
     watcher = Watcher(WatchConfig(paths=s.watch, pattern=s.pattern, retention_s=s.retention_s,
-                                  idle_s=s.idle_s))
-    server = _serve(s, watcher)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server.start()
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    server.stop()
-    return 0
+                                  idle_s=s.idle_s, max_document_bytes=s.max_document_bytes))
+    log.info("watching %s", s.watch or "nothing")
+    return serve(_app(s, watcher), _web(s))
 
 
 def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_s: float) -> int:
@@ -230,10 +235,16 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
             os.close(fd)
     output = os.path.abspath(output)
     watcher = Watcher(WatchConfig(paths=[output, *s.watch], pattern=s.pattern,
-                                  retention_s=s.retention_s, idle_s=s.idle_s))
+                                  retention_s=s.retention_s, idle_s=s.idle_s,
+                                  max_document_bytes=s.max_document_bytes))
     run = FioRun(argv, output, stdout_to_file)
     watcher.process_running[output] = lambda: run.running
-    server = _serve(s, watcher, [FioRunCollector(run)])
+    try:
+        server = start_server(_app(s, watcher, [FioRunCollector(run)]), _web(s))
+    except StartupError:
+        run.stop()          # fio must not run on with nobody serving its records
+        raise
+    log.info("listening on %s", server.describe())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
@@ -259,13 +270,26 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
 
 
 def cmd_convert(s: Settings, files: list[str]) -> int:
-    watcher = Watcher(WatchConfig(paths=files, pattern="*", retention_s=float("inf"), idle_s=s.idle_s))
+    """Print the exposition of whole files (any size: read to the end in bounded chunks); exit 1,
+    naming each file and the cause on stderr, if a file is missing, unreadable, garbage, or ends
+    in a cut-off document (truncated)."""
+    watcher = Watcher(WatchConfig(paths=files, pattern="*", retention_s=float("inf"), idle_s=s.idle_s,
+                                  max_document_bytes=s.max_document_bytes))
+    while True:                # a poll reads at most MAX_READ_BYTES per file
+        watcher.poll()
+        if all(st.reason is not None or st.tailer.offset >= st.tailer.size for st in watcher.sources.values()):
+            break
+    watcher.finish()
     registry = CollectorRegistry(auto_describe=False)
     for c in build_collectors(s, watcher):
         if isinstance(c, FioCollector):
+            c.poll = False
             registry.register(c)
     sys.stdout.write(generate_latest(registry).decode())
-    bad = [v.path for v in watcher.views() if not v.up] + watcher.missing_paths
+    bad = [f"{st.path}: {st.reason.replace('_', ' ')}: {st.detail}"
+           for st in watcher.sources.values() if st.reason is not None] + watcher.missing_paths
+    for line in bad:
+        print(f"fio-exporter convert: {line}", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -290,8 +314,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_serve(s)
     except ConfigError as exc:
         log.error("configuration error: %s", exc)
-        print(f"fio-exporter: configuration error: {exc}", file=sys.stderr)
         return 2
+    except StartupError as exc:
+        log.error("cannot start: %s", exc)
+        return exc.exit_code
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
