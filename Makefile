@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go test test-fast demo bench rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go test test-fast demo report bench rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -64,6 +64,13 @@ test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=..., DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)
+
+REPORT_PROMETHEUS ?= http://127.0.0.1:9090
+REPORT_START      ?= -30m
+report: deps-python ## the PoC report of the running demo: .run/report.html (REPORT_PROMETHEUS=..., REPORT_START=-30m)
+	@mkdir -p .run
+	$(VENV)/bin/ioparallax-report --prometheus $(REPORT_PROMETHEUS) --start=$(REPORT_START) --end now -o .run/report.html
+	@echo "report: $(CURDIR)/.run/report.html"
 
 rules: deps-python ## regenerate alerts/*.rules.yml from mixin/config.yml
 	$(VPY) -m mixin.cli rules

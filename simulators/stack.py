@@ -7,6 +7,9 @@
 - the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per VM;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
+- with ``--long-term``, Debian's VictoriaMetrics (single node) as Prometheus' remote_write target:
+  the long-term store, holding the raw and the recorded series, queried through its
+  Prometheus-compatible API;
 
 then prints where to look, which targets are up and which alerts fire. Ctrl-C stops everything it
 started, by PID. End-to-end tests use :class:`Stack` directly.
@@ -52,6 +55,7 @@ PREFERRED_PORTS = {
     "stargate-exporter": 9761,
     "vcenter-exporter": 9762,
     "fio-exporter": 9763,             # the first VM's; the others get free ports
+    "victoria-metrics": 8428,
 }
 
 
@@ -122,6 +126,7 @@ class Stack:
     rules_dir: Path | None = None     # rule files (*.rules.yml) to load; None: the repo's alerts/
     extra_rule_files: list[Path] = field(default_factory=list)
     alertmanager_webhook: str | None = None   # tests: receive alerts here
+    long_term: bool = False           # VictoriaMetrics as the remote_write target (--long-term)
     procs: list[Proc] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
@@ -202,6 +207,8 @@ class Stack:
         for starter in (self._start_stargate, self._start_vcenter, self._start_guests, self._start_node_exporter):
             scrape.extend(starter())
         self._start_alertmanager()
+        if self.long_term:
+            self._start_victoria_metrics()
         self._start_prometheus(scrape)
 
     def _kill_leftovers(self) -> None:
@@ -400,6 +407,20 @@ class Stack:
         rules = sorted(rules_dir.glob("*.rules.yml")) + sorted(rules_dir.glob("*.rules.yaml"))
         return rules + list(self.extra_rule_files)
 
+    def _start_victoria_metrics(self) -> None:
+        """Single-node VictoriaMetrics (Debian's ``victoria-metrics``), its data in the run dir,
+        emptied at each start as Prometheus' is."""
+        if shutil.which("victoria-metrics") is None:
+            raise RuntimeError("victoria-metrics is not installed: run `make deps` (Debian package victoria-metrics)")
+        port = pick_port("victoria-metrics", self.fixed_ports)
+        data = self.workdir / "victoria-metrics-data"
+        shutil.rmtree(data, ignore_errors=True)
+        proc = self._start("victoria-metrics", [
+            "victoria-metrics", f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={data}",
+            "-retentionPeriod=1d",
+        ], url=f"http://127.0.0.1:{port}")
+        self._wait_http(proc, "/health")
+
     def _start_prometheus(self, scrape: list[dict[str, Any]]) -> None:
         port = pick_port("prometheus", self.fixed_ports)
         # The fio exporter serves its target data on /metrics, so it is scraped once, as "fio".
@@ -414,6 +435,8 @@ class Stack:
             "rule_files": [str(p) for p in self.rule_files()],
             "scrape_configs": scrape,
         }
+        if "victoria-metrics" in self.urls:
+            cfg["remote_write"] = [remote_write_config(self.urls["victoria-metrics"])]
         path = self.workdir / "prometheus.yml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
@@ -497,6 +520,14 @@ class Stack:
         ):
             lines.append(f"  {what}:\n    {self.urls['prometheus']}/graph?g0.expr={quote(q)}&g0.tab=0")
         lines.append("")
+        lines.append("The PoC report (verdicts per VM disk, the three views per disk, one HTML file; docs/report.md):")
+        lines.append(f"  make report REPORT_PROMETHEUS={self.urls['prometheus']}   (writes .run/report.html)")
+        lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
+                     "-o report.html --pdf report.pdf")
+        lines.append("")
+        if "victoria-metrics" in self.urls:
+            lines.extend(long_term_lines(self.urls["victoria-metrics"]))
+            lines.append("")
         alerts = self.alerts()
         firing = [a for a in alerts if a["state"] == "firing"]
         pending = [a for a in alerts if a["state"] == "pending"]
@@ -543,6 +574,27 @@ def alert_line(a: dict[str, Any]) -> str:
     return f"{lab.get('severity', ''):8} {lab['alertname']}  {where}"
 
 
+def long_term_lines(store_url: str) -> list[str]:
+    """The demo report's lines for the long-term store (Debian's build has no web UI, vmui: its
+    Prometheus-compatible API is what Grafana, the report and curl query)."""
+    q = '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}'
+    return [
+        "Where to look (long-term store: VictoriaMetrics, remote_write target of Prometheus, raw and recorded series;",
+        "its Prometheus-compatible API is a Grafana Prometheus data source URL; the last 30 s are not served yet):",
+        f"  query URL (Grafana data source): {store_url}",
+        f"  all three views, as stored long-term:\n    {store_url}/api/v1/query?query={quote(q)}",
+        f"  rows written so far: {store_url}/metrics (vm_rows_inserted_total{{type=\"promremotewrite\"}})",
+    ]
+
+
+def remote_write_config(store_url: str) -> dict[str, Any]:
+    """Prometheus' remote_write to VictoriaMetrics: every series it appends, the scraped (raw) ones
+    and those its rules record (ALERTS included), with no write_relabel_configs to drop any."""
+    return {"url": f"{store_url}/api/v1/write", "name": "victoria-metrics",
+            # Send within a second (the default 5 s deadline only adds lag at demo scale).
+            "queue_config": {"batch_send_deadline": "1s"}}
+
+
 def quick_alert_for() -> dict[str, str]:
     """``--quick-alerts``: the mixin config's ``for`` durations, short enough for a demo."""
     from mixin.config import ForDurations
@@ -582,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=70,
                         help="seconds to let Prometheus scrape and evaluate before the status report: the rules' "
                              "1m windows fill in about a minute (default %(default)s)")
+    parser.add_argument("--long-term", action="store_true",
+                        help="also start VictoriaMetrics (Debian's victoria-metrics, single node, its data in the "
+                             "workdir) and make it Prometheus' remote_write target for the raw and recorded series; "
+                             "its query URL is printed with the report")
     parser.add_argument("--quick-alerts", action="store_true",
                         help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
                              "minutes, so a demo shows its alerts firing within a minute or two")
@@ -591,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     rules_dir = None
     if args.quick_alerts:
         rules_dir = write_quick_alert_rules(args.workdir / "rules")
-    stack = Stack(scenario=args.scenario, workdir=args.workdir, rules_dir=rules_dir)
+    stack = Stack(scenario=args.scenario, workdir=args.workdir, rules_dir=rules_dir, long_term=args.long_term)
     stopping = False
 
     def on_signal(signum, frame):

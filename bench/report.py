@@ -1,0 +1,218 @@
+"""How long the PoC report takes, and how much memory, over 1 hour of 100 VM disks at 5 s scrapes,
+against a baseline of 10 VM disks over the same hour: the number of Prometheus queries must be the
+same (one per kind of series), time and memory grow with the data.
+
+Inputs (made at start, in a temp dir): a generated OpenMetrics file per size with every series the
+report reads (recording-rule outputs written directly as series, the raw fio interval and vCenter
+20 s sample series, Stargate read sources and write destinations, the identity _info series, up and
+ALERTS), turned into TSDB blocks by `promtool tsdb create-blocks-from openmetrics`, then served by a
+real Prometheus (Debian package) on a free loopback port. The report runs in a child process
+(ioparallax.report.report.make_report, HTML rendered, no PDF) so its peak RSS is its own.
+
+Prints for each size: min and median time over the runs, peak RSS, queries, and the ratios 100/10.
+Target: under 30 s and 500 MB on 2 cores for 100 VM disks.
+
+Run: .venv/bin/python bench/report.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from simulators.stack import free_port  # noqa: E402
+
+HOUR = 3600
+SCRAPE = 5
+DIRS = ("read", "write")
+
+
+def lab(**kw: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in kw.items()) + "}"
+
+
+def generate(path: Path, disks: int, end: int) -> int:
+    """Write the OpenMetrics file: one family at a time (OpenMetrics forbids interleaving)."""
+    start = end - HOUR
+    ts = list(range(start, end + 1, SCRAPE))
+    t = [x - start for x in ts]
+    keys = [(f"vm-{i:03d}", "scsi0:1", str(1000 + i), f"guest-{i:03d}:9200") for i in range(disks)]
+    samples = 0
+    with open(path, "w") as f:
+        def family(name: str, rows) -> None:
+            nonlocal samples
+            f.write(f"# TYPE {name} gauge\n")
+            for labels, fn in rows:
+                for x, tt in zip(ts, t):
+                    v = fn(tt)
+                    if v is None:
+                        continue
+                    f.write(f"{name}{labels} {v:.6g} {x}\n")
+                    samples += 1
+
+        def per_disk(base, wave=0.2, period=300):
+            return [(lab(vm=vm, disk=d), (lambda b: lambda tt: b * (1 + wave * math.sin(2 * math.pi * tt / period)))(base * (1 + i % 7 / 10)))
+                    for i, (vm, d, vd, inst) in enumerate(keys)]
+
+        for layer in ("guest", "guest_os", "vm", "storage"):
+            agg = {"storage": "avg1m"}.get(layer)
+            for d in DIRS:
+                for q, base in (("ops", 3000.0), ("bytes", 3000 * 4096.0), ("latency_seconds", 0.0005)):
+                    a = agg or ("mean1m" if q == "latency_seconds" else "rate1m")
+                    family(f"vm_disk:ioparallax_{layer}_{d}_{q}:{a}", per_disk(base))
+        job = lambda vm, inst: lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm, source="/run/fio.json")  # noqa: E731
+        for d in DIRS:
+            for q, base in (("iops", 3000.0), ("bandwidth_bytes_per_second", 3000 * 4096.0), ("clat_mean_seconds", 0.0005)):
+                family(f"fio_{d}_interval_{q}", [(job(vm, inst), (lambda b: lambda tt: b * (1.5 if tt % 20 < 2 else 0.95))(base))
+                                                 for vm, dk, vd, inst in keys])
+            for q, base in (("ops_per_second", 3000.0), ("bytes_per_second", 3000 * 4096.0), ("latency_precise_seconds", 0.0005)):
+                family(f"vcenter_virtual_disk_sample_{d}_{q}", [(lab(instance="vc", job="vcenter", vm=vm, disk=dk),
+                                                                 (lambda b: lambda tt: b * (1 + 0.1 * ((tt // 20) % 3)))(base))
+                                                                for vm, dk, vd, inst in keys])
+        vd_rows = lambda fn: [(lab(vdisk_id=vd, vm=vm, disk=dk), fn) for vm, dk, vd, inst in keys]  # noqa: E731
+        family("vdisk:ioparallax_read_zero:ratio", vd_rows(lambda tt: 0.02))
+        family("vdisk:ioparallax_write_zero:ratio", vd_rows(lambda tt: 0.01))
+        family("vdisk:ioparallax_read_zero_measurable:bool", vd_rows(lambda tt: 1))
+        family("vdisk:ioparallax_write_zero_measurable:bool", vd_rows(lambda tt: 1))
+        family("vdisk:ioparallax_read_cache:ratio", vd_rows(lambda tt: 0.2))
+        family("vdisk:ioparallax_working_set_to_cache:ratio", vd_rows(lambda tt: 5.0))
+        family("vdisk:ioparallax_rmw_read_to_write:ratio1m", vd_rows(lambda tt: 0.0))
+        family("vdisk:ioparallax_vdisk:info", vd_rows(lambda tt: 1))
+        family("vm_disk:ioparallax_guest_iodepth:sum", per_disk(8, wave=0))
+        family("vm_disk:ioparallax_vm_outstanding_ios:rate1m", per_disk(3, wave=0.1))
+        family("vm_disk:ioparallax_guest_buffered_io:bool", per_disk(0, wave=0))
+        family("vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m", per_disk(1, wave=0))
+        family("guest_job:ioparallax_vm_disk:info", [(lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm,
+                                                          source="/run/fio.json", vm=vm, disk=dk), lambda tt: 1)
+                                                     for vm, dk, vd, inst in keys])
+        family("guest_device:ioparallax_guest_disk:info", [(lab(instance=inst, job="fio", device="sdb", disk_uuid=f"u-{vd}",
+                                                                vm=vm, disk=dk), lambda tt: 1) for vm, dk, vd, inst in keys])
+        family("vcenter_virtual_disk_info", [(lab(instance="vc", job="vcenter", vm=vm, disk=dk, disk_uuid=f"u-{vd}",
+                                                  backing_file=f"[ds] {vm}/{vm}.vmdk"), lambda tt: 1) for vm, dk, vd, inst in keys])
+        family("fio_guest_disk_info", [(lab(instance=inst, job="fio", disk="sdb", serial=f"u{vd}", disk_uuid=f"u-{vd}"),
+                                        lambda tt: 1) for vm, dk, vd, inst in keys])
+        family("fio_guest_partition_start_bytes", [(lab(instance=inst, job="fio", disk="sdb", partition="sdb1"),
+                                                    lambda tt: 1048576) for vm, dk, vd, inst in keys])
+        for kind, label, names in (("read_source", "source", ("extent_store_ssd", "cache_dram", "oplog", "estore_zero")),
+                                   ("write_destination", "destination", ("oplog", "oplog_zero"))):
+            family(f"stargate_vdisk_{kind}_bytes_per_second",
+                   [(lab(instance="cvm-1", job="stargate", vdisk_id=vd, **{label: n}), (lambda k: lambda tt: 1e6 * (k + 1))(k))
+                    for vm, dk, vd, inst in keys for k, n in enumerate(names)])
+        family("up", [(lab(instance=i, job=j), lambda tt: 1) for j, i in (("fio", "g"), ("vcenter", "vc"), ("stargate", "cvm-1"))])
+        family("ALERTS", [(lab(alertname="IoparallaxFioJobHygiene", alertstate="firing", severity="warning", vm=keys[0][0]),
+                           lambda tt: 1 if 600 < tt < 1800 else None)])
+        f.write("# EOF\n")
+    return samples
+
+
+class Prometheus:
+    def __init__(self, data: Path, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        (workdir / "prometheus.yml").write_text("global: {}\n")
+        self.log = open(workdir / "prometheus.log", "w")
+        self.popen = subprocess.Popen(["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
+                                       f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=30d",
+                                       f"--web.listen-address=127.0.0.1:{self.port}"],
+                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(self.url + "/-/ready", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"prometheus on {self.url} not ready; see {workdir / 'prometheus.log'}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            self.popen.wait(30)
+        self.log.close()
+
+
+CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {repo!r})
+from ioparallax.report.report import make_report
+t0 = time.perf_counter()
+r = make_report(prometheus={url!r}, start={start}, end={end})
+sec = time.perf_counter() - t0
+print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html_mb": len(r.html) / 1e6,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def run_report(url: str, start: int, end: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO), url=url, start=start, end=end)],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--disks", type=int, default=100)
+    p.add_argument("--baseline", type=int, default=10)
+    args = p.parse_args()
+    for tool in ("prometheus", "promtool"):
+        if not shutil.which(tool):
+            print(f"bench/report.py: {tool} not found (make deps)", file=sys.stderr)
+            return 1
+    end = int(time.time()) // 60 * 60 - 120
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ioparallax-bench-report-") as tmp:
+        for disks in (args.baseline, args.disks):
+            work = Path(tmp) / f"d{disks}"
+            work.mkdir()
+            t0 = time.perf_counter()
+            om = work / "data.om"
+            samples = generate(om, disks, end)
+            data = work / "data"
+            subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+                           check=True, capture_output=True, timeout=900)
+            om.unlink()
+            print(f"{disks} VM disks: {samples:,} samples generated and loaded in {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+            prom = Prometheus(data, work)
+            try:
+                runs = [run_report(prom.url, end - HOUR, end) for _ in range(args.runs)]
+            finally:
+                prom.stop()
+            secs = [r["seconds"] for r in runs]
+            results[disks] = dict(min=min(secs), median=statistics.median(secs),
+                                  rss=max(r["rss_mb"] for r in runs), queries=runs[0]["queries"],
+                                  disks=runs[0]["disks"], html=runs[0]["html_mb"])
+            r = results[disks]
+            print(f"  report: {r['disks']} VM disks, {r['queries']} queries, min {r['min']:.1f} s, median "
+                  f"{r['median']:.1f} s over {args.runs} runs, peak RSS {r['rss']:.0f} MB, HTML {r['html']:.1f} MB",
+                  flush=True)
+    a, b = results[args.baseline], results[args.disks]
+    print(f"ratio {args.disks}/{args.baseline} VM disks: queries {b['queries'] / a['queries']:.2f} "
+          f"(must be 1.00), time {b['median'] / a['median']:.1f}x, RSS {b['rss'] / a['rss']:.1f}x")
+    ok = b["queries"] == a["queries"] and b["median"] < 30 and b["rss"] < 500
+    print(f"target (same queries, < 30 s, < 500 MB for {args.disks} VM disks): {'met' if ok else 'NOT met'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

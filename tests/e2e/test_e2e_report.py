@@ -1,0 +1,47 @@
+"""The PoC report made from each library scenario's stack gives exactly the verdicts the scenario
+expects (`expect.verdicts`; every trap not listed is OK), through the real recording rules and a
+real Prometheus: the report's own code path (ioparallax.report.report.make_report)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ioparallax.report.report import make_report
+from ioparallax.report.summary import verdicts
+
+pytestmark = pytest.mark.e2e
+
+# The report's range starts once the rules' 1m windows are full and lasts at least a minute.
+WARMUP_S = 60
+MIN_RANGE_S = 75
+
+
+def wall_start(stack) -> float:
+    return time.time() - (time.monotonic() - stack.started_at)
+
+
+def report_of(stack):
+    ready = stack.started_at + WARMUP_S + MIN_RANGE_S - time.monotonic()
+    if ready > 0:
+        time.sleep(ready)
+    start = wall_start(stack) + WARMUP_S
+    return make_report(prometheus=stack.urls["prometheus"], start=start, end=time.time())
+
+
+def test_report_verdicts_match_the_scenario(scenario_stack):
+    sc = scenario_stack.trace.scenario
+    result = report_of(scenario_stack)
+    got = verdicts(result.context)
+    expected = sc.expected_verdicts()
+    assert result.missing_views == {} or set(result.missing_views) == {"guest_os"}, result.missing_views
+    table = {key: {t: v.state.value for t, v in row.items()} for key, row in got.items()}
+    detail = "\n".join(f"  {k[0]} {k[1]} {t}: {v.state.value} {v.number} | {v.sentence}"
+                       for k, row in got.items() for t, v in row.items())
+    assert set(table) == set(expected), f"{sc.name}: VM disks {sorted(table)} != {sorted(expected)}\n{detail}"
+    wrong = {(k, t): (table[k][t], want) for k, row in expected.items() for t, want in row.items()
+             if table[k][t] != want}
+    assert not wrong, f"{sc.name}: (got, expected) {wrong}\n{detail}"
+    # The queries follow the kinds of series, not the VM disks.
+    assert result.queries < 90, result.queries

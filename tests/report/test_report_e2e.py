@@ -1,0 +1,180 @@
+"""The report end to end: a real stack (zero-heavy: simulators, exporters, a real Prometheus with the
+generated rules), the real console script writing HTML and PDF, the HTML opened in real headless
+Chromium and the PDF rendered by poppler's pdftoppm.
+
+Screenshots of the summary and of one VM disk page, the HTML, the PDF and its page images are kept in
+.run/report-artifacts/ (printed at the end) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+from ioparallax.report import chromium
+from tests.support import venv_tool
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / ".run" / "report-artifacts"
+WARMUP_S = 60
+RANGE_S = 75
+
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("pdftoppm") is None,
+                                    reason="chromium and pdftoppm (Debian chromium, poppler-utils: make deps)")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    from tests.e2e.conftest import started_stack
+    st = started_stack(scenario="zero-heavy", workdir=tmp_path_factory.mktemp("report-stack"))
+    try:
+        wait = st.started_at + WARMUP_S + RANGE_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        yield st
+    finally:
+        st.stop()
+
+
+def run_report(stack, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([venv_tool("ioparallax-report"), "--prometheus", stack.urls["prometheus"],
+                           "--start", f"-{RANGE_S}s", "-o", str(out), *extra],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def report(stack):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    html, pdf = ARTIFACTS / "report.html", ARTIFACTS / "report.pdf"
+    done = run_report(stack, html, "--pdf", str(pdf))
+    assert done.returncode == 0, done.stderr
+    return html, pdf, done.stdout
+
+
+def cells(html: str) -> dict[tuple[str, str], list[str]]:
+    """(vm, disk) -> the states of its row in the summary's verdict table."""
+    soup = BeautifulSoup(html, "lxml")
+    out = {}
+    for tr in soup.select("section#verdicts table.verdicts tbody tr"):
+        vm, disk = tr.th.a.get_text("\n").split("\n")
+        out[(vm, disk)] = [td.select_one(".state").get_text() for td in tr.select("td.v")]
+    return out
+
+
+def test_report_of_a_real_stack_gives_the_scenarios_verdicts(report):
+    html_path, _, stdout = report
+    html = html_path.read_text()
+    assert re.search(r"wrote .*report.html .* 2 VM disks, \d+ Prometheus queries", stdout)
+    got = cells(html)
+    # zero-heavy: zero reads and writes and the fio hygiene (zero_buffers) distorted, the rest OK.
+    expected = ["OK", "Distorted", "Distorted", "OK", "OK", "OK", "Distorted"]
+    assert got == {("bench-01", "scsi0:1"): expected, ("bench-02", "scsi0:1"): expected}
+    assert "Views missing" not in html
+    # One page per VM disk, each with its four figures; the appendix has every figure's PromQL and CSV.
+    soup = BeautifulSoup(html, "lxml")
+    assert len(soup.select("section.disk")) == 2
+    assert len(soup.select("section.disk figure")) == 8
+    assert len(soup.select("#appendix a[download]")) >= 8
+    assert "vm_disk:ioparallax_guest_read_bytes:rate1m" in soup.select_one("#appendix").get_text()
+
+
+def test_a_missing_view_is_named_and_its_cells_are_not_measurable(stack, tmp_path):
+    # The same stack, read with a config whose vCenter selector matches no target: the VM view is missing.
+    cfg = yaml.safe_load((REPO / "mixin" / "config.yml").read_text())
+    cfg["selectors"]["vcenter"] = 'job="no-such-vcenter"'
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "r.html"
+    done = run_report(stack, out, "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert 'view missing: vm: Prometheus scrapes no target matching up{job="no-such-vcenter"}' in done.stdout
+    html = out.read_text()
+    assert "Views missing" in html and "VM view (vCenter exporter)" in html
+    row = cells(html)[("bench-01", "scsi0:1")]
+    # Views agree and bursts need the VM view; zero shares (storage) and hygiene (guest) do not.
+    assert row == ["Not measurable", "Distorted", "Distorted", "OK", "Not measurable", "OK", "Distorted"]
+
+
+def test_unreachable_prometheus_is_a_clear_error(tmp_path):
+    from simulators.stack import free_port
+    url = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run([venv_tool("ioparallax-report"), "--prometheus", url, "-o", str(tmp_path / "r.html")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"{url}/api/v1/query: cannot connect (connection refused)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def net_requests_of_the_page(netlog: Path) -> list[str]:
+    """URLs of the network requests the page made (Chromium's own, "not an origin", go to a dead proxy)."""
+    data = json.loads(netlog.read_text())
+    names = {v: k for k, v in data["constants"]["logEventTypes"].items()}
+    out = []
+    for e in data["events"]:
+        p = e.get("params", {})
+        if names.get(e["type"]) == "URL_REQUEST_START_JOB" and p.get("initiator") != "not an origin":
+            out.append(p.get("url", "?"))
+    return out
+
+
+def trim_blank_top(png: Path) -> None:
+    """Headless Chromium paints the space above a #fragment blank: cut it off the screenshot."""
+    import matplotlib.image as mpimg
+    img = mpimg.imread(png)
+    ink = np.where((img[:, :, :3] < 0.95).any(axis=(1, 2)))[0]
+    if len(ink):
+        mpimg.imsave(png, img[max(0, ink[0] - 20):])
+
+
+@needs_chromium
+def test_html_in_headless_chromium_and_pdf_pages(report):
+    html_path, pdf_path, _ = report
+    netlog = ARTIFACTS / "netlog.json"
+    done = chromium.run(html_path.resolve().as_uri(), "--enable-logging=stderr", "--v=0",
+                        f"--log-net-log={netlog}", "--dump-dom")
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    assert net_requests_of_the_page(netlog) == []
+    # The DOM as Chromium built it: every figure has an SVG with drawn data paths, or says why not.
+    soup = BeautifulSoup(done.stdout, "lxml")
+    figures = soup.select("figure")
+    assert len(figures) == 8
+    for f in figures:
+        assert f.figcaption and len(f.figcaption.get_text()) > 40
+        if "empty" in (f.get("class") or []):
+            continue
+        paths = [p for p in f.select("svg path") if len(p.get("d", "")) > 100]
+        assert len(paths) >= 5, f.get("id")
+    assert not soup.select("script") and not soup.select("[src^=http]") and not soup.select("link[href]")
+
+    summary, disk = ARTIFACTS / "summary.png", ARTIFACTS / "disk-page.png"
+    chromium.screenshot(html_path.resolve().as_uri(), summary, 1400, 1100)
+    chromium.screenshot(html_path.resolve().as_uri() + "#disk-bench-01-scsi0-1", disk, 1400, 2600)
+    trim_blank_top(disk)
+    for png in (summary, disk):
+        assert png.stat().st_size > 20_000
+
+    for old in ARTIFACTS.glob("page-*.png"):
+        old.unlink()
+    subprocess.run(["pdftoppm", "-png", "-r", "40", str(pdf_path), str(ARTIFACTS / "page")], check=True, timeout=120)
+    pages = sorted(ARTIFACTS.glob("page-*.png"))
+    assert len(pages) >= 3        # the summary, then at least a page per VM disk
+    import matplotlib.image as mpimg
+    for page in pages:
+        img = mpimg.imread(page)[:, :, :3]
+        ink = float((img < 0.9).any(axis=2).mean())
+        assert ink > 0.01, f"{page.name} is blank ({ink:.4f} of its pixels have ink)"
+    print(f"\nreport artifacts (screenshots, HTML, PDF, page images): {ARTIFACTS}", file=sys.stderr)
