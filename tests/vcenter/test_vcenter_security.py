@@ -258,3 +258,21 @@ def test_hostile_targets_give_400_never_500(exporter, caplog, allow_unlisted):
         r = requests.get(f"{exp.server.url}/probe?target={raw}", timeout=10)
         assert r.status_code == 400, (raw, r.text)
     assert all("\n" not in r.getMessage() for r in caplog.records)
+
+
+def test_deployed_prometheus_targets_are_listed_in_the_exporter_config():
+    """The compose stack's Prometheus probes only vCenters its exporter config lists (else 400)."""
+    import yaml
+
+    from exporters.vcenter.address import target_key
+    from exporters.vcenter.config import load_config
+    from tests.support import REPO
+
+    config = load_config(str(REPO / "deploy/exporters/vcenter.yml"),
+                         env={"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD})
+    assert not config.allow_unlisted
+    groups = yaml.safe_load((REPO / "deploy/prometheus/targets/vcenter.yml").read_text())
+    targets = [t for g in groups for t in g["targets"]]
+    assert targets
+    for t in targets:
+        assert config.target(target_key(t)) is not None, t
