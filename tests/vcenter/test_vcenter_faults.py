@@ -4,10 +4,14 @@ then gone), samples that stop arriving, and two VMs of the same name (no duplica
 
 from __future__ import annotations
 
+import http.client
 import logging
 import ssl
+import threading
 import time
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from pyVim.connect import Disconnect, SmartConnect
@@ -19,6 +23,7 @@ from .conftest import PASSWORD, USER, insecure_config, parse_metrics, value
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
+DATA = Path(__file__).parent / "data"
 SAMPLE_GAUGES = ("vcenter_virtual_disk_sample_write_bytes_per_second", "vcenter_virtual_disk_sample_read_ops_per_second",
                  "vcenter_virtual_disk_sample_write_latency_seconds")
 COUNTERS = ("vcenter_virtual_disk_write_bytes_total", "vcenter_virtual_disk_write_ops_total",
@@ -164,3 +169,99 @@ def test_same_vm_name_in_two_folders_gives_no_duplicate_series(scenario_sim, bur
     result = promtool_check_metrics(text)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
+
+
+class FaultingProxy:
+    """An HTTPS relay to the simulator that answers the next QueryPerf with a SOAP fault (HTTP 500,
+    as vCenter sends it), for what the simulator does not do: a real vCenter answers
+    ManagedObjectNotFound for a VM deleted since the inventory was read; the simulator's
+    PerformanceManager still answers for it."""
+
+    def __init__(self, upstream: str, cert, key):
+        host, port = upstream.rsplit(":", 1)
+        self.fault: bytes | None = None
+        self.faults_sent = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt, *args):
+                pass
+
+            def _relay(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if body and b"<QueryPerf" in body and proxy.fault is not None:
+                    data, proxy.fault = proxy.fault, None
+                    proxy.faults_sent += 1
+                    self.send_response(500)
+                    self.send_header("Content-Type", "text/xml; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                conn = http.client.HTTPSConnection(host, int(port), context=ssl._create_unverified_context(),
+                                                   timeout=30)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "connection", "content-length")}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_POST = _relay
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_vm_deleted_before_the_inventory_refresh(scenario_sim, bursty_trace, exporter, tmp_path, caplog):
+    """QueryPerf answers ManagedObjectNotFound for a VM deleted while the inventory is cached: the
+    probe reads the inventory again and collects once more (vcenter_up 1, the VM's series gone),
+    instead of failing until the next refresh."""
+    from .test_vcenter_security import _self_signed
+
+    path, _ = bursty_trace
+    upstream, _ = scenario_sim(path, "-freeze-at", FROZEN, "-vms", "1")
+    proxy = FaultingProxy(upstream, *_self_signed(tmp_path))
+    try:
+        exp = exporter(insecure_config(), ENV)
+        before = exp.probe(proxy.address)
+        assert value(before, "vcenter_up") == 1 and _series(before, COUNTERS[0], vm="burst-01")
+        admin = Admin(upstream)
+        try:
+            vm = admin.vm("burst-01")
+            moref = vm._moId
+            WaitForTask(vm.PowerOffVM_Task())
+            WaitForTask(vm.Destroy_Task())
+        finally:
+            admin.close()
+        recorded = (DATA / "fault-managed-object-not-found.xml").read_bytes()
+        proxy.fault = (recorded.replace(b"PerformanceManager:PerfMgrNope", f"VirtualMachine:{moref}".encode())
+                       .replace(b'type="PerformanceManager">PerfMgrNope', f'type="VirtualMachine">{moref}'.encode()))
+        with caplog.at_level(logging.INFO, logger="exporters.vcenter.target"):
+            after = exp.probe(proxy.address)
+        assert proxy.faults_sent == 1
+        assert value(after, "vcenter_up") == 1, after.get("vcenter_probe_error_info")
+        assert [n for n, s in after.items() for k in s if dict(k).get("vm") == "burst-01"] == []
+        assert [dict(k)["vm"] for k in after["vcenter_vm_info"]] != []
+        assert "cached inventory is gone" in caplog.text
+    finally:
+        proxy.close()
