@@ -1,0 +1,332 @@
+"""Hostile and broken fio files (issue 14): one file never takes /metrics down, garbage is
+rejected with a reason instead of exported, rewritten files are read again, resources stay bounded.
+
+Every case writes real files beside a real fio status stream (the "good" file, produced by fio
+3.33 in conftest) and asserts: the bad file's ``fio_source_up`` and ``fio_source_error_info``
+reason, the log line naming the file, the good file still served with fio's own values, and an
+exposition that ``promtool check metrics`` accepts with no duplicate series. Most cases use the
+in-process collector; the resource cases run a real ``fio-exporter`` process over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import requests
+
+from exporters.fio import collector as collector_module
+from exporters.fio.reader import DocumentStream
+from tests.fio.conftest import decode_all
+from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
+from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
+
+_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
+
+
+def assert_clean(text: str) -> None:
+    """promtool accepts the exposition and no series appears twice."""
+    check = promtool_check_metrics(text)
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
+    dup = [s for s, n in Counter(series).items() if n > 1]
+    assert not dup, dup[:5]
+
+
+@pytest.fixture()
+def good_and_bad(status_stream, tmp_path):
+    """A watched directory with fio's real status stream (good.json) and the text of its first
+    record, to be made hostile and written as bad.json."""
+    text = status_stream.read_text()
+    first = text[: text.index("\n}\n") + 3]
+    d = tmp_path / "fio"
+    d.mkdir()
+    (d / "good.json").write_text(text)
+    return d, first, decode_all(text)
+
+
+def _sub(pattern: str, repl: str):
+    def make(t: str) -> str:
+        out, n = re.subn(pattern, repl, t, count=1)
+        assert n == 1, pattern
+        return out
+    return make
+
+
+# name -> (how the first real record is made hostile, expected reason, words in the log line)
+HOSTILE = {
+    "bins_1e400": (_sub(r'("bins" : \{\s*"\d+" : )\d+', r"\g<1>1e400"), "invalid_value", "bins"),
+    "total_ios_400_digits": (_sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 400), "invalid_value",
+                             "400-digit number"),
+    "io_bytes_nan": (_sub(r'"io_bytes" : \d+', '"io_bytes" : NaN'), "invalid_value", "io_bytes = nan"),
+    "runtime_infinity": (_sub(r'"job_runtime" : \d+', '"job_runtime" : Infinity'), "invalid_value",
+                         "job_runtime = inf"),
+    "negative_total_ios": (_sub(r'"total_ios" : \d+', '"total_ios" : -5'), "invalid_value",
+                           "total_ios = -5: negative"),
+    "negative_bin_count": (_sub(r'("bins" : \{\s*"\d+" : )\d+', r"\g<1>-3"), "invalid_value", "negative"),
+    "percentile_key_nan": (lambda t: t.replace('"99.000000"', '"nan"', 1), "invalid_value", "percentile key"),
+    "number_of_5000_digits": (_sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 5000), "corrupt",
+                              "cannot be decoded"),
+    "nesting_100000_deep": (lambda t: t.replace('"jobs" : [', '"x" : ' + "[" * 100000 + "]" * 100000
+                                                + ',\n  "jobs" : [', 1), "corrupt", "cannot be decoded"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_one_hostile_file_is_down_and_the_rest_is_served(case, good_and_bad, caplog):
+    caplog.set_level(logging.INFO, logger="exporters.fio")
+    d, first, docs = good_and_bad
+    make, reason, words = HOSTILE[case]
+    bad = d / "bad.json"
+    bad.write_text(make(first))
+    watcher = watcher_for(d)
+    for scrape in range(2):           # and the second scrape (where a bug once showed up 1, no data)
+        text = exposition(watcher)
+        assert_clean(text)
+        sm = samples(text)
+        assert value(sm, "fio_source_up", source=bad) == 0
+        assert value(sm, "fio_source_error_info", source=bad, reason=reason) == 1
+        assert not has(sm, "fio_job_info", source=bad)
+        assert not has(sm, "fio_read_ios_total", source=bad)
+        assert value(sm, "fio_up") == 0
+        good = d / "good.json"
+        assert value(sm, "fio_source_up", source=good) == 1
+        assert not has(sm, "fio_source_error_info", source=good)
+        assert value(sm, "fio_read_ios_total", source=good, jobname="st") == docs[-1]["jobs"][0]["read"]["total_ios"]
+        if reason == "invalid_value":
+            assert value(sm, "fio_source_rejected_documents_total", source=bad, reason="invalid_value") == 1
+        else:
+            assert value(sm, "fio_source_corrupt_documents_total", source=bad) == 1
+        if scrape == 0:
+            line = [r.getMessage() for r in caplog.records if str(bad) in r.getMessage()]
+            assert len(line) == 1 and reason in line[0] and words in line[0], line
+            caplog.clear()
+    assert not [r for r in caplog.records if str(bad) in r.getMessage()]   # one line per cause
+    # fresh again: a valid record appended makes the file up with that record's values
+    with bad.open("a") as fh:
+        fh.write(first)
+    sm = samples(exposition(watcher))
+    assert value(sm, "fio_source_up", source=bad) == 1
+    assert not has(sm, "fio_source_error_info", source=bad)
+    assert value(sm, "fio_read_ios_total", source=bad) == docs[0]["jobs"][0]["read"]["total_ios"]
+    assert f"fio output file {bad} is up again" in caplog.text
+
+
+def test_absurd_options_are_not_numbers_and_break_nothing(good_and_bad):
+    """A 400-digit size or iodepth option (a string in fio's JSON) is not exported as a number;
+    the file's counters are served."""
+    d, first, docs = good_and_bad
+    bad = d / "opts.json"
+    bad.write_text(first.replace('"size" : "4m"', '"size" : "' + "9" * 400 + '", "iodepth" : "' + "9" * 400 + '"', 1))
+    text = exposition(watcher_for(d))
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_source_up", source=bad) == 1
+    assert not has(sm, "fio_job_iodepth", source=bad)
+    assert value(sm, "fio_read_ios_total", source=bad) == docs[0]["jobs"][0]["read"]["total_ios"]
+
+
+def test_a_bug_while_exposing_one_file_costs_only_that_file(good_and_bad, monkeypatch, caplog):
+    d, first, _ = good_and_bad
+    bad = d / "bad.json"
+    bad.write_text(first.replace('"jobname" : "st"', '"jobname" : "trigger"', 1))
+    real = collector_module.find_problems
+
+    def failing(job, config, finished=False):   # an exporter bug reachable from one file's content
+        if job.name == "trigger":
+            raise KeyError("boom")
+        return real(job, config, finished=finished)
+
+    monkeypatch.setattr(collector_module, "find_problems", failing)
+    watcher = watcher_for(d)
+    text = exposition(watcher)
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_source_error_info", source=bad, reason="internal_error") == 1
+    assert not has(sm, "fio_job_info", source=bad) and not has(sm, "fio_read_ios_total", source=bad)
+    assert has(sm, "fio_read_ios_total", source=d / "good.json")
+    assert f"exposing fio output file {bad} failed" in caplog.text
+    # it stays down (not re-logged each scrape) until a new record comes
+    caplog.clear()
+    sm = samples(exposition(watcher))
+    assert value(sm, "fio_source_up", source=bad) == 0 and "failed" not in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# in-place rewrites and truncation
+
+def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
+    """A small fio-shaped record (pretty-printed as fio does) with one job."""
+    d = {"fio version": "fio-3.33", "timestamp_ms": ts, "jobs": [
+        {"jobname": "w", "groupid": 0, "error": 0, "job options": {"rw": "read"},
+         "read": {"io_bytes": total_ios * 4096, "total_ios": total_ios, "short_ios": 0, "drop_ios": 0,
+                  "iops": 1.0, "bw_bytes": 4096.0, "runtime": 1000}, "job_runtime": 1000}]}
+    return json.dumps(d, indent=2, separators=(",", " : ")) + "\n"
+
+
+@pytest.mark.parametrize("longer", [True, False], ids=["longer", "shorter"])
+def test_in_place_rewrite_is_a_reset(tmp_path, longer, caplog):
+    caplog.set_level(logging.INFO, logger="exporters.fio")
+    path = tmp_path / "r.json"
+    path.write_text(_doc(333))
+    inode = path.stat().st_ino
+    watcher = watcher_for(path)
+    sm = samples(exposition(watcher))
+    assert value(sm, "fio_read_ios_total") == 333
+    # rewritten in place (same inode): a longer new run, or a shorter one
+    new = _doc(444) + _doc(555, ts=1_700_000_001_000) if longer else _doc(4)
+    with path.open("r+") as fh:
+        fh.seek(0)
+        fh.write(new)
+        fh.truncate()
+    assert path.stat().st_ino == inode
+    assert (path.stat().st_size > len(_doc(333))) == longer
+    text = exposition(watcher)
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_read_ios_total") == (555 if longer else 4)   # not the old 333
+    assert value(sm, "fio_source_resets_total") == 1
+    assert value(sm, "fio_source_up") == 1
+    assert f"fio output file {path}" in caplog.text and "reading it again from the start" in caplog.text
+
+
+def test_truncated_file_convert_exits_nonzero_naming_the_file(tmp_path):
+    path = tmp_path / "t.json"
+    whole = _doc(1) + _doc(2, ts=1_700_000_001_000)
+    path.write_text(whole[: len(whole) - 40])       # the second record cut off
+    proc = subprocess.run([venv_tool("fio-exporter"), "convert", str(path)], capture_output=True, timeout=60)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert f"fio-exporter convert: {path}: truncated: the document starting at byte {len(_doc(1))} is cut off" in err
+    text = proc.stdout.decode()
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_source_error_info", source=path, reason="truncated") == 1
+    assert value(sm, "fio_source_corrupt_documents_total", source=path) == 1
+    assert value(sm, "fio_up") == 0
+    # the complete file converts with exit 0
+    path.write_text(whole)
+    ok = subprocess.run([venv_tool("fio-exporter"), "convert", str(path)], capture_output=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert value(samples(ok.stdout.decode()), "fio_read_ios_total") == 2
+
+
+def test_convert_reads_files_over_64_mib_to_the_end(tmp_path):
+    """Earlier, a file over 64 MiB printed a record from its middle and exited 0."""
+    path = tmp_path / "big.json"
+    one = _doc(1)
+    n = (70 * 2 ** 20) // len(one) + 1
+    with path.open("w") as fh:
+        for i in range(1, n + 1):
+            fh.write(_doc(i, ts=1_700_000_000_000 + i))
+    assert path.stat().st_size > 64 * 2 ** 20
+    proc = subprocess.run([venv_tool("fio-exporter"), "convert", str(path)], capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    sm = samples(proc.stdout.decode())
+    assert value(sm, "fio_read_ios_total") == n
+    assert value(sm, "fio_source_records_total") == n
+
+
+# ---------------------------------------------------------------------------------------------
+# client mode: host labels never collide
+
+def test_client_hosts_a_colon_1_and_a_port_1_do_not_collide(tmp_path):
+    entry = {"job options": {"rw": "read"}, "read": {"io_bytes": 4096, "total_ios": 1, "runtime": 1},
+             "job_runtime": 1}
+    doc = {"fio version": "fio-3.33", "client_stats": [
+        {**entry, "jobname": "c", "hostname": "a:1"},
+        {**entry, "jobname": "c", "hostname": "a", "port": 1, "read": {**entry["read"], "total_ios": 2}},
+        {**entry, "jobname": "c", "hostname": "::1", "port": 8765, "read": {**entry["read"], "total_ios": 3}},
+    ]}
+    path = tmp_path / "client.json"
+    path.write_text(json.dumps(doc, indent=2))
+    text = exposition(watcher_for(path))
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_read_ios_total", host="[a:1]") == 1
+    assert value(sm, "fio_read_ios_total", host="a:1") == 2
+    assert value(sm, "fio_read_ios_total", host="[::1]:8765") == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# resources: a real exporter process, bounded memory and time
+
+def _vm_hwm_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
+    """60 MB of garbage without a newline, and a 60 MB 'document' (a '{' line then JSON-looking
+    lines): scraped over HTTP within seconds, each file down with its reason, the good file
+    served, peak RSS of the exporter far below the files' size, no HTTP 500."""
+    d, first, docs = good_and_bad
+    size = 60 * 2 ** 20
+    (d / "noise.json").write_bytes(os.urandom(2 ** 20).replace(b"\n", b"x") * (size // 2 ** 20))
+    line = b'    "field" : 12345678901234567890,\n'
+    with (d / "huge.json").open("wb") as fh:
+        fh.write(b"{\n")
+        fh.write(line * (size // len(line)))
+        fh.write(b"}\n")
+    port = free_port()
+    proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "--web.listen-address",
+                                            f"127.0.0.1:{port}", "--fio.watch", d, "--no-collector.guest-disk",
+                                            "--fio.max-document-size", "8MiB"])
+    wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
+    t0 = time.monotonic()
+    resp = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=60)
+    took = time.monotonic() - t0
+    assert resp.status_code == 200
+    text = resp.text
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_source_error_info", source=d / "huge.json", reason="too_large") == 1
+    assert value(sm, "fio_source_rejected_documents_total", source=d / "huge.json", reason="too_large") == 1
+    assert value(sm, "fio_source_up", source=d / "noise.json") == 1       # garbage, no document: up, empty
+    assert value(sm, "fio_source_non_json_lines_total", source=d / "noise.json") == 0   # the line never ended
+    assert not has(sm, "fio_job_info", source=d / "noise.json")
+    assert value(sm, "fio_read_ios_total", source=d / "good.json") == docs[-1]["jobs"][0]["read"]["total_ios"]
+    assert has(sm, "process_resident_memory_bytes")                        # process metrics served
+    assert took < 15, took
+    hwm = _vm_hwm_bytes(proc.popen.pid)
+    assert hwm < 100 * 2 ** 20, f"peak RSS {hwm / 2 ** 20:.0f} MiB"
+    assert f"fio output file {d / 'huge.json'} is down (too_large)" in proc.output()
+    # the next scrape is quick: nothing new to read
+    t0 = time.monotonic()
+    assert requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code == 200
+    assert time.monotonic() - t0 < 2
+
+
+def test_error_line_in_every_record_is_read_in_linear_time(status_stream):
+    """fio writes error lines into its output, also inside records: each is cut out as it comes
+    (the reader once copied the whole buffer per error line: quadratic)."""
+    text = status_stream.read_text()
+    docs = decode_all(text)
+    record = text[: text.index("\n}\n") + 3]
+    lines = record.split("\n")
+    lines.insert(len(lines) // 2, "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096")
+    garbled = "\n".join(lines)
+
+    def cost(records: int) -> tuple[float, DocumentStream]:
+        stream = DocumentStream()
+        data = garbled * records
+        t0 = time.perf_counter()
+        got = stream.feed(data)
+        got.extend(stream.finish())
+        dt = time.perf_counter() - t0
+        assert len(got) == records and got[-1]["jobs"][0]["read"]["total_ios"] == docs[0]["jobs"][0]["read"]["total_ios"]
+        assert stream.counts.non_json_lines == records and stream.counts.corrupt_documents == 0
+        return dt, stream
+
+    small = min(cost(100)[0] for _ in range(3))
+    large = min(cost(800)[0] for _ in range(3))
+    assert large / small < 8 * 2.5, (small, large)       # 8x the input: about 8x the time, not 64x
