@@ -8,29 +8,67 @@ Routes, as the blackbox and snmp exporters have them:
 - ``/-/healthy``   200 OK while the process serves
 
 A probe is given a deadline derived from Prometheus' ``X-Prometheus-Scrape-Timeout-Seconds``
-header (less a safety margin) so that it answers with ``<source>_up 0`` before Prometheus gives up,
-instead of letting the scrape fail with no explanation.
+header less ``--web.timeout-offset`` (as blackbox_exporter does) so that it answers with
+``<source>_up 0`` before Prometheus gives up, instead of letting the scrape fail with no
+explanation. A header that is not a positive finite number is ignored; one above
+:data:`MAX_SCRAPE_TIMEOUT_SECONDS` is clamped to it.
+
+``--web.config.file`` (exporters.common.webconfig) adds TLS and basic auth; as in the
+exporter-toolkit, basic auth then guards every route, ``/-/healthy`` included.
+:func:`serve` is the one start-up path of the three CLIs.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
+import binascii
+import errno
+import gzip
 import html
+import ipaddress
 import logging
+import math
+import signal
+import socket
+import socketserver
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterable
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from exporters.common.config import ConfigError
+from exporters.common.webconfig import BasicAuth, WebConfig, load_web_config
+
 log = logging.getLogger(__name__)
 
-#: Seconds kept free between our deadline and Prometheus' scrape timeout.
-TIMEOUT_MARGIN_SECONDS = 0.5
+#: Default of --web.timeout-offset: seconds kept free between our deadline and Prometheus'
+#: scrape timeout (blackbox_exporter's default too).
+DEFAULT_TIMEOUT_OFFSET = 0.5
+
+#: A scrape-timeout header above this is taken as this. Prometheus' own scrape timeouts are
+#: seconds to a minute or two; a larger value (or ``inf``, ``1e300``) would let one probe hold a
+#: thread and its target's connections for hours.
+MAX_SCRAPE_TIMEOUT_SECONDS = 120.0
+
+#: Connections waiting to be accepted (socketserver's default is 5: with 40 scrapes arriving at
+#: once, 11-25 waited a second or more before their probe's clock even started).
+LISTEN_BACKLOG = 128
+
+#: Seconds a client has to complete the TLS handshake (done in the connection's own thread, so a
+#: slow or silent client never holds up the accept loop).
+TLS_HANDSHAKE_TIMEOUT = 10.0
+
+#: gzip level of compressed answers: the fastest. A 1,000-vdisk probe is ~7 MB of very repetitive
+#: text, which level 1 already shrinks many times, and the time is spent inside the scrape timeout.
+GZIP_LEVEL = 1
 
 
 class BadRequest(Exception):
@@ -69,6 +107,7 @@ class ExporterApp:
     example_target: str = ""
     extra_links: list[tuple[str, str]] = field(default_factory=list)
     config_text: str = ""          # shown on the landing page (never with secrets)
+    timeout_offset: float = DEFAULT_TIMEOUT_OFFSET  # --web.timeout-offset
 
     def landing_page(self) -> bytes:
         links = [("metrics", "/metrics: the exporter's own metrics")]
@@ -84,23 +123,50 @@ class ExporterApp:
             f"<ul>{items}</ul>{cfg}</body></html>"
         ).encode()
 
+    def probe_timeout(self, header: str | None) -> float:
+        """Seconds a probe may take: the scrape-timeout header (ignored unless a positive finite
+        number, at most MAX_SCRAPE_TIMEOUT_SECONDS) less the offset, or ``default_timeout``."""
+        value = None
+        if header:
+            try:
+                value = float(header)
+            except ValueError:
+                value = None
+            if value is not None and not (math.isfinite(value) and value > 0):
+                value = None
+            if value is None:
+                log.debug("ignoring scrape timeout header %r: not a positive number of seconds", header[:40])
+        if value is None:
+            return self.default_timeout
+        return max(0.1, min(value, MAX_SCRAPE_TIMEOUT_SECONDS) - self.timeout_offset)
 
-def _scrape_timeout(headers, default: float) -> float:
-    raw = headers.get("X-Prometheus-Scrape-Timeout-Seconds")
-    if raw:
-        try:
-            value = float(raw)
-            if value > 0:
-                return max(0.1, value - TIMEOUT_MARGIN_SECONDS)
-        except ValueError:
-            pass
-    return default
+
+def _accepts_gzip(header: str | None) -> bool:
+    """True when an Accept-Encoding header allows gzip (``gzip``, ``*``; not with ``q=0``)."""
+    for item in (header or "").split(","):
+        coding, _, params = item.partition(";")
+        if coding.strip().lower() not in ("gzip", "*"):
+            continue
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.partition("=")
+            if k.strip().lower() == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            return True
+    return False
 
 
-def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY):
+def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, web: WebConfig | None = None):
     extra = CollectorRegistry(auto_describe=False)
     for c in app.collectors:
         extra.register(c)
+    web = web or WebConfig()
+    auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
+    realm = app.name.replace('"', "")
 
     class Handler(BaseHTTPRequestHandler):
         server_version = app.name
@@ -109,32 +175,72 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY):
         def log_message(self, fmt, *args):  # route access logs to logging at debug level
             log.debug("http %s %s", self.address_string(), fmt % args)
 
-        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+        def end_headers(self) -> None:
+            for name, value in web.headers.items():
+                self.send_header(name, value)
+            super().end_headers()
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
+                  compressible: bool = False, extra_headers: Iterable[tuple[str, str]] = ()) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
+            if compressible:
+                self.send_header("Vary", "Accept-Encoding")
+                if _accepts_gzip(self.headers.get("Accept-Encoding")):
+                    body = gzip.compress(body, compresslevel=GZIP_LEVEL)
+                    self.send_header("Content-Encoding", "gzip")
+            for name, value in extra_headers:
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
 
+        def _authorized(self) -> bool:
+            if auth is None:
+                return True
+            header = self.headers.get("Authorization", "")
+            scheme, _, encoded = header.partition(" ")
+            if scheme.lower() == "basic":
+                try:
+                    decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8", "surrogateescape")
+                except (binascii.Error, ValueError):
+                    decoded = ""
+                user, sep, password = decoded.partition(":")
+                if sep and auth.check(user, password):
+                    return True
+                log.debug("basic auth failed for user=%s from %s", user, self.address_string())
+            self._send(401, b"Unauthorized\n",
+                       extra_headers=[("WWW-Authenticate", f'Basic realm="{realm}", charset="UTF-8"')])
+            return False
+
         def do_HEAD(self):
-            self.do_GET()
+            self._serve(head=True)
 
         def do_GET(self):
-            url = urlparse(self.path)
+            self._serve(head=False)
+
+        def _serve(self, head: bool) -> None:
             try:
+                if not self._authorized():
+                    return
+                try:
+                    url = urlsplit(self.path)
+                except ValueError:      # e.g. an unclosed "[" in an absolute URL
+                    self._send(400, b"bad request: malformed URL\n")
+                    return
                 if url.path == "/":
                     self._send(200, app.landing_page(), "text/html; charset=utf-8")
                 elif url.path == "/metrics":
                     body = generate_latest(own_registry) + generate_latest(extra)
-                    self._send(200, body, CONTENT_TYPE_LATEST)
+                    self._send(200, body, CONTENT_TYPE_LATEST, compressible=True)
                 elif url.path == "/-/healthy":
                     self._send(200, b"OK\n")
                 elif url.path == "/probe" and app.probe is not None:
-                    self._probe(url.query)
+                    self._probe(url.query, head)
                 else:
                     self._send(404, b"not found\n")
-            except BrokenPipeError:
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                 log.debug("client went away before the answer was written")
             except Exception:  # never let one request kill the server thread silently
                 log.exception("unexpected error serving %s", self.path)
@@ -143,18 +249,30 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY):
                 except OSError:
                     pass
 
-        def _probe(self, query: str) -> None:
-            qs = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        def _probe(self, query: str, head: bool) -> None:
+            try:
+                parsed = parse_qs(query, keep_blank_values=True, max_num_fields=100)
+            except ValueError:
+                self._send(400, b"bad request: more than 100 query parameters\n")
+                return
+            qs = {k: v[-1] for k, v in parsed.items()}
             target = qs.pop("target", "").strip()
             if not target:
                 self._send(400, b"the 'target' parameter is missing\n")
                 return
-            timeout = _scrape_timeout(self.headers, app.default_timeout)
+            if head:
+                # HEAD asks whether the route answers, not for a probe of the target: no probe runs.
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_TEXT_004)
+                self.send_header("Vary", "Accept-Encoding")
+                self.end_headers()
+                return
+            timeout = app.probe_timeout(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
             probe = Probe(target=target, params=qs, deadline=time.monotonic() + timeout)
             try:
                 result = app.probe(probe)
                 if isinstance(result, bytes):
-                    self._send(200, result, CONTENT_TYPE_TEXT_004)
+                    self._send(200, result, CONTENT_TYPE_TEXT_004, compressible=True)
                     return
                 collectors = list(result)
             except BadRequest as exc:
@@ -163,18 +281,103 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY):
             registry = CollectorRegistry(auto_describe=False)
             for c in collectors:
                 registry.register(c)
-            self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST, compressible=True)
 
     return Handler
 
 
-class ExporterServer:
-    """A threaded HTTP server for an ExporterApp; ``port=0`` picks a free port (tests)."""
+@dataclass(frozen=True)
+class ListenAddress:
+    """Where to bind: ``host`` as given ('' = every interface), the socket family and address."""
 
-    def __init__(self, app: ExporterApp, host: str, port: int):
+    text: str
+    family: socket.AddressFamily
+    sockaddr: tuple
+    dual_stack: bool = False     # an IPv6 socket that also takes IPv4 connections
+
+    @property
+    def all_interfaces(self) -> bool:
+        return self.sockaddr[0] in ("", "::", "0.0.0.0")
+
+
+def resolve_listen_address(host: str, port: int) -> ListenAddress:
+    """The socket family and address for a host from :func:`parse_listen_address`: '' is every
+    interface (one dual-stack IPv6 socket where the kernel allows it, else IPv4 0.0.0.0), an IPv6
+    literal an AF_INET6 socket, a name its first address. OSError when a name does not resolve."""
+    text = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not host:
+        if socket.has_ipv6 and socket.has_dualstack_ipv6():
+            return ListenAddress(f":{port}", socket.AF_INET6, ("::", port, 0, 0), dual_stack=True)
+        return ListenAddress(f":{port}", socket.AF_INET, ("0.0.0.0", port))
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 4:
+        return ListenAddress(text, socket.AF_INET, (host, port))
+    if ip is not None and ip.is_unspecified and socket.has_dualstack_ipv6():
+        return ListenAddress(text, socket.AF_INET6, ("::", port, 0, 0), dual_stack=True)
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, sockaddr = infos[0]
+    return ListenAddress(text, family, sockaddr)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(self, listen: ListenAddress, handler, tls: ssl.SSLContext | None):
+        self.address_family = listen.family
+        self.listen = listen
+        self.tls = tls
+        super().__init__(listen.sockaddr, handler)
+
+    def server_bind(self) -> None:
+        if self.listen.family == socket.AF_INET6:
+            # Dual stack for the bare ":port"; an explicit IPv6 address stays IPv6 only.
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if self.listen.dual_stack else 1)
+        # TCPServer's bind without HTTPServer's getfqdn(), a reverse DNS lookup at start-up.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+    def finish_request(self, request, client_address) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        # In the connection's own thread: the accept loop never waits for a handshake.
+        request.settimeout(TLS_HANDSHAKE_TIMEOUT)
+        try:
+            first = request.recv(1, socket.MSG_PEEK)
+            if not first:
+                return
+            if first != b"\x16":   # not a TLS handshake record: most likely plain HTTP
+                request.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+                return
+            conn = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:
+            log.debug("TLS handshake with %s failed: %s", client_address[0], exc)
+            return
+        try:
+            conn.settimeout(None)
+            super().finish_request(conn, client_address)
+        finally:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
+class ExporterServer:
+    """A threaded HTTP(S) server for an ExporterApp; ``port=0`` picks a free port (tests)."""
+
+    def __init__(self, app: ExporterApp, host: str, port: int, web: WebConfig | None = None):
         self.app = app
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(app))
-        self.httpd.daemon_threads = True
+        self.web = web or WebConfig()
+        self.listen = resolve_listen_address(host, port)
+        tls = self.web.tls.context() if self.web.tls else None
+        self.httpd = _Server(self.listen, make_handler(app, web=self.web), tls)
         self._thread: threading.Thread | None = None
 
     @property
@@ -185,7 +388,19 @@ class ExporterServer:
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{host}:{port}"
+        if host in ("", "0.0.0.0"):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        scheme = "https" if self.web.tls else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+    def describe(self) -> str:
+        host, port = self.address
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if self.listen.all_interfaces:
+            where += " (every interface" + (", IPv4 and IPv6)" if self.listen.dual_stack else ")")
+        return f"{where}, {self.web.describe()}"
 
     def serve_forever(self) -> None:
         self.httpd.serve_forever()
@@ -201,9 +416,120 @@ class ExporterServer:
 
 
 def parse_listen_address(value: str) -> tuple[str, int]:
-    """``:9761``, ``127.0.0.1:9761`` or ``[::1]:9761`` -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"expected [host]:port, got {value!r}")
-    host = host.strip("[]")
-    return host or "0.0.0.0", int(port)
+    """``:9761`` (every interface: host ''), ``127.0.0.1:9761``, ``[::1]:9761`` or
+    ``name:9761`` -> (host, port)."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not port.isdigit() or not port.isascii() or int(port) > 65535:
+        raise ValueError(f"expected [host]:port with a port 0-65535, got {value!r}")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError(f"expected [ipv6]:port, got {value!r}")
+        host = host[1:-1]
+        try:
+            ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            raise ValueError(f"{host!r} in {value!r} is not an IPv6 address") from None
+    elif ":" in host:
+        raise ValueError(f"an IPv6 address needs brackets, as in [::1]:9761; got {value!r}")
+    return host, int(port)
+
+
+# ---- start-up: the flags and the one path the three CLIs share ----
+
+
+class StartupError(Exception):
+    """The exporter cannot start serving: one line for the log, and the exit code."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    listen: str
+    config_file: str | None = None
+    timeout_offset: float = DEFAULT_TIMEOUT_OFFSET
+
+
+def listen_help(default_listen: str) -> str:
+    port = default_listen.rpartition(":")[2]
+    return (f"address to serve on (default: {default_listen}, i.e. every interface, IPv4 and IPv6: anyone who "
+            f"can reach this host can scrape it; restrict it with --web.listen-address=127.0.0.1:{port} and "
+            "protect it with --web.config.file)")
+
+
+def add_web_args(parser: argparse.ArgumentParser, default_listen: str, probe: bool = True) -> None:
+    """--web.listen-address (left None when not given, so a config file can set it),
+    --web.config.file and, for exporters with /probe, --web.timeout-offset."""
+    parser.add_argument("--web.listen-address", dest="listen", default=None, metavar="[HOST]:PORT",
+                        help=listen_help(default_listen))
+    parser.add_argument("--web.config.file", dest="web_config_file", default=None, metavar="FILE",
+                        help="exporter-toolkit web config (YAML): tls_server_config (cert_file, key_file, "
+                             "client_auth_type, client_ca_file, min_version) for HTTPS and basic_auth_users "
+                             "(user: bcrypt hash) for basic auth on every route; read at start-up")
+    if probe:
+        parser.add_argument("--web.timeout-offset", dest="timeout_offset", type=float,
+                            default=DEFAULT_TIMEOUT_OFFSET, metavar="SECONDS",
+                            help="a probe ends this long before Prometheus' scrape timeout (from the "
+                                 "X-Prometheus-Scrape-Timeout-Seconds header, taken as at most "
+                                 f"{MAX_SCRAPE_TIMEOUT_SECONDS:g} s) (default: %(default)s)")
+
+
+def web_settings(args: argparse.Namespace, listen: str) -> WebSettings:
+    """WebSettings from add_web_args' flags; ``listen`` is used when --web.listen-address is not given."""
+    return WebSettings(listen=getattr(args, "listen", None) or listen,
+                       config_file=getattr(args, "web_config_file", None),
+                       timeout_offset=getattr(args, "timeout_offset", DEFAULT_TIMEOUT_OFFSET))
+
+
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "the port is already in use (another process listens on it)",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def start_server(app: ExporterApp, settings: WebSettings) -> ExporterServer:
+    """Check the settings, read the web config and bind; StartupError (exit 2 for a configuration
+    mistake, 1 when the address cannot be listened on) with one line saying why."""
+    if not (math.isfinite(settings.timeout_offset) and settings.timeout_offset >= 0):
+        raise StartupError(f"--web.timeout-offset: expected seconds >= 0, got {settings.timeout_offset}", 2)
+    try:
+        host, port = parse_listen_address(settings.listen)
+    except ValueError as exc:
+        raise StartupError(f"--web.listen-address: {exc}", 2) from None
+    try:
+        web = load_web_config(settings.config_file)
+    except ConfigError as exc:
+        raise StartupError(f"--web.config.file: {exc}", 2) from None
+    app.timeout_offset = settings.timeout_offset
+    try:
+        return ExporterServer(app, host, port, web)
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {settings.listen}: cannot resolve {host!r}: {exc.strerror}") from None
+    except (OSError, ssl.SSLError) as exc:
+        cause = _BIND_ERRORS.get(exc.errno) or getattr(exc, "strerror", None) or str(exc)
+        raise StartupError(f"cannot listen on {settings.listen}: {cause}") from None
+
+
+def serve(app: ExporterApp, settings: WebSettings) -> int:
+    """Start the server, serve until SIGTERM or Ctrl-C, stop; the process' exit code.
+    Start-up failures are one error line in the log (no traceback)."""
+    try:
+        server = start_server(app, settings)
+    except StartupError as exc:
+        log.error("cannot start: %s", exc)
+        return exc.exit_code
+    log.info("listening on %s", server.describe())
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from exporters.common.logsetup import add_logging_args, setup_logging
-from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
+from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
 
 from .collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
@@ -20,6 +20,8 @@ from .targets import TargetError, TargetPolicy, parse_target
 from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, Limits
 
 log = logging.getLogger("exporters.stargate")
+
+DEFAULT_LISTEN = ":9761"
 
 DESCRIPTION = """\
 Multi-target like the blackbox exporter: Prometheus scrapes /probe?target=<cvm>[:2009] and the
@@ -175,8 +177,7 @@ def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], de
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stargate-exporter", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--web.listen-address", dest="listen", default=":9761",
-                        help="address to serve /probe, /metrics and / on (default: %(default)s)")
+    add_web_args(parser, DEFAULT_LISTEN)
     parser.add_argument("--config.file", dest="config", default=None,
                         help="YAML file: vdisk -> VM and disk names, by hand (vdisks:) and/or from Prism's "
                              "v2 API (prism:); see below (optional)")
@@ -196,12 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
         config = load_config(args.config)
-        host, port = parse_listen_address(args.listen)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"error: --web.listen-address: {exc}", file=sys.stderr)
         return 2
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
@@ -231,14 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                  config.prism.refresh_interval, len(config.vdisks))
         if plain and config.prism.username:
             log.warning("prism.url is plain http://: the credentials cross the network unencrypted")
-    server = ExporterServer(make_app(args.concurrency, names, args.timeout, policy, config.limits,
-                                     config.discovery_ports), host, port)
-    log.info("listening on %s:%d", *server.address)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve(make_app(args.concurrency, names, args.timeout, policy, config.limits, config.discovery_ports),
+                 web_settings(args, DEFAULT_LISTEN))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import time
 
 from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
-from exporters.common.web import BadRequest, ExporterApp, ExporterServer, Probe, parse_listen_address
+from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
 
 from .address import target_key
 from .collector import render_probe
@@ -123,8 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
                "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
                "See docs/vcenter.md.")
-    p.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN,
-                   help="address to listen on for /probe, /metrics and / (default: %(default)s)")
+    add_web_args(p, DEFAULT_LISTEN)
     p.add_argument("--config.file", dest="config_file", default=None,
                    help="YAML file with targets, credentials, TLS and refresh settings (optional)")
     p.add_argument("--vcenter.target", dest="targets", action="append", default=[], metavar="HOST[:PORT]",
@@ -165,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config_file, extra_targets=args.targets,
                              allow_unlisted=True if args.allow_unlisted else None,
                              session_idle_timeout=args.session_idle_timeout)
-        host, port = parse_listen_address(args.listen)
     except (ConfigError, ValueError) as exc:
         log.error("configuration error: %s", exc)
         return 2
@@ -174,19 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                     "(user %s); list the vCenters instead (--vcenter.target or targets: in the config file)",
                     config.defaults.username or "(none)")
     app, targets = make_app(config, args.default_timeout)
+    log.info("%d targets configured", len(config.targets))
     try:
-        server = ExporterServer(app, host, port)
-    except OSError as exc:
-        log.error("cannot listen on %s: %s", args.listen, exc)
-        return 1
-    log.info("listening on %s (%d targets configured)", server.url, len(config.targets))
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        return serve(app, web_settings(args, DEFAULT_LISTEN))
     finally:
         targets.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Shared exporter plumbing: the HTTP routes and the config helpers."""
 
-import time
+import re
+import socket
 
 import pytest
 import requests
 from prometheus_client.core import GaugeMetricFamily
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from exporters.common.web import BadRequest, ExporterApp, ExporterServer, parse_listen_address
+from exporters.common.web import (MAX_SCRAPE_TIMEOUT_SECONDS, BadRequest, ExporterApp, ExporterServer,
+                                  parse_listen_address, resolve_listen_address)
 
 
 class Echo:
@@ -41,15 +43,33 @@ def test_landing_page_links_metrics_and_probe(server):
     assert "echo-exporter" in r.text and "/probe?target=good" in r.text and "/metrics" in r.text
 
 
-def test_probe_uses_prometheus_timeout_header_less_margin(server):
+def _remaining(text: str) -> float:
+    return float(re.search(r"^echo_remaining_seconds (\S+)$", text, re.M).group(1))
+
+
+def test_probe_uses_prometheus_timeout_header_less_offset(server):
+    # The probe's remaining time is read after the request reached it: at most the header less
+    # the 0.5 s offset, and less only by the time the request took (generous for a loaded machine).
     r = requests.get(server.url + "/probe", params={"target": "good"},
                      headers={"X-Prometheus-Scrape-Timeout-Seconds": "3"}, timeout=5)
     assert r.status_code == 200
-    assert "echo_remaining_seconds 2.5" in r.text
+    assert 1.5 <= _remaining(r.text) <= 2.5
     assert "echo_up 1.0" in r.text
     r = requests.get(server.url + "/probe", params={"target": "other"}, timeout=5)
-    assert "echo_remaining_seconds 7.0" in r.text
+    assert 6.0 <= _remaining(r.text) <= 7.0
     assert "echo_up 0.0" in r.text
+
+
+@pytest.mark.parametrize("header, expected", [
+    ("3", 2.5), ("0.3", 0.1), ("1e300", MAX_SCRAPE_TIMEOUT_SECONDS - 0.5), ("inf", 7.0), ("-inf", 7.0),
+    ("nan", 7.0), ("-1", 7.0), ("0", 7.0), ("abc", 7.0), ("", 7.0), (None, 7.0), ("1e400", 7.0),
+])
+def test_probe_timeout_ignores_and_clamps_odd_headers(header, expected):
+    app = ExporterApp("echo-exporter", "", handler, default_timeout=7)
+    assert app.probe_timeout(header) == pytest.approx(expected)
+    app.timeout_offset = 2.0
+    if header == "3":
+        assert app.probe_timeout(header) == pytest.approx(1.0)
 
 
 def test_probe_errors_are_http_400(server):
@@ -103,8 +123,35 @@ def test_load_yaml_missing_file_names_it(tmp_path):
 
 
 def test_parse_listen_address():
-    assert parse_listen_address(":9761") == ("0.0.0.0", 9761)
+    assert parse_listen_address(":9761") == ("", 9761)
     assert parse_listen_address("127.0.0.1:1") == ("127.0.0.1", 1)
     assert parse_listen_address("[::1]:80") == ("::1", 80)
-    with pytest.raises(ValueError):
-        parse_listen_address("localhost")
+    assert parse_listen_address("localhost:9761") == ("localhost", 9761)
+    for bad in ("localhost", "::1:80", "[::1:80", "[nope]:80", "a:99999", "a:", "a:-1", "a:٣"):
+        with pytest.raises(ValueError):
+            parse_listen_address(bad)
+
+
+def test_listen_address_family():
+    every = resolve_listen_address("", 9761)
+    if socket.has_dualstack_ipv6():
+        assert (every.family, every.sockaddr[0], every.dual_stack) == (socket.AF_INET6, "::", True)
+    else:
+        assert (every.family, every.sockaddr) == (socket.AF_INET, ("0.0.0.0", 9761))
+    assert every.all_interfaces
+    assert resolve_listen_address("127.0.0.1", 1).family == socket.AF_INET
+    v6 = resolve_listen_address("::1", 1)
+    assert (v6.family, v6.dual_stack, v6.all_interfaces) == (socket.AF_INET6, False, False)
+
+
+def test_server_on_ipv6_loopback():
+    try:
+        srv = ExporterServer(ExporterApp("echo-exporter", "Echoes probes.", handler), "::1", 0).start()
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback: {exc}")
+    try:
+        assert srv.url.startswith("http://[::1]:")
+        r = requests.get(srv.url + "/probe", params={"target": "good"}, timeout=5)
+        assert r.status_code == 200 and "echo_up 1.0" in r.text
+    finally:
+        srv.stop()
