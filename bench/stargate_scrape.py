@@ -31,6 +31,7 @@ from bs4 import BeautifulSoup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from exporters.stargate.collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe  # noqa: E402
+from exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT  # noqa: E402
 
 VDISKS = 1000
 RUNS = 3
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client = HttpClient()
             exporter_probe(client, url, args.concurrency)   # warm-up (fills the simulator's page cache)
+            main_page_bytes = len(requests.get(url + "/", timeout=30).content)
             ours_wall, ours_cpu, ours_sim = measure(RUNS, sim.pid, exporter_probe, client, url, args.concurrency)
             ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             base_wall, base_cpu, base_sim = measure(args.baseline_runs, sim.pid, baseline_probe, url)
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  baseline  wall {base_wall:6.2f} s  cpu {base_cpu:6.2f} s  (best of {args.baseline_runs}: sequential, "
           f"new connection per page, html.parser; simulator cpu {base_sim:5.2f} s)")
     print(f"  ratio     wall {base_wall / ours_wall:5.1f}x  cpu {base_cpu / ours_cpu:5.1f}x")
+    print(f"  main page {main_page_bytes / 1000:.0f} kB: the default body_size_limit "
+          f"({DEFAULT_BODY_SIZE_LIMIT / 2**20:g} MiB) is {DEFAULT_BODY_SIZE_LIMIT / main_page_bytes:.1f}x it")
     ok = ours_wall < 2.0 and ours_rss < 150 and base_wall / ours_wall >= 5
     print(f"  targets (< 2 s wall, < 150 MB RSS, >= 5x wall): {'met' if ok else 'NOT met'}")
     return 0
