@@ -189,8 +189,8 @@ def _users(root: Section) -> dict[str, bytes]:
             raise users.error(str(user), "a user name must be a non-empty string")
         if ":" in user:
             raise users.error(user, "a user name cannot contain ':' (basic auth splits on it)")
-        hashed = users.get(user, str)
-        match = _BCRYPT_HASH.match(hashed)
+        hashed = users.get(user)
+        match = _BCRYPT_HASH.match(hashed) if isinstance(hashed, str) else None
         if not match or not 4 <= int(match.group(1)) <= 31:
             # The value itself is a secret (or a password pasted by mistake): never echo it.
             raise users.error(user, "expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 \"\" | tr -d ':\\n')")
