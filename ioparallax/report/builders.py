@@ -16,12 +16,12 @@ log = logging.getLogger(__name__)
 
 def _builders() -> list[SectionBuilder]:
     # Imported here so that a section module that fails to import breaks only its own section.
-    from ioparallax.report import disks, summary
+    from ioparallax.report import disks, scaling, summary
     builders: list[SectionBuilder] = [
         summary.verdicts_section,       # verdict table, views missing, alerts that fired
         summary.alerts_section,
+        scaling.scaling_section,        # the ramp's plateaus and the USL fit (issue 12); None without a ramp
         disks.disk_sections,            # one page per VM disk
-        # scalability (issue 12): its builder goes here
     ]
     return builders
 

@@ -1,0 +1,136 @@
+"""The scalability section on synthetic report data: the ramp found from the guest's running jobs,
+each view fitted, views that differ drawn apart, --steps, and no section without a ramp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ioparallax.report import ramps, scaling, usl
+from ioparallax.report.data import Dataset
+from ioparallax.report.promapi import PromAPI
+from ioparallax.report.sections import ReportContext
+from mixin.config import load_config
+
+T0 = 1_800_000_000.0
+STEP = 2.0
+STEP_S = 120
+SIGMA, KAPPA, GAMMA = 0.05, 0.02, 5000.0
+
+
+def lagged(x: np.ndarray, points: int) -> np.ndarray:
+    """A trailing moving mean over ``points`` samples (the rules' 1m rate at a 2 s step)."""
+    pad = np.concatenate([np.full(points - 1, x[0]), x])
+    return np.convolve(pad, np.ones(points) / points, mode="valid")
+
+
+def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, noise: float = 0.01,
+                 seed: int = 1) -> Dataset:
+    """VM k (1-based) runs from (k - 1) * 120 s; totals follow the USL; each view's rate lags 1m."""
+    rng = np.random.default_rng(seed)
+    times = T0 + STEP * np.arange(int(vms * STEP_S / STEP))
+    rel = times - T0
+    running = np.minimum(vms, rel // STEP_S + 1)
+    per_vm = GAMMA / (1 + SIGMA * (running - 1) + KAPPA * running * (running - 1))
+    ds = Dataset(times=times)
+    for fam in ("iodepth", "guest_read_ops", "guest_write_ops", "vm_read_ops", "vm_write_ops",
+                "storage_read_ops", "storage_write_ops"):
+        ds.series[fam] = {}
+    for k in range(1, vms + 1):
+        key = (f"web-{k:02d}", "scsi0:1")
+        on = rel >= (k - 1) * STEP_S
+        ops = np.where(on, per_vm, 0.0) * (1 + rng.normal(0, noise, times.size))
+        if guest:
+            ds.series["iodepth"][key] = np.where(on, 4.0, np.nan)
+        for view, scale in (("guest", 1.0), ("vm", 1.0), ("storage", storage_scale)):
+            if view == "guest" and not guest:
+                continue
+            r = lagged(ops * 0.7 * scale, 30)
+            w = lagged(ops * 0.3 * scale, 30)
+            ds.series[f"{view}_read_ops"][key] = np.where(on | (rel >= (k - 1) * STEP_S), r, np.nan)
+            ds.series[f"{view}_write_ops"][key] = np.where(on, w, np.nan)
+    return ds
+
+
+def context(ds: Dataset, steps: list[ramps.Step] | None = None) -> ReportContext:
+    ctx = ReportContext(api=PromAPI("http://127.0.0.1:9"), start=float(ds.times[0]), end=float(ds.times[-1]),
+                        step=STEP, config=load_config())
+    ctx.shared["dataset"] = ds
+    if steps is not None:
+        ctx.shared["steps"] = steps
+    return ctx
+
+
+def test_ramp_of_vms_recovers_sigma_and_kappa_in_every_view():
+    s = scaling.scaling(context(ramp_dataset()))
+    assert s is not None and s.what == "VMs" and s.source.startswith("VMs running fio jobs")
+    assert [round(p.concurrency) for p in s.plateaus] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert s.settle == 60 + 20 + STEP
+    assert s.primary == "guest" and s.differ == []
+    for view in ("guest", "vm", "storage"):
+        f = s.views[view].fit
+        assert f.ok, f.statement
+        assert f.sigma.value == pytest.approx(SIGMA, rel=0.1)
+        assert f.kappa.value == pytest.approx(KAPPA, rel=0.1)
+        assert f.peak_n == pytest.approx(np.sqrt((1 - SIGMA) / KAPPA), rel=0.05)
+
+
+def test_section_has_the_sentence_tables_and_a_figure_with_data():
+    sec = scaling.scaling_section(context(ramp_dataset()))
+    assert sec.id == "scalability" and sec.page_break
+    assert "<b>guest (fio):</b> Throughput at 8 VMs is" in sec.html
+    assert "peaked at about 16," in sec.html
+    assert "The VM (vCenter) and storage (Stargate) views measured the same plateaus" in sec.html
+    assert sec.html.count("<tr><td>") == 8                       # one plateau row per step
+    [fig] = sec.figures
+    assert fig.svg.startswith("<svg") and fig.svg.count("<path") > 50
+    assert fig.csv.startswith("view,kind,concurrency,iops,std\nguest,plateau,1,")
+    assert "vm_disk:ioparallax_guest_read_ops:rate1m" in fig.promql
+    plateaus = sec.csv["scalability-plateaus.csv"].splitlines()
+    assert plateaus[0].startswith("concurrency,start_unix,end_unix,settled_seconds,guest_iops_mean")
+    assert len(plateaus) == 9
+
+
+def test_a_view_that_differs_is_fitted_and_drawn_apart():
+    s = scaling.scaling(context(ramp_dataset(storage_scale=0.8)))
+    assert s.differ == ["storage"]
+    sec = scaling.scaling_section(context(ramp_dataset(storage_scale=0.8)))
+    assert "<b>storage (Stargate) differs</b> by more than 5%" in sec.html
+    csv = sec.figures[0].csv
+    assert csv.count("storage,plateau,") == 8 and csv.count("storage,fit,") == 30
+    assert csv.count("vm,plateau,") == 0                         # the VM view agrees: not drawn again
+
+
+def test_without_a_guest_view_the_vms_with_io_in_vcenter_count():
+    s = scaling.scaling(context(ramp_dataset(guest=False)))
+    assert s.source.startswith("VMs with I/O in the VM view")
+    assert s.primary == "vm"
+    assert s.views["vm"].fit.kappa.value == pytest.approx(KAPPA, rel=0.1)
+
+
+def test_too_short_a_ramp_says_so_instead_of_a_curve():
+    sec = scaling.scaling_section(context(ramp_dataset(vms=3)))
+    assert "No scalability fit: 3 concurrency levels measured, at least 4 are needed" in sec.html
+    [fig] = sec.figures                                          # the points, and no curve through them
+    assert fig.csv.count("guest,plateau,") == 3 and ",fit," not in fig.csv
+
+
+def test_no_ramp_no_section():
+    ds = ramp_dataset(vms=1)
+    assert scaling.scaling_section(context(ds)) is None
+
+
+def test_given_steps_replace_the_detection():
+    ds = ramp_dataset()
+    steps = ramps.parse_steps(",".join(f"{k * STEP_S}s" for k in range(8)))
+    s = scaling.scaling(context(ds, steps))
+    assert s.given_steps and s.source.startswith("steps given with --steps")
+    assert [round(p.concurrency) for p in s.plateaus] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert s.views["guest"].fit.sigma.value == pytest.approx(SIGMA, rel=0.1)
+
+
+def test_the_plateau_means_are_the_settled_totals():
+    s = scaling.scaling(context(ramp_dataset(noise=0.0)))
+    for p, x in zip(s.plateaus, s.views["guest"].throughput):
+        n = round(p.concurrency)
+        assert x == pytest.approx(float(usl.usl(np.array([n]), SIGMA, KAPPA, GAMMA)[0]), rel=1e-9)
