@@ -122,7 +122,7 @@ def _window() -> int:
     return int(text)
 
 # Non-parametrized pooled fixtures: fixture name = pool key.
-POOLED_FIXTURES = ("demo_stack", "demo_command")
+POOLED_FIXTURES = ("demo_stack", "demo_command", "long_term_stack")
 
 # Scenarios also run as `make demo DEMO_ARGS=--quick-alerts` runs them (the demo's 5 s scrapes and
 # 20 s vCenter probes, the quick `for` durations): the ones whose bursts meet those intervals.
@@ -209,6 +209,11 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     entries["demo_stack"] = Entry(
         start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("demo")),
         stop=Stack.stop)
+    # zero-heavy with VictoriaMetrics as Prometheus' remote_write target (`--long-term`).
+    entries["long_term_stack"] = Entry(
+        start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("long-term"),
+                                rules_dir=test_rules_dir, long_term=True),
+        stop=Stack.stop)
     command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
     entries["demo_command"] = Entry(
         start=functools.partial(DemoCommand, command_dir, [
@@ -248,6 +253,14 @@ def demo_mode_stack(request, stack_pool) -> Stack:
 def demo_stack(stack_pool) -> Stack:
     """The stack `make demo` starts (zero-heavy, the shipped rules), with test scrape intervals."""
     with stack_pool.lease("demo_stack") as thing:
+        yield thing
+
+
+@pytest.fixture(scope="session")
+def long_term_stack(stack_pool) -> Stack:
+    """zero-heavy (the e2e rules) with VictoriaMetrics as Prometheus' remote_write target, as
+    `ioparallax-demo --long-term` starts it."""
+    with stack_pool.lease("long_term_stack") as thing:
         yield thing
 
 
