@@ -121,13 +121,21 @@ class Dataset:
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
 
-    def disks(self) -> list[Key]:
-        """Every VM disk with data in any view's byte or ops family, sorted."""
+    def _known(self, busy: bool) -> set[Key]:
         keys: set[Key] = set()
         for fam in self.series:
             if fam.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in fam or "ops" in fam):
-                keys.update(k for k, v in self.series[fam].items() if np.any(~np.isnan(v)))
-        return sorted(keys)
+                keys.update(k for k, v in self.series[fam].items()
+                            if (np.nanmax(v, initial=0) > 0 if busy else np.any(~np.isnan(v))))
+        return keys
+
+    def disks(self) -> list[Key]:
+        """Every VM disk with I/O (a value above 0) in any view's byte or ops family, sorted."""
+        return sorted(self._known(busy=True))
+
+    def idle_disks(self) -> list[Key]:
+        """VM disks the views know but that did no I/O in the range (e.g. a VM not started yet)."""
+        return sorted(self._known(busy=False) - self._known(busy=True))
 
 
 def _to_grid(values: list[list[Any]], start: float, step: float, n: int) -> np.ndarray:

@@ -103,6 +103,14 @@ def fmt_time(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def fmt_clock(t: float, ctx: ReportContext) -> str:
+    """The time of day when the range lies within one UTC day (the header gives the date)."""
+    day = lambda x: datetime.fromtimestamp(x, timezone.utc).date()  # noqa: E731
+    if day(ctx.start) == day(ctx.end):
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+    return fmt_time(t)
+
+
 def verdicts_csv(table: dict[Key, dict[str, Verdict]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -144,6 +152,10 @@ def verdicts_section(ctx: ReportContext) -> Section:
             rows.append("<tr>" + name + "".join(verdict_cell(ctx, row[t]) for t in TRAPS) + "</tr>")
         parts.append(f'<table class="verdicts"><thead><tr><th>VM disk</th>{head}</tr></thead>'
                      f'<tbody>{"".join(rows)}</tbody></table>')
+    idle = ds.idle_disks()
+    if idle:
+        parts.append(f'<p class="note">Idle in the whole range (known to a view, no I/O, not judged): '
+                     f'{esc(", ".join(f"{vm} {disk}" for vm, disk in idle))}.</p>')
     return Section(id="verdicts", title="Verdicts", html="".join(parts),
                    csv={"verdicts.csv": verdicts_csv(table)} if table else {},
                    promql=[ds.promql[f] for f in ("guest_read_bytes", "vm_read_bytes", "storage_read_bytes",
@@ -185,10 +197,10 @@ def alerts_section(ctx: ReportContext) -> Section:
         rows = "".join(
             f"<tr><td>{esc(name)}</td><td>{esc(labels.get('severity', ''))}</td>"
             f"<td>{esc(', '.join(f'{k}={v}' for k, v in sorted(labels.items()) if k != 'severity'))}</td>"
-            f"<td>{esc(fmt_time(a))}</td><td>{'still firing' if still else esc(fmt_time(b))}</td></tr>"
+            f"<td>{esc(fmt_clock(a, ctx))}</td><td>{'still firing' if still else esc(fmt_clock(b, ctx))}</td></tr>"
             for name, labels, a, b, still in fired)
         body = (f'<table class="alerts"><thead><tr><th>Alert</th><th>Severity</th><th>Labels</th>'
-                f'<th>Firing from</th><th>Until</th></tr></thead><tbody>{rows}</tbody></table>'
+                f'<th>Firing from (UTC)</th><th>Until</th></tr></thead><tbody>{rows}</tbody></table>'
                 f'<p class="note">Times are those of the report\'s steps ({ctx.step:g} s): an alert is '
                 f'listed from the first step at which it was firing to the last.</p>')
     buf = io.StringIO()

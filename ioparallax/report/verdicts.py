@@ -286,8 +286,7 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
 
 def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
     trap = "misalignment"
-    thr = (f"partition start % 4096 != 0; storage reads > {pct(t.misaligned_read_to_write_ratio)} "
-           f"of writes on a write-only disk")
+    thr = f"start % 4096 != 0, or RMW reads > {pct(t.misaligned_read_to_write_ratio)} of writes"
     split = ""
     if _has(inp.splitting):
         s = float(np.nanmedian(inp.splitting))
@@ -325,7 +324,7 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
 
 def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
     trap = "hygiene"
-    thr = "no fio hygiene problem"
+    thr = "any fio hygiene problem"
     if why := _missing(inp, "guest"):
         return _nm(trap, why, thr)
     if inp.hygiene_problems is None:

@@ -191,6 +191,21 @@ class Scenario:
     def disks(self) -> list[Disk]:
         return [d for vm in self.vms for d in vm.disks]
 
+    def expected_verdicts(self) -> dict[tuple[str, str], dict[str, str]]:
+        """(vm, disk unit) -> trap -> the report's expected verdict (``expect.verdicts``): the
+        scenario-wide states, then the per-disk ones; every trap not listed is OK."""
+        from ioparallax.report.verdicts import TRAPS
+        spec = self.expect.get("verdicts", {}) or {}
+        base = {trap: "OK" for trap in TRAPS}
+        base.update({k: v for k, v in spec.items() if k != "disks"})
+        out = {}
+        for vm in self.vms:
+            for d in vm.disks:
+                row = dict(base)
+                row.update((spec.get("disks") or {}).get(f"{vm.name} {d.unit}", {}))
+                out[(vm.name, d.unit)] = row
+        return out
+
 
 def _uuid(*parts: object) -> str:
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
@@ -294,6 +309,41 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
     return stream
 
 
+VERDICT_STATES = ("OK", "Distorted", "Not measurable")
+
+
+def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
+    """``expect:``: free-form for the docs and tests, except ``verdicts`` (the report's expected
+    verdicts, checked here so that a typo in a trap or a state fails when the scenario loads)."""
+    expect = root.get("expect", dict, default={})
+    if "verdicts" not in expect:
+        return expect
+    from ioparallax.report.verdicts import TRAPS
+    vsec = root.section("expect").section("verdicts")
+    disks = {f"{vm.name} {d.unit}" for vm in vms for d in vm.disks}
+
+    def check(sec: Section, where: dict[str, Any]) -> None:
+        for trap, state in where.items():
+            if trap not in TRAPS:
+                raise sec.error(trap, f"unknown trap (known: {', '.join(TRAPS)})")
+            if state not in VERDICT_STATES:
+                raise sec.error(trap, f"expected one of {', '.join(VERDICT_STATES)}, got {state!r}")
+
+    data = vsec.data if isinstance(vsec.data, dict) else {}
+    check(vsec, {k: v for k, v in data.items() if k != "disks"})
+    per_disk = data.get("disks") or {}
+    if not isinstance(per_disk, dict):
+        raise vsec.error("disks", "expected a mapping of 'vm unit' (e.g. 'pg-01 scsi0:1') to verdicts")
+    dsec = vsec.section("disks")
+    for name, verdicts in per_disk.items():
+        if name not in disks:
+            raise dsec.error(name, f"no such VM disk in the scenario (known: {', '.join(sorted(disks))})")
+        if not isinstance(verdicts, dict):
+            raise dsec.error(name, "expected a mapping of trap to verdict")
+        check(dsec.section(name), verdicts)
+    return expect
+
+
 def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Scenario:
     root = Section(data, path)
     name = root.get("name", str)
@@ -392,7 +442,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         cluster=cluster,
         vms=tuple(vms),
         source=str(path or ""),
-        expect=root.get("expect", dict, default={}),
+        expect=_expect(root, vms),
     )
     root.get("description", str, default="")
     root.reject_unknown()

@@ -107,6 +107,21 @@ def test_a_missing_view_is_named_and_its_cells_are_not_measurable(stack, tmp_pat
     assert row == ["Not measurable", "Distorted", "Distorted", "OK", "Not measurable", "OK", "Distorted"]
 
 
+def test_compare_puts_a_second_range_on_the_same_figures(stack, tmp_path):
+    out = tmp_path / "c.html"
+    done = run_report(stack, out, "--compare", f"B=-{RANGE_S // 2}s..now")
+    assert done.returncode == 0, done.stderr
+    soup = BeautifulSoup(out.read_text(), "lxml")
+    table = soup.select_one("section#compare table.compare")
+    rows = table.select("tbody tr")
+    assert [r.th.get_text(" ") for r in rows] == ["bench-01 scsi0:1", "bench-02 scsi0:1"]
+    # Same stack, steady load: both ranges read about the same guest bytes/s (delta within 15 %).
+    guest = rows[0].select("td")[0].get_text("|").split("|")
+    assert guest[2].endswith("%") and abs(int(guest[2].split()[0])) <= 15, guest
+    caption = soup.select_one("#disk-bench-01-scsi0-1-three-views figcaption").get_text()
+    assert "Dashed: B" in caption
+
+
 def test_unreachable_prometheus_is_a_clear_error(tmp_path):
     from simulators.stack import free_port
     url = f"http://127.0.0.1:{free_port()}"
