@@ -7,6 +7,7 @@ with promtool and amtool.
 
 import os
 import subprocess
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -140,3 +141,81 @@ def test_the_image_holds_every_package_the_project_installs():
     for pattern in include:
         package = pattern.rstrip("*")
         assert f"COPY {package} ./{package}" in dockerfile, f"the image lacks {package}/ (pip install . would skip it)"
+
+
+# --- the long-term profile: VictoriaMetrics as Prometheus' remote_write target ----------------
+
+LONG_TERM_ENV = {"GRAFANA_ADMIN_PASSWORD": "s3cret", "PROMETHEUS_CONFIG": "prometheus-long-term.yml"}
+
+
+@pytest.fixture(scope="module")
+def long_term_config():
+    res = compose("--profile", "long-term", "config", env=LONG_TERM_ENV)
+    assert res.returncode == 0, res.stderr
+    return yaml.safe_load(res.stdout)
+
+
+def mounts(svc: dict) -> dict[str, str]:
+    return {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
+            (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in svc.get("volumes", [])}
+
+
+def flag(command: list[str], name: str) -> str:
+    [value] = [c.split("=", 1)[1] for c in command if c.startswith(f"-{name}=")]
+    return value
+
+
+def test_the_long_term_profile_adds_victoria_metrics_with_its_data_in_a_volume(long_term_config):
+    services = long_term_config["services"]
+    assert {name for name, svc in services.items() if "long-term" in svc.get("profiles", [])} == {"victoria-metrics"}
+    vm = services["victoria-metrics"]
+    data = flag(vm["command"], "storageDataPath")
+    assert mounts(vm)["victoria-metrics-data"] == data, "VictoriaMetrics' data must outlive the container"
+    assert "victoria-metrics-data" in long_term_config["volumes"]
+    assert int(flag(vm["command"], "retentionPeriod")) >= 1      # months
+
+
+def test_compose_victoria_metrics_is_the_line_the_e2e_test_runs(long_term_config):
+    """The image's version is Debian's package line (1.79), whose MetricsQL the e2e test compares
+    with Prometheus (tests/e2e/test_e2e_long_term.py)."""
+    image = long_term_config["services"]["victoria-metrics"]["image"]
+    repo, _, tag = image.rpartition(":")
+    assert repo == "victoriametrics/victoria-metrics" and tag.startswith("v1.79."), image
+    res = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "victoria-metrics"], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip("Debian's victoria-metrics is not installed (make deps)")
+    assert res.stdout.startswith("1.79."), res.stdout
+
+
+def test_prometheus_writes_to_victoria_metrics_under_the_long_term_profile(long_term_config, demo_config):
+    prom_mounts = {target: source for source, target in mounts(long_term_config["services"]["prometheus"]).items()}
+    assert prom_mounts["/etc/prometheus/prometheus.yml"] == str(REPO / "deploy/prometheus/prometheus-long-term.yml")
+    # without the variable, the plain config (no remote_write)
+    plain = {target: source for source, target in mounts(demo_config["services"]["prometheus"]).items()}
+    assert plain["/etc/prometheus/prometheus.yml"] == str(REPO / "deploy/prometheus/prometheus.yml")
+    cfg = yaml.safe_load((REPO / "deploy/prometheus/prometheus-long-term.yml").read_text())
+    [rw] = cfg["remote_write"]
+    url = urlsplit(rw["url"])
+    port = flag(long_term_config["services"]["victoria-metrics"]["command"], "httpListenAddr").rsplit(":", 1)[1]
+    assert (url.scheme, url.hostname, str(url.port), url.path) == ("http", "victoria-metrics", port, "/api/v1/write")
+    # raw and recorded series alike: nothing dropped on the way
+    assert "write_relabel_configs" not in rw
+
+
+def test_the_long_term_prometheus_config_is_prometheus_yml_plus_remote_write():
+    base = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
+    long_term = yaml.safe_load((REPO / "deploy/prometheus/prometheus-long-term.yml").read_text())
+    assert "remote_write" not in base
+    assert {k: v for k, v in long_term.items() if k != "remote_write"} == base, \
+        "deploy/prometheus/prometheus-long-term.yml must be prometheus.yml plus remote_write: copy the change over"
+    res = subprocess.run(["promtool", "check", "config", "--syntax-only",
+                          str(REPO / "deploy/prometheus/prometheus-long-term.yml")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_grafana_offers_victoria_metrics_as_a_data_source(long_term_config):
+    sources = yaml.safe_load((REPO / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())["datasources"]
+    [vm] = [s for s in sources if s["name"] == "VictoriaMetrics"]
+    port = flag(long_term_config["services"]["victoria-metrics"]["command"], "httpListenAddr").rsplit(":", 1)[1]
+    assert vm["type"] == "prometheus" and vm["url"] == f"http://victoria-metrics:{port}"
+    assert [s["name"] for s in sources if s.get("isDefault")] == ["Prometheus"]
