@@ -495,6 +495,8 @@ def start_server(app: ExporterApp, settings: WebSettings) -> ExporterServer:
     mistake, 1 when the address cannot be listened on) with one line saying why."""
     if not (math.isfinite(settings.timeout_offset) and settings.timeout_offset >= 0):
         raise StartupError(f"--web.timeout-offset: expected seconds >= 0, got {settings.timeout_offset}", 2)
+    if not (math.isfinite(app.default_timeout) and app.default_timeout > 0):
+        raise StartupError(f"--probe.default-timeout: expected seconds > 0, got {app.default_timeout}", 2)
     try:
         host, port = parse_listen_address(settings.listen)
     except ValueError as exc:

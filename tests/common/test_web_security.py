@@ -370,3 +370,13 @@ def test_no_input_to_the_http_layer_gives_500(stargate_any, request_line, allowe
     status = int(m.group(1))
     assert status in allowed, (request_line[:80], answer[:300])
     assert "Traceback" not in proc.output()
+
+
+@pytest.mark.parametrize("exporter", ["stargate-exporter", "vcenter-exporter"])
+@pytest.mark.parametrize("flag, message", [("--probe.default-timeout=inf", "--probe.default-timeout: expected seconds > 0"),
+                                           ("--web.timeout-offset=-1", "--web.timeout-offset: expected seconds >= 0"),
+                                           ("--web.timeout-offset=nan", "--web.timeout-offset: expected seconds >= 0")])
+def test_bad_timeout_flags_are_one_clear_line(exporter, flag, message):
+    res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", flag, *_MINIMAL_ARGS[exporter]])
+    assert res.returncode == 2, res.stderr
+    assert message in _one_error_line(res)
