@@ -33,7 +33,8 @@ merge their vdisks by id (a vdisk that moves during the probe is counted once).
 
 EPILOG = """\
 examples:
-  stargate-exporter --web.listen-address=:9761
+  stargate-exporter --web.listen-address=:9761        # the default: every interface
+  stargate-exporter --web.listen-address=127.0.0.1:9761 --web.config.file=web.yml  # local, TLS + basic auth
   curl 'http://localhost:9761/probe?target=10.0.0.11'               # one CVM (port 2009)
   curl 'http://localhost:9761/probe?target=10.0.0.11&discover=true' # the whole cluster
 
