@@ -40,8 +40,10 @@ def _stargate_exposition() -> str:
     from simulators.stargate.server import StargateCluster
 
     with StargateCluster("zero-heavy", clock=lambda: 1_700_000_000.0) as cluster:
-        srv = ExporterServer(make_app(4, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0),
-                             "127.0.0.1", 0).start()
+        # discover=true follows the simulator's CVMs, which share one address on their own ports.
+        ports = tuple(int(u.rsplit(":", 1)[1]) for u in cluster.urls.values())
+        srv = ExporterServer(make_app(4, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0,
+                                      discovery_ports=ports), "127.0.0.1", 0).start()
         try:
             target = cluster.urls["cvm-1"].split("://", 1)[1]
             r = requests.get(srv.url + "/probe", params={"target": target, "discover": "true"}, timeout=30)
