@@ -18,6 +18,7 @@ from exporters.common.config import ConfigError, Section, load_yaml, parse_durat
 DEFAULT_CONFIG = Path(__file__).with_name("config.yml")
 
 _PROM_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SELECTOR = re.compile(r'^(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,|$))*$')
 
 
@@ -87,6 +88,7 @@ class MixinConfig:
     alerts: AlertSettings
     dashboards: DashboardSettings
     path: str
+    cluster_label: str = "cluster"   # "" for a Prometheus that only ever holds one cluster
 
     @property
     def w(self) -> str:
@@ -170,8 +172,13 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
     dashboards = DashboardSettings(uid_prefix=uid_prefix, tags=tuple(tags), refresh=d.get("refresh", str),
                                    time_from=d.get("time_from", str), datasource=d.get("datasource", str))
     d.reject_unknown()
+    cluster_label = root.get("cluster_label", str, default="cluster").strip()
+    if cluster_label and not _LABEL.fullmatch(cluster_label):
+        raise root.error("cluster_label", f"expected a Prometheus label name such as cluster, or '' for none, "
+                                          f"got {cluster_label!r}")
     root.reject_unknown()
-    return MixinConfig(selectors, windows, thresholds, fors, alerts, dashboards, str(path or "<config>"))
+    return MixinConfig(selectors, windows, thresholds, fors, alerts, dashboards, str(path or "<config>"),
+                       cluster_label)
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

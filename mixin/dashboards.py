@@ -22,7 +22,9 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
+from mixin.cluster import per_cluster, select_cluster
 from mixin.config import MixinConfig
+from mixin.queries import panels
 from mixin.dashboards_panels import DATASOURCE, LAYER_COLORS, ZERO_COLOR, Q, heat, labelled, note, row, single, tbl, ts
 
 DIRECTIONS = ("read", "write")
@@ -36,13 +38,25 @@ VCENTER_SAMPLE = "20s"
 # -- variables ------------------------------------------------------------------------------
 
 def _variables(cfg: MixinConfig, all_default: bool) -> list[Any]:
-    """$datasource, $vm, $disk, $vdisk. ``all_default``: start on All (the overview)."""
+    """$datasource, $cluster (with cfg.cluster_label), $vm, $disk, $vdisk. ``all_default``: start
+    on All (the overview). Every query but $cluster's gets the cluster matcher in build_dashboards."""
     ds = (db.DatasourceVariable("datasource").label("Data source").type("prometheus")
           .current(dm.VariableOption(selected=True, text=cfg.dashboards.datasource,
                                      value=cfg.dashboards.datasource)))
     out: list[Any] = [ds]
     vc = cfg.selectors.vcenter
     sg = cfg.selectors.stargate
+    if cfg.cluster_label:
+        # All by default: a Prometheus with one cluster has no such label, and All (.*) matches
+        # series without it.
+        out.append(db.QueryVariable(CLUSTER_VARIABLE).label("cluster")
+                   .description(f"Cluster ({cfg.cluster_label} label, set by Prometheus): vdisk ids and VM "
+                                "names are unique only within one. All when Prometheus holds one cluster.")
+                   .datasource(DATASOURCE).query(f"label_values(vcenter_virtual_disk_info{_braces(vc)}, "
+                                                 f"{cfg.cluster_label})")
+                   .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.NATURAL_ASC)
+                   .multi(True).include_all(True).all_value(".*")
+                   .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"])))
     for name, label, query, doc in (
         ("vm", "VM", f"label_values(vcenter_virtual_disk_info{_braces(vc)}, vm)",
          "VM name as vCenter knows it: the join key of the guest, VM and storage views."),
@@ -66,6 +80,7 @@ def _braces(*matchers: str) -> str:
 
 
 VMDISK = 'vm=~"$vm",disk=~"$disk"'
+CLUSTER_VARIABLE = "cluster"
 VDISK = 'vdisk_id=~"$vdisk"'
 
 
@@ -597,12 +612,24 @@ def _number_panels(model: dict[str, Any]) -> dict[str, Any]:
     return model
 
 
+def _per_cluster(model: dict[str, Any], label: str) -> dict[str, Any]:
+    """Every panel query and variable (but $cluster) selects ``$cluster`` and keeps the cluster
+    label in each by/on (mixin/cluster.py), so two clusters' equal vdisk ids never mix."""
+    for p in panels(model):
+        for t in p.get("targets", []) or []:
+            t["expr"] = select_cluster(per_cluster(t["expr"], label), label, CLUSTER_VARIABLE)
+    for v in model.get("templating", {}).get("list", []):
+        if v.get("type") == "query" and v["name"] != CLUSTER_VARIABLE:
+            v["query"] = select_cluster(v["query"], label, CLUSTER_VARIABLE)
+    return model
+
+
 def build_dashboards(cfg: MixinConfig) -> dict[str, dict[str, Any]]:
     """{file name: dashboard JSON model} of every dashboard, from the mixin config."""
     out = {}
     for filename, build in BUILDERS.items():
         model = json.loads(json.dumps(build(cfg).build(), cls=JSONEncoder))
-        out[filename] = _number_panels(model)
+        out[filename] = _number_panels(_per_cluster(model, cfg.cluster_label))
     return out
 
 

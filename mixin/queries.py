@@ -63,10 +63,16 @@ def substitute(expr: str, values: dict[str, str]) -> str:
     return _VAR.sub(rep, expr)
 
 
-# A VM disk that the guest, the VM and the storage views all know (what the variables default to).
-JOINED_VM_DISKS = ("group by (vm, disk) (guest_job:ioparallax_vm_disk:info) "
-                   "and on (vm, disk) group by (vm, disk) (vdisk:ioparallax_vdisk:info) "
-                   "and on (vm, disk) group by (vm, disk) (vcenter_virtual_disk_info)")
+def joined_vm_disks(cluster_label: str = "cluster") -> str:
+    """A VM disk that the guest, the VM and the storage views all know (what the variables default
+    to), per cluster (``cluster_label`` of mixin/config.yml; '' for none)."""
+    key = f"{cluster_label}, vm, disk" if cluster_label else "vm, disk"
+    return (f"group by ({key}) (guest_job:ioparallax_vm_disk:info) "
+            f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
+            f"and on ({key}) group by ({key}) (vcenter_virtual_disk_info)")
+
+
+JOINED_VM_DISKS = joined_vm_disks()
 
 
 @dataclass
@@ -89,9 +95,11 @@ def dashboard_coverage(query: Any, rate_interval: str = "1m", interval: str = "5
     joined = query(JOINED_VM_DISKS)
     if not joined:
         return None
-    m = sorted((r["metric"] for r in joined), key=lambda m: (m["vm"], m["disk"]))[0]
-    vdisks = query(f'vdisk:ioparallax_vdisk:info{{vm="{m["vm"]}",disk="{m["disk"]}"}}')
-    values = {"vm": m["vm"], "disk": m["disk"], "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
+    m = sorted((r["metric"] for r in joined), key=lambda m: (m.get("cluster", ""), m["vm"], m["disk"]))[0]
+    cluster = m.get("cluster", "")     # "" matches series without the label, as Grafana's All (.*) does
+    vdisks = query(f'vdisk:ioparallax_vdisk:info{{cluster="{cluster}",vm="{m["vm"]}",disk="{m["disk"]}"}}')
+    values = {"cluster": cluster, "vm": m["vm"], "disk": m["disk"],
+              "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
               "__rate_interval": rate_interval, "__interval": interval}
     every = expressions(dashboards if dashboards is not None else load_dashboards())
     empty = [e for e in every if not query(substitute(e.expr, values))]

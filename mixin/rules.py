@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from mixin.cluster import per_cluster
 from mixin.config import MixinConfig
 
 DIRECTIONS = ("read", "write")
@@ -370,7 +371,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
               Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)]
     a = cfg.windows.agreement
     if a == w:     # the views-disagree alerts judge the ratios above
-        return groups
+        return _per_cluster(groups, cfg)
     # The views-disagree alerts judge bytes over the agreement window: a ratio of rates over it, not
     # an average of 1m ratios (a 1m window holds two or three 20 s samples or bursts, so each 1m
     # ratio can be a third off, and an average of ratios is biased upwards).
@@ -404,8 +405,16 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
              f"vm_disk:ioparallax_storage_bytes:avg{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
              record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{a}"),
     ]
-    return groups + [Group("ioparallax.agreement", f"The views over the agreement window ({a}): what the "
-                           "views-disagree alerts judge.", agreement)]
+    return _per_cluster(groups + [Group("ioparallax.agreement", f"The views over the agreement window ({a}): "
+                                        "what the views-disagree alerts judge.", agreement)], cfg)
+
+
+def _per_cluster(groups: list[Group], cfg: MixinConfig) -> list[Group]:
+    """Every by/on of every rule keeps the cluster label (mixin/cluster.py)."""
+    for g in groups:
+        for rule in g.rules:
+            rule.expr = per_cluster(rule.expr, cfg.cluster_label)
+    return groups
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,7 +586,7 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "probe fewer CVMs per target, or raise the exporter's concurrency.",
               "Needs Prometheus' --enable-feature=extra-scrape-metrics (scrape_timeout_seconds)."),
     ])
-    return [guest, storage, views, exporters]
+    return _per_cluster([guest, storage, views, exporters], cfg)
 
 
 def both_bytes(w: str) -> str:

@@ -15,7 +15,7 @@ from mixin.queries import substitute as _substitute
 # Values that stand in for the dashboard variables: a VM disk and vdisk of the zero-heavy
 # scenario (the e2e test uses the scenario's real ones), and the intervals Grafana would use
 # with 2 s scrapes.
-SAMPLE_VARS = {"vm": "bench-01", "disk": "scsi0:1", "vdisk": "1000",
+SAMPLE_VARS = {"cluster": "poc-a", "vm": "bench-01", "disk": "scsi0:1", "vdisk": "1000",
                "__rate_interval": "1m", "__interval": "2s"}
 
 

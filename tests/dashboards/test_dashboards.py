@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from mixin.cluster import groupings
 from mixin.config import load_config
 from mixin.dashboards import BUILDERS, build_dashboards, render, write_dashboards
 from tests.support import REPO
@@ -59,15 +60,39 @@ def test_tags_refresh_and_time_come_from_the_config(dashboards):
 def test_one_variable_vocabulary_on_every_dashboard(dashboards):
     for fname, m in dashboards.items():
         variables = {v["name"]: v for v in m["templating"]["list"]}
-        assert list(variables) == ["datasource", "vm", "disk", "vdisk"], fname
+        assert list(variables) == ["datasource", "cluster", "vm", "disk", "vdisk"], fname
         ds = variables["datasource"]
         assert ds["type"] == "datasource" and ds["query"] == "prometheus" and ds["current"]["value"] == "Prometheus"
-        assert label_values_selector(variables["vm"]["query"]).startswith("vcenter_virtual_disk_info{")
-        assert label_values_selector(variables["disk"]["query"]) == 'vcenter_virtual_disk_info{job="vcenter",vm=~"$vm"}'
+        # $cluster starts on All (.*), which also matches series without the label (one cluster)
+        assert variables["cluster"]["query"] == 'label_values(vcenter_virtual_disk_info{job="vcenter"}, cluster)'
+        assert variables["cluster"]["current"]["value"] == ["$__all"] and variables["cluster"]["allValue"] == ".*"
+        assert label_values_selector(variables["vm"]["query"]) == \
+            'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter"}'
+        assert label_values_selector(variables["disk"]["query"]) == \
+            'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter",vm=~"$vm"}'
         assert variables["vdisk"]["query"] == \
-            'label_values(stargate_vdisk_info{job="stargate",vm=~"$vm",disk=~"$disk"}, vdisk_id)'
-        for name in ("vm", "disk", "vdisk"):
+            'label_values(stargate_vdisk_info{cluster=~"$cluster",job="stargate",vm=~"$vm",disk=~"$disk"}, vdisk_id)'
+        for name in ("cluster", "vm", "disk", "vdisk"):
             assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+
+
+def test_every_query_selects_the_cluster_and_keeps_it_in_every_grouping(dashboards):
+    for e in expressions(dashboards):
+        if e.where.endswith("variable cluster"):
+            continue
+        for name in metric_names(e.expr):
+            assert re.search(re.escape(name) + r'\{cluster=~"\$cluster"[,}]', e.expr), (e.where, name)
+        for kind, labels in groupings(e.expr):
+            assert labels[0] == "cluster", (e.where, kind, labels)
+
+
+def test_without_a_cluster_label_the_dashboards_have_no_cluster_variable_nor_grouping(tmp_path):
+    cfg = load_config(overrides={"cluster_label": ""})
+    models = build_dashboards(cfg)
+    for fname, m in models.items():
+        assert [v["name"] for v in m["templating"]["list"]] == ["datasource", "vm", "disk", "vdisk"], fname
+    text = json.dumps(models)
+    assert "cluster" not in text.replace("Cluster", "")
 
 
 def test_every_panel_has_a_unit_a_description_and_the_datasource_variable(dashboards):

@@ -228,6 +228,6 @@ def test_panels_show_the_scenarios_numbers(scenario_stack):
         hygiene = wait_for(stack, substitute(panel_query("ioparallax-fio.json", "Hygiene findings", "A"), values), 60)
         assert "zero_buffers" in {r["metric"]["problem"] for r in hygiene}
         assert {r["metric"]["vm"] for r in hygiene} == {values["vm"]}
-        firing = wait_for(stack, panel_query("ioparallax-overview.json", "Firing alerts", "A"), 150)
+        firing = wait_for(stack, substitute(panel_query("ioparallax-overview.json", "Firing alerts", "A"), values), 150)
         assert ("IoparallaxFioJobHygiene", values["vm"]) in {(r["metric"]["alertname"], r["metric"].get("vm"))
                                                               for r in firing}

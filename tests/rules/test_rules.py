@@ -12,6 +12,7 @@ import yaml
 
 from exporters.common.config import ConfigError
 from mixin.cli import main as mixin_main
+from mixin.cluster import groupings, per_cluster
 from mixin.config import DEFAULT_CONFIG, load_config, parse_config
 from mixin.rules import alert_groups, recording_rules, rule_files
 
@@ -160,6 +161,50 @@ def test_config_errors_name_the_file_and_the_key(tmp_path, patch, key):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(path) in str(err.value) and key in str(err.value)
+
+
+def _all_rules(cfg) -> list:
+    return [r for g in recording_rules(cfg) + alert_groups(cfg) for r in g.rules]
+
+
+@pytest.mark.parametrize("label", ["cluster", "k8s_cluster"])
+def test_every_grouping_and_join_keeps_the_cluster_label(label):
+    # Two clusters' equal vdisk ids and VM names must never be summed or joined together: every
+    # by (...) and on (...) starts with the label (the two-cluster promtool cases prove the effect).
+    cfg = load_config(overrides={"cluster_label": label})
+    seen = 0
+    for rule in _all_rules(cfg):
+        for kind, labels in groupings(rule.expr):
+            assert labels[0] == label and labels.count(label) == 1, (rule.record or rule.alert, kind, labels)
+            seen += 1
+    assert seen > 100
+
+
+def test_without_a_cluster_label_the_rules_are_unchanged_by_it():
+    cfg = load_config(overrides={"cluster_label": ""})
+    text = "".join(rule_files(cfg).values())
+    assert "cluster," not in text and "(cluster" not in text
+    assert "max by (vdisk_id, vm, disk)" in text
+
+
+def test_per_cluster_adds_the_label_once_and_leaves_ignoring_and_group_left_alone():
+    expr = "sum by (vm, disk) (a * on (vdisk_id) group_left (vm, disk) b) / ignoring (x) group_left () c"
+    once = per_cluster(expr, "cluster")
+    assert once == ("sum by (cluster, vm, disk) (a * on (cluster, vdisk_id) group_left (vm, disk) b)"
+                    " / ignoring (x) group_left () c")
+    assert per_cluster(once, "cluster") == once
+    assert per_cluster("count by () (up)", "cluster") == "count by (cluster) (up)"
+
+
+@pytest.mark.parametrize("value", ["has space", "1cluster", "cluster-name"])
+def test_a_bad_cluster_label_is_a_config_error_naming_the_key(tmp_path, value):
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    data["cluster_label"] = value
+    path = tmp_path / "mixin.yml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="cluster_label: expected a Prometheus label name") as err:
+        load_config(path)
+    assert str(path) in str(err.value)
 
 
 def test_cli_reports_a_config_error_without_a_traceback(tmp_path, capsys):
