@@ -44,7 +44,7 @@ DEFAULT_TIMEOUT = 30.0
 #: target must not hold vCenter sessions forever).
 DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
 #: A disk's latest 20 s sample is shown as a gauge only while it is at most this much older than
-#: the newest sample of its vCenter: realtime samples come every 20 s and may be published up to
+#: the newest sample of the VMs on its ESXi host: realtime samples come every 20 s and may be published up to
 #: ~40 s late; older means the VM stopped reporting (powered off, vanished, host down).
 DEFAULT_SAMPLE_MAX_AGE = 60.0
 PERF_FORMATS = ("csv", "normal")

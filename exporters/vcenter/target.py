@@ -85,9 +85,9 @@ class Target:
         self._pool: ThreadPoolExecutor | None = None   # QueryPerf calls in flight (see _query_all)
         self.errors: dict[str, int] = {}   # failed probes by kind
         self.collections = 0
-        # vCenter's clock as its samples show it: the newest sample end seen, and when (monotonic).
-        self.newest_sample: float | None = None
-        self.newest_sample_seen_at = 0.0
+        # Each ESXi host's clock as its samples show it (realtime samples are stamped by the
+        # host): host -> (newest sample end seen, time.monotonic() when first seen).
+        self.host_clocks: dict[str, tuple[float, float]] = {}
 
     def busy(self) -> bool:
         """True while a collection is running (it still uses the session)."""
@@ -225,31 +225,41 @@ class Target:
         snap.render_cache = self.render_cache
         snap.inventory_age = time.monotonic() - self.inventory_at
         queried = {r.moref for r in requests}
-        oldest_fresh = self._oldest_fresh_sample()
+        oldest_fresh = self._oldest_fresh_samples()
         for vm in self.inventory:
             for i, d in enumerate(vm.disks):
                 state = self.states.get((vm.moref, d.instance))
                 if state is not None and state.samples:
                     # Counters stay while the disk exists (rates fall to 0); the latest sample is
-                    # shown only for a running VM whose samples keep up with the vCenter's newest.
+                    # shown only for a running VM whose samples keep up with its host's newest.
                     fresh = (vm.moref in queried and state.last_timestamp is not None
-                             and oldest_fresh is not None and state.last_timestamp >= oldest_fresh)
+                             and state.last_timestamp >= oldest_fresh.get(vm.host, float("inf")))
                     snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
 
-    def _oldest_fresh_sample(self) -> float | None:
-        """The oldest sample end still shown as the latest sample: sample_max_age before the
-        vCenter's present, estimated as its newest sample end plus the time since it was first
-        seen (vCenter's own clock, advanced by ours only while no newer sample appears, so the
-        two clocks need not agree). A VM whose samples stop (powered off, vanished, its host
-        down) falls behind; when every VM stops, time still moves on."""
+    def _oldest_fresh_samples(self) -> dict[str, float]:
+        """Per ESXi host, the oldest sample end still shown as the latest sample: sample_max_age
+        before the host's present, estimated as the newest sample end of its VMs plus the time
+        since that was first seen. The host's own clock, advanced by ours only while no newer
+        sample appears, so neither the exporter's nor other hosts' clocks need agree with it. A
+        VM whose samples stop (powered off, vanished) falls behind the other VMs of its host;
+        when all of them stop (host down), time still moves on."""
+        assert self.inventory is not None
         now = time.monotonic()
-        newest = max((s.last_timestamp for s in self.states.values() if s.last_timestamp is not None), default=None)
-        if newest is not None and (self.newest_sample is None or newest > self.newest_sample):
-            self.newest_sample, self.newest_sample_seen_at = newest, now
-        if self.newest_sample is None:
-            return None
-        return self.newest_sample + (now - self.newest_sample_seen_at) - self.cfg.sample_max_age
+        newest: dict[str, float] = {}
+        for vm in self.inventory:
+            for d in vm.disks:
+                state = self.states.get((vm.moref, d.instance))
+                if state is not None and state.last_timestamp is not None:
+                    if state.last_timestamp > newest.get(vm.host, float("-inf")):
+                        newest[vm.host] = state.last_timestamp
+        clocks = {}
+        for host, ts in newest.items():
+            seen = self.host_clocks.get(host)
+            clocks[host] = (ts, now) if seen is None or ts > seen[0] else seen
+        self.host_clocks = clocks  # hosts without VM samples any more are forgotten
+        max_age = self.cfg.sample_max_age
+        return {host: ts + (now - at) - max_age for host, (ts, at) in clocks.items()}
 
     def _query_all(self, run: Callable[[list[EntityRequest]], ParseResult],
                    batches: list[list[EntityRequest]]) -> Iterator[tuple[list[EntityRequest], ParseResult]]:
