@@ -1,33 +1,46 @@
-"""How fast the fio reader is, against json.loads of the same bytes (the floor).
+"""How fast and how lean the fio reader and exporter are, each against a baseline in the same run.
 
 Inputs (made at start, in a temp dir):
 - a 64-job json+ result from a REAL fio run (64 jobs of 1 s on small files, psync);
-- a 10-minute status stream at 1 s (600 records), SYNTHESIZED from a real 4-job json+ status
-  record: the record is replicated with cumulative values (ios, bytes, runtime, N, bins counts,
-  timestamps) growing record by record, written in fio's pretty-printed style.
+- status streams SYNTHESIZED from a real 4-job json+ status record: the record is replicated with
+  cumulative values (ios, bytes, runtime, N, bins counts, timestamps) growing record by record,
+  written in fio's pretty-printed style (about 117 KB per record).
 
-Prints for each: best-of-N time of the reader (text -> records) and of json.loads (per
-document), and the ratio; then the cost of an incremental read of the last appended record
-against re-reading the whole stream. Target: reader within 3x of the floor; incremental read of
-one record a small fraction of a full re-read (O(new bytes)).
+Parts (``--part``, default all):
+- ``reader``: the reader (text -> records) against json.loads of the same bytes (the floor), and an
+  incremental read of the last appended record against re-reading the whole stream.
+- ``recovery``: streams of 5, 10 and 20 MB with an error line (``fio: io_u error ...``) inside
+  every record, against clean streams of the same sizes: time ratio error/clean per size, and the
+  20 MB/5 MB time ratio (4.0 is linear; the old reader was superlinear: 1.4 s, 4.9 s, 20.9 s).
+- ``cpu``: a real fio-exporter process scraped every ``--scrape-interval`` seconds (default 15)
+  for ``--seconds`` (default 60) while a status stream grows by one record per second, side by side
+  with the same exporter scraped at the same moments on a complete stream that does not grow:
+  CPU share of one core (target: under 2 %) and CPU per scrape.
+- ``rss``: a real fio-exporter process scraped until it has read the whole file; its peak RSS
+  (VmHWM) and the first scrape's time for a 200 MB clean stream, 200 MB of garbage and a 222 MB
+  single document, against the same exporter on a 1 MB clean stream (target: under 100 MB).
 
-Run: .venv/bin/python bench/fio_read.py
+Each figure is min/median over repeated runs. Run: .venv/bin/python bench/fio_read.py [--part P]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from exporters.fio.reader import read_text  # noqa: E402
+from exporters.fio.reader import DocumentStream, read_text  # noqa: E402
 from exporters.fio.tailer import FileTailer  # noqa: E402
 
 
@@ -94,56 +107,296 @@ def read_first_record(text: str) -> dict:
     return json.JSONDecoder().raw_decode(text, text.index("{"))[0]
 
 
+def min_median(values: list[float]) -> str:
+    return f"{min(values):.3g} / {statistics.median(values):.3g}"
+
+
+def part_reader(work: Path, stream: str) -> None:
+    jobs64 = real_64_jobs(work)
+    print(f"64-job json+ result (real fio): {len(jobs64) / 1e6:.2f} MB")
+    t_floor = best(lambda: json.loads(jobs64))
+    t_read = best(lambda: read_text(jobs64))
+    recs = read_text(jobs64).records
+    assert len(recs) == 1 and len(recs[0].jobs) == 64
+    print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
+
+    docs = split_docs(stream)
+    assert len(docs) == 600
+    print(f"10-minute 1 s status stream (synthesized from a real 4-job json+ record): "
+          f"{len(docs)} records, {len(stream) / 1e6:.2f} MB")
+    t_floor = best(lambda: [json.loads(d) for d in docs], 3)
+    t_read = best(lambda: read_text(stream), 3)
+    assert len(read_text(stream).records) == 600
+    print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
+
+    # incremental: a tailer that has read 599 records gets the 600th appended
+    path = work / "growing.json"
+    head, last = "".join(docs[:-1]).encode(), docs[-1].encode()
+
+    def incremental() -> float:
+        path.write_bytes(head)
+        tailer = FileTailer(str(path))
+        assert read_all(tailer) == 599
+        with open(path, "ab") as fh:
+            fh.write(last)
+        t0 = time.perf_counter()
+        got = tailer.read_new()
+        dt = time.perf_counter() - t0
+        assert len(got.documents) == 1 and got.new_bytes == len(last)
+        return dt
+
+    def full() -> None:
+        tailer = FileTailer(str(path))
+        assert read_all(tailer) == 600
+
+    t_inc = min(incremental() for _ in range(5))
+    t_full = best(full, 3)
+    t_one = best(lambda: json.loads(docs[-1]))
+    print(f"  last record appended: incremental read {t_inc * 1e3:.3f} ms "
+          f"(json.loads of that record {t_one * 1e3:.3f} ms), full re-read {t_full * 1e3:.1f} ms, "
+          f"full/incremental {t_full / t_inc:.0f}x")
+
+
+ERROR_LINE = "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096, buflen=4096"
+
+
+def with_error_lines(docs: list[str]) -> list[str]:
+    """Each record with an error line inserted in its middle, as fio writes them into --output."""
+    out = []
+    for d in docs:
+        lines = d.split("\n")
+        lines.insert(len(lines) // 2, ERROR_LINE)
+        out.append("\n".join(lines))
+    return out
+
+
+def part_recovery(docs: list[str], repeat: int = 3) -> None:
+    print("error-line recovery: an error line inside every record, against a clean stream of the same size "
+          "(min / median of %d runs, seconds)" % repeat)
+    per_size = {}
+    for mb in (5, 10, 20):
+        n = 0
+        size = 0
+        while size < mb * 1e6:
+            size += len(docs[n % len(docs)])
+            n += 1
+        clean_docs = [docs[i % len(docs)] for i in range(n)]
+        clean = "".join(clean_docs)
+        bad = "".join(with_error_lines(clean_docs))
+
+        def run(text: str) -> float:
+            t0 = time.perf_counter()
+            stream = DocumentStream()
+            got = stream.feed(text)
+            got.extend(stream.finish())
+            dt = time.perf_counter() - t0
+            assert len(got) == n, (len(got), n)
+            return dt
+
+        t_clean = [run(clean) for _ in range(repeat)]
+        t_bad = [run(bad) for _ in range(repeat)]
+        per_size[mb] = min(t_bad)
+        print(f"  {mb:2d} MB ({n} records): with error lines {min_median(t_bad)}   clean {min_median(t_clean)}   "
+              f"ratio {min(t_bad) / min(t_clean):.2f}x")
+    print(f"  scaling with error lines: 10 MB / 5 MB {per_size[10] / per_size[5]:.2f}x, "
+          f"20 MB / 5 MB {per_size[20] / per_size[5]:.2f}x (linear: 2 and 4)")
+
+
+# ---- a real exporter process
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Exporter:
+    def __init__(self, watch: Path, *extra: str):
+        self.port = free_port()
+        exe = Path(sys.executable).parent / "fio-exporter"
+        self.proc = subprocess.Popen([str(exe), "--web.listen-address", f"127.0.0.1:{self.port}",
+                                      "--fio.watch", str(watch), "--no-collector.guest-disk",
+                                      "--log.level", "error", *extra],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/healthy", timeout=2).read()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("fio-exporter did not start")
+                time.sleep(0.1)
+
+    def scrape(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=120) as r:
+            assert r.status == 200
+            return r.read().decode()
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmHWM")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repeat: int = 3) -> None:
+    print(f"exporter CPU while a status stream grows by 1 record/s, scraped every {interval:g} s for "
+          f"{seconds:g} s, side by side with the same exporter on a complete stream (not growing), "
+          f"min / median of {repeat} runs")
+    results: dict[str, list[tuple[float, float]]] = {"growing": [], "not growing": []}
+    for _ in range(repeat):
+        exporters, paths = {}, {}
+        try:
+            for mode in results:
+                d = work / f"cpu-{mode.replace(' ', '-')}"
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir()
+                paths[mode] = d / "stream.json"
+                paths[mode].write_text("".join(docs[:60]))     # a minute of records already there
+                exporters[mode] = Exporter(d)
+                exporters[mode].scrape()                      # first read of the backlog, not measured
+            start = {m: (e.cpu_seconds(), time.monotonic()) for m, e in exporters.items()}
+            t0, scrapes, written = time.monotonic(), 0, 0
+            next_scrape = t0 + interval
+            while True:
+                now = time.monotonic()
+                if now - t0 >= written + 1 and written < seconds:
+                    with paths["growing"].open("a") as fh:
+                        fh.write(docs[60 + written % (len(docs) - 60)])
+                    written += 1
+                if now >= next_scrape:
+                    for e in exporters.values():
+                        assert "fio_read_ios_total" in e.scrape()
+                    scrapes += 1
+                    next_scrape += interval
+                    if next_scrape > t0 + seconds + 0.01:
+                        break
+                time.sleep(max(0.0, min(next_scrape, t0 + written + 1) - time.monotonic()))
+            for mode, e in exporters.items():
+                cpu0, wall0 = start[mode]
+                cpu, wall = e.cpu_seconds() - cpu0, time.monotonic() - wall0
+                results[mode].append((cpu / wall, cpu / scrapes))
+        finally:
+            for e in exporters.values():
+                e.stop()
+    for mode, rs in results.items():
+        print(f"  {mode:12s} CPU share of one core {min_median([r[0] * 100 for r in rs])} %   "
+              f"CPU per scrape {min_median([r[1] * 1e3 for r in rs])} ms")
+    g = min(r[0] for r in results["growing"])
+    b = min(r[0] for r in results["not growing"])
+    print(f"  growing / not growing: {g / b:.2f}x")
+
+
+def write_stream(path: Path, docs: list[str], size: int) -> None:
+    with path.open("w") as fh:
+        written, i = 0, 0
+        while written < size:
+            fh.write(docs[i % len(docs)])
+            written += len(docs[i % len(docs)])
+            i += 1
+
+
+def write_garbage(path: Path, size: int) -> None:
+    block = os.urandom(2 ** 20)
+    with path.open("wb") as fh:
+        for _ in range(size // len(block)):
+            fh.write(block)
+
+
+def write_single_document(path: Path, docs: list[str], size: int) -> None:
+    """One pretty-printed fio document with as many jobs as it takes to reach ``size``."""
+    seed = json.loads(docs[0])
+    jobs = [json.dumps(j, indent=2, separators=(",", " : ")).replace("\n", "\n    ") for j in seed["jobs"]]
+    with path.open("w") as fh:
+        fh.write('{\n  "fio version" : "fio-3.33",\n  "timestamp_ms" : %d,\n  "jobs" : [\n    ' % seed["timestamp_ms"])
+        written, i = 0, 0
+        while written < size:
+            if i:
+                fh.write(",\n    ")
+            fh.write(jobs[i % len(jobs)])
+            written += len(jobs[i % len(jobs)])
+            i += 1
+        fh.write("\n  ]\n}\n")
+
+
+def part_rss(work: Path, docs: list[str], repeat: int = 3) -> None:
+    print(f"exporter peak RSS (VmHWM) reading a whole file, and its first scrape's time "
+          f"(min / median of {repeat} runs)")
+    mb = 1_000_000
+    inputs = {
+        "1 MB clean stream (baseline)": lambda p: write_stream(p, docs, 1 * mb),
+        "200 MB clean stream": lambda p: write_stream(p, docs, 200 * mb),
+        "200 MB garbage": lambda p: write_garbage(p, 200 * mb),
+        "222 MB single document": lambda p: write_single_document(p, docs, 222 * mb),
+    }
+    base = None
+    for name, make in inputs.items():
+        d = work / "rss"
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir()
+        make(d / "input.json")
+        peaks, firsts = [], []
+        for _ in range(repeat):
+            exp = Exporter(d)
+            try:
+                t0 = time.monotonic()
+                text = exp.scrape()
+                firsts.append(time.monotonic() - t0)
+                while "fio_source_up" not in text or _more_to_read(exp, text, d / "input.json"):
+                    text = exp.scrape()
+                peaks.append(exp.peak_rss() / 2 ** 20)
+            finally:
+                exp.stop()
+        base = base or min(peaks)
+        up = "up 1" if 'fio_source_up{source="%s"} 1.0' % (d / "input.json") in text else "up 0"
+        print(f"  {name:30s} peak RSS {min_median(peaks)} MiB ({min(peaks) / base:.2f}x baseline)   "
+              f"first scrape {min_median(firsts)} s   ({up})")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _more_to_read(exp: Exporter, text: str, path: Path) -> bool:
+    """The exporter reads at most 64 MiB per file per scrape: scrape until all was read."""
+    size = path.stat().st_size
+    exp.read = getattr(exp, "read", 0) + 64 * 2 ** 20
+    return exp.read < size
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=["reader", "recovery", "cpu", "rss", "all"], default="all")
+    parser.add_argument("--scrape-interval", type=float, default=15.0,
+                        help="cpu part: seconds between scrapes (default: %(default)s, Prometheus' default)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="cpu part: length of a run (default: %(default)s)")
+    args = parser.parse_args()
     if shutil.which("fio") is None:
         print("fio is not installed")
         return 1
     work = Path(tempfile.mkdtemp(prefix="fio-bench-"))
     try:
-        jobs64 = real_64_jobs(work)
         stream = synthetic_stream(work)
-        print(f"64-job json+ result (real fio): {len(jobs64) / 1e6:.2f} MB")
-        t_floor = best(lambda: json.loads(jobs64))
-        t_read = best(lambda: read_text(jobs64))
-        recs = read_text(jobs64).records
-        assert len(recs) == 1 and len(recs[0].jobs) == 64
-        print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
-
         docs = split_docs(stream)
-        assert len(docs) == 600
-        print(f"10-minute 1 s status stream (synthesized from a real 4-job json+ record): "
-              f"{len(docs)} records, {len(stream) / 1e6:.2f} MB")
-        t_floor = best(lambda: [json.loads(d) for d in docs], 3)
-        t_read = best(lambda: read_text(stream), 3)
-        assert len(read_text(stream).records) == 600
-        print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
-
-        # incremental: a tailer that has read 599 records gets the 600th appended
-        path = work / "growing.json"
-        head, last = "".join(docs[:-1]).encode(), docs[-1].encode()
-
-        def incremental() -> float:
-            path.write_bytes(head)
-            tailer = FileTailer(str(path))
-            assert read_all(tailer) == 599
-            with open(path, "ab") as fh:
-                fh.write(last)
-            t0 = time.perf_counter()
-            got = tailer.read_new()
-            dt = time.perf_counter() - t0
-            assert len(got.documents) == 1 and got.new_bytes == len(last)
-            return dt
-
-        def full() -> None:
-            tailer = FileTailer(str(path))
-            assert read_all(tailer) == 600
-
-        t_inc = min(incremental() for _ in range(5))
-        t_full = best(full, 3)
-        t_one = best(lambda: json.loads(docs[-1]))
-        print(f"  last record appended: incremental read {t_inc * 1e3:.3f} ms "
-              f"(json.loads of that record {t_one * 1e3:.3f} ms), full re-read {t_full * 1e3:.1f} ms, "
-              f"full/incremental {t_full / t_inc:.0f}x")
+        if args.part in ("reader", "all"):
+            part_reader(work, stream)
+        if args.part in ("recovery", "all"):
+            part_recovery(docs)
+        if args.part in ("cpu", "all"):
+            part_cpu(work, docs, args.scrape_interval, args.seconds)
+        if args.part in ("rss", "all"):
+            part_rss(work, docs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
