@@ -524,6 +524,8 @@ def serve(app: ExporterApp, settings: WebSettings) -> int:
         log.error("cannot start: %s", exc)
         return exc.exit_code
     log.info("listening on %s", server.describe())
+    if server.web.basic_auth_users and server.web.tls is None:
+        log.warning("basic auth without tls_server_config: passwords cross the network in clear text")
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())

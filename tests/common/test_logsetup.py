@@ -139,6 +139,7 @@ def test_hostile_basic_auth_user_cannot_forge_log_lines(tmp_path, log_format):
     text = proc.log_path.read_text(encoding="utf-8")
     lines = text.split("\n")[:-1]
     assert sum("basic auth failed for user=x" in line for line in lines) == 3, text
+    assert "basic auth without tls_server_config: passwords cross the network in clear text" in text
     for line in lines:
         assert "\r" not in line and "\u2028" not in line, line
         if log_format == "logfmt":
