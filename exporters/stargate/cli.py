@@ -180,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_web_args(parser, DEFAULT_LISTEN)
     parser.add_argument("--config.file", dest="config", default=None,
-                        help="YAML file: vdisk -> VM and disk names, by hand (vdisks:) and/or from Prism's "
-                             "v2 API (prism:); see below (optional)")
+                        help="YAML file: the CVMs that may be probed (targets:) and the probe's limits "
+                             "(body_size_limit:, max_pages_per_probe:); vdisk -> VM and disk names, by hand "
+                             "(vdisks:) and/or from Prism's v2 API (prism:); see below (optional)")
     parser.add_argument("--stargate.target", dest="targets", action="append", default=[], metavar="PATTERN",
                         help="allow probing CVMs whose host matches PATTERN: a host name pattern (cvm-*.example.com), "
                              "an IP address or a CIDR (10.0.0.0/24); repeat, or list them in STARGATE_TARGETS "
