@@ -69,6 +69,12 @@ class ForDurations:
 class AlertSettings:
     runbook_url: str
 
+    def runbook(self, alert: str) -> str:
+        """The alert's runbook URL: ``%s`` in the pattern takes the anchor (the alert name in lower
+        case), as kubernetes-mixin's runbookURLPattern; without it ``#<anchor>`` is appended."""
+        anchor = alert.lower()
+        return self.runbook_url.replace("%s", anchor) if "%s" in self.runbook_url else f"{self.runbook_url}#{anchor}"
+
 
 @dataclass(frozen=True)
 class DashboardSettings:
@@ -160,6 +166,8 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
 
     a = root.section("alerts", required=True)
     alerts = AlertSettings(runbook_url=a.get("runbook_url", str))
+    if alerts.runbook_url.count("%s") > 1:
+        raise a.error("runbook_url", f"at most one %s (where the alert's anchor goes), got {alerts.runbook_url!r}")
     a.reject_unknown()
 
     d = root.section("dashboards", required=True)

@@ -427,7 +427,7 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
 
     def ann(name: str, summary: str, description: str) -> dict[str, str]:
         return {"summary": summary, "description": description,
-                "runbook_url": f"{cfg.alerts.runbook_url}#{name.lower()}"}
+                "runbook_url": cfg.alerts.runbook(name)}
 
     def alert(name: str, severity: str, for_: str, expr: str, summary: str, description: str,
               comment: str, **labels: str) -> Rule:

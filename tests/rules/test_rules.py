@@ -196,6 +196,16 @@ def test_per_cluster_adds_the_label_once_and_leaves_ignoring_and_group_left_alon
     assert per_cluster("count by () (up)", "cluster") == "count by (cluster) (up)"
 
 
+def test_the_runbook_url_may_be_an_absolute_pattern():
+    url = "https://git.example.com/poc/ioparallax/-/blob/main/docs/runbook.md#%s"
+    cfg = load_config(overrides={"alerts": {"runbook_url": url}})
+    urls = {r.alert: r.annotations["runbook_url"] for g in alert_groups(cfg) for r in g.rules}
+    assert urls["IoparallaxAskedQueueDepthNotReached"] == url.replace("%s", "ioparallaxaskedqueuedepthnotreached")
+    assert all(u.startswith("https://") and "%s" not in u for u in urls.values())
+    with pytest.raises(ConfigError, match="alerts.runbook_url: at most one %s"):
+        load_config(overrides={"alerts": {"runbook_url": "https://x/%s/%s"}})
+
+
 @pytest.mark.parametrize("value", ["has space", "1cluster", "cluster-name"])
 def test_a_bad_cluster_label_is_a_config_error_naming_the_key(tmp_path, value):
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
