@@ -74,10 +74,14 @@ def exporter():
 
 
 def scrape(srv, target: str, timeout: float = SCRAPE_TIMEOUT, **params) -> tuple[int, str, float]:
+    """One probe as Prometheus sends it; every probe must answer within the deadline (the
+    timeout less 0.5 s) plus 0.5 s."""
     start = time.monotonic()
     r = requests.get(srv.url + "/probe", params={"target": target, **params},
                      headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)}, timeout=30)
-    return r.status_code, r.text, time.monotonic() - start
+    took = time.monotonic() - start
+    assert took < timeout, f"probe of {target!r} took {took:.2f} s, past the deadline plus 0.5 s"
+    return r.status_code, r.text, took
 
 
 def series(text: str) -> list[tuple[str, tuple]]:
@@ -307,6 +311,20 @@ def test_duplicate_cluster_state_entries_are_probed_once(pages, exporter):
     assert sorted(dict(s[1])["cvm"] for s in series(text) if s[0] == "stargate_cvm_up") == sorted([a.target, b.target])
     # Both list the same vdisks: merged by id, each once.
     assert sorted(dict(s[1])["vdisk_id"] for s in series(text) if s[0] == "stargate_vdisk_info") == ["1000", "1001", "1002"]
+    check_exposition(text)
+
+
+def test_trickling_cluster_cvm_gives_up_0_within_the_deadline(pages, exporter, caplog):
+    main, details = pages
+    state = {}
+    caplog.set_level(logging.WARNING)
+    with HostileStargate(lambda p: state["answer"](p)) as a, \
+            HostileStargate(site(main, details, **{"/": lambda p: trickle(response(main.encode()))})) as b:
+        state["answer"] = site(set_links(main, cluster=[f"http://{b.target}"]), details)
+        status, text, _ = scrape(exporter(ports=(b.port,)), a.target, discover="true")
+    assert status == 200 and value(text, "stargate_up") == 0
+    assert not [s for s in series(text) if s[0].startswith("stargate_vdisk_")]
+    logged(caplog, a.target, "deadline exceeded", "1 of 1 Cluster State CVM main pages pending")
     check_exposition(text)
 
 
