@@ -274,7 +274,7 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
     naming each file and the cause on stderr, if a file is missing, unreadable, garbage, or ends
     in a cut-off document (truncated)."""
     watcher = Watcher(WatchConfig(paths=files, pattern="*", retention_s=float("inf"), idle_s=s.idle_s,
-                                  max_document_bytes=s.max_document_bytes))
+                                  max_document_bytes=s.max_document_bytes, skip_backlog=False))
     while True:                # a poll reads at most MAX_READ_BYTES per file
         watcher.poll()
         if all(st.reason is not None or st.tailer.offset >= st.tailer.size for st in watcher.sources.values()):

@@ -133,7 +133,8 @@ class FioCollector(Collector):
         self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
         yield from fams
         up = GaugeMetricFamily("fio_up", "1 if every watched path and fio output file could be read "
-                               "on this scrape, else 0 (the log names the path and the cause).")
+                               "on this scrape and no file is down, else 0 (fio_source_error_info and the "
+                               "log name the file and the cause).")
         up.add_metric([], 1.0 if ok else 0.0)
         yield up
         dur = GaugeMetricFamily("fio_scrape_duration_seconds",
@@ -186,6 +187,9 @@ class FioCollector(Collector):
                      "decoded (cut off or garbled).", ["source"], src, v.corrupt_documents)
         fams.counter("fio_source_not_fio_documents_total", "Valid JSON documents that are not fio output.",
                      ["source"], src, v.not_fio_documents)
+        fams.counter("fio_source_skipped_bytes_total", "Bytes of backlog skipped unread: with more "
+                     "than 64 MiB unread the exporter jumps to the latest records (they are cumulative); "
+                     "documents in the skipped part are not counted.", ["source"], src, v.skipped_bytes)
         fams.counter("fio_source_resets_total", "Times the file was truncated or replaced and read again "
                      "from the start.", ["source"], src, v.resets)
         rec = v.latest

@@ -455,6 +455,14 @@ class DocumentStream:
         self._try_partial(docs)
         return docs
 
+    def resync(self) -> None:
+        """The input continues somewhere else (the reader skipped ahead): drop the document and
+        the line being read; the next document starts at the next ``{`` opening a line."""
+        self._drop_document()
+        self._state = _OUTSIDE
+        self._partial, self._partial_len = [], 0
+        self._dropping_line, self._count_dropped, self._dropped_nonblank = True, False, False
+
     def finish(self) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = []
         if self._dropping_line:

@@ -50,14 +50,21 @@ class TailResult:
     documents: list[dict]
     new_bytes: int
     reset: str | None = None       # why the file was read again from the start, if it was
+    skipped: int = 0               # bytes of backlog skipped (see FileTailer.skip_backlog)
 
 
 class FileTailer:
     """Follows one file: new bytes since the last read, decoded into fio documents."""
 
-    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES):
+    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+                 skip_backlog: bool = True):
         self.path = path
         self.max_document_bytes = max_document_bytes
+        #: With more than MAX_READ_BYTES unread (an exporter started late on a long stream), jump
+        #: to the last 2 documents' worth of bytes: records are cumulative, so the latest two hold
+        #: everything exported, and the first scrape shows current values, not ones from the
+        #: middle of the file. Off for ``convert``, which counts every record.
+        self.skip_backlog = skip_backlog
         self.offset = 0
         self.identity: tuple[int, int] | None = None   # (st_dev, st_ino)
         self.mtime: float | None = None
@@ -107,6 +114,15 @@ class FileTailer:
             self.mtime = st.st_mtime
             self.size = st.st_size
             self._seen = None          # set again once the read succeeded
+            skipped = 0
+            window = 2 * self.max_document_bytes + CHUNK_BYTES
+            if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):
+                if len(self._prefix) < PREFIX_BYTES:
+                    fh.seek(0)
+                    self._prefix = fh.read(PREFIX_BYTES)
+                skipped = st.st_size - window - self.offset
+                self.offset = st.st_size - window
+                self.stream.resync()
             fh.seek(self.offset)
             budget = max_bytes
             while budget > 0:
@@ -117,8 +133,9 @@ class FileTailer:
                     self._prefix += data[:PREFIX_BYTES - len(self._prefix)]
                 self.offset += len(data)
                 budget -= len(data)
-                yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset)
-                reset = None
+                yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset,
+                                 skipped=skipped)
+                reset, skipped = None, 0
             if self.offset >= st.st_size:   # else more to read on the next poll
                 self._seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if reset:
@@ -139,6 +156,7 @@ class SourceState:
     detail: str | None = None         # the cause in words, as logged
     rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REJECT_REASONS, 0))
     corrupt_seen: int = 0             # the stream's corrupt_documents when last looked at
+    skipped_bytes: int = 0            # backlog skipped unread (FileTailer.skip_backlog)
     resets: int = 0
     last_growth: float = 0.0          # wall time the file last grew (mtime)
     record_spacing_s: float | None = None   # seconds between the last two records
@@ -161,6 +179,7 @@ class WatchConfig:
     retention_s: float = 15 * 60.0     # finished jobs stay visible this long after they ended
     idle_s: float = 10.0               # a file idle this long (and 3 record spacings) is finished
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES   # larger documents are skipped
+    skip_backlog: bool = True          # see FileTailer.skip_backlog
 
 
 @dataclass
@@ -182,6 +201,7 @@ class SourceView:
     visible: bool                     # False once a finished run is older than the retention
     reason: str | None = None         # why the file is down (REASONS)
     rejected: dict[str, int] = field(default_factory=dict)   # REJECT_REASONS -> documents
+    skipped_bytes: int = 0
 
 
 class Watcher:
@@ -239,7 +259,8 @@ class Watcher:
                 state = self.sources.get(path)
                 if state is None:
                     state = self.sources[path] = SourceState(
-                        path=path, tailer=FileTailer(path, self.config.max_document_bytes))
+                        path=path, tailer=FileTailer(path, self.config.max_document_bytes,
+                                                     self.config.skip_backlog))
                 running = self.process_running.get(path)
                 try:
                     state.process_running = running() if running is not None else None
@@ -314,6 +335,10 @@ class Watcher:
                     state.record_spacing_s = None
                     if state.reason not in (None, "unreadable"):
                         self._up(state)   # judged again on the new content
+                if part.skipped:
+                    state.skipped_bytes += part.skipped
+                    log.info("fio output file %s: skipped %d bytes of backlog to read its latest records "
+                             "(records are cumulative)", state.path, part.skipped)
                 self._records(state, part.documents, tailer.stream)
         except OSError as exc:
             state.read_errors += 1
@@ -385,7 +410,7 @@ class Watcher:
                     end_time=end_time, records=s.records, read_errors=s.read_errors,
                     non_json_lines=c.non_json_lines, corrupt_documents=c.corrupt_documents,
                     not_fio_documents=c.not_fio_documents, resets=s.resets, visible=visible,
-                    reason=s.reason, rejected=dict(s.rejected),
+                    reason=s.reason, rejected=dict(s.rejected), skipped_bytes=s.skipped_bytes,
                 ))
         return out
 

@@ -234,6 +234,31 @@ def test_convert_reads_files_over_64_mib_to_the_end(tmp_path):
     assert value(sm, "fio_source_records_total") == n
 
 
+def test_a_long_backlog_is_skipped_to_the_latest_records(tmp_path):
+    """An exporter started late on a 70 MB stream shows the latest record at its first scrape
+    (not one from the middle of the file), reading only the last documents' worth of bytes."""
+    path = tmp_path / "long.json"
+    n = (70 * 2 ** 20) // len(_doc(1)) + 1
+    with path.open("w") as fh:
+        for i in range(1, n + 1):
+            fh.write(_doc(i, ts=1_700_000_000_000 + i))
+    watcher = watcher_for(path, max_document_bytes=2 ** 20)
+    t0 = time.monotonic()
+    text = exposition(watcher)
+    took = time.monotonic() - t0
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_read_ios_total") == n
+    skipped = value(sm, "fio_source_skipped_bytes_total")
+    assert path.stat().st_size - skipped <= 2 * 2 ** 20 + 2 ** 20      # two documents' bound + a chunk
+    assert value(sm, "fio_source_records_total") < n / 10
+    assert value(sm, "fio_source_corrupt_documents_total") == 0          # resynchronised cleanly
+    assert took < 5, took
+    with path.open("a") as fh:                                        # and it follows on from there
+        fh.write(_doc(n + 1, ts=1_700_000_000_000 + n + 1))
+    assert value(samples(exposition(watcher)), "fio_read_ios_total") == n + 1
+
+
 # ---------------------------------------------------------------------------------------------
 # client mode: host labels never collide
 
