@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exporters.fio import collector as collector_module
 from exporters.fio.reader import DocumentStream
@@ -355,3 +358,59 @@ def test_error_line_in_every_record_is_read_in_linear_time(status_stream):
     small = min(cost(100)[0] for _ in range(3))
     large = min(cost(800)[0] for _ in range(3))
     assert large / small < 8 * 2.5, (small, large)       # 8x the input: about 8x the time, not 64x
+
+
+# ---------------------------------------------------------------------------------------------
+# property test: any value in any numeric field of a real record
+
+def _numeric_paths(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _numeric_paths(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _numeric_paths(v, path + (i,))
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        yield path
+
+
+_hostile_value = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 70, 2 ** 70),
+    st.sampled_from([10 ** 400, -(10 ** 400), 2 ** 64, 2 ** 64 + 1, -1, 0]),
+    st.text(max_size=5), st.none(), st.booleans(), st.lists(st.integers(), max_size=2))
+
+
+@pytest.fixture(scope="module")
+def first_record(status_stream):
+    return decode_all(status_stream.read_text())[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_value_anywhere_gives_a_clean_exposition(data, first_record, tmp_path_factory):
+    """Whatever number (or non-number) lands in whatever numeric field, the scrape succeeds, the
+    file is either up with only finite non-negative samples, or down with a reason and no job
+    series; the other file is served."""
+    doc = json.loads(json.dumps(first_record))
+    paths = list(_numeric_paths(doc))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = data.draw(_hostile_value)
+    d = tmp_path_factory.mktemp("fuzz")
+    (d / "a.json").write_text(json.dumps(doc, indent=2))
+    (d / "b.json").write_text(json.dumps(first_record, indent=2))
+    text = exposition(watcher_for(d))
+    sm = samples(text)
+    a = str(d / "a.json")
+    assert value(sm, "fio_source_up", source=d / "b.json") == 1
+    assert has(sm, "fio_read_ios_total", source=d / "b.json")
+    job_series = [(n, dict(ls)) for (n, ls) in sm if dict(ls).get("source") == a and "jobname" in dict(ls)]
+    if value(sm, "fio_source_up", source=a) == 1:
+        for (n, ls), v in sm.items():
+            assert math.isfinite(v) and v >= 0, (n, dict(ls), v)
+    else:
+        assert not job_series
+        assert [dict(ls)["reason"] for (n, ls) in sm if n == "fio_source_error_info"] in (["invalid_value"], ["corrupt"])
