@@ -4,6 +4,11 @@ Collected when Prometheus scrapes: the main page, then every hosted vdisk's deta
 from the page's links) concurrently over one keep-alive session. A failing detail page marks that
 vdisk (``stargate_vdisk_detail_up 0``), not the target; a failing main page gives
 ``stargate_up 0`` and one log line naming the target and the cause, and no vdisk values.
+
+One deadline bounds the probe (transport.Budget): every fetch runs in the probe's pool, the
+request thread waits for them only until the deadline, then abandons them (their sockets are
+shut down) and answers ``stargate_up 0`` with a "deadline exceeded" line naming what was pending.
+Which URLs may be fetched at all is decided in targets.py.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
         fut = pool.submit(_main, client, t.origin, t.path, budget, False)
         _await([fut], budget, f"main page {t.url}")
         first = _parse_main(fut.result())
+        if budget.remaining() <= 0:
+            raise _Deadline(f"main page {t.url} still being parsed")
         cvms.append(first)
         if first.page is None:
             return failed(f"main page failed: {first.error}", cvms)
