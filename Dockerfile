@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY exporters ./exporters
 COPY simulators ./simulators
 COPY mixin ./mixin
+COPY ioparallax ./ioparallax
 RUN pip install --no-cache-dir . && rm -rf /src \
     && mkdir -p /var/lib/guests && chown 65532 /var/lib/guests
 # /var/lib/guests: the demo's guest simulator writes there (a named volume takes this owner).
