@@ -127,6 +127,7 @@ class Stack:
     extra_rule_files: list[Path] = field(default_factory=list)
     alertmanager_webhook: str | None = None   # tests: receive alerts here
     long_term: bool = False           # VictoriaMetrics as the remote_write target (--long-term)
+    prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
     procs: list[Proc] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
@@ -450,6 +451,7 @@ class Stack:
             # scrape_timeout_seconds per target, for the IoparallaxScrapeSlow alert
             "--enable-feature=extra-scrape-metrics",
             "--storage.tsdb.retention.time=1d",
+            *self.prometheus_flags,
         ], url=f"http://127.0.0.1:{port}")
         self._wait_http(proc, "/-/ready")
 
