@@ -41,7 +41,7 @@ from typing import Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 from prometheus_client.registry import Collector
 
 from exporters.common.config import ConfigError
@@ -160,10 +160,40 @@ def _accepts_gzip(header: str | None) -> bool:
     return False
 
 
+class _Registries:
+    """One collector yielding the metrics of several registries, so that one exposition (one
+    OpenMetrics ``# EOF``) holds them all."""
+
+    def __init__(self, *registries: CollectorRegistry):
+        self.registries = registries
+
+    def collect(self):
+        for r in self.registries:
+            yield from r.collect()
+
+
+def _one_registry(*collectors) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    for c in collectors:
+        registry.register(c)
+    return registry
+
+
+def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """The registry in the format the Accept header prefers (OpenMetrics or text 0.0.4, as
+    client_python negotiates); if the OpenMetrics writer refuses a metric, text 0.0.4."""
+    encoder, ctype = choose_encoder(accept or "")
+    if ctype != CONTENT_TYPE_LATEST:
+        try:
+            return encoder(registry), ctype
+        except Exception as exc:  # noqa: BLE001 - any writer failure: answer in the plain format
+            log.warning("OpenMetrics exposition failed (%s); answering in text format 0.0.4", exc)
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
 def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, web: WebConfig | None = None):
-    extra = CollectorRegistry(auto_describe=False)
-    for c in app.collectors:
-        extra.register(c)
+    extra = _one_registry(*app.collectors)
+    metrics_registry = _one_registry(_Registries(own_registry, extra))
     web = web or WebConfig()
     auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
     realm = app.name.replace('"', "")
@@ -232,8 +262,8 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                 if url.path == "/":
                     self._send(200, app.landing_page(), "text/html; charset=utf-8")
                 elif url.path == "/metrics":
-                    body = generate_latest(own_registry) + generate_latest(extra)
-                    self._send(200, body, CONTENT_TYPE_LATEST, compressible=True)
+                    body, ctype = exposition(metrics_registry, self.headers.get("Accept"))
+                    self._send(200, body, ctype, compressible=True)
                 elif url.path == "/-/healthy":
                     self._send(200, b"OK\n")
                 elif url.path == "/probe" and app.probe is not None:
@@ -278,10 +308,8 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
             except BadRequest as exc:
                 self._send(400, f"{exc}\n".encode())
                 return
-            registry = CollectorRegistry(auto_describe=False)
-            for c in collectors:
-                registry.register(c)
-            self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST, compressible=True)
+            body, ctype = exposition(_one_registry(*collectors), self.headers.get("Accept"))
+            self._send(200, body, ctype, compressible=True)
 
     return Handler
 

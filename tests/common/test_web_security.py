@@ -380,3 +380,38 @@ def test_bad_timeout_flags_are_one_clear_line(exporter, flag, message):
     res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", flag, *_MINIMAL_ARGS[exporter]])
     assert res.returncode == 2, res.stderr
     assert message in _one_error_line(res)
+
+
+OPENMETRICS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")     # what Prometheus 2.x sends
+
+
+def _samples(families) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families for s in f.samples if s.name.startswith("fio_") and "scrape_duration" not in s.name}
+
+
+def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+    from prometheus_client.parser import text_string_to_metric_families as parse_text
+    result = tmp_path / "result.json"
+    subprocess.run(["fio", "--name=om", f"--filename={tmp_path / 'data'}", "--size=4m", "--rw=randrw", "--bs=4k",
+                    "--ioengine=psync", "--runtime=1", "--time_based", "--output-format=json+",
+                    f"--output={result}"], check=True, capture_output=True, cwd=tmp_path)
+    port = free_port()
+    proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--fio.watch={result}")
+    try:
+        _wait_listening(proc)
+        url = f"http://127.0.0.1:{port}/metrics"
+        om = requests.get(url, headers={"Accept": OPENMETRICS_ACCEPT}, timeout=10)
+        assert om.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+        assert om.text.endswith("# EOF\n") and om.text.count("# EOF") == 1
+        text = requests.get(url, timeout=10)
+        assert text.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        om_samples, text_samples = _samples(parse_openmetrics(om.text)), _samples(parse_text(text.text))
+        assert any(name == "fio_read_ios_total" for name, _ in text_samples)
+        assert any(name == "fio_read_clat_seconds_bucket" for name, _ in text_samples)
+        assert om_samples == text_samples
+        assert "OpenMetrics exposition failed" not in proc.output()
+    finally:
+        proc.stop()
