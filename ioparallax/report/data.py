@@ -117,6 +117,7 @@ class Dataset:
     errors: dict[str, str] = field(default_factory=dict)                         # family -> error
     missing_views: dict[str, str] = field(default_factory=dict)
     vdisk_of: dict[Key, str] = field(default_factory=dict)
+    clusters: set[str] = field(default_factory=set)       # values of the config's cluster label seen
 
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
@@ -169,6 +170,7 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         answers = list(pool.map(run, items))
     n = len(times)
+    cluster_label = getattr(ctx.config, "cluster_label", "")
     for fam, result, error in answers:
         if error:
             ds.errors[fam] = error
@@ -183,6 +185,8 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         fam_series: dict[Key, np.ndarray] = {}
         for r in result:
             m = r["metric"]
+            if cluster_label and m.get(cluster_label):
+                ds.clusters.add(m[cluster_label])
             if "vm" in m and "disk" in m:
                 fam_series[(m["vm"], m["disk"])] = _to_grid(r["values"], ctx.start, ctx.step, n)
         ds.series[fam] = fam_series

@@ -11,7 +11,7 @@ from matplotlib.ticker import FuncFormatter
 from ioparallax.report.data import DIRECTIONS, QUANTITIES, Dataset, Key
 from ioparallax.report.figures import (COLORS, FORMATTERS, LABELS, UNIT_LABEL, as_dates, fmt_bytes,
                                        fmt_bytes_rate, fmt_seconds, has_data, rows_csv, series_csv,
-                                       time_axis, to_svg, unit_axis)
+                                       time_axis, to_svg, unit_axis, headroom)
 from ioparallax.report.sections import Figure, ReportContext, Section, esc
 from ioparallax.report.summary import (dataset, disk_anchor, fmt_time, guest_devices, partitions,
                                        verdict_cell, verdicts)
@@ -140,7 +140,7 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                         drawn = True
             ax.set_title(f"{TITLES[q]}, {d}s")
             unit_axis(ax, q)
-            ax.set_ylim(bottom=0)
+            headroom(ax)
             time_axis(ax, times)
             if not drawn:
                 ax.text(0.5, 0.5, f"no {d}s in any view", transform=ax.transAxes, ha="center", va="center",
@@ -213,7 +213,7 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
             ax.plot(as_dates(ods.times + _shift(ctx, octx)), total, color=COLORS["compare"], ls=(0, (4, 2)),
                     label=f"{octx.label}: total")
     unit_axis(ax, "bytes")
-    ax.set_ylim(bottom=0)
+    headroom(ax, 1.05)
     time_axis(ax, times)
     ax.set_title(f"{title} of vdisk {vd} (Stargate), stacked")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -130,11 +130,19 @@ def as_dates(times: np.ndarray) -> np.ndarray:
 
 
 def time_axis(ax, times: np.ndarray) -> None:
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    """UTC clock times; seconds shown when the range is short enough to need them."""
+    short = len(times) > 1 and times[-1] - times[0] < 900
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S" if short else "%H:%M"))
     ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=7))
     if len(times):
         d = as_dates(times[[0, -1]])
         ax.set_xlim(d[0], d[1])
+
+
+def headroom(ax, factor: float = 1.15) -> None:
+    """From 0 to a little above the highest line, so a flat line does not sit on the frame."""
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top * factor if top > 0 else 1)
 
 
 def has_data(a: np.ndarray | None) -> bool:

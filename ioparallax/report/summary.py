@@ -89,7 +89,8 @@ def disk_anchor(key: Key) -> str:
 
 
 def runbook(ctx: ReportContext, anchor: str) -> str:
-    return f"{ctx.config.alerts.runbook_url}#{anchor}"
+    """The runbook section, as the alerts' runbook_url annotations point to it (mixin config)."""
+    return ctx.config.alerts.runbook(anchor)
 
 
 def verdict_cell(ctx: ReportContext, v: Verdict) -> str:
@@ -130,6 +131,10 @@ def verdicts_section(ctx: ReportContext) -> Section:
                         for v, why in ctx.missing_views.items())
         parts.append(f'<div class="missing"><p><b>Views missing in this range.</b> The cells that need them '
                      f'are "Not measurable".</p><ul>{items}</ul></div>')
+    if len(ds.clusters) > 1:
+        parts.append(f'<div class="missing"><p><b>Several clusters in the data</b> '
+                     f'({esc(", ".join(sorted(ds.clusters)))}): VM disks of the same name would be merged. Make '
+                     f'one report per cluster with --match \'{{{esc(ctx.config.cluster_label)}="..."}}\'.</p></div>')
     if ds.errors:
         items = "".join(f"<li>{esc(f)}: {esc(e)}</li>" for f, e in sorted(ds.errors.items()))
         parts.append(f'<div class="missing"><p><b>Queries that failed</b> (their figures and cells are empty):'

@@ -313,8 +313,11 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
                                f"read-modify-write of misaligned writes suspected (a heuristic; confirm with "
                                f"the guest's partition offsets).{split}", MISALIGNED_IO_ANCHOR, value)
     if inp.partitions is None and heuristic is None:
-        why = _missing(inp, "guest", "storage") or "no partition offsets from the guest and no write-only load on storage"
-        return _nm(trap, why, thr)
+        why = _missing(inp, "guest", "storage")
+        if not why and "vm" in inp.missing_views:
+            why = ("the guest's devices are matched to VM disks by vCenter's disk UUID, and the "
+                   + _missing(inp, "vm"))
+        return _nm(trap, why or "no partition offsets from the guest and no write-only load on storage", thr)
     parts = ("Partitions on the 4 KiB grid" if inp.partitions else
              "Raw device (no partition)" if inp.partitions is not None else "Guest partition offsets unknown")
     extra = f"; storage RMW {pct(heuristic)} of writes" if heuristic is not None else ""

@@ -230,3 +230,9 @@ def test_judge_gives_every_trap_in_order():
                         hygiene_problems=set()), T)
     assert list(out) == ["views_agree", "zero_reads", "zero_writes", "cache_fit", "bursts", "misalignment", "hygiene"]
     assert {k for k, v in out.items() if v.state is not State.OK} == set()
+
+
+def test_misalignment_without_vcenter_says_why_the_guest_cannot_be_matched():
+    v = misalignment(DiskInput(missing_views={"vm": "every target was down"}), T)
+    assert v.state is State.NOT_MEASURABLE
+    assert "matched to VM disks by vCenter's disk UUID" in v.sentence and "every target was down" in v.sentence
