@@ -439,7 +439,8 @@ class DocumentStream:
         self._dropping_line = False          # the line being written is foreign and not kept
         self._dropped_nonblank = False
         self._count_dropped = False
-        self._offset = 0                     # bytes consumed so far (complete lines)
+        self._offset = 0
+        self._resync_from: int | None = None   # where input resumed after resync(), until a start                     # bytes consumed so far (complete lines)
 
     @property
     def pending(self) -> int:
@@ -462,6 +463,7 @@ class DocumentStream:
         self._state = _OUTSIDE
         self._partial, self._partial_len = [], 0
         self._dropping_line, self._count_dropped, self._dropped_nonblank = True, False, False
+        self._resync_from = self._offset
 
     def finish(self) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = []
@@ -552,7 +554,7 @@ class DocumentStream:
                     pos = stop
                     continue
             elif self._state == _OUTSIDE:
-                stop = _next_line(_DOCUMENT_START, buf, pos)
+                stop = _next_line(_DOCUMENT_START if self._resync_from is None else _BRACE_LINE, buf, pos)
                 if stop != pos:                      # foreign lines between documents
                     if stop < 0:
                         last = buf.rfind(b"\n", pos, n)
@@ -609,7 +611,15 @@ class DocumentStream:
             else:
                 self.counts.non_json_lines += 1      # blank lines match _JSON_LINE
                 return
+        if first == b"}" and self._resync_from is not None:
+            # the end of a document whose start was skipped: if more than the bound of it was
+            # after the jump, it was too large (a 222 MB single result, say)
+            if self._offset - self._resync_from > self.max_document_bytes:
+                self._oversized()
+            self._resync_from = None
+            return
         if first == b"{":
+            self._resync_from = None
             self._state = _IN_DOCUMENT
             self._doc_start = self._offset
             if self._append(line + b"\n") and line.rstrip().endswith(b"}"):

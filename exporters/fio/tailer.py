@@ -277,6 +277,7 @@ class Watcher:
                 stream = state.tailer.stream
                 try:
                     docs = stream.finish()
+                    state.records += len(docs)
                     if stream.cut_off_at is not None:
                         state.corrupt_seen += 1     # reported below as truncated, not as corrupt
                     self._records(state, docs, stream)
@@ -326,6 +327,12 @@ class Watcher:
         if state.reason == "unreadable":
             self._up(state)
         parts = [] if first is None else [first]
+        # Records are cumulative: of what this read brings, only the last two documents matter
+        # (the latest state and the per-interval differences). Earlier ones are decoded (to find
+        # where documents end) and counted, but not checked or kept: memory stays at two
+        # documents whatever the backlog, and a catch-up costs a decode per document, not a parse.
+        tail: list[dict] = []
+        error: OSError | None = None
         try:
             for part in _chain(parts, chunks):
                 if part.reset:
@@ -333,16 +340,21 @@ class Watcher:
                     state.resets += 1
                     state.latest = state.previous = None
                     state.record_spacing_s = None
+                    tail = []
                     if state.reason not in (None, "unreadable"):
                         self._up(state)   # judged again on the new content
                 if part.skipped:
                     state.skipped_bytes += part.skipped
                     log.info("fio output file %s: skipped %d bytes of backlog to read its latest records "
                              "(records are cumulative)", state.path, part.skipped)
-                self._records(state, part.documents, tailer.stream)
+                state.records += len(part.documents)
+                tail = (tail + part.documents)[-2:]
         except OSError as exc:
+            error = exc
+        self._records(state, tail, tailer.stream)
+        if error is not None:
             state.read_errors += 1
-            self._down(state, "unreadable", exc.strerror or str(exc))
+            self._down(state, "unreadable", error.strerror or str(error))
             return
         if tailer.mtime is not None:
             state.last_growth = tailer.mtime
@@ -350,7 +362,6 @@ class Watcher:
     def _records(self, state: SourceState, documents: list[dict], stream: DocumentStream) -> None:
         """Documents of one chunk, in order: the latest valid one is the file's state; a rejected
         one after it takes the file down until a valid one follows."""
-        state.records += len(documents)
         oversized = stream.counts.oversized_documents - state.rejected["too_large"]
         corrupt = stream.counts.corrupt_documents - state.corrupt_seen
         state.corrupt_seen = stream.counts.corrupt_documents

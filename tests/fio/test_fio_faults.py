@@ -414,3 +414,19 @@ def test_any_value_anywhere_gives_a_clean_exposition(data, first_record, tmp_pat
     else:
         assert not job_series
         assert [dict(ls)["reason"] for (n, ls) in sm if n == "fio_source_error_info"] in (["invalid_value"], ["corrupt"])
+
+
+def test_a_single_document_over_the_bound_is_too_large_even_when_skipped_to(tmp_path):
+    """A 70 MB single document (the exporter jumps into its middle): down as too_large."""
+    path = tmp_path / "one.json"
+    line = '      "x" : 12345678,\n'
+    with path.open("w") as fh:
+        fh.write('{\n  "jobs" : [\n    {\n')
+        fh.write(line * ((70 * 2 ** 20) // len(line)))
+        fh.write('      "jobname" : "j"\n    }\n  ]\n}\n')
+    text = exposition(watcher_for(path, max_document_bytes=2 ** 20))
+    assert_clean(text)
+    sm = samples(text)
+    assert value(sm, "fio_source_error_info", reason="too_large") == 1
+    assert value(sm, "fio_source_rejected_documents_total", reason="too_large") == 1
+    assert value(sm, "fio_source_skipped_bytes_total") > 60 * 2 ** 20
