@@ -23,7 +23,7 @@ from .collector import render_probe
 from .config import ExporterConfig, TargetConfig, load_config
 from .target import Target
 
-log = logging.getLogger("vcenter_exporter")
+log = logging.getLogger("exporters.vcenter")
 
 DEFAULT_LISTEN = ":9762"
 
