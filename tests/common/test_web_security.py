@@ -415,3 +415,23 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
         assert "OpenMetrics exposition failed" not in proc.output()
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
+def test_each_exporter_serves_tls_and_basic_auth(tmp_path, pki, exporter):
+    port = free_port()
+    cfg = _web_config(tmp_path / "web.yml", f"tls_server_config:\n  cert_file: {pki['crt']}\n  key_file: {pki['key']}\n"
+                                            f"basic_auth_users:\n  prometheus: '{_hash(PASSWORD)}'\n")
+    proc = ManagedProcess(exporter, [venv_tool(exporter), f"--web.listen-address=127.0.0.1:{port}",
+                                     f"--web.config.file={cfg}", *_MINIMAL_ARGS[exporter]], tmp_path,
+                          env={"VCENTER_USERNAME": "monitor", "VCENTER_PASSWORD": "not-used"})
+    try:
+        _wait_listening(proc)
+        url, ca = f"https://localhost:{port}", str(pki["crt"])
+        r = requests.get(url + "/metrics", auth=("prometheus", PASSWORD), verify=ca, timeout=10)
+        assert r.status_code == 200 and "process_start_time_seconds" in r.text
+        assert requests.get(url + "/metrics", auth=("prometheus", "nope"), verify=ca, timeout=10).status_code == 401
+        assert requests.get(url + "/", verify=ca, timeout=10).status_code == 401
+        assert requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code == 400
+    finally:
+        proc.stop()
