@@ -434,7 +434,9 @@ class DocumentStream:
     the input. A document starts with ``{`` at the start of a line and, in fio's pretty output,
     ends with the ``}`` that opens a line (inner braces are indented); a compact document on one
     line is read too. Lines that are not JSON (fio writes error lines into the same stream, even
-    inside a record) are dropped as they arrive, so each document is decoded once. A ``{`` opening
+    inside a record, at column 0) are dropped as they arrive, so each document is decoded once; a
+    line opening with a blank is taken as JSON (an indented foreign line makes its document
+    corrupt). A ``{`` opening
     a line inside a document means the document was cut off (fio killed, then a new run appended):
     it is dropped and counted as corrupt. Outside documents only a line's first byte is kept, so
     garbage costs no memory; a document above ``max_document_bytes`` is skipped to its end and
@@ -455,8 +457,8 @@ class DocumentStream:
         self._dropping_line = False          # the line being written is foreign and not kept
         self._dropped_nonblank = False
         self._count_dropped = False
-        self._offset = 0
-        self._resync_from: int | None = None   # where input resumed after resync(), until a start                     # bytes consumed so far (complete lines)
+        self._offset = 0                     # bytes consumed so far (complete lines)
+        self._resync_from: int | None = None   # where input resumed after resync(), until a start
 
     @property
     def pending(self) -> int:
