@@ -102,7 +102,7 @@ class Targets:
                       probe.target, duration, snap.queries, snap.new_samples, shared)
         else:
             log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
-        return render_probe(probe.target, snap, duration, shared)
+        return render_probe(probe.target, snap, duration, shared, self.config.latest_samples)
 
     def close(self) -> None:
         self._stop.set()
@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vcenter.session-idle-timeout", dest="session_idle_timeout", type=float, default=None,
                    metavar="SECONDS", help="log out of a target not probed for this long "
                                            "(default: session_idle_timeout in the config file, else 600)")
+    p.add_argument("--collector.latest-samples", dest="latest_samples", action=argparse.BooleanOptionalAction,
+                   default=None, help="expose the latest 20 s sample as gauges (vcenter_virtual_disk_sample_*: "
+                                      "15 series per VM disk that repeat what the counters integrate; the "
+                                      "vCenter-sample lines of the dashboards need them); "
+                                      "--no-collector.latest-samples saves them (default: latest_samples in "
+                                      "the config file, else on)")
     p.add_argument("--probe.default-timeout", dest="default_timeout", type=float, default=10.0,
                    help="seconds a probe may take when Prometheus sends no scrape timeout header "
                         "(default: %(default)s)")
@@ -163,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config_file, extra_targets=args.targets,
                              allow_unlisted=True if args.allow_unlisted else None,
-                             session_idle_timeout=args.session_idle_timeout)
+                             session_idle_timeout=args.session_idle_timeout,
+                             latest_samples=args.latest_samples)
     except (ConfigError, ValueError) as exc:
         log.error("configuration error: %s", exc)
         return 2

@@ -97,6 +97,7 @@ class VCenterClient:
         self._connect_fn = connect
         self._si: Any = None
         self._lock = threading.Lock()
+        self._closed = False
         self.logins = 0
 
     def _login(self) -> Any:
@@ -112,6 +113,8 @@ class VCenterClient:
 
     def service_instance(self) -> Any:
         with self._lock:
+            if self._closed:   # a thread still running after close must not log in again
+                raise TargetError("the session to this vCenter was closed", "error")
             if self._si is None:
                 self._si = self._login()
             return self._si
@@ -166,6 +169,7 @@ class VCenterClient:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             si, self._si = self._si, None
         if si is not None:
             try:

@@ -48,7 +48,8 @@ def _fmt(text: str, d: str) -> str:
     return text.format(dir=d, Dir=d.capitalize())
 
 
-ERROR_KINDS = ("login", "tls", "connect", "timeout", "protocol", "error")
+#: warming_up: the first inventory of the target is not complete yet (see target.py).
+ERROR_KINDS = ("login", "tls", "connect", "timeout", "protocol", "error", "warming_up")
 VM_INFO_LABELS = ("vm", "vm_id", "host", "power_state", "vm_uuid", "instance_uuid")
 DISK_INFO_LABELS = ("vm", "disk", "vm_id", "label", "disk_uuid", "backing_file", "datastore", "host")
 SEEK_CLASSES = ("small", "medium", "large")
@@ -82,8 +83,12 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
     return text, disk_labels
 
 
-def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) -> bytes:
-    """The exposition of one probe of one vCenter."""
+def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool,
+                 latest_samples: bool = True) -> bytes:
+    """The exposition of one probe of one vCenter; ``latest_samples=False``
+    (``--no-collector.latest-samples``) leaves out the latest-sample value gauges, 15 series per
+    VM disk that repeat what the counters hold (the sample's timestamp and interval stay: the
+    rules divide by the interval and the age of the data is read from the timestamp)."""
     out = Exposition()
     gauge = "gauge"
     out.family("vcenter_up", gauge, "1 if the vCenter was collected in this probe, 0 if not "
@@ -95,7 +100,8 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
     out.family("vcenter_probe_error_info", gauge, "Why this probe failed (absent when vcenter_up is 1).",
                [] if s.up else [(label_block(("kind", "cause"), (s.kind, s.cause)), 1)])
     out.family("vcenter_probe_errors_total", "counter", "Failed probes of this target since the exporter started, "
-               "by kind (login, tls, connect, timeout, protocol, error).",
+               "by kind (login, tls, connect, timeout, protocol, error, warming_up: the first inventory was "
+               "not complete yet).",
                [(f'kind="{k}"', s.errors.get(k, 0)) for k in ERROR_KINDS])
     if not s.up:
         return out.render()  # never show stale values as fresh
@@ -103,7 +109,10 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
     out.family("vcenter_collection_duration_seconds", gauge,
                "Seconds the collection (inventory if due, perf queries) took.", [("", s.duration)])
     out.family("vcenter_inventory_age_seconds", gauge, "Age of the cached inventory (VMs, disks, hosts, "
-               "datastores); refreshed every inventory_refresh.", [("", s.inventory_age)])
+               "datastores); refreshed every inventory_refresh, in the background.", [("", s.inventory_age)])
+    out.family("vcenter_inventory_build_duration_seconds", gauge, "Seconds the last complete inventory read "
+               "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync).",
+               [("", s.inventory_build_seconds)])
     out.family("vcenter_perf_queries", gauge, "QueryPerf calls made by this collection "
                "(batched to respect config.vpxd.stats.maxQueryMetrics).", [("", s.queries)])
     out.family("vcenter_perf_new_samples", gauge, "20 s disk samples integrated by this collection.",
@@ -143,6 +152,8 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool) 
                "Length of the latest sample's interval (20 for realtime).",
                [(lbl, latest.interval) for lbl, latest in with_latest])
 
+    if not latest_samples:
+        return out.render()
     for direction in ("read", "write"):
         for suffix, counter, scale, help_text in SAMPLE_GAUGES:
             name = _fmt(counter, direction)

@@ -8,6 +8,7 @@ A YAML file (``--config.file``)::
       inventory_refresh: 5m
       timeout: 30s
     allow_unlisted_targets: false   # default: a ?target= not listed below is refused (HTTP 400)
+    latest_samples: true            # false: no latest-sample gauges (15 series per VM disk fewer)
     session_idle_timeout: 10m       # log out of a target not probed for this long
     targets:
       vc1.example.com:              # the ?target= value (host, host:port or https://host[:port]/)
@@ -48,6 +49,9 @@ DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
 #: ~40 s late; older means the VM stopped reporting (powered off, vanished, host down).
 DEFAULT_SAMPLE_MAX_AGE = 60.0
 PERF_FORMATS = ("csv", "normal")
+#: background: the inventory is read off the probe path (the default); sync: the collection reads
+#: it when due, through pyvmomi, as before (kept as the benchmark's baseline).
+INVENTORY_MODES = ("background", "sync")
 
 
 @dataclass(frozen=True)
@@ -64,13 +68,15 @@ class TargetConfig:
     max_query_metrics: int | None = None  # None: read config.vpxd.stats.maxQueryMetrics (default 256)
     perf_format: str = "csv"            # csv is ~40 % cheaper to parse; "normal" for old servers
     sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
+    inventory_mode: str = "background"
 
     def describe(self) -> str:
         tls = "verification OFF (insecure_skip_verify)" if self.insecure_skip_verify else (
             f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
         return (f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
                 f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
-                f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s")
+                f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
+                f"inventory_mode={self.inventory_mode}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class ExporterConfig:
     allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
     path: str | None = None
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    latest_samples: bool = True   # False: the latest-sample gauges are not exposed (series budget)
 
     def target(self, key: str) -> TargetConfig | None:
         """The settings of a normalised target key, or None when it may not be probed."""
@@ -98,7 +105,8 @@ class ExporterConfig:
         lines = [f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
                  f"defaults: {self.defaults.describe()}",
                  f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
-                 f"session idle timeout: {self.session_idle_timeout:g}s"]
+                 f"session idle timeout: {self.session_idle_timeout:g}s",
+                 f"latest-sample gauges: {'on' if self.latest_samples else 'off'}"]
         lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
         return "\n".join(lines)
 
@@ -141,10 +149,14 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     if fmt not in PERF_FORMATS:
         raise sec.error("perf_format", f"expected one of {', '.join(PERF_FORMATS)}, got {fmt!r}")
     max_age = sec.get("sample_max_age", _duration, default=base.sample_max_age)
+    mode = sec.get("inventory_mode", str, default=base.inventory_mode)
+    if mode not in INVENTORY_MODES:
+        raise sec.error("inventory_mode", f"expected one of {', '.join(INVENTORY_MODES)}, got {mode!r}")
     sec.reject_unknown()
     return replace(base, username=username, password=password, password_source=source,
                    insecure_skip_verify=insecure, ca_file=ca_file, inventory_refresh=refresh,
-                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt, sample_max_age=max_age)
+                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt, sample_max_age=max_age,
+                   inventory_mode=mode)
 
 
 def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
@@ -160,21 +172,24 @@ def env_targets(env: dict[str, str]) -> list[str]:
 
 
 def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: list[str] = (),
-                allow_unlisted: bool | None = None, session_idle_timeout: float | None = None) -> ExporterConfig:
+                allow_unlisted: bool | None = None, session_idle_timeout: float | None = None,
+                latest_samples: bool | None = None) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key.
 
     ``extra_targets`` (``--vcenter.target``) and ``VCENTER_TARGETS`` are listed beside the file's
     targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
-    ``session_idle_timeout`` override the file when given."""
+    ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
+    the file when given."""
     env = dict(os.environ) if env is None else env
     base = env_defaults(env)
     source = path or "the command line"
-    defaults, targets, allow, idle = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT
+    defaults, targets, allow, idle, latest = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT, True
     if path is not None:
         root = Section(load_yaml(path), path)
         defaults = _read_target(root.section("defaults"), base, env)
         allow = root.get("allow_unlisted_targets", bool, default=False)
         idle = root.get("session_idle_timeout", _duration, default=idle)
+        latest = root.get("latest_samples", bool, default=latest)
         tsec = root.section("targets")
         for name in list(tsec.data):
             if not isinstance(name, str) or not name.strip():
@@ -200,9 +215,11 @@ def load_config(path: str | None, env: dict[str, str] | None = None, extra_targe
         if not session_idle_timeout > 0:
             raise ConfigError(source, "--vcenter.session-idle-timeout", f"must be positive, got {session_idle_timeout}")
         idle = session_idle_timeout
+    if latest_samples is not None:
+        latest = latest_samples
     if not allow and not targets:
         raise ConfigError(source, "targets", "no targets listed and unlisted targets are refused: list the "
                           "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
                           "opt in to any target with --vcenter.allow-unlisted-targets")
     return ExporterConfig(defaults=defaults, targets=targets, allow_unlisted=allow, path=path and str(path),
-                          session_idle_timeout=idle)
+                          session_idle_timeout=idle, latest_samples=latest)

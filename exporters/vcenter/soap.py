@@ -228,7 +228,7 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
     return out
 
 
-def post(si: Any, body: bytes) -> tuple[int, bytes]:
+def post(si: Any, body: bytes, method: str = "QueryPerf") -> tuple[int, bytes]:
     """POST a SOAP request on the session's own connection pool (same TLS context, timeout and
     cookie as pyvmomi's calls); (HTTP status, body) for 200 and 500 (a fault)."""
     stub = si._stub
@@ -248,7 +248,7 @@ def post(si: Any, body: bytes) -> tuple[int, bytes]:
         stub.cookie = cookie
     if resp.status not in (200, 500):
         conn.close()
-        raise TargetError(f"QueryPerf got HTTP {resp.status} {resp.reason}: {_snippet(data)!r}", "protocol")
+        raise TargetError(f"{method} got HTTP {resp.status} {resp.reason}: {_snippet(data)!r}", "protocol")
     if resp.will_close:
         conn.close()
     else:

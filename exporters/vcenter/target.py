@@ -6,6 +6,16 @@ running (another Prometheus, a slow vCenter), the probe waits for the same one i
 starting another; if the collection does not finish before the probe's deadline, the probe
 answers ``vcenter_up 0`` with the cause, and the collection goes on in the background so that
 its samples are integrated and shown by the next probe (no sample is lost).
+
+The inventory (``inventory_mode: background``, the default) is built and refreshed off the
+probe path by a thread per target, started at the first probe: collections use the last
+complete inventory, so a refresh never makes a probe slow. Before the first inventory is
+complete, a probe waits for it until its deadline and then answers ``vcenter_up 0`` with
+``kind="warming_up"``; a failed first build (wrong password, vCenter down) is reported with its
+own kind, and a probe that finds the last build failed asks for a new attempt at once. The
+thread stops when the target is closed (idle-session logout). ``inventory_mode: sync`` is the
+previous behaviour, kept as the benchmark's baseline: the collection reads the inventory itself,
+through pyvmomi, when it is due.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from .client import TargetError, VCenterClient
 from .config import TargetConfig
 from .integrate import DiskCounters, integrate
 from .inventory import VirtualMachine, collect_inventory
+from .inventory_soap import collect_inventory_soap
 from .perf import EntityRequest, ParseResult, batch_requests, counter_keys, read_max_query_metrics
 from .soap import query_perf
 
@@ -31,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: QueryPerf calls of one target in flight at once (one session; pyvmomi's pool has 5 connections).
 PERF_CONCURRENCY = 2
+#: Seconds before a failed background inventory build is tried again (unless a probe asks sooner).
+INVENTORY_RETRY = 30.0
 
 
 @dataclass
@@ -53,6 +66,7 @@ class Snapshot:
     vms: list[VirtualMachine] = field(default_factory=list)
     disks: list[DiskRow] = field(default_factory=list)
     inventory_age: float = 0.0
+    inventory_build_seconds: float = 0.0       # wall time of the last complete inventory build
     queries: int = 0
     new_samples: int = 0
     misaligned_series: int = 0
@@ -88,6 +102,19 @@ class Target:
         # Each ESXi host's clock as its samples show it (realtime samples are stamped by the
         # host): host -> (newest sample end seen, time.monotonic() when first seen).
         self.host_clocks: dict[str, tuple[float, float]] = {}
+        # Background inventory (see the module's docstring); guarded by _inv.
+        self._inv = threading.Condition()
+        self._refresher: threading.Thread | None = None
+        self._closed = False
+        self._refresh_asked = False
+        self._building = False
+        self.inventory_error: TargetError | None = None   # the last build's failure, None after a success
+        self.inventory_failures = 0
+        self.inventory_generation = 0
+        self.inventory_build_seconds = 0.0
+        self.inventory_first_asked: float | None = None
+        self._applied: list[VirtualMachine] | None = None   # the inventory states/render cache follow
+        self._applied_at = 0.0
 
     def busy(self) -> bool:
         """True while a collection is running (it still uses the session)."""
@@ -106,14 +133,103 @@ class Target:
         try:
             snap = fut.result(timeout=max(0.0, timeout))
         except FutureTimeout:
-            snap = Snapshot(up=False, kind="timeout",
-                            cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
-                                  "the collection continues in the background")
+            snap = self._late_snapshot(timeout)
         with self._lock:
             if not snap.up:
                 self.errors[snap.kind] = self.errors.get(snap.kind, 0) + 1
             errors = dict(self.errors)
         return dataclasses.replace(snap, errors=errors), shared
+
+    def _late_snapshot(self, timeout: float) -> Snapshot:
+        """What a probe whose collection did not finish in time answers."""
+        with self._inv:
+            warming = (self.cfg.inventory_mode == "background" and self.inventory is None
+                       and self.inventory_first_asked is not None)
+            since = time.monotonic() - (self.inventory_first_asked or time.monotonic())
+            failures = self.inventory_failures
+        if warming:
+            return Snapshot(up=False, kind="warming_up",
+                            cause=f"the first inventory of this vCenter is still being read (for {since:.0f}s"
+                                  + (f", {failures} failed attempts before" if failures else "")
+                                  + "); probes answer once it is complete")
+        return Snapshot(up=False, kind="timeout",
+                        cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
+                              "the collection continues in the background")
+
+    # -- background inventory -------------------------------------------------------------
+    def _start_refresher(self) -> None:
+        """Under self._inv: start the inventory thread once (not after close)."""
+        if self._refresher is None and not self._closed:
+            self.inventory_first_asked = time.monotonic()
+            self._refresher = threading.Thread(target=self._refresh_loop, name=f"inventory {self.name}", daemon=True)
+            self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        while True:
+            with self._inv:
+                if self._closed:
+                    return
+                self._building, self._refresh_asked = True, False
+            start, cpu = time.monotonic(), time.thread_time()
+            inv: list[VirtualMachine] | None = None
+            error: TargetError | None = None
+            try:
+                inv = self.client.call(collect_inventory_soap)
+            except TargetError as exc:
+                error = exc
+            except Exception as exc:  # a bug must not kill the thread: report it as the cause
+                log.exception("unexpected error reading the inventory of %s", self.name)
+                error = TargetError(f"internal error reading the inventory: {exc.__class__.__name__}: {exc}", "error")
+            wall, cpu = time.monotonic() - start, time.thread_time() - cpu
+            with self._inv:
+                self._building = False
+                if self._closed:
+                    return
+                if inv is not None:
+                    self.inventory, self.inventory_at = inv, time.monotonic()
+                    self.inventory_error = None
+                    self.inventory_generation += 1
+                    self.inventory_build_seconds = wall
+                else:
+                    self.inventory_error = error
+                    self.inventory_failures += 1
+                self._inv.notify_all()
+                delay = self.cfg.inventory_refresh if inv is not None else min(self.cfg.inventory_refresh,
+                                                                               INVENTORY_RETRY)
+            if inv is not None:
+                log.info("inventory of target=%s read: %d VMs, %d disks in %.2fs (%.2fs CPU)", self.name,
+                         len(inv), sum(len(vm.disks) for vm in inv), wall, cpu)
+            else:
+                assert error is not None
+                if self.inventory is not None:
+                    log.warning("inventory of target=%s failed kind=%s cause=%s; the last complete inventory "
+                                "stays in use", self.name, error.kind, error.cause)
+                else:  # the waiting probes report it (one line per failed probe)
+                    log.debug("first inventory of target=%s failed kind=%s cause=%s", self.name, error.kind,
+                              error.cause)
+            with self._inv:
+                self._inv.wait_for(lambda: self._closed or self._refresh_asked, timeout=delay)
+
+    def _background_inventory(self, newer_than: int | None = None) -> list[VirtualMachine]:
+        """The last complete inventory (or, with ``newer_than``, one of a later generation),
+        waiting for the background thread when there is none yet; the last build's error when
+        it failed."""
+        with self._inv:
+            self._start_refresher()
+            if newer_than is None and self.inventory is not None:
+                return self.inventory
+            if newer_than is not None or (self.inventory_error is not None and not self._building):
+                self._refresh_asked = True  # a probe is waiting: no need to wait for the retry delay
+                self._inv.notify_all()
+            failures = self.inventory_failures
+            while True:
+                if self._closed:
+                    raise TargetError("the target was closed (idle session logged out)", "error")
+                if self.inventory is not None and (newer_than is None or self.inventory_generation > newer_than):
+                    return self.inventory
+                if self.inventory_failures != failures and self.inventory_error is not None:
+                    raise self.inventory_error
+                self._inv.wait()
 
     def _run(self, fut: Future) -> None:
         start = time.monotonic()
@@ -133,17 +249,31 @@ class Target:
 
     # -- collection -----------------------------------------------------------------------
     def _refresh_inventory(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and self.inventory is not None and now - self.inventory_at < self.cfg.inventory_refresh:
-            return
-        inv = self.client.call(collect_inventory)
-        self.inventory = inv
-        self.inventory_at = time.monotonic()
-        self.render_cache = {}
-        alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
-        for key in list(self.states):
-            if key not in alive:  # deleted VMs and disks: forget their counters
-                del self.states[key]
+        """Make self.inventory current for this collection: the background thread's last one,
+        or (inventory_mode: sync) read here when due."""
+        if self.cfg.inventory_mode == "background":
+            if force:
+                with self._inv:
+                    generation = self.inventory_generation
+                self._background_inventory(newer_than=generation)
+            else:
+                self._background_inventory()
+        else:
+            now = time.monotonic()
+            if force or self.inventory is None or now - self.inventory_at >= self.cfg.inventory_refresh:
+                start = time.monotonic()
+                self.inventory = self.client.call(collect_inventory)
+                self.inventory_at = time.monotonic()
+                self.inventory_build_seconds = self.inventory_at - start
+        with self._inv:
+            inv, inv_at = self.inventory, self.inventory_at
+        if inv is not self._applied:
+            self._applied, self._applied_at = inv, inv_at
+            self.render_cache = {}
+            alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
+            for key in list(self.states):
+                if key not in alive:  # deleted VMs and disks: forget their counters
+                    del self.states[key]
 
     def _collect(self) -> Snapshot:
         self.collections += 1
@@ -172,10 +302,11 @@ class Target:
         key_list = sorted(self.keys.values())
 
         snap = Snapshot(up=True)
-        assert self.inventory is not None
-        by_moref = {vm.moref: vm for vm in self.inventory}
+        inventory = self._applied   # the background thread may publish a newer one meanwhile
+        assert inventory is not None
+        by_moref = {vm.moref: vm for vm in inventory}
         requests = []
-        for vm in self.inventory:
+        for vm in inventory:
             if vm.power_state != "poweredOn" or not vm.disks:
                 continue  # no realtime statistics for VMs that are not running
             seen = [self.states[(vm.moref, d.instance)].last_timestamp
@@ -214,19 +345,20 @@ class Target:
                                 state = self.states[(moref, instance)] = DiskCounters()
                             snap.new_samples += integrate(state, samples)
             except TargetError as exc:
-                if "ManagedObjectNotFound" in exc.cause:
+                if "ManagedObjectNotFound" in exc.cause and self.cfg.inventory_mode == "sync":
                     self.inventory_at = 0.0  # a VM went away: refresh the inventory next time
                 raise
             pending = retry
 
         snap.star_expanded_by_server = self.star_ok
         snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
-        snap.vms = self.inventory
+        snap.vms = inventory
         snap.render_cache = self.render_cache
-        snap.inventory_age = time.monotonic() - self.inventory_at
+        snap.inventory_age = time.monotonic() - self._applied_at
+        snap.inventory_build_seconds = self.inventory_build_seconds
         queried = {r.moref for r in requests}
-        oldest_fresh = self._oldest_fresh_samples()
-        for vm in self.inventory:
+        oldest_fresh = self._oldest_fresh_samples(inventory)
+        for vm in inventory:
             for i, d in enumerate(vm.disks):
                 state = self.states.get((vm.moref, d.instance))
                 if state is not None and state.samples:
@@ -237,17 +369,16 @@ class Target:
                     snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
 
-    def _oldest_fresh_samples(self) -> dict[str, float]:
+    def _oldest_fresh_samples(self, inventory: list[VirtualMachine]) -> dict[str, float]:
         """Per ESXi host, the oldest sample end still shown as the latest sample: sample_max_age
         before the host's present, estimated as the newest sample end of its VMs plus the time
         since that was first seen. The host's own clock, advanced by ours only while no newer
         sample appears, so neither the exporter's nor other hosts' clocks need agree with it. A
         VM whose samples stop (powered off, vanished) falls behind the other VMs of its host;
         when all of them stop (host down), time still moves on."""
-        assert self.inventory is not None
         now = time.monotonic()
         newest: dict[str, float] = {}
-        for vm in self.inventory:
+        for vm in inventory:
             for d in vm.disks:
                 state = self.states.get((vm.moref, d.instance))
                 if state is not None and state.last_timestamp is not None:
@@ -284,6 +415,9 @@ class Target:
                 fut.cancel()
 
     def close(self) -> None:
+        with self._inv:
+            self._closed = True   # the inventory thread stops (and logs in no more)
+            self._inv.notify_all()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
