@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="mixin config (default: the shipped mixin/config.yml)")
     p.add_argument("--step", help="seconds between points (default: max(scrape interval, range / 600))")
     p.add_argument("--title", default="Storage PoC report", help="the report's title")
+    p.add_argument("--steps", metavar="OFFSET[=N],...",
+                   help="the scalability ramp's step boundaries, offsets from --start (e.g. 0,3m,6m,9m, or "
+                        "0=1,3m=2,6m=4 with each step's concurrency) instead of finding them (docs/usl.md)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every query")
     return p
@@ -133,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
         if match.startswith("{") and match.endswith("}"):
             match = match[1:-1].strip()
         compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
+        from ioparallax.report.ramps import parse_steps
+        steps = parse_steps(args.steps) if args.steps else None
     except ValueError as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)
         return 2
     try:
         result = make_report(prometheus=args.prometheus, start=start, end=end, step=step, match=match,
-                             config_path=args.config, compare=compare, title=args.title, timeout=args.timeout)
+                             config_path=args.config, compare=compare, title=args.title, timeout=args.timeout,
+                             steps=steps)
     except (PromError, ReportError) as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)
         return 1

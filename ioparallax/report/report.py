@@ -71,9 +71,11 @@ def versions(ctx: ReportContext) -> dict[str, str]:
 
 def make_report(prometheus: str, start: float, end: float, step: float | None = None, match: str = "",
                 config_path: Path | None = None, compare: tuple[str, str, float, float] | None = None,
-                title: str = "Storage PoC report", timeout: float = 30.0) -> ReportResult:
+                title: str = "Storage PoC report", timeout: float = 30.0, steps: list | None = None) -> ReportResult:
     t0 = time.monotonic()
     ctx = context(prometheus, start, end, step, match, config_path, timeout, label="A" if compare else "")
+    if steps:
+        ctx.shared["steps"] = steps     # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
     if compare is not None:
         label, url, cstart, cend = compare
         # The same step, so both sides have points at the same spacing.

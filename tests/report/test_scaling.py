@@ -134,3 +134,11 @@ def test_the_plateau_means_are_the_settled_totals():
     for p, x in zip(s.plateaus, s.views["guest"].throughput):
         n = round(p.concurrency)
         assert x == pytest.approx(float(usl.usl(np.array([n]), SIGMA, KAPPA, GAMMA)[0]), rel=1e-9)
+
+
+def test_report_cli_refuses_bad_steps_before_querying(tmp_path, capsys):
+    from ioparallax.report import cli
+    rc = cli.main(["--prometheus", "http://127.0.0.1:9", "--steps", "0,3m,x", "-o", str(tmp_path / "r.html")])
+    assert rc == 2
+    assert "--steps: expected OFFSET or OFFSET=CONCURRENCY (e.g. 3m=2), got 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
