@@ -143,9 +143,8 @@ def _to_grid(values: list[list[Any]], start: float, step: float, n: int) -> np.n
     out = np.full(n, np.nan)
     if not values:
         return out
-    arr = np.asarray(values, dtype=object)
-    t = arr[:, 0].astype(float)
-    v = np.asarray([float(x) for x in arr[:, 1]])
+    t = np.fromiter((p[0] for p in values), dtype=float, count=len(values))
+    v = np.array([p[1] for p in values], dtype=float)
     idx = np.rint((t - start) / step).astype(int)
     ok = (idx >= 0) & (idx < n)
     out[idx[ok]] = v[ok]

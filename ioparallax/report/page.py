@@ -79,8 +79,8 @@ def data_uri(text: str, mime: str = "text/csv") -> str:
 
 
 def render_figure(f) -> str:
-    dl = (f'<a class="dl" download="{esc(f.id)}.csv" href="{data_uri(f.csv)}">data (CSV)</a>'
-          if f.csv else "")
+    # The CSV itself is embedded once, in the appendix; the caption links there.
+    dl = f'<a class="dl" href="#data-{esc(f.id)}">data (CSV)</a>' if f.csv else ""
     if not f.svg:
         return (f'<figure class="empty" id="{esc(f.id)}"><div class="placeholder">No figure</div>'
                 f'<figcaption>{esc(f.caption)}{dl}</figcaption></figure>')
@@ -122,7 +122,7 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
             dl = (f' <a download="{esc(f.id)}.csv" href="{data_uri(f.csv)}">{esc(f.id)}.csv</a>' if f.csv
                   else " (no data)")
             q = "".join(f'<pre class="promql">{esc(e)}</pre>' for e in f.promql)
-            items.append(f'<h4><a href="#{esc(f.id)}">{esc(f.id)}</a>{dl}</h4>{q}')
+            items.append(f'<h4 id="data-{esc(f.id)}"><a href="#{esc(f.id)}">{esc(f.id)}</a>{dl}</h4>{q}')
         for name, text in s.csv.items():
             items.append(f'<p><a download="{esc(name)}" href="{data_uri(text)}">{esc(name)}</a></p>')
         if s.promql and not s.figures:
