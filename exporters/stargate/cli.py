@@ -14,7 +14,8 @@ from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
 
-from .collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe
+from .collector import DEFAULT_CONCURRENCY, Collectors, HttpClient, StargateCollector, probe
+from .parsepool import ParsePool, default_workers
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from .targets import TargetError, TargetPolicy, parse_target
 from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, Limits
@@ -45,6 +46,12 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
   max_pages_per_probe: 5000         # main pages + detail views of one probe (default 5000)
   discovery_ports: []               # discover=true follows Cluster State links on 2009 and the
                                     # target's own port, and on these
+  histograms: true                  # --[no-]collector.histograms: the four gauge histograms (40 of ~98
+                                    # series per vdisk)
+  source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
+                                    # destination (the bytes/s series stay)
+  parse_workers: 2                  # processes parsing pages for all probes (default: the usable
+                                    # cores; 0 parses in the probe's threads), see --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -73,6 +80,9 @@ class StargateConfig:
     allow_unlisted: bool = False
     limits: Limits = Limits()
     discovery_ports: tuple[int, ...] = ()
+    parse_workers: int | None = None                        # None: the command line's (default: cores)
+    histograms: bool = True
+    source_ratios: bool = True
 
     def policy(self) -> TargetPolicy:
         return TargetPolicy(self.targets, allow_any=self.allow_unlisted)
@@ -98,9 +108,22 @@ def _positive_int(name: str, maximum: int):
     return check
 
 
+#: More parse workers than this is a typo (each is a process of ~30 MB).
+MAX_PARSE_WORKERS = 64
+
+
+def _count(name: str, maximum: int):
+    def check(value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+            raise ValueError(f"expected an integer from 0 to {maximum}, got {value!r}")
+        return value
+    return check
+
+
 def load_config(path: str | None) -> StargateConfig:
     """--config.file: ``targets`` and ``allow_unlisted_targets`` (which CVMs may be probed),
     ``body_size_limit``, ``max_pages_per_probe`` and ``discovery_ports`` (limits of a probe),
+    ``parse_workers`` (processes parsing pages), ``histograms`` and ``source_ratios`` (families),
     ``vdisks`` (hand mapping) and ``prism`` (API mapping); all optional."""
     if not path:
         return StargateConfig({}, None)
@@ -115,6 +138,9 @@ def load_config(path: str | None) -> StargateConfig:
     for i, port in enumerate(ports):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise root.error(f"discovery_ports[{i}]", f"expected a port 1-65535, got {port!r}")
+    parse_workers = root.get("parse_workers", _count("parse_workers", MAX_PARSE_WORKERS), default=None)
+    histograms = root.get("histograms", bool, default=True)
+    source_ratios = root.get("source_ratios", bool, default=True)
     out: dict[str, dict[str, str]] = {}
     vd = root.section("vdisks")
     for vid in list(vd.data):
@@ -127,7 +153,8 @@ def load_config(path: str | None) -> StargateConfig:
     vd.reject_unknown()
     prism = prism_config(root.section("prism"))
     root.reject_unknown()
-    return StargateConfig(out, prism, targets, allow_unlisted, Limits(limit, max_pages), tuple(ports))
+    return StargateConfig(out, prism, targets, allow_unlisted, Limits(limit, max_pages), tuple(ports), parse_workers,
+                          histograms, source_ratios)
 
 
 def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
@@ -136,9 +163,12 @@ def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
 
 def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float,
              policy: TargetPolicy | None = None, limits: Limits = Limits(),
-             discovery_ports: tuple[int, ...] = ()) -> ExporterApp:
+             discovery_ports: tuple[int, ...] = (), parse_pool: ParsePool | None = None,
+             collectors: Collectors = Collectors()) -> ExporterApp:
     """The exporter's routes. ``policy``: which targets may be probed (default: loopback only;
-    the command line builds it from ``targets:`` and the flags)."""
+    the command line builds it from ``targets:`` and the flags). ``parse_pool``: worker
+    processes parsing the pages of every probe (None: parsed in the probe's threads).
+    ``collectors``: the families switched on."""
     client = HttpClient()
     if not isinstance(names, VDiskNames):
         names = VDiskNames(names)
@@ -161,10 +191,10 @@ def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], de
         # until its own deadline, then uses the mapping it has (the refresh finishes later).
         refresh = names.start_refresh_if_stale()
         result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency,
-                       limits=limits, policy=policy, discovery_ports=discovery_ports)
+                       limits=limits, policy=policy, discovery_ports=discovery_ports, parse_pool=parse_pool)
         if refresh is not None:
             refresh.join(max(0.0, p.deadline - time.monotonic()))
-        return StargateCollector(result, names).render()
+        return StargateCollector(result, names, collectors).render()
 
     return ExporterApp(
         name="stargate-exporter",
@@ -192,6 +222,19 @@ def main(argv: list[str] | None = None) -> int:
                              "only on a trusted network)")
     parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="detail pages fetched at once per probe (default: %(default)s)")
+    parser.add_argument("--stargate.parse-workers", dest="parse_workers", type=int, default=None, metavar="N",
+                        help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
+                             "use every core; 0 parses in each probe's threads, in-process (default: "
+                             "parse_workers: in --config.file, else the usable cores, %d here)" % default_workers())
+    c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
+    c.add_argument("--collector.histograms", dest="histograms", action=argparse.BooleanOptionalAction, default=None,
+                   help="the four gauge histograms (read/write latency, read/write size): 40 series per vdisk; "
+                        "off empties the storage latency rules and the vdisk dashboard's histogram panels "
+                        "(default: on, or histograms: in --config.file)")
+    c.add_argument("--collector.source-ratios", dest="source_ratios", action=argparse.BooleanOptionalAction,
+                   default=None, help="Percent of each read source and write destination as _ratio series "
+                                      "(the bytes/s series stay; the mixin uses only those) "
+                                      "(default: on, or source_ratios: in --config.file)")
     parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
                         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)")
     add_logging_args(parser)
@@ -204,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
+        return 2
+    workers = args.parse_workers if args.parse_workers is not None else \
+        config.parse_workers if config.parse_workers is not None else default_workers()
+    if not 0 <= workers <= MAX_PARSE_WORKERS:
+        print(f"error: --stargate.parse-workers must be 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr)
         return 2
     try:
         extra = [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t] + args.targets
@@ -230,8 +278,26 @@ def main(argv: list[str] | None = None) -> int:
                  config.prism.refresh_interval, len(config.vdisks))
         if plain and config.prism.username:
             log.warning("prism.url is plain http://: the credentials cross the network unencrypted")
-    return serve(make_app(args.concurrency, names, args.timeout, policy, config.limits, config.discovery_ports),
-                 web_settings(args, DEFAULT_LISTEN))
+    collectors = Collectors(
+        histograms=config.histograms if args.histograms is None else args.histograms,
+        source_ratios=config.source_ratios if args.source_ratios is None else args.source_ratios)
+    off = [name for name, on in (("histograms", collectors.histograms), ("source-ratios", collectors.source_ratios))
+           if not on]
+    if off:
+        log.info("collectors switched off: %s", ", ".join(off))
+    parse_pool = None
+    if workers:
+        parse_pool = ParsePool(workers)
+        parse_pool.warm_up()
+        log.info("pages parsed by %d worker processes", workers)
+    else:
+        log.info("pages parsed in the probes' threads (parse_workers 0)")
+    try:
+        return serve(make_app(args.concurrency, names, args.timeout, policy, config.limits, config.discovery_ports,
+                              parse_pool, collectors), web_settings(args, DEFAULT_LISTEN))
+    finally:
+        if parse_pool is not None:
+            parse_pool.close()
 
 
 if __name__ == "__main__":

@@ -9,17 +9,23 @@ One deadline bounds the probe (transport.Budget): every fetch runs in the probe'
 request thread waits for them only until the deadline, then abandons them (their sockets are
 shut down) and answers ``stargate_up 0`` with a "deadline exceeded" line naming what was pending.
 Which URLs may be fetched at all is decided in targets.py.
+
+With a :class:`~.parsepool.ParsePool` (``parse_workers``), the pages fetched by the probe's
+threads are parsed in worker processes, shared by all probes, so concurrent probes use every
+core; the detail views go over in batches as they arrive, and the deadline cancels the batches
+still queued. Without one, each fetch thread parses its own page (in-process).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 
 from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
 from .prism import VDiskNames
+from .parsepool import DETAIL_BATCH, DetailResult, ParsePool
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
 from .targets import Origin, TargetError, TargetPolicy, cluster_cvms, parse_target, same_origin_link
 from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, RequestsClient  # noqa: F401
@@ -81,11 +87,13 @@ def _await(futures: list[Future], budget: Budget, what: str) -> None:
 
 def probe(client: HttpClient | RequestsClient, target: str, deadline: float, discover: bool = False,
           concurrency: int = DEFAULT_CONCURRENCY, limits: Limits = Limits(),
-          policy: TargetPolicy | None = None, discovery_ports: tuple[int, ...] = ()) -> ProbeResult:
+          policy: TargetPolicy | None = None, discovery_ports: tuple[int, ...] = (),
+          parse_pool: ParsePool | None = None) -> ProbeResult:
     """One probe: never raises for anything the target, its pages or the target string do;
     ends by ``deadline`` (``time.monotonic()``) whatever the servers do, leaving fetches still
     running in abandoned threads whose sockets are shut down. ``policy`` decides which Cluster
-    State CVMs ``discover`` may visit (the target itself is checked by the caller)."""
+    State CVMs ``discover`` may visit (the target itself is checked by the caller).
+    ``parse_pool``: parse the pages in its worker processes (None: in the fetch threads)."""
     start = time.monotonic()
     policy = policy if policy is not None else TargetPolicy.loopback()
 
@@ -106,7 +114,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
         # this thread keeps its memory in one malloc arena (peak RSS ~20 MB lower in the bench).
         fut = pool.submit(_main, client, t.origin, t.path, budget, False)
         _await([fut], budget, f"main page {t.url}")
-        first = _parse_main(fut.result())
+        first = _parse_main(fut.result(), parse_pool, budget)
         if budget.remaining() <= 0:
             raise _Deadline(f"main page {t.url} still being parsed")
         cvms.append(first)
@@ -116,7 +124,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
             others, refused = cluster_cvms(t, first.page.cvm_urls, policy, discovery_ports)
             for reason in refused:
                 log.warning("stargate target %s: %s; not followed", target, reason)
-            futs = [pool.submit(_main, client, o, "/", budget) for o in others]
+            futs = [pool.submit(_main, client, o, "/", budget, True, parse_pool) for o in others]
             try:
                 _await(futs, budget, "Cluster State CVM main pages")
             finally:
@@ -145,8 +153,13 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
         if pages > limits.max_pages:
             return failed(f"{len(cvms)} main pages and {len(vdisks)} vdisk detail views are over "
                           f"max_pages_per_probe ({limits.max_pages}); nothing more fetched", cvms)
-        dfuts = {vid: pool.submit(_detail, client, origins[vid], row.href, budget) for vid, (_, row) in vdisks.items()}
-        _await(list(dfuts.values()), budget, "vdisk detail views")
+        if parse_pool is None:
+            dfuts = {vid: pool.submit(_detail, client, origins[vid], row.href, budget)
+                     for vid, (_, row) in vdisks.items()}
+            _await(list(dfuts.values()), budget, "vdisk detail views")
+            results = {vid: fut.result() for vid, fut in dfuts.items()}
+        else:
+            results = _details_in_workers(pool, parse_pool, client, vdisks, origins, budget)
     except _Deadline as exc:
         budget.abort()
         return failed(f"deadline exceeded after {time.monotonic() - start:.2f} s: {exc.pending}", cvms)
@@ -158,8 +171,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
             budget.close()
     details: dict[str, VDiskDetail | None] = {}
     errors: dict[str, str] = {}
-    for vid, fut in dfuts.items():
-        details[vid], err, garbage = fut.result()
+    for vid, (details[vid], err, garbage) in results.items():
         if err:
             errors[vid] = err
             rejected += garbage
@@ -171,13 +183,78 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
     return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected)
 
 
+def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client: HttpClient | RequestsClient,
+                        vdisks: dict[str, tuple[str, VDiskRow]], origins: dict[str, Origin],
+                        budget: Budget) -> dict[str, DetailResult]:
+    """Fetch every detail view in the probe's threads; hand the pages to the parse workers in
+    batches of DETAIL_BATCH as they arrive. _Deadline at the deadline (queued batches cancelled)."""
+    results: dict[str, DetailResult] = {}
+    ffuts = {pool.submit(_fetch_detail, client, origins[vid], row.href, budget): (vid, row.href)
+             for vid, (_, row) in vdisks.items()}
+    batches: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []
+    vids: list[str] = []
+    pages: list[tuple[str, bytes]] = []
+
+    def flush() -> None:
+        if pages:
+            batches.append((list(vids), list(pages), parse_pool.submit_details(list(pages))))
+            vids.clear()
+            pages.clear()
+    try:
+        try:
+            for f in as_completed(ffuts, timeout=max(0.0, budget.remaining())):
+                vid, href = ffuts[f]
+                body, err = f.result()
+                if body is None:
+                    results[vid] = (None, err, 0)
+                    continue
+                vids.append(vid)
+                pages.append((href, body))
+                if len(pages) >= DETAIL_BATCH:
+                    flush()
+        except TimeoutError:
+            pending = sum(1 for f in ffuts if not f.done())
+            raise _Deadline(f"{pending} of {len(ffuts)} vdisk detail views pending") from None
+        flush()
+        for n, (bvids, bpages, fut) in enumerate(batches):
+            try:
+                out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
+            except TimeoutError:
+                left = sum(len(b[0]) for b in batches[n:])
+                raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views still being parsed") from None
+            results.update(zip(bvids, out))
+    except _Deadline:
+        for _, _, fut in batches:
+            fut.cancel()
+        raise
+    return results
+
+
+def _fetch_detail(client: HttpClient | RequestsClient, origin: Origin, href: str,
+                  budget: Budget) -> tuple[bytes | None, str]:
+    """(the detail view's page, "") or (None, error)."""
+    try:
+        path = same_origin_link(origin, href)
+    except TargetError as exc:
+        return None, f"link {href[:200]!r} not followed: {exc}"
+    try:
+        return client.get(origin, path, budget), ""
+    except FetchError as exc:
+        return None, str(exc)
+    except Exception as exc:  # a bug must cost this vdisk, not the answer (never an HTTP 500)
+        log.exception("reading %s", href)
+        return None, f"{href}: internal error {exc.__class__.__name__}"
+
+
 def _main(client: HttpClient | RequestsClient, origin: Origin, path: str, budget: Budget,
-          parse: bool = True) -> CvmResult | tuple[CvmResult, bytes]:
+          parse: bool = True, parse_pool: ParsePool | None = None) -> CvmResult | tuple[CvmResult, bytes]:
     """A CVM's main page, parsed; or (with ``parse=False``) the page to parse with _parse_main."""
     url = f"{origin.scheme}://{origin.netloc}{path}"
     try:
         body = client.get(origin, path, budget)
-        return _parse_main((CvmResult(url, None, "", origin), body)) if parse else (CvmResult(url, None, "", origin), body)
+        if parse:
+            return _parse_main((CvmResult(url, None, "", origin), body), parse_pool, budget)
+        return CvmResult(url, None, "", origin), body
     except FetchError as exc:
         return CvmResult(url, None, str(exc), origin)
     except Exception as exc:  # a bug must cost this CVM, not the answer (never an HTTP 500)
@@ -185,12 +262,18 @@ def _main(client: HttpClient | RequestsClient, origin: Origin, path: str, budget
         return CvmResult(url, None, f"{url}: internal error {exc.__class__.__name__}", origin)
 
 
-def _parse_main(fetched: CvmResult | tuple[CvmResult, bytes]) -> CvmResult:
+def _parse_main(fetched: CvmResult | tuple[CvmResult, bytes], parse_pool: ParsePool | None = None,
+                budget: Budget | None = None) -> CvmResult:
     if isinstance(fetched, CvmResult):
         return fetched
     cvm, body = fetched
     try:
-        cvm.page = parse_main_page(body, cvm.url)
+        if parse_pool is None or budget is None:
+            cvm.page = parse_main_page(body, cvm.url)
+        else:
+            cvm.page = parse_pool.main_page(body, cvm.url, max(0.0, budget.remaining()))
+    except TimeoutError:
+        cvm.error = f"{cvm.url}: deadline exceeded while parsing the page"
     except StargatePageError as exc:
         cvm.error = f"{cvm.url}: {exc}"
     except Exception as exc:  # a bug must cost this CVM, not the answer (never an HTTP 500)
@@ -258,14 +341,25 @@ _HISTOGRAMS = {   # VDiskDetail attribute -> (metric, HELP)
 }
 
 
+@dataclass(frozen=True)
+class Collectors:
+    """The expensive families that can be switched off (``--no-collector.histograms``,
+    ``--no-collector.source-ratios``); the series each saves are in docs/stargate.md."""
+
+    histograms: bool = True       # the four gauge histograms: 40 series per vdisk
+    source_ratios: bool = True    # Percent of each read source / write destination (the bytes/s stay)
+
+
 class StargateCollector:
     """The exposition of one probe result, built fresh for every scrape (nothing is kept
     between probes but the Prism mapping, which is inventory). ``vdisk_names``: a
     :class:`VDiskNames` (YAML and Prism), or a plain vdisk id -> {"vm", "disk"} mapping."""
 
-    def __init__(self, result: ProbeResult, vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None):
+    def __init__(self, result: ProbeResult, vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None,
+                 collectors: Collectors = Collectors()):
         self.result = result
         self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
+        self.collectors = collectors
 
     def render(self) -> bytes:
         out = Exposition()
@@ -317,7 +411,9 @@ class StargateCollector:
         seq = _gauge("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
         wss = _gauge("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
         upm = _gauge("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
-        hists = [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()]
+        hists = [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()] \
+            if self.collectors.histograms else []
+        ratios = self.collectors.source_ratios
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
             names = self.names.lookup(vid, row.uuid)
             v = f'vdisk_id="{_lv(vid)}"'
@@ -338,11 +434,13 @@ class StargateCollector:
             for name, (rate, ratio) in d.read_sources.items():
                 lbl = f'{v},source="{_lv(name)}"'
                 src.add(lbl, rate)
-                src_r.add(lbl, ratio)
+                if ratios:
+                    src_r.add(lbl, ratio)
             for name, (rate, ratio) in d.write_destinations.items():
                 lbl = f'{v},destination="{_lv(name)}"'
                 dst.add(lbl, rate)
-                dst_r.add(lbl, ratio)
+                if ratios:
+                    dst_r.add(lbl, ratio)
             for direction in ("read", "write"):
                 ratio = getattr(d, f"{direction}_random_ratio")
                 if ratio is not None:
@@ -359,6 +457,6 @@ class StargateCollector:
                 if h is not None:
                     hist.add(v, h.bounds, h.counts, h.sum)
         out = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
-               src, src_r, dst, dst_r, rnd, seq, wss, upm]
+               src, *([src_r] if ratios else []), dst, *([dst_r] if ratios else []), rnd, seq, wss, upm]
         out.extend(hist for _, hist in hists)
         return out

@@ -42,6 +42,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="port of a CVM: repeat, in CVM order, or as cvm-2=9002 (default: free ports)")
     p.add_argument("--synthetic-vdisks", type=int, metavar="N",
                    help="serve N generated vdisks, all hosted by the first CVM (benchmarks)")
+    p.add_argument("--synthetic-cvms", type=int, metavar="M",
+                   help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
+                        "round-robin over them (cluster-scale benchmarks)")
     p.add_argument("--freeze-at", type=float, metavar="EPOCH",
                    help="stop the clock at this Unix time (exact, repeatable pages)")
     p.add_argument("--history-start", type=float, metavar="EPOCH",
@@ -52,6 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.scenario is None and args.synthetic_vdisks is None:
         p.error("give a scenario or --synthetic-vdisks N")
+    if args.synthetic_cvms is not None and args.synthetic_vdisks is None:
+        p.error("--synthetic-cvms needs --synthetic-vdisks")
     return args
 
 
@@ -72,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
         sim = StargateCluster(args.scenario, host=args.host, ports=_ports(args.ports), clock=clock,
-                              vdisk_count=args.synthetic_vdisks, history_start=args.history_start)
+                              vdisk_count=args.synthetic_vdisks, history_start=args.history_start,
+                              cvm_count=args.synthetic_cvms)
         sim.start()
     except (ConfigError, ValueError, OSError) as exc:
         print(f"stargate-simulator: error: {exc}", file=sys.stderr)

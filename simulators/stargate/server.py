@@ -74,9 +74,10 @@ def _uuid(*parts: object) -> str:
 
 
 def resolve_scenario(scenario_or_name: Scenario | str | os.PathLike[str] | None,
-                     vdisk_count: int | None) -> Scenario:
+                     vdisk_count: int | None, cvm_count: int | None = None) -> Scenario:
     """A scenario object, a library name or YAML path; or, with ``vdisk_count``, a synthetic
-    scenario of that many vdisks on the first CVM (keeping the given scenario's CVMs and build)."""
+    scenario of that many vdisks on the first CVM (keeping the given scenario's CVMs and build),
+    or, with ``cvm_count`` too, dealt over that many generated CVMs."""
     base: Scenario | None
     if scenario_or_name is None:
         base = None
@@ -89,9 +90,9 @@ def resolve_scenario(scenario_or_name: Scenario | str | os.PathLike[str] | None,
             raise ValueError("need a scenario or a vdisk_count")
         return base
     if base is None:
-        return synthetic_scenario(vdisk_count)
+        return synthetic_scenario(vdisk_count, cvm_count=cvm_count)
     return synthetic_scenario(vdisk_count, cvms=base.cluster.cvms, page_build=base.cluster.page_build,
-                              hybrid=base.cluster.hybrid)
+                              hybrid=base.cluster.hybrid, cvm_count=cvm_count)
 
 
 class _Server(ThreadingHTTPServer):
@@ -214,7 +215,8 @@ class StargateCluster:
     ``ports``: a list (in CVM order) or a mapping CVM -> port; 0 or missing picks a free port.
     ``history_start``: epoch when the simulated Stargates started (default: ``clock()`` now);
     the 1 hr working set reads 0 until an hour after it.
-    ``vdisk_count``: serve a synthetic scenario with that many vdisks on the first CVM.
+    ``vdisk_count``: serve a synthetic scenario with that many vdisks on the first CVM, or, with
+    ``cvm_count``, dealt round-robin over that many generated CVMs (``cvm-1`` ..).
     ``prism_auth``: (user, password) that the Prism endpoint requires as HTTP basic auth (401
     otherwise), as real Prism does; None serves it without authentication.
     """
@@ -222,8 +224,9 @@ class StargateCluster:
     def __init__(self, scenario_or_name: Scenario | str | os.PathLike[str] | None = None, *,
                  host: str = "127.0.0.1", ports: Sequence[int] | Mapping[str, int] | None = None,
                  clock: Callable[[], float] = time.time, vdisk_count: int | None = None,
-                 history_start: float | None = None, prism_auth: tuple[str, str] | None = None):
-        self.scenario = resolve_scenario(scenario_or_name, vdisk_count)
+                 history_start: float | None = None, prism_auth: tuple[str, str] | None = None,
+                 cvm_count: int | None = None):
+        self.scenario = resolve_scenario(scenario_or_name, vdisk_count, cvm_count)
         self.prism_auth = prism_auth
         self.trace: Trace = compile_scenario(self.scenario)
         self.clock = clock

@@ -1,4 +1,5 @@
-"""A generated scenario with N vdisks hosted on one CVM (for the 1,000-vdisk benchmark)."""
+"""A generated scenario with N vdisks hosted on one CVM (the 1,000-vdisk benchmark), or spread over
+M generated CVMs (the cluster-scale benchmark)."""
 
 from __future__ import annotations
 
@@ -19,21 +20,28 @@ TEMPLATES: tuple[dict, ...] = (
 
 
 def synthetic_scenario(vdisks: int, *, cvms: tuple[str, ...] = ("cvm-1", "cvm-2", "cvm-3"),
-                       page_build: int = 2016, period: int = 60, hybrid: bool = False) -> Scenario:
+                       page_build: int = 2016, period: int = 60, hybrid: bool = False,
+                       cvm_count: int | None = None) -> Scenario:
     """``vdisks`` single-disk VMs, all hosted by the first CVM, with a short period so the trace
-    compiles quickly."""
+    compiles quickly. With ``cvm_count``, the cluster is ``cvm-1`` .. ``cvm-<cvm_count>`` and the
+    vdisks are dealt round-robin over them (vdisk i on CVM i mod cvm_count)."""
     if vdisks < 1:
         raise ValueError("need at least one synthetic vdisk")
+    spread = cvm_count is not None
+    if spread:
+        if not 1 <= cvm_count <= 256:
+            raise ValueError(f"synthetic CVMs: 1 to 256, got {cvm_count}")
+        cvms = tuple(f"cvm-{i + 1}" for i in range(cvm_count))
     vms = []
     for i in range(vdisks):
         stream = dict(TEMPLATES[i % len(TEMPLATES)], name="synth")
         vms.append({
             "name": f"synth-{i + 1:04d}",
-            "disks": [{"unit": "scsi0:1", "guest_device": "sdb", "cvm": cvms[0], "streams": [stream]}],
+            "disks": [{"unit": "scsi0:1", "guest_device": "sdb", "cvm": cvms[i % len(cvms) if spread else 0], "streams": [stream]}],
         })
     data = {
         "name": f"synthetic-{vdisks}",
-        "summary": f"{vdisks} synthetic vdisks hosted by {cvms[0]}",
+        "summary": f"{vdisks} synthetic vdisks " + (f"over {len(cvms)} CVMs" if spread else f"hosted by {cvms[0]}"),
         "period": f"{period}s",
         "cluster": {"name": "synthetic", "cvms": list(cvms), "page_build": page_build, "hybrid": hybrid},
         "vms": vms,

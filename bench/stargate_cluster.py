@@ -1,0 +1,244 @@
+"""Benchmark: a 16-CVM cluster of 250 vdisks each, probed the way Prometheus scrapes it.
+
+One stargate-simulator process serves 16 CVMs (``--synthetic-vdisks 4000 --synthetic-cvms 16``,
+clock frozen, so pages come from its cache after the warm-up). Two stargate-exporter processes
+run side by side: the baseline parses in the probes' threads (``--stargate.parse-workers 0``,
+the old in-process path) and the other in worker processes (default: the usable cores). Each
+run, each exporter in turn gets
+
+- **per-CVM**: 16 probes at once, one per CVM (as Prometheus scrapes 16 targets), and
+- **discover**: one ``discover=true`` probe of the whole cluster (4,000 vdisks),
+
+and the bench prints the probes' wall times (min/median/max), the exporter's CPU (its process
+and its workers) and its peak RSS (the sum over its processes), the series count, the
+simulator's CPU, and the load average (other work on the same cores shows there).
+Target: every concurrent per-CVM probe under 5 s on 2 cores.
+
+    .venv/bin/python bench/stargate_cluster.py [--runs 3] [--cvms 16] [--vdisks-per-cvm 250] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from exporters.stargate.parsepool import default_workers  # noqa: E402
+
+BIN = Path(sys.executable).parent
+TIMEOUT = 60.0     # the scrape timeout sent: long, so that slow probes are measured, not cut
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the exporter, its forkserver and parse workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+            except OSError:
+                pass
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    total = 0.0
+    for p in tree(pid):
+        try:
+            total += cpu_seconds(p)
+        except OSError:
+            pass
+    return total
+
+
+def tree_peak_rss_mb(pid: int) -> float:
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def tree_pss_mb(pid: int) -> float:
+    """Proportional set size of the process tree now: shared pages (the workers' common code)
+    counted once, unlike a sum of RSS."""
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, proc: subprocess.Popen, what: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start")
+        time.sleep(0.1)
+
+
+def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[subprocess.Popen, dict[str, str]]:
+    urls = tmp / "urls.json"
+    proc = subprocess.Popen([str(BIN / "stargate-simulator"), "--synthetic-vdisks", str(cvms * vdisks),
+                             "--synthetic-cvms", str(cvms), "--freeze-at", str(time.time()),
+                             "--urls-file", str(urls)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: urls.exists() and urls.read_text().strip(), proc, "the Stargate simulator")
+    return proc, json.loads(urls.read_text())
+
+
+def start_exporter(tmp: Path, ports: list[int], workers: int) -> tuple[subprocess.Popen, str]:
+    cfg = tmp / f"stargate-{workers}.yml"
+    cfg.write_text(json.dumps({"targets": ["127.0.0.1"], "discovery_ports": ports}))
+    port = free_port()
+    proc = subprocess.Popen([str(BIN / "stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                             f"--config.file={cfg}", f"--stargate.parse-workers={workers}", "--log.level=error"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return requests.get(base + "/", timeout=1).ok
+        except requests.RequestException:
+            return False
+    wait_for(ready, proc, "stargate-exporter")
+    return proc, base
+
+
+def one_probe(base: str, target: str, discover: bool) -> tuple[float, int, int]:
+    """(wall, series, vdisks with a detail view) of one probe; exits if the probe failed."""
+    t0 = time.perf_counter()
+    r = requests.get(f"{base}/probe", params={"target": target, **({"discover": "true"} if discover else {})},
+                     headers={"X-Prometheus-Scrape-Timeout-Seconds": str(TIMEOUT)}, timeout=TIMEOUT + 10)
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in r.text.splitlines() if ln and not ln.startswith("#")]
+    if r.status_code != 200 or "stargate_up 1.0" not in lines:
+        raise SystemExit(f"probe of {target} failed: HTTP {r.status_code}, {r.text[:300]}")
+    detail = sum(1 for ln in lines if ln.startswith("stargate_vdisk_detail_up{") and ln.endswith(" 1.0"))
+    return wall, len(lines), detail
+
+
+@dataclass
+class Round:
+    walls: list[float]
+    cpu: float          # the exporter's processes
+    sim_cpu: float
+    series: int
+    load: float         # 1-minute load average at the end of the round
+
+
+def measure(proc: subprocess.Popen, sim: subprocess.Popen, base: str, targets: list[str],
+            discover: bool, vdisks: int) -> Round:
+    c0, s0 = tree_cpu(proc.pid), cpu_seconds(sim.pid)
+    if discover:
+        results = [one_probe(base, targets[0], True)]
+    else:
+        with ThreadPoolExecutor(len(targets)) as pool:
+            results = list(pool.map(lambda t: one_probe(base, t, False), targets))
+    cpu, sim_cpu = tree_cpu(proc.pid) - c0, cpu_seconds(sim.pid) - s0
+    got = sum(d for _, _, d in results)
+    if got != vdisks:
+        raise SystemExit(f"{got} vdisk detail views read, expected {vdisks}")
+    return Round([w for w, _, _ in results], cpu, sim_cpu, sum(s for _, s, _ in results), os.getloadavg()[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="measured runs per side and mode (default: %(default)s)")
+    ap.add_argument("--cvms", type=int, default=16, help="simulated CVMs (default: %(default)s)")
+    ap.add_argument("--vdisks-per-cvm", type=int, default=250, help="default: %(default)s")
+    ap.add_argument("--workers", type=int, default=max(1, default_workers()),
+                    help="parse workers of the measured side (default: the usable cores, %(default)s)")
+    args = ap.parse_args(argv)
+    total = args.cvms * args.vdisks_per_cvm
+    sides = {"in-process (parse_workers 0)": 0, f"parse_workers {args.workers}": args.workers}
+    rounds: dict[tuple[str, str], list[Round]] = {}
+    rss: dict[str, float] = {}
+    pss: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+        targets = [u.split("://", 1)[1] for u in urls.values()]
+        ports = [int(t.rsplit(":", 1)[1]) for t in targets]
+        exporters = {}
+        try:
+            for name, workers in sides.items():
+                exporters[name] = start_exporter(Path(tmp), ports, workers)
+            for name, (proc, base) in exporters.items():   # warm-up: fills the simulator's page cache
+                measure(proc, sim, base, targets, False, total)
+                measure(proc, sim, base, targets, True, total)
+            for _ in range(args.runs):
+                for name, (proc, base) in exporters.items():   # the sides alternate, under the same load
+                    for mode, discover in (("per-CVM", False), ("discover", True)):
+                        rounds.setdefault((name, mode), []).append(measure(proc, sim, base, targets, discover, total))
+            for name, (proc, _) in exporters.items():
+                rss[name] = tree_peak_rss_mb(proc.pid)
+                pss[name] = tree_pss_mb(proc.pid)
+        finally:
+            for proc, _ in exporters.values():
+                proc.terminate()
+                proc.wait(15)
+            sim.terminate()
+            sim.wait(15)
+
+    print(f"stargate cluster bench: {args.cvms} CVMs x {args.vdisks_per_cvm} vdisks ({total} vdisks), "
+          f"{os.cpu_count()} cores, {args.runs} runs per side, simulator clock frozen")
+    print("  per-CVM: all CVMs probed at once (one probe per CVM); discover: one discover=true probe")
+    print("  wall: per probe, min/median/max within a run; cpu: the exporter's processes in that run")
+    for (name, mode), rs in rounds.items():
+        print(f"\n  {name}, {mode}:")
+        for i, r in enumerate(rs, 1):
+            print(f"    run {i}: wall min {min(r.walls):5.2f} median {statistics.median(r.walls):5.2f} "
+                  f"max {max(r.walls):5.2f} s  cpu {r.cpu:5.2f} s  simulator cpu {r.sim_cpu:4.2f} s  "
+                  f"series {r.series}  load {r.load:4.1f}")
+        worst = [max(r.walls) for r in rs]
+        print(f"    slowest probe over runs: min {min(worst):5.2f} s  median {statistics.median(worst):5.2f} s;  "
+              f"cpu min {min(r.cpu for r in rs):5.2f} s  median {statistics.median([r.cpu for r in rs]):5.2f} s")
+    print()
+    for name in sides:
+        print(f"  peak RSS {name}: {rss[name]:6.1f} MB (sum of VmHWM over the exporter's processes; "
+              f"PSS after the runs {pss[name]:6.1f} MB)")
+    base_name, ours_name = list(sides)
+    for mode in ("per-CVM", "discover"):
+        b = statistics.median([max(r.walls) for r in rounds[(base_name, mode)]])
+        o = statistics.median([max(r.walls) for r in rounds[(ours_name, mode)]])
+        print(f"  ratio {mode}: slowest probe (median over runs) {b:5.2f} s -> {o:5.2f} s = {b / o:4.2f}x")
+    worst = max(max(r.walls) for r in rounds[(ours_name, "per-CVM")])
+    print(f"  target (every concurrent per-CVM probe < 5 s): {'met' if worst < 5 else 'NOT met'} "
+          f"(slowest {worst:.2f} s; load average now {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Cluster scale: pages parsed in worker processes (same answer as in-process, deadline, a dead
+worker) and the collector switches of the series budget, on the simulator's real pages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+import requests
+
+from exporters.common.config import ConfigError
+from exporters.stargate.cli import load_config
+from exporters.stargate.collector import Collectors, HttpClient, StargateCollector, probe
+from exporters.stargate.parsepool import ParsePool
+from exporters.stargate.targets import TargetPolicy
+from simulators.stargate.server import StargateCluster
+
+FROZEN = 1_700_000_000.0
+CVMS, VDISKS = 4, 48
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with StargateCluster(None, vdisk_count=VDISKS, cvm_count=CVMS, clock=lambda: FROZEN) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = ParsePool(2)
+    p.warm_up()
+    yield p
+    p.close()
+
+
+def ports(cluster) -> tuple[int, ...]:
+    return tuple(int(u.rsplit(":", 1)[1]) for u in cluster.urls.values())
+
+
+def run(cluster, target: str, pool: ParsePool | None, discover: bool = False, seconds: float = 20.0):
+    return probe(HttpClient(), target, time.monotonic() + seconds, discover=discover, parse_pool=pool,
+                 policy=TargetPolicy(["127.0.0.1"]), discovery_ports=ports(cluster))
+
+
+def lines(body: bytes) -> list[str]:
+    """Sample lines, without the probe's duration (the only value that differs between runs)."""
+    return [ln for ln in body.decode().splitlines()
+            if ln and not ln.startswith("#") and not ln.startswith("stargate_scrape_duration_seconds")]
+
+
+def test_synthetic_cluster_deals_vdisks_over_its_cvms(cluster):
+    hosted = Counter(d.cvm_at(cluster.period_second()) for d in cluster.trace.disks)
+    assert sorted(hosted) == [f"cvm-{i}" for i in range(1, CVMS + 1)]
+    assert set(hosted.values()) == {VDISKS // CVMS}
+
+
+@pytest.mark.parametrize("discover", [False, True], ids=["per-cvm", "discover"])
+def test_parse_workers_give_the_in_process_answer(cluster, pool, discover):
+    target = cluster.urls["cvm-2"]
+    ours, base = run(cluster, target, pool, discover), run(cluster, target, None, discover)
+    assert ours.up and base.up and not ours.detail_errors
+    assert len(ours.details) == (VDISKS if discover else VDISKS // CVMS)
+    assert lines(StargateCollector(ours).render()) == lines(StargateCollector(base).render())
+
+
+def test_concurrent_probes_share_the_workers(cluster, pool):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(CVMS) as ex:
+        results = list(ex.map(lambda url: run(cluster, url, pool), cluster.urls.values()))
+    assert [r.up for r in results] == [True] * CVMS
+    assert sorted(v for r in results for v in r.details) == sorted(str(d.vdisk_id) for d in cluster.trace.disks)
+    assert all(d is not None for r in results for d in r.details.values())
+
+
+def test_deadline_with_workers_gives_up_0_and_keeps_the_workers(cluster, pool, caplog):
+    before = sorted(pool.pids())
+    # discover=true reads 48 detail views: 50 ms is not enough for them (nor for the CVMs).
+    r = run(cluster, cluster.urls["cvm-1"], pool, discover=True, seconds=0.05)
+    assert not r.up and "deadline exceeded" in r.error and not r.details
+    assert "deadline exceeded" in caplog.text
+    time.sleep(0.5)        # batches already in a worker finish; their answers are dropped
+    assert sorted(pool.pids()) == before, "a worker was lost or replaced after an abandoned probe"
+    again = run(cluster, cluster.urls["cvm-1"], pool, discover=True)
+    assert again.up and len(again.details) == VDISKS and not again.detail_errors
+
+
+def test_a_killed_worker_costs_no_probe_and_is_replaced(cluster, caplog):
+    p = ParsePool(2)
+    try:
+        p.warm_up()
+        victim = p.pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(0.5)
+        r = run(cluster, cluster.urls["cvm-3"], p, discover=True)
+        assert r.up and len(r.details) == VDISKS and not r.detail_errors
+        assert "parse workers failed" in caplog.text
+        r = run(cluster, cluster.urls["cvm-3"], p)
+        assert r.up and len(r.details) == VDISKS // CVMS
+        assert victim not in p.pids() and len(p.pids()) == 2
+    finally:
+        p.close()
+
+
+# ------------------------------------------------------------------------------ series budget
+def per_vdisk(body: bytes) -> Counter:
+    """Series per metric family of one vdisk (every vdisk of the synthetic cluster is alike in
+    its families; the counts are over all of them, divided)."""
+    fams: Counter = Counter()
+    for ln in lines(body):
+        if 'vdisk_id="' in ln:
+            name = ln.split("{", 1)[0]
+            for suffix in ("_bucket", "_gcount", "_gsum"):
+                name = name.removesuffix(suffix)
+            fams[name] += 1
+    return fams
+
+
+def series_per_vdisk(body: bytes, vdisks: int) -> float:
+    return sum(per_vdisk(body).values()) / vdisks
+
+
+def test_series_budget_per_vdisk_with_each_switch(cluster):
+    """The figures of docs/stargate.md's budget table, from a real exposition (2016 build)."""
+    r = run(cluster, cluster.urls["cvm-1"], None, discover=True)
+    assert r.up and len(r.details) == VDISKS
+    full = StargateCollector(r).render()
+    no_hist = StargateCollector(r, collectors=Collectors(histograms=False)).render()
+    no_ratio = StargateCollector(r, collectors=Collectors(source_ratios=False)).render()
+    neither = StargateCollector(r, collectors=Collectors(histograms=False, source_ratios=False)).render()
+    fams = per_vdisk(full)
+    hist = ("stargate_vdisk_read_latency_seconds", "stargate_vdisk_write_latency_seconds",
+            "stargate_vdisk_read_size_bytes", "stargate_vdisk_write_size_bytes")
+    assert [fams[h] / VDISKS for h in hist] == [10, 10, 10, 10]      # 8 buckets, _gcount, _gsum
+    ratios = fams["stargate_vdisk_read_source_ratio"] + fams["stargate_vdisk_write_destination_ratio"]
+    assert ratios / VDISKS == 11                                      # 7 read sources + 4 write destinations
+    assert series_per_vdisk(full, VDISKS) == 98
+    assert series_per_vdisk(no_hist, VDISKS) == 58
+    assert series_per_vdisk(no_ratio, VDISKS) == 87
+    assert series_per_vdisk(neither, VDISKS) == 47
+    for body in (no_hist, neither):
+        assert not any(f in body.decode() for f in hist)
+    for body in (no_ratio, neither):
+        assert "_source_ratio" not in body.decode() and "_destination_ratio" not in body.decode()
+        assert "stargate_vdisk_read_source_bytes_per_second{" in body.decode()
+    # The per-CVM series (up, duration, cvm_up, cvm_info, rejected rows) are the same with every switch.
+    assert [ln for ln in lines(neither) if "vdisk_id" not in ln] == [ln for ln in lines(full) if "vdisk_id" not in ln]
+
+
+def test_collector_and_worker_keys_of_the_config_file(tmp_path):
+    f = tmp_path / "stargate.yml"
+    f.write_text("histograms: false\nsource_ratios: false\nparse_workers: 0\n")
+    cfg = load_config(str(f))
+    assert (cfg.histograms, cfg.source_ratios, cfg.parse_workers) == (False, False, 0)
+    assert load_config(None).parse_workers is None and load_config(None).histograms is True
+    for text, key in (("histograms: 0\n", "histograms"), ("parse_workers: -1\n", "parse_workers"),
+                      ("parse_workers: true\n", "parse_workers"), ("source_ratio: false\n", "source_ratio")):
+        f.write_text(text)
+        with pytest.raises(ConfigError) as exc:
+            load_config(str(f))
+        assert str(f) in str(exc.value) and key in str(exc.value)
+
+
+def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
+    """The real command: --stargate.parse-workers starts the workers, the --no-collector flags
+    drop their families, and a probe answers as the in-process path does."""
+    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+    cfg = tmp_path / "stargate.yml"
+    cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\nhistograms: true\n")
+    port = free_port()
+    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                                                f"--config.file={cfg}", "--stargate.parse-workers=2",
+                                                "--no-collector.histograms", "--no-collector.source-ratios",
+                                                "--log.level=info"], tmp_path)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"], "discover": "true"},
+                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30)
+        assert r.status_code == 200 and "stargate_up 1.0" in r.text
+        assert series_per_vdisk(r.content, VDISKS) == 47
+        assert r.text.count('stargate_vdisk_detail_up{') == VDISKS and " 0.0\n" not in r.text.split("stargate_vdisk_detail_up", 1)[1].split("#", 1)[0]
+    finally:
+        proc.stop()
+    log_text = proc.log_path.read_text()
+    assert "pages parsed by 2 worker processes" in log_text
+    assert "collectors switched off: histograms, source-ratios" in log_text
