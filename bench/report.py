@@ -62,7 +62,7 @@ def generate(path: Path, disks: int, end: int) -> int:
                     v = fn(tt)
                     if v is None:
                         continue
-                    f.write(f"{name}{labels} {v:.6g} {x}\n")
+                    f.write(f"{name}{labels} {v:.10g} {x}\n")
                     samples += 1
 
         def per_disk(base, wave=0.2, period=300):

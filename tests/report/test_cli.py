@@ -1,0 +1,49 @@
+"""ioparallax-report's command line: times, --compare, --help, bad input named."""
+
+from __future__ import annotations
+
+import pytest
+
+from ioparallax.report.cli import _join_negative_times, main, parse_compare, parse_time
+
+NOW = 1_800_000_000.0
+
+
+def test_times():
+    assert parse_time("now", NOW) == NOW
+    assert parse_time("-30m", NOW) == NOW - 1800
+    assert parse_time("-1h30m", NOW) == NOW - 5400
+    assert parse_time("1700000000", NOW) == 1_700_000_000
+    assert parse_time("2026-11-23T10:00:00Z", NOW) == 1_795_428_000
+    with pytest.raises(ValueError, match="expected now, -30m"):
+        parse_time("yesterday", NOW)
+
+
+def test_negative_times_are_not_options():
+    assert _join_negative_times(["--start", "-30m", "--end", "now"]) == ["--start=-30m", "--end", "now"]
+
+
+def test_compare_forms():
+    url = "http://a:9090"
+    assert parse_compare("B=http://b:9090", url, 1, 2, NOW) == ("B", "http://b:9090", 1, 2)
+    assert parse_compare("before=-2h..-1h", url, 1, 2, NOW) == ("before", url, NOW - 7200, NOW - 3600)
+    assert parse_compare("B=http://b:9090@-2h..now", url, 1, 2, NOW) == ("B", "http://b:9090", NOW - 7200, NOW)
+    with pytest.raises(ValueError, match="--compare: expected LABEL=URL"):
+        parse_compare("http://b:9090", url, 1, 2, NOW)
+    with pytest.raises(ValueError, match="expected a range START..END"):
+        parse_compare("B=-2h", url, 1, 2, NOW)
+
+
+def test_help_explains(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for text in ("--prometheus", "--compare", "--match", "verdict", "--pdf", "Chromium"):
+        assert text in out
+
+
+def test_bad_range_is_named(capsys, tmp_path):
+    assert main(["--prometheus", "http://127.0.0.1:9", "--start", "-1m", "--end", "-2m", "-o", str(tmp_path / "r.html")]) == 2
+    assert "--end (-2m) must be after --start (-1m)" in capsys.readouterr().err
+    assert main(["--prometheus", "http://127.0.0.1:9", "--compare", "nope", "-o", str(tmp_path / "r.html")]) == 2
