@@ -22,9 +22,10 @@ and the shipped rules (alerts/). After a warm-up, for each measurement window:
   added in it: what one more sample costs once the series exist, which is what a day of a PoC
   mostly is).
 
-Printed per window and as min / median: samples/s (total and per VM disk), bytes per sample for
-each store and their ratio, and disk per VM disk per day = samples/s per VM disk x 86,400 x
-marginal bytes per sample. A run of minutes compresses short blocks (a few dozen samples per
+Printed per window and as min / median: samples/s (total and per VM disk) and bytes per sample;
+the marginal bytes per sample over the whole run (per window it is noisy: VictoriaMetrics' merges
+shrink what it wrote before), the ratio of the two stores, and disk per VM disk per day =
+samples/s per VM disk x 86,400 x marginal bytes per sample. A run of minutes compresses short blocks (a few dozen samples per
 series; a day gives 17,280 at 5 s), so the marginal figures are upper bounds too; the ratio of
 the two stores is the robust number.
 """
@@ -32,8 +33,9 @@ the two stores is the robust number.
 from __future__ import annotations
 
 import argparse
-import re
+import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -61,7 +63,16 @@ def metric(url: str, name: str, labels: str = "") -> float:
 
 
 def du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes of the files under ``path``; a file a merge removes meanwhile counts 0 (the caller
+    measures again until the size settles)."""
+    total = 0
+    for root, _, files in os.walk(path):       # os.walk skips a directory removed meanwhile
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def query(stack: Stack, promql: str) -> list[dict]:
@@ -114,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measurement windows, at least 2 (default %(default)s)")
     args = parser.parse_args(argv)
 
+    # SIGTERM unwinds like Ctrl-C, so the stack's processes are stopped by PID on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="ioparallax-long-term-bench-"))
     stack = Stack(scenario=args.scenario, workdir=workdir, fixed_ports=False, scrape_interval="5s",
                   evaluation_interval="5s", vcenter_scrape_interval="20s", fio_scrape_interval=None,
@@ -172,19 +185,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"samples/s per VM disk (raw + recorded):     {summary('per_disk_per_s')}")
     print(f"VictoriaMetrics bytes/sample, cumulative:   {summary('vm_bytes_per_sample')}")
     print(f"Prometheus (block) bytes/sample, cumulative:{summary('prom_bytes_per_sample')}")
-    print(f"VictoriaMetrics bytes/sample, marginal:     {summary('vm_marginal')}")
-    print(f"Prometheus (block) bytes/sample, marginal:  {summary('prom_marginal')}")
-    for what, a, b in (("cumulative", "vm_bytes_per_sample", "prom_bytes_per_sample"),
-                       ("marginal", "vm_marginal", "prom_marginal")):
-        ratios = [r[a] / r[b] for r in rows if a in r]
-        print(f"ratio VictoriaMetrics / Prometheus, {what + ':':12}min {min(ratios):.2f} / "
-              f"median {statistics.median(ratios):.2f}")
-    per_day_vm = [r["per_disk_per_s"] * DAY * r["vm_marginal"] for r in marginal]
-    per_day_prom = [r["per_disk_per_s"] * DAY * r["prom_marginal"] for r in marginal]
-    print(f"disk per VM disk per day, VictoriaMetrics:  min {min(per_day_vm) / 1e6:.1f} MB / "
-          f"median {statistics.median(per_day_vm) / 1e6:.1f} MB")
-    print(f"disk per VM disk per day, Prometheus:       min {min(per_day_prom) / 1e6:.1f} MB / "
-          f"median {statistics.median(per_day_prom) / 1e6:.1f} MB")
+    # The marginal cost over the whole run (first window's end to the last's): VictoriaMetrics'
+    # merges shrink what it wrote before, so one window's growth alone can even be negative.
+    first, last = rows[0], rows[-1]
+    vm_marginal = (last["vm_bytes"] - first["vm_bytes"]) / (last["vm_rows"] - first["vm_rows"])
+    prom_marginal = (last["prom_bytes"] - first["prom_bytes"]) / (last["appended"] - first["appended"])
+    print(f"VictoriaMetrics bytes/sample, marginal:     {vm_marginal:.2f} over the run "
+          f"(per window: {summary('vm_marginal')})")
+    print(f"Prometheus (block) bytes/sample, marginal:  {prom_marginal:.2f} over the run "
+          f"(per window: {summary('prom_marginal')})")
+    ratios = [r["vm_bytes_per_sample"] / r["prom_bytes_per_sample"] for r in rows]
+    print(f"ratio VictoriaMetrics / Prometheus, cumulative: min {min(ratios):.2f} / median {statistics.median(ratios):.2f}")
+    print(f"ratio VictoriaMetrics / Prometheus, marginal:   {vm_marginal / prom_marginal:.2f}")
+    per_disk = statistics.median(r["per_disk_per_s"] for r in rows)
+    print(f"disk per VM disk per day, VictoriaMetrics:  {per_disk * DAY * vm_marginal / 1e6:.1f} MB "
+          f"({per_disk:.0f} samples/s x 86,400 s x {vm_marginal:.2f} B)")
+    print(f"disk per VM disk per day, Prometheus:       {per_disk * DAY * prom_marginal / 1e6:.1f} MB "
+          f"({per_disk:.0f} samples/s x 86,400 s x {prom_marginal:.2f} B)")
     return 0
 
 

@@ -13,6 +13,12 @@
 
 then prints where to look, which targets are up and which alerts fire. Ctrl-C stops everything it
 started, by PID. End-to-end tests use :class:`Stack` directly.
+
+Several scenarios (``--scenario zero-heavy,clean-oltp``) run as several simulated clusters, each a
+:class:`ClusterPart` with its own simulators and exporters, scraped by the one Prometheus into the
+same jobs; every target of a cluster carries the cluster label (mixin/config.yml ``cluster_label``)
+as a Prometheus target label, never set by an exporter, so the rules keep the clusters apart even
+where their vdisk ids and VM names are the same.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,7 +45,7 @@ from urllib.parse import quote
 import requests
 import yaml
 
-from simulators.scenario import compile_scenario, load_scenario
+from simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path
 
 log = logging.getLogger("ioparallax.demo")
 
@@ -110,11 +117,76 @@ class Proc:
             return ""
 
 
+# The label a probe job's static_configs group carries its exporter's address in (a blackbox-style
+# job whose targets several exporters probe: one per cluster). ``__tmp`` labels are Prometheus'
+# scratch space for relabelling and are dropped from the target's labels.
+EXPORTER_LABEL = "__tmp_exporter"
+
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def cluster_specs(values: list[str]) -> list[tuple[str, str | None]]:
+    """``--scenario`` values as (scenario, cluster name or None): each value one or several
+    comma-separated scenarios, each a library name or YAML file, optionally ``@<cluster name>``."""
+    out: list[tuple[str, str | None]] = []
+    for value in values:
+        for spec in value.split(","):
+            spec = spec.strip()
+            if not spec:
+                continue
+            scenario, at, cluster = spec.partition("@")
+            if at and not _CLUSTER_NAME.fullmatch(cluster):
+                raise ValueError(f"--scenario {spec!r}: the cluster name after @ must be letters, digits, "
+                                 f"'.', '_' or '-', got {cluster!r}")
+            out.append((scenario, cluster if at else None))
+    if not out:
+        raise ValueError("--scenario: no scenario given")
+    return out
+
+
+@dataclass
+class ClusterPart:
+    """One simulated cluster of a stack: a scenario's simulators (the CVMs' Stargate pages, vCenter,
+    the guests) and the exporters reading them. Its targets carry ``cluster_label=cluster`` (target
+    labels in the scrape config); a stack of one cluster given without a name leaves them unlabelled."""
+
+    scenario: str                 # library name or YAML file
+    cluster: str | None           # the cluster label's value; None: the stack's only cluster, unlabelled
+    workdir: Path                 # its generated configs, trace, guest files
+    trace: Trace
+    exporters: list[str] = field(default_factory=list)   # host:port of its Stargate and vCenter exporters
+
+    def proc(self, name: str) -> str:
+        """A process name unique in the stack (its log file, PID file and URL key)."""
+        return name if self.cluster is None else f"{self.cluster}.{name}"
+
+    def labels(self, cluster_label: str, **more: str) -> dict[str, str]:
+        """The target labels of this cluster's targets, with ``more``."""
+        return ({cluster_label: self.cluster} if self.cluster is not None else {}) | more
+
+
+def merge_jobs(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Scrape configs of one job from several clusters as one job, their static_configs groups side
+    by side: Prometheus refuses two jobs of one name, and the mixin selects each source by its job."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for cfg in configs:
+        if cfg["job_name"] in jobs:
+            jobs[cfg["job_name"]]["static_configs"].extend(cfg["static_configs"])
+        else:
+            jobs[cfg["job_name"]] = {**cfg, "static_configs": list(cfg["static_configs"])}
+    return list(jobs.values())
+
+
 @dataclass
 class Stack:
     """Everything ``make demo`` starts; usable as a context manager in tests."""
 
-    scenario: str = "zero-heavy"
+    scenario: str = "zero-heavy"      # one scenario, or several comma-separated (see ``scenarios``)
+    # Several simulated clusters in one Prometheus: each entry a scenario, optionally
+    # ``scenario@cluster``; empty: ``scenario``. With more than one, each cluster is named after its
+    # scenario (the YAML's name) unless named with @.
+    scenarios: list[str] = field(default_factory=list)
+    cluster_label: str | None = None  # the target label naming the cluster; None: mixin/config.yml's
     workdir: Path = REPO / ".run" / "demo"
     fixed_ports: bool = True          # try the familiar ports first (demo); tests pass False
     scrape_interval: str = "5s"
@@ -202,15 +274,37 @@ class Stack:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
-        sc = load_scenario(self.scenario)
-        self.trace = compile_scenario(sc)
+        self.clusters = self._cluster_parts()
+        self.trace = self.clusters[0].trace      # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
-        for starter in (self._start_stargate, self._start_vcenter, self._start_guests, self._start_node_exporter):
-            scrape.extend(starter())
+        for part in self.clusters:
+            for starter in (self._start_stargate, self._start_vcenter, self._start_guests):
+                scrape.extend(starter(part))
+        scrape.extend(self._start_node_exporter())
         self._start_alertmanager()
         if self.long_term:
             self._start_victoria_metrics()
-        self._start_prometheus(scrape)
+        self._start_prometheus(merge_jobs(scrape))
+
+    def _cluster_parts(self) -> list[ClusterPart]:
+        """The scenarios as clusters, named; ValueError (naming the scenario) for a name used twice."""
+        if self.cluster_label is None:
+            from mixin.config import load_config
+            self.cluster_label = load_config().cluster_label or "cluster"
+        specs = cluster_specs(self.scenarios or [self.scenario])
+        parts: list[ClusterPart] = []
+        for scenario, cluster in specs:
+            trace = compile_scenario(load_scenario(scenario))
+            if cluster is None and len(specs) > 1:
+                cluster = trace.scenario.name
+            if cluster is not None and any(p.cluster == cluster for p in parts):
+                raise ValueError(f"--scenario {scenario}: a second cluster named {cluster!r}; name each with "
+                                 f"scenario@cluster (e.g. {scenario}@{cluster}-b)")
+            workdir = self.workdir if cluster is None else self.workdir / "clusters" / cluster
+            workdir.mkdir(parents=True, exist_ok=True)
+            # The simulators run in the workdir: a scenario file relative to here must reach them.
+            parts.append(ClusterPart(str(scenario_path(scenario).resolve()), cluster, workdir, trace))
+        return parts
 
     def _kill_leftovers(self) -> None:
         """A demo killed with SIGKILL leaves PID files: stop those processes before starting anew."""
@@ -233,12 +327,13 @@ class Stack:
         cfg.update(extra)
         return cfg
 
-    def _start_stargate(self) -> list[dict[str, Any]]:
-        """One simulated Stargate per CVM, and the Stargate exporter probing each CVM."""
-        urls_file = self.workdir / "stargate-urls.json"
+    def _start_stargate(self, part: ClusterPart) -> list[dict[str, Any]]:
+        """One simulated Stargate per CVM, and the Stargate exporter probing each CVM (one per
+        cluster: its vdisk mapping is the cluster's, vdisk ids being unique only within one)."""
+        urls_file = part.workdir / "stargate-urls.json"
         urls_file.unlink(missing_ok=True)
-        sim = self._start("stargate-simulator", [
-            BIN / "stargate-simulator", self.scenario, "--host", "127.0.0.1", "--urls-file", urls_file,
+        sim = self._start(part.proc("stargate-simulator"), [
+            BIN / "stargate-simulator", part.scenario, "--host", "127.0.0.1", "--urls-file", urls_file,
         ])
         deadline = time.monotonic() + 30
         while not urls_file.exists() or not urls_file.read_text().strip():
@@ -247,37 +342,38 @@ class Stack:
             time.sleep(0.1)
         cvms: dict[str, str] = json.loads(urls_file.read_text())
         for name, url in cvms.items():
-            self.urls[f"stargate {name}"] = url
+            self.urls[part.proc(f"stargate {name}")] = url
         if importlib.util.find_spec("exporters.stargate.cli") is None:
             log.warning("the Stargate exporter is not built yet: the simulated CVMs' pages are served, not scraped")
             return []
         # The vdisk -> VM disk mapping a PoC keeps in a YAML file (or reads from Prism): here it is
         # the scenario's identity map, so stargate_vdisk_info joins to the VM and guest views.
         mapping = {"vdisks": {str(row["vdisk_id"]): {"vm": row["vm"], "disk": row["unit"]}
-                              for row in self.trace.identity_map()},
+                              for row in part.trace.identity_map()},
                    # The allow-list: the exporter refuses (HTTP 400) any CVM not listed here.
                    "targets": ["127.0.0.1"]}
-        mapping_path = self.workdir / "stargate-vdisks.yml"
+        mapping_path = part.workdir / "stargate-vdisks.yml"
         mapping_path.write_text(yaml.safe_dump(mapping, sort_keys=False))
         port = pick_port("stargate-exporter", self.fixed_ports)
-        exp = self._start("stargate-exporter", [
+        exp = self._start(part.proc("stargate-exporter"), [
             BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={mapping_path}",
         ], url=f"http://127.0.0.1:{port}")
         self._wait_http(exp, "/metrics")
+        part.exporters.append(exp.url.split("://", 1)[1])
         # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
         targets = [u.split("://", 1)[1] for u in cvms.values()]
-        return [self._probe_scrape("stargate", exp.url, targets)]
+        return [self._probe_scrape("stargate", exp.url, targets, labels=part.labels(self.cluster_label))]
 
-    def _start_vcenter(self) -> list[dict[str, Any]]:
+    def _start_vcenter(self, part: ClusterPart) -> list[dict[str, Any]]:
         """The scenario vCenter simulator (Go, govmomi) and the vCenter exporter probing it."""
         binary = BUILD / "vcsim-scenario"
         if not binary.is_file() or binary.stat().st_size == 0:
             raise RuntimeError(f"{binary} is missing: run `make deps` (it builds the vCenter simulator)")
-        trace_file = self.workdir / "trace.json"
-        trace_file.write_text(self.trace.to_json())
+        trace_file = part.workdir / "trace.json"
+        trace_file.write_text(part.trace.to_json())
         sim_port = free_port()
         password = "demo-" + os.urandom(6).hex()  # a fresh one per run; never printed
-        sim = self._start("vcenter-simulator", [
+        sim = self._start(part.proc("vcenter-simulator"), [
             binary, "-trace", trace_file, "-listen", f"127.0.0.1:{sim_port}",
             "-username", "demo@vsphere.local", "-password", password,
         ], url=f"https://127.0.0.1:{sim_port}")
@@ -289,27 +385,32 @@ class Stack:
             # The simulator's certificate is self-signed: the one explicit opt-out.
             "targets": {f"127.0.0.1:{sim_port}": {"insecure_skip_verify": True}},
         }
-        cfg_path = self.workdir / "vcenter-exporter.yml"
+        cfg_path = part.workdir / "vcenter-exporter.yml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = pick_port("vcenter-exporter", self.fixed_ports)
-        exp = self._start("vcenter-exporter", [
+        exp = self._start(part.proc("vcenter-exporter"), [
             BIN / "vcenter-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}",
         ], url=f"http://127.0.0.1:{port}", env={"IOPARALLAX_DEMO_VCENTER_PASSWORD": password})
         self._wait_http(exp, "/metrics")
+        part.exporters.append(exp.url.split("://", 1)[1])
         return [self._probe_scrape("vcenter", exp.url, [f"127.0.0.1:{sim_port}"],
-                                   interval=self.vcenter_scrape_interval)]
+                                   interval=self.vcenter_scrape_interval, labels=part.labels(self.cluster_label))]
 
     def _probe_scrape(self, job: str, exporter_url: str, targets: list[str], interval: str | None = None,
-                      params: dict[str, list[str]] | None = None) -> dict[str, Any]:
-        """A blackbox-style scrape config: each target becomes ?target=, the exporter the address."""
+                      params: dict[str, list[str]] | None = None,
+                      labels: dict[str, str] | None = None) -> dict[str, Any]:
+        """A blackbox-style scrape config: each target becomes ?target=, the exporter the address.
+        The exporter's address travels in the targets' group (EXPORTER_LABEL), so that the groups of
+        several clusters, each probed by its own exporter, make one job (merge_jobs)."""
         cfg: dict[str, Any] = {
             "job_name": job,
             "metrics_path": "/probe",
-            "static_configs": [{"targets": targets}],
+            "static_configs": [{"targets": targets,
+                                "labels": {**(labels or {}), EXPORTER_LABEL: exporter_url.split("://", 1)[1]}}],
             "relabel_configs": [
                 {"source_labels": ["__address__"], "target_label": "__param_target"},
                 {"source_labels": ["__param_target"], "target_label": "instance"},
-                {"target_label": "__address__", "replacement": exporter_url.split("://", 1)[1]},
+                {"source_labels": [EXPORTER_LABEL], "target_label": "__address__"},
             ],
         }
         if interval:
@@ -319,18 +420,18 @@ class Stack:
             cfg["params"] = params
         return cfg
 
-    def _start_guests(self) -> list[dict[str, Any]]:
+    def _start_guests(self, part: ClusterPart) -> list[dict[str, Any]]:
         """The guest view: the guest simulator writes, per VM, the fio json+ status stream, the
         sysfs disk facts and the kernel's /proc/diskstats a real guest would show; one fio exporter
         per VM reads the first two unchanged (as one would run inside each guest), scraped as job
         "fio", and one real node_exporter per VM (diskstats collector only) reads the guest's
         procfs, sysfs and udev database, scraped as job "guest-node"; both with the target label
         ``vm``. The host's own node_exporter stays job "node"."""
-        guests = self.workdir / "guests"
-        manifest = self.workdir / "guests.json"
+        guests = part.workdir / "guests"
+        manifest = part.workdir / "guests.json"
         manifest.unlink(missing_ok=True)
-        sim = self._start("guest-simulator", [
-            BIN / "ioparallax-guest-simulator", self.scenario, "--dir", guests, "--manifest", manifest,
+        sim = self._start(part.proc("guest-simulator"), [
+            BIN / "ioparallax-guest-simulator", part.scenario, "--dir", guests, "--manifest", manifest,
         ])
         deadline = time.monotonic() + 30
         while not manifest.exists():
@@ -338,7 +439,7 @@ class Stack:
                 raise RuntimeError(f"the guest simulator did not start:\n{sim.tail()}")
             time.sleep(0.1)
         paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
-        cache = self.trace.scenario.cluster.dram_cache_bytes
+        cache = part.trace.scenario.cluster.dram_cache_bytes
         static: list[dict[str, Any]] = []
         node_static: list[dict[str, Any]] = []
         procs = []
@@ -348,26 +449,26 @@ class Stack:
             while port in taken:        # exporters not yet listening: do not hand out a port twice
                 port = free_port()
             taken.add(port)
-            proc = self._start(f"fio-exporter-{vm}", [
+            proc = self._start(part.proc(f"fio-exporter-{vm}"), [
                 BIN / "fio-exporter", "serve", f"--web.listen-address=127.0.0.1:{port}",
                 f"--fio.watch={where['stream']}", f"--fio.host={vm}", f"--collector.sysfs={where['sysfs']}",
                 f"--fio.cache-size={cache}", f"--fio.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
             ], url=f"http://127.0.0.1:{port}")
             procs.append(proc)
-            static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
+            static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
             # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
             port = free_port()
             while port in taken:
                 port = free_port()
             taken.add(port)
-            proc = self._start(f"guest-node-exporter-{vm}", [
+            proc = self._start(part.proc(f"guest-node-exporter-{vm}"), [
                 "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
                 f"--path.procfs={where['procfs']}", f"--path.sysfs={where['sysfs']}",
                 f"--path.udev.data={where['udev']}", "--collector.disable-defaults", "--collector.diskstats",
             ], url=f"http://127.0.0.1:{port}")
             procs.append(proc)
-            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"vm": vm}})
+            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
         for proc in procs:
             self._wait_http(proc, "/metrics")
         job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
@@ -386,7 +487,8 @@ class Stack:
     def _start_alertmanager(self) -> None:
         port = pick_port("alertmanager", self.fixed_ports)
         receivers: list[dict[str, Any]] = [{"name": "null"}]
-        route: dict[str, Any] = {"receiver": "null", "group_by": ["alertname", "vm", "vdisk_id", "job"],
+        route: dict[str, Any] = {"receiver": "null",
+                                 "group_by": [self.cluster_label, "alertname", "vm", "vdisk_id", "job"],
                                  "group_wait": "5s", "group_interval": "10s", "repeat_interval": "1h"}
         if self.alertmanager_webhook:
             receivers = [{"name": "webhook", "webhook_configs": [{"url": self.alertmanager_webhook,
@@ -425,10 +527,10 @@ class Stack:
     def _start_prometheus(self, scrape: list[dict[str, Any]]) -> None:
         port = pick_port("prometheus", self.fixed_ports)
         # The fio exporter serves its target data on /metrics, so it is scraped once, as "fio".
-        exporters = [p.url.split("://", 1)[1] for p in self.procs
-                     if p.name in ("stargate-exporter", "vcenter-exporter")]
+        exporters = [{"targets": part.exporters, "labels": part.labels(self.cluster_label)}
+                     for part in self.clusters if part.exporters]
         if exporters:
-            scrape.append({"job_name": "ioparallax-exporters", "static_configs": [{"targets": exporters}]})
+            scrape.append({"job_name": "ioparallax-exporters", "static_configs": exporters})
         cfg = {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval,
                        "scrape_timeout": self.scrape_interval},
@@ -484,29 +586,90 @@ class Stack:
     def firing_alerts(self) -> list[dict[str, Any]]:
         return [a for a in self.alerts() if a["state"] == "firing"]
 
+    @property
+    def named_clusters(self) -> list[str]:
+        """The cluster label's values of this stack's clusters ([] for one unnamed cluster)."""
+        return [p.cluster for p in getattr(self, "clusters", []) if p.cluster is not None]
+
     def report(self) -> str:
-        lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
+        label = self.cluster_label or "cluster"
+        if self.named_clusters:
+            lines = [f"ioparallax demo, {len(self.clusters)} simulated clusters in one Prometheus "
+                     f"(target label {label}):"]
+            lines.extend(f"  {label}={p.cluster:20} scenario {p.trace.scenario.name!r}: {p.trace.scenario.summary}"
+                         for p in self.clusters)
+            lines.append("")
+        else:
+            lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
         for name, url in self.urls.items():
             lines.append(f"  {name:28} {url}")
         lines.append("")
         lines.append("Targets:")
-        for t in sorted(self.targets(), key=lambda t: (t["labels"].get("job", ""), t["labels"].get("instance", ""))):
+
+        def where(labels: dict[str, str]) -> str:
+            return f"{labels[label]}/" if labels.get(label) else ""
+
+        width = max((len(f"{label}={c}  ") for c in self.named_clusters), default=0)
+        for t in sorted(self.targets(), key=lambda t: (t["labels"].get(label, ""), t["labels"].get("job", ""),
+                                                       t["labels"].get("instance", ""))):
             up = {"up": "UP  ", "down": "DOWN"}.get(t["health"], t["health"].upper())
             err = f"  ({t['lastError']})" if t.get("lastError") else ""
             vm = f"  vm={t['labels']['vm']}" if t["labels"].get("vm") else ""
-            lines.append(f"  {up} {t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{vm}{err}")
+            cl = (f"{label}={t['labels'][label]}" if t["labels"].get(label) else "").ljust(width)
+            lines.append(f"  {up} {cl}{t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{vm}{err}")
         for q, what in (("stargate_up", "Stargate"), ("vcenter_up", "vCenter"), ("fio_up", "fio (per VM)")):
             try:
                 res = self.query(q)
             except requests.RequestException:
                 continue
             if res:
-                ups = ", ".join(f"{r['metric'].get('vm') or r['metric'].get('instance', '?')}={r['value'][1]}"
-                                for r in res)
+                res.sort(key=lambda r: (r["metric"].get(label, ""), r["metric"].get("vm", ""),
+                                        r["metric"].get("instance", "")))
+                ups = ", ".join(f"{where(r['metric'])}{r['metric'].get('vm') or r['metric'].get('instance', '?')}"
+                                f"={r['value'][1]}" for r in res)
                 lines.append(f"  {what} probes: {ups}")
         lines.append("")
-        lines.append("Where to look (Prometheus graph):")
-        for what, q in (
+        lines.extend(self._where_to_look(label))
+        lines.append("")
+        lines.append("The PoC report (verdicts per VM disk, the three views per disk, one HTML file; docs/report.md):")
+        if self.named_clusters:
+            for c in self.named_clusters:
+                lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
+                             f"--match '{{{label}=\"{c}\"}}' -o report-{c}.html")
+        else:
+            lines.append(f"  make report REPORT_PROMETHEUS={self.urls['prometheus']}   (writes .run/report.html)")
+            lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
+                         "-o report.html --pdf report.pdf")
+        lines.append("")
+        if "victoria-metrics" in self.urls:
+            lines.extend(long_term_lines(self.urls["victoria-metrics"], self.long_term_rows()))
+            lines.append("")
+        alerts = self.alerts()
+        firing = [a for a in alerts if a["state"] == "firing"]
+        pending = [a for a in alerts if a["state"] == "pending"]
+        lines.append(f"Firing alerts: {len(firing)}{self._per_cluster_counts(firing, label)}")
+        lines.extend(f"  {alert_line(a, label)}" for a in firing)
+        if pending:
+            lines.append(f"Pending alerts: {len(pending)}{self._per_cluster_counts(pending, label)} (they fire once "
+                         "their condition has held for the rule's `for`; new firings are printed below as they happen)")
+            lines.extend(f"  {alert_line(a, label)}" for a in pending)
+        lines.append("")
+        lines.append(self.dashboards_report())
+        return "\n".join(lines)
+
+    def _per_cluster_counts(self, alerts: list[dict[str, Any]], label: str) -> str:
+        """' (poc-a: 3, poc-b: 0)' for a stack of several clusters, '' for one."""
+        if not self.named_clusters:
+            return ""
+        return " (" + ", ".join(f"{c}: {sum(1 for a in alerts if a['labels'].get(label) == c)}"
+                                for c in self.named_clusters) + ")"
+
+    def _where_to_look(self, label: str) -> list[str]:
+        """Links to Prometheus' graph page; every by/on keeps the cluster label (mixin/cluster.py), so
+        two clusters' equal vdisk ids stay apart."""
+        from mixin.cluster import per_cluster
+
+        looks = [
             ("storage: zero share of reads per vdisk",
              'sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second{source=~"zero|estore_zero|oplog_zero"})'
              ' / sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second)'),
@@ -519,29 +682,30 @@ class Stack:
              '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}'),
             ("all three views: op-weighted latency per VM disk",
              '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_latency_seconds:(mean|avg)1m"}'),
-        ):
+        ]
+        if self.named_clusters:
+            looks += [
+                ("the comparison: each cluster's guest and storage bytes/s, summed over its VM disks",
+                 'sum by (__name__) ({__name__=~"vm_disk:ioparallax_(guest|storage)_(read|write)_bytes:(rate|avg)1m"})'),
+                ("the comparison: each cluster's mean guest write latency over its VM disks",
+                 'avg by () (vm_disk:ioparallax_guest_write_latency_seconds:mean1m)'),
+            ]
+        lines = ["Where to look (Prometheus graph):"]
+        for what, q in looks:
+            q = per_cluster(q, label)
             lines.append(f"  {what}:\n    {self.urls['prometheus']}/graph?g0.expr={quote(q)}&g0.tab=0")
-        lines.append("")
-        lines.append("The PoC report (verdicts per VM disk, the three views per disk, one HTML file; docs/report.md):")
-        lines.append(f"  make report REPORT_PROMETHEUS={self.urls['prometheus']}   (writes .run/report.html)")
-        lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
-                     "-o report.html --pdf report.pdf")
-        lines.append("")
-        if "victoria-metrics" in self.urls:
-            lines.extend(long_term_lines(self.urls["victoria-metrics"]))
-            lines.append("")
-        alerts = self.alerts()
-        firing = [a for a in alerts if a["state"] == "firing"]
-        pending = [a for a in alerts if a["state"] == "pending"]
-        lines.append(f"Firing alerts: {len(firing)}")
-        lines.extend(f"  {alert_line(a)}" for a in firing)
-        if pending:
-            lines.append(f"Pending alerts: {len(pending)} (they fire once their condition has held for the rule's "
-                         "`for`; new firings are printed below as they happen)")
-            lines.extend(f"  {alert_line(a)}" for a in pending)
-        lines.append("")
-        lines.append(self.dashboards_report())
-        return "\n".join(lines)
+        return lines
+
+    def long_term_rows(self) -> float | None:
+        """Samples VictoriaMetrics has received from Prometheus' remote_write; None if unknown."""
+        try:
+            text = requests.get(self.urls["victoria-metrics"] + "/metrics", timeout=10).text
+        except requests.RequestException:
+            return None
+        for line in text.splitlines():
+            if line.startswith('vm_rows_inserted_total{type="promremotewrite"}'):
+                return float(line.rsplit(" ", 1)[1])
+        return None
 
     def alerts(self) -> list[dict[str, Any]]:
         r = requests.get(self.urls["prometheus"] + "/api/v1/alerts", timeout=10)
@@ -550,16 +714,28 @@ class Stack:
 
     def dashboards_report(self) -> str:
         """How many of the dashboards' queries return data now, for the first VM disk that all three
-        views know (what Grafana would show with the variables on it)."""
+        views know (what Grafana would show with the variables on it), per cluster."""
         from mixin.queries import dashboard_coverage
-        try:
-            cov = dashboard_coverage(self.query, rate_interval="1m", interval=self.scrape_interval)
-        except (requests.RequestException, OSError, ValueError, KeyError) as exc:
-            return f"Dashboards: could not run their queries: {exc}"
-        if cov is None:
-            return "Dashboards: no VM disk is known to all three views yet (the identity joins need a few scrapes)"
+        blocks = []
+        for cluster in self.named_clusters or [None]:
+            at = f"cluster {cluster}, " if cluster else ""
+            try:
+                cov = dashboard_coverage(self.query, rate_interval="1m", interval=self.scrape_interval,
+                                         cluster=cluster, cluster_label=self.cluster_label)
+            except (requests.RequestException, OSError, ValueError, KeyError) as exc:
+                blocks.append(f"Dashboards ({at.rstrip(', ')}): could not run their queries: {exc}")
+                continue
+            if cov is None:
+                blocks.append(f"Dashboards ({at}no VM disk is known to all three views yet: the identity joins "
+                              "need a few scrapes)")
+                continue
+            blocks.append(self._coverage_lines(cov, at))
+        return "\n".join(blocks)
+
+    @staticmethod
+    def _coverage_lines(cov: Any, at: str) -> str:
         v = cov.values
-        lines = [f"Dashboards (dashboards/*.json, for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
+        lines = [f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
                  f"{cov.with_data} of {cov.total} queries return data now"]
         for e in cov.empty[:10]:
             lines.append(f"  no data yet: {e.where}")
@@ -570,13 +746,13 @@ class Stack:
         return "\n".join(lines)
 
 
-def alert_line(a: dict[str, Any]) -> str:
+def alert_line(a: dict[str, Any], cluster_label: str = "cluster") -> str:
     lab = a["labels"]
-    where = ", ".join(f"{k}={lab[k]}" for k in ("vm", "disk", "vdisk_id", "job") if k in lab)
+    where = ", ".join(f"{k}={lab[k]}" for k in (cluster_label, "vm", "disk", "vdisk_id", "job") if k in lab)
     return f"{lab.get('severity', ''):8} {lab['alertname']}  {where}"
 
 
-def long_term_lines(store_url: str) -> list[str]:
+def long_term_lines(store_url: str, rows: float | None = None) -> list[str]:
     """The demo report's lines for the long-term store (Debian's build has no web UI, vmui: its
     Prometheus-compatible API is what Grafana, the report and curl query)."""
     q = '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}'
@@ -585,7 +761,8 @@ def long_term_lines(store_url: str) -> list[str]:
         "its Prometheus-compatible API is a Grafana Prometheus data source URL; the last 30 s are not served yet):",
         f"  query URL (Grafana data source): {store_url}",
         f"  all three views, as stored long-term:\n    {store_url}/api/v1/query?query={quote(q)}",
-        f"  rows written so far: {store_url}/metrics (vm_rows_inserted_total{{type=\"promremotewrite\"}})",
+        f"  samples received so far: {'unknown' if rows is None else f'{rows:,.0f}'} "
+        f"({store_url}/metrics, vm_rows_inserted_total{{type=\"promremotewrite\"}})",
     ]
 
 
@@ -624,10 +801,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-demo",
         description="Start a simulated cluster and the real monitoring stack on 127.0.0.1, print where to look, "
-                    "and stop everything on Ctrl-C.",
+                    "and stop everything on Ctrl-C. Several scenarios run as several clusters in one Prometheus "
+                    "(docs/compare.md).",
     )
-    parser.add_argument("--scenario", default="zero-heavy",
-                        help=f"scenario name or YAML file (default %(default)s; library: {', '.join(list_scenarios())})")
+    parser.add_argument("--scenario", action="append", metavar="SCENARIO[@CLUSTER][,...]",
+                        help="scenario name or YAML file (default zero-heavy; library: "
+                             f"{', '.join(list_scenarios())}). Repeated or comma-separated: one simulated cluster "
+                             "per scenario (its own CVMs, vCenter and guests) in one Prometheus, every target "
+                             "labelled cluster=<the scenario's name>, or the name after @ "
+                             "(zero-heavy@poc-a,zero-heavy@poc-b runs one scenario twice)")
     parser.add_argument("--workdir", type=Path, default=REPO / ".run" / "demo",
                         help="state, generated configs and logs (default: %(default)s)")
     parser.add_argument("--duration", type=float, default=0,
@@ -645,11 +827,16 @@ def main(argv: list[str] | None = None) -> int:
                              "minutes, so a demo shows its alerts firing within a minute or two")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    scenarios = args.scenario or ["zero-heavy"]
+    try:
+        cluster_specs(scenarios)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     rules_dir = None
     if args.quick_alerts:
         rules_dir = write_quick_alert_rules(args.workdir / "rules")
-    stack = Stack(scenario=args.scenario, workdir=args.workdir, rules_dir=rules_dir, long_term=args.long_term)
+    stack = Stack(scenarios=scenarios, workdir=args.workdir, rules_dir=rules_dir, long_term=args.long_term)
     stopping = False
 
     def on_signal(signum, frame):
@@ -659,14 +846,15 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        print(f">> starting the demo stack (scenario {args.scenario}); logs in {args.workdir / 'logs'}", flush=True)
+        print(f">> starting the demo stack (scenario {','.join(scenarios)}); logs in {args.workdir / 'logs'}",
+              flush=True)
         stack.start()
         stack.wait_scraped(timeout=60)
         time.sleep(args.settle)
         print(stack.report(), flush=True)
         print("\nPress Ctrl-C to stop everything." if not args.duration else "", flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
-        seen = {alert_line(a) for a in stack.alerts() if a["state"] == "firing"}
+        seen = {alert_line(a, stack.cluster_label) for a in stack.alerts() if a["state"] == "firing"}
         next_poll = time.monotonic() + 5
         while deadline is None or time.monotonic() < deadline:
             for proc in stack.procs:
@@ -676,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + 5
                 try:
-                    now = {alert_line(a) for a in stack.alerts() if a["state"] == "firing"}
+                    now = {alert_line(a, stack.cluster_label) for a in stack.alerts() if a["state"] == "firing"}
                 except requests.RequestException:
                     now = seen
                 for line in sorted(now - seen):
@@ -687,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
     except KeyboardInterrupt:
         pass
-    except (RuntimeError, TimeoutError) as exc:
+    except (RuntimeError, TimeoutError, ValueError) as exc:
         print(f"!! {exc}", file=sys.stderr, flush=True)
         return 1
     finally:

@@ -36,6 +36,7 @@ covers is diluted, MetricsQL's is not).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import time
@@ -43,6 +44,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from mixin.queries import expressions, load_dashboards, substitute
 from simulators.stack import Stack
@@ -173,3 +175,59 @@ def test_raw_and_recorded_series_reach_victoria_metrics(long_term_stack):
         if line.startswith('vm_rows_inserted_total{type="promremotewrite"}'):
             metrics["rows"] = float(line.split()[-1])
     assert metrics.get("rows", 0) > 0, "VictoriaMetrics counted no remote-write rows"
+
+
+def test_the_stack_runs_victoria_metrics_in_its_run_dir_and_reports_it(long_term_stack):
+    stack = long_term_stack
+    store = stack.urls["victoria-metrics"]
+    cfg = yaml.safe_load((stack.workdir / "prometheus.yml").read_text())
+    [rw] = cfg["remote_write"]
+    assert rw["url"] == f"{store}/api/v1/write" and "write_relabel_configs" not in rw
+    assert store.startswith("http://127.0.0.1:")
+    assert any((stack.workdir / "victoria-metrics-data").iterdir())
+    pid = int((stack.workdir / "pids" / "victoria-metrics.pid").read_text())
+    [proc] = [p for p in stack.procs if p.name == "victoria-metrics"]
+    assert proc.popen.pid == pid and proc.alive()
+    report = stack.report()
+    assert f"query URL (Grafana data source): {store}" in report
+    received = re.search(r"samples received so far: ([\d,]+)", report)
+    assert received and int(received.group(1).replace(",", "")) > 0, report
+
+
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+REPORT_TOLERANCE = 0.05    # a number printed from a rate: 2 s / 1 min windows (see above), rounded
+
+
+def report_lines(html: str, source_url: str) -> list[str]:
+    """The report's text, figures left out (they are drawn from the same series as the numbers),
+    with what names the source (its URL, its version, its query count) and the time it was made
+    blanked."""
+    html = re.sub(r"<svg.*?</svg>|<style.*?</style>|<script.*?</script>", "", html, flags=re.S)
+    html = re.sub(r"data:[^\"']+", "", html).replace(source_url, "<source>")
+    lines = [line.strip() for line in re.sub(r"<[^>]+>", "\n", html).splitlines() if line.strip()]
+    lines = [re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated <time>", line) for line in lines]
+    return [re.sub(r"^\d+ Prometheus queries", "<n> Prometheus queries", line) for line in lines]
+
+
+def test_the_poc_report_made_from_victoria_metrics_matches_the_one_from_prometheus(long_term_stack):
+    from ioparallax.report.report import make_report
+
+    stack = long_term_stack
+    end = math.floor(time.time()) - EVAL_LAG_S
+    wait_sent_past(stack, end)
+    start = end - LONGEST_WINDOW_S
+    prom = make_report(stack.urls["prometheus"], start, end)
+    lts = make_report(stack.urls["victoria-metrics"], start, end)
+    assert (lts.disks, lts.missing_views) == (prom.disks, prom.missing_views) and prom.disks > 0
+    a = report_lines(prom.html, stack.urls["prometheus"])
+    b = report_lines(lts.html, stack.urls["victoria-metrics"])
+    # Prometheus names its version in the versions table; VictoriaMetrics' API has no buildinfo.
+    version = requests.get(stack.urls["prometheus"] + "/api/v1/status/buildinfo", timeout=10).json()["data"]["version"]
+    a = [line.replace(version, "<version>") for line in a]
+    b = [line.replace("not exposed by the query API", "<version>") for line in b]
+    assert len(a) == len(b), "\n".join(difflib.unified_diff(a, b, "Prometheus", "VictoriaMetrics", lineterm=""))
+    for x, y in zip(a, b):
+        assert NUMBER.sub("#", x) == NUMBER.sub("#", y), (x, y)
+        for u, v in zip(NUMBER.findall(x), NUMBER.findall(y)):
+            u, v = float(u.replace(",", "")), float(v.replace(",", ""))
+            assert math.isclose(u, v, rel_tol=REPORT_TOLERANCE, abs_tol=1e-9), (x, y)
