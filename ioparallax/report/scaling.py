@@ -1,7 +1,8 @@
 """The report's scalability section: the ramp's plateaus and the Universal Scalability Law fitted to them.
 
 Built from the report's shared data (ioparallax.report.data): no query of its own. Offered
-concurrency, the first that shows a ramp (at least two plateaus):
+concurrency, the first that shows a ramp (plateaus at three levels or more; two are a job that
+starts and stops, as in the noisy-neighbour scenario, not a ramp):
 
 1. VMs running fio jobs (the guest view's asked iodepth per VM disk above 0): X-Ray's shape, a VM
    added every few minutes;
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 VIEWS = ("guest", "vm", "storage")
 VCENTER_SAMPLE_S = 20.0      # vCenter's realtime sample interval: fixed by vCenter, whatever the scrape
 VIEWS_DIFFER = 0.05          # views whose plateau means differ by more than 5 % are fitted and drawn apart
+MIN_LEVELS = 3               # a ramp has at least 3 levels; 2 are a workload that starts and stops
 MIN_LENGTH_STEPS = 3         # a plateau keeps at least 3 report steps (and 10 s) after settling
 
 
@@ -116,7 +118,7 @@ def settle_seconds(ctx: ReportContext) -> float:
 
 
 def scaling(ctx: ReportContext) -> Scaling | None:
-    """The ramp and the fits, or None when the range holds no ramp (fewer than two plateaus)."""
+    """The ramp and the fits, or None when the range holds no ramp (plateaus at fewer than 3 levels)."""
     from ioparallax.report.summary import dataset
     ds = dataset(ctx)
     t = ds.times
@@ -133,7 +135,7 @@ def scaling(ctx: ReportContext) -> Scaling | None:
         else:
             plateaus = ramps.find_plateaus(t, conc, np.zeros(n), settle=settle, min_length=min_length,
                                            rel_tol=0.1, abs_tol=0.5, smooth=5, min_concurrency=0.0)
-        if len({round(p.concurrency, 6) for p in plateaus}) >= 2:
+        if len({round(p.concurrency, 6) for p in plateaus}) >= MIN_LEVELS:
             chosen = (what, how, plateaus)
             break
     if chosen is None and steps and any(s.concurrency is not None for s in steps):
