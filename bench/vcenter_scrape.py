@@ -11,6 +11,19 @@ warm-up), peak RSS and RSS after scrape 5 and 20 (memory flat?), the simulator's
 scrape (the floor a client can approach), and the ratios. Target: ours >= 4x cheaper in wall
 time and CPU while collecting more, memory flat.
 
+``--inventory`` measures the inventory at scale instead (issue 15), on stock vcsim (``.build/vcsim``,
+5,000 VMs by default), the new behaviour against the old one side by side in the same run:
+
+- refresh cost: one inventory read, in this process (wall, and CPU of the reading thread), the
+  old pyvmomi walk against the plain-SOAP read, alternately, ``--runs`` times each; and the
+  background builds as the exporter logs them (wall and thread CPU);
+- cold start: exporter process started, probes (10 s scrape timeout) until the first
+  ``vcenter_up 1``: ``inventory_mode: sync`` (old) against ``background`` (new);
+- probe wall during a refresh: ``inventory_refresh: 1s``, so that the old mode reads the inventory
+  in every probe ("refresh forced") and the new one has refreshes running back to back in the
+  background (probes counted only when the inventory was older than 1 s, i.e. a refresh was under
+  way); the old mode's probes on a cached inventory (``inventory_refresh: 1h``) for reference.
+
 vmware_exporter is installed into a throwaway venv under .build/ (never into the project's
 deps). It connects to port 443 only (pyVim SmartConnect's default): we start it through a
 two-line shim that sets SmartConnect's port to the simulator's free loopback port. Its default
@@ -38,6 +51,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
 SIM = BUILD / "vcsim-scenario"
+STOCK = BUILD / "vcsim"
 THEIR_VENV = BUILD / "vmware-exporter-venv"
 THEIR_PACKAGES = ["vmware_exporter==0.18.4", "requests", "twisted==24.7.0"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -153,9 +167,171 @@ def summary(name: str, runs: list[dict]) -> dict:
     return s
 
 
+def _min_med(values: list[float]) -> str:
+    return f"{min(values):7.2f} / {statistics.median(values):7.2f}" if values else "      - /       -"
+
+
+def _up(text: str) -> bool:
+    return re.search(r"^vcenter_up 1(\.0)?$", text, re.M) is not None
+
+
+def _gauge(text: str, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else float("nan")
+
+
+def _probe(url: str, params: dict, timeout: float) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
+                     timeout=timeout + 60)
+    r.raise_for_status()
+    return time.perf_counter() - t0, r.text
+
+
+def inventory_bench(args: argparse.Namespace) -> int:
+    """See the module's docstring (``--inventory``)."""
+    import ssl
+
+    from pyVim.connect import Disconnect, SmartConnect
+
+    sys.path.insert(0, str(REPO))
+    from exporters.vcenter.inventory import collect_inventory
+    from exporters.vcenter.inventory_soap import collect_inventory_soap
+
+    if not STOCK.exists() or STOCK.stat().st_size == 0:
+        print(f"{STOCK} is missing: run `make deps-go`", file=sys.stderr)
+        return 1
+    vms = args.vms if args.vms_given else 5000
+    password = secrets.token_urlsafe(12)
+    procs: list[Proc] = []
+    with tempfile.TemporaryDirectory(prefix="vcenter-inventory-bench-") as tmp:
+        tmpdir = Path(tmp)
+        try:
+            sim_port = free_port()
+            # one cluster, one host, one resource pool: -vm N gives N VMs (one disk each)
+            sim = Proc("vcsim", [str(STOCK), "-l", f"127.0.0.1:{sim_port}", "-username", "bench", "-password", password,
+                                 "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-pg", "0",
+                                 "-vm", str(vms)], tmpdir)
+            procs.append(sim)
+            t0 = time.monotonic()
+            sim.wait_for(r"export GOVC_URL=", 1800)
+            print(f"stock vcsim: {vms} VMs ready in {time.monotonic() - t0:.0f} s (not part of any figure)", flush=True)
+            target = f"127.0.0.1:{sim_port}"
+
+            # -- refresh cost, in this process ------------------------------------------------
+            si = SmartConnect(host="127.0.0.1", port=sim_port, user="bench", pwd=password,
+                              sslContext=ssl._create_unverified_context())
+            cost: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+            try:
+                for _ in range(args.runs):
+                    for side, read in (("old", collect_inventory), ("new", collect_inventory_soap)):
+                        w0, c0 = time.perf_counter(), time.thread_time()
+                        inv = read(si)
+                        cost[side].append((time.perf_counter() - w0, time.thread_time() - c0))
+                        assert len(inv) == vms, (side, len(inv))
+            finally:
+                Disconnect(si)
+            print(f"\none inventory read of {vms} VMs, {args.runs} runs each, min / median:")
+            print(f"{'':<32} {'wall s':>17} {'client CPU s':>17}")
+            for side, label in (("old", "old: pyvmomi objects"), ("new", "new: plain SOAP + lxml")):
+                print(f"{label:<32} {_min_med([w for w, _ in cost[side]])} {_min_med([c for _, c in cost[side]])}")
+            old_w, new_w = (statistics.median(w for w, _ in cost[k]) for k in ("old", "new"))
+            old_c, new_c = (statistics.median(c for _, c in cost[k]) for k in ("old", "new"))
+            print(f"ratio old / new (medians): wall {old_w / new_w:.1f}x, client CPU {old_c / new_c:.1f}x", flush=True)
+
+            # -- exporter processes: cold start and probe wall during a refresh -----------------
+            def start_exporter(name: str, mode: str, refresh: str) -> tuple[Proc, str]:
+                cfg = tmpdir / f"{name}.yml"
+                cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+                               f"  insecure_skip_verify: true\n  inventory_mode: {mode}\n"
+                               f"  inventory_refresh: {refresh}\ntargets:\n  {target}: {{}}\n")
+                port = free_port()
+                proc = Proc(name, [str(REPO / ".venv" / "bin" / "vcenter-exporter"), "--web.listen-address",
+                                   f"127.0.0.1:{port}", "--config.file", str(cfg)], tmpdir,
+                            env={"BENCH_VC_PASSWORD": password})
+                procs.append(proc)
+                proc.wait_for(r"listening on", 30)
+                return proc, f"http://127.0.0.1:{port}/probe"
+
+            def cold_start(proc: Proc, url: str) -> tuple[float, float]:
+                """(wall, exporter CPU) from the first probe to the first vcenter_up 1."""
+                t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
+                while True:
+                    _, text = _probe(url, {"target": target}, 10.0)
+                    if _up(text):
+                        return time.perf_counter() - t0, cpu_seconds(proc.pid) - c0
+                    if time.perf_counter() - t0 > 900:
+                        raise TimeoutError(f"{proc.name}: no vcenter_up 1 in 900 s: {text[-600:]}")
+
+            def stop(proc: Proc) -> None:
+                proc.stop()
+                procs.remove(proc)
+
+            cold: dict[str, list[tuple[float, float]]] = {"sync": [], "background": []}
+            probes: dict[str, list[float]] = {"cached": [], "forced": [], "background": []}
+            builds: list[tuple[float, float]] = []
+
+            proc, url = start_exporter("sync-cached", "sync", "1h")
+            cold["sync"].append(cold_start(proc, url))
+            for _ in range(args.probes):
+                probes["cached"].append(_probe(url, {"target": target}, 60.0)[0])
+            stop(proc)
+
+            proc, url = start_exporter("sync-forced", "sync", "1s")
+            cold["sync"].append(cold_start(proc, url))
+            for _ in range(args.probes):
+                time.sleep(1.0)  # the inventory is due again: this probe reads it, as the old code did
+                probes["forced"].append(_probe(url, {"target": target}, 60.0)[0])
+            stop(proc)
+
+            for i in range(2):
+                proc, url = start_exporter(f"background-{i}", "background", "1s")
+                cold["background"].append(cold_start(proc, url))
+                met = 0
+                deadline = time.monotonic() + 120
+                while met < args.probes and time.monotonic() < deadline:
+                    wall, text = _probe(url, {"target": target}, 60.0)
+                    if _up(text) and _gauge(text, "vcenter_inventory_age_seconds") > 1.0:
+                        probes["background"].append(wall)  # a refresh was due, so under way
+                        met += 1
+                    time.sleep(0.5)
+                for m in re.finditer(r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s "
+                                     r"\(([\d.]+)s CPU\)", proc.output()):
+                    builds.append((float(m.group(1)), float(m.group(2))))
+                stop(proc)
+
+            print(f"\nexporter process against the same {vms}-VM vcsim, min / median:")
+            print(f"cold start, first probe to the first vcenter_up 1 ({len(cold['sync'])} starts each):")
+            print(f"{'':<32} {'wall s':>17} {'exporter CPU s':>17}")
+            for mode, label in (("sync", "old: inventory in the probe"), ("background", "new: background")):
+                print(f"{label:<32} {_min_med([w for w, _ in cold[mode]])} {_min_med([c for _, c in cold[mode]])}")
+            sw, bw = (statistics.median(w for w, _ in cold[k]) for k in ("sync", "background"))
+            sc, bc = (statistics.median(c for _, c in cold[k]) for k in ("sync", "background"))
+            print(f"ratio old / new (medians): wall {sw / bw:.1f}x, exporter CPU {sc / bc:.1f}x")
+            print(f"background inventory builds in the exporter ({len(builds)}): wall {_min_med([w for w, _ in builds])} s, "
+                  f"thread CPU {_min_med([c for _, c in builds])} s")
+            print("probe wall, s:")
+            for key, label in (("forced", "old, refresh in the probe"), ("background", "new, during a refresh"),
+                               ("cached", "old, cached inventory")):
+                print(f"  {label:<30} {_min_med(probes[key])}  ({len(probes[key])} probes)")
+            if probes["background"]:
+                f_med, b_med = statistics.median(probes["forced"]), statistics.median(probes["background"])
+                c_med = statistics.median(probes["cached"])
+                print(f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x; "
+                      f"new during a refresh / old cached: {b_med / c_med:.2f}x")
+            return 0
+        finally:
+            for p in reversed(procs):
+                p.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--vms", type=int, default=1000)
+    ap.add_argument("--inventory", action="store_true",
+                    help="measure the inventory at scale on stock vcsim instead (see above; --vms defaults to 5000)")
+    ap.add_argument("--runs", type=int, default=3, help="--inventory: inventory reads per side (default 3)")
+    ap.add_argument("--probes", type=int, default=3, help="--inventory: probes per measurement (default 3)")
+    ap.add_argument("--vms", type=int, default=None, help="VMs in the simulator (default 1000; 5000 with --inventory)")
     ap.add_argument("--disks-per-vm", type=int, default=2)
     ap.add_argument("--scrapes", type=int, default=20)
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between rounds")
@@ -163,6 +339,11 @@ def main() -> int:
                     help="simulated seconds per real second; a round of both scrapes takes ~8 s, so 4 gives "
                          "~30 simulated seconds (1-2 new 20 s samples) between our scrapes")
     args = ap.parse_args()
+    args.vms_given = args.vms is not None
+    if args.inventory:
+        return inventory_bench(args)
+    if args.vms is None:
+        args.vms = 1000
     if not SIM.exists() or SIM.stat().st_size == 0:
         print(f"{SIM} is missing: run `make deps-go`", file=sys.stderr)
         return 1
