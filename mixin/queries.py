@@ -63,16 +63,20 @@ def substitute(expr: str, values: dict[str, str]) -> str:
     return _VAR.sub(rep, expr)
 
 
-def joined_vm_disks(cluster_label: str = "cluster") -> str:
+def joined_vm_disks(cluster_label: str | None = None) -> str:
     """A VM disk that the guest, the VM and the storage views all know (what the variables default
-    to), per cluster (``cluster_label`` of mixin/config.yml; '' for none)."""
+    to), per cluster: ``cluster_label``, mixin/config.yml's when None, '' for none. (The dashboards'
+    variable is named ``$cluster`` whatever the label's name.)"""
+    if cluster_label is None:
+        from mixin.config import load_config
+        cluster_label = load_config().cluster_label
     key = f"{cluster_label}, vm, disk" if cluster_label else "vm, disk"
     return (f"group by ({key}) (guest_job:ioparallax_vm_disk:info) "
             f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
             f"and on ({key}) group by ({key}) (vcenter_virtual_disk_info)")
 
 
-JOINED_VM_DISKS = joined_vm_disks()
+JOINED_VM_DISKS = joined_vm_disks()      # with mixin/config.yml's cluster_label
 
 
 @dataclass
@@ -88,17 +92,26 @@ class Coverage:
 
 
 def dashboard_coverage(query: Any, rate_interval: str = "1m", interval: str = "5s",
-                       dashboards: dict[str, dict[str, Any]] | None = None) -> Coverage | None:
+                       dashboards: dict[str, dict[str, Any]] | None = None, cluster: str | None = None,
+                       cluster_label: str | None = None) -> Coverage | None:
     """Run every panel query and variable of the dashboards through ``query`` (PromQL -> list of
-    results, e.g. an instant query against Prometheus) for the first VM disk all three views know;
-    None when there is none yet."""
-    joined = query(JOINED_VM_DISKS)
+    results, e.g. an instant query against Prometheus) for the first VM disk all three views know
+    (of ``cluster`` when given, a value of ``cluster_label``: mixin/config.yml's when None); None
+    when there is none yet."""
+    if cluster_label is None:
+        from mixin.config import load_config
+        cluster_label = load_config().cluster_label
+    joined = query(joined_vm_disks(cluster_label))
+    if cluster is not None:
+        joined = [r for r in joined if r["metric"].get(cluster_label) == cluster]
     if not joined:
         return None
-    m = sorted((r["metric"] for r in joined), key=lambda m: (m.get("cluster", ""), m["vm"], m["disk"]))[0]
-    cluster = m.get("cluster", "")     # "" matches series without the label, as Grafana's All (.*) does
-    vdisks = query(f'vdisk:ioparallax_vdisk:info{{cluster="{cluster}",vm="{m["vm"]}",disk="{m["disk"]}"}}')
-    values = {"cluster": cluster, "vm": m["vm"], "disk": m["disk"],
+    m = sorted((r["metric"] for r in joined), key=lambda m: (m.get(cluster_label, ""), m["vm"], m["disk"]))[0]
+    # The $cluster variable's value; "" matches series without the label, as Grafana's All (.*) does.
+    value = m.get(cluster_label, "") if cluster_label else ""
+    scope = f'{cluster_label}="{value}",' if cluster_label else ""
+    vdisks = query(f'vdisk:ioparallax_vdisk:info{{{scope}vm="{m["vm"]}",disk="{m["disk"]}"}}')
+    values = {"cluster": value, "vm": m["vm"], "disk": m["disk"],
               "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
               "__rate_interval": rate_interval, "__interval": interval}
     every = expressions(dashboards if dashboards is not None else load_dashboards())

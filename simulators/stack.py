@@ -297,6 +297,9 @@ class Stack:
             trace = compile_scenario(load_scenario(scenario))
             if cluster is None and len(specs) > 1:
                 cluster = trace.scenario.name
+                if not _CLUSTER_NAME.fullmatch(cluster):
+                    raise ValueError(f"--scenario {scenario}: its name {cluster!r} cannot name a cluster (letters, "
+                                     "digits, '.', '_', '-'): name it with scenario@cluster")
             if cluster is not None and any(p.cluster == cluster for p in parts):
                 raise ValueError(f"--scenario {scenario}: a second cluster named {cluster!r}; name each with "
                                  f"scenario@cluster (e.g. {scenario}@{cluster}-b)")

@@ -122,7 +122,11 @@ def _window() -> int:
     return int(text)
 
 # Non-parametrized pooled fixtures: fixture name = pool key.
-POOLED_FIXTURES = ("demo_stack", "demo_command", "long_term_stack")
+POOLED_FIXTURES = ("demo_stack", "demo_command", "long_term_stack", "two_clusters_stack")
+
+# `make demo SCENARIO=zero-heavy,<file>`: two simulated clusters in one Prometheus whose VM names,
+# vdisk ids and disk serials are the same (tests/e2e/scenarios/clean-bench.yaml beside zero-heavy).
+TWO_CLUSTERS = ["zero-heavy", str(Path(__file__).resolve().parent / "scenarios" / "clean-bench.yaml")]
 
 # Scenarios also run as `make demo DEMO_ARGS=--quick-alerts` runs them (the demo's 5 s scrapes and
 # 20 s vCenter probes, the quick `for` durations): the ones whose bursts meet those intervals.
@@ -214,6 +218,10 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
         start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("long-term"),
                                 rules_dir=test_rules_dir, long_term=True),
         stop=Stack.stop)
+    entries["two_clusters_stack"] = Entry(
+        start=functools.partial(started_stack, scenarios=TWO_CLUSTERS, workdir=tmp_path_factory.mktemp("two-clusters"),
+                                rules_dir=test_rules_dir, alertmanager_webhook=f"{alert_sink.url}/two-clusters"),
+        stop=Stack.stop)
     command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
     entries["demo_command"] = Entry(
         start=functools.partial(DemoCommand, command_dir, [
@@ -261,6 +269,14 @@ def long_term_stack(stack_pool) -> Stack:
     """zero-heavy (the e2e rules) with VictoriaMetrics as Prometheus' remote_write target, as
     `ioparallax-demo --long-term` starts it."""
     with stack_pool.lease("long_term_stack") as thing:
+        yield thing
+
+
+@pytest.fixture(scope="session")
+def two_clusters_stack(stack_pool) -> Stack:
+    """zero-heavy and clean-bench as two clusters in one Prometheus (the e2e rules, alerts sent to
+    ``alert_sink`` under ``two-clusters``), as `make demo SCENARIO=a,b` starts them."""
+    with stack_pool.lease("two_clusters_stack") as thing:
         yield thing
 
 
