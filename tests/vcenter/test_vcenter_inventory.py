@@ -209,3 +209,31 @@ def test_sync_mode_still_collects(scenario_sim, bursty_trace, exporter):
     assert value(m, "vcenter_up") == 1 and m["vcenter_virtual_disk_write_bytes_total"]
     (target,) = exp.targets._targets.values()
     assert target._refresher is None
+
+
+@pytest.mark.parametrize("body, status, fragment", [
+    (b"<html>proxy error</html>", 502, "not a SOAP envelope"),
+    (b"not xml at all", 200, "is not XML"),
+    (b'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body>'
+     b'<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet/></objects></returnval>'
+     b"</RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>", 200, "object without obj"),
+])
+def test_malformed_inventory_answers_give_a_clear_protocol_error(body, status, fragment):
+    from exporters.vcenter.client import TargetError
+    from exporters.vcenter.inventory_soap import parse_page
+
+    with pytest.raises(TargetError) as err:
+        parse_page(body, status)
+    assert err.value.kind == "protocol" and fragment in err.value.cause
+
+
+def test_inventory_fault_is_pyvmomis_so_an_expired_session_logs_in_again():
+    from pathlib import Path
+
+    from pyVmomi import vim as _vim
+
+    from exporters.vcenter.inventory_soap import parse_page
+
+    body = (Path(__file__).parent / "data" / "fault-not-authenticated.xml").read_bytes()
+    with pytest.raises(_vim.fault.NotAuthenticated):
+        parse_page(body, 500)
