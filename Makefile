@@ -62,7 +62,7 @@ test: deps ## install what is missing, then run every test
 test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio)
 	$(VPY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
-demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=..., DEMO_ARGS=--quick-alerts)
+demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=a or a,b: one cluster each; DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)
 
 REPORT_PROMETHEUS ?= http://127.0.0.1:9090
