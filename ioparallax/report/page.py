@@ -107,7 +107,7 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
                  f"share on write-only steps; <b>hygiene</b> is every fio hygiene problem seen in the range. "
                  f"A value strictly above its threshold is Distorted, as in the alerts. See docs/report.md.</p>")
     t = asdict(cfg.thresholds)
-    rows = "".join(f"<tr><th>thresholds.{esc(k)}</th><td>{esc(f'{v:g}')}</td></tr>" for k, v in t.items())
+    rows = "".join(f"<tr><th>thresholds.{esc(k)}</th><td>{esc(_number(k, v))}</td></tr>" for k, v in t.items())
     rows += "".join(f"<tr><th>windows.{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in asdict(cfg.windows).items())
     rows += "".join(f"<tr><th>selectors.{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in asdict(cfg.selectors).items())
     parts.append(f"<h3>Config used</h3><p class='note'>From {esc(cfg.path)}: the same values the alerts and "
@@ -134,6 +134,12 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
             parts.append(f"<h3>{esc(s.title)}</h3>" + "".join(items))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _number(key: str, v: float) -> str:
+    from ioparallax.report.verdicts import si_bytes
+    text = f"{int(v):,}" if float(v).is_integer() and abs(v) >= 1000 else f"{v:g}"
+    return f"{text} ({si_bytes(v)})" if "bytes" in key else text
 
 
 def fmt_utc(t: float) -> str:
