@@ -294,9 +294,10 @@ def _vm_hwm_bytes(pid: int) -> int:
 
 
 def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
-    """60 MB of garbage without a newline, and a 60 MB 'document' (a '{' line then JSON-looking
-    lines): scraped over HTTP within seconds, each file down with its reason, the good file
-    served, peak RSS of the exporter far below the files' size, no HTTP 500."""
+    """60 MB of garbage without a newline, a 60 MB 'document' (a '{' line then JSON-looking
+    lines) and a record with bins 1e400: scraped over HTTP within seconds (HTTP 200, never 500),
+    each bad file down with its reason and log line, the good file and the process metrics
+    served, peak RSS of the exporter far below the files' size."""
     d, first, docs = good_and_bad
     size = 60 * 2 ** 20
     (d / "noise.json").write_bytes(os.urandom(2 ** 20).replace(b"\n", b"x") * (size // 2 ** 20))
@@ -305,6 +306,7 @@ def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
         fh.write(b"{\n")
         fh.write(line * (size // len(line)))
         fh.write(b"}\n")
+    (d / "overflow.json").write_text(HOSTILE["bins_1e400"][0](first))    # and one that raised in collect()
     port = free_port()
     proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "--web.listen-address",
                                             f"127.0.0.1:{port}", "--fio.watch", d, "--no-collector.guest-disk",
@@ -323,11 +325,13 @@ def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
     assert value(sm, "fio_source_non_json_lines_total", source=d / "noise.json") == 0   # the line never ended
     assert not has(sm, "fio_job_info", source=d / "noise.json")
     assert value(sm, "fio_read_ios_total", source=d / "good.json") == docs[-1]["jobs"][0]["read"]["total_ios"]
+    assert value(sm, "fio_source_error_info", source=d / "overflow.json", reason="invalid_value") == 1
     assert has(sm, "process_resident_memory_bytes")                        # process metrics served
     assert took < 15, took
     hwm = _vm_hwm_bytes(proc.popen.pid)
     assert hwm < 100 * 2 ** 20, f"peak RSS {hwm / 2 ** 20:.0f} MiB"
     assert f"fio output file {d / 'huge.json'} is down (too_large)" in proc.output()
+    assert f"fio output file {d / 'overflow.json'} is down (invalid_value)" in proc.output()
     # the next scrape is quick: nothing new to read
     t0 = time.monotonic()
     assert requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code == 200
