@@ -183,8 +183,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
     flag("guest_disk_exclude", str, "guest_disk_exclude")
     flag("max_document_bytes", parse_bytes, "max_document_size")
     if s.max_document_bytes < 1024:
-        raise ConfigError(cfg_path, "max_document_size", "must be at least 1KiB (fio's smallest documents "
-                          "are a few KB)")
+        given = getattr(args, "max_document_size", None) is not None
+        raise ConfigError(None if given else cfg_path, "--fio.max-document-size" if given else "max_document_size",
+                          "must be at least 1KiB (fio's smallest documents are a few KB)")
     if s.scrape_interval_s <= 0:
         raise ConfigError(cfg_path, "scrape_interval", "must be positive")
     try:
