@@ -32,6 +32,11 @@ one and not the other, an error from either. The evaluation time is 35 s in the 
 Prometheus reports having sent past it, and at least 2 min and a few scrapes after the start (the
 cookbook's longest window; before that Prometheus' rate over a window the series only partly
 covers is diluted, MetricsQL's is not).
+
+The PoC report (ioparallax/report) made from VictoriaMetrics over the last 2 minutes must match
+the one made from Prometheus: the same text (verdicts, VM disks, sections) with what names the
+source blanked, and every printed number within 5 % (numbers printed from 1 min rates: 2 s / 1 min
+and rounding); the figures are drawn from the same series and are not compared.
 """
 
 from __future__ import annotations
