@@ -3,7 +3,7 @@
 One stargate-simulator process serves 16 CVMs (``--synthetic-vdisks 4000 --synthetic-cvms 16``,
 clock frozen, so pages come from its cache after the warm-up). Two stargate-exporter processes
 run side by side: the baseline parses in the probes' threads (``--stargate.parse-workers 0``,
-the old in-process path) and the other in worker processes (default: the usable cores). Each
+the default, in-process path) and the other in worker processes (default: the usable cores). Each
 run, each exporter in turn gets
 
 - **per-CVM**: 16 probes at once, one per CVM (as Prometheus scrapes 16 targets), and
@@ -35,7 +35,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exporters.stargate.parsepool import default_workers  # noqa: E402
+from exporters.stargate.parsepool import usable_cores  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TIMEOUT = 60.0     # the scrape timeout sent: long, so that slow probes are measured, not cut
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="measured runs per side and mode (default: %(default)s)")
     ap.add_argument("--cvms", type=int, default=16, help="simulated CVMs (default: %(default)s)")
     ap.add_argument("--vdisks-per-cvm", type=int, default=250, help="default: %(default)s")
-    ap.add_argument("--workers", type=int, default=max(1, default_workers()),
+    ap.add_argument("--workers", type=int, default=usable_cores(),
                     help="parse workers of the measured side (default: the usable cores, %(default)s)")
     args = ap.parse_args(argv)
     total = args.cvms * args.vdisks_per_cvm

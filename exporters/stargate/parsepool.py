@@ -3,7 +3,7 @@
 Parsing is most of a probe's CPU (~1 ms a detail view, ~0.35 ms of it Python walking lxml's
 tree under the interpreter lock), so probes running at once in one process (Prometheus scrapes
 every CVM at the same moment) queue on that lock. A :class:`ParsePool` is created once per
-exporter (``parse_workers``, default: the usable cores) and shared by every probe: the probe's
+exporter (``parse_workers``; off by default, see DEFAULT_WORKERS) and shared by every probe: the probe's
 threads still fetch the pages (deadline, size limit, allowed links: transport.py, targets.py);
 the bytes of a batch of pages go to a worker process, plain records (parse.py's dataclasses)
 come back. Batches, not single pages: handing one page over costs ~0.4 ms of the exporter's
@@ -37,14 +37,18 @@ DETAIL_BATCH = 16
 DetailResult = tuple[VDiskDetail | None, str, int]
 
 
-def default_workers() -> int:
-    """The usable cores, or 0 (parse in-process) on a single core, where workers only add
-    the cost of handing pages over."""
+#: Off by default (pages parsed in the probe's threads): on 2 cores bench/stargate_cluster.py
+#: measured the same CPU per vdisk both ways (~2.1 ms), no faster probes, and ~110 MB more
+#: memory for two workers (docs/stargate.md, Cluster scale). Workers are for hosts with more
+#: cores, where the in-process path is held to about one core of Python by the interpreter lock.
+DEFAULT_WORKERS = 0
+
+
+def usable_cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores if cores > 1 else 0
+        return os.cpu_count() or 1
 
 
 def parse_details(pages: list[tuple[str, bytes]]) -> list[DetailResult]:
