@@ -573,10 +573,11 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "The probe of one vCenter fails (the exporter is up)."),
         alert("IoparallaxFioSourceDown", "warning", f.down,
               f"fio_source_up{fio} == 0",
-              "A fio output file cannot be read.",
-              "The fio exporter on {{ $labels.instance }} cannot read {{ $labels.source }}: that job's guest "
-              "view is missing. Check the path and permissions.",
-              "One watched fio output file fails to read."),
+              "A fio output file cannot be used.",
+              "The fio exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that job's guest "
+              "view is missing. fio_source_error_info{reason} says why (unreadable, corrupt, invalid_value, "
+              "too_large, truncated); the exporter's log names the file and the cause.",
+              "One watched fio output file is unreadable, corrupt or holds values fio cannot write."),
         alert("IoparallaxScrapeSlow", "warning", f.scrape_slow,
               f"scrape_duration_seconds{{{cfg.selectors.exporters}}}\n"
               f"> {t.scrape_duration_ratio:g} * scrape_timeout_seconds{{{cfg.selectors.exporters}}}",
