@@ -187,19 +187,33 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
                         vdisks: dict[str, tuple[str, VDiskRow]], origins: dict[str, Origin],
                         budget: Budget) -> dict[str, DetailResult]:
     """Fetch every detail view in the probe's threads; hand the pages to the parse workers in
-    batches of DETAIL_BATCH as they arrive. _Deadline at the deadline (queued batches cancelled)."""
+    batches of DETAIL_BATCH as they arrive. A batch's pages are kept (to parse them here if its
+    worker dies) only until its answer is in. _Deadline at the deadline (queued batches cancelled)."""
     results: dict[str, DetailResult] = {}
     ffuts = {pool.submit(_fetch_detail, client, origins[vid], row.href, budget): (vid, row.href)
              for vid, (_, row) in vdisks.items()}
-    batches: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []
+    pending: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []   # batches not yet answered
     vids: list[str] = []
     pages: list[tuple[str, bytes]] = []
 
     def flush() -> None:
         if pages:
-            batches.append((list(vids), list(pages), parse_pool.submit_details(list(pages))))
+            pending.append((list(vids), list(pages), parse_pool.submit_details(list(pages))))
             vids.clear()
             pages.clear()
+
+    def harvest(wait_all: bool) -> None:
+        while pending:
+            bvids, bpages, fut = pending[0]
+            if not wait_all and not fut.done():
+                return
+            try:
+                out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
+            except TimeoutError:
+                left = sum(len(b[0]) for b in pending)
+                raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views still being parsed") from None
+            results.update(zip(bvids, out))
+            pending.pop(0)
     try:
         try:
             for f in as_completed(ffuts, timeout=max(0.0, budget.remaining())):
@@ -212,19 +226,14 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
                 pages.append((href, body))
                 if len(pages) >= DETAIL_BATCH:
                     flush()
+                    harvest(wait_all=False)
         except TimeoutError:
-            pending = sum(1 for f in ffuts if not f.done())
-            raise _Deadline(f"{pending} of {len(ffuts)} vdisk detail views pending") from None
+            left = sum(1 for f in ffuts if not f.done())
+            raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views pending") from None
         flush()
-        for n, (bvids, bpages, fut) in enumerate(batches):
-            try:
-                out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
-            except TimeoutError:
-                left = sum(len(b[0]) for b in batches[n:])
-                raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views still being parsed") from None
-            results.update(zip(bvids, out))
+        harvest(wait_all=True)
     except _Deadline:
-        for _, _, fut in batches:
+        for _, _, fut in pending:
             fut.cancel()
         raise
     return results
