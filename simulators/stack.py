@@ -290,8 +290,11 @@ class Stack:
         """The scenarios as clusters, named; ValueError (naming the scenario) for a name used twice."""
         if self.cluster_label is None:
             from mixin.config import load_config
-            self.cluster_label = load_config().cluster_label or "cluster"
+            self.cluster_label = load_config().cluster_label
         specs = cluster_specs(self.scenarios or [self.scenario])
+        if not self.cluster_label and (len(specs) > 1 or any(cluster for _, cluster in specs)):
+            raise ValueError("named or several clusters need a cluster label: cluster_label is '' in "
+                             "mixin/config.yml")
         parts: list[ClusterPart] = []
         for scenario, cluster in specs:
             trace = compile_scenario(load_scenario(scenario))
@@ -491,7 +494,7 @@ class Stack:
         port = pick_port("alertmanager", self.fixed_ports)
         receivers: list[dict[str, Any]] = [{"name": "null"}]
         route: dict[str, Any] = {"receiver": "null",
-                                 "group_by": [self.cluster_label, "alertname", "vm", "vdisk_id", "job"],
+                                 "group_by": [self.cluster_label or "cluster", "alertname", "vm", "vdisk_id", "job"],
                                  "group_wait": "5s", "group_interval": "10s", "repeat_interval": "1h"}
         if self.alertmanager_webhook:
             receivers = [{"name": "webhook", "webhook_configs": [{"url": self.alertmanager_webhook,
@@ -799,6 +802,7 @@ def write_quick_alert_rules(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from exporters.common.config import ConfigError
     from simulators.scenario import list_scenarios
 
     parser = argparse.ArgumentParser(
@@ -832,8 +836,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     scenarios = args.scenario or ["zero-heavy"]
     try:
-        cluster_specs(scenarios)
-    except ValueError as exc:
+        for scenario, _ in cluster_specs(scenarios):
+            load_scenario(scenario)
+    except (ValueError, ConfigError) as exc:
         parser.error(str(exc))
 
     rules_dir = None

@@ -71,3 +71,18 @@ def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
                         str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and "the cluster name after @" in r.stderr, r.stderr
     assert not (tmp_path / "logs").exists()
+
+
+def test_without_a_cluster_label_only_one_unnamed_cluster_runs(tmp_path):
+    (one,) = Stack(scenario="zero-heavy", workdir=tmp_path, cluster_label="")._cluster_parts()
+    assert one.cluster is None
+    for scenarios in (["zero-heavy,clean-oltp"], ["zero-heavy@poc-a"]):
+        with pytest.raises(ValueError, match="cluster_label is ''"):
+            Stack(scenarios=scenarios, workdir=tmp_path, cluster_label="")._cluster_parts()
+
+
+def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "simulators.stack", "--scenario", "zero-heavy,no-such-scenario",
+                        "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2 and "no scenario named 'no-such-scenario'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()
