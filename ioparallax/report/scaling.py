@@ -231,6 +231,11 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return f"{v:.{digits}g}"
 
 
+def _spread(v: float) -> str:
+    """A standard deviation to 0.1: 1e-12 of floating-point noise is 0."""
+    return "-" if not math.isfinite(v) else _fmt(round(v, 1), 2)
+
+
 def _fit_table(s: Scaling) -> str:
     rows = []
     for v in [s.primary, *[x for x in s.views if x != s.primary]]:
@@ -263,7 +268,7 @@ def _plateau_table(s: Scaling) -> str:
     rows = []
     for i, p in enumerate(s.plateaus):
         when = datetime.fromtimestamp(p.start, timezone.utc).strftime("%H:%M:%S")
-        cells = "".join(f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_fmt(s.views[v].spread[i], 2)}</td>"
+        cells = "".join(f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_spread(s.views[v].spread[i])}</td>"
                         for v in views)
         rows.append(f"<tr><td>{_fmt(p.concurrency, 4)}</td><td>{when}</td><td>{p.length:.0f} s</td>{cells}</tr>")
     return (f"<table class='kv plateaus'><thead><tr><th>{esc(s.what)}</th><th>from (UTC)</th><th>settled</th>{head}"
