@@ -86,3 +86,10 @@ def test_console_script_dispatches_usl_and_explains_itself(tmp_path):
     helped = subprocess.run([str(exe), "usl", "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0
     assert "Universal Scalability Law" in helped.stdout and "exit status" in helped.stdout
+
+
+def test_gamma_fixed_is_said_and_not_given_an_interval(tmp_path, capsys):
+    rc, out, _ = run(tmp_path, SPECSDM91, "--gamma-fixed", capsys=capsys)
+    assert rc == 0
+    assert "gamma from the smallest step" in out
+    assert "gamma (X at N=1)     64.9         (fixed)" in out
