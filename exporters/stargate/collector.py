@@ -192,6 +192,7 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
     results: dict[str, DetailResult] = {}
     ffuts = {pool.submit(_fetch_detail, client, origins[vid], row.href, budget): (vid, row.href)
              for vid, (_, row) in vdisks.items()}
+    total = len(ffuts)
     pending: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []   # batches not yet answered
     vids: list[str] = []
     pages: list[tuple[str, bytes]] = []
@@ -211,13 +212,13 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
                 out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
             except TimeoutError:
                 left = sum(len(b[0]) for b in pending)
-                raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views still being parsed") from None
+                raise _Deadline(f"{left} of {total} vdisk detail views still being parsed") from None
             results.update(zip(bvids, out))
             pending.pop(0)
     try:
         try:
             for f in as_completed(ffuts, timeout=max(0.0, budget.remaining())):
-                vid, href = ffuts[f]
+                vid, href = ffuts.pop(f)     # as_completed drops it too: its page is not kept
                 body, err = f.result()
                 if body is None:
                     results[vid] = (None, err, 0)
@@ -229,7 +230,7 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
                     harvest(wait_all=False)
         except TimeoutError:
             left = sum(1 for f in ffuts if not f.done())
-            raise _Deadline(f"{left} of {len(ffuts)} vdisk detail views pending") from None
+            raise _Deadline(f"{left} of {total} vdisk detail views pending") from None
         flush()
         harvest(wait_all=True)
     except _Deadline:
