@@ -265,7 +265,8 @@ def _derive(r: UslFit, unit: str, what: str) -> None:
     w = f" {what}" if what else ""
     u = f" {unit}" if unit else ""
     if r.df <= 1:
-        r.notes.append(f"only {r.n.size} points for three coefficients: the intervals are wide")
+        r.notes.append(f"only {r.n.size} points for three coefficients: the intervals rest on {r.df} residual "
+                       f"degree{'' if r.df == 1 else 's'} of freedom; more steps make them trustworthy")
     if r.kappa.low is not None and r.kappa.low <= 0 < kappa and r.peak_n is not None:
         r.notes.append(f"kappa's {r.level:.0%} interval reaches 0: the ramp does not prove that throughput falls, "
                        "so the peak is uncertain")

@@ -4,7 +4,7 @@ finds the plateaus and fits sigma and kappa back within 10 %, in every view; the
 headless Chromium (a screenshot is kept in .run/report-artifacts/scalability.png).
 
 The ramp adds a VM every 120 s and its phase at the stack's start is the wall clock's: the test polls
-until four levels that include part of the rise have settled plateaus (7 to 10 minutes of stack age;
+until four levels that include part of the rise have settled plateaus (7 to 11 minutes of stack age;
 the pool starts the stack ahead of its tests).
 """
 

@@ -186,7 +186,7 @@ def test_four_points_warn_of_wide_intervals():
     n = np.array([1, 2, 3, 4])
     r = usl.fit(n, usl.usl(n, 0.1, 0.02, 100.0) * np.array([1, 1.01, 0.99, 1.0]))
     assert r.ok and r.df == 1
-    assert any("intervals are wide" in note for note in r.notes)
+    assert any("intervals rest on 1 residual degree of freedom" in note for note in r.notes)
 
 
 @pytest.mark.parametrize("n, x, message", [
