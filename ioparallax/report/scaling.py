@@ -42,6 +42,7 @@ class ViewFit:
     view: str
     throughput: list[float]           # per plateau, mean IO/s (NaN: no data in that plateau)
     spread: list[float]               # per plateau, standard deviation
+    in_flight: list[float] = field(default_factory=list)   # per plateau, mean I/Os in flight (Little's law)
     fit: usl.UslFit | None = None
 
 
@@ -98,6 +99,21 @@ def throughput_by_view(ds, n: int) -> dict[str, np.ndarray]:
     return out
 
 
+def in_flight_by_view(ds, n: int) -> dict[str, np.ndarray]:
+    """I/Os in flight by Little's law, per view: ops/s x mean latency, both directions, summed over
+    VM disks (the concurrency each view says the ramp ran at)."""
+    out = {}
+    for view in VIEWS:
+        arrays = []
+        for d in ("read", "write"):
+            for key, ops in ds.series.get(f"{view}_{d}_ops", {}).items():
+                lat = ds.get(f"{view}_{d}_latency_seconds", key)
+                if lat is not None:
+                    arrays.append(np.where(ops > 0, ops * lat, 0.0))
+        out[view] = _sum_over_disks(arrays, n)
+    return out
+
+
 def concurrency_candidates(ds, n: int) -> list[tuple[str, str, np.ndarray]]:
     """(what, how measured, series) in order of preference."""
     iodepth = ds.series.get("iodepth", {})
@@ -124,6 +140,7 @@ def scaling(ctx: ReportContext) -> Scaling | None:
     t = ds.times
     n = len(t)
     tput = throughput_by_view(ds, n)
+    flight = in_flight_by_view(ds, n)
     settle = settle_seconds(ctx)
     min_length = max(MIN_LENGTH_STEPS * ctx.step, 10.0)
     steps = ctx.shared.get("steps")
@@ -158,6 +175,9 @@ def scaling(ctx: ReportContext) -> Scaling | None:
         if all(math.isnan(m) for m in means):
             continue
         vf = ViewFit(view, means, spreads)
+        for p in plateaus:
+            sel = (t >= p.start) & (t <= p.end) & ~np.isnan(flight[view])
+            vf.in_flight.append(float(np.mean(flight[view][sel])) if sel.any() else math.nan)
         pts = [(p.concurrency, m) for p, m in zip(plateaus, means) if not math.isnan(m) and p.concurrency > 0]
         vf.fit = usl.fit([a for a, _ in pts], [b for _, b in pts], unit="IO/s", what=what) if pts else None
         out.views[view] = vf
@@ -265,15 +285,19 @@ def _plateau_table(s: Scaling) -> str:
     from datetime import datetime, timezone
     views = list(s.views)
     head = "".join(f"<th>{esc(LABELS[v])} IO/s</th>" for v in views)
+    head += "".join(f"<th>in flight, {esc(LABELS[v].split(' ')[0])}</th>" for v in views)
     rows = []
     for i, p in enumerate(s.plateaus):
         when = datetime.fromtimestamp(p.start, timezone.utc).strftime("%H:%M:%S")
         cells = "".join(f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_spread(s.views[v].spread[i])}</td>"
                         for v in views)
+        cells += "".join(f"<td>{_fmt(s.views[v].in_flight[i], 3)}</td>" for v in views)
         rows.append(f"<tr><td>{_fmt(p.concurrency, 4)}</td><td>{when}</td><td>{p.length:.0f} s</td>{cells}</tr>")
     return (f"<table class='kv plateaus'><thead><tr><th>{esc(s.what)}</th><th>from (UTC)</th><th>settled</th>{head}"
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            "<p class='note'>Plateau means &plusmn; standard deviation of the settled points.</p>")
+            "<p class='note'>Plateau means &plusmn; standard deviation of the settled points; in flight: the "
+            "I/Os outstanding by Little's law in each view (IO/s times mean latency), the concurrency the "
+            "storage saw.</p>")
 
 
 def _plateaus_csv(s: Scaling) -> str:
@@ -281,12 +305,12 @@ def _plateaus_csv(s: Scaling) -> str:
     views = list(s.views)
     header = ["concurrency", "start_unix", "end_unix", "settled_seconds"]
     for v in views:
-        header += [f"{v}_iops_mean", f"{v}_iops_std"]
+        header += [f"{v}_iops_mean", f"{v}_iops_std", f"{v}_in_flight"]
     rows = []
     for i, p in enumerate(s.plateaus):
         row: list[object] = [f"{p.concurrency:.6g}", f"{p.start:.0f}", f"{p.end:.0f}", f"{p.length:.0f}"]
         for v in views:
-            row += [f"{s.views[v].throughput[i]:.6g}", f"{s.views[v].spread[i]:.6g}"]
+            row += [f"{s.views[v].throughput[i]:.6g}", f"{s.views[v].spread[i]:.6g}", f"{s.views[v].in_flight[i]:.6g}"]
         rows.append(row)
     return rows_csv(header, rows)
 

@@ -34,7 +34,9 @@ def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, n
     per_vm = GAMMA / (1 + SIGMA * (running - 1) + KAPPA * running * (running - 1))
     ds = Dataset(times=times)
     for fam in ("iodepth", "guest_read_ops", "guest_write_ops", "vm_read_ops", "vm_write_ops",
-                "storage_read_ops", "storage_write_ops"):
+                "storage_read_ops", "storage_write_ops", "guest_read_latency_seconds",
+                "guest_write_latency_seconds", "vm_read_latency_seconds", "vm_write_latency_seconds",
+                "storage_read_latency_seconds", "storage_write_latency_seconds"):
         ds.series[fam] = {}
     for k in range(1, vms + 1):
         key = (f"web-{k:02d}", "scsi0:1")
@@ -49,6 +51,9 @@ def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, n
             w = lagged(ops * 0.3 * scale, 30)
             ds.series[f"{view}_read_ops"][key] = np.where(on | (rel >= (k - 1) * STEP_S), r, np.nan)
             ds.series[f"{view}_write_ops"][key] = np.where(on, w, np.nan)
+            lat = lagged(4.0 / per_vm, 30)                 # closed loop at QD4: 4 in flight per VM
+            for d in ("read", "write"):
+                ds.series[f"{view}_{d}_latency_seconds"][key] = np.where(on, lat, np.nan)
     return ds
 
 
@@ -130,11 +135,15 @@ def test_given_steps_replace_the_detection():
     assert s.views["guest"].fit.sigma.value == pytest.approx(SIGMA, rel=0.1)
 
 
-def test_the_plateau_means_are_the_settled_totals():
+def test_the_plateau_means_are_the_settled_totals_and_in_flight_follows_littles_law():
     s = scaling.scaling(context(ramp_dataset(noise=0.0)))
-    for p, x in zip(s.plateaus, s.views["guest"].throughput):
+    for p, x, q in zip(s.plateaus, s.views["guest"].throughput, s.views["vm"].in_flight):
         n = round(p.concurrency)
         assert x == pytest.approx(float(usl.usl(np.array([n]), SIGMA, KAPPA, GAMMA)[0]), rel=1e-9)
+        assert q == pytest.approx(4 * n, rel=1e-9)        # QD4 per VM: 4 N in flight
+    sec = scaling.scaling_section(context(ramp_dataset(noise=0.0)))
+    assert "<th>in flight, VM</th>" in sec.html
+    assert sec.csv["scalability-plateaus.csv"].splitlines()[3].endswith(",12")   # 3 VMs: 12 in flight
 
 
 def test_report_cli_refuses_bad_steps_before_querying(tmp_path, capsys):
