@@ -155,7 +155,7 @@ from ioparallax.report.report import make_report
 t0 = time.perf_counter()
 r = make_report(prometheus={url!r}, start={start}, end={end})
 sec = time.perf_counter() - t0
-print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html_mb": len(r.html) / 1e6,
+print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html_mb": r.size / 1e6,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 

@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ioparallax-report: {e}", file=sys.stderr)
         return 1
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(result.html, encoding="utf-8")
-    print(f"wrote {args.output} ({len(result.html) / 1e6:.1f} MB, {result.disks} VM disks, "
+    result.write(args.output)
+    print(f"wrote {args.output} ({result.size / 1e6:.1f} MB, {result.disks} VM disks, "
           f"{result.queries} Prometheus queries in {result.seconds:.1f} s)")
     for view, why in result.missing_views.items():
         print(f"  view missing: {view}: {why}")

@@ -200,8 +200,8 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
 def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
     """View -> why it is missing (no target, target down, source unreadable, or no series)."""
     out: dict[str, str] = {}
-    checks = (("guest", "fio", "guest_read_bytes", "source_up_guest"),
-              ("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
+    checks = (("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
+              ("guest", "fio", "guest_read_bytes", "source_up_guest"),
               ("storage", "stargate", "storage_read_bytes", "source_up_storage"),
               ("guest_os", "node", "guest_os_read_bytes", None))
     for view, source, family, source_up in checks:
@@ -222,6 +222,9 @@ def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
         elif source_up and ds.instant.get(source_up) and all(float(u["value"][1]) == 0 for u in ds.instant[source_up]):
             out[view] = "the exporter answers but cannot read its source (" + ", ".join(
                 sorted(u["metric"].get("instance", u["metric"].get("source", "?")) for u in ds.instant[source_up]))[:200] + ")"
+        elif view in ("guest", "guest_os") and "vm" in out:
+            out[view] = ("its exporter answers, but the guest's disks are matched to VM disks by vCenter's "
+                         "disk UUID, and the VM view is missing")
         else:
             out[view] = (f"no series of {ds.promql.get(family, family)} in the range (are the recording rules "
                          "of alerts/ioparallax.rules.yml loaded?)")

@@ -148,6 +148,13 @@ def fmt_utc(t: float) -> str:
 
 def render(ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str],
            queries: int, generated: float) -> str:
+    return "".join(render_parts(ctx, title, sections, versions, queries, generated))
+
+
+def render_parts(ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str],
+                 queries: int, generated: float) -> list[str]:
+    """The page as a list of pieces, to be written one after the other: a report of a hundred VM
+    disks is tens of megabytes, and joining it would hold it twice in memory."""
     missing = (" <b>Views missing:</b> " + esc(", ".join(ctx.missing_views))) if ctx.missing_views else ""
     meta = (f'<p class="meta"><b>Range</b> {esc(fmt_utc(ctx.start))} to {esc(fmt_utc(ctx.end))} '
             f'({esc(_dur(ctx.range_seconds))}, a point every {ctx.step:g} s) &middot; <b>Prometheus</b> '
@@ -160,15 +167,15 @@ def render(ctx: ReportContext, title: str, sections: list[Section], versions: di
              '<b>OK</b>, <b>Distorted</b> (the benchmark measures something else than the application will get) '
              'or <b>Not measurable</b> (a view or a counter needed to tell is missing: this is not "OK").</p>')
     toc = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections if s.toc)
-    body = "".join(render_section(s) for s in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+    head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
             f'img-src data:">'
             f'<title>{esc(title)}</title><style>{CSS}</style></head><body>'
             f'<header><h1>{esc(title)}</h1>{meta}{intro}</header>'
-            f'<nav class="toc">{toc}<a href="#appendix">Appendix</a></nav>{body}'
-            f'{appendix(ctx, sections, versions, queries)}</body></html>\n')
+            f'<nav class="toc">{toc}<a href="#appendix">Appendix</a></nav>')
+    return [head, *(render_section(s) for s in sections), appendix(ctx, sections, versions, queries),
+            "</body></html>\n"]
 
 
 def _dur(seconds: int) -> str:

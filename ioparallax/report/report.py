@@ -10,7 +10,7 @@ from pathlib import Path
 from exporters.common.config import ConfigError
 from ioparallax.report.builders import build_sections
 from ioparallax.report.data import choose_step
-from ioparallax.report.page import render
+from ioparallax.report.page import render_parts
 from ioparallax.report.promapi import PromAPI, PromError
 from ioparallax.report.sections import ReportContext
 from ioparallax.report.summary import dataset
@@ -25,12 +25,24 @@ class ReportError(RuntimeError):
 
 @dataclass
 class ReportResult:
-    html: str
+    parts: list[str]            # the page, piece by piece (write them in order)
     queries: int
     seconds: float
     disks: int
     missing_views: dict[str, str] = field(default_factory=dict)
     context: ReportContext | None = None
+
+    @property
+    def html(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def write(self, path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(self.parts)
 
 
 def context(prometheus: str, start: float, end: float, step: float | None, match: str, config_path: Path | None,
@@ -87,8 +99,9 @@ def make_report(prometheus: str, start: float, end: float, step: float | None = 
         from ioparallax.report.compare import compare_section
         sections.insert(2, compare_section(ctx))
     queries = ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0)
-    html = render(ctx, title, sections, versions(ctx), queries, time.time())
-    return ReportResult(html=html, queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
+    parts = render_parts(ctx, title, sections, versions(ctx), queries, time.time())
+    del sections
+    return ReportResult(parts=parts, queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
                         seconds=time.monotonic() - t0, disks=len(ds.disks()),
                         missing_views=dict(ctx.missing_views), context=ctx)
 

@@ -196,4 +196,4 @@ def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(s
     assert row[:6] == ["Not measurable", "Distorted", "Distorted", "OK", "Not measurable", "Not measurable"]
     soup = BeautifulSoup(html, "lxml")
     cell = soup.select("section#verdicts table.verdicts tbody tr")[0].select("td.v")[5].get_text()
-    assert "matched to VM disks by vCenter's disk UUID" in cell
+    assert "matched to VM disks by vCenter's disk UUID" in cell, cell
