@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,37 +159,46 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
     rng, inst = range_families(ctx), instant_families(ctx)
     ds.promql = {**rng, **inst}
 
-    def run(item: tuple[str, str, bool]) -> tuple[str, Any, str | None]:
-        fam, expr, is_range = item
-        try:
-            return fam, (ctx.range(expr) if is_range else ctx.instant(expr)), None
-        except PromError as e:
-            return fam, None, str(e)
-
-    items = [(f, e, True) for f, e in rng.items()] + [(f, e, False) for f, e in inst.items()]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        answers = list(pool.map(run, items))
     n = len(times)
     cluster_label = getattr(ctx.config, "cluster_label", "")
-    for fam, result, error in answers:
-        if error:
-            ds.errors[fam] = error
-            log.warning("query %s failed: %s", fam, error)
-            continue
-        if fam in inst:
-            ds.instant[fam] = result
-            continue
+    lock = threading.Lock()
+
+    def run(item: tuple[str, str, bool]) -> None:
+        # Each answer is shaped into arrays in its own thread as soon as it arrives, and its JSON
+        # dropped: a hundred VM disks' answers held as JSON lists would take hundreds of MB.
+        fam, expr, is_range = item
+        try:
+            result = ctx.range(expr) if is_range else ctx.instant(expr)
+        except PromError as e:
+            log.warning("query %s failed: %s", fam, e)
+            with lock:
+                ds.errors[fam] = str(e)
+            return
+        if not is_range:
+            with lock:
+                ds.instant[fam] = result
+            return
         if fam in ("hygiene", "read_sources", "write_destinations", "alerts"):
-            ds.labelled[fam] = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
-            continue
+            shaped = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
+            with lock:
+                ds.labelled[fam] = shaped
+            return
         fam_series: dict[Key, np.ndarray] = {}
+        seen: set[str] = set()
         for r in result:
             m = r["metric"]
             if cluster_label and m.get(cluster_label):
-                ds.clusters.add(m[cluster_label])
+                seen.add(m[cluster_label])
             if "vm" in m and "disk" in m:
                 fam_series[(m["vm"], m["disk"])] = _to_grid(r["values"], ctx.start, ctx.step, n)
-        ds.series[fam] = fam_series
+            r.clear()
+        with lock:
+            ds.series[fam] = fam_series
+            ds.clusters |= seen
+
+    items = [(f, e, True) for f, e in rng.items()] + [(f, e, False) for f, e in inst.items()]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run, items))
     for r in ds.instant.get("vdisk_info", []):
         m = r["metric"]
         if "vm" in m and "disk" in m:
