@@ -7,6 +7,7 @@ and serves its status records while it runs; ``convert FILE...`` prints the expo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -23,7 +24,7 @@ from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import (ExporterApp, StartupError, WebSettings, add_web_args, parse_listen_address,
                                   serve, start_server)
-from exporters.fio.collector import FioCollector
+from exporters.fio.collector import Collectors, FioCollector
 from exporters.fio.guestdisk import DEFAULT_EXCLUDE, GuestDiskCollector
 from exporters.fio.hygiene import HygieneConfig
 from exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
@@ -54,6 +55,7 @@ class Settings:
     guest_disks: bool = True
     guest_disk_exclude: str = DEFAULT_EXCLUDE
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+    collectors: Collectors = field(default_factory=Collectors)
 
     def describe(self) -> str:
         return "\n".join([
@@ -62,7 +64,15 @@ class Settings:
             f"cache_size: {self.cache_size if self.cache_size is not None else 'unset (check off)'}",
             f"scrape_interval: {self.scrape_interval_s:g}s", f"host: {self.host}",
             f"sysfs: {self.sysfs}", f"guest_disks: {self.guest_disks}",
+            f"percentiles: {self.collectors.percentiles}", f"histograms: {self.collectors.histograms}",
+            f"trim: {self.collectors.trim}",
         ])
+
+    def switched_off(self) -> list[str]:
+        """Names of the per-job collectors switched off, for the start-up log."""
+        c = self.collectors
+        return [n for n, on in (("percentiles", c.percentiles), ("histograms", c.histograms), ("trim", c.trim))
+                if not on]
 
 
 def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
@@ -98,10 +108,22 @@ def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
                    default=None, help="export guest disk and partition facts (default: on)")
     c.add_argument("--collector.guest-disk.exclude", dest="guest_disk_exclude", metavar="REGEX",
                    help=f"disks to leave out (default: {DEFAULT_EXCLUDE})")
+    j = p.add_argument_group("collectors (series per job: docs/fio.md, Series budget)")
+    j.add_argument("--collector.percentiles", dest="percentiles", action=argparse.BooleanOptionalAction,
+                   default=None, help="fio's own clat percentiles, 17 series per timed direction; off empties "
+                                      "the fio dashboard's percentile lines (default: on)")
+    j.add_argument("--collector.histograms", dest="histograms", action=argparse.BooleanOptionalAction,
+                   default=None, help="the 19 finite clat buckets per timed direction (+Inf, _count and _sum "
+                                      "stay, so mean latency does); off empties the fio dashboard's latency "
+                                      "heatmaps and the report's guest latency distribution (default: on)")
+    j.add_argument("--collector.trim", dest="trim", action=argparse.BooleanOptionalAction, default=None,
+                   help="the trim direction of jobs that trim (jobs that never trim have none either way) "
+                        "(default: on)")
     p.add_argument("--config.file", dest="config_file", metavar="FILE",
                    help="YAML file with the same settings (keys: listen_address, watch, pattern, "
                         "retention, idle_timeout, cache_size, scrape_interval, host, sysfs, guest_disks, "
-                        "guest_disk_exclude, max_document_size); flags given on the command line win")
+                        "guest_disk_exclude, max_document_size, percentiles, histograms, trim); flags given "
+                        "on the command line win")
     add_logging_args(p)
 
 
@@ -157,6 +179,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         s.guest_disks = sec.get("guest_disks", bool, default=True)
         s.guest_disk_exclude = sec.get("guest_disk_exclude", str, default=s.guest_disk_exclude)
         s.max_document_bytes = sec.get("max_document_size", parse_bytes, default=s.max_document_bytes)
+        s.collectors = Collectors(percentiles=sec.get("percentiles", bool, default=True),
+                                  histograms=sec.get("histograms", bool, default=True),
+                                  trim=sec.get("trim", bool, default=True))
         sec.reject_unknown()
 
     def flag(name: str, conv, dest: str) -> None:
@@ -182,6 +207,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
     flag("guest_disks", bool, "guest_disks")
     flag("guest_disk_exclude", str, "guest_disk_exclude")
     flag("max_document_bytes", parse_bytes, "max_document_size")
+    given = {k: getattr(args, k) for k in ("percentiles", "histograms", "trim") if getattr(args, k, None) is not None}
+    if given:
+        s.collectors = dataclasses.replace(s.collectors, **given)
     if s.max_document_bytes < 1024:
         given = getattr(args, "max_document_size", None) is not None
         raise ConfigError(None if given else cfg_path, "--fio.max-document-size" if given else "max_document_size",
@@ -199,7 +227,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def build_collectors(s: Settings, watcher: Watcher) -> list:
     collectors: list = [FioCollector(watcher, HygieneConfig(cache_size_bytes=s.cache_size,
                                                             scrape_interval_s=s.scrape_interval_s),
-                                     local_host=s.host)]
+                                     local_host=s.host, collectors=s.collectors)]
     if s.guest_disks:
         collectors.append(GuestDiskCollector(s.sysfs, s.guest_disk_exclude))
     return collectors
@@ -220,6 +248,8 @@ def cmd_serve(s: Settings) -> int:
     watcher = Watcher(WatchConfig(paths=s.watch, pattern=s.pattern, retention_s=s.retention_s,
                                   idle_s=s.idle_s, max_document_bytes=s.max_document_bytes))
     log.info("watching %s", s.watch or "nothing")
+    if s.switched_off():
+        log.info("collectors switched off: %s", ", ".join(s.switched_off()))
     return serve(_app(s, watcher), _web(s))
 
 
@@ -240,6 +270,8 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
                                   max_document_bytes=s.max_document_bytes))
     run = FioRun(argv, output, stdout_to_file)
     watcher.process_running[output] = lambda: run.running
+    if s.switched_off():
+        log.info("collectors switched off: %s", ", ".join(s.switched_off()))
     try:
         server = start_server(_app(s, watcher, [FioRunCollector(run)]), _web(s))
     except StartupError:

@@ -11,6 +11,7 @@ import logging
 import math
 import socket
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
@@ -27,6 +28,28 @@ log = logging.getLogger(__name__)
 JOB_LABELS = ["jobname", "jobid", "host", "source"]
 INFO_OPTIONS = ["file", "rw", "bs", "iodepth", "numjobs", "direct", "ioengine"]
 _NS = 1e-9
+
+
+@dataclass(frozen=True)
+class Collectors:
+    """The expensive per-job families that can be switched off (``--no-collector.percentiles``,
+    ``--no-collector.histograms``, ``--no-collector.trim``); the series each saves are in
+    docs/fio.md, Series budget."""
+
+    percentiles: bool = True   # fio's own clat percentiles: 17 series per timed direction
+    histograms: bool = True    # the 19 finite clat buckets per timed direction (+Inf, _count, _sum stay)
+    trim: bool = True          # the trim direction, for jobs that trim (see trims())
+
+
+def trims(job: JobRecord, stats: DirectionStats) -> bool:
+    """Whether a job's trim direction is exported: it did trim I/O, or its options ask for trims
+    (``rw`` naming trim: trim, randtrim, trimwrite, randtrimwrite; or ``trim_percentage``, verify
+    trims). fio prints a trim block for every job, all zeros when it never trims: 6 series per job
+    that say nothing are left out."""
+    if stats.total_ios or stats.io_bytes or stats.clat is not None:
+        return True
+    o = job.options
+    return "trim" in o.get("rw", o.get("readwrite", "")) or o.get("trim_percentage", "0") not in ("", "0")
 
 
 def _iodepth(value: str) -> float | None:
@@ -103,8 +126,9 @@ def _finite(name: str, value: float) -> float:
 class FioCollector(Collector):
     def __init__(self, watcher: Watcher, hygiene: HygieneConfig | None = None,
                  local_host: str | None = None, clock: Callable[[], float] = time.time,
-                 poll: bool = True):
+                 poll: bool = True, collectors: Collectors = Collectors()):
         self.watcher = watcher
+        self.collectors = collectors
         self.hygiene = hygiene or HygieneConfig()
         self.local_host = local_host or socket.gethostname()
         self.clock = clock
@@ -208,6 +232,8 @@ class FioCollector(Collector):
             self._job(fams, job, labels, v, rec.version)
             prev = prev_jobs.get((job.host, job.jobid, job.name))
             for d, stats in job.directions.items():
+                if d == "trim" and not (self.collectors.trim and trims(job, stats)):
+                    continue
                 pstats = prev.directions.get(d) if prev is not None else None
                 self._direction(fams, d, stats, labels, job, prev, pstats, used)
 
@@ -310,7 +336,7 @@ class FioCollector(Collector):
         if c is None:
             return   # absent (gtod_reduce, nothing completed): never exported as zero
         buckets: list[tuple[str, float]] = []
-        if c.bins is not None:
+        if c.bins is not None and self.collectors.histograms:
             cached = self._hist_cache.get(id(c))
             if cached is None or cached[0] is not c:
                 cum, total = cumulative_buckets(c.bins)
@@ -324,10 +350,10 @@ class FioCollector(Collector):
             buckets = [("+Inf", float(c.count))]
         fams.add(HistogramMetricFamily, f"{p}_clat_seconds",
                  f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
-                 "without json+), _sum = mean x N.", JOB_LABELS, labels, buckets,
+                 "without json+ or with --no-collector.histograms), _sum = mean x N.", JOB_LABELS, labels, buckets,
                  _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS))
         shown: set[str] = set()
-        for q, ns in c.percentiles:
+        for q, ns in (c.percentiles if self.collectors.percentiles else ()):
             label = f"{q * 100:g}"
             if label in shown:
                 continue   # "99.000000" and "99.0000001" print alike: one series, never two
