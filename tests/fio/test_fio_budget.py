@@ -53,6 +53,17 @@ def budget_result(fio_work) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def budget_stream(fio_work) -> Path:
+    """The same randrw job streaming json+ status records (--status-interval=1), as Prometheus
+    scrapes it while fio runs (fio-exporter run)."""
+    out = fio_work / "budget-stream.json"
+    run_fio(["--name=mixed", f"--filename={fio_work / 'bs.dat'}", "--size=4m", "--rw=randrw", "--bs=4k",
+             "--ioengine=psync", "--direct=1", "--runtime=3", "--time_based", "--output-format=json+",
+             "--status-interval=1", f"--output={out}"], fio_work)
+    return out
+
+
 def convert(*args) -> str:
     """The exposition as Prometheus sees it while the jobs run: a long idle timeout keeps the run
     unfinished (a finished one adds fio_job_end_timestamp_seconds), a short scrape interval keeps
@@ -119,6 +130,17 @@ def test_series_per_job_with_each_switch(budget_result, jsonplus_result, status_
     assert mixed == {"default": EXPECTED_RANDRW, "no-percentiles": EXPECTED_RANDRW - 34,
                      "no-histograms": EXPECTED_RANDRW - 38, "no-trim": EXPECTED_RANDRW,
                      "all-off": EXPECTED_RANDRW - 72}
+
+
+def test_series_per_streaming_job(budget_stream):
+    """The per-job figure of docs/metrics.md: a randrw job while fio streams status records."""
+    default = per_job(convert(budget_stream))["mixed"]
+    off = per_job(convert(*SWITCHES["all-off"], budget_stream))["mixed"]
+    print("streaming randrw job", sum(default.values()), sum(off.values()))
+    # interval IOPS, bandwidth and mean latency per timed direction, and fio's eta
+    assert family_count(default, "_interval_") == 6 and default["fio_job_eta_seconds"] == 1
+    assert sum(default.values()) == EXPECTED_RANDRW + 7 == 121
+    assert sum(off.values()) == EXPECTED_RANDRW - 72 + 7 == 49
 
 
 EXPECTED_RANDRW = 114   # 18 job-level + 2 x 48 (read, write); breakdown in docs/fio.md
