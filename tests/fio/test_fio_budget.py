@@ -9,10 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fio.conftest import run_fio
-from tests.support import promtool_check_metrics, venv_tool
+from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
 
 BUDGET_JOBS = """\
 [global]
@@ -159,3 +160,24 @@ def test_switches_from_the_config_file(budget_result, tmp_path):
     out = subprocess.run([venv_tool("fio-exporter"), "convert", "--config.file", cfg, budget_result],
                          capture_output=True, timeout=60)
     assert out.returncode == 2 and f"{cfg}: trim" in out.stderr.decode()
+
+
+def test_serve_with_switches_off(budget_result, tmp_path, processes):
+    """serve takes the same switches, logs them at start-up, and the mean latency still comes
+    from _sum and _count."""
+    port = free_port()
+    proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "serve", "--web.listen-address",
+                                            f"127.0.0.1:{port}", "--fio.watch", budget_result,
+                                            "--no-collector.guest-disk", *SWITCHES["all-off"]])
+    wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert "collectors switched off: percentiles, histograms, trim" in proc.output()
+    jobs = per_job(text)
+    assert family_count(jobs["mixed"], "percentile") == 0 and family_count(jobs["trimmer"], "fio_trim_") == 0
+    doc = {j["jobname"]: j for j in json.loads(budget_result.read_text())["jobs"]}["mixed"]["read"]["clat_ns"]
+    fam = {f.name: f for f in text_string_to_metric_families(text)}["fio_read_clat_seconds"]
+    got = {s.name: s.value for s in fam.samples if s.labels["jobname"] == "mixed"}
+    assert got["fio_read_clat_seconds_count"] == doc["N"]
+    assert got["fio_read_clat_seconds_sum"] == pytest.approx(doc["mean"] * doc["N"] / 1e9)
+    assert [s.labels["le"] for s in fam.samples if s.name.endswith("_bucket")
+            and s.labels["jobname"] == "mixed"] == ["+Inf"]
