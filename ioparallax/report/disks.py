@@ -9,13 +9,14 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter
 
 from ioparallax.report.data import DIRECTIONS, QUANTITIES, Dataset, Key
 from ioparallax.report.figures import (COLORS, FORMATTERS, LABELS, UNIT_LABEL, as_dates, fmt_bytes,
                                        fmt_bytes_rate, fmt_seconds, has_data, rows_csv, series_csv,
-                                       time_axis, to_svg, unit_axis, headroom)
+                                       time_axis, to_svg, unit_axis, headroom, reused,
+                                       axes_points, thin, thin_index)
 from ioparallax.report.sections import Figure, ReportContext, Section, esc
 from ioparallax.report.summary import (dataset, disk_anchor, fmt_time, guest_devices, partitions,
                                        verdict_cell, verdicts)
@@ -59,6 +60,11 @@ def _compare_dataset(ctx: ReportContext) -> tuple[ReportContext, Dataset] | None
     if ctx.compare is None:
         return None
     return ctx.compare, dataset(ctx.compare)
+
+
+def _new(figsize: tuple[float, float], **grid) -> tuple[MplFigure, object]:
+    fig = MplFigure(figsize=figsize)
+    return fig, fig.subplots(**grid)
 
 
 def fid(key: Key, what: str) -> str:
@@ -126,7 +132,11 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
         return Figure.empty(id_, "Three views: no view has ops, bytes or latency for this disk in the range.", promql)
     times = ds.times
     dates = as_dates(times)
-    fig, axes = plt.subplots(3, 2, figsize=(10.5, 8.2), sharex=True)
+    fig, axes = reused("three-views", lambda: _new(figsize=(10.5, 8.2), nrows=3, ncols=2, sharex=True))
+    # Fixed margins, not tight_layout: laying out by measuring every tick label costs most of the
+    # drawing time, and every disk's figure has the same labels' sizes. Set first: the lines are
+    # thinned to the axes' width.
+    fig.subplots_adjust(left=0.085, right=0.99, top=0.96, bottom=0.1, hspace=0.28, wspace=0.16)
     columns: dict[str, np.ndarray] = {}
     for r, q in enumerate(QUANTITIES):
         for c, d in enumerate(DIRECTIONS):
@@ -134,12 +144,12 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
             drawn = False
             fio = ds.get(f"fio_{d}_{q}", key)
             if has_data(fio):
-                ax.plot(dates, fio, color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval")
+                ax.plot(*thin(ax, dates, fio), color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval")
                 columns[f"guest_fio_interval_{d}_{q}"] = fio
                 drawn = True
             vcs = ds.get(f"vcsample_{d}_{q}", key)
             if has_data(vcs):
-                ax.plot(dates, vcs, color=COLORS["vm"], lw=0.9, alpha=0.6, drawstyle="steps-post", ls="--",
+                ax.plot(*thin(ax, dates, vcs), color=COLORS["vm"], lw=0.9, alpha=0.6, drawstyle="steps-post", ls="--",
                         label="VM, vCenter 20 s sample")
                 columns[f"vm_vcenter_sample_{d}_{q}"] = vcs
                 drawn = True
@@ -147,7 +157,7 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 s = ds.get(f"{layer}_{d}_{q}", key)
                 if has_data(s):
                     # Views that agree draw on top of each other: wide to narrow, so each stays visible.
-                    ax.plot(dates, s, color=COLORS[layer], label=f"{LABELS[layer]}, {ctx.config.w}",
+                    ax.plot(*thin(ax, dates, s), color=COLORS[layer], label=f"{LABELS[layer]}, {ctx.config.w}",
                             **LAYER_STYLE[layer])
                     columns[f"{layer}_{d}_{q}"] = s
                     drawn = True
@@ -157,7 +167,7 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 for layer in ("guest", "vm", "storage"):
                     s = ods.get(f"{layer}_{d}_{q}", key)
                     if has_data(s):
-                        ax.plot(odates, s, color=COLORS[layer], ls=(0, (4, 2)), lw=1.1, alpha=0.8,
+                        ax.plot(*thin(ax, odates, s), color=COLORS[layer], ls=(0, (4, 2)), lw=1.1, alpha=0.8,
                                 label=f"{octx.label}: {LABELS[layer]}")
                         drawn = True
             ax.set_title(f"{TITLES[q]}, {d}s")
@@ -174,9 +184,6 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 handles[l] = h
                 labels.append(l)
     fig.legend([handles[l] for l in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
-    # Fixed margins, not tight_layout: laying out by measuring every tick label costs most of the
-    # drawing time, and every disk's figure has the same labels' sizes.
-    fig.subplots_adjust(left=0.085, right=0.99, top=0.96, bottom=0.1, hspace=0.28, wspace=0.16)
     caption = (f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
                f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
                f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
@@ -208,7 +215,8 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
                             f"{'read' if kind == 'read_sources' else 'written'}).", promql)
     times = ds.times
     dates = as_dates(times)
-    fig, ax = plt.subplots(figsize=(10.5, 2.9))
+    fig, ax = reused("stacked", lambda: _new(figsize=(10.5, 2.9)))
+    fig.subplots_adjust(left=0.085, right=0.8, top=0.88, bottom=0.12)
     palette = ["#90caf9", "#a5d6a7", "#ffcc80", "#ce93d8", "#80cbc4", "#bcaaa4", "#b0bec5", "#fff59d"]
     ys, colors, names, hatches = [], [], [], []
     i = 0
@@ -223,7 +231,9 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
             zero_names.append(n)
         else:
             i += 1
-    polys = ax.stackplot(dates, *ys, colors=colors, labels=names, alpha=0.9)
+    # Thinned at the highest and lowest total of each bucket: every layer at the same instants.
+    idx = thin_index(np.sum(ys, axis=0), axes_points(ax))
+    polys = ax.stackplot(dates[idx], *(y[idx] for y in ys), colors=colors, labels=names, alpha=0.9)
     for p, h in zip(polys, hatches):
         if h:
             p.set_hatch(h)
@@ -234,14 +244,13 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
         tot = [v for m, v in ods.labelled.get(kind, []) if ovd and m.get("vdisk_id") == ovd]
         if tot:
             total = np.nansum(np.vstack(tot), axis=0)
-            ax.plot(as_dates(ods.times + _shift(ctx, octx)), total, color=COLORS["compare"], ls=(0, (4, 2)),
+            ax.plot(*thin(ax, as_dates(ods.times + _shift(ctx, octx)), total), color=COLORS["compare"], ls=(0, (4, 2)),
                     label=f"{octx.label}: total")
     unit_axis(ax, "bytes")
-    headroom(ax, 1.05)
+    headroom(ax)
     time_axis(ax, times)
     ax.set_title(f"{title} of vdisk {vd} (Stargate), stacked")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.subplots_adjust(left=0.085, right=0.8, top=0.88, bottom=0.12)
     zero = (f" Zero buckets ({', '.join(zero_names)}) are red and hatched: bytes no disk "
             f"{'read' if kind == 'read_sources' else 'stored'}." if zero_names else
             (" The page shows no zero bucket here." if kind == "read_sources" else
@@ -286,7 +295,7 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
         return Figure.empty(id_, "Latency distribution: neither fio's clat histogram nor the Stargate page's "
                             "latency histogram has completions for this disk in the range"
                             + (f" ({why})" if why else "") + ".", promql)
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 2.9))
+    fig, axes = reused("latency", lambda: _new(figsize=(10.5, 2.9), nrows=1, ncols=2))
     rows = []
     for ax, d in zip(axes, DIRECTIONS):
         drawn = False

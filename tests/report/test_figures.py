@@ -1,0 +1,91 @@
+"""The report's figures: thinning keeps bursts, time axes never repeat a label, flat lines stay
+inside the axes, and a figure drawn again for another VM disk gives the same SVG as a new one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure as MplFigure
+
+from ioparallax.report import disks, figures
+from ioparallax.report.data import Dataset
+from ioparallax.report.promapi import PromAPI
+from ioparallax.report.sections import ReportContext
+from mixin.config import load_config
+
+T0 = 1_763_900_000.0
+
+
+def test_thinning_keeps_a_one_point_spike_and_gaps():
+    y = np.full(36_000, 100.0)
+    y[12_345] = 5_000.0                         # one 1-point burst in 10 hours of seconds
+    y[20_000:20_500] = np.nan                   # a gap of 500 points
+    idx = figures.thin_index(y, 700)
+    assert len(idx) <= 700
+    assert 12_345 in idx and np.nanmax(y[idx]) == 5_000.0
+    assert np.isnan(y[idx]).any()               # the gap is still drawn as a gap
+    assert np.all(np.diff(idx) > 0)             # in time order
+    few = np.arange(600.0)
+    assert np.array_equal(figures.thin_index(few, 700), np.arange(600))   # short series untouched
+
+
+@pytest.mark.parametrize("span", [75, 300, 899, 3600, 6 * 3600, 3 * 86400, 30 * 86400])
+def test_time_axis_never_repeats_a_label(span):
+    fig = MplFigure(figsize=(5, 2))
+    ax = fig.subplots()
+    times = T0 + np.linspace(0, span, 200)
+    ax.plot(times, np.ones_like(times))
+    figures.time_axis(ax, times)
+    fig.draw_without_rendering()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 2, labels
+    assert len(set(labels)) == len(labels), labels
+    if span < 300:                              # ticks less than a minute apart
+        assert all(lab.count(":") == 2 for lab in labels), labels    # seconds shown
+
+
+def test_flat_line_has_headroom_above_it():
+    fig = MplFigure(figsize=(5, 2))
+    ax = fig.subplots()
+    ax.plot(T0 + np.arange(60.0), np.full(60, 5_000.0))
+    figures.headroom(ax)
+    assert ax.get_ylim() == pytest.approx((0, 5_500))
+    empty = MplFigure().subplots()
+    figures.headroom(empty)
+    assert empty.get_ylim() == (0, 1)
+
+
+def _dataset(n: int = 120) -> tuple[ReportContext, Dataset]:
+    times = T0 + 5 * np.arange(n)
+    ds = Dataset(times=times)
+    wave = 1 + 0.2 * np.sin(np.arange(n) / 7)
+    a, b = ("vm-a", "scsi0:1"), ("vm-b", "scsi0:1")
+    for layer in ("guest", "vm", "storage"):
+        for q, base in (("ops", 3000.0), ("bytes", 3000 * 4096.0), ("latency_seconds", 0.0005)):
+            ds.series.setdefault(f"{layer}_read_{q}", {})[a] = base * wave
+            ds.series.setdefault(f"{layer}_write_{q}", {})[a] = 0.5 * base * wave
+            ds.series[f"{layer}_read_{q}"][b] = np.full(n, base * 2)       # b: flat reads, no writes
+    ds.promql = {"read_sources": "q1", "write_destinations": "q2"}
+    ds.vdisk_of = {a: "1", b: "2"}
+    ds.labelled["read_sources"] = [({"vdisk_id": vd, "source": s}, np.full(n, v))
+                                   for vd in ("1", "2") for s, v in (("oplog", 1e6), ("estore_zero", 2e6))]
+    ctx = ReportContext(api=PromAPI("http://127.0.0.1:9"), start=float(times[0]), end=float(times[-1]), step=5.0,
+                        config=load_config())
+    return ctx, ds
+
+
+def test_a_reused_figure_draws_the_same_svg_as_a_new_one():
+    ctx, ds = _dataset()
+    a, b = ("vm-a", "scsi0:1"), ("vm-b", "scsi0:1")
+    figures._REUSED.clear()
+    fresh_a = disks.three_views(ctx, ds, a, None).svg
+    fresh_src_a = disks.read_sources(ctx, ds, a, None, "read_sources").svg
+    figures._REUSED.clear()
+    fresh_b = disks.three_views(ctx, ds, b, None).svg
+    assert "no writes in any view" not in fresh_a
+    # b after a, and a after b: nothing of the other disk is left (lines, "no writes" text, legend).
+    assert disks.three_views(ctx, ds, a, None).svg == fresh_a
+    assert disks.three_views(ctx, ds, b, None).svg == fresh_b
+    assert disks.three_views(ctx, ds, a, None).svg == fresh_a
+    assert disks.read_sources(ctx, ds, a, None, "read_sources").svg == fresh_src_a
+    assert fresh_a != fresh_b and "<path" in fresh_a
