@@ -12,7 +12,11 @@ real Prometheus (Debian package) on a free loopback port. The report runs in a c
 Prints for each size: min and median time over the runs, peak RSS, queries, and the ratios 100/10.
 Target: under 30 s and 500 MB on 2 cores for 100 VM disks.
 
-Run: .venv/bin/python bench/report.py [--runs 3]
+With --against REV (e.g. a commit before a speed change), the report code of REV (its ioparallax/
+and mixin/, exported by `git archive` to a temp dir) runs on the same Prometheus, its runs
+interleaved with this tree's so that both see the same load, and the ratio REV/this tree is printed.
+
+Run: .venv/bin/python bench/report.py [--runs 3] [--against REV]
 """
 
 from __future__ import annotations
@@ -160,8 +164,8 @@ print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html
 """
 
 
-def run_report(url: str, start: int, end: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO), url=url, start=start, end=end)],
+def run_report(url: str, start: int, end: int, repo: Path = REPO) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(repo), url=url, start=start, end=end)],
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -173,6 +177,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--disks", type=int, default=100)
     p.add_argument("--baseline", type=int, default=10)
+    p.add_argument("--against", metavar="REV", help="also run the report code of this git revision, interleaved")
     args = p.parse_args()
     for tool in ("prometheus", "promtool"):
         if not shutil.which(tool):
@@ -181,6 +186,13 @@ def main() -> int:
     end = int(time.time()) // 60 * 60 - 120
     results = {}
     with tempfile.TemporaryDirectory(prefix="ioparallax-bench-report-") as tmp:
+        old_repo = None
+        if args.against:
+            old_repo = Path(tmp) / "against"
+            old_repo.mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.against, "ioparallax", "mixin"],
+                                     check=True, capture_output=True, timeout=120).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_repo)], input=archive, check=True, timeout=120)
         for disks in (args.baseline, args.disks):
             work = Path(tmp) / f"d{disks}"
             work.mkdir()
@@ -195,9 +207,20 @@ def main() -> int:
                   flush=True)
             prom = Prometheus(data, work)
             try:
-                runs = [run_report(prom.url, end - HOUR, end) for _ in range(args.runs)]
+                runs, old_runs = [], []
+                for _ in range(args.runs):
+                    if old_repo is not None:
+                        old_runs.append(run_report(prom.url, end - HOUR, end, old_repo))
+                    runs.append(run_report(prom.url, end - HOUR, end))
             finally:
                 prom.stop()
+            if old_runs:
+                osecs = [r["seconds"] for r in old_runs]
+                nsecs = [r["seconds"] for r in runs]
+                print(f"  {args.against}: min {min(osecs):.1f} s, median {statistics.median(osecs):.1f} s, peak RSS "
+                      f"{max(r['rss_mb'] for r in old_runs):.0f} MB, HTML {old_runs[0]['html_mb']:.1f} MB; this tree "
+                      f"is {statistics.median(osecs) / statistics.median(nsecs):.2f}x faster (median), "
+                      f"{min(osecs) / min(nsecs):.2f}x (min), same load", flush=True)
             secs = [r["seconds"] for r in runs]
             results[disks] = dict(min=min(secs), median=statistics.median(secs),
                                   rss=max(r["rss_mb"] for r in runs), queries=runs[0]["queries"],
