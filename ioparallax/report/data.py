@@ -119,6 +119,9 @@ class Dataset:
     missing_views: dict[str, str] = field(default_factory=dict)
     vdisk_of: dict[Key, str] = field(default_factory=dict)
     clusters: set[str] = field(default_factory=set)       # values of the config's cluster label seen
+    # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
+    # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
+    settle_points: int = 0
 
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
@@ -132,12 +135,31 @@ class Dataset:
         return keys
 
     def disks(self) -> list[Key]:
-        """Every VM disk with I/O (a value above 0) in any view's byte or ops family, sorted."""
-        return sorted(self._known(busy=True))
+        """Every VM disk with I/O (a value above 0) in any view's byte or ops family, sorted; not one
+        whose only I/O is the windows' tail of I/O before the range (:meth:`tail_only`)."""
+        return sorted(k for k in self._known(busy=True) if not self.tail_only(k))
+
+    def tail_only(self, key: Key) -> bool:
+        """No fio job on the disk in the whole range (the guest view has no value for it, while it has
+        for other disks) and its I/O in the other views only in the first ``settle_points``
+        steps, quiet again before the range's end: the 1m windows remembering I/O that ended before
+        the range (a job that ended at the range's start), not I/O in it."""
+        if not self.settle_points or not any(self.series.get(f) for f in ("guest_read_bytes", "guest_write_bytes")):
+            return False
+        fams = [f for f in self.series if f.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in f or "ops" in f)]
+        if any(key in self.series[f] and np.any(~np.isnan(self.series[f][key]))
+               for f in fams if f.startswith("guest_") and not f.startswith("guest_os_")):
+            return False
+        busy = [np.flatnonzero(np.nan_to_num(self.series[f][key]) > 0) for f in fams
+                if key in self.series[f] and not (f.startswith("guest_") and not f.startswith("guest_os_"))]
+        n = len(self.times)     # quiet again before the range's end, within the settle steps
+        return bool(any(b.size for b in busy)) and all(b.size == 0 or b[-1] < min(self.settle_points, n - 1)
+                                                       for b in busy)
 
     def idle_disks(self) -> list[Key]:
-        """VM disks the views know but that did no I/O in the range (e.g. a VM not started yet)."""
-        return sorted(self._known(busy=False) - self._known(busy=True))
+        """VM disks the views know but that did no I/O in the range (e.g. a VM not started yet, or only
+        the windows' tail of I/O before it: :meth:`tail_only`)."""
+        return sorted(self._known(busy=False) - set(self.disks()))
 
 
 def _to_grid(values: list[list[Any]], start: float, step: float, n: int) -> np.ndarray:
@@ -204,6 +226,8 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         if "vm" in m and "disk" in m:
             ds.vdisk_of[(m["vm"], m["disk"])] = m.get("vdisk_id", "")
     ds.missing_views = missing_views(ctx, ds)
+    from ioparallax.report.scaling import settle_seconds
+    ds.settle_points = int(math.ceil(settle_seconds(ctx) / ctx.step))
     return ds
 
 

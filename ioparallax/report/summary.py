@@ -158,9 +158,16 @@ def verdicts_section(ctx: ReportContext) -> Section:
         parts.append(f'<table class="verdicts"><thead><tr><th>VM disk</th>{head}</tr></thead>'
                      f'<tbody>{"".join(rows)}</tbody></table>')
     idle = ds.idle_disks()
+    tail = [k for k in idle if ds.tail_only(k)]
+    idle = [k for k in idle if k not in tail]
     if idle:
         parts.append(f'<p class="note">Idle in the whole range (known to a view, no I/O, not judged): '
                      f'{esc(", ".join(f"{vm} {disk}" for vm, disk in idle))}.</p>')
+    if tail:
+        parts.append(f'<p class="note">No fio job in the range, not judged: '
+                     f'{esc(", ".join(f"{vm} {disk}" for vm, disk in tail))}. Their VM and storage views '
+                     f'show I/O only in the range\'s first minute or so, then none: the rules\' windows '
+                     f'(and vCenter\'s 20 s samples) still counting I/O that ended before the range.</p>')
     return Section(id="verdicts", title="Verdicts", html="".join(parts),
                    csv={"verdicts.csv": verdicts_csv(table)} if table else {},
                    promql=[ds.promql[f] for f in ("guest_read_bytes", "vm_read_bytes", "storage_read_bytes",

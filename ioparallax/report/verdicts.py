@@ -331,6 +331,12 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
     if why := _missing(inp, "guest"):
         return _nm(trap, why, thr)
     if inp.hygiene_problems is None:
+        busy = _busy(inp.vm_bytes, t)
+        if busy.any():
+            # Judged over every step of the range: no step had a fio job (guest bytes or iodepth).
+            return _nm(trap, f"no fio job ran on this disk at any step of the range, while the VM view saw "
+                       f"it busy (above {si_bytes(t.busy_bytes_per_second)}/s) at {int(busy.sum())} of "
+                       f"{busy.size} steps: I/O that no fio job in the guest explains", thr)
         return _nm(trap, "no fio job on this disk", thr)
     problems = set(inp.hygiene_problems)
     if inp.buffered is not None and np.nan_to_num(inp.buffered, nan=0.0).max(initial=0) >= 1:

@@ -49,12 +49,6 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     assert active <= set(table) <= set(expected), f"{sc.name}: VM disks {sorted(table)}, active {sorted(active)}\n{detail}"
     wrong = {(k, t): (table[k][t], want) for k, row in expected.items() if k in table for t, want in row.items()
              if table[k][t] != want}
-    # Known simulator gap (seen in scaling-ramp, depending on the wall-clock phase of its period): a
-    # VM disk the VM and storage views see busy while the guest simulator shows no fio job on it.
-    # The report then says so ("no fio job on this disk"); the stack, not the report, is wrong.
-    no_guest = {k for k in table if k in active and got[k]["hygiene"].sentence.endswith("no fio job on this disk.")}
-    if wrong and no_guest and {k for k, _ in wrong} <= no_guest:
-        pytest.xfail(f"{sc.name}: the guest simulator shows no fio job on active VM disks {sorted(no_guest)}")
     assert not wrong, f"{sc.name}: (got, expected) {wrong}\n{detail}"
     # The queries follow the kinds of series, not the VM disks.
     assert result.queries < 90, result.queries
