@@ -342,7 +342,7 @@ class Stack:
             BIN / "stargate-simulator", part.scenario, "--host", "127.0.0.1", "--urls-file", urls_file,
         ])
         deadline = time.monotonic() + 30
-        while not urls_file.exists() or not urls_file.read_text().strip():
+        while not urls_file.exists():      # written whole by a rename
             if not sim.alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the Stargate simulator did not start:\n{sim.tail()}")
             time.sleep(0.1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -86,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, url in sim.urls.items():
         print(f"{name} {url}", flush=True)
     if args.urls_file:
-        with open(args.urls_file, "w", encoding="utf-8") as fh:
+        tmp = f"{args.urls_file}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(sim.urls, fh, indent=1)
+        os.replace(tmp, args.urls_file)     # whoever polls for the file reads it whole, never half-written
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
