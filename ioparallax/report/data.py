@@ -68,6 +68,11 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
                  "write_zero_measurable:bool", "read_cache:ratio", "working_set_to_cache:ratio",
                  f"rmw_read_to_write:ratio{w}"):
         out[name.split(":")[0]] = f"max by (vm, disk) ({ctx.rule('vdisk:ioparallax_' + name)})"
+    # The youngest running fio job per VM disk (finished jobs keep their last elapsed): views_agree
+    # leaves out the steps before it has run the settling time (verdicts.unsettled).
+    out["job_elapsed"] = (f"min by (vm, disk) ((fio_job_elapsed_seconds{ctx.sel('fio')} unless on ({FIO_JOB}) "
+                          f"(fio_job_finished{ctx.sel('fio')} == 1)) * on ({FIO_JOB}) group_left (vm, disk) "
+                          f"{job_info})")
     out["iodepth"] = ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")
     out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
     out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
@@ -122,6 +127,7 @@ class Dataset:
     # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
     # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
     settle_points: int = 0
+    settle_seconds: float = 0.0
 
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
@@ -227,7 +233,8 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             ds.vdisk_of[(m["vm"], m["disk"])] = m.get("vdisk_id", "")
     ds.missing_views = missing_views(ctx, ds)
     from ioparallax.report.scaling import settle_seconds
-    ds.settle_points = int(math.ceil(settle_seconds(ctx) / ctx.step))
+    ds.settle_seconds = settle_seconds(ctx)
+    ds.settle_points = int(math.ceil(ds.settle_seconds / ctx.step))
     return ds
 
 

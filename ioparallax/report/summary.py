@@ -69,6 +69,7 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         read_cache=g("read_cache"), working_set_to_cache=g("working_set_to_cache"),
         rmw_read_to_write=g("rmw_read_to_write"), iodepth=g("iodepth"), vm_outstanding=g("vm_outstanding"),
         buffered=g("buffered"), splitting=g("splitting"), partitions=partitions(ds, key),
+        job_elapsed=g("job_elapsed"), settle_seconds=ds.settle_seconds,
     )
     runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
     if runs_fio:
@@ -171,7 +172,7 @@ def verdicts_section(ctx: ReportContext) -> Section:
     return Section(id="verdicts", title="Verdicts", html="".join(parts),
                    csv={"verdicts.csv": verdicts_csv(table)} if table else {},
                    promql=[ds.promql[f] for f in ("guest_read_bytes", "vm_read_bytes", "storage_read_bytes",
-                                                   "read_zero", "write_zero", "write_zero_measurable",
+                                                   "job_elapsed", "read_zero", "write_zero", "write_zero_measurable",
                                                    "read_cache", "working_set_to_cache", "iodepth",
                                                    "vm_outstanding", "buffered", "rmw_read_to_write",
                                                    "hygiene", "partitions")])

@@ -80,6 +80,11 @@ class DiskInput:
     splitting: np.ndarray | None = None          # vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m
     partitions: dict[str, float] | None = None   # partition -> start bytes; None: guest facts missing
     hygiene_problems: set[str] | None = None     # fio_job_hygiene_problem problems seen in the range
+    # Seconds the youngest running fio job on the disk had run (fio_job_elapsed_seconds), and how long
+    # the VM and storage views' windows take to fill after a job starts (report.scaling.settle_seconds):
+    # views_agree leaves out the steps where a job had run less than that.
+    job_elapsed: np.ndarray | None = None
+    settle_seconds: float = 0.0
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -143,8 +148,26 @@ BUSY = "busy_bytes_per_second"
 
 # -- the verdicts ---------------------------------------------------------------------------------
 
+def unsettled(inp: DiskInput) -> np.ndarray:
+    """Steps at which a fio job on the disk had run less than the settling time: its rate per second
+    of run time reads full at once, while the VM and storage views' 1m rates still climb (a ramp
+    step: a VM joins, a job starts mid-range). False where no job runs or its age is unknown."""
+    if inp.job_elapsed is None or inp.settle_seconds <= 0:
+        return np.zeros(0 if inp.vm_bytes is None else inp.vm_bytes.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return inp.job_elapsed < inp.settle_seconds
+
+
+def settling_words(settle: float) -> str:
+    """The cause, in the words of docs/report.md and the runbook."""
+    return (f"a fio job had run less than the settling time ({settle:.0f} s: the rules' 1m window, a "
+            f"20 s vCenter sample and a step), so the VM and storage views' 1m rates were still climbing "
+            f"while fio's rate per second of run time read full at once")
+
+
 def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
-    """Guest and storage bytes against the VM's, as ratios of the mean byte rates while busy."""
+    """Guest and storage bytes against the VM's, as ratios of the mean byte rates while busy, over the
+    settled steps (:func:`unsettled`)."""
     trap, x = "views_agree", t.views_bytes_ratio
     thr = f"{1 / x:.2f} - {x:.2f}"
     if (why := _missing(inp, "vm")) or not _has(inp.vm_bytes):
@@ -153,8 +176,17 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
     if not busy.any():
         return Verdict(trap, State.OK, "idle", thr, f"The VM view never saw the disk busy (above "
                        f"{si_bytes(t.busy_bytes_per_second)}/s): nothing to compare.", TRAPS[trap][1])
-    ratios: dict[str, float] = {}
+    young = unsettled(inp)
     notes: list[str] = []
+    if young.size and (busy & young).any():
+        left_out = int((busy & young).sum())
+        if not (busy & ~young).any():
+            return _nm(trap, f"no settled step: at each of the {left_out} steps at which the VM view saw the "
+                       f"disk busy, {settling_words(inp.settle_seconds)}", thr)
+        notes.append(f"{left_out} of {int(busy.sum())} busy steps left out: "
+                     f"{settling_words(inp.settle_seconds)}")
+        busy = busy & ~young
+    ratios: dict[str, float] = {}
     for name, series in (("guest", inp.guest_bytes), ("storage", inp.storage_bytes)):
         if name in inp.missing_views or not _has(series):
             notes.append(f"{name} view missing")

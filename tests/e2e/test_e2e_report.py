@@ -47,17 +47,20 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     active = {(vm.name, d.unit) for vm in sc.vms for d in vm.disks
               if seconds > 0 and (w := trace.window(d, trace.now(ctx.end - 30), seconds)).read_bytes + w.write_bytes > 0}
     assert active <= set(table) <= set(expected), f"{sc.name}: VM disks {sorted(table)}, active {sorted(active)}\n{detail}"
-    # Known limit of the report (issue 11, left open): a disk whose I/O starts (after a minute idle) less than the rules'
-    # settling time (1m window + a 20 s vCenter sample) before the range or inside it reads full in the
-    # guest view (a rate per second of job run time) while the VM and storage 1m rates still climb, so
-    # its views_agree cell can read Distorted. Which disks started then comes from the trace, not from
-    # the report; every other cell of theirs, and every cell of every other disk, must still match.
-    settle = 80
+    # A disk whose fio job starts in the range (scaling-ramp adds a VM every 120 s) is judged on views_agree
+    # only once the job has run the settling time (the VM and storage 1m rates climb while fio's rate per
+    # run second reads full at once: the report leaves those steps out, from fio_job_elapsed_seconds).
+    # Only a disk whose I/O starts (after a minute idle, by the trace) too close to the range's end to
+    # have a settled step may read "Not measurable" there, and then with that cause; every other cell of
+    # every disk must match.
+    settle = ctx.shared["dataset"].settle_seconds
     late = {(vm.name, d.unit) for vm in sc.vms for d in vm.disks
             if any((w := trace.window(d, trace.now(t), 60)).read_bytes + w.write_bytes == 0   # idle a minute
-                   for t in range(int(ctx.start) - settle, int(ctx.end) - 30))}
+                   for t in range(int(ctx.end - settle) - 30, int(ctx.end)))}
     wrong = {(k, t): (table[k][t], want) for k, row in expected.items() if k in table for t, want in row.items()
-             if table[k][t] != want and not (k in late and k in active and t == "views_agree")}
+             if table[k][t] != want
+             and not (k in late and t == "views_agree" and table[k][t] == "Not measurable"
+                      and "no settled step" in got[k][t].sentence)}
     assert not wrong, f"{sc.name}: (got, expected) {wrong}\n{detail}"
     # The queries follow the kinds of series, not the VM disks.
     assert result.queries < 90, result.queries

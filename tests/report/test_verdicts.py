@@ -236,3 +236,57 @@ def test_misalignment_without_vcenter_says_why_the_guest_cannot_be_matched():
     v = misalignment(DiskInput(missing_views={"vm": "every target was down"}), T)
     assert v.state is State.NOT_MEASURABLE
     assert "matched to VM disks by vCenter's disk UUID" in v.sentence and "every target was down" in v.sentence
+
+
+# -- views agree at a ramp step (a fio job that started less than the settling time ago) ---------
+
+SETTLE = 85.0                   # 1m window + 20 s vCenter sample + a 5 s step
+
+
+def joins_at(k: int, n: int = N, step: float = 5.0) -> DiskInput:
+    """A VM disk whose fio job starts at step ``k`` (a VM joining a ramp): fio's rate per run second is
+    full at once, the VM and storage 1m rates climb over the window (and vCenter's sample) after it."""
+    i = np.arange(n, dtype=float)
+    age = (i - k) * step                                 # seconds the job has run at each step
+    climb = np.clip((age - 20) / 60, 0, 1)               # the VM's 1m rate, 20 s behind
+    guest = np.where(age >= 0, float(BUSY), np.nan)
+    return DiskInput(guest_bytes=guest, vm_bytes=BUSY * climb, storage_bytes=BUSY * np.clip(age / 60, 0, 1),
+                     job_elapsed=np.where(age >= 0, age, np.nan), settle_seconds=SETTLE)
+
+
+def test_views_agree_leaves_out_the_steps_before_a_joining_job_settled():
+    inp = joins_at(35)                                  # 120 s of the job in the range
+    # Without the job's age (an exporter without fio_job_elapsed_seconds) the climb reads Distorted...
+    old = views_agree(DiskInput(guest_bytes=inp.guest_bytes, vm_bytes=inp.vm_bytes,
+                                storage_bytes=inp.storage_bytes), T)
+    assert old.state is State.DISTORTED and old.value > T.views_bytes_ratio
+    # ...with it, the steps where the job had run less than 85 s are left out and the rest agree exactly.
+    v = views_agree(inp, T)
+    assert v.state is State.OK and v.value == pytest.approx(1.0), v.sentence
+    busy = inp.vm_bytes > T.busy_bytes_per_second
+    left_out = int((busy & (inp.job_elapsed < SETTLE)).sum())
+    assert left_out == 12 and f"{left_out} of {int(busy.sum())} busy steps left out" in v.sentence
+    assert "a fio job had run less than the settling time (85 s" in v.sentence
+
+
+def test_views_agree_still_distorted_after_the_join_when_the_views_differ():
+    inp = joins_at(10)
+    inp.guest_bytes = inp.guest_bytes * 1.5            # a settled disagreement is not hidden
+    v = views_agree(inp, T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(1.5) and "left out" in v.sentence
+
+
+def test_views_agree_not_measurable_when_the_job_never_settles():
+    inp = joins_at(N - 10)                              # joins 50 s before the range's end
+    v = views_agree(inp, T)
+    assert v.state is State.NOT_MEASURABLE and v.number == ""
+    assert "no settled step" in v.sentence and "a fio job had run less than the settling time" in v.sentence
+
+
+def test_views_agree_judges_steps_without_a_running_job():
+    # Steps without a running job (the job's age absent: no job, or one that finished) are judged as
+    # before: only a known young age leaves a step out.
+    inp = DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY), storage_bytes=const(BUSY),
+                    job_elapsed=nan(), settle_seconds=SETTLE)
+    v = views_agree(inp, T)
+    assert v.state is State.OK and "left out" not in v.sentence
