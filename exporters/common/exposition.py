@@ -10,10 +10,15 @@ every family of that row; each sample line is one f-string (~0.1 s for such a pr
 The output is what ``generate_latest`` writes for the same families (HELP and TYPE also for a
 family without samples; counters named with ``_total``; a gauge histogram as a ``histogram``
 family of ``_bucket`` lines followed by ``_gcount`` and ``_gsum`` gauge families), except for
-values: a float is written in Python's shortest round-trip form (``20971520.0``, where
-``generate_latest`` writes ``2.097152e+07``, and the 1 MiB bound ``1048576.0``, where it wrote
-``1.04858e+06``), an int as an integer (``1``, where it writes ``1.0``). Prometheus parses
-each to the same float.
+sample values: a float is written in Python's shortest round-trip form (``20971520.0``, where
+``generate_latest`` writes ``2.097152e+07``), an int as an integer (``1``, where it writes
+``1.0``). Prometheus parses each to the same float.
+
+A bucket's ``le`` is a label value, not a number, to Prometheus 2.x: ``le="1048576.0"`` and
+``le="1.048576e+06"`` are two different series. So ``le`` is written exactly as
+``generate_latest`` writes it, with prometheus_client's own ``floatToGoString`` (``4096.0``,
+``0.001``, ``1.048576e+06``, ``+Inf``): an exponent from 1e6 up, as Go's ``strconv`` 'g' form
+that client_golang writes (which differs only for whole numbers below 1e6: ``4096``).
 
 Escaping, as the format defines it: label values escape backslash, double quote and line feed;
 HELP text escapes backslash and line feed. Metric and label names are the callers' constants
@@ -23,6 +28,8 @@ and are not checked here.
 from __future__ import annotations
 
 from typing import Iterable, Sequence
+
+from prometheus_client.utils import floatToGoString
 
 _LABEL_VALUE_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
@@ -106,7 +113,7 @@ class GaugeHistogram:
         key = tuple(bounds)
         les = self._les.get(key)
         if les is None:   # the same few bound lists for every row: written once
-            les = self._les[key] = [f'le="{format_value(float(b))}"}} ' for b in key]
+            les = self._les[key] = [f'le="{floatToGoString(b)}"}} ' for b in key]
         prefix = f"{self.name}_bucket{{{labels}," if labels else f"{self.name}_bucket{{"
         lines = self.buckets.lines
         cum = 0.0

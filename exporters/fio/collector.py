@@ -12,11 +12,12 @@ import math
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
                                     Metric)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
@@ -65,7 +66,10 @@ def _iodepth(value: str) -> float | None:
 
 
 def _le(edge: float) -> str:
-    return repr(float(edge))
+    """HistogramMetricFamily takes ``le`` as the caller's string: written as prometheus_client
+    writes it for its own histograms (``0.001``, ``1.0``; from 1e6 up ``1e+06``): the same
+    label value, so the same series, as a prometheus_client Histogram with these bounds."""
+    return floatToGoString(edge)
 
 
 class _Families:
@@ -78,7 +82,7 @@ class _Families:
 
     def __init__(self) -> None:
         self._fams: dict[str, Metric] = {}
-        self._staged: list[tuple[type, str, str, list[str], list[str], object]] | None = None
+        self._staged: list[tuple[type, str, str, list[str], list[str], tuple[Any, ...]]] | None = None
 
     def stage(self) -> None:
         self._staged = []
@@ -86,12 +90,14 @@ class _Families:
     def commit(self) -> None:
         staged, self._staged = self._staged or [], None
         for kind, name, doc, labels, values, value in staged:
-            self.get(kind, name, doc, labels).add_metric(values, *value)  # type: ignore[arg-type]
+            self.get(kind, name, doc, labels).add_metric(values, *value)
 
     def discard(self) -> None:
         self._staged = None
 
-    def get(self, kind: type, name: str, doc: str, labels: list[str]) -> Metric:
+    def get(self, kind: type, name: str, doc: str, labels: list[str]) -> Any:
+        """The family of type ``kind`` (Gauge-, Counter- or HistogramMetricFamily, whose
+        ``add_metric`` signatures differ: hence ``Any``)."""
         fam = self._fams.get(name)
         if fam is None:
             fam = self._fams[name] = kind(name, doc, labels=labels)
@@ -288,10 +294,10 @@ class FioCollector(Collector):
         if job.minf is not None:
             fams.counter("fio_job_minor_page_faults_total", "Minor page faults of the job (minf).",
                          JOB_LABELS, labels, job.minf)
-        for depth, pct in job.iodepth_level.items():
+        for level, pct in job.iodepth_level.items():
             fams.gauge("fio_job_iodepth_level_ratio", "Share of the job's time with this many I/Os in "
                        "flight (iodepth_level/100; fio floors tiny non-zero shares to 0.001).",
-                       JOB_LABELS + ["depth"], labels + [depth], pct / 100.0)
+                       JOB_LABELS + ["depth"], labels + [level], pct / 100.0)
         for problem in find_problems(job, self.hygiene, finished=v.finished):
             fams.gauge("fio_job_hygiene_problem", "1 for each benchmark hygiene trap found in the job's "
                        "options; see docs/hygiene.md for each problem.", JOB_LABELS + ["problem"],

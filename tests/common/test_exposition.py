@@ -5,15 +5,18 @@ promtool on a sample exposition."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporters.common.exposition import (Exposition, Family, GaugeHistogram, escape_help, escape_label_value,
                                          format_value, header, label_block)
+from exporters.fio.histogram import LATENCY_EDGES_SECONDS
+from exporters.stargate.parse import LATENCY_BOUNDS, SIZE_BOUNDS
 from tests.support import promtool_check_metrics
 
 
@@ -152,13 +155,59 @@ def test_gauge_histogram_bounds_are_exact_and_an_empty_label_block_writes_only_l
     hist.add("", (1, 2), [1.0, 1.0], 3.0)   # other bounds in the same family: written from their own list
     assert hist.buckets.lines == [
         't_size_bytes_bucket{le="4096.0"} 1.0\n',
-        't_size_bytes_bucket{le="1048576.0"} 3.0\n',   # generate_latest's %g wrote 1.04858e+06
+        't_size_bytes_bucket{le="1.048576e+06"} 3.0\n',   # as client_python and client_golang write it
         't_size_bytes_bucket{le="+Inf"} 3.5\n',
         't_size_bytes_bucket{le="1.0"} 1.0\n',
         't_size_bytes_bucket{le="2.0"} 2.0\n',
     ]
     assert hist.gcount.lines == ["t_size_bytes_gcount 3.5\n", "t_size_bytes_gcount 2.0\n"]
     assert hist.gsum.lines == ["t_size_bytes_gsum 9000.0\n", "t_size_bytes_gsum 3.0\n"]
+
+
+def _client_python_bucket_lines(name: str, bounds: tuple[float, ...], observations: list[float]) -> list[str]:
+    """The ``_bucket`` lines prometheus_client itself writes for a Histogram with these finite bounds,
+    ``le`` formatted by the library (not by the caller, as with GaugeHistogramMetricFamily). The
+    label is ``disk``: generate_latest sorts label names, we keep the caller's order then ``le``."""
+    registry = CollectorRegistry()
+    hist = Histogram(name, "h", ["disk"], buckets=bounds, registry=registry)
+    child = hist.labels("scsi0:1")
+    for value in observations:
+        child.observe(value)
+    return [line + "\n" for line in generate_latest(registry).decode().splitlines()
+            if line.startswith(f"{name}_bucket")]
+
+
+def _ours(name: str, bounds: tuple[float, ...], observations: list[float]) -> list[str]:
+    edges = list(bounds) + [math.inf]
+    counts = [0.0] * len(edges)
+    for value in observations:
+        counts[bisect_left(edges, value)] += 1.0   # le is inclusive: a value on a bound counts there
+    hist = GaugeHistogram(name, "h")
+    hist.add('disk="scsi0:1"', edges, counts, sum(observations))
+    return hist.buckets.lines
+
+
+@pytest.mark.parametrize("name, bounds", [
+    ("stargate_vdisk_read_size_bytes", SIZE_BOUNDS[:-1]),
+    ("stargate_vdisk_read_latency_seconds", LATENCY_BOUNDS[:-1]),
+    ("t_seconds", LATENCY_EDGES_SECONDS),
+    ("t_bytes", (1e6, 1048576.0, 20971520.0, 1.5e9, 1e16, 1e22)),
+])
+def test_bucket_lines_are_what_prometheus_client_writes_for_the_same_buckets(name, bounds):
+    observations = [b for b in bounds for _ in range(2)] + [bounds[-1] * 2]   # on every bound, one above
+    theirs = _client_python_bucket_lines(name, bounds, observations)
+    assert _ours(name, bounds, observations) == theirs
+    if name == "stargate_vdisk_read_size_bytes":
+        assert f'{name}_bucket{{disk="scsi0:1",le="1.048576e+06"}} 14.0\n' in theirs
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=1e-12, max_value=1e300, allow_nan=False, allow_infinity=False),
+                min_size=1, max_size=6, unique=True))
+def test_any_bucket_bound_is_written_as_prometheus_client_writes_it(bounds):
+    bounds = tuple(sorted(bounds))
+    observations = list(bounds)
+    assert _ours("t_x", bounds, observations) == _client_python_bucket_lines("t_x", bounds, observations)
 
 
 # -- promtool -----------------------------------------------------------------------------------
