@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from exporters.common.config import ConfigError
+from ioparallax.version import add_version_arg
 from mixin.config import DEFAULT_CONFIG, load_config
 from mixin.rules import rule_files, write_rule_files
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
                         help="the mixin config (default: %(default)s)")
+    add_version_arg(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     p_rules = sub.add_parser("rules", help="write the recording rules and alerts")
     p_rules.add_argument("--out", type=Path, default=REPO / "alerts", help="directory (default: %(default)s)")

@@ -803,6 +803,7 @@ def write_quick_alert_rules(out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     from exporters.common.config import ConfigError
+    from ioparallax.version import add_version_arg
     from simulators.scenario import list_scenarios
 
     parser = argparse.ArgumentParser(
@@ -832,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick-alerts", action="store_true",
                         help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
                              "minutes, so a demo shows its alerts firing within a minute or two")
+    add_version_arg(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     scenarios = args.scenario or ["zero-heavy"]

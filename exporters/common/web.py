@@ -3,7 +3,7 @@
 Routes, as the blackbox and snmp exporters have them:
 
 - ``/``            a landing page: what this exporter is, its probe URL, its config
-- ``/metrics``     the exporter's own process metrics (never a target's data)
+- ``/metrics``     the exporter's own process metrics and ``<name>_build_info`` (never a target's data)
 - ``/probe``       ``?target=...``: one fresh registry per request, collected while Prometheus waits
 - ``/-/healthy``   200 OK while the process serves
 
@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 
 from exporters.common.config import ConfigError
 from exporters.common.webconfig import BasicAuth, WebConfig, load_web_config
+from ioparallax.version import BuildInfoCollector, version_line
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, 
 
 
 def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, web: WebConfig | None = None):
-    extra = _one_registry(*app.collectors)
+    extra = _one_registry(BuildInfoCollector(app.name), *app.collectors)   # <name>_build_info first
     metrics_registry = _one_registry(_Registries(own_registry, extra))
     web = web or WebConfig()
     auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
@@ -551,7 +552,7 @@ def serve(app: ExporterApp, settings: WebSettings) -> int:
     except StartupError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
-    log.info("listening on %s", server.describe())
+    log.info("listening on %s; %s", server.describe(), version_line(app.name))
     if server.web.basic_auth_users and server.web.tls is None:
         log.warning("basic auth without tls_server_config: passwords cross the network in clear text")
     stop = threading.Event()

@@ -30,6 +30,7 @@ from exporters.fio.hygiene import HygieneConfig
 from exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
 from exporters.fio.tailer import WatchConfig, Watcher
 from exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
+from ioparallax.version import add_version_arg, version_line
 
 log = logging.getLogger("exporters.fio")
 
@@ -125,10 +126,12 @@ def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
                         "guest_disk_exclude, max_document_size, percentiles, histograms, trim); flags given "
                         "on the command line win")
     add_logging_args(p)
+    add_version_arg(p, "fio-exporter")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fio-exporter", description=DESCRIPTION)
+    add_version_arg(parser)
     sub = parser.add_subparsers(dest="command", metavar="{serve,run,convert}")
     serve = sub.add_parser("serve", help="watch fio output files and serve /metrics (the default)",
                            description="Watch files or directories of fio JSON output (finished results "
@@ -211,8 +214,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if given:
         s.collectors = dataclasses.replace(s.collectors, **given)
     if s.max_document_bytes < 1024:
-        given = getattr(args, "max_document_size", None) is not None
-        raise ConfigError(None if given else cfg_path, "--fio.max-document-size" if given else "max_document_size",
+        from_flag = getattr(args, "max_document_size", None) is not None
+        raise ConfigError(None if from_flag else cfg_path,
+                          "--fio.max-document-size" if from_flag else "max_document_size",
                           "must be at least 1KiB (fio's smallest documents are a few KB)")
     if s.scrape_interval_s <= 0:
         raise ConfigError(cfg_path, "scrape_interval", "must be positive")
@@ -277,7 +281,7 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
     except StartupError:
         run.stop()          # fio must not run on with nobody serving its records
         raise
-    log.info("listening on %s", server.describe())
+    log.info("listening on %s; %s", server.describe(), version_line("fio-exporter"))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
@@ -328,7 +332,7 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in ("serve", "run", "convert", "-h", "--help")):
+    if not argv or (argv[0] not in ("serve", "run", "convert", "-h", "--help", "--version")):
         argv.insert(0, "serve")
     parser = build_parser()
     args = parser.parse_args(argv)

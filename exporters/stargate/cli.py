@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
+from ioparallax.version import add_version_arg
 
 from .collector import DEFAULT_CONCURRENCY, Collectors, HttpClient, StargateCollector, probe
 from .parsepool import DEFAULT_WORKERS, ParsePool, usable_cores
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
                         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)")
     add_logging_args(parser)
+    add_version_arg(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:

@@ -17,6 +17,7 @@ import time
 from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
+from ioparallax.version import add_version_arg
 
 from .address import target_key
 from .collector import render_probe
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a probe may take when Prometheus sends no scrape timeout header "
                         "(default: %(default)s)")
     add_logging_args(p)
+    add_version_arg(p)
     return p
 
 

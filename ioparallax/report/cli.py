@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ioparallax.report.promapi import PromAPI, PromError, parse_seconds
+from ioparallax.version import add_version_arg
 
 log = logging.getLogger("ioparallax.report")
 
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "0=1,3m=2,6m=4 with each step's concurrency) instead of finding them (docs/usl.md)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every query")
+    add_version_arg(p)
     return p
 
 

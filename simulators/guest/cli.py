@@ -13,6 +13,7 @@ import time
 
 from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.version import add_version_arg
 from simulators.scenario import compile_scenario, load_scenario
 
 from .writer import GuestWriter
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", metavar="PATH",
                    help="also write {vm: {stream, sysfs, procfs, udev}} as JSON to this file once the trees exist")
     add_logging_args(p)
+    add_version_arg(p)
     args = p.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from exporters.common.config import ConfigError
+from ioparallax.version import add_version_arg
 
 from .checks import LITTLE_TOLERANCE, little_warnings
 from .model import list_scenarios, load_scenario
@@ -19,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Scenarios are the one ground truth of the simulated cluster: the Stargate pages, "
                     "vCenter samples and fio streams are all computed from them. See docs/scenarios.md.",
     )
+    add_version_arg(parser)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list the scenario library")
     p = sub.add_parser("check", help="validate scenario files (errors name the file and key) and warn where a "

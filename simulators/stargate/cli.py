@@ -13,6 +13,7 @@ import time
 
 from exporters.common.config import ConfigError
 from exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.version import add_version_arg
 
 from .server import FAULT_MODES, StargateCluster
 
@@ -53,6 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "the 1 hr working set reads 0 until an hour later")
     p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
     add_logging_args(p)
+    add_version_arg(p)
     args = p.parse_args(argv)
     if args.scenario is None and args.synthetic_vdisks is None:
         p.error("give a scenario or --synthetic-vdisks N")
