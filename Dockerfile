@@ -7,7 +7,7 @@ FROM python:3.11-slim-bookworm
 # only read /sys).
 RUN useradd --system --uid 65532 --home /nonexistent ioparallax
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY exporters ./exporters
 COPY simulators ./simulators
 COPY mixin ./mixin
