@@ -137,7 +137,11 @@ def test_guest_view_recovers_the_trace(scenario_stack):
             n = len(keys)
             for d in ("read", "write"):
                 def delta(metric: str) -> float:
-                    return sum(jobs2[k].get(metric, 0.0) - jobs1[k].get(metric, 0.0) for k in keys)
+                    # a missing series fails: read as 0 it would pass wherever the truth is 0
+                    missing = [(k, when) for k in keys for when, jobs in (("t1", jobs1), ("t2", jobs2))
+                               if metric not in jobs[k]]
+                    assert not missing, f"{metric} missing for {missing}"
+                    return sum(jobs2[k][metric] - jobs1[k][metric] for k in keys)
 
                 ops = getattr(truth, f"{d}_ops")
                 assert delta(f"fio_{d}_ios_total") == pytest.approx(ops, abs=n), (vm.name, disk.unit, d)
@@ -232,10 +236,13 @@ def test_vm_view_recovers_the_trace(scenario_stack):
         end = int(s["timestamp_seconds"])
         truth = trace.window(d, end=end % trace.period, seconds=20)
         for dr in ("read", "write"):
+            # every counter has a value in every sample (0 included): a missing one fails
+            for name in (f"{dr}_bytes_per_second", f"{dr}_ops_per_second"):
+                assert name in s, (d.key, name, end, sorted(s))
             # vCenter's integers: KBps and IO/s rounded, latency in whole microseconds
-            assert s.get(f"{dr}_bytes_per_second", 0.0) == pytest.approx(
+            assert s[f"{dr}_bytes_per_second"] == pytest.approx(
                 getattr(truth, f"{dr}_bytes") / 20, abs=1024), (d.key, dr, end)
-            assert s.get(f"{dr}_ops_per_second", 0.0) == pytest.approx(getattr(truth, f"{dr}_ops") / 20, abs=1)
+            assert s[f"{dr}_ops_per_second"] == pytest.approx(getattr(truth, f"{dr}_ops") / 20, abs=1)
             if getattr(truth, f"{dr}_ops"):
                 assert s[f"{dr}_latency_precise_seconds"] == pytest.approx(
                     getattr(truth, f"{dr}_latency_s"), abs=1e-6), (d.key, dr, end)
@@ -258,16 +265,23 @@ def test_storage_view_recovers_the_trace(scenario_stack):
     for d in trace.disks:
         vid = str(d.vdisk_id)
         assert vid in scraped, f"vdisk {vid} ({d.key}) not in the storage view"
-        g = got.get(vid, {})   # blank page cells (rates that round to 0) are absent
+        # the main page's rates are exported for every hosted vdisk, blank cells as 0: a missing
+        # one fails (read as 0 it would pass wherever the truth is 0)
+        g = got.get(vid, {})
+        for dr in ("read", "write"):
+            for name in (f"{dr}_ops_per_second", f"{dr}_bytes_per_second"):
+                assert name in g, (d.key, vid, name, sorted(g))
 
         def matches(end: int) -> list[str]:
             w = trace.window(d, end=end % trace.period, seconds=3)
             bad = []
             for dr in ("read", "write"):
-                if abs(g.get(f"{dr}_ops_per_second", 0.0) - getattr(w, f"{dr}_ops") / 3) > 1:
-                    bad.append(f"{dr} ops {g.get(f'{dr}_ops_per_second')} vs {getattr(w, f'{dr}_ops') / 3:g}")
-                if abs(g.get(f"{dr}_bytes_per_second", 0.0) - getattr(w, f"{dr}_bytes") / 3) > 1024:
-                    bad.append(f"{dr} bytes {g.get(f'{dr}_bytes_per_second')} vs {getattr(w, f'{dr}_bytes') / 3:g}")
+                if abs(g[f"{dr}_ops_per_second"] - getattr(w, f"{dr}_ops") / 3) > 1:
+                    bad.append(f"{dr} ops {g[f'{dr}_ops_per_second']} vs {getattr(w, f'{dr}_ops') / 3:g}")
+                if abs(g[f"{dr}_bytes_per_second"] - getattr(w, f"{dr}_bytes") / 3) > 1024:
+                    bad.append(f"{dr} bytes {g[f'{dr}_bytes_per_second']} vs {getattr(w, f'{dr}_bytes') / 3:g}")
+                if getattr(w, f"{dr}_ops") >= 30 and f"{dr}_latency_seconds_gcount" not in g:
+                    bad.append(f"{dr} latency histogram missing")   # the detail view was not read
                 count = g.get(f"{dr}_latency_seconds_gcount", 0.0)
                 if getattr(w, f"{dr}_ops") >= 30 and count:
                     lat = g[f"{dr}_latency_seconds_gsum"] / count

@@ -19,7 +19,7 @@ from exporters.fio.collector import FioCollector
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from exporters.fio.hygiene import HygieneConfig
 from exporters.fio.tailer import FileTailer, WatchConfig, Watcher
-from tests.fio.conftest import FIO, decode_all
+from tests.fio.conftest import decode_all
 from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
 
 
@@ -161,11 +161,11 @@ def test_interval_numbers_come_from_the_last_two_records(status_stream):
 # ---------------------------------------------------------------------------------------------
 # live streams
 
-def test_stream_read_while_fio_runs(tmp_path, processes):
+def test_stream_read_while_fio_runs(tmp_path, processes, fio_bin):
     """fio writes a status record every second; each poll reads only the new bytes and the
     exposition follows the records while the jobs are still running."""
     out = tmp_path / "live.json"
-    proc = processes.start("fio-live", [FIO, "--name=live", f"--filename={tmp_path / 'live.dat'}", "--size=4m",
+    proc = processes.start("fio-live", [fio_bin, "--name=live", f"--filename={tmp_path / 'live.dat'}", "--size=4m",
                                         "--rw=randread", "--bs=4k", "--ioengine=psync", "--runtime=3",
                                         "--time_based", "--output-format=json+", "--status-interval=1",
                                         f"--output={out}"], cwd=tmp_path)
@@ -314,12 +314,12 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
     assert requests.get(f"http://127.0.0.1:{port}/probe?target=x", timeout=5).status_code == 404
 
 
-def test_run_wrapper_serves_while_fio_runs(tmp_path, processes):
+def test_run_wrapper_serves_while_fio_runs(tmp_path, processes, fio_bin):
     port = free_port()
     proc = processes.start("fio-exporter-run", [
         venv_tool("fio-exporter"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--run.linger", "3s",
         "--run.output", tmp_path / "run.json", "--no-collector.guest-disk", "--",
-        FIO, "--name=w", f"--filename={tmp_path / 'w.dat'}", "--size=2m", "--rw=randwrite", "--bs=4k",
+        fio_bin, "--name=w", f"--filename={tmp_path / 'w.dat'}", "--size=2m", "--rw=randwrite", "--bs=4k",
         "--ioengine=psync", "--iodepth=2", "--runtime=3", "--time_based"], cwd=tmp_path)
     wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
     live = None
