@@ -7,8 +7,9 @@ Every error raised here names the file and the key (a dotted path such as
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
@@ -94,7 +95,7 @@ class Section:
         except (ValueError, TypeError) as exc:
             raise self.error(name, str(exc)) from exc
 
-    def section(self, name: str, required: bool = False) -> "Section":
+    def section(self, name: str, required: bool = False) -> Section:
         self._seen.add(name)
         if name not in self.data:
             if required:
@@ -102,7 +103,7 @@ class Section:
             return Section({}, self.path, self.child_key(name))
         return Section(self.data[name], self.path, self.child_key(name))
 
-    def sections(self, name: str, required: bool = False) -> list["Section"]:
+    def sections(self, name: str, required: bool = False) -> list[Section]:
         """A list of mappings under ``name``."""
         self._seen.add(name)
         value = self.data.get(name)

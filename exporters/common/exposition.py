@@ -27,7 +27,7 @@ and are not checked here.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from prometheus_client.utils import floatToGoString
 

@@ -11,17 +11,17 @@ import logging
 import math
 import socket
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
-                                    Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
-from exporters.fio.reader import DIRECTIONS, DirectionStats, JobRecord, Latency
+from exporters.fio.reader import DirectionStats, JobRecord, Latency
 from exporters.fio.tailer import REJECT_REASONS, SourceView, Watcher
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 #: fio prints INT_MAX as ``eta`` before it can estimate one.
 ETA_UNKNOWN = 2147483647
@@ -350,8 +351,8 @@ def _client_jobs(entries: list[Any], global_options: dict[str, str]) -> tuple[li
         key = (entry.get("hostname"), entry.get("port"))
         if _is_aggregate(entry):
             if not seen_aggregate:
-                for k, lst in by_host.items():
-                    before_aggregate[k] = len(lst)
+                for host, lst in by_host.items():
+                    before_aggregate[host] = len(lst)
             seen_aggregate = True
             aggregates.append(parse_job(entry, len(aggregates), {}, f"client_stats[{ALL_CLIENTS!r}]"))
             continue

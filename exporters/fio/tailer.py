@@ -21,11 +21,17 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
-from exporters.fio.reader import (DEFAULT_MAX_DOCUMENT_BYTES, DocumentStream, FioRecord, InvalidValue,
-                                  NotFioDocument, parse_document)
+from exporters.fio.reader import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DocumentStream,
+    FioRecord,
+    InvalidValue,
+    NotFioDocument,
+    parse_document,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 import os
 import subprocess
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -72,7 +72,7 @@ class FioRun:
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
         self._stderr.join(5)
-        if self._stdout is not subprocess.DEVNULL:
+        if not isinstance(self._stdout, int):   # an open file, not subprocess.DEVNULL
             self._stdout.close()
         return code
 

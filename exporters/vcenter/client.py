@@ -9,7 +9,8 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,7 +83,6 @@ class TargetConfig:
 @dataclass(frozen=True)
 class ExporterConfig:
     defaults: TargetConfig
-    targets: dict[str, TargetConfig]
     targets: dict[str, TargetConfig]   # by normalised key (address.target_key)
     allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
     path: str | None = None
@@ -171,7 +171,7 @@ def env_targets(env: dict[str, str]) -> list[str]:
     return [t for t in re.split(r"[,\s]+", env.get("VCENTER_TARGETS", "")) if t]
 
 
-def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: list[str] = (),
+def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: Sequence[str] = (),
                 allow_unlisted: bool | None = None, session_idle_timeout: float | None = None,
                 latest_samples: bool | None = None) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key.

@@ -5,8 +5,9 @@ the caller (it changes slowly and is the expensive part of talking to vCenter)."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from pyVmomi import vim, vmodl
 
@@ -14,7 +15,7 @@ VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.uuid", "c
                  "config.hardware.device"]
 
 #: performance counter instance prefix of each controller type (instance = prefix + bus:unit)
-CONTROLLER_PREFIXES: tuple[tuple[type, str], ...] = (
+CONTROLLER_PREFIXES: tuple[tuple[Any, str], ...] = (
     (vim.vm.device.VirtualSCSIController, "scsi"),
     (vim.vm.device.VirtualSATAController, "sata"),
     (vim.vm.device.VirtualNVMEController, "nvme"),
@@ -63,7 +64,7 @@ def _moid(ref: Any) -> str:
     return getattr(ref, "_moId", "") if ref is not None else ""
 
 
-def disks_from_devices(devices: Iterable[Any], datastore_names: dict[str, str]) -> tuple[VirtualDisk, ...]:
+def disks_from_devices(devices: Iterable[Any] | None, datastore_names: dict[str, str]) -> tuple[VirtualDisk, ...]:
     """Virtual disks of a VM from its config.hardware.device list (pure mapping)."""
     devices = list(devices or [])
     controllers: dict[int, str] = {}

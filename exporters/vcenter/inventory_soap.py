@@ -14,8 +14,9 @@ rules are those of :func:`.inventory.disks_from_devices` (the pyvmomi path, kept
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 from xml.sax.saxutils import escape
 
 from lxml import etree
@@ -62,13 +63,13 @@ def retrieve_body(collector: str, view: str, page_size: int = PAGE_SIZE) -> byte
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         "<skip>false</skip></selectSet></objectSet>"
         f"</specSet><options><maxObjects>{int(page_size)}</maxObjects></options></RetrievePropertiesEx>"
-        f"{_ENVELOPE_END}").encode("utf-8")
+        f"{_ENVELOPE_END}").encode()
 
 
 def continue_body(collector: str, token: str) -> bytes:
     return (f'{_ENVELOPE_START}<ContinueRetrievePropertiesEx xmlns="{VIM}">'
             f'<_this type="PropertyCollector">{escape(collector)}</_this><token>{escape(token)}</token>'
-            f"</ContinueRetrievePropertiesEx>{_ENVELOPE_END}").encode("utf-8")
+            f"</ContinueRetrievePropertiesEx>{_ENVELOPE_END}").encode()
 
 
 def _local(type_name: str | None) -> str:

@@ -4,8 +4,9 @@ maxQueryMetrics, and the plain sample types that :mod:`.soap` parses answers int
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 REALTIME_INTERVAL = 20
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from xml.sax.saxutils import escape
 
 from lxml import etree
@@ -56,7 +57,7 @@ _T_INSTANCE = f"{{{VIM}}}instance"
 
 
 def _iso(ts: float) -> str:
-    d = dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    d = dt.datetime.fromtimestamp(ts, dt.UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S") + (f".{d.microsecond:06d}Z" if d.microsecond else "Z")
 
 
@@ -104,7 +105,7 @@ def fault_from(fault: Any) -> Exception:
         except KeyError:
             cls = None
         if cls is not None and isinstance(cls, type) and issubclass(cls, Exception):
-            return cls(msg=faultstring)
+            return cls(msg=faultstring)  # type: ignore[call-arg]  # pyVmomi's faults take msg=
     code = (fault.findtext("faultcode") or "").strip() or "no faultcode"
     what = f"{name}: " if name else ""
     return TargetError(f"QueryPerf SOAP fault ({code}) {what}{faultstring or 'no faultstring'}".rstrip(), "protocol")

@@ -25,10 +25,9 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
-
 
 from .client import TargetError, VCenterClient
 from .config import TargetConfig
@@ -267,7 +266,7 @@ class Target:
                 self.inventory_build_seconds = self.inventory_at - start
         with self._inv:
             inv, inv_at = self.inventory, self.inventory_at
-        if inv is not self._applied:
+        if inv is not None and inv is not self._applied:   # None only before the first inventory
             self._applied, self._applied_at = inv, inv_at
             self.render_cache = {}
             alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
