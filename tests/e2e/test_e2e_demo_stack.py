@@ -102,13 +102,3 @@ def test_storage_view_shows_the_zero_buckets(stack):
     assert value(stack, 'count(stargate_up == 1)') == 3          # one probe per CVM, all up
     assert value(stack, 'count(stargate_vdisk_info)') == 2       # each vdisk once across the CVMs
     assert value(stack, 'sum(stargate_vdisk_read_ops_per_second)') == 2 * 9000
-
-
-def test_rule_files_come_from_rules_dir(tmp_path):
-    # Tests load rules generated with other windows; the demo loads the repository's alerts/.
-    (tmp_path / "short.rules.yml").write_text("groups: []\n")
-    (tmp_path / "notes.md").write_text("not a rule file\n")
-    extra = tmp_path / "extra.yml"
-    assert Stack(rules_dir=tmp_path, extra_rule_files=[extra]).rule_files() == [tmp_path / "short.rules.yml", extra]
-    shipped = Stack().rule_files()
-    assert shipped and all(p.parent.name == "alerts" and p.name.endswith(".rules.yml") for p in shipped)

@@ -86,3 +86,13 @@ def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
                         "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and "no scenario named 'no-such-scenario'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()
+
+
+def test_rule_files_come_from_rules_dir(tmp_path):
+    # Tests load rules generated with other windows; the demo loads the repository's alerts/.
+    (tmp_path / "short.rules.yml").write_text("groups: []\n")
+    (tmp_path / "notes.md").write_text("not a rule file\n")
+    extra = tmp_path / "extra.yml"
+    assert Stack(rules_dir=tmp_path, extra_rule_files=[extra]).rule_files() == [tmp_path / "short.rules.yml", extra]
+    shipped = Stack().rule_files()
+    assert shipped and all(p.parent.name == "alerts" and p.name.endswith(".rules.yml") for p in shipped)

@@ -104,17 +104,6 @@ def test_compare_puts_a_second_range_on_the_same_figures(stack, tmp_path):
     assert "Dashed: B" in caption
 
 
-def test_unreachable_prometheus_is_a_clear_error(tmp_path):
-    from simulators.stack import free_port
-    url = f"http://127.0.0.1:{free_port()}"
-    done = subprocess.run([venv_tool("ioparallax-report"), "--prometheus", url, "-o", str(tmp_path / "r.html")],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
-    assert f"{url}/api/v1/query: cannot connect (connection refused)" in done.stderr
-    assert "Traceback" not in done.stderr
-    assert not (tmp_path / "r.html").exists()
-
-
 def net_requests_of_the_page(netlog: Path) -> list[str]:
     """URLs of the network requests the page made (Chromium's own, "not an origin", go to a dead proxy)."""
     data = json.loads(netlog.read_text())
