@@ -21,6 +21,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
@@ -164,7 +165,7 @@ def _table_after(el):
     return None
 
 
-def _banner_tables(doc) -> dict[str, object]:
+def _banner_tables(doc) -> dict[str, Any]:
     """Banner title -> the data table that follows it."""
     out = {}
     for t in doc.iter("table"):

@@ -18,8 +18,8 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 from urllib.parse import urlsplit
 
 DEFAULT_PORT = 2009
@@ -151,7 +151,7 @@ def same_origin_link(origin: Origin, url: str) -> str:
     return path
 
 
-def cluster_cvms(target: Target, links: Iterable[str], policy: "TargetPolicy",
+def cluster_cvms(target: Target, links: Iterable[str], policy: TargetPolicy,
                  extra_ports: Iterable[int] = ()) -> tuple[list[Origin], list[str]]:
     """The other CVMs to probe for ``discover=true``: the Cluster State links of the target's own
     page, as origins on the Stargate port (2009, the target's, or one of ``extra_ports``), allowed
@@ -201,7 +201,7 @@ class TargetPolicy:
             self._patterns.append(entry.lower().rstrip("."))
 
     @classmethod
-    def loopback(cls) -> "TargetPolicy":
+    def loopback(cls) -> TargetPolicy:
         return cls(["127.0.0.0/8", "::1", "localhost"])
 
     def allows(self, host: str) -> bool:

@@ -159,7 +159,7 @@ class HttpClient:
             except ConnectionRefusedError:
                 budget.drop(origin)
                 raise FetchError(f"{url}: connection refused") from None
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 budget.drop(origin)
                 raise DeadlineExceeded(f"{url}: deadline exceeded (no answer in time)") from None
             except (OSError, http.client.HTTPException, ValueError) as exc:
