@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+from exporters.common.config import ConfigError, Section, load_yaml, parse_duration, parse_prometheus_duration
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.yml")
 
-_PROM_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SELECTOR = re.compile(r'^(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,|$))*$')
 
@@ -109,11 +108,12 @@ class MixinConfig:
 
 
 def _duration(sec: Section, name: str) -> str:
+    """A window or ``for`` duration, written into the rules as it is: Prometheus' grammar."""
     value = sec.get(name, (str, int))
-    text = str(value).strip()
-    if isinstance(value, int) or not _PROM_DURATION.match(text):
-        raise sec.error(name, f"expected a Prometheus duration such as 30s, 1m or 5m, got {value!r}")
-    return text
+    try:
+        return parse_prometheus_duration(value)
+    except ValueError as exc:
+        raise sec.error(name, str(exc)) from None
 
 
 def _selector(sec: Section, name: str, default: str | None = None) -> str:
@@ -134,7 +134,8 @@ def _number(sec: Section, name: str, low: float = 0.0, high: float | None = None
 def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> MixinConfig:
     root = Section(data, path)
     s = root.section("selectors", required=True)
-    selectors = Selectors(*(_selector(s, n) for n in ("stargate", "vcenter", "fio", "exporters")),
+    selectors = Selectors(stargate=_selector(s, "stargate"), vcenter=_selector(s, "vcenter"),
+                          fio=_selector(s, "fio"), exporters=_selector(s, "exporters"),
                           node=_selector(s, "node", Selectors.node))
     s.reject_unknown()
 

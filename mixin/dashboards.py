@@ -24,8 +24,8 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from mixin.cluster import per_cluster, select_cluster
 from mixin.config import MixinConfig
-from mixin.queries import panels
 from mixin.dashboards_panels import DATASOURCE, LAYER_COLORS, ZERO_COLOR, Q, heat, labelled, note, row, single, tbl, ts
+from mixin.queries import panels
 
 DIRECTIONS = ("read", "write")
 RI = "$__rate_interval"
@@ -490,8 +490,8 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
         d.with_panel(ts(
-            f"IOPS, {dr}s", f"fio's own IOPS over its last status interval (solid) against "
-            f"Prometheus' rate of the same counter over $__rate_interval (dashed). The gap is how much a "
+            f"IOPS, {dr}s", "fio's own IOPS over its last status interval (solid) against "
+            "Prometheus' rate of the same counter over $__rate_interval (dashed). The gap is how much a "
             "rate window dilutes a burst.", "iops",
             [Q(e.fio(f"fio_{dr}_interval_iops"), f"{J} interval"),
              Q(e.fio_join(f"rate(fio_{dr}_ios_total{e.sel('fio')}[{RI}])"), f"{J} rate")], w=8, dashed=[".* rate$"]))

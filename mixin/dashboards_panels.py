@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grafana_foundation_sdk.builders import common as cb
-from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import heatmap, prometheus, stat, table, text, timeseries
-from grafana_foundation_sdk.builders import heatmap as hb
-from grafana_foundation_sdk.models import common as cm
-from grafana_foundation_sdk.models import dashboard as dm
-from grafana_foundation_sdk.models import heatmap as hm
+from grafana_foundation_sdk.builders import (
+    common as cb,
+    dashboard as db,
+    heatmap,
+    heatmap as hb,
+    prometheus,
+    stat,
+    table,
+    text,
+    timeseries,
+)
+from grafana_foundation_sdk.models import common as cm, dashboard as dm, heatmap as hm
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.text import TextMode
 
@@ -99,7 +104,7 @@ def tbl(title: str, description: str, unit: str, queries: list[Q], *, w: int = 2
     """An instant table (the queries must be instant, format table); ``hide`` drops columns."""
     p = _common(table.Panel(), title, description, unit, queries, w, h)
     p.with_transformation(dm.DataTransformerConfig(
-        id_val="organize", options={"excludeByName": {c: True for c in hide}}))
+        id_val="organize", options={"excludeByName": dict.fromkeys(hide, True)}))
     if len(queries) > 1:
         p.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
     return p
