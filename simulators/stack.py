@@ -259,7 +259,7 @@ class Stack:
             pid_file.unlink(missing_ok=True)
         self.procs.clear()
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         try:
             self.start()
         except BaseException:
@@ -789,7 +789,7 @@ def quick_alert_for() -> dict[str, str]:
     # The burst alert keeps 1m: with 20 s vCenter scrapes a 1m window integrates two or three
     # samples, so for 20 s of every minute it misses a once-a-minute checkpoint (postgres) and
     # the Little's-law ratio jumps; a 15 s `for` would fire and resolve every minute.
-    return {name: "15s" for name in ForDurations.__dataclass_fields__} | {"views_disagree": "2m", "burst": "1m"}
+    return dict.fromkeys(ForDurations.__dataclass_fields__, "15s") | {"views_disagree": "2m", "burst": "1m"}
 
 
 def write_quick_alert_rules(out: Path) -> Path:

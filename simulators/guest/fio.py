@@ -392,7 +392,7 @@ def _latency_shares(clats: list[dict]) -> dict[str, dict[str, float]]:
     total = sum(n for _, n in counts)
 
     def shares(keys: tuple[str, ...], unit: int, floor_ns: int) -> dict[str, float]:
-        out = {k: 0.0 for k in keys}
+        out = dict.fromkeys(keys, 0.0)
         if not total:
             return out
         bounds = [int(k) * unit for k in keys if not k.startswith(">=")]

@@ -16,9 +16,9 @@ from .model import (  # noqa: F401
     Scenario,
     Stream,
     Vm,
+    list_scenarios,
     load_scenario,
     parse_scenario,
     scenario_path,
-    list_scenarios,
 )
 from .trace import DiskSecond, Trace, compile_scenario  # noqa: F401

@@ -37,7 +37,7 @@ class BlockSizeMix:
         return ":".join(f"{_fio_size(s)}/{round(f * 100, 3):g}" for s, f in self.parts)
 
     @classmethod
-    def parse(cls, value: Any) -> "BlockSizeMix":
+    def parse(cls, value: Any) -> BlockSizeMix:
         """``4KiB``, ``4096``, or ``4k/70:64k/30`` (percent of ops, as fio's bssplit)."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return cls(((parse_bytes(value), 1.0),))
@@ -196,7 +196,7 @@ class Scenario:
         scenario-wide states, then the per-disk ones; every trap not listed is OK."""
         from ioparallax.report.verdicts import TRAPS
         spec = self.expect.get("verdicts", {}) or {}
-        base = {trap: "OK" for trap in TRAPS}
+        base = dict.fromkeys(TRAPS, "OK")
         base.update({k: v for k, v in spec.items() if k != "disks"})
         out = {}
         for vm in self.vms:
@@ -379,7 +379,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         for di, dsec in enumerate(vsec.sections("disks", required=True)):
             unit = dsec.get("unit", str, default=f"scsi0:{di + 1}")
             bus, _, num = unit.partition(":")
-            if not num.isdigit() or not bus.rstrip("0123456789") in ("scsi", "sata", "nvme", "ide"):
+            if not num.isdigit() or bus.rstrip("0123456789") not in ("scsi", "sata", "nvme", "ide"):
                 raise dsec.error("unit", f"expected an instance such as scsi0:1, got {unit!r}")
             vdisk_id = dsec.get("vdisk_id", int, default=next_vdisk)
             if vdisk_id in seen_vdisks:

@@ -24,8 +24,8 @@ explains each.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Iterable, Sequence
 
 from .model import Disk, Stream
 from .trace import Trace
@@ -541,8 +541,8 @@ class StorageModel:
         t = now_i % p
         w = RATE_WINDOW_S
         v = VDiskStorageView(disk=disk, t=t, window_s=w)
-        rs = {k: 0.0 for k in READ_SOURCES}
-        wd = {k: 0.0 for k in WRITE_DESTINATIONS}
+        rs = dict.fromkeys(READ_SOURCES, 0.0)
+        wd = dict.fromkeys(WRITE_DESTINATIONS, 0.0)
         level, drained, frag = self._oplog_series(disk)
         seconds = [(t - w + i) % p for i in range(w)]
         lat_r: list[tuple[float, list[tuple[float, float]]]] = []

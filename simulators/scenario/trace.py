@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Iterator
 
 from .model import Disk, Scenario, Stream
 
@@ -42,7 +42,7 @@ class DiskSecond:
     read_outstanding_s: float = 0.0   # integral of outstanding I/Os over time (Little: ops x latency)
     write_outstanding_s: float = 0.0
 
-    def add(self, other: "DiskSecond") -> None:
+    def add(self, other: DiskSecond) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 

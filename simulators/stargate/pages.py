@@ -14,8 +14,8 @@ from __future__ import annotations
 import html
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from simulators.scenario.model import Disk
 from simulators.scenario.storage import (

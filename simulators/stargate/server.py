@@ -27,9 +27,10 @@ import socket
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from simulators.scenario.model import Disk, Scenario, load_scenario
@@ -100,7 +101,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, addr: tuple[str, int], cvm: "CvmServer"):
+    def __init__(self, addr: tuple[str, int], cvm: CvmServer):
         self.cvm = cvm
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
@@ -160,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
 class CvmServer:
     """The Stargate of one CVM: its identity and its HTTP server."""
 
-    def __init__(self, cluster: "StargateCluster", name: str, index: int, host: str, port: int):
+    def __init__(self, cluster: StargateCluster, name: str, index: int, host: str, port: int):
         self.cluster = cluster
         self.name = name
         self.index = index
@@ -235,7 +236,7 @@ class StargateCluster:
         self.build = self.scenario.cluster.page_build
         cvms = self.scenario.cluster.cvms
         if ports is None:
-            port_of = {c: 0 for c in cvms}
+            port_of = dict.fromkeys(cvms, 0)
         elif isinstance(ports, Mapping):
             unknown = set(ports) - set(cvms)
             if unknown:
@@ -261,7 +262,7 @@ class StargateCluster:
         self.container_uuid = _uuid("container", self.scenario.name, "ctr01")
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "StargateCluster":
+    def start(self) -> StargateCluster:
         for c in self.cvms.values():
             c.listen()
         return self
@@ -270,7 +271,7 @@ class StargateCluster:
         for c in self.cvms.values():
             c.close()
 
-    def __enter__(self) -> "StargateCluster":
+    def __enter__(self) -> StargateCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
