@@ -6,7 +6,9 @@ Every error raised here names the file and the key (a dotted path such as
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -160,20 +162,64 @@ def parse_bytes(value: Any) -> int:
     return int(n * _UNITS[unit])
 
 
+# -- durations: the one grammar of the project (exporters, simulators, mixin) ------------------
+
+#: Prometheus' units, largest first, in seconds (a year is 365 days, as Prometheus counts it).
+_PROMETHEUS_UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1),
+                     ("ms", 0.001))
+#: Prometheus' duration grammar (prometheus/common ``model.ParseDuration``): whole numbers, each
+#: unit at most once and from the largest down: ``1h30m``, ``500ms``, ``2d``, ``1w``, ``1y``.
+_PROMETHEUS_DURATION = re.compile("".join(f"(?:([0-9]+){unit})?" for unit, _ in _PROMETHEUS_UNITS))
+#: One decimal number with one unit (``1.5m``, ``250us``), the form the exporters' flags and files
+#: took before they took Prometheus' grammar.
+_SINGLE_UNIT = {"us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def prometheus_duration_seconds(text: str) -> float | None:
+    """Seconds of a duration in Prometheus' grammar (lower case, as Prometheus has it; a bare
+    ``0`` too, as Prometheus takes it), or None when ``text`` is not one."""
+    if text == "0":
+        return 0.0
+    m = _PROMETHEUS_DURATION.fullmatch(text)
+    if not text or m is None:
+        return None
+    return float(sum(int(n) * mult for n, (_, mult) in zip(m.groups(), _PROMETHEUS_UNITS) if n))
+
+
+def parse_prometheus_duration(value: Any) -> str:
+    """A duration written into rules and PromQL (``rate(x[1m])``, ``for: 5m``): exactly
+    Prometheus' grammar, returned as written."""
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or prometheus_duration_seconds(text) is None:
+        raise ValueError(f"expected a Prometheus duration such as 30s, 1m, 5m or 1h30m, got {value!r}")
+    return text
+
+
 def parse_duration(value: Any) -> float:
-    """``500ms``, ``20s``, ``5m``, ``1h`` or a plain number of seconds -> seconds."""
+    """A duration in seconds from a config file or flag: Prometheus' grammar (``1h30m``, ``500ms``,
+    ``2d``, ``1w``, ``1y``), or one decimal number with one unit of us, ms, s, m, h (``1.5m``,
+    ``250us``), or a plain number of seconds (``20``, ``0.5``); units in any case (``20S``)."""
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as 20s, got {value!r}")
     if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip().lower()
-    for suffix, mult in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower()
+        seconds = prometheus_duration_seconds(text)
+        if seconds is None:
+            seconds = _single_unit_seconds(text)
+    if seconds is None or not math.isfinite(seconds):
+        raise ValueError(f"expected a duration such as 500ms, 20s, 5m or 1h30m, got {value!r}")
+    return seconds
+
+
+def _single_unit_seconds(text: str) -> float | None:
+    number, unit = text, ""
+    for suffix in ("us", "ms", "s", "m", "h"):   # "ms" and "us" before "s"
         if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * mult
-            except ValueError:
-                break
+            number, unit = text[: -len(suffix)], suffix
+            break
     try:
-        return float(text)
+        return float(number) * _SINGLE_UNIT.get(unit, 1.0)
     except ValueError:
-        raise ValueError(f"expected a duration such as 500ms, 20s or 5m, got {value!r}") from None
+        return None

@@ -15,6 +15,8 @@ from typing import Any
 
 import requests
 
+from exporters.common.config import parse_duration
+
 log = logging.getLogger(__name__)
 
 
@@ -106,14 +108,15 @@ def _short(e: Exception) -> str:
     return text[:200]
 
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
 def parse_seconds(text: str) -> float:
-    """A Prometheus duration (``1m30s``, ``5s``, ``250ms``) in seconds."""
-    import re
-    text = text.strip()
-    parts = re.findall(r"([0-9.]+)(ms|s|m|h|d|w|y)", text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {text!r}")
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    """A duration (``1m30s``, ``5s``, ``250ms``, ``1.5m``) in seconds: the project's one grammar
+    (exporters.common.config.parse_duration), here for a text with a unit."""
+    try:
+        if not text.strip() or text.strip()[-1].isdigit():
+            raise ValueError("no unit")
+        seconds = parse_duration(text)
+        if seconds < 0:
+            raise ValueError("negative")
+    except ValueError:
+        raise ValueError(f"expected a duration such as 30s, 5m or 1h30m, got {text!r}") from None
+    return seconds

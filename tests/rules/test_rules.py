@@ -146,6 +146,8 @@ def test_the_node_selector_picks_the_guests_node_exporter_and_defaults_when_abse
 @pytest.mark.parametrize("patch, key", [
     ({"thresholds": {"zero_read_ratio": 1.5}}, "thresholds.zero_read_ratio"),
     ({"windows": {"rate": "five minutes"}}, "windows.rate"),
+    ({"windows": {"rate": "1m1h"}}, "windows.rate"),          # promtool rejects it (units largest first)
+    ({"for": {"zero_heavy": "1.5m"}}, "for.zero_heavy"),      # no decimals in Prometheus' grammar
     ({"windows": {"agreement": "30s"}}, "windows.agreement"),
     ({"selectors": {"fio": "job=fio"}}, "selectors.fio"),
     ({"for": {"zero_heavy": 300}}, "for.zero_heavy"),
@@ -223,6 +225,16 @@ def test_cli_reports_a_config_error_without_a_traceback(tmp_path, capsys):
     assert mixin_main(["--config", str(path), "rules", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "bad.yml: selectors: expected a mapping" in err
+
+
+def test_windows_take_the_whole_prometheus_grammar():
+    # The agreement check compares the windows in seconds with the same grammar that validated them
+    # (it used the exporters' parser, which did not take 1h30m: a ValueError without file or key).
+    cfg = load_config(overrides={"windows": {"rate": "90s", "agreement": "1h30m"}})
+    assert (cfg.windows.rate, cfg.windows.agreement) == ("90s", "1h30m")
+    assert "[1h30m]" in "".join(rule_files(cfg).values())
+    with pytest.raises(ConfigError, match="windows.agreement: must be at least windows.rate"):
+        load_config(overrides={"windows": {"rate": "1d", "agreement": "23h59m"}})
 
 
 def test_parse_config_requires_every_section():
