@@ -162,7 +162,7 @@ def parse_bytes(value: Any) -> int:
     return int(n * _UNITS[unit])
 
 
-# -- durations: the one grammar of the project (exporters, simulators, mixin) ------------------
+# -- durations: the one grammar of the project (exporters, simulators, mixin, report) ----------
 
 #: Prometheus' units, largest first, in seconds (a year is 365 days, as Prometheus counts it).
 _PROMETHEUS_UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1),
@@ -201,6 +201,7 @@ def parse_duration(value: Any) -> float:
     ``250us``), or a plain number of seconds (``20``, ``0.5``); units in any case (``20S``)."""
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as 20s, got {value!r}")
+    seconds: float | None
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:

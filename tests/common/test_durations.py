@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from exporters.common.config import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
+from ioparallax.report.promapi import parse_seconds
 
 UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
 
@@ -94,7 +95,7 @@ def test_rule_durations_are_only_prometheus_durations(value):
 
 
 def test_the_report_reads_durations_with_the_same_grammar():
-    from ioparallax.report.promapi import parse_seconds   # Prometheus' scrapeInterval, --step, -30m
+    # the report's durations: Prometheus' scrapeInterval, --step, --start=-30m
     for text in ("15s", "1m30s", "250ms", "1.5m", "2d", "1h30m"):
         assert parse_seconds(text) == parse_duration(text)
     for bad in ("90", "-5s", "1m1h", ""):   # a unit is required: callers read a bare number themselves
