@@ -226,7 +226,7 @@ class Exporter:
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.stop()
-                    raise RuntimeError("fio-exporter did not start")
+                    raise RuntimeError("fio-exporter did not start") from None
                 time.sleep(0.1)
 
     def scrape(self) -> str:

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, (workers, concurrency) in sides.items():
                 exporters[name] = start_exporter(Path(tmp), ports, workers, concurrency)
-            for name, (proc, base) in exporters.items():   # warm-up: fills the simulator's page cache
+            for proc, base in exporters.values():   # warm-up: fills the simulator's page cache
                 measure(proc, sim, base, targets, False, total)
                 measure(proc, sim, base, targets, True, total)
             for _ in range(args.runs):

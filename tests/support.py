@@ -29,7 +29,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_http(url: str, timeout: float = 30.0, proc: "ManagedProcess | None" = None) -> requests.Response:
+def wait_for_http(url: str, timeout: float = 30.0, proc: ManagedProcess | None = None) -> requests.Response:
     """Poll ``url`` until it answers (any status) or fail with what the process printed."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -69,7 +69,7 @@ class ManagedProcess:
         except OSError:
             return ""
 
-    def wait_for_output(self, pattern: str, timeout: float = 60.0) -> "re.Match[str]":
+    def wait_for_output(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
         """Wait until the process prints a line matching ``pattern`` (e.g. its listen URL)."""
         deadline = time.monotonic() + timeout
         rx = re.compile(pattern)

@@ -8,8 +8,14 @@ import requests
 from prometheus_client.core import GaugeMetricFamily
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from exporters.common.web import (MAX_SCRAPE_TIMEOUT_SECONDS, BadRequest, ExporterApp, ExporterServer,
-                                  parse_listen_address, resolve_listen_address)
+from exporters.common.web import (
+    MAX_SCRAPE_TIMEOUT_SECONDS,
+    BadRequest,
+    ExporterApp,
+    ExporterServer,
+    parse_listen_address,
+    resolve_listen_address,
+)
 
 
 class Echo:

@@ -13,8 +13,16 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.common.exposition import (Exposition, Family, GaugeHistogram, escape_help, escape_label_value,
-                                         format_value, header, label_block)
+from exporters.common.exposition import (
+    Exposition,
+    Family,
+    GaugeHistogram,
+    escape_help,
+    escape_label_value,
+    format_value,
+    header,
+    label_block,
+)
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from exporters.stargate.parse import LATENCY_BOUNDS, SIZE_BOUNDS
 from tests.support import promtool_check_metrics

@@ -12,8 +12,18 @@ from mixin.config import load_config
 from mixin.dashboards import BUILDERS, build_dashboards, render, write_dashboards
 from tests.support import REPO
 
-from .promql import (SAMPLE_VARS, bare_identifiers, expressions, label_values_selector, metric_names, panels,
-                     promtool_parse, rate_calls, rule_names, substitute)
+from .promql import (
+    SAMPLE_VARS,
+    bare_identifiers,
+    expressions,
+    label_values_selector,
+    metric_names,
+    panels,
+    promtool_parse,
+    rate_calls,
+    rule_names,
+    substitute,
+)
 
 DASHBOARDS = REPO / "dashboards"
 EXPECTED_UIDS = {"ioparallax-overview", "ioparallax-three-views", "ioparallax-vdisk", "ioparallax-fio",

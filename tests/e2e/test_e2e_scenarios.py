@@ -450,7 +450,7 @@ def _scaling_ramp(stack: Stack, trace: Trace) -> None:
     # nothing for it yet: compare only the VMs busy for the whole window (plus a scrape of slack).
     settled = sorted({d.vm for d in trace.disks
                       if all(trace.second(d, t - k).read_ops + trace.second(d, t - k).write_ops > 0
-                             for k in range(0, 12))})
+                             for k in range(12))})
     assert settled, "no VM has run for 12 s"
     expect = sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks if d.vm in settled)
     sel = f'job="fio",vm=~"{"|".join(settled)}"'

@@ -170,7 +170,7 @@ def test_each_cluster_fires_exactly_its_scenarios_alerts(views, alert_sink):
         for labels in sets:
             assert labels.get("cluster") in expect, (name, labels)
     # zero-heavy's alerts fire once per VM disk of that cluster, not twice
-    zero = [labels for labels in got.get("IoparallaxZeroHeavyWrites", [])]
+    zero = list(got.get("IoparallaxZeroHeavyWrites", []))
     assert sorted((lab["cluster"], lab["vm"]) for lab in zero) == [("zero-heavy", "bench-01"), ("zero-heavy", "bench-02")]
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporters.fio.collector import FioCollector
 from exporters.fio.histogram import LATENCY_EDGES_SECONDS
-from exporters.fio.hygiene import HygieneConfig
 from exporters.fio.tailer import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all
 from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
@@ -171,7 +169,6 @@ def test_stream_read_while_fio_runs(tmp_path, processes, fio_bin):
                                         f"--output={out}"], cwd=tmp_path)
     watcher = watcher_for(out, idle_s=2.0)
     seen_running: list[float] = []
-    read_bytes = 0
     while proc.popen.poll() is None:
         time.sleep(0.3)
         if not out.exists():

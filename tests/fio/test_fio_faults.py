@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporters.fio import collector as collector_module
 from exporters.fio.reader import DocumentStream

@@ -3,7 +3,6 @@ real loop devices with a partition starting at 1536 bytes)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from exporters.fio.guestdisk import GuestDiskCollector, read_disks
-from exporters.fio.hygiene import HygieneConfig, fio_seconds, fio_size, find_problems
+from exporters.fio.hygiene import HygieneConfig, find_problems, fio_seconds, fio_size
 from exporters.fio.reader import read_text
 from tests.fio.conftest import run_fio
 from tests.support import promtool_check_metrics

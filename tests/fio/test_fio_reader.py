@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from exporters.fio.reader import (ALL_CLIENTS, DocumentStream, NotFioDocument, parse_document,
-                                  read_text)
+from exporters.fio.reader import ALL_CLIENTS, DocumentStream, NotFioDocument, parse_document, read_text
 from tests.fio.conftest import decode_all
 
 

@@ -87,7 +87,7 @@ def test_bursty_guest_sees_the_burst_each_second():
     """bursty-1m: the record after a burst second holds 400 more 1 MiB writes; the 19 after, none."""
     trace = compile_scenario(load_scenario("bursty-1m"))
     fio = GuestFio(trace, anchor=T0)
-    recs = [parse_document(fio.record("burst-01", T0 + 600 + t)) for t in range(0, 22)]
+    recs = [parse_document(fio.record("burst-01", T0 + 600 + t)) for t in range(22)]
     ios = [r.jobs[0].directions["write"].total_ios for r in recs]
     steps = [b - a for a, b in zip(ios, ios[1:])]
     assert steps[0] == 400 and steps[20] == 400
@@ -101,7 +101,7 @@ def test_histogram_bins_are_fio_buckets_consistent_with_the_latency_model(name):
     fio = GuestFio(trace, anchor=T0)
     for vm in trace.scenario.vms:
         prev: dict[tuple[int, str], list[int]] = {}
-        for t in range(0, 40):
+        for t in range(40):
             rec = parse_document(fio.record(vm.name, T0 + 600 + 250 + t))
             for job in rec.jobs:
                 for d, st in job.directions.items():

@@ -32,8 +32,8 @@ def test_unlisted_traps_are_ok_and_per_disk_entries_override():
     data = raw("clean-oltp")
     data["expect"]["verdicts"] = {"hygiene": "Distorted", "disks": {"oltp-02 scsi0:1": {"hygiene": "OK", "bursts": "Not measurable"}}}
     got = parse_scenario(data, "x.yaml").expected_verdicts()
-    assert got[("oltp-01", "scsi0:1")] == {**{t: "OK" for t in TRAPS}, "hygiene": "Distorted"}
-    assert got[("oltp-02", "scsi0:1")] == {**{t: "OK" for t in TRAPS}, "bursts": "Not measurable"}
+    assert got[("oltp-01", "scsi0:1")] == {**dict.fromkeys(TRAPS, "OK"), "hygiene": "Distorted"}
+    assert got[("oltp-02", "scsi0:1")] == {**dict.fromkeys(TRAPS, "OK"), "bursts": "Not measurable"}
 
 
 @pytest.mark.parametrize("verdicts,key,message", [

@@ -6,9 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ioparallax.report.verdicts import (BUFFERED_ANCHOR, MISALIGNED_IO_ANCHOR, DiskInput, State, bursts,
-                                        cache_fit, hygiene, judge, misalignment, views_agree, zero_reads,
-                                        zero_writes)
+from ioparallax.report.verdicts import (
+    BUFFERED_ANCHOR,
+    MISALIGNED_IO_ANCHOR,
+    DiskInput,
+    State,
+    bursts,
+    cache_fit,
+    hygiene,
+    judge,
+    misalignment,
+    views_agree,
+    zero_reads,
+    zero_writes,
+)
 from mixin.config import load_config
 
 T = load_config().thresholds

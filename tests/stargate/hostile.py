@@ -12,7 +12,7 @@ import re
 import socket
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import lxml.etree
 

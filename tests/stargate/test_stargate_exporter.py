@@ -1,13 +1,12 @@
 """The Stargate parser and exporter against the running Stargate simulator (all page builds)."""
 
 import dataclasses
-import time
 import logging
+import time
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporters.common.config import ConfigError
 from exporters.common.web import ExporterServer
@@ -176,6 +175,7 @@ def test_moving_vdisk_is_counted_once():
     t = [FROZEN - FROZEN % 60 + 29.5]
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
+
         from exporters.stargate.collector import RequestsClient, probe
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.

@@ -23,8 +23,17 @@ from exporters.common.web import ExporterServer
 from exporters.stargate.cli import make_app
 from exporters.stargate.targets import TargetPolicy
 from exporters.stargate.transport import Limits
-from tests.stargate.hostile import (Canary, HostileStargate, huge, real_pages, response, set_bucket, set_cell,
-                                    set_links, trickle)
+from tests.stargate.hostile import (
+    Canary,
+    HostileStargate,
+    huge,
+    real_pages,
+    response,
+    set_bucket,
+    set_cell,
+    set_links,
+    trickle,
+)
 from tests.support import promtool_check_metrics
 
 SCRAPE_TIMEOUT = 2.0          # the header Prometheus sends; the exporter's deadline is 0.5 s less

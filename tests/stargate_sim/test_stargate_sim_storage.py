@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from simulators.scenario import compile_scenario, list_scenarios, load_scenario
 from simulators.scenario.storage import (
@@ -106,7 +105,7 @@ def test_clean_oltp_numbers_match_the_reference_row():
     assert v.read_latency_hist.percents[0] > 90
     assert max(range(8), key=lambda i: v.write_latency_hist.counts[i]) == 2
     assert v.write_destinations["oplog"] == pytest.approx(v.write_bytes_s)
-    assert set(k for k, b in v.write_destinations.items() if b) == {"oplog"}
+    assert {k for k, b in v.write_destinations.items() if b} == {"oplog"}
     assert v.read_size_hist.counts[1] == v.read_size_hist.total  # all 4 KiB
 
 
@@ -148,7 +147,7 @@ def test_ilm_moves_reads_from_hdd_to_ssd_to_cache_and_counts_upmigrations():
     assert hdd[-2] == 0 and hdd[-1] == 0                   # ...to nothing after the 180 s ramp
     assert all(a <= b for a, b in zip(cache, cache[1:]))   # cache warms
     assert cache[-1] == pytest.approx(20 / 30)             # DRAM fit of 20 GiB cache / 30 GiB
-    mid = dict((s[0], s) for s in shares)[90]
+    mid = {s[0]: s for s in shares}[90]
     assert mid[2] > mid[3]                                 # half way: more SSD than cache
     # Up-migrations: 30 GiB / 4 MiB extent groups per ramp, once per 300 s period.
     per_period = 30 * 1024**3 / EXTENT_GROUP_BYTES
@@ -219,7 +218,7 @@ def test_oplog_fills_during_checkpoint_bursts_and_drains_after():
     sc, trace, model = model_for("postgres")
     data = sc.disks[0]
     base = EPOCH - trace.now(EPOCH)
-    levels = [model.view(data, base + t).oplog_bytes for t in range(0, 60)]
+    levels = [model.view(data, base + t).oplog_bytes for t in range(60)]
     burst_end = 15
     assert all(a < b for a, b in zip(levels[:burst_end], levels[1:burst_end + 1]))   # filling
     assert all(a > b for a, b in zip(levels[burst_end + 1:59], levels[burst_end + 2:60]))  # draining

@@ -20,7 +20,7 @@ from exporters.vcenter.config import load_config
 from exporters.vcenter.inventory import collect_inventory
 from exporters.vcenter.inventory_soap import collect_inventory_soap
 
-from .conftest import PASSWORD, USER, insecure_config, parse_metrics, value
+from .conftest import PASSWORD, USER, insecure_config, value
 from .test_vcenter_faults import Admin, WaitForTask
 from .test_vcenter_security import _trace_count
 from .test_vcenter_simulator import FROZEN
@@ -154,7 +154,7 @@ def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter):
 def _series_per_disk(metrics: dict) -> Counter:
     """Series per (vm_id, disk) in an exposition, every family carrying a disk label."""
     per_disk: Counter = Counter()
-    for name, series in metrics.items():
+    for series in metrics.values():
         for labels in series:
             d = dict(labels)
             if "disk" in d and "vm_id" in d:

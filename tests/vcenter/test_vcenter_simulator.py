@@ -87,8 +87,8 @@ def test_samples_follow_the_trace_per_disk_and_roll_up(scenario_sim, postgres_tr
              "virtualDisk.readLatencyUS.latest", "virtualDisk.totalReadLatency.average"]
     result, by_key = _query(si, vm, names, intervalId=20, maxSample=2, format="csv")
     (metric,) = result
-    assert metric.sampleInfoCSV == (f"20,{dt.datetime.fromtimestamp(T0 - 20, dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ},"
-                                    f"20,{dt.datetime.fromtimestamp(T0, dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}")
+    assert metric.sampleInfoCSV == (f"20,{dt.datetime.fromtimestamp(T0 - 20, dt.UTC):%Y-%m-%dT%H:%M:%SZ},"
+                                    f"20,{dt.datetime.fromtimestamp(T0, dt.UTC):%Y-%m-%dT%H:%M:%SZ}")
     got = {(by_key[s.id.counterId], s.id.instance): [int(v) for v in s.value.split(",")] for s in metric.value}
     assert {i for _, i in got} == {d.unit for d in trace.disks if d.vm == "pg-01"}
     for disk in (d for d in trace.disks if d.vm == "pg-01"):
@@ -118,7 +118,7 @@ def test_start_time_is_exclusive_and_available_metrics_match(scenario_sim, postg
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
     si = connect(address)
     vm = _vm(si, "pg-01")
-    start = dt.datetime.fromtimestamp(T0 - 60, dt.timezone.utc)
+    start = dt.datetime.fromtimestamp(T0 - 60, dt.UTC)
     result, _ = _query(si, vm, ["virtualDisk.write.average"], intervalId=20, startTime=start)
     assert [s.timestamp.timestamp() for s in result[0].sampleInfo] == [T0 - 40, T0 - 20, T0]
     available = si.content.perfManager.QueryAvailablePerfMetric(entity=vm, intervalId=20)
