@@ -10,10 +10,10 @@ import logging
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from ioparallax.report.promapi import PromAPI, PromError, parse_seconds
+from ioparallax.report.promapi import PromError, parse_seconds
 from ioparallax.version import add_version_arg
 
 log = logging.getLogger("ioparallax.report")
@@ -52,7 +52,7 @@ def parse_time(text: str, now: float) -> float:
     except ValueError:
         raise ValueError(f"expected now, -30m, unix seconds or ISO 8601, got {text!r}") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 

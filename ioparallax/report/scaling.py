@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from datetime import UTC
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def in_flight_by_view(ds, n: int) -> dict[str, np.ndarray]:
 def concurrency_candidates(ds, n: int) -> list[tuple[str, str, np.ndarray]]:
     """(what, how measured, series) in order of preference."""
     iodepth = ds.series.get("iodepth", {})
-    vm_ops = {k: v for k, v in ds.series.get("vm_read_ops", {}).items()}
+    vm_ops = dict(ds.series.get("vm_read_ops", {}))
     for k, v in ds.series.get("vm_write_ops", {}).items():
         vm_ops[k] = np.nansum(np.vstack([vm_ops[k], v]), axis=0) if k in vm_ops else v
     return [
@@ -282,13 +283,13 @@ def _fit_table(s: Scaling) -> str:
 
 
 def _plateau_table(s: Scaling) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
     views = list(s.views)
     head = "".join(f"<th>{esc(LABELS[v])} IO/s</th>" for v in views)
     head += "".join(f"<th>in flight, {esc(LABELS[v].split(' ')[0])}</th>" for v in views)
     rows = []
     for i, p in enumerate(s.plateaus):
-        when = datetime.fromtimestamp(p.start, timezone.utc).strftime("%H:%M:%S")
+        when = datetime.fromtimestamp(p.start, UTC).strftime("%H:%M:%S")
         cells = "".join(f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_spread(s.views[v].spread[i])}</td>"
                         for v in views)
         cells += "".join(f"<td>{_fmt(s.views[v].in_flight[i], 3)}</td>" for v in views)
@@ -317,8 +318,9 @@ def _plateaus_csv(s: Scaling) -> str:
 
 def _figure(ctx: ReportContext, s: Scaling) -> Figure:
     import matplotlib.pyplot as plt
-    from ioparallax.report.figures import COLORS, fmt_ops, rows_csv, to_svg
     from matplotlib.ticker import FuncFormatter
+
+    from ioparallax.report.figures import COLORS, fmt_ops, rows_csv, to_svg
 
     fig, ax = plt.subplots(figsize=(10.5, 4.2))
     n_max = max(p.concurrency for p in s.plateaus)

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Figure:
     csv: str = ""                   # the data behind the figure (header line + rows)
 
     @classmethod
-    def empty(cls, id: str, why: str, promql: list[str] | None = None) -> "Figure":
+    def empty(cls, id: str, why: str, promql: list[str] | None = None) -> Figure:
         return cls(id=id, caption=why, svg="", promql=list(promql or []), csv="")
 
 
@@ -80,7 +81,7 @@ class ReportContext:
     # Filled by the report before the builders run (ioparallax.report.data):
     missing_views: dict[str, str] = field(default_factory=dict)   # view -> why it is missing
     shared: dict[str, Any] = field(default_factory=dict)          # cache shared by builders
-    compare: "ReportContext | None" = None                         # the --compare side, if any
+    compare: ReportContext | None = None                         # the --compare side, if any
 
     @property
     def times(self) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -102,14 +102,14 @@ def verdict_cell(ctx: ReportContext, v: Verdict) -> str:
 
 
 def fmt_time(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def fmt_clock(t: float, ctx: ReportContext) -> str:
     """The time of day when the range lies within one UTC day (the header gives the date)."""
-    day = lambda x: datetime.fromtimestamp(x, timezone.utc).date()  # noqa: E731
+    day = lambda x: datetime.fromtimestamp(x, UTC).date()  # noqa: E731
     if day(ctx.start) == day(ctx.end):
-        return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S")
     return fmt_time(t)
 
 

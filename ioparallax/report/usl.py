@@ -23,8 +23,8 @@ only approaches the Amdahl ceiling); a sigma of 0 means no Amdahl ceiling.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy import optimize, stats
@@ -72,7 +72,7 @@ class UslFit:
     linear_share: float | None = None               # X(n_max) / (gamma n_max), the model's, 0..1
     notes: list[str] = field(default_factory=list)  # caveats (wide intervals, extrapolated peak...)
 
-    def predict(self, n: "np.ndarray | Sequence[float] | float") -> np.ndarray:
+    def predict(self, n: np.ndarray | Sequence[float] | float) -> np.ndarray:
         if not self.ok or self.sigma is None or self.kappa is None or self.gamma is None:
             raise ValueError("no USL curve: " + self.statement)
         return usl(np.asarray(n, dtype=float), self.sigma.value, self.kappa.value, self.gamma.value)

@@ -22,7 +22,7 @@ import numpy as np
 from mixin.config import Thresholds
 
 
-class State(str, Enum):
+class State(str, Enum):  # noqa: UP042 - StrEnum would change str(State.OK) from "State.OK" to "OK"
     OK = "OK"
     DISTORTED = "Distorted"
     NOT_MEASURABLE = "Not measurable"
