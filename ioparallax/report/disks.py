@@ -13,13 +13,26 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter
 
 from ioparallax.report.data import DIRECTIONS, QUANTITIES, Dataset, Key
-from ioparallax.report.figures import (COLORS, FORMATTERS, LABELS, UNIT_LABEL, as_dates, fmt_bytes,
-                                       fmt_bytes_rate, fmt_seconds, has_data, rows_csv, series_csv,
-                                       time_axis, to_svg, unit_axis, headroom, reused,
-                                       axes_points, thin, thin_index)
+from ioparallax.report.figures import (
+    COLORS,
+    LABELS,
+    as_dates,
+    axes_points,
+    flat_index,
+    fmt_seconds,
+    has_data,
+    headroom,
+    reused,
+    rows_csv,
+    series_csv,
+    thin,
+    thin_index,
+    time_axis,
+    to_svg,
+    unit_axis,
+)
 from ioparallax.report.sections import Figure, ReportContext, Section, esc
-from ioparallax.report.summary import (dataset, disk_anchor, fmt_time, guest_devices, partitions,
-                                       verdict_cell, verdicts)
+from ioparallax.report.summary import dataset, disk_anchor, fmt_time, guest_devices, partitions, verdict_cell, verdicts
 from ioparallax.report.verdicts import TRAPS
 
 ZERO_SOURCES = ("zero",)
@@ -179,11 +192,11 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                         color="#757575")
     handles, labels = {}, []
     for ax in axes.flat:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in handles:
-                handles[l] = h
-                labels.append(l)
-    fig.legend([handles[l] for l in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = h
+                labels.append(label)
+    fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
     caption = (f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
                f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
                f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
@@ -232,7 +245,8 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
         else:
             i += 1
     # Thinned at the highest and lowest total of each bucket: every layer at the same instants.
-    idx = thin_index(np.sum(ys, axis=0), axes_points(ax))
+    idx = thin_index(np.sum(ys, axis=0), axes_points(ax), flat=False)
+    idx = idx[flat_index(np.vstack(ys)[:, idx])]
     polys = ax.stackplot(dates[idx], *(y[idx] for y in ys), colors=colors, labels=names, alpha=0.9)
     for p, h in zip(polys, hatches):
         if h:
@@ -257,7 +271,7 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
              " The page shows no zero destination: on 2014/2015 builds zero writes count as Oplog, so they "
              "cannot be told apart."))
     caption = f"{title} of the vdisk behind this VM disk, bytes/s as the Stargate page reports them.{zero}"
-    return Figure(id_, caption, to_svg(fig), promql, series_csv(times, {n: v for n, v in rows}))
+    return Figure(id_, caption, to_svg(fig), promql, series_csv(times, dict(rows)))
 
 
 # -- latency distribution ---------------------------------------------------------------------

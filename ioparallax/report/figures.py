@@ -11,8 +11,9 @@ import csv
 import io
 import math
 import re
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import matplotlib
 
@@ -21,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.backends import backend_svg as _svg  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator  # noqa: E402
 
 # One colour per view, the dashboards' (mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
@@ -98,16 +100,90 @@ def to_svg(fig: MplFigure) -> str:
     head = svg[:head_end]
     head = re.sub(r'\swidth="[^"]*"', ' width="100%"', head, count=1)
     head = re.sub(r'\sheight="[^"]*"', "", head, count=1)
-    return head + svg[head_end:]
+    return compact(head + svg[head_end:]).strip()
+
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_BETWEEN_TAGS = re.compile(r">\s+<")
+_PLACES = re.compile(r'(?<=[ ("])(?:[xy]="|translate\()[-\d. ]+')
+_DECIMALS = re.compile(r"-?\d+\.\d{2,}")
+
+
+def _round_place(m: re.Match) -> str:
+    return _DECIMALS.sub(lambda n: f"{float(n.group()):.1f}", m.group())
+
+
+_GROUP_ID = re.compile(r'<g id="[^"]*"')
+
+
+def compact(svg: str) -> str:
+    """What matplotlib writes for people, not browsers, left out: comments (the text of each label),
+    indentation, the ids of groups (nothing refers to them, and every figure repeats them: an HTML
+    page must not), empty groups, and positions of ticks and glyphs to six decimals (one is a tenth
+    of a point)."""
+    svg = _COMMENT.sub("", svg)
+    svg = _BETWEEN_TAGS.sub("><", svg)
+    svg = _GROUP_ID.sub("<g", svg)
+    while "<g></g>" in svg:
+        svg = svg.replace("<g></g>", "")
+    return _PLACES.sub(_round_place, svg)
+
+
+_LINES_ONLY = np.array([Path.MOVETO, Path.LINETO, Path.CLOSEPOLY], dtype=np.uint8)
+
+
+def _tenths(values: np.ndarray) -> str:
+    """Numbers given in tenths of a point as SVG path numbers: "12.3 -4 .5" ("%.1f", then no ".0",
+    no leading 0, no space before a minus sign)."""
+    text = " " + " ".join(map("%.1f".__mod__, (values / 10).tolist())) + " "
+    text = text.replace(".0 ", " ").replace(" 0.", " .").replace("-0.", "-.").replace(" -", "-")
+    return text.strip()
+
+
+def path_data(vertices: np.ndarray, codes: np.ndarray) -> str | None:
+    """A polyline path (moves, lines, closes) as compact SVG path data: each subpath's start absolute
+    (``M``), its points relative to the one before (``l``, the command letter once), coordinates to a
+    tenth of a point (figures are drawn at 72 points per inch: a tenth is invisible). Rounded first,
+    then differenced, so the error does not add up along a line. ``None`` for another path (curves,
+    or a line after a close without a move), which matplotlib's writer handles."""
+    keep = codes != Path.STOP
+    v, c = vertices[keep], codes[keep]
+    if not c.size:
+        return ""
+    if c[0] != Path.MOVETO or not np.isin(c, _LINES_ONLY).all():
+        return None
+    closes = np.flatnonzero(c == Path.CLOSEPOLY)
+    if closes.size and not np.all((closes + 1 == c.size) | (c[np.minimum(closes + 1, c.size - 1)] == Path.MOVETO)):
+        return None
+    t = np.rint(v * 10)
+    delta = np.diff(t, axis=0, prepend=t[:1])
+    out: list[str] = []
+    starts = np.flatnonzero(c == Path.MOVETO)
+    for i, a in enumerate(starts):
+        b = starts[i + 1] if i + 1 < starts.size else c.size
+        closed = c[b - 1] == Path.CLOSEPOLY
+        end = b - 1 if closed else b
+        out.append("M" + _tenths(t[a]))
+        if end > a + 1:
+            out.append("l" + _tenths(delta[a + 1:end].ravel()))
+        if closed:
+            out.append("z")
+    return "".join(out)
 
 
 def _convert_path(self, path, transform=None, clip=None, simplify=None, sketch=None) -> str:
-    """matplotlib's SVG path writer with one decimal instead of six: figures are drawn at 72
-    points per inch, so a tenth of a point is invisible, and the SVG is half the size and faster
-    to write than rounding it afterwards."""
+    """matplotlib's SVG path writer, smaller: polylines (every line of data) as :func:`path_data`
+    (relative, a tenth of a point: about half the bytes of matplotlib's absolute coordinates with six
+    decimals); other paths (glyphs with curves) with one decimal."""
     clip = (0.0, 0.0, self.width, self.height) if clip else None
+    if sketch is None and (path.codes is None or np.isin(path.codes, _LINES_ONLY).all()):
+        cleaned = path.cleaned(transform=transform, remove_nans=True, clip=clip, simplify=bool(simplify),
+                               curves=True)
+        d = path_data(cleaned.vertices, cleaned.codes)
+        if d is not None:
+            return d
     return _svg._path.convert_to_string(path, transform, clip, simplify, sketch, 1,
-                                        [b"M", b"L", b"Q", b"C", b"z"], False).decode("ascii")
+                                        [b"M", b"L", b"Q", b"C", b"z"], False).decode("ascii").replace(" \n", "").replace("\n", "")
 
 
 if callable(getattr(getattr(_svg, "RendererSVG", None), "_convert_path", None)) and hasattr(_svg, "_path"):
@@ -222,7 +298,7 @@ class TimeFormatter(Formatter):
 
     def __call__(self, x: float, pos: object = None) -> str:
         vmin, vmax = self.axis.get_view_interval()
-        return datetime.fromtimestamp(x, timezone.utc).strftime(time_format(vmin, vmax))
+        return datetime.fromtimestamp(x, UTC).strftime(time_format(vmin, vmax))
 
 
 def time_axis(ax, times: np.ndarray) -> None:
@@ -245,7 +321,7 @@ def axes_points(ax) -> int:
     return max(16, int(2 * ax.get_position().width * ax.get_figure().get_figwidth() * 72))
 
 
-def thin_index(y: np.ndarray, max_points: int) -> np.ndarray:
+def thin_index(y: np.ndarray, max_points: int, flat: bool = True) -> np.ndarray:
     """Indices of at most about ``max_points`` points of ``y`` that draw the same line: the lowest
     and the highest point of each bucket of consecutive points, in time order. A burst must not
     vanish: the maximum of each bucket is kept, so a one-point spike is drawn at its height (an
@@ -254,7 +330,7 @@ def thin_index(y: np.ndarray, max_points: int) -> np.ndarray:
     than this; a small --step over a long range is thinned."""
     n = len(y)
     if n <= max_points:
-        return np.arange(n)
+        return flat_index(y) if flat else np.arange(n)
     per = math.ceil(n / max(1, max_points // 2))
     buckets = math.ceil(n / per)
     grid = np.concatenate([y, np.full(buckets * per - n, np.nan)]).reshape(buckets, per)
@@ -262,7 +338,24 @@ def thin_index(y: np.ndarray, max_points: int) -> np.ndarray:
     lo = np.where(empty, np.inf, grid).argmin(axis=1)
     hi = np.where(empty, -np.inf, grid).argmax(axis=1)
     idx = (np.stack([lo, hi], axis=1) + (np.arange(buckets) * per)[:, None]).ravel()
-    return np.unique(idx[idx < n])
+    idx = np.unique(idx[idx < n])
+    return idx[flat_index(y[idx])] if flat else idx
+
+
+def flat_index(y: np.ndarray) -> np.ndarray:
+    """Indices of ``y`` without the inside of runs of equal values (or of empty points): the first
+    and the last point of a run draw the same line, plain or as steps (vCenter's 20 s sample is the
+    same value at every step within it). ``y`` 2-D: layers drawn together (a stack), a point is left
+    out only where every layer is flat."""
+    n = y.shape[-1]
+    if n < 3:
+        return np.arange(n)
+    same = (y[..., 1:] == y[..., :-1]) | (np.isnan(y[..., 1:]) & np.isnan(y[..., :-1]))
+    if same.ndim > 1:
+        same = same.all(axis=0)
+    inside = np.zeros(n, dtype=bool)
+    inside[1:-1] = same[:-1] & same[1:]
+    return np.flatnonzero(~inside)
 
 
 def thin(ax, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -89,7 +89,7 @@ def data_uri(text: str, mime: str = "text/csv") -> str:
     return f"data:{mime};charset=utf-8,{urllib.parse.quote(text, safe=''.join(sorted(_URL_KEEP)))}"
 
 
-_GLYPH = re.compile(r'<path id="([^"]+)" d="[^"]*" transform="scale\(0\.015625\)"/>')
+_GLYPH = re.compile(r'<path id="([^"]+)"(?: d="[^"]*")? transform="scale\(0\.015625\)"/>')   # a space has no d
 
 
 def shared_glyphs(sections: list[Section]) -> str:

@@ -3,14 +3,19 @@ inside the axes, and a figure drawn again for another VM disk gives the same SVG
 
 from __future__ import annotations
 
+import re
+import urllib.parse
+
 import numpy as np
 import pytest
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.path import Path
 
 from ioparallax.report import disks, figures
 from ioparallax.report.data import Dataset
+from ioparallax.report.page import data_uri, shared_glyphs
 from ioparallax.report.promapi import PromAPI
-from ioparallax.report.sections import ReportContext
+from ioparallax.report.sections import Figure, ReportContext, Section
 from mixin.config import load_config
 
 T0 = 1_763_900_000.0
@@ -89,3 +94,71 @@ def test_a_reused_figure_draws_the_same_svg_as_a_new_one():
     assert disks.three_views(ctx, ds, a, None).svg == fresh_a
     assert disks.read_sources(ctx, ds, a, None, "read_sources").svg == fresh_src_a
     assert fresh_a != fresh_b and "<path" in fresh_a
+
+
+# -- the size of the page: compact path data, flat runs, shared glyphs, CSV not base64 ----------
+
+def _absolute(d: str) -> list[tuple[float, float]]:
+    """The points of an M/l/z path as absolute coordinates (the SVG rules for relative lines)."""
+    pts: list[tuple[float, float]] = []
+    for cmd, args in re.findall(r"([Mlz])([^Mlz]*)", d):
+        nums = [float(x) for x in re.findall(r"-?(?:\d+\.?\d*|\.\d+)", args)]
+        if cmd == "M":
+            pts.append((nums[0], nums[1]))
+        elif cmd == "l":
+            for dx, dy in zip(nums[::2], nums[1::2]):
+                pts.append((pts[-1][0] + dx, pts[-1][1] + dy))
+    return pts
+
+
+def test_path_data_is_relative_and_adds_up_to_the_points():
+    rng = np.random.default_rng(1)
+    xy = np.cumsum(rng.uniform(-30, 30, size=(2000, 2)), axis=0) + 500
+    codes = np.full(2000, Path.LINETO, dtype=np.uint8)
+    codes[0] = codes[1000] = Path.MOVETO                 # two subpaths (a gap in the data)
+    d = figures.path_data(xy, codes)
+    assert d.count("M") == 2 and "L" not in d and "\n" not in d
+    got = np.array(_absolute(d))
+    # Each point within half a tenth of a point of the true one: rounded, then differenced, no drift.
+    assert got.shape == xy.shape and np.abs(got - xy).max() <= 0.05 + 1e-9
+    old = " ".join(f"L {x:.1f} {y:.1f}" for x, y in xy)   # what matplotlib writes (with one decimal)
+    assert len(d) < 0.7 * len(old)
+    closed = figures.path_data(np.array([[0, 0], [10, 0], [10, 10], [0, 0]], float),
+                               np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], np.uint8))
+    assert closed == "M0 0l10 0 0 10z"
+    curve = np.array([Path.MOVETO, Path.CURVE3, Path.CURVE3], np.uint8)
+    assert figures.path_data(np.zeros((3, 2)), curve) is None          # left to matplotlib's writer
+
+
+def test_flat_runs_keep_their_ends_and_a_stack_keeps_any_layer_change():
+    y = np.array([1, 1, 1, 1, 2, 2, np.nan, np.nan, np.nan, 3, 3, 3])
+    assert figures.flat_index(y).tolist() == [0, 3, 4, 5, 6, 8, 9, 11]
+    stack = np.vstack([np.ones(6), [1, 1, 2, 2, 2, 2]])
+    assert figures.flat_index(stack).tolist() == [0, 1, 2, 5]
+    assert figures.thin_index(y, 700).tolist() == [0, 3, 4, 5, 6, 8, 9, 11]
+
+
+def test_figure_svg_is_compact_and_its_glyphs_are_shared_by_the_page():
+    ctx, ds = _dataset()
+    figures._REUSED.clear()
+    f1 = disks.three_views(ctx, ds, ("vm-a", "scsi0:1"), None)
+    f2 = disks.three_views(ctx, ds, ("vm-b", "scsi0:1"), None)
+    for f in (f1, f2):
+        assert "<!--" not in f.svg and "\n" not in f.svg and '<g id="' not in f.svg
+        assert 'transform="scale(0.015625)"' in f.svg            # its glyphs, before the page takes them
+    sprite = shared_glyphs([Section("a", "A", figures=[f1, Figure("e", "empty")]), Section("b", "B", figures=[f2])])
+    assert sprite.startswith('<svg class="glyphs"') and 'transform="scale(0.015625)"' in sprite
+    for f in (f1, f2):
+        assert 'transform="scale(0.015625)"' not in f.svg and "<defs></defs>" not in f.svg
+    used = set(re.findall(r'xlink:href="#([^"]+)"', f1.svg + f2.svg))
+    defined = set(re.findall(r'id="([^"]+)"', sprite + f1.svg + f2.svg))
+    assert used <= defined, used - defined                    # every glyph drawn is defined once
+    assert len(re.findall(r'<path id="', sprite)) == len(set(re.findall(r'<path id="([^"]+)"', sprite)))
+
+
+def test_csv_data_uri_round_trips_without_base64():
+    for text in ('time,unix,"a,b"\n2026-01-01T00:00:00Z,1,1.5e+07,,-3\n', "50 % # & <x> é\n"):
+        uri = data_uri(text)
+        assert uri.startswith("data:text/csv;charset=utf-8,") and "base64" not in uri
+        assert not any(c in uri for c in ' "<>#&\n')
+        assert urllib.parse.unquote(uri.split(",", 1)[1]) == text
