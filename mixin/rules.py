@@ -70,51 +70,98 @@ class Group:
 # recording rules
 
 def recording_rules(cfg: MixinConfig) -> list[Group]:
-    w = cfg.windows.rate
-    vc, fio = cfg.sel("vcenter"), cfg.sel("fio")
+    """The recording rule groups, one per view of the VM disk and one per comparison of the views."""
+    x = _Exprs(cfg)
+    groups = [_identity_joins(x), _guest_fio_rates(x), _guest_os_block_layer_rates(x), _vm_sample_rates(x),
+              _storage_frontend_rates(x), _storage_bucket_shares(x), _view_ratios(x)]
+    if cfg.windows.agreement != x.w:
+        groups.append(_agreement_window_rates(x))
+    # else the views-disagree alerts judge the ratios of ioparallax.views
+    return _per_cluster(groups, cfg)
 
-    def st_metric(name: str, *matchers: str) -> str:
-        return name + cfg.sel("stargate", *matchers)
 
-    def storage_by_vdisk(metric: str, *matchers: str, window: str = w) -> str:
+class _Exprs:
+    """The PromQL pieces the recording rules share, bound to one config (selectors, rate window)."""
+
+    def __init__(self, cfg: MixinConfig) -> None:
+        self.cfg = cfg
+        self.w = cfg.windows.rate
+        self.vc, self.fio, self.node = cfg.sel("vcenter"), cfg.sel("fio"), cfg.sel("node")
+
+    def st_metric(self, name: str, *matchers: str) -> str:
+        return name + self.cfg.sel("stargate", *matchers)
+
+    def storage_by_vdisk(self, metric: str, *matchers: str, window: str | None = None) -> str:
         # One value per vdisk even while a moving vdisk is listed by two CVMs (two targets).
-        return f"max by (vdisk_id) (avg_over_time({st_metric(metric, *matchers)}[{window}]))"
+        return f"max by (vdisk_id) (avg_over_time({self.st_metric(metric, *matchers)}[{window or self.w}]))"
 
-    def sources(metric: str, matcher: str = "") -> str:
+    def sources(self, metric: str, matcher: str = "") -> str:
         # One value per vdisk and bucket, then summed over the buckets. Averaged over the window:
         # the page's gauges are 0 between the bursts of a bursty writer, and a share that vanished
         # there would blink on the dashboards and restart the zero alerts' `for`.
         label = "source" if "read_source" in metric else "destination"
         return (f"sum by (vdisk_id) (max by (vdisk_id, {label}) "
-                f"(avg_over_time({st_metric(metric, matcher)}[{w}])))")
+                f"(avg_over_time({self.st_metric(metric, matcher)}[{self.w}])))")
 
-    def to_vm_disk(expr: str) -> str:
+    def to_vm_disk(self, expr: str) -> str:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
                 f"vdisk:ioparallax_vdisk:info\n)")
 
-    def per_run_second(counter: str, window: str = w) -> str:
+    def with_vm_disk(self, expr: str) -> str:
+        return f"(\n{expr}\n)\n* on (vdisk_id) group_left (vm, disk) vdisk:ioparallax_vdisk:info"
+
+    def per_run_second(self, counter: str, window: str | None = None) -> str:
         # rate() over a window that a new series covers only in part is not extrapolated to the whole
         # window (a 30 s old job reads half its rate over 1m). fio's job_runtime grows over the same
         # part of the window, so the quotient is exact from the job's first record on.
+        window, fio = window or self.w, self.fio
         return (f"rate({counter}{fio}[{window}])\n  / on ({FIO_JOB}) "
                 f"(rate(fio_job_runtime_seconds_total{fio}[{window}]) > 0)")
 
-    def guest_sum(expr: str) -> str:
+    def guest_sum(self, expr: str) -> str:
         return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
                 f"guest_job:ioparallax_vm_disk:info\n)")
 
-    node = cfg.sel("node")
-
-    def os_sum(expr: str) -> str:
+    def os_sum(self, expr: str) -> str:
         # node_disk_*{vm (target label), device} -> the VM disk; "guest" carries the target's vm label
         # because the join's own vm (vCenter's) replaces it.
         return (f"sum by (vm, disk) (\n  label_replace({expr}, \"guest\", \"$1\", \"vm\", \"(.+)\")\n"
                 f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)")
 
+    def both(self, layer: str, what: str, op: str) -> str:
+        w = self.w
+        return (f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})")
+
+    # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
+    # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
+    # (samples x interval, stepping together with the data) gives the exact mean of the samples.
+    def vm_sampled_seconds(self, window: str) -> Rule:
+        vc = self.vc
+        return Rule(
+            "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is "
+            f"missed; the denominator of every VM rate over {window}).",
+            f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{window}])\n"
+            f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
+            record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}")
+
+    def vm_outstanding_ios(self, window: str) -> Rule:
+        vc = self.vc
+        return Rule(
+            "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
+            f"directions), the concurrency the VM view says the disk ran at over {window}.",
+            f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{window}]))\n  +\n"
+            f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{window}]))\n)\n"
+            f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{window}",
+            record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}")
+
+
+def _identity_joins(x: _Exprs) -> Group:
+    """Who is who: a vdisk, a guest block device and a fio job each with the VM disk it is."""
+    fio, cfg = x.fio, x.cfg
     guest_uuid, vc_uuid = cfg.sel("fio", 'disk_uuid!=""'), cfg.sel("vcenter", 'disk_uuid!=""')
-    identity = Group("ioparallax.identity", "Who is who across the layers: joins used by every other rule.", [
+    return Group("ioparallax.identity", "Who is who across the layers: joins used by every other rule.", [
         Rule("Each vdisk once (a moving vdisk is listed by two CVMs) with the VM disk it backs.",
-             f"max by (vdisk_id, vm, disk) ({st_metric('stargate_vdisk_info')})",
+             f"max by (vdisk_id, vm, disk) ({x.st_metric('stargate_vdisk_info')})",
              record="vdisk:ioparallax_vdisk:info"),
         Rule("A guest block device with the VM disk it is: the guest's disk serial (disk_uuid) "
              "joined to vCenter's virtual disk UUID.",
@@ -144,29 +191,51 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
              record="guest_device:ioparallax_guest_os_disk:info"),
     ])
 
+
+def _guest_fio_rates(x: _Exprs) -> Group:
+    """The guest view: fio's jobs on each VM disk (ops, bytes, latency, asked queue depth, buffered I/O)."""
+    fio, w = x.fio, x.w
     guest: list[Rule] = []
-    # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
-    # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
-    # (samples x interval, stepping together with the data) gives the exact mean of the samples.
-    def vm_sampled_seconds(window: str) -> Rule:
-        return Rule(
-            "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is "
-            f"missed; the denominator of every VM rate over {window}).",
-            f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{window}])\n"
-            f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
-            record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}")
+    for d in DIRECTIONS:
+        guest += [
+            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
+                 "second of the jobs' run time in the window (exact from a job's first record on).",
+                 x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}"),
+            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
+                 x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}"),
+            Rule(f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
+                 x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])") + "\n/\n("
+                 + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])") + " > 0)",
+                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}"),
+        ]
+    guest.append(Rule(
+        "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
+        x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+        record="vm_disk:ioparallax_guest_iodepth:sum"))
+    # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
+    guest.append(Rule(
+        "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
+        "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
+        "when every running job is direct.",
+        f"""max by (vm, disk) (
+  (
+    (
+      max by ({FIO_JOB}) (0 * {"fio_job_info" + x.cfg.sel("fio", 'direct="0"')} + 1)
+      or max by ({FIO_JOB}) (0 * fio_job_info{fio})
+    )
+    unless on ({FIO_JOB}) (fio_job_finished{fio} == 1)
+  )
+  * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
+)""",
+        record="vm_disk:ioparallax_guest_buffered_io:bool"))
+    return Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest)
 
-    def vm_outstanding_ios(window: str) -> Rule:
-        return Rule(
-            "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
-            f"directions), the concurrency the VM view says the disk ran at over {window}.",
-            f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{window}]))\n  +\n"
-            f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{window}]))\n)\n"
-            f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{window}",
-            record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}")
 
-    vm: list[Rule] = [vm_sampled_seconds(w)]
-    storage: list[Rule] = []
+def _guest_os_block_layer_rates(x: _Exprs) -> Group:
+    """The guest OS view: node_exporter's diskstats of each VM disk, after request splitting."""
+    node, w = x.node, x.w
     guest_os: list[Rule] = []
     for d in DIRECTIONS:
         done, nbytes, time_ = (("reads_completed", "read_bytes", "read_time_seconds") if d == "read"
@@ -175,31 +244,27 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
             Rule(f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
                  "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
                  "a 1 MiB fio op is two 512 KiB requests).",
-                 os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
+                 x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
                  record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}"),
             Rule(f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
                  "keeps bytes: compare these across layers).",
-                 os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
+                 x.os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
                  record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}"),
             Rule(f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
                  "requests over requests completed).",
-                 os_sum(f"rate(node_disk_{time_}_total{node}[{w}])") + "\n/\n("
-                 + os_sum(f"rate(node_disk_{done}_total{node}[{w}])") + " > 0)",
+                 x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])") + "\n/\n("
+                 + x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])") + " > 0)",
                  record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}"),
         ]
-        guest += [
-            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
-                 "second of the jobs' run time in the window (exact from a job's first record on).",
-                 guest_sum(per_run_second(f"fio_{d}_ios_total")),
-                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}"),
-            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
-                 guest_sum(per_run_second(f"fio_{d}_bytes_total")),
-                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}"),
-            Rule(f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
-                 guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])") + "\n/\n("
-                 + guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])") + " > 0)",
-                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}"),
-        ]
+    return Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
+                 "(node_exporter diskstats), after request splitting.", guest_os)
+
+
+def _vm_sample_rates(x: _Exprs) -> Group:
+    """The VM view: vCenter's 20 s samples of each VM disk, integrated over the vCenter time they cover."""
+    vc, w = x.vc, x.w
+    vm: list[Rule] = [x.vm_sampled_seconds(w)]
+    for d in DIRECTIONS:
         vm += [
             Rule(f"VM: {d} I/Os per second from every 20 s vCenter sample: the ops integrated over the "
                  "vCenter time they cover (exact whatever the window's alignment with the samples).",
@@ -215,46 +280,37 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
                  f"(sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}])) > 0)",
                  record=f"vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w}"),
         ]
+    vm.append(x.vm_outstanding_ios(w))
+    return Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm)
+
+
+def _storage_frontend_rates(x: _Exprs) -> Group:
+    """The storage view: the Stargate frontend rates of the vdisk behind each VM disk, and per vdisk."""
+    w = x.w
+    storage: list[Rule] = []
+    for d in DIRECTIONS:
         storage += [
             Rule(f"Storage: {d} ops/s of the vdisk backing the VM disk (Stargate Hosted VDisks), averaged over the window.",
-                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_ops_per_second")),
+                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_ops_per_second")),
                  record=f"vm_disk:ioparallax_storage_{d}_ops:avg{w}"),
             Rule(f"Storage: {d} bytes/s of the vdisk backing the VM disk, averaged over the window.",
-                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second")),
+                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second")),
                  record=f"vm_disk:ioparallax_storage_{d}_bytes:avg{w}"),
             Rule(f"Storage: op-weighted mean frontend {d} latency (the page's latency histogram sum over count).",
-                 to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gsum")) + "\n/\n("
-                 + to_vm_disk(storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gcount")) + " > 0)",
+                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gsum")) + "\n/\n("
+                 + x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gcount")) + " > 0)",
                  record=f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}"),
             Rule(f"Storage: frontend {d} bytes/s per vdisk, averaged over the window (gates the storage alerts).",
-                 storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second"),
+                 x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second"),
                  record=f"vdisk:ioparallax_frontend_{d}_bytes:avg{w}"),
         ]
-    guest.append(Rule(
-        "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
-        guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
-        record="vm_disk:ioparallax_guest_iodepth:sum"))
-    # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
-    guest.append(Rule(
-        "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
-        "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
-        "when every running job is direct.",
-        f"""max by (vm, disk) (
-  (
-    (
-      max by ({FIO_JOB}) (0 * {"fio_job_info" + cfg.sel("fio", 'direct="0"')} + 1)
-      or max by ({FIO_JOB}) (0 * fio_job_info{fio})
-    )
-    unless on ({FIO_JOB}) (fio_job_finished{fio} == 1)
-  )
-  * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
-)""",
-        record="vm_disk:ioparallax_guest_buffered_io:bool"))
-    vm.append(vm_outstanding_ios(w))
+    return Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.",
+                 storage)
 
-    def both(layer: str, what: str, op: str) -> str:
-        return (f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})")
 
+def _view_ratios(x: _Exprs) -> Group:
+    """The views side by side: bytes, ops and latency ratios between layers, Little's law, peak to average."""
+    fio, vc, w, both = x.fio, x.vc, x.w, x.both
     views = [
         Rule("Guest bytes over VM bytes (1: the layers agree; compare bytes, not ops, when requests are split).",
              f"{both('guest', 'bytes', 'rate')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
@@ -303,20 +359,22 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         Rule("Peak to average: the highest per-interval guest throughput fio reported in the window (its "
              "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
              "bound of the real ratio when scrapes are slower than fio's interval.",
-             "(\n" + guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
-             + guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
+             "(\n" + x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
+             + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
              + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
                f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
              record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}"),
     ]
+    return Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)
 
-    def with_vm_disk(expr: str) -> str:
-        return f"(\n{expr}\n)\n* on (vdisk_id) group_left (vm, disk) vdisk:ioparallax_vdisk:info"
 
-    cache_bytes = f"{cfg.thresholds.cvm_cache_bytes:.0f}"
+def _storage_bucket_shares(x: _Exprs) -> Group:
+    """What the storage did with each vdisk's I/O: zero and cache shares, working set, read-modify-write."""
+    w, sources, with_vm_disk = x.w, x.sources, x.with_vm_disk
+    cache_bytes = f"{x.cfg.thresholds.cvm_cache_bytes:.0f}"
     rs, wd = "stargate_vdisk_read_source_bytes_per_second", "stargate_vdisk_write_destination_bytes_per_second"
     zero_src, zero_dst, cache_src = f'source=~"{ZERO}"', f'destination=~"{ZERO}"', f'source=~"{CACHE}"'
-    wss = st_metric("stargate_vdisk_working_set_bytes", 'kind="union"', 'window="2m"')
+    wss = x.st_metric("stargate_vdisk_working_set_bytes", 'kind="union"', 'window="2m"')
 
     def share(metric: str, matcher: str) -> str:
         # A bucket row the page does not have counts as 0 (a page without cache rows reads no cache).
@@ -333,7 +391,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         return with_vm_disk(f"  0 * {sources(metric, matcher)} + 1\n"
                             f"  or on (vdisk_id)\n  0 * {sources(metric)}")
 
-    disk = Group("ioparallax.storage", "What the storage did with the I/O: zero buckets, cache, working set.", [
+    return Group("ioparallax.storage", "What the storage did with the I/O: zero buckets, cache, working set.", [
         Rule("1 when the vdisk's page has a zero read source (2014/2015 Zeroes, 2016 Estore Zero and Oplog "
              "Zero: every known build), 0 when it lists read sources but none for zeros.",
              measurable(rs, zero_src), record="vdisk:ioparallax_read_zero_measurable:bool"),
@@ -356,31 +414,25 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         Rule("Storage reads beyond the frontend's, over frontend writes: read-modify-write of partial "
              "blocks, the storage-side sign of misaligned writes (a heuristic).",
              with_vm_disk(f"  clamp_min(\n    sum by (vdisk_id) (max by (vdisk_id, source) (avg_over_time("
-                          f"{st_metric('stargate_vdisk_read_source_bytes_per_second')}[{w}])))\n"
+                          f"{x.st_metric('stargate_vdisk_read_source_bytes_per_second')}[{w}])))\n"
                           f"    - on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w},\n    0\n  )\n"
                           f"  / on (vdisk_id) (vdisk:ioparallax_frontend_write_bytes:avg{w} > 0)"),
              record=f"vdisk:ioparallax_rmw_read_to_write:ratio{w}"),
     ])
-    groups = [identity,
-              Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest),
-              Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
-                    "(node_exporter diskstats), after request splitting.", guest_os),
-              Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm),
-              Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage),
-              disk,
-              Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)]
-    a = cfg.windows.agreement
-    if a == w:     # the views-disagree alerts judge the ratios above
-        return _per_cluster(groups, cfg)
+
+
+def _agreement_window_rates(x: _Exprs) -> Group:
+    """Bytes of each view and their ratios over the agreement window, for the views-disagree alerts."""
+    a, vc = x.cfg.windows.agreement, x.vc
     # The views-disagree alerts judge bytes over the agreement window: a ratio of rates over it, not
     # an average of 1m ratios (a 1m window holds two or three 20 s samples or bursts, so each 1m
     # ratio can be a third off, and an average of ratios is biased upwards).
     sampled = f"vm_disk:ioparallax_vm_sampled_seconds:rate{a}"
     agreement = [
-        vm_sampled_seconds(a),
+        x.vm_sampled_seconds(a),
         Rule(f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
              f"run time over the agreement window ({a}).",
-             " + ".join(f"(\n{guest_sum(per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+             " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
              record=f"vm_disk:ioparallax_guest_bytes:rate{a}"),
         Rule(f"VM: bytes per second, both directions, from every 20 s vCenter sample in the agreement window ({a}).",
              "(\n" + " + ".join(f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{a}]))"
@@ -388,10 +440,10 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
              record=f"vm_disk:ioparallax_vm_bytes:rate{a}"),
         Rule(f"Storage: frontend bytes per second of the vdisk behind the VM disk, both directions, averaged "
              f"over the agreement window ({a}).",
-             " + ".join(f"(\n{to_vm_disk(storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
+             " + ".join(f"(\n{x.to_vm_disk(x.storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
                         for d in DIRECTIONS),
              record=f"vm_disk:ioparallax_storage_bytes:avg{a}"),
-        vm_outstanding_ios(a),
+        x.vm_outstanding_ios(a),
         Rule(f"Burstiness by Little's law over the agreement window ({a}): steadier than the 1m ratio for "
              "bursts a minute apart (a 1m window's vCenter samples miss such a burst a third of the time).",
              f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)\n"
@@ -405,8 +457,8 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
              f"vm_disk:ioparallax_storage_bytes:avg{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
              record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{a}"),
     ]
-    return _per_cluster(groups + [Group("ioparallax.agreement", f"The views over the agreement window ({a}): "
-                                        "what the views-disagree alerts judge.", agreement)], cfg)
+    return Group("ioparallax.agreement", f"The views over the agreement window ({a}): "
+                 "what the views-disagree alerts judge.", agreement)
 
 
 def _per_cluster(groups: list[Group], cfg: MixinConfig) -> list[Group]:
@@ -421,20 +473,33 @@ def _per_cluster(groups: list[Group], cfg: MixinConfig) -> list[Group]:
 # alerts
 
 def alert_groups(cfg: MixinConfig) -> list[Group]:
-    t, f, w = cfg.thresholds, cfg.for_, cfg.windows.rate
-    fio, st, vc = cfg.sel("fio"), cfg.sel("stargate"), cfg.sel("vcenter")
-    busy = f"{t.busy_bytes_per_second:.0f}"
+    """The alert groups, one per kind of signal: the guest's facts, the storage, the views, the monitoring."""
+    kit = _AlertKit(cfg)
+    return _per_cluster([_guest_fact_alerts(kit), _storage_alerts(kit), _view_alerts(kit), _exporter_alerts(kit)],
+                        cfg)
 
-    def ann(name: str, summary: str, description: str) -> dict[str, str]:
-        return {"summary": summary, "description": description,
-                "runbook_url": cfg.alerts.runbook(name)}
 
-    def alert(name: str, severity: str, for_: str, expr: str, summary: str, description: str,
+class _AlertKit:
+    """What every alert group uses: the config's thresholds, `for` durations and selectors, one alert builder."""
+
+    def __init__(self, cfg: MixinConfig) -> None:
+        self.cfg = cfg
+        self.t, self.f, self.w = cfg.thresholds, cfg.for_, cfg.windows.rate
+        self.fio, self.st, self.vc = cfg.sel("fio"), cfg.sel("stargate"), cfg.sel("vcenter")
+        self.busy = f"{self.t.busy_bytes_per_second:.0f}"
+
+    def alert(self, name: str, severity: str, for_: str, expr: str, summary: str, description: str,
               comment: str, **labels: str) -> Rule:
+        annotations = {"summary": summary, "description": description,
+                       "runbook_url": self.cfg.alerts.runbook(name)}
         return Rule(comment, expr, alert=name, for_=for_, labels={"severity": severity, **labels},
-                    annotations=ann(name, summary, description))
+                    annotations=annotations)
 
-    guest = Group("ioparallax-guest-alerts", "What the guest's own facts say (reliable signals).", [
+
+def _guest_fact_alerts(kit: _AlertKit) -> Group:
+    """Facts of the guest itself: partition alignment, fio job hygiene."""
+    f, fio, alert = kit.f, kit.fio, kit.alert
+    return Group("ioparallax-guest-alerts", "What the guest's own facts say (reliable signals).", [
         alert("IoparallaxMisalignedPartition", "warning", f.misaligned_partition,
               f"fio_guest_partition_aligned{fio} == 0",
               "A guest partition is not on the 4 KiB grid.",
@@ -451,7 +516,12 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "job file and run it again.",
               "One alert per trap found in a job's options by the fio exporter."),
     ])
-    storage = Group("ioparallax-storage-alerts", "What the storage did with the benchmark's I/O.", [
+
+
+def _storage_alerts(kit: _AlertKit) -> Group:
+    """What the storage did with the benchmark's I/O: zero buckets, cache, read-modify-write."""
+    t, f, w, busy, alert = kit.t, kit.f, kit.w, kit.busy, kit.alert
+    return Group("ioparallax-storage-alerts", "What the storage did with the benchmark's I/O.", [
         alert("IoparallaxZeroHeavyReads", "warning", f.zero_heavy,
               f"vdisk:ioparallax_read_zero:ratio > {t.zero_read_ratio:g}\n"
               f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
@@ -493,6 +563,12 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "Storage-side heuristic, labelled as such: back-end reads on a write-only workload.",
               signal="heuristic"),
     ])
+
+
+def _view_alerts(kit: _AlertKit) -> Group:
+    """Where the views disagree: bursts averaged away, a queue depth never reached, bytes that differ."""
+    cfg, t, f, w, busy, alert = kit.cfg, kit.t, kit.f, kit.w, kit.busy, kit.alert
+
     def disagree(layer: str) -> str:
         # Ratio and busy gate over the agreement window (recording_rules): a 1m gate flaps for a
         # workload that bursts once a minute, and every flap would restart the alert's `for`.
@@ -510,7 +586,7 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
                      f"{t.burstiness_ratio:g}")
         return expr
 
-    views = Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
+    return Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
         alert("IoparallaxBurstAveragedAway", "warning", f.burst,
               f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
               f"and on (vm, disk) {both_bytes(w)} > {busy}",
@@ -550,7 +626,12 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "same vdisk.",
               "Storage frontend bytes against VM bytes over the agreement window, outside the tolerance."),
     ])
-    exporters = Group("ioparallax-exporters-alerts", "The monitoring itself: what cannot be seen.", [
+
+
+def _exporter_alerts(kit: _AlertKit) -> Group:
+    """The monitoring itself: an exporter, a CVM, a vCenter or a fio file that cannot be read, slow scrapes."""
+    cfg, t, f, fio, st, vc, alert = kit.cfg, kit.t, kit.f, kit.fio, kit.st, kit.vc, kit.alert
+    return Group("ioparallax-exporters-alerts", "The monitoring itself: what cannot be seen.", [
         alert("IoparallaxExporterDown", "critical", f.down,
               f"up{{{cfg.selectors.exporters}}} == 0",
               "Prometheus cannot scrape an ioparallax exporter.",
@@ -587,7 +668,6 @@ def alert_groups(cfg: MixinConfig) -> list[Group]:
               "probe fewer CVMs per target, or raise the exporter's concurrency.",
               "Needs Prometheus' --enable-feature=extra-scrape-metrics (scrape_timeout_seconds)."),
     ])
-    return _per_cluster([guest, storage, views, exporters], cfg)
 
 
 def both_bytes(w: str) -> str:
