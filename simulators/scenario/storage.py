@@ -409,6 +409,98 @@ def _wss(nbytes: float, random: float, ws: float) -> float:
     return min(ws, rnd + seq)
 
 
+_HistogramParts = list[tuple[float, list[tuple[float, float]]]]
+
+
+@dataclass
+class _WindowSums:
+    """What the rate window of one vdisk adds up before it becomes per-second rates: bytes per read
+    source and write destination, op-seconds in flight at the extent store, and each stream's ops
+    with its latency and size buckets (the histograms' parts)."""
+
+    read_sources: dict[str, float] = field(default_factory=lambda: dict.fromkeys(READ_SOURCES, 0.0))
+    write_destinations: dict[str, float] = field(default_factory=lambda: dict.fromkeys(WRITE_DESTINATIONS, 0.0))
+    estore_op_seconds: float = 0.0
+    read_latency: _HistogramParts = field(default_factory=list)
+    write_latency: _HistogramParts = field(default_factory=list)
+    read_size: _HistogramParts = field(default_factory=list)
+    write_size: _HistogramParts = field(default_factory=list)
+
+
+def _write_destinations_second(v: VDiskStorageView, sums: _WindowSums, s: Stream, wr: float,
+                               split: tuple[float, float], misaligned: bool) -> None:
+    """The ``wr`` writes of one second of a stream, split by write destination (Oplog Zero, the oplog,
+    the extent store's SSD tier: ``split`` is the stream's write_split), with the read-modify-write
+    reads of a misaligned disk."""
+    wd = sums.write_destinations
+    oplog_share, estore_share = split
+    wb = wr * s.write_size.mean_bytes
+    zero = wb * s.zero_writes
+    wd["oplog_zero"] += zero
+    wd["oplog"] += (wb - zero) * oplog_share
+    to_estore = (wb - zero) * estore_share
+    # New data lands on the SSD tier; ILM moves it down later (Estore HDD stays 0).
+    wd["estore_ssd"] += to_estore
+    sums.estore_op_seconds += wr * estore_share * s.write_latency_s
+    if misaligned:
+        # Heuristic: each write straddles two partial 4 KiB blocks the extent store
+        # must read first (read-modify-write), on the write's critical path.
+        rmw = wr * 2 * RMW_BLOCK_BYTES
+        v.rmw_read_bytes_s += rmw
+        sums.read_sources["estore_ssd"] += rmw
+        sums.estore_op_seconds += wr * 2 * s.write_latency_s
+
+
+def _add_stream_totals(v: VDiskStorageView, sums: _WindowSums, s: Stream, ops_r: float, ops_w: float,
+                       misaligned: bool) -> None:
+    """Totals of one stream in the window (the trace's own numbers) and its histograms' parts."""
+    v.read_ops_s += ops_r
+    v.write_ops_s += ops_w
+    v.read_bytes_s += ops_r * s.read_size.mean_bytes
+    v.write_bytes_s += ops_w * s.write_size.mean_bytes
+    v.read_zero_bytes_s += ops_r * s.read_size.mean_bytes * s.zero_reads
+    v.write_zero_bytes_s += ops_w * s.write_size.mean_bytes * s.zero_writes
+    v.read_random_ops_s += ops_r * s.read_random
+    v.write_random_ops_s += ops_w * s.write_random
+    v.read_latency_s += ops_r * s.read_latency_s
+    v.write_latency_s += ops_w * s.write_latency_s
+    if ops_r:
+        sums.read_latency.append((ops_r, lognormal_buckets(s.read_latency_s, s.latency_sigma)))
+        sums.read_size.append((ops_r, size_buckets(s.read_size.parts)))
+    if ops_w:
+        sigma = s.latency_sigma + (MISALIGNED_SIGMA_EXTRA if misaligned else 0.0)
+        sums.write_latency.append((ops_w, lognormal_buckets(s.write_latency_s, sigma)))
+        sums.write_size.append((ops_w, size_buckets(s.write_size.parts)))
+
+
+def _window_rates(v: VDiskStorageView, sums: _WindowSums, w: int) -> None:
+    """The window's sums as per-second rates, op-weighted mean latencies and histograms."""
+    # Latency sums -> op-weighted means; outstanding by Little's law over the window.
+    v.read_outstanding = v.read_latency_s / w
+    v.write_outstanding = v.write_latency_s / w
+    v.read_latency_s = v.read_latency_s / v.read_ops_s if v.read_ops_s else 0.0
+    v.write_latency_s = v.write_latency_s / v.write_ops_s if v.write_ops_s else 0.0
+    v.estore_outstanding = sums.estore_op_seconds / w
+    v.read_latency_hist = _histogram(sums.read_latency, 8)
+    v.write_latency_hist = _histogram(sums.write_latency, 8)
+    v.read_size_hist = _histogram(sums.read_size, 8)
+    v.write_size_hist = _histogram(sums.write_size, 8)
+    for name in ("read_ops_s", "write_ops_s", "read_bytes_s", "write_bytes_s", "read_random_ops_s",
+                 "write_random_ops_s", "read_zero_bytes_s", "write_zero_bytes_s", "rmw_read_bytes_s"):
+        setattr(v, name, getattr(v, name) / w)
+    v.read_sources = {k: b / w for k, b in sums.read_sources.items()}
+    v.write_destinations = {k: b / w for k, b in sums.write_destinations.items()}
+
+
+def _oplog_now(v: VDiskStorageView, level: Sequence[float], drained: Sequence[float], frag: float, t: int,
+               seconds: Sequence[int]) -> None:
+    """Oplog: its level now (bytes and fragments), its drain over the window's ``seconds``."""
+    v.oplog_bytes = level[t]
+    v.oplog_fragments = level[t] / frag if frag else 0.0
+    v.oplog_drain_bytes_s = sum(drained[sec] for sec in seconds) / len(seconds)
+    v.oplog_drain_ops_s = v.oplog_drain_bytes_s / frag if frag else 0.0
+
+
 class StorageModel:
     """The storage view of every disk of a trace, with per-second results cached.
 
@@ -537,105 +629,70 @@ class StorageModel:
         return v
 
     def _compute(self, disk: Disk, now_i: int) -> VDiskStorageView:
-        p = self.period
-        t = now_i % p
+        t = now_i % self.period
         w = RATE_WINDOW_S
         v = VDiskStorageView(disk=disk, t=t, window_s=w)
-        rs = dict.fromkeys(READ_SOURCES, 0.0)
-        wd = dict.fromkeys(WRITE_DESTINATIONS, 0.0)
         level, drained, frag = self._oplog_series(disk)
-        seconds = [(t - w + i) % p for i in range(w)]
-        lat_r: list[tuple[float, list[tuple[float, float]]]] = []
-        lat_w: list[tuple[float, list[tuple[float, float]]]] = []
-        size_r: list[tuple[float, list[tuple[float, float]]]] = []
-        size_w: list[tuple[float, list[tuple[float, float]]]] = []
-        estore_ops = 0.0  # op-seconds in flight at the extent store
-        misaligned = not disk.aligned
+        seconds = [(t - w + i) % self.period for i in range(w)]
+        sums = _WindowSums()
         for si, s in enumerate(disk.streams):
-            act = self.trace.activity[disk.key][si]
-            ops_r = ops_w = 0.0
-            oplog_share, estore_share = write_split(s)
-            for sec in seconds:
-                a = act[sec]
-                if a <= 0:
-                    continue
-                r = s.read_iops * a
-                wr = s.write_iops * a
-                ops_r += r
-                ops_w += wr
-                if r:
-                    rb = r * s.read_size.mean_bytes
-                    zero = rb * s.zero_reads
-                    rs["estore_zero"] += zero * (1.0 - ZERO_READ_OPLOG_SHARE)
-                    rs["oplog_zero"] += zero * ZERO_READ_OPLOG_SHARE
-                    nz = rb - zero
-                    o = min(OPLOG_READ_SHARE_MAX, level[sec] / max(s.working_set_bytes, 1)) if level[sec] else 0.0
-                    rs["oplog"] += nz * o
-                    rest = nz * (1.0 - o)
-                    remote = remote_share(disk, sec)
-                    for k, share in read_placement(s, sec, self.dram_cache_bytes, self.hybrid).items():
-                        b = rest * share
-                        if k in ("estore_ssd", "estore_hdd"):
-                            rs[k] += b * (1.0 - remote)
-                            rs[k + "_remote"] += b * remote
-                            estore_ops += r * (b / rb) * s.read_latency_s
-                        else:
-                            rs[k] += b
-                if wr:
-                    wb = wr * s.write_size.mean_bytes
-                    zero = wb * s.zero_writes
-                    wd["oplog_zero"] += zero
-                    wd["oplog"] += (wb - zero) * oplog_share
-                    to_estore = (wb - zero) * estore_share
-                    # New data lands on the SSD tier; ILM moves it down later (Estore HDD stays 0).
-                    wd["estore_ssd"] += to_estore
-                    estore_ops += wr * estore_share * s.write_latency_s
-                    if misaligned:
-                        # Heuristic: each write straddles two partial 4 KiB blocks the extent store
-                        # must read first (read-modify-write), on the write's critical path.
-                        rmw = wr * 2 * RMW_BLOCK_BYTES
-                        v.rmw_read_bytes_s += rmw
-                        rs["estore_ssd"] += rmw
-                        estore_ops += wr * 2 * s.write_latency_s
-            # Totals of the stream in the window (the trace's own numbers).
-            v.read_ops_s += ops_r
-            v.write_ops_s += ops_w
-            v.read_bytes_s += ops_r * s.read_size.mean_bytes
-            v.write_bytes_s += ops_w * s.write_size.mean_bytes
-            v.read_zero_bytes_s += ops_r * s.read_size.mean_bytes * s.zero_reads
-            v.write_zero_bytes_s += ops_w * s.write_size.mean_bytes * s.zero_writes
-            v.read_random_ops_s += ops_r * s.read_random
-            v.write_random_ops_s += ops_w * s.write_random
-            v.read_latency_s += ops_r * s.read_latency_s
-            v.write_latency_s += ops_w * s.write_latency_s
-            if ops_r:
-                lat_r.append((ops_r, lognormal_buckets(s.read_latency_s, s.latency_sigma)))
-                size_r.append((ops_r, size_buckets(s.read_size.parts)))
-            if ops_w:
-                sigma = s.latency_sigma + (MISALIGNED_SIGMA_EXTRA if misaligned else 0.0)
-                lat_w.append((ops_w, lognormal_buckets(s.write_latency_s, sigma)))
-                size_w.append((ops_w, size_buckets(s.write_size.parts)))
-        # Latency sums -> op-weighted means; outstanding by Little's law over the window.
-        v.read_outstanding = v.read_latency_s / w
-        v.write_outstanding = v.write_latency_s / w
-        v.read_latency_s = v.read_latency_s / v.read_ops_s if v.read_ops_s else 0.0
-        v.write_latency_s = v.write_latency_s / v.write_ops_s if v.write_ops_s else 0.0
-        v.estore_outstanding = estore_ops / w
-        v.read_latency_hist = _histogram(lat_r, 8)
-        v.write_latency_hist = _histogram(lat_w, 8)
-        v.read_size_hist = _histogram(size_r, 8)
-        v.write_size_hist = _histogram(size_w, 8)
-        for name in ("read_ops_s", "write_ops_s", "read_bytes_s", "write_bytes_s", "read_random_ops_s",
-                     "write_random_ops_s", "read_zero_bytes_s", "write_zero_bytes_s", "rmw_read_bytes_s"):
-            setattr(v, name, getattr(v, name) / w)
-        v.read_sources = {k: b / w for k, b in rs.items()}
-        v.write_destinations = {k: b / w for k, b in wd.items()}
-        # Oplog: level now, drain over the window.
-        v.oplog_bytes = level[t]
-        v.oplog_fragments = level[t] / frag if frag else 0.0
-        v.oplog_drain_bytes_s = sum(drained[sec] for sec in seconds) / w
-        v.oplog_drain_ops_s = v.oplog_drain_bytes_s / frag if frag else 0.0
-        # Working sets.
+            ops_r, ops_w = self._stream_window(v, sums, disk, si, seconds, level)
+            _add_stream_totals(v, sums, s, ops_r, ops_w, misaligned=not disk.aligned)
+        _window_rates(v, sums, w)
+        _oplog_now(v, level, drained, frag, t, seconds)
+        self._working_sets(v, disk, now_i)
+        self._upmigrations(v, disk, now_i)
+        v.usage_bytes = int(min(float(disk.capacity_bytes), sum(s.working_set_bytes for s in disk.streams)))
+        v.dedup_bytes = 0
+        return v
+
+    def _stream_window(self, v: VDiskStorageView, sums: _WindowSums, disk: Disk, si: int,
+                       seconds: Sequence[int], level: Sequence[float]) -> tuple[float, float]:
+        """Adds where one stream's bytes of the window came from and went to; returns its read and
+        write ops in the window."""
+        s = disk.streams[si]
+        act = self.trace.activity[disk.key][si]
+        split = write_split(s)
+        ops_r = ops_w = 0.0
+        for sec in seconds:
+            a = act[sec]
+            if a <= 0:
+                continue
+            r = s.read_iops * a
+            wr = s.write_iops * a
+            ops_r += r
+            ops_w += wr
+            if r:
+                self._read_sources_second(sums, disk, s, sec, r, level[sec])
+            if wr:
+                _write_destinations_second(v, sums, s, wr, split, misaligned=not disk.aligned)
+        return ops_r, ops_w
+
+    def _read_sources_second(self, sums: _WindowSums, disk: Disk, s: Stream, sec: int, r: float,
+                             oplog_level: float) -> None:
+        """The ``r`` reads of one second of a stream, split by read source: zero buckets, the data still
+        in the oplog, then the caches and extent store tiers (local or remote after a move)."""
+        rs = sums.read_sources
+        rb = r * s.read_size.mean_bytes
+        zero = rb * s.zero_reads
+        rs["estore_zero"] += zero * (1.0 - ZERO_READ_OPLOG_SHARE)
+        rs["oplog_zero"] += zero * ZERO_READ_OPLOG_SHARE
+        nz = rb - zero
+        o = min(OPLOG_READ_SHARE_MAX, oplog_level / max(s.working_set_bytes, 1)) if oplog_level else 0.0
+        rs["oplog"] += nz * o
+        rest = nz * (1.0 - o)
+        remote = remote_share(disk, sec)
+        for k, share in read_placement(s, sec, self.dram_cache_bytes, self.hybrid).items():
+            b = rest * share
+            if k in ("estore_ssd", "estore_hdd"):
+                rs[k] += b * (1.0 - remote)
+                rs[k + "_remote"] += b * remote
+                sums.estore_op_seconds += r * (b / rb) * s.read_latency_s
+            else:
+                rs[k] += b
+
+    def _working_sets(self, v: VDiskStorageView, disk: Disk, now_i: int) -> None:
+        """Distinct bytes read, written and both over each working set column's span."""
         history = now_i - self.history_start
         cap = float(disk.capacity_bytes)
         for span in WSS_WINDOWS_S:
@@ -658,11 +715,10 @@ class StorageModel:
             v.wss[("read", span)] = min(rd, cap)
             v.wss[("write", span)] = min(wr_, cap)
             v.wss[("union", span)] = min(un, cap)
-        # Up-migrations over the last 300/3600/86400 s of simulated history.
+
+    def _upmigrations(self, v: VDiskStorageView, disk: Disk, now_i: int) -> None:
+        """Extent groups ILM moved up over the last 300/3600/86400 s of simulated history."""
         cum = self._upmigration_prefix(disk)
         for span in UPMIGRATION_WINDOWS_S:
             start = max(now_i - span, self.history_start)
             v.upmigrations[span] = int(round(self._count(cum, start, now_i)))
-        v.usage_bytes = int(min(cap, sum(s.working_set_bytes for s in disk.streams)))
-        v.dedup_bytes = 0
-        return v
