@@ -35,9 +35,9 @@ import socketserver
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -197,6 +197,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
     metrics_registry = _one_registry(_Registries(own_registry, extra))
     web = web or WebConfig()
     auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
+    headers = web.headers
     realm = app.name.replace('"', "")
 
     class Handler(BaseHTTPRequestHandler):
@@ -207,7 +208,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
             log.debug("http %s %s", self.address_string(), fmt % args)
 
         def end_headers(self) -> None:
-            for name, value in web.headers.items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             super().end_headers()
 
@@ -268,7 +269,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                 elif url.path == "/-/healthy":
                     self._send(200, b"OK\n")
                 elif url.path == "/probe" and app.probe is not None:
-                    self._probe(url.query, head)
+                    self._probe(app.probe, url.query, head)
                 else:
                     self._send(404, b"not found\n")
             except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -280,7 +281,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                 except OSError:
                     pass
 
-        def _probe(self, query: str, head: bool) -> None:
+        def _probe(self, handler: ProbeHandler, query: str, head: bool) -> None:
             try:
                 parsed = parse_qs(query, keep_blank_values=True, max_num_fields=100)
             except ValueError:
@@ -301,7 +302,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
             timeout = app.probe_timeout(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
             probe = Probe(target=target, params=qs, deadline=time.monotonic() + timeout)
             try:
-                result = app.probe(probe)
+                result = handler(probe)
                 if isinstance(result, bytes):
                     self._send(200, result, CONTENT_TYPE_TEXT_004, compressible=True)
                     return
@@ -434,7 +435,7 @@ class ExporterServer:
     def serve_forever(self) -> None:
         self.httpd.serve_forever()
 
-    def start(self) -> "ExporterServer":
+    def start(self) -> ExporterServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, name=self.app.name, daemon=True)
         self._thread.start()
         return self
@@ -512,7 +513,7 @@ def web_settings(args: argparse.Namespace, listen: str) -> WebSettings:
                        timeout_offset=getattr(args, "timeout_offset", DEFAULT_TIMEOUT_OFFSET))
 
 
-_BIND_ERRORS = {
+_BIND_ERRORS: dict[int | None, str] = {
     errno.EADDRINUSE: "the port is already in use (another process listens on it)",
     errno.EADDRNOTAVAIL: "the address is not one of this machine's",
     errno.EACCES: "permission denied (ports below 1024 need privileges)",

@@ -15,15 +15,21 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from exporters.common.logsetup import add_logging_args, setup_logging
-from exporters.common.web import (ExporterApp, StartupError, WebSettings, add_web_args, parse_listen_address,
-                                  serve, start_server)
+from exporters.common.web import (
+    ExporterApp,
+    StartupError,
+    WebSettings,
+    add_web_args,
+    parse_listen_address,
+    serve,
+    start_server,
+)
 from exporters.fio.collector import Collectors, FioCollector
 from exporters.fio.guestdisk import DEFAULT_EXCLUDE, GuestDiskCollector
 from exporters.fio.hygiene import HygieneConfig

@@ -22,11 +22,12 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
+from typing import cast
 
 from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
-from .prism import VDiskNames
-from .parsepool import DETAIL_BATCH, DetailResult, ParsePool
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page, parse_vdisk_page
+from .parsepool import DETAIL_BATCH, DetailResult, ParsePool
+from .prism import VDiskNames
 from .targets import Origin, TargetError, TargetPolicy, cluster_cvms, parse_target, same_origin_link
 from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, RequestsClient  # noqa: F401
 
@@ -128,7 +129,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
             try:
                 _await(futs, budget, "Cluster State CVM main pages")
             finally:
-                cvms.extend(f.result() if f.done() and not f.cancelled() else
+                cvms.extend(cast(CvmResult, f.result()) if f.done() and not f.cancelled() else  # parse=True
                             CvmResult(o.url, None, f"{o.url}: deadline exceeded", o) for o, f in zip(others, futs))
         for cvm in cvms[1:]:
             if cvm.page is None:
@@ -139,7 +140,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
         origins: dict[str, Origin] = {}
         rejected = 0
         for cvm in cvms:
-            if cvm.page is None:
+            if cvm.page is None or cvm.origin is None:   # a page read always has its origin
                 continue
             for reason in cvm.page.rejected:
                 log.warning("stargate target %s: %s: row rejected as garbage: %s", target, cvm.url, reason)
@@ -395,7 +396,7 @@ class StargateCollector:
                                                     "garbage (non-finite, negative or absurd values, bad vdisk ids), "
                                                     "each logged with the reason.")
         rejected.add("", float(r.rejected))
-        fams = [up, duration, cvm_up, info, rejected]
+        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected]
         if self.names.prism_up is not None:
             prism = _gauge("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
                                                 "cached as inventory for prism.refresh_interval) succeeded, else 0.")
@@ -466,7 +467,7 @@ class StargateCollector:
                 h = getattr(d, attr)
                 if h is not None:
                     hist.add(v, h.bounds, h.counts, h.sum)
-        out = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
+        out: list[Family | GaugeHistogram] = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
                src, *([src_r] if ratios else []), dst, *([dst_r] if ratios else []), rnd, seq, wss, upm]
         out.extend(hist for _, hist in hists)
         return out
