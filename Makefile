@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go test test-fast demo report bench rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -34,12 +34,12 @@ deps-system: ## Debian packages: Prometheus, Alertmanager, node_exporter, fio, d
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
 	fi
 
-deps-python: $(VENV)/.installed ## Python virtualenv with the project and its test deps
+deps-python: $(VENV)/.installed ## Python virtualenv with the project, its test deps and the linters
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	@$(VPY) -m pip install -q --upgrade pip
-	@$(VPY) -m pip install -q -e '.[test,dashboards]'
+	@$(VPY) -m pip install -q -e '.[test,dashboards,lint]'
 	@touch $@
 
 deps-go: $(BUILD)/vcsim-scenario $(BUILD)/vcsim ## the scenario vCenter simulator and stock vcsim
@@ -55,6 +55,15 @@ $(BUILD)/vcsim:
 	@mkdir -p $(BUILD)
 	@echo ">> installing stock vcsim $(VCSIM_VERSION) from the Go module proxy"
 	@GOBIN=$(CURDIR)/$(BUILD) go install github.com/vmware/govmomi/vcsim@$(VCSIM_VERSION)
+
+# ruff and mypy read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); go vet and gofmt
+# check the scenario vCenter simulator with the same Go toolchain deps-go builds it with.
+lint: deps-python ## ruff and mypy on the Python code, go vet and gofmt on the Go simulator
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
+	cd simulators/vcenter && go vet ./...
+	@cd simulators/vcenter && unformatted=$$("$$(go env GOROOT)/bin/gofmt" -l .) && \
+	  if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted: $$unformatted" >&2; exit 1; fi
 
 test: deps ## install what is missing, then run every test
 	$(VPY) -m pytest $(PYTEST_ARGS)
