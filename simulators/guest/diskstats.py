@@ -38,11 +38,9 @@ from dataclasses import dataclass
 
 from simulators.scenario import BlockSizeMix, Disk, Trace
 
-from .fio import GuestFio, _prefix
-from .sysfs import MAX_SECTORS_KB, SECTOR
-
-#: Block major number of SCSI disks (sd); each disk takes 16 minors (whole disk + 15 partitions).
-SD_MAJOR = 8
+from .devices import MAX_SECTORS_KB, SD_MAJOR, SECTOR, minor_of
+from .fio import GuestFio
+from .periodic import periodic_sum, prefix_sums
 
 FIELDS = (
     "reads_completed", "reads_merged", "sectors_read", "ms_reading",
@@ -56,17 +54,6 @@ FIELDS = (
 def split_factor(sizes: BlockSizeMix, max_request_bytes: int = MAX_SECTORS_KB * 1024) -> float:
     """Device requests per fio op: the op-weighted mean of ``ceil(size / max request)``."""
     return sum(frac * math.ceil(size / max_request_bytes) for size, frac in sizes.parts)
-
-
-def minor_of(device: str) -> int:
-    """The minor number of an ``sd`` disk (``sda`` 0, ``sdb`` 16, ``sdaa`` 416)."""
-    letters = device[2:] if device.startswith("sd") else device
-    n = 0
-    for ch in letters:
-        if not ("a" <= ch <= "z"):
-            return 0
-        n = n * 26 + (ord(ch) - ord("a") + 1)
-    return 16 * (n - 1)
 
 
 @dataclass(frozen=True)
@@ -116,9 +103,9 @@ class GuestDiskstats:
                 wms[t] += w * fw * s.write_latency_s * 1000.0
         busy = [min(1000.0, rms[t] + wms[t]) for t in range(p)]
         inflight = [(rms[t] + wms[t]) / 1000.0 for t in range(p)]
-        return _DiskSeries(read_ops=_prefix(ro), write_ops=_prefix(wo), read_bytes=_prefix(rb),
-                           write_bytes=_prefix(wb), read_ms=_prefix(rms), write_ms=_prefix(wms),
-                           busy_ms=_prefix(busy), inflight=tuple(inflight))
+        return _DiskSeries(read_ops=prefix_sums(ro), write_ops=prefix_sums(wo), read_bytes=prefix_sums(rb),
+                           write_bytes=prefix_sums(wb), read_ms=prefix_sums(rms), write_ms=prefix_sums(wms),
+                           busy_ms=prefix_sums(busy), inflight=tuple(inflight))
 
     def fields(self, disk: Disk, T: int) -> dict[str, int]:
         """The 17 counters of ``disk`` in a snapshot at wall-clock second ``T``."""
@@ -126,7 +113,7 @@ class GuestDiskstats:
         start = min(self.anchor, T)
 
         def cum(prefix: tuple[float, ...]) -> float:
-            return self.fio._cum(prefix, start, T)
+            return periodic_sum(prefix, self.period, start, T)
 
         def down(x: float) -> int:
             return int(math.floor(x + 1e-6))

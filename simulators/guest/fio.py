@@ -33,6 +33,8 @@ from functools import lru_cache
 from exporters.fio.hygiene import is_direct
 from simulators.scenario import Disk, Stream, Trace
 
+from .periodic import periodic_sum, prefix_sums
+
 FIO_VERSION = "fio-3.33"
 
 # fio's latency histogram (stat.h): 64 buckets per power of two, 29 groups.
@@ -123,15 +125,6 @@ class _Series:
     write_lat: tuple[float, ...]
 
 
-def _prefix(values: list[float]) -> tuple[float, ...]:
-    out = [0.0]
-    acc = 0.0
-    for v in values:
-        acc += v
-        out.append(acc)
-    return tuple(out)
-
-
 @dataclass
 class Job:
     """One fio job of a VM: the streams of one disk that share a ``job`` name."""
@@ -173,11 +166,11 @@ class GuestFio:
         r = [s.read_iops * a for a in act]
         w = [s.write_iops * a for a in act]
         return _Series(
-            read_ops=_prefix(r), write_ops=_prefix(w),
-            read_bytes=_prefix([x * s.read_size.mean_bytes for x in r]),
-            write_bytes=_prefix([x * s.write_size.mean_bytes for x in w]),
-            read_lat=_prefix([x * s.read_latency_s for x in r]),
-            write_lat=_prefix([x * s.write_latency_s for x in w]),
+            read_ops=prefix_sums(r), write_ops=prefix_sums(w),
+            read_bytes=prefix_sums([x * s.read_size.mean_bytes for x in r]),
+            write_bytes=prefix_sums([x * s.write_size.mean_bytes for x in w]),
+            read_lat=prefix_sums([x * s.read_latency_s for x in r]),
+            write_lat=prefix_sums([x * s.write_latency_s for x in w]),
         )
 
     def _job(self, name: str, disk: Disk, members: list[tuple[int, Stream]]) -> Job:
@@ -211,12 +204,7 @@ class GuestFio:
     # -- records ------------------------------------------------------------------------
     def _cum(self, prefix: tuple[float, ...], a: int, b: int) -> float:
         """Sum of a per-second series over absolute seconds [a, b)."""
-        p = self.period
-
-        def f(x: int) -> float:
-            return (x // p) * prefix[p] + prefix[x % p]
-
-        return f(b) - f(a)
+        return periodic_sum(prefix, self.period, a, b)
 
     def run_window(self, job: Job, T: int) -> tuple[int, int] | None:
         """(start, end) in absolute seconds of the job's run that a record at ``T`` shows, if any."""

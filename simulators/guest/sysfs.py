@@ -17,8 +17,7 @@ from pathlib import Path
 
 from simulators.scenario import Disk, Vm
 
-SECTOR = 512
-MAX_SECTORS_KB = 512       # what vmw_pvscsi disks show in Linux guests
+from .devices import MAX_SECTORS_KB, SD_MAJOR, SECTOR, minor_of
 
 
 def serial(disk: Disk) -> str:
@@ -74,8 +73,6 @@ def write_udev(vm: Vm, root: str | os.PathLike[str]) -> Path:
     ``/run/udev/data`` holds: ``b<major>:<minor>`` files of ``E:KEY=value`` lines), for
     node_exporter's ``--path.udev.data``: its ``node_disk_info`` takes the model, serial and WWN
     from them. The serial is the sysfs tree's (the disk UUID, ``disk.EnableUUID=TRUE``)."""
-    from .diskstats import SD_MAJOR, minor_of
-
     root = Path(root)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
