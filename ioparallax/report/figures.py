@@ -8,9 +8,11 @@ Axis units: bytes/s in IEC units (KiB/s, MiB/s), latency in us/ms/s, operations 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import _text_helpers as _mtext_helpers, text as _mtext, textpath as _mtextpath  # noqa: E402
 from matplotlib.backends import backend_svg as _svg  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
@@ -129,7 +132,14 @@ def compact(svg: str) -> str:
     return _PLACES.sub(_round_place, svg)
 
 
-_LINES_ONLY = np.array([Path.MOVETO, Path.LINETO, Path.CLOSEPOLY], dtype=np.uint8)
+def _lines_only(codes: np.ndarray | None) -> bool:
+    """No curve in the path (np.isin costs ten times more on the short paths of ticks and grid)."""
+    return codes is None or not ((codes == Path.CURVE3) | (codes == Path.CURVE4)).any()
+
+
+# Paths shorter than this go to matplotlib's writer as they are: a tick, a grid line or a frame
+# saves a few bytes, and formatting them here cost more than drawing them.
+SHORT_PATH = 16
 
 
 def _tenths(values: np.ndarray) -> str:
@@ -150,7 +160,7 @@ def path_data(vertices: np.ndarray, codes: np.ndarray) -> str | None:
     v, c = vertices[keep], codes[keep]
     if not c.size:
         return ""
-    if c[0] != Path.MOVETO or not np.isin(c, _LINES_ONLY).all():
+    if c[0] != Path.MOVETO or not _lines_only(c):
         return None
     closes = np.flatnonzero(c == Path.CLOSEPOLY)
     if closes.size and not np.all((closes + 1 == c.size) | (c[np.minimum(closes + 1, c.size - 1)] == Path.MOVETO)):
@@ -176,18 +186,83 @@ def _convert_path(self, path, transform=None, clip=None, simplify=None, sketch=N
     (relative, a tenth of a point: about half the bytes of matplotlib's absolute coordinates with six
     decimals); other paths (glyphs with curves) with one decimal."""
     clip = (0.0, 0.0, self.width, self.height) if clip else None
-    if sketch is None and (path.codes is None or np.isin(path.codes, _LINES_ONLY).all()):
+    glyph = transform is None and not clip and not simplify and sketch is None
+    if glyph:       # a glyph of the text (font units): the same in every figure, converted once
+        key = (path.vertices.tobytes(), None if path.codes is None else path.codes.tobytes())
+        if (d := _GLYPH_DATA.get(key)) is not None:
+            return d
+    d = None
+    if sketch is None and len(path.vertices) >= SHORT_PATH and _lines_only(path.codes):
         cleaned = path.cleaned(transform=transform, remove_nans=True, clip=clip, simplify=bool(simplify),
                                curves=True)
         d = path_data(cleaned.vertices, cleaned.codes)
-        if d is not None:
-            return d
-    return _svg._path.convert_to_string(path, transform, clip, simplify, sketch, 1,
-                                        [b"M", b"L", b"Q", b"C", b"z"], False).decode("ascii").replace(" \n", "").replace("\n", "")
+    if d is None:
+        d = _svg._path.convert_to_string(path, transform, clip, simplify, sketch, 1, [b"M", b"L", b"Q", b"C", b"z"],
+                                         False).decode("ascii").replace(" \n", "").replace("\n", "")
+    if glyph and len(_GLYPH_DATA) < 4096:
+        _GLYPH_DATA[key] = d
+    return d
+
+
+_GLYPH_DATA: dict[tuple[bytes, bytes | None], str] = {}
 
 
 if callable(getattr(getattr(_svg, "RendererSVG", None), "_convert_path", None)) and hasattr(_svg, "_path"):
     _svg.RendererSVG._convert_path = _convert_path     # private API: without it, six decimals
+
+
+# Text drawn as paths is measured and laid out anew in each figure (matplotlib caches both per
+# renderer, and each figure's SVG has its own), while a hundred VM disks' figures repeat the same few
+# hundred labels: a quarter of the drawing time. Both depend only on the string and the font (text
+# to path works at one fixed size and no hinting), so they are kept across figures.
+_TEXT_TO_PATH = _mtextpath.TextToPath()
+_figure_text_metrics = getattr(_mtext, "_get_text_metrics_with_cache", None)
+
+
+@functools.lru_cache(maxsize=8192)
+def _svg_text_metrics(text: str, fontprop: Any, ismath: Any, dpi: float) -> tuple[float, float, float]:
+    return _TEXT_TO_PATH.get_text_width_height_descent(text, fontprop, ismath)
+
+
+def _text_metrics(renderer, text, fontprop, ismath, dpi):
+    # savefig draws through a MixedModeRenderer around the SVG renderer (its _renderer).
+    if isinstance(getattr(renderer, "_renderer", renderer), _svg.RendererSVG):
+        return _svg_text_metrics(text, fontprop.copy(), ismath, dpi)
+    return _figure_text_metrics(renderer, text, fontprop, ismath, dpi)
+
+
+_LAYOUTS: dict[tuple, list[tuple[str, float, float]]] = {}
+_GLYPH_PATHS: dict[str, tuple] = {}
+_glyphs_with_font = _mtextpath.TextToPath.get_glyphs_with_font
+
+
+def _cached_glyphs_with_font(self, font, s, glyph_map=None, return_new_glyphs_only=False, *, features=None,
+                             language=None):
+    """TextToPath.get_glyphs_with_font, its layout of ``s`` kept per font file and string."""
+    key = (font.fname, s, tuple(features) if features else None, language)
+    items = _LAYOUTS.get(key)
+    if items is None:
+        items = []
+        for item in _mtext_helpers.layout(s, font, features=features, language=language):
+            glyph = self._get_glyph_repr(item.ft_object, item.glyph_index)
+            if glyph not in _GLYPH_PATHS:
+                _GLYPH_PATHS[glyph] = item.ft_object.get_path()
+            items.append((glyph, item.x, item.y))
+        if len(_LAYOUTS) < 8192:
+            _LAYOUTS[key] = items
+    if glyph_map is None:
+        glyph_map = OrderedDict()
+    new = OrderedDict() if return_new_glyphs_only else glyph_map
+    for glyph, _x, _y in items:
+        if glyph not in glyph_map:
+            new[glyph] = _GLYPH_PATHS[glyph]
+    return [(g, x, y, 1.0) for g, x, y in items], new, []
+
+
+if callable(_figure_text_metrics) and hasattr(_mtext_helpers, "layout") and hasattr(_mtextpath.TextToPath,
+                                                                                   "_get_glyph_repr"):
+    _mtext._get_text_metrics_with_cache = _text_metrics                     # private API: a speed-up only
+    _mtextpath.TextToPath.get_glyphs_with_font = _cached_glyphs_with_font
 
 
 # -- units ------------------------------------------------------------------------------------

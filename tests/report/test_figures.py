@@ -162,3 +162,19 @@ def test_csv_data_uri_round_trips_without_base64():
         assert uri.startswith("data:text/csv;charset=utf-8,") and "base64" not in uri
         assert not any(c in uri for c in ' "<>#&\n')
         assert urllib.parse.unquote(uri.split(",", 1)[1]) == text
+
+
+def test_text_kept_across_figures_draws_the_same_svg(monkeypatch):
+    # Text measured and laid out once for every figure (figures._text_metrics, _cached_glyphs_with_font)
+    # gives the same bytes as matplotlib laying it out anew in each figure.
+    from matplotlib import text as mtext, textpath
+    ctx, ds = _dataset(721)
+    key = ("vm-a", "scsi0:1")
+    figures._REUSED.clear()
+    disks.three_views(ctx, ds, key, None)               # the caches filled by another figure first
+    cached = disks.three_views(ctx, ds, key, None).svg
+    assert mtext._get_text_metrics_with_cache is figures._text_metrics
+    monkeypatch.setattr(mtext, "_get_text_metrics_with_cache", figures._figure_text_metrics)
+    monkeypatch.setattr(textpath.TextToPath, "get_glyphs_with_font", figures._glyphs_with_font)
+    figures._REUSED.clear()
+    assert disks.three_views(ctx, ds, key, None).svg == cached
