@@ -69,6 +69,12 @@ class StackPool:
                 self._launch(key)
                 live += 1
 
+    def start_ahead(self) -> None:
+        """Start the first ``window`` entries in test order now (the session's unit tests run
+        while they age), rather than when the first test asks for one."""
+        with self.lock:
+            self._top_up()
+
     def get(self, key: str, timeout: float = 300.0) -> Any:
         """The started entry ``key`` (starting it now if it is not in line), raising its start error."""
         with self.lock:

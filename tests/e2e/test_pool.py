@@ -106,3 +106,13 @@ def test_lease_releases_when_the_block_ends():
         assert rec.stopped == []
     assert rec.stopped == ["a"]
     pool.close()
+
+
+def test_start_ahead_starts_the_first_window_entries_before_any_test_asks():
+    rec = Recorder()
+    pool = pool_of(rec, ["a", "b", "c"], window=2)
+    pool.start_ahead()
+    pool.executor.shutdown(wait=True)             # the starts run in the background: let them finish
+    assert sorted(rec.started) == ["a", "b"]        # not c: it waits for a slot
+    pool.close()
+    assert sorted(rec.stopped) == ["a", "b"]
