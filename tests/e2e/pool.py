@@ -94,8 +94,10 @@ class StackPool:
             self.release(key)
 
     def release(self, key: str) -> None:
-        """Stop ``key`` (its tests are done) and start the next entries in line."""
+        """Stop ``key`` (its tests are done) and start the next entries in line; once only."""
         with self.lock:
+            if key in self.released:
+                return
             future = self.futures.get(key)
             self.released.add(key)
             self._top_up()

@@ -116,3 +116,13 @@ def test_start_ahead_starts_the_first_window_entries_before_any_test_asks():
     assert sorted(rec.started) == ["a", "b"]        # not c: it waits for a slot
     pool.close()
     assert sorted(rec.stopped) == ["a", "b"]
+
+
+def test_a_second_release_stops_nothing_again():
+    rec = Recorder()
+    pool = pool_of(rec, ["a"], window=1)
+    pool.get("a")
+    pool.release("a")          # after the entry's last test
+    pool.release("a")          # and again when its fixture ends
+    pool.close()
+    assert rec.stopped == ["a"]
