@@ -38,8 +38,6 @@ import argparse
 import os
 import re
 import secrets
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +46,10 @@ import time
 from pathlib import Path
 
 import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from simulators.process import Process, free_port, start  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
@@ -66,12 +68,6 @@ sys.exit(main(['-a', '127.0.0.1', '-p', sys.argv[2]]))
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
@@ -83,43 +79,6 @@ def memory_mb(pid: int) -> tuple[float, float]:
     rss = int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024
     hwm = int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024
     return rss, hwm
-
-
-class Proc:
-    def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None):
-        self.name = name
-        self.log = log_dir / f"{name}.log"
-        self._fh = open(self.log, "wb")
-        self.popen = subprocess.Popen(argv, stdout=self._fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env={**os.environ, **(env or {})}, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = re.search(pattern, self.output())
-            if m:
-                return m
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.output()[-2000:]}")
-            time.sleep(0.1)
-        raise TimeoutError(f"{self.name}: no {pattern!r} in {timeout} s")
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(10)
-        self._fh.close()
 
 
 def ensure_vmware_exporter() -> tuple[Path | None, str]:
@@ -204,18 +163,18 @@ def inventory_bench(args: argparse.Namespace) -> int:
         return 1
     vms = args.vms if args.vms_given else 5000
     password = secrets.token_urlsafe(12)
-    procs: list[Proc] = []
+    procs: list[Process] = []
     with tempfile.TemporaryDirectory(prefix="vcenter-inventory-bench-") as tmp:
         tmpdir = Path(tmp)
         try:
             sim_port = free_port()
             # one cluster, one host, one resource pool: -vm N gives N VMs (one disk each)
-            sim = Proc("vcsim", [str(STOCK), "-l", f"127.0.0.1:{sim_port}", "-username", "bench", "-password", password,
-                                 "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-pg", "0",
-                                 "-vm", str(vms)], tmpdir)
+            sim = start("vcsim", [str(STOCK), "-l", f"127.0.0.1:{sim_port}", "-username", "bench", "-password", password,
+                                  "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-pg", "0",
+                                  "-vm", str(vms)], tmpdir / "vcsim.log")
             procs.append(sim)
             t0 = time.monotonic()
-            sim.wait_for(r"export GOVC_URL=", 1800)
+            sim.wait_for_output(r"export GOVC_URL=", 1800)
             print(f"stock vcsim: {vms} VMs ready in {time.monotonic() - t0:.0f} s (not part of any figure)", flush=True)
             target = f"127.0.0.1:{sim_port}"
 
@@ -241,20 +200,20 @@ def inventory_bench(args: argparse.Namespace) -> int:
             print(f"ratio old / new (medians): wall {old_w / new_w:.1f}x, client CPU {old_c / new_c:.1f}x", flush=True)
 
             # -- exporter processes: cold start and probe wall during a refresh -----------------
-            def start_exporter(name: str, mode: str, refresh: str) -> tuple[Proc, str]:
+            def start_exporter(name: str, mode: str, refresh: str) -> tuple[Process, str]:
                 cfg = tmpdir / f"{name}.yml"
                 cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
                                f"  insecure_skip_verify: true\n  inventory_mode: {mode}\n"
                                f"  inventory_refresh: {refresh}\ntargets:\n  {target}: {{}}\n")
                 port = free_port()
-                proc = Proc(name, [str(REPO / ".venv" / "bin" / "vcenter-exporter"), "--web.listen-address",
-                                   f"127.0.0.1:{port}", "--config.file", str(cfg)], tmpdir,
-                            env={"BENCH_VC_PASSWORD": password})
+                proc = start(name, [str(REPO / ".venv" / "bin" / "vcenter-exporter"), "--web.listen-address",
+                                    f"127.0.0.1:{port}", "--config.file", str(cfg)], tmpdir / f"{name}.log",
+                             env={"BENCH_VC_PASSWORD": password})
                 procs.append(proc)
-                proc.wait_for(r"listening on", 30)
+                proc.wait_for_output(r"listening on", 30)
                 return proc, f"http://127.0.0.1:{port}/probe"
 
-            def cold_start(proc: Proc, url: str) -> tuple[float, float]:
+            def cold_start(proc: Process, url: str) -> tuple[float, float]:
                 """(wall, exporter CPU) from the first probe to the first vcenter_up 1."""
                 t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
                 while True:
@@ -264,8 +223,8 @@ def inventory_bench(args: argparse.Namespace) -> int:
                     if time.perf_counter() - t0 > 900:
                         raise TimeoutError(f"{proc.name}: no vcenter_up 1 in 900 s: {text[-600:]}")
 
-            def stop(proc: Proc) -> None:
-                proc.stop()
+            def stop(proc: Process) -> None:
+                proc.stop(timeout=10)
                 procs.remove(proc)
 
             cold: dict[str, list[tuple[float, float]]] = {"sync": [], "background": []}
@@ -297,10 +256,10 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 probes["forced"] += [w for w in [timed_up(url)] if w is not None]
             stop(proc)
 
-            def builds_of(proc: Proc) -> list[tuple[float, float]]:
+            def builds_of(proc: Process) -> list[tuple[float, float]]:
                 return [(float(m.group(1)), float(m.group(2))) for m in re.finditer(
                     r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s \(([\d.]+)s CPU\)",
-                    proc.output())]
+                    proc.log_text())]
 
             # cold start with no second refresh competing (inventory_refresh 1h, as sync-cached)
             first_builds: list[tuple[float, float]] = []
@@ -351,7 +310,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
             return 0
         finally:
             for p in reversed(procs):
-                p.stop()
+                p.stop(timeout=10)
 
 
 def main() -> int:
@@ -379,18 +338,18 @@ def main() -> int:
     their_py, why_not = ensure_vmware_exporter()
 
     password = secrets.token_urlsafe(12)
-    procs: list[Proc] = []
+    procs: list[Process] = []
     with tempfile.TemporaryDirectory(prefix="vcenter-bench-") as tmp:
         tmpdir = Path(tmp)
         try:
             sim_port = free_port()
-            sim = Proc("vcsim-scenario", [str(SIM), "-vms", str(args.vms), "-disks-per-vm", str(args.disks_per_vm),
-                                          "-listen", f"127.0.0.1:{sim_port}", "-username", "bench",
-                                          "-password", password, "-clock-speed", str(args.clock_speed),
-                                          "-max-query-metrics", "0"], tmpdir)
+            sim = start("vcsim-scenario", [str(SIM), "-vms", str(args.vms), "-disks-per-vm", str(args.disks_per_vm),
+                                           "-listen", f"127.0.0.1:{sim_port}", "-username", "bench",
+                                           "-password", password, "-clock-speed", str(args.clock_speed),
+                                           "-max-query-metrics", "0"], tmpdir / "vcsim-scenario.log")
             procs.append(sim)
             t0 = time.monotonic()
-            sim.wait_for(r"listening https://", 600)
+            sim.wait_for_output(r"listening https://", 600)
             print(f"simulator: {args.vms} VMs x {args.disks_per_vm} disks ready in {time.monotonic() - t0:.1f} s")
 
             cfg = tmpdir / "vcenter.yml"
@@ -398,28 +357,30 @@ def main() -> int:
                            "  insecure_skip_verify: true\n  max_query_metrics: 256\n"
                            f"targets:\n  127.0.0.1:{sim_port}: {{}}\n")
             our_port = free_port()
-            ours = Proc("vcenter-exporter", [str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+            ours = start("vcenter-exporter", [str(REPO / ".venv" / "bin" / "vcenter-exporter"),
                                              "--web.listen-address", f"127.0.0.1:{our_port}",
-                                             "--config.file", str(cfg)], tmpdir, env={"BENCH_VC_PASSWORD": password})
+                                             "--config.file", str(cfg)], tmpdir / "vcenter-exporter.log",
+                         env={"BENCH_VC_PASSWORD": password})
             procs.append(ours)
-            ours.wait_for(r"listening on", 30)
+            ours.wait_for_output(r"listening on", 30)
             our_url = f"http://127.0.0.1:{our_port}/probe"
             our_params = {"target": f"127.0.0.1:{sim_port}"}
 
             theirs = None
             if their_py is not None:
                 their_port = free_port()
-                theirs = Proc("vmware_exporter", [str(their_py), "-c", SHIM, str(sim_port), str(their_port)], tmpdir,
-                              env={"VSPHERE_HOST": "127.0.0.1", "VSPHERE_USER": "bench",
-                                   "VSPHERE_PASSWORD": password, "VSPHERE_IGNORE_SSL": "True"})
+                theirs = start("vmware_exporter", [str(their_py), "-c", SHIM, str(sim_port), str(their_port)],
+                               tmpdir / "vmware_exporter.log",
+                               env={"VSPHERE_HOST": "127.0.0.1", "VSPHERE_USER": "bench",
+                                    "VSPHERE_PASSWORD": password, "VSPHERE_IGNORE_SSL": "True"})
                 procs.append(theirs)
-                theirs.wait_for(r"Starting web server", 60)
+                theirs.wait_for_output(r"Starting web server", 60)
                 their_url = f"http://127.0.0.1:{their_port}/metrics"
 
             # warm-up: login, inventory, counter look-up
             w = scrape(our_url, ours.pid, sim.pid, our_params)
             if not re.search(r"^vcenter_up 1(\.0)?$", w["text"], re.M):
-                print("our exporter failed against the simulator:\n" + ours.output()[-2000:], file=sys.stderr)
+                print("our exporter failed against the simulator:\n" + ours.output(2000), file=sys.stderr)
                 return 1
             print(f"warm-up scrape: ours {w['wall']:.2f} s", end="")
             if theirs is not None:
@@ -461,7 +422,7 @@ def main() -> int:
             return 0
         finally:
             for p in reversed(procs):
-                p.stop()
+                p.stop(timeout=10)
 
 
 if __name__ == "__main__":

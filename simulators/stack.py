@@ -34,9 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +43,7 @@ from urllib.parse import quote
 import requests
 import yaml
 
+from simulators.process import Process, free_port, start as start_process, stop_all, wait_for_http
 from simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path
 
 log = logging.getLogger("ioparallax.demo")
@@ -75,46 +74,11 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-_handed_out: set[int] = set()
-_handed_out_lock = threading.Lock()
-
-
-def free_port() -> int:
-    """A port free now and not handed out before by this process: stacks started side by side (the
-    e2e tests) pick ports before their processes bind them, and the kernel may offer one twice."""
-    with _handed_out_lock:
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
-
-
 def pick_port(name: str, fixed: bool) -> int:
     preferred = PREFERRED_PORTS.get(name)
     if fixed and preferred and port_is_free(preferred):
         return preferred
     return free_port()
-
-
-@dataclass
-class Proc:
-    name: str
-    argv: list[str]
-    popen: subprocess.Popen
-    log_path: Path
-    url: str = ""
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def tail(self, n: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
 
 
 # The label a probe job's static_configs group carries its exporter's address in (a blackbox-style
@@ -200,63 +164,30 @@ class Stack:
     alertmanager_webhook: str | None = None   # tests: receive alerts here
     long_term: bool = False           # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
-    procs: list[Proc] = field(default_factory=list)
+    procs: list[Process] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
     # -- process handling -----------------------------------------------------------------
-    def _start(self, name: str, argv: list[str], url: str = "", env: dict[str, str] | None = None) -> Proc:
-        log_path = self.workdir / "logs" / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(log_path, "ab")
-        popen = subprocess.Popen([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True,
-                                 env={**os.environ, **(env or {})})
-        fh.close()
-        proc = Proc(name, [str(a) for a in argv], popen, log_path, url)
+    def _start(self, name: str, argv: list[Any], url: str = "", env: dict[str, str] | None = None) -> Process:
+        proc = start_process(name, argv, self.workdir / "logs" / f"{name}.log", env=env, cwd=self.workdir,
+                             append=True, url=url)
         self.procs.append(proc)
         (self.workdir / "pids").mkdir(exist_ok=True)
-        (self.workdir / "pids" / f"{name}.pid").write_text(str(popen.pid))
+        (self.workdir / "pids" / f"{name}.pid").write_text(str(proc.pid))
         if url:
             self.urls[name] = url
         return proc
 
-    def _wait_http(self, proc: Proc, path: str = "/", timeout: float = 60.0) -> None:
+    def _wait_http(self, proc: Process, path: str = "/", timeout: float = 60.0) -> None:
         """Wait until ``path`` answers 200 (Prometheus' and Alertmanager's /-/ready answer 503 while
-        they start: the TSDB is opened, the WAL replayed)."""
-        deadline = time.monotonic() + timeout
-        last = "no answer"
-        while time.monotonic() < deadline:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited with code {proc.popen.returncode}:\n{proc.tail()}")
-            try:
-                with warnings.catch_warnings():
-                    # Readiness only: the vCenter simulator's certificate is self-signed.
-                    warnings.simplefilter("ignore")
-                    r = requests.get(proc.url + path, timeout=2, verify=False)
-                if r.status_code == 200:
-                    return
-                last = f"HTTP {r.status_code}"
-            except requests.RequestException as exc:
-                last = exc.__class__.__name__
-            time.sleep(0.2)
-        raise TimeoutError(f"{proc.name} was not ready on {proc.url}{path} within {timeout:.0f} s ({last}):\n"
-                           f"{proc.tail()}")
+        they start: the TSDB is opened, the WAL replayed). Readiness only: the vCenter simulator's
+        certificate is self-signed."""
+        wait_for_http(proc.url + path, timeout, proc, status=200, verify=False, interval=0.2)
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.alive():
-                try:
-                    os.killpg(proc.popen.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for proc in reversed(self.procs):
-            try:
-                proc.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
-                proc.popen.wait(5)
-            pid_file = self.workdir / "pids" / f"{proc.name}.pid"
-            pid_file.unlink(missing_ok=True)
+        stop_all(list(reversed(self.procs)), timeout=10)
+        for proc in self.procs:
+            (self.workdir / "pids" / f"{proc.name}.pid").unlink(missing_ok=True)
         self.procs.clear()
 
     def __enter__(self) -> Stack:

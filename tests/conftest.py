@@ -2,19 +2,20 @@ import time
 
 import pytest
 
-from tests.support import ManagedProcess
+from simulators.process import Process, start
 
 
 @pytest.fixture
 def processes(tmp_path):
-    """Start processes with ``processes.start(name, argv)``; all are stopped by PID after the test."""
+    """Start processes with ``processes.start(name, argv, env=..., cwd=...)``, output in
+    ``<tmp_path>/<name>.log``; all are stopped by PID after the test (simulators/process.py)."""
 
     class Processes:
         def __init__(self):
-            self.started: list[ManagedProcess] = []
+            self.started: list[Process] = []
 
-        def start(self, name, argv, **kw) -> ManagedProcess:
-            p = ManagedProcess(name, [str(a) for a in argv], tmp_path, **kw)
+        def start(self, name, argv, **kw) -> Process:
+            p = start(name, argv, tmp_path / f"{name}.log", **kw)
             self.started.append(p)
             return p
 

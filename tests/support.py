@@ -1,99 +1,35 @@
 """Helpers for tests that start real processes: free ports, waiting for HTTP, promtool.
 
 Every process a test starts binds to 127.0.0.1 on a port picked here, and is stopped by PID
-(``ManagedProcess.stop``) when the test ends.
+(``Process.stop``, through the ``processes`` fixture) when the test ends. Starting, waiting and
+stopping are simulators/process.py's, shared with the demo stack and the benches.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import requests
+from simulators.process import Process, free_port, start, wait_for_http
+
+__all__ = ["BUILD", "REPO", "VENV_BIN", "ManagedProcess", "Process", "free_port", "promtool_check_metrics",
+           "venv_tool", "wait_for_http"]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
 VENV_BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_http(url: str, timeout: float = 30.0, proc: ManagedProcess | None = None) -> requests.Response:
-    """Poll ``url`` until it answers (any status) or fail with what the process printed."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.popen.poll() is not None:
-            raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}: {proc.output()}")
-        try:
-            return requests.get(url, timeout=2)
-        except requests.RequestException as exc:
-            last = exc
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer within {timeout} s: {last}"
-                       + (f"\n{proc.output()}" if proc else ""))
-
-
-class ManagedProcess:
-    """A subprocess whose output goes to a log file and which is stopped by PID."""
+class ManagedProcess(Process):
+    """A child started the way the tests start theirs: output in ``<log_dir>/<name>.log``, stopped by
+    PID with ``stop()`` (simulators/process.py's :func:`~simulators.process.start`)."""
 
     def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None):
-        self.name = name
-        self.log_path = Path(log_dir) / f"{name}.log"
-        self._log = open(self.log_path, "wb")
-        self.popen = subprocess.Popen(
-            argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def output(self) -> str:
-        self._log.flush()
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
-
-    def wait_for_output(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
-        """Wait until the process prints a line matching ``pattern`` (e.g. its listen URL)."""
-        deadline = time.monotonic() + timeout
-        rx = re.compile(pattern)
-        while time.monotonic() < deadline:
-            m = rx.search(self.output())
-            if m:
-                return m
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}: {self.output()}")
-            time.sleep(0.05)
-        raise TimeoutError(f"{self.name} did not print {pattern!r} in {timeout} s: {self.output()}")
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout)
-        self._log.close()
+                 cwd: Path | None = None) -> None:
+        p = start(name, argv, Path(log_dir) / f"{name}.log", env=env, cwd=cwd)
+        super().__init__(p.name, p.argv, p.popen, p.log_path, p.url)
 
 
 def venv_tool(name: str) -> str:

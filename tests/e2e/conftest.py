@@ -14,8 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +24,7 @@ import pytest
 
 from mixin.config import load_config
 from mixin.rules import write_rule_files
+from simulators.process import start as start_process
 from simulators.scenario import list_scenarios
 from simulators.stack import Stack, write_quick_alert_rules
 from tests.e2e.pool import Entry, StackPool
@@ -165,22 +164,15 @@ class DemoCommand:
     def __init__(self, workdir: Path, argv: list[str]) -> None:
         self.workdir = workdir
         self.output = workdir.parent / "demo-command.out"
-        with open(self.output, "wb") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True)
+        self.proc = start_process("ioparallax-demo", argv, self.output)
+        self.popen = self.proc.popen
 
     def wait(self, timeout: float) -> tuple[int, str]:
         code = self.popen.wait(timeout)
-        return code, self.output.read_text(errors="replace")
+        return code, self.proc.log_text()
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)   # the demo stops what it started on SIGTERM
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(5)
+        self.proc.stop(timeout=30)   # the demo stops what it started on SIGTERM
 
 
 TEST_INTERVALS = {"scrape_interval": "2s", "evaluation_interval": "2s", "vcenter_scrape_interval": "5s"}

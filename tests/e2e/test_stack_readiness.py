@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from simulators.stack import Proc, Stack
+from simulators.process import Process
+from simulators.stack import Stack
 
 
 class Starting:
@@ -40,7 +41,7 @@ class Starting:
 @pytest.fixture
 def sleeper(tmp_path):
     popen = subprocess.Popen(["sleep", "60"])
-    yield lambda url: Proc("prometheus", ["sleep", "60"], popen, tmp_path / "p.log", url)
+    yield lambda url: Process("prometheus", ["sleep", "60"], popen, tmp_path / "p.log", url)
     popen.kill()
     popen.wait()
 
