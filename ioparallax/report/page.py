@@ -78,14 +78,19 @@ section.disk { break-before: page; page-break-before: always; }
 # Characters that stay as they are in a data: URL inside a double-quoted attribute; every other
 # ASCII character is percent-encoded (the newline too: browsers drop newlines from URLs).
 _URL_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~,:;+=/*!()@$'")
-_URL_ASCII = str.maketrans({chr(i): (chr(i) if chr(i) in _URL_KEEP else f"%{i:02X}") for i in range(128)})
+_URL_KEEP_BYTES = "".join(sorted(_URL_KEEP)).encode()
 
 
 def data_uri(text: str, mime: str = "text/csv") -> str:
     """A ``data:`` URL of the text, percent-encoded: a CSV is digits and commas, kept as they are
     (base64 made every file a third larger)."""
     if text.isascii():
-        return f"data:{mime};charset=utf-8,{text.translate(_URL_ASCII)}"
+        # str.replace per character present (a CSV has newlines and maybe quotes): ten times faster
+        # than str.translate on the hundreds of kB of a disk's data.
+        unsafe = set(text.encode().translate(None, _URL_KEEP_BYTES).decode())     # bytes.translate: C speed
+        for c in sorted(unsafe, key=lambda c: c != "%"):     # "%" first
+            text = text.replace(c, f"%{ord(c):02X}")
+        return f"data:{mime};charset=utf-8,{text}"
     return f"data:{mime};charset=utf-8,{urllib.parse.quote(text, safe=''.join(sorted(_URL_KEEP)))}"
 
 
