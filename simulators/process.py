@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -156,6 +157,21 @@ def stop_all(procs: Sequence[Process], timeout: float = 10.0, kill_timeout: floa
             proc.popen.wait(kill_timeout)
 
 
+# verify=False is used only for the simulators' self-signed loopback certificates: urllib3's warning
+# about it is silenced for 127.0.0.1 alone, once (warnings.catch_warnings is not thread-safe, and
+# stacks are started from several threads at once).
+warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")
+
+
+def loopback_get(url: str, **kwargs: Any) -> requests.Response:
+    """GET without the environment's proxy settings: the processes a stack starts listen on loopback,
+    and reading the environment from a background thread races pytest, which sets and deletes
+    PYTEST_CURRENT_TEST in it around every test (iterating os.environ then raises KeyError)."""
+    with requests.Session() as session:
+        session.trust_env = False
+        return session.get(url, **kwargs)
+
+
 def wait_for_http(url: str, timeout: float = 30.0, proc: Process | None = None, *, status: int | None = None,
                   verify: bool = True, interval: float = 0.1) -> requests.Response:
     """Poll ``url`` until it answers (with ``status``, if given: Prometheus' /-/ready answers 503
@@ -168,10 +184,7 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: Process | None = None, 
         if proc is not None and not proc.alive():
             raise RuntimeError(proc.exited())
         try:
-            with warnings.catch_warnings():
-                if not verify:
-                    warnings.simplefilter("ignore")     # urllib3's InsecureRequestWarning
-                r = requests.get(url, timeout=2, verify=verify)
+            r = loopback_get(url, timeout=2, verify=verify)
             if status is None or r.status_code == status:
                 return r
             last = f"HTTP {r.status_code}"

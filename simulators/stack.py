@@ -43,7 +43,7 @@ from urllib.parse import quote
 import requests
 import yaml
 
-from simulators.process import Process, free_port, start as start_process, stop_all, wait_for_http
+from simulators.process import Process, free_port, loopback_get, start as start_process, stop_all, wait_for_http
 from simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path
 
 log = logging.getLogger("ioparallax.demo")
@@ -496,12 +496,12 @@ class Stack:
 
     # -- status -----------------------------------------------------------------------------
     def query(self, promql: str) -> list[dict[str, Any]]:
-        r = requests.get(self.urls["prometheus"] + "/api/v1/query", params={"query": promql}, timeout=10)
+        r = loopback_get(self.urls["prometheus"] + "/api/v1/query", params={"query": promql}, timeout=10)
         r.raise_for_status()
         return r.json()["data"]["result"]
 
     def targets(self) -> list[dict[str, Any]]:
-        r = requests.get(self.urls["prometheus"] + "/api/v1/targets", timeout=10)
+        r = loopback_get(self.urls["prometheus"] + "/api/v1/targets", timeout=10)
         r.raise_for_status()
         return r.json()["data"]["activeTargets"]
 
@@ -636,7 +636,7 @@ class Stack:
     def long_term_rows(self) -> float | None:
         """Samples VictoriaMetrics has received from Prometheus' remote_write; None if unknown."""
         try:
-            text = requests.get(self.urls["victoria-metrics"] + "/metrics", timeout=10).text
+            text = loopback_get(self.urls["victoria-metrics"] + "/metrics", timeout=10).text
         except requests.RequestException:
             return None
         for line in text.splitlines():
@@ -645,7 +645,7 @@ class Stack:
         return None
 
     def alerts(self) -> list[dict[str, Any]]:
-        r = requests.get(self.urls["prometheus"] + "/api/v1/alerts", timeout=10)
+        r = loopback_get(self.urls["prometheus"] + "/api/v1/alerts", timeout=10)
         r.raise_for_status()
         return r.json()["data"]["alerts"]
 
