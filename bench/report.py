@@ -26,7 +26,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -34,12 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import requests
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from simulators.stack import free_port  # noqa: E402
+from simulators.process import free_port, start, wait_for_http  # noqa: E402
 
 HOUR = 3600
 SCRAPE = 5
@@ -129,27 +126,18 @@ class Prometheus:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         (workdir / "prometheus.yml").write_text("global: {}\n")
-        self.log = open(workdir / "prometheus.log", "w")
-        self.popen = subprocess.Popen(["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
-                                       f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=30d",
-                                       f"--web.listen-address=127.0.0.1:{self.port}"],
-                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(self.url + "/-/ready", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"prometheus on {self.url} not ready; see {workdir / 'prometheus.log'}")
+        self.proc = start("prometheus", ["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
+                                         f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=30d",
+                                         f"--web.listen-address=127.0.0.1:{self.port}"],
+                          workdir / "prometheus.log", url=self.url)
+        try:
+            wait_for_http(self.url + "/-/ready", 120, self.proc, status=200, interval=0.5)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            self.popen.wait(30)
-        self.log.close()
+        self.proc.stop(timeout=30)
 
 
 CHILD = """
