@@ -126,6 +126,18 @@ class Process:
         stop_all([self], timeout)
 
 
+def _environment() -> dict[str, str]:
+    """A copy of this process' environment, taken from any thread: pytest sets and deletes
+    PYTEST_CURRENT_TEST from the main thread around every test, and a copy made while it does raises
+    KeyError (os.environ is copied key by key); copying again succeeds."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except KeyError:
+            continue
+    return dict(os.environ)
+
+
 def start(name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path, *, env: dict[str, str] | None = None,
           cwd: Path | None = None, append: bool = False, url: str = "") -> Process:
     """Start ``argv`` in a new session, stdin closed, stdout and stderr into ``log_path`` (truncated,
@@ -136,7 +148,8 @@ def start(name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path, *, 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab" if append else "wb") as log:
         popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+                                 env=None if env is None else {**_environment(), **env}, cwd=cwd,
+                                 start_new_session=True,
                                  preexec_fn=_die_with(os.getpid()))
     return Process(name, args, popen, log_path, url)
 
