@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from exporters.fio.reader import DocumentStream, read_text  # noqa: E402
 from exporters.fio.tailer import FileTailer  # noqa: E402
+from simulators.process import free_port, start as start_process, wait_for_http  # noqa: E402
 
 
 def best(fn, repeat: int = 7) -> float:
@@ -204,30 +204,20 @@ def part_recovery(docs: list[str], repeat: int = 3) -> None:
 
 # ---- a real exporter process
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Exporter:
     def __init__(self, watch: Path, *extra: str):
         self.port = free_port()
         exe = Path(sys.executable).parent / "fio-exporter"
-        self.proc = subprocess.Popen([str(exe), "--web.listen-address", f"127.0.0.1:{self.port}",
-                                      "--fio.watch", str(watch), "--no-collector.guest-disk",
-                                      "--log.level", "error", *extra],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/healthy", timeout=2).read()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("fio-exporter did not start") from None
-                time.sleep(0.1)
+        # The log beside the watched directory, not in it (the exporter would read it as fio output).
+        self.proc = start_process("fio-exporter", [exe, "--web.listen-address", f"127.0.0.1:{self.port}",
+                                                   "--fio.watch", watch, "--no-collector.guest-disk",
+                                                   "--log.level", "error", *extra],
+                                  watch.parent / f"{watch.name}-fio-exporter.log")
+        try:
+            wait_for_http(f"http://127.0.0.1:{self.port}/-/healthy", 30, self.proc, status=200)
+        except BaseException:
+            self.stop()
+            raise
 
     def scrape(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=120) as r:
@@ -245,12 +235,7 @@ class Exporter:
         raise RuntimeError("no VmHWM")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self.proc.stop(timeout=10)
 
 
 def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repeat: int = 3) -> None:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from exporters.stargate.collector import DEFAULT_CONCURRENCY  # noqa: E402
 from exporters.stargate.parsepool import usable_cores  # noqa: E402
+from simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TIMEOUT = 60.0     # the scrape timeout sent: long, so that slow probes are measured, not cut
@@ -98,45 +97,29 @@ def tree_pss_mb(pid: int) -> float:
     return total / 1024
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(cond, proc: subprocess.Popen, what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"{what} did not start")
-        time.sleep(0.1)
-
-
-def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[subprocess.Popen, dict[str, str]]:
+def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[str, str]]:
     urls = tmp / "urls.json"
-    proc = subprocess.Popen([str(BIN / "stargate-simulator"), "--synthetic-vdisks", str(cvms * vdisks),
-                             "--synthetic-cvms", str(cvms), "--freeze-at", str(time.time()),
-                             "--urls-file", str(urls)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: urls.exists() and urls.read_text().strip(), proc, "the Stargate simulator")
+    proc = start("stargate-simulator", [BIN / "stargate-simulator", "--synthetic-vdisks", str(cvms * vdisks),
+                                        "--synthetic-cvms", str(cvms), "--freeze-at", str(time.time()),
+                                        "--urls-file", urls], tmp / "stargate-simulator.log")
+    deadline = time.monotonic() + 90
+    while not (urls.exists() and urls.read_text().strip()):
+        if not proc.alive() or time.monotonic() > deadline:
+            raise SystemExit(f"the Stargate simulator did not start:\n{proc.output()}")
+        time.sleep(0.1)
     return proc, json.loads(urls.read_text())
 
 
-def start_exporter(tmp: Path, ports: list[int], workers: int, concurrency: int) -> tuple[subprocess.Popen, str]:
+def start_exporter(tmp: Path, ports: list[int], workers: int, concurrency: int) -> tuple[Process, str]:
     cfg = tmp / f"stargate-{workers}-{concurrency}.yml"
     cfg.write_text(json.dumps({"targets": ["127.0.0.1"], "discovery_ports": ports}))
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                             f"--config.file={cfg}", f"--stargate.parse-workers={workers}",
-                             f"--stargate.concurrency={concurrency}", "--log.level=error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    name = f"stargate-exporter-{workers}-{concurrency}"
+    proc = start(name, [BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}",
+                        f"--config.file={cfg}", f"--stargate.parse-workers={workers}",
+                        f"--stargate.concurrency={concurrency}", "--log.level=error"], tmp / f"{name}.log")
     base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return requests.get(base + "/", timeout=1).ok
-        except requests.RequestException:
-            return False
-    wait_for(ready, proc, "stargate-exporter")
+    wait_for_http(base + "/", 90, proc, status=200)
     return proc, base
 
 
@@ -162,7 +145,7 @@ class Round:
     load: float         # 1-minute load average at the end of the round
 
 
-def measure(proc: subprocess.Popen, sim: subprocess.Popen, base: str, targets: list[str],
+def measure(proc: Process, sim: Process, base: str, targets: list[str],
             discover: bool, vdisks: int) -> Round:
     c0, s0 = tree_cpu(proc.pid), cpu_seconds(sim.pid)
     if discover:
@@ -215,11 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 rss[name] = tree_peak_rss_mb(proc.pid)
                 pss[name] = tree_pss_mb(proc.pid)
         finally:
-            for proc, _ in exporters.values():
-                proc.terminate()
-                proc.wait(15)
-            sim.terminate()
-            sim.wait(15)
+            stop_all([proc for proc, _ in exporters.values()] + [sim], timeout=15)
 
     print(f"stargate cluster bench: {args.cvms} CVMs x {args.vdisks_per_cvm} vdisks ({total} vdisks), "
           f"{os.cpu_count()} cores, {args.runs} runs per side, simulator clock frozen")
