@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,22 +31,24 @@ from bs4 import BeautifulSoup
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from exporters.stargate.collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe  # noqa: E402
 from exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT  # noqa: E402
+from simulators.process import Process, start  # noqa: E402
 
 VDISKS = 1000
 RUNS = 3
 
 
-def start_simulator(tmp: Path, live_clock: bool) -> tuple[subprocess.Popen, str]:
+def start_simulator(tmp: Path, live_clock: bool) -> tuple[Process, str]:
     urls = tmp / "urls.json"
     cmd = [str(Path(sys.executable).parent / "stargate-simulator"), "clean-oltp",
            "--synthetic-vdisks", str(VDISKS), "--urls-file", str(urls)]
     if not live_clock:
         cmd += ["--freeze-at", str(time.time())]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start("stargate-simulator", cmd, tmp / "stargate-simulator.log")
     deadline = time.monotonic() + 60
     while not (urls.exists() and urls.read_text().strip()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the Stargate simulator did not start")
+        if not proc.alive() or time.monotonic() > deadline:
+            proc.stop()
+            raise SystemExit(f"the Stargate simulator did not start:\n{proc.output()}")
         time.sleep(0.1)
     return proc, next(iter(json.loads(urls.read_text()).values()))
 
@@ -105,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             base_wall, base_cpu, base_sim = measure(args.baseline_runs, sim.pid, baseline_probe, url)
         finally:
-            sim.terminate()
-            sim.wait(10)
+            sim.stop(timeout=10)
     clock = "live clock: pages re-rendered each second" if args.live_clock else "frozen clock: pages served from its cache"
     print(f"stargate probe of one CVM with {VDISKS} vdisks (main page + {VDISKS} detail pages), "
           f"{os.cpu_count()} cores, simulator with {clock}")
