@@ -10,12 +10,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from simulators.process import Process, free_port, start, wait_for_http
 
-__all__ = ["BUILD", "REPO", "VENV_BIN", "ManagedProcess", "Process", "free_port", "promtool_check_metrics",
-           "venv_tool", "wait_for_http"]
+__all__ = ["BUILD", "REPO", "VENV_BIN", "ManagedProcess", "NotReadyYet", "Process", "free_port",
+           "promtool_check_metrics", "venv_tool", "wait_for_http"]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
@@ -30,6 +32,32 @@ class ManagedProcess(Process):
                  cwd: Path | None = None) -> None:
         p = start(name, argv, Path(log_dir) / f"{name}.log", env=env, cwd=cwd)
         super().__init__(p.name, p.argv, p.popen, p.log_path, p.url)
+
+
+class NotReadyYet:
+    """A stand-in for a server that is starting (Prometheus opening its TSDB): answers 503 to the
+    first ``busy`` requests, then 200; ``requests`` counts what it was asked."""
+
+    def __init__(self, busy: int) -> None:
+        state = self
+        self.busy, self.requests = busy, 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                state.requests += 1
+                self.send_response(503 if state.requests <= state.busy else 200)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def venv_tool(name: str) -> str:

@@ -10,13 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
 
 import pytest
 
 from simulators.process import free_port, start, stop_all, wait_for_http
+from tests.support import NotReadyYet
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -116,48 +115,24 @@ def test_stop_all_sends_sigterm_to_every_child_before_waiting(tmp_path):
     assert time.monotonic() - t0 < 5
 
 
-class _Ready:
-    """Answers 503 to the first ``busy`` requests, then 200."""
-
-    def __init__(self, busy: int) -> None:
-        state = self
-        self.busy, self.requests = busy, 0
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                state.requests += 1
-                self.send_response(503 if state.requests <= state.busy else 200)
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/-/ready"
-        Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_wait_for_http_takes_any_answer_or_waits_for_the_status_asked():
-    server = _Ready(busy=3)
+    server = NotReadyYet(busy=3)
+    url = server.url + "/-/ready"
     try:
-        assert wait_for_http(server.url, timeout=10).status_code == 503
-        assert wait_for_http(server.url, timeout=10, status=200).status_code == 200
+        assert wait_for_http(url, timeout=10).status_code == 503
+        assert wait_for_http(url, timeout=10, status=200).status_code == 200
         assert server.requests == 4        # the first answer, two more 503s, then the 200 waited for
     finally:
         server.close()
 
 
 def test_wait_for_http_names_the_child_and_the_last_answer_when_it_times_out(tmp_path):
-    server = _Ready(busy=10**6)
+    server = NotReadyYet(busy=10**6)
     p = start("prometheus", ["sleep", "60"], tmp_path / "p.log")
     try:
         with pytest.raises(TimeoutError, match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
                                                r"within 1 s \(HTTP 503\)"):
-            wait_for_http(server.url, timeout=1, proc=p, status=200)
+            wait_for_http(server.url + "/-/ready", timeout=1, proc=p, status=200)
         with pytest.raises(TimeoutError, match=r"the server was not ready on http://127\.0\.0\.1:\d+/ within "
                                                r"0\.5 s \(ConnectionError: "):
             wait_for_http(f"http://127.0.0.1:{free_port()}/", timeout=0.5)

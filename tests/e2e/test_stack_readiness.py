@@ -4,38 +4,12 @@
 from __future__ import annotations
 
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from simulators.process import Process
 from simulators.stack import Stack
-
-
-class Starting:
-    """Answers 503 to the first ``busy`` requests, then 200."""
-
-    def __init__(self, busy: int) -> None:
-        state = self
-        self.busy, self.requests = busy, 0
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                state.requests += 1
-                self.send_response(503 if state.requests <= state.busy else 200)
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from tests.support import NotReadyYet
 
 
 @pytest.fixture
@@ -47,7 +21,7 @@ def sleeper(tmp_path):
 
 
 def test_a_503_is_waited_out(sleeper, tmp_path):
-    server = Starting(busy=3)
+    server = NotReadyYet(busy=3)
     try:
         Stack(workdir=tmp_path)._wait_http(sleeper(server.url), "/-/ready", timeout=10)
         assert server.requests == 4        # three 503s, then the 200 it waited for
@@ -56,7 +30,7 @@ def test_a_503_is_waited_out(sleeper, tmp_path):
 
 
 def test_never_ready_names_the_component_and_the_last_answer(sleeper, tmp_path):
-    server = Starting(busy=10**6)
+    server = NotReadyYet(busy=10**6)
     try:
         with pytest.raises(TimeoutError, match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
                                                r"within 1 s \(HTTP 503\)"):
