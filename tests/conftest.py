@@ -4,6 +4,10 @@ import pytest
 
 from simulators.process import Process, start
 
+# The e2e stacks (fixtures, their pool and the test order) as a plugin, so that the pool can start
+# with the session and its stacks age while the unit tests run.
+pytest_plugins = ["tests.e2e.stacks"]
+
 
 @pytest.fixture
 def processes(tmp_path):

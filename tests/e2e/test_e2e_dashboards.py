@@ -3,7 +3,7 @@
 The committed dashboards/*.json are read as Grafana would load them; each panel query and each
 variable's label_values() selector gets a real VM disk and vdisk of the scenario (the first VM
 disk that all three views know), ``$__rate_interval`` 1m and ``$__interval`` 2s, and is run as an
-instant query against the stack's Prometheus (``scenario_stack`` of tests/e2e/conftest.py: 2 s
+instant query against the stack's Prometheus (``scenario_stack`` of tests/e2e/stacks.py: 2 s
 scrapes, the generated recording rules and alerts with short ``for`` durations).
 
 A query may be empty only where the scenario says it must be, and these exceptions are derived

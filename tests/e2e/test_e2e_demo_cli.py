@@ -12,7 +12,7 @@ pytestmark = pytest.mark.e2e
 
 def test_demo_command_reports_views_alerts_and_dashboards_then_stops(demo_command):
     # `ioparallax-demo --scenario zero-heavy --duration 10 --settle 70 --quick-alerts`, started in the
-    # background by the e2e stack pool (tests/e2e/conftest.py) ahead of this test.
+    # background by the e2e stack pool (tests/e2e/stacks.py) ahead of this test.
     code, out = demo_command.wait(timeout=300)
     workdir = demo_command.workdir
     assert code == 0, out

@@ -18,7 +18,7 @@ exact up to the views' own rounding and do not depend on when Prometheus scraped
   timestamp or the next second); the page's integers: ops/s +-1, KB/s +-1, latency from the
   8-bucket histogram within 3 %, zero share of the read sources (whole MB/s) within 0.02.
 
-The ``scenario_stack`` fixture (tests/e2e/conftest.py) starts one stack per scenario.
+The ``scenario_stack`` fixture (tests/e2e/stacks.py) starts one stack per scenario.
 """
 
 from __future__ import annotations

@@ -34,16 +34,13 @@ needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None or shutil.w
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    from tests.e2e.conftest import started_stack
-    st = started_stack(scenario="zero-heavy", workdir=tmp_path_factory.mktemp("report-stack"))
-    try:
-        wait = st.started_at + WARMUP_S + RANGE_S - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        yield st
-    finally:
-        st.stop()
+def stack(demo_stack):
+    """`make demo`'s stack (zero-heavy, the shipped rules), pooled with the e2e stacks and started
+    with the session: old enough by now, else waited for until the report's range is full."""
+    wait = demo_stack.started_at + WARMUP_S + RANGE_S - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    return demo_stack
 
 
 def run_report(stack, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -165,13 +162,13 @@ def test_html_in_headless_chromium_and_pdf_pages(report):
     print(f"\nreport artifacts (screenshots, HTML, PDF, page images): {ARTIFACTS}", file=sys.stderr)
 
 
-def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(stack, tmp_path):
-    """Runs last: stops the stack's vCenter exporter, then reports on a range after its series ended."""
-    for proc in stack.procs:
-        if proc.name == "vcenter-exporter":
-            proc.popen.terminate()
-            proc.popen.wait(30)
-    time.sleep(75)          # the VM rules' 1m windows empty, `up` of the vCenter target reads 0
+def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(no_vcenter_stack, tmp_path):
+    """A stack whose vCenter exporter was stopped once it had been scraped (with the session: the
+    VM rules' 1m windows have emptied since), reported on a range after its series ended."""
+    stack = no_vcenter_stack
+    wait = stack.vcenter_stopped_at + 75 - time.monotonic()    # the VM rules' 1m windows empty,
+    if wait > 0:                                                # `up` of the vCenter target reads 0
+        time.sleep(wait)
     out = tmp_path / "r.html"
     done = run_report(stack, out, "--start=-10s")
     assert done.returncode == 0, done.stderr

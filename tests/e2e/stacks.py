@@ -1,12 +1,20 @@
-"""End-to-end fixtures: one real stack per library scenario, shared by every e2e module.
+"""End-to-end fixtures: one real stack per library scenario, shared by every e2e module; a pytest
+plugin (tests/conftest.py loads it).
 
 ``scenario_stack`` is session-scoped and parametrized over the scenario library, so pytest groups
 the e2e tests by scenario and each stack serves all of them (the trace checks, the alert checks and
 the dashboard queries all run against the same Prometheus). ``stack_pool`` (tests/e2e/pool.py)
-starts the stacks a few ahead of their tests, so that their windows fill side by side. The stack
-loads rules generated from the shipped mixin config with the same windows (so rule names match the
-dashboards) and short ``for`` durations, and sends Alertmanager's notifications to an in-test
-webhook (``alert_sink``).
+starts the stacks a few ahead of their tests, so that their windows fill side by side.
+
+Most of an e2e test's time would be waiting for a stack to age, so the session is ordered for it:
+the unit tests run first and the e2e tests after them, and the pool starts with the session (its
+first window of stacks and the eager ones age while the unit tests run). Scaling-ramp, whose USL
+test needs seven to eleven minutes of history, starts with the session and runs last. Every pooled
+entry is stopped after its last test.
+
+The stack loads rules generated from the shipped mixin config with the same windows (so rule names
+match the dashboards) and short ``for`` durations, and sends Alertmanager's notifications to an
+in-test webhook (``alert_sink``).
 """
 
 from __future__ import annotations
@@ -121,7 +129,10 @@ def _window() -> int:
     return int(text)
 
 # Non-parametrized pooled fixtures: fixture name = pool key.
-POOLED_FIXTURES = ("demo_stack", "demo_command", "long_term_stack", "two_clusters_stack")
+POOLED_FIXTURES = ("demo_stack", "no_vcenter_stack", "demo_command", "long_term_stack", "two_clusters_stack")
+
+# Scenarios whose tests wait for a long history: started with the session, their tests run last.
+LONG_HISTORY_SCENARIOS = ("scaling-ramp",)
 
 # `make demo SCENARIO=zero-heavy,<file>`: two simulated clusters in one Prometheus whose VM names,
 # vdisk ids and disk serials are the same (tests/e2e/scenarios/clean-bench.yaml beside zero-heavy).
@@ -132,6 +143,8 @@ TWO_CLUSTERS = ["zero-heavy", str(Path(__file__).resolve().parent / "scenarios" 
 DEMO_MODE_SCENARIOS = ("bursty-1m", "postgres")
 
 _ORDER = pytest.StashKey[list]()
+_LAST = pytest.StashKey[dict]()        # nodeid of an entry's last test -> pool key
+_POOL = pytest.StashKey["StackPool"]()
 
 
 def pool_key(item: pytest.Item) -> str | None:
@@ -146,16 +159,50 @@ def pool_key(item: pytest.Item) -> str | None:
     return None
 
 
+def _e2e_last(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Unit tests first, then the e2e tests, those of the long-history scenarios last; pytest's
+    grouping by scenario is kept (a stable partition)."""
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("e2e") is None:
+            return 0
+        return 2 if pool_key(item) in {f"scenario:{s}" for s in LONG_HISTORY_SCENARIOS} else 1
+    return sorted(items, key=rank)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Record in which order the selected tests will ask for pooled entries (after pytest has
-    grouped the tests by scenario and ``-k`` has deselected)."""
+    """Order the session (``_e2e_last``), then record in which order the selected tests will ask for
+    pooled entries and which test is each entry's last (after pytest has grouped the tests by
+    scenario and ``-k`` has deselected)."""
+    items[:] = _e2e_last(items)
     order: list[str] = []
+    last: dict[str, str] = {}
     for item in items:
         key = pool_key(item)
-        if key and key not in order:
-            order.append(key)
+        if key:
+            if key not in order:
+                order.append(key)
+            last[key] = item.nodeid
     config.stash[_ORDER] = order
+    config.stash[_LAST] = {nodeid: key for key, nodeid in last.items()}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop a pooled entry once its last test is done (a session fixture that is not parametrized
+    would keep its stack running, and its slot in the pool's window, to the end of the session)."""
+    key = item.config.stash.get(_LAST, {}).get(item.nodeid)
+    pool = item.config.stash.get(_POOL, None)
+    if key is not None and pool is not None:
+        pool.release(key)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stacks_age_from_the_start(request):
+    """The pool starts with the session when e2e tests are selected: its first stacks and the eager
+    ones age while the unit tests run."""
+    if request.config.stash.get(_ORDER, []):
+        request.getfixturevalue("stack_pool").start_ahead()
 
 
 class DemoCommand:
@@ -192,6 +239,18 @@ def started_stack(demo_intervals: bool = False, **kwargs: Any) -> Stack:
     return stack
 
 
+def _without_vcenter(start: Any, **kwargs: Any) -> Stack:
+    stack = start(**kwargs)
+    try:
+        (proc,) = [p for p in stack.procs if p.name == "vcenter-exporter"]
+        proc.stop(timeout=30)
+        stack.vcenter_stopped_at = time.monotonic()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
 @pytest.fixture(scope="session")
 def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     entries: dict[str, Entry] = {}
@@ -200,11 +259,17 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
         entries[f"scenario:{scenario}"] = Entry(
             start=functools.partial(started_stack, scenario=scenario, workdir=workdir, rules_dir=test_rules_dir,
                                     alertmanager_webhook=f"{alert_sink.url}/{scenario}"),
-            stop=Stack.stop)
+            stop=Stack.stop, eager=scenario in LONG_HISTORY_SCENARIOS)
     # What `make demo` starts: the shipped rules (alerts/), no webhook.
+    # Eager: tests of the report (tests/report/) use it too, after the other e2e modules.
     entries["demo_stack"] = Entry(
         start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("demo")),
-        stop=Stack.stop)
+        stop=Stack.stop, eager=True)
+    # The same, its vCenter exporter stopped once scraped: the report's missing-view case.
+    entries["no_vcenter_stack"] = Entry(
+        start=functools.partial(_without_vcenter, started_stack, scenario="zero-heavy",
+                                workdir=tmp_path_factory.mktemp("no-vcenter")),
+        stop=Stack.stop, eager=True)
     # zero-heavy with VictoriaMetrics as Prometheus' remote_write target (`--long-term`).
     entries["long_term_stack"] = Entry(
         start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("long-term"),
@@ -229,6 +294,7 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
                                     alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}"),
             stop=Stack.stop, eager=True)     # their test waits minutes from the start: age from the start
     pool = StackPool(request.config.stash.get(_ORDER, []), entries, _window())
+    request.config.stash[_POOL] = pool
     yield pool
     pool.close()
 
@@ -253,6 +319,14 @@ def demo_mode_stack(request, stack_pool) -> Stack:
 def demo_stack(stack_pool) -> Stack:
     """The stack `make demo` starts (zero-heavy, the shipped rules), with test scrape intervals."""
     with stack_pool.lease("demo_stack") as thing:
+        yield thing
+
+
+@pytest.fixture(scope="session")
+def no_vcenter_stack(stack_pool) -> Stack:
+    """zero-heavy (the shipped rules) whose vCenter exporter was stopped once every target had been
+    scraped (``vcenter_stopped_at``: time.monotonic())."""
+    with stack_pool.lease("no_vcenter_stack") as thing:
         yield thing
 
 
