@@ -4,7 +4,7 @@ Routes, as the blackbox and snmp exporters have them:
 
 - ``/``            a landing page: what this exporter is, its probe URL, its config
 - ``/metrics``     the exporter's own process metrics and ``<name>_build_info`` (never a target's data)
-- ``/probe``       ``?target=...``: one fresh registry per request, collected while Prometheus waits
+- ``/probe``       ``?target=...``: the target's exposition, written fresh per request while Prometheus waits
 - ``/-/healthy``   200 OK while the process serves
 
 A probe is given a deadline derived from Prometheus' ``X-Prometheus-Scrape-Timeout-Seconds``
@@ -88,11 +88,11 @@ class Probe:
         return max(0.0, self.deadline - time.monotonic())
 
 
-#: Builds the collectors of one probe. Must not raise for target failures: those are reported
-#: as `<source>_up 0` by the collector itself. May raise BadRequest for a malformed request.
-#: May instead return the exposition already written (bytes, text format 0.0.4), for exporters
-#: whose probes are too big for prometheus_client's per-sample objects.
-ProbeHandler = Callable[[Probe], "Iterable[Collector] | bytes"]
+#: Writes the exposition of one probe (bytes, text format 0.0.4): every exporter writes its own,
+#: as its probes are too big for prometheus_client's per-sample objects. Must not raise for target
+#: failures: those are reported as `<source>_up 0` in the exposition. May raise BadRequest for a
+#: malformed request.
+ProbeHandler = Callable[[Probe], bytes]
 
 #: Content type of an exposition a probe handler wrote itself.
 CONTENT_TYPE_TEXT_004 = "text/plain; version=0.0.4; charset=utf-8"
@@ -302,16 +302,11 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
             timeout = app.probe_timeout(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
             probe = Probe(target=target, params=qs, deadline=time.monotonic() + timeout)
             try:
-                result = handler(probe)
-                if isinstance(result, bytes):
-                    self._send(200, result, CONTENT_TYPE_TEXT_004, compressible=True)
-                    return
-                collectors = list(result)
+                body = handler(probe)
             except BadRequest as exc:
                 self._send(400, f"{exc}\n".encode())
                 return
-            body, ctype = exposition(_one_registry(*collectors), self.headers.get("Accept"))
-            self._send(200, body, ctype, compressible=True)
+            self._send(200, body, CONTENT_TYPE_TEXT_004, compressible=True)
 
     return Handler
 

@@ -158,10 +158,6 @@ def load_config(path: str | None) -> StargateConfig:
                           histograms, source_ratios)
 
 
-def load_mapping(path: str | None) -> dict[str, dict[str, str]]:
-    return load_config(path).vdisks
-
-
 def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float,
              policy: TargetPolicy | None = None, limits: Limits = Limits(),
              discovery_ports: tuple[int, ...] = (), parse_pool: ParsePool | None = None,

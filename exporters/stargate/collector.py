@@ -29,7 +29,7 @@ from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_mai
 from .parsepool import DETAIL_BATCH, DetailResult, ParsePool
 from .prism import VDiskNames
 from .targets import Origin, TargetError, TargetPolicy, cluster_cvms, parse_target, same_origin_link
-from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, RequestsClient  # noqa: F401
+from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, PageClient  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,6 @@ log = logging.getLogger(__name__)
 #: GIL (parsing is CPU-bound; lxml's own parse runs without the GIL, so a few threads also use a
 #: second core). Measured with bench/stargate_scrape.py, see docs/stargate.md.
 DEFAULT_CONCURRENCY = 8
-
-
-def target_url(target: str) -> str:
-    """``10.0.0.5`` / ``10.0.0.5:2009`` / ``[fd00::5]:2009`` / ``http://10.0.0.5:2009/`` -> base URL
-    (TargetError for anything else, see targets.py)."""
-    return parse_target(target).url
 
 
 @dataclass
@@ -86,7 +80,7 @@ def _await(futures: list[Future], budget: Budget, what: str) -> None:
         raise _Deadline(f"{len(pending)} of {len(futures)} {what} pending")
 
 
-def probe(client: HttpClient | RequestsClient, target: str, deadline: float, discover: bool = False,
+def probe(client: PageClient, target: str, deadline: float, discover: bool = False,
           concurrency: int = DEFAULT_CONCURRENCY, limits: Limits = Limits(),
           policy: TargetPolicy | None = None, discovery_ports: tuple[int, ...] = (),
           parse_pool: ParsePool | None = None) -> ProbeResult:
@@ -184,7 +178,7 @@ def probe(client: HttpClient | RequestsClient, target: str, deadline: float, dis
     return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected)
 
 
-def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client: HttpClient | RequestsClient,
+def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client: PageClient,
                         vdisks: dict[str, tuple[str, VDiskRow]], origins: dict[str, Origin],
                         budget: Budget) -> dict[str, DetailResult]:
     """Fetch every detail view in the probe's threads; hand the pages to the parse workers in
@@ -241,7 +235,7 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
     return results
 
 
-def _fetch_detail(client: HttpClient | RequestsClient, origin: Origin, href: str,
+def _fetch_detail(client: PageClient, origin: Origin, href: str,
                   budget: Budget) -> tuple[bytes | None, str]:
     """(the detail view's page, "") or (None, error)."""
     try:
@@ -257,7 +251,7 @@ def _fetch_detail(client: HttpClient | RequestsClient, origin: Origin, href: str
         return None, f"{href}: internal error {exc.__class__.__name__}"
 
 
-def _main(client: HttpClient | RequestsClient, origin: Origin, path: str, budget: Budget,
+def _main(client: PageClient, origin: Origin, path: str, budget: Budget,
           parse: bool = True, parse_pool: ParsePool | None = None) -> CvmResult | tuple[CvmResult, bytes]:
     """A CVM's main page, parsed; or (with ``parse=False``) the page to parse with _parse_main."""
     url = f"{origin.scheme}://{origin.netloc}{path}"
@@ -293,7 +287,7 @@ def _parse_main(fetched: CvmResult | tuple[CvmResult, bytes], parse_pool: ParseP
     return cvm
 
 
-def _detail(client: HttpClient | RequestsClient, origin: Origin, href: str,
+def _detail(client: PageClient, origin: Origin, href: str,
             budget: Budget) -> tuple[VDiskDetail | None, str, int]:
     """(detail, error, 1 if the view was rejected as garbage)."""
     try:

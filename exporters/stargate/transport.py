@@ -17,8 +17,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-
-import requests
+from typing import Protocol
 
 from .targets import Origin
 
@@ -122,6 +121,13 @@ def _content_length(resp: http.client.HTTPResponse, url: str) -> int | None:
     return int(next(iter(parts)))
 
 
+class PageClient(Protocol):
+    """What a probe fetches its pages with: :class:`HttpClient` (tests also pass a client over
+    requests, tests/stargate/support.py)."""
+
+    def get(self, origin: Origin, path: str, budget: Budget) -> bytes: ...
+
+
 class HttpClient:
     """Keep-alive HTTP/1.1 GETs with http.client, one connection per thread and CVM.
 
@@ -196,37 +202,3 @@ class HttpClient:
             resp.read()     # nothing left to read: marks the response done, so the connection is reused
         return bytes(body)
 
-
-class RequestsClient:
-    """The same interface over a requests.Session (tests, or where a proxy/TLS set-up needs it).
-    The body is streamed under the same limit; the deadline bounds each read, not their sum."""
-
-    def __init__(self, session: requests.Session) -> None:
-        self.session = session
-
-    def get(self, origin: Origin, path: str, budget: Budget) -> bytes:
-        url = f"{origin.scheme}://{origin.netloc}{path}"
-        budget.take_page(url)
-        left = budget.remaining()
-        if left <= 0:
-            raise DeadlineExceeded(f"{url}: deadline exceeded before the request")
-        limit = budget.limits.body_size_limit
-        try:
-            with self.session.get(url, timeout=left, stream=True, allow_redirects=False) as r:
-                if r.status_code != 200:
-                    raise FetchError(f"{url}: HTTP {r.status_code}")
-                body = bytearray()
-                for chunk in r.iter_content(_CHUNK):
-                    body += chunk
-                    if len(body) > limit:
-                        raise FetchError(f"{url}: page is over body_size_limit ({limit} bytes); not read further")
-                    if budget.remaining() <= 0:
-                        raise DeadlineExceeded(f"{url}: deadline exceeded while reading the page")
-                return bytes(body)
-        except requests.exceptions.ConnectionError as exc:
-            cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed: {exc.__class__.__name__}"
-            raise FetchError(f"{url}: {cause}") from None
-        except requests.exceptions.Timeout:
-            raise DeadlineExceeded(f"{url}: deadline exceeded (no answer in time)") from None
-        except requests.RequestException as exc:
-            raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None

@@ -5,6 +5,7 @@ import socket
 
 import pytest
 import requests
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
@@ -32,7 +33,9 @@ class Echo:
 def handler(probe):
     if probe.target == "bad-request":
         raise BadRequest("unknown module 'x'")
-    return [Echo(probe)]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Echo(probe))
+    return generate_latest(registry)     # a probe handler writes its exposition (text 0.0.4)
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporters.common.config import ConfigError
 from exporters.common.web import ExporterServer
-from exporters.stargate.cli import load_mapping, main as cli_main, make_app
-from exporters.stargate.collector import target_url
+from exporters.stargate.cli import main as cli_main, make_app
 from exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
 from simulators.scenario import load_scenario, parse_scenario
 from simulators.stargate.server import StargateCluster
+from tests.stargate.support import load_mapping, target_url
 from tests.support import promtool_check_metrics
 
 FROZEN = 1_700_000_000.0
@@ -176,7 +176,8 @@ def test_moving_vdisk_is_counted_once():
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
 
-        from exporters.stargate.collector import RequestsClient, probe
+        from exporters.stargate.collector import probe
+        from tests.stargate.support import RequestsClient
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
         real_get = session.get
