@@ -29,8 +29,9 @@ import requests
 from bs4 import BeautifulSoup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exporters.stargate.collector import DEFAULT_CONCURRENCY, HttpClient, StargateCollector, probe  # noqa: E402
-from exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT  # noqa: E402
+from exporters.stargate.exposition import StargateCollector  # noqa: E402
+from exporters.stargate.probe import DEFAULT_CONCURRENCY, probe  # noqa: E402
+from exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT, HttpClient  # noqa: E402
 from simulators.process import Process, start  # noqa: E402
 
 VDISKS = 1000

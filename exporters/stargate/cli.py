@@ -15,11 +15,12 @@ from exporters.common.logsetup import add_logging_args, setup_logging
 from exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
 from ioparallax.version import add_version_arg
 
-from .collector import DEFAULT_CONCURRENCY, Collectors, HttpClient, StargateCollector, probe
+from .exposition import Collectors, StargateCollector
 from .parsepool import DEFAULT_WORKERS, ParsePool, usable_cores
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
+from .probe import DEFAULT_CONCURRENCY, probe
 from .targets import TargetError, TargetPolicy, parse_target
-from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, Limits
+from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, HttpClient, Limits
 
 log = logging.getLogger("exporters.stargate")
 

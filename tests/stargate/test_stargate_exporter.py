@@ -176,7 +176,7 @@ def test_moving_vdisk_is_counted_once():
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
 
-        from exporters.stargate.collector import probe
+        from exporters.stargate.probe import probe
         from tests.stargate.support import RequestsClient
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
@@ -191,7 +191,7 @@ def test_moving_vdisk_is_counted_once():
                        discovery_ports=sim_ports(cluster))
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
-        from exporters.stargate.collector import StargateCollector
+        from exporters.stargate.exposition import StargateCollector
         text = StargateCollector(result).render().decode()
         assert len(samples(text, "stargate_vdisk_info")) == 1
         assert len(samples(text, "stargate_vdisk_read_ops_per_second")) == 1
@@ -291,7 +291,9 @@ def test_detail_values_come_from_the_leading_cells():
 
 
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
-    from exporters.stargate.collector import HttpClient, StargateCollector, probe
+    from exporters.stargate.exposition import StargateCollector
+    from exporters.stargate.probe import probe
+    from exporters.stargate.transport import HttpClient
     result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
     tricky = 'db "prod"\\new\nline'
     text = StargateCollector(result, {"1000": {"vm": tricky, "disk": "scsi0:1"}}).render().decode()

@@ -13,9 +13,11 @@ import requests
 
 from exporters.common.config import ConfigError
 from exporters.stargate.cli import load_config
-from exporters.stargate.collector import Collectors, HttpClient, StargateCollector, probe
+from exporters.stargate.exposition import Collectors, StargateCollector
 from exporters.stargate.parsepool import ParsePool
+from exporters.stargate.probe import probe
 from exporters.stargate.targets import TargetPolicy
+from exporters.stargate.transport import HttpClient
 from simulators.stargate.server import StargateCluster
 
 FROZEN = 1_700_000_000.0
