@@ -7,6 +7,7 @@ stopping are simulators/process.py's, shared with the demo stack and the benches
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -77,3 +78,20 @@ def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     promtool exits non-zero on format errors and on lint problems (e.g. counters without
     ``_total``); callers assert on returncode and show stdout/stderr."""
     return subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+
+
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
+
+
+def drawn_data_paths(figure) -> list:
+    """The paths a figure draws inside its axes through more than two points: its data (lines, stacked
+    areas, steps), not a grid line (two points), a tick, the frame or a legend (not clipped to the
+    axes), nor a definition (the page's shared glyphs, a hatch pattern, a clip rectangle)."""
+    out = []
+    for p in figure.select("svg path"):
+        if p.find_parent(["defs", "pattern", "clippath"]):
+            continue
+        clipped = p.get("clip-path") or any(g.get("clip-path") for g in p.find_parents("g"))
+        if clipped and len(_NUMBER.findall(p.get("d", ""))) > 4:
+            out.append(p)
+    return out

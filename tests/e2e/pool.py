@@ -59,21 +59,22 @@ class StackPool:
             log.info("starting %s in the background", key)
             self.futures[key] = self.executor.submit(self.entries[key].start)
 
-    def _top_up(self) -> None:
+    def _top_up(self, window: int | None = None) -> None:
         """Start entries in test order until ``window`` are running or starting."""
+        window = self.window if window is None else window
         live = sum(1 for key in self.futures if key not in self.released and key not in self.eager)
         for key in self.order:
-            if live >= self.window:
+            if live >= window:
                 break
             if key not in self.futures:
                 self._launch(key)
                 live += 1
 
-    def start_ahead(self) -> None:
-        """Start the first ``window`` entries in test order now (the session's unit tests run
-        while they age), rather than when the first test asks for one."""
+    def start_ahead(self, count: int | None = None) -> None:
+        """Start the first ``count`` (at most ``window``) entries in test order now (the session's
+        unit tests run while they age), rather than when the first test asks for one."""
         with self.lock:
-            self._top_up()
+            self._top_up(self.window if count is None else min(count, self.window))
 
     def get(self, key: str, timeout: float = 300.0) -> Any:
         """The started entry ``key`` (starting it now if it is not in line), raising its start error."""

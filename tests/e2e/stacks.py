@@ -120,10 +120,16 @@ def test_rules_dir(tmp_path_factory) -> Path:
     return out
 
 
-# How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side.
-# Each stack takes about 0.1 of a core once started; starting one takes a core for a few seconds.
+# How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side,
+# besides the eager ones. Each stack takes about 0.1 of a core once started; starting one takes a
+# core for a few seconds. While the unit tests run, AHEAD of them age (more would slow the unit
+# tests down); then the e2e tests take about 30 s per scenario and a stack needs 2 to 2.5 minutes
+# of history for its report test, so the window is wider.
+AHEAD = 4
+
+
 def _window() -> int:
-    text = os.environ.get("IOPARALLAX_E2E_STACKS", "4")
+    text = os.environ.get("IOPARALLAX_E2E_STACKS", "6")
     if not text.isdigit() or int(text) < 1:
         raise pytest.UsageError(f"IOPARALLAX_E2E_STACKS: expected a whole number of stacks, at least 1, got {text!r}")
     return int(text)
@@ -202,7 +208,7 @@ def _stacks_age_from_the_start(request):
     """The pool starts with the session when e2e tests are selected: its first stacks and the eager
     ones age while the unit tests run."""
     if request.config.stash.get(_ORDER, []):
-        request.getfixturevalue("stack_pool").start_ahead()
+        request.getfixturevalue("stack_pool").start_ahead(AHEAD)
 
 
 class DemoCommand:

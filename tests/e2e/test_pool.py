@@ -126,3 +126,12 @@ def test_a_second_release_stops_nothing_again():
     pool.release("a")          # and again when its fixture ends
     pool.close()
     assert rec.stopped == ["a"]
+
+
+def test_start_ahead_can_start_fewer_than_the_window():
+    rec = Recorder()
+    pool = pool_of(rec, ["a", "b", "c", "d"], window=3)
+    pool.start_ahead(1)
+    pool.executor.shutdown(wait=True)
+    assert rec.started == ["a"]
+    pool.close()

@@ -20,7 +20,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from ioparallax.report import chromium
-from tests.support import venv_tool
+from tests.support import drawn_data_paths, venv_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -98,23 +98,6 @@ def test_compare_puts_a_second_range_on_the_same_figures(stack, tmp_path):
     assert guest[2].endswith("%") and abs(int(guest[2].split()[0])) <= 15, guest
     caption = soup.select_one("#disk-bench-01-scsi0-1-three-views figcaption").get_text()
     assert "Dashed: B" in caption
-
-
-NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
-
-
-def drawn_data_paths(figure) -> list:
-    """The paths a figure draws inside its axes through more than two points: its data (lines, stacked
-    areas, steps), not a grid line (two points), a tick, the frame or a legend (not clipped to the
-    axes), nor a definition (the page's shared glyphs, a hatch pattern, a clip rectangle)."""
-    out = []
-    for p in figure.select("svg path"):
-        if p.find_parent(["defs", "pattern", "clippath"]):
-            continue
-        clipped = p.get("clip-path") or any(g.get("clip-path") for g in p.find_parents("g"))
-        if clipped and len(NUMBER.findall(p.get("d", ""))) > 4:
-            out.append(p)
-    return out
 
 
 def net_requests_of_the_page(netlog: Path) -> list[str]:
