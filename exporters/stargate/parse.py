@@ -140,12 +140,13 @@ def _link_joiner(base_url: str):
     return join
 
 
-def _parse_html(html: str | bytes):
-    if not html or not (html.strip() if isinstance(html, str) else html.strip()):
+def _parse_html(html: bytes):
+    """The page's bytes as fetched, decoded by lxml's parser (UTF-8): never a str on the way."""
+    if not html or not html.strip():
         raise StargatePageError("empty page")
     try:
         # Plain lxml.etree (not lxml.html's element classes): the same tree, a third cheaper.
-        doc = lxml.etree.fromstring(html.encode("utf-8", "replace") if isinstance(html, str) else html, _parser())
+        doc = lxml.etree.fromstring(html, _parser())
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise StargatePageError(f"not HTML: {exc}") from None
     if doc is None or doc.find(".//table") is None:
@@ -266,7 +267,7 @@ def _outstanding(text: str, where: str) -> tuple[float, float]:
     return float(m.group(1)), float(m.group(2)) * KIB
 
 
-def parse_main_page(html: str | bytes, base_url: str) -> MainPage:
+def parse_main_page(html: bytes, base_url: str) -> MainPage:
     doc = _parse_html(html)
     banners = _banner_tables(doc)
     hosted_title = next((t for t in ("hosted vdisks", "hosted active vdisks") if t in banners), None)
@@ -457,7 +458,7 @@ def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
     return out
 
 
-def parse_vdisk_page(html: str | bytes) -> VDiskDetail:
+def parse_vdisk_page(html: bytes) -> VDiskDetail:
     doc = _parse_html(html)
     sections = _sections(doc)
     if "ops and randomness" not in sections:
