@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import random
 import re
 import signal
 import socket
@@ -213,11 +214,36 @@ _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
 
+def _ephemeral_ports() -> range:
+    """The kernel's range for port 0 and outgoing connections (Linux), else IANA's."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            low, high = (int(x) for x in fh.read().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(49152, 65536)
+
+
 def free_port() -> int:
-    """A loopback port free now and not handed out before by this process: stacks started side by
-    side (the e2e tests) pick ports before their processes bind them, and the kernel may offer one
-    twice."""
+    """A loopback port free now and not handed out before by this process. Stacks started side by
+    side (the e2e tests) pick ports before their processes bind them, so the port is taken below
+    the kernel's ephemeral range: there, any process binding port 0 or opening a connection (a
+    scrape, a probe) could take it in between ("address already in use"); below it, only a process
+    asking for that very port can. Port 0's answer when no port below is free."""
+    ephemeral = _ephemeral_ports()
+    low = 10000 if ephemeral.start > 20000 else None
     with _handed_out_lock:
+        for _ in range(200 if low is not None else 0):
+            port = random.randrange(low, ephemeral.start)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
         while True:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("127.0.0.1", 0))

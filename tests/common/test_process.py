@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -152,6 +153,15 @@ def test_wait_for_http_fails_at_once_when_the_child_exits(tmp_path):
 def test_free_port_never_hands_out_a_port_twice():
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == 200
+
+
+def test_free_ports_lie_below_the_ephemeral_range_where_connections_cannot_take_them():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert all(10000 <= p < low for p in ports), ports
+    # and each is bindable by the process it is for
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[-1]))
 
 
 PARENT = textwrap.dedent("""
