@@ -239,6 +239,10 @@ def started_stack(demo_intervals: bool = False, **kwargs: Any) -> Stack:
     stack.__enter__()
     try:
         stack.wait_scraped(timeout=90)
+        # A component that died at start (e.g. its port taken) fails the start, not the tests later.
+        dead = [p.exited() for p in stack.procs if not p.alive()]
+        if dead:
+            raise RuntimeError("a stack component exited at start: " + "\n".join(dead))
     except BaseException:
         stack.stop()
         raise
