@@ -364,12 +364,14 @@ def quiet_instant(trace: Trace, d: Disk, before: float) -> float:
     return t
 
 
-def fio_rate(metric: str, sel: str, window: str = "20s") -> str:
+def fio_rate(metric: str, sel: str, window: str = "20s", by: str = "") -> str:
     """PromQL: a fio counter per second of job run time over ``window``, summed over the jobs. Both
     increases come from the same records, so the rate is exact; rate() alone reads a window holding
     one fio record more or less than its span (the exporter reads the file once per scrape
     interval) up to 1/n off (zero-heavy: 20/19 of the truth once in CI)."""
-    return f"sum(increase({metric}{{{sel}}}[{window}]) / increase(fio_job_runtime_seconds_total{{{sel}}}[{window}]))"
+    grouping = f" by ({by})" if by else ""
+    return (f"sum{grouping}(increase({metric}{{{sel}}}[{window}])"
+            f" / increase(fio_job_runtime_seconds_total{{{sel}}}[{window}]))")
 
 
 def _zero_heavy(stack: Stack, trace: Trace) -> None:
@@ -471,9 +473,8 @@ def _scaling_ramp(stack: Stack, trace: Trace) -> None:
     expect = {vm: sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks if d.vm == vm)
               for vm in settled}
     sel = f'job="fio",vm=~"{"|".join(settled)}"'
-    got = {r["metric"]["vm"]: float(r["value"][1]) for r in at(
-        stack, f"sum by (vm) (increase(fio_read_ios_total{{{sel}}}[10s]) + increase(fio_write_ios_total{{{sel}}}[10s]))"
-               f" / max by (vm) (increase(fio_job_runtime_seconds_total{{{sel}}}[10s]))", time.time())}
+    promql = f'{fio_rate("fio_read_ios_total", sel, "10s", "vm")} + {fio_rate("fio_write_ios_total", sel, "10s", "vm")}'
+    got = {r["metric"]["vm"]: float(r["value"][1]) for r in at(stack, promql, time.time())}
     assert set(got) == set(settled), (sorted(got), settled)
     for vm in settled:
         assert got[vm] == pytest.approx(expect[vm], rel=0.02), (vm, got, expect)
