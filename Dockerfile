@@ -8,9 +8,6 @@ FROM python:3.11-slim-bookworm
 RUN useradd --system --uid 65532 --home /nonexistent ioparallax
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
-COPY exporters ./exporters
-COPY simulators ./simulators
-COPY mixin ./mixin
 COPY ioparallax ./ioparallax
 RUN pip install --no-cache-dir . && rm -rf /src \
     && mkdir -p /var/lib/guests && chown 65532 /var/lib/guests

@@ -44,11 +44,11 @@ $(VENV)/.installed: pyproject.toml
 
 deps-go: $(BUILD)/vcsim-scenario $(BUILD)/vcsim ## the scenario vCenter simulator and stock vcsim
 
-$(BUILD)/vcsim-scenario: $(wildcard simulators/vcenter/*.go simulators/vcenter/go.mod simulators/vcenter/go.sum)
+$(BUILD)/vcsim-scenario: $(wildcard ioparallax/simulators/vcenter/*.go ioparallax/simulators/vcenter/go.mod ioparallax/simulators/vcenter/go.sum)
 	@mkdir -p $(BUILD)
-	@if [ -f simulators/vcenter/go.mod ]; then \
+	@if [ -f ioparallax/simulators/vcenter/go.mod ]; then \
 	  echo ">> building the scenario vCenter simulator"; \
-	  cd simulators/vcenter && go build -o ../../$(BUILD)/vcsim-scenario . ; \
+	  cd ioparallax/simulators/vcenter && go build -o $(CURDIR)/$(BUILD)/vcsim-scenario . ; \
 	else touch $@; fi
 
 $(BUILD)/vcsim:
@@ -61,8 +61,8 @@ $(BUILD)/vcsim:
 lint: deps-python ## ruff and mypy on the Python code, go vet and gofmt on the Go simulator
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
-	cd simulators/vcenter && go vet ./...
-	@cd simulators/vcenter && unformatted=$$("$$(go env GOROOT)/bin/gofmt" -l .) && \
+	cd ioparallax/simulators/vcenter && go vet ./...
+	@cd ioparallax/simulators/vcenter && unformatted=$$("$$(go env GOROOT)/bin/gofmt" -l .) && \
 	  if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted: $$unformatted" >&2; exit 1; fi
 
 test: deps ## install what is missing, then run every test
@@ -81,11 +81,11 @@ report: deps-python ## the PoC report of the running demo: .run/report.html (REP
 	$(VENV)/bin/ioparallax-report --prometheus $(REPORT_PROMETHEUS) --start=$(REPORT_START) --end now -o .run/report.html
 	@echo "report: $(CURDIR)/.run/report.html"
 
-rules: deps-python ## regenerate alerts/*.rules.yml from mixin/config.yml
-	$(VPY) -m mixin.cli rules
+rules: deps-python ## regenerate alerts/*.rules.yml from ioparallax/mixin/config.yml
+	$(VPY) -m ioparallax.mixin.cli rules
 
-dashboards: deps-python ## regenerate dashboards/*.json from mixin/config.yml
-	$(VPY) -m mixin.cli dashboards
+dashboards: deps-python ## regenerate dashboards/*.json from ioparallax/mixin/config.yml
+	$(VPY) -m ioparallax.mixin.cli dashboards
 
 bench: deps ## run the benchmarks in bench/ (each prints a ratio against its baseline)
 	@for b in bench/*.py; do echo ">> $$b"; $(VPY) $$b || exit 1; done

@@ -39,9 +39,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from exporters.fio.reader import DocumentStream, read_text  # noqa: E402
-from exporters.fio.tailer import FileTailer  # noqa: E402
-from simulators.process import free_port, start as start_process, wait_for_http  # noqa: E402
+from ioparallax.exporters.fio.reader import DocumentStream, read_text  # noqa: E402
+from ioparallax.exporters.fio.tailer import FileTailer  # noqa: E402
+from ioparallax.simulators.process import free_port, start as start_process, wait_for_http  # noqa: E402
 
 
 def best(fn, repeat: int = 7) -> float:

@@ -47,7 +47,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from simulators.stack import Stack  # noqa: E402
+from ioparallax.simulators.stack import Stack  # noqa: E402
 
 PER_DISK_JOBS = ("stargate", "vcenter", "fio", "guest-node")
 DAY = 86_400

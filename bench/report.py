@@ -13,7 +13,7 @@ Prints for each size: min and median time over the runs, peak RSS, queries, and 
 Target: under 30 s and 500 MB on 2 cores for 100 VM disks.
 
 With --against REV (e.g. a commit before a speed change), the report code of REV (its ioparallax/
-and mixin/, exported by `git archive` to a temp dir) runs on the same Prometheus, its runs
+and ioparallax/mixin/, exported by `git archive` to a temp dir) runs on the same Prometheus, its runs
 interleaved with this tree's so that both see the same load, and the ratio REV/this tree is printed.
 
 Run: .venv/bin/python bench/report.py [--runs 3] [--against REV]
@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from simulators.process import free_port, start, wait_for_http  # noqa: E402
+from ioparallax.simulators.process import free_port, start, wait_for_http  # noqa: E402
 
 HOUR = 3600
 SCRAPE = 5
@@ -178,7 +178,11 @@ def main() -> int:
         if args.against:
             old_repo = Path(tmp) / "against"
             old_repo.mkdir()
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.against, "ioparallax", "mixin"],
+            # Before the one-namespace move the mixin was a top-level package beside ioparallax/.
+            tops = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", args.against],
+                                  check=True, capture_output=True, text=True, timeout=60).stdout.split()
+            paths = [p for p in ("ioparallax", "mixin") if p in tops]
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.against, *paths],
                                      check=True, capture_output=True, timeout=120).stdout
             subprocess.run(["tar", "-x", "-C", str(old_repo)], input=archive, check=True, timeout=120)
         for disks in (args.baseline, args.disks):

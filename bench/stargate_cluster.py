@@ -34,9 +34,9 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exporters.stargate.parsepool import usable_cores  # noqa: E402
-from exporters.stargate.probe import DEFAULT_CONCURRENCY  # noqa: E402
-from simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
+from ioparallax.exporters.stargate.parsepool import usable_cores  # noqa: E402
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY  # noqa: E402
+from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TIMEOUT = 60.0     # the scrape timeout sent: long, so that slow probes are measured, not cut

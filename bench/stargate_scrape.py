@@ -29,10 +29,10 @@ import requests
 from bs4 import BeautifulSoup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exporters.stargate.exposition import StargateCollector  # noqa: E402
-from exporters.stargate.probe import DEFAULT_CONCURRENCY, probe  # noqa: E402
-from exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT, HttpClient  # noqa: E402
-from simulators.process import Process, start  # noqa: E402
+from ioparallax.exporters.stargate.exposition import StargateCollector  # noqa: E402
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, probe  # noqa: E402
+from ioparallax.exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT, HttpClient  # noqa: E402
+from ioparallax.simulators.process import Process, start  # noqa: E402
 
 VDISKS = 1000
 RUNS = 3

@@ -49,7 +49,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulators.process import Process, free_port, start  # noqa: E402
+from ioparallax.simulators.process import Process, free_port, start  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
@@ -155,8 +155,8 @@ def inventory_bench(args: argparse.Namespace) -> int:
     from pyVim.connect import Disconnect, SmartConnect
 
     sys.path.insert(0, str(REPO))
-    from exporters.vcenter.inventory import collect_inventory
-    from exporters.vcenter.inventory_soap import collect_inventory_soap
+    from ioparallax.exporters.vcenter.inventory import collect_inventory
+    from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
 
     if not STOCK.exists() or STOCK.stat().st_size == 0:
         print(f"{STOCK} is missing: run `make deps-go`", file=sys.stderr)

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from simulators.process import Process, start
+from ioparallax.simulators.process import Process, start
 
 # The e2e stacks (fixtures, their pool and the test order) as a plugin, so that the pool can start
 # with the session and its stacks age while the unit tests run.
@@ -12,7 +12,7 @@ pytest_plugins = ["tests.e2e.stacks"]
 @pytest.fixture
 def processes(tmp_path):
     """Start processes with ``processes.start(name, argv, env=..., cwd=...)``, output in
-    ``<tmp_path>/<name>.log``; all are stopped by PID after the test (simulators/process.py)."""
+    ``<tmp_path>/<name>.log``; all are stopped by PID after the test (ioparallax/simulators/process.py)."""
 
     class Processes:
         def __init__(self):

@@ -21,7 +21,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulators.scenario import compile_scenario, load_scenario
+from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from tests.support import BUILD, ManagedProcess, free_port, venv_tool
 
 PASSWORD = "dash-Pa55"
@@ -35,9 +35,9 @@ def _names(text: str) -> set[str]:
 
 
 def _stargate_exposition() -> str:
-    from exporters.common.web import ExporterServer
-    from exporters.stargate.cli import make_app
-    from simulators.stargate.server import StargateCluster
+    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.stargate.cli import make_app
+    from ioparallax.simulators.stargate.server import StargateCluster
 
     with StargateCluster("zero-heavy", clock=lambda: 1_700_000_000.0) as cluster:
         # discover=true follows the simulator's CVMs, which share one address on their own ports.
@@ -54,9 +54,9 @@ def _stargate_exposition() -> str:
 
 
 def _vcenter_exposition(tmp) -> str:
-    from exporters.common.web import ExporterServer
-    from exporters.vcenter.cli import make_app
-    from exporters.vcenter.config import load_config as load_vc_config
+    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.vcenter.cli import make_app
+    from ioparallax.exporters.vcenter.config import load_config as load_vc_config
 
     sim_bin = BUILD / "vcsim-scenario"
     if not sim_bin.is_file() or sim_bin.stat().st_size == 0:
@@ -105,8 +105,8 @@ def _fio_guest_exposition(tmp) -> str:
     bytes), read by the fio exporter's own collector."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporters.fio.guestdisk import GuestDiskCollector
-    from simulators.guest.sysfs import write_tree
+    from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
+    from ioparallax.simulators.guest.sysfs import write_tree
 
     scenario = load_scenario("misaligned")
     vm = next(v for v in scenario.vms if v.name == "misaligned-01")
@@ -118,7 +118,7 @@ def _fio_guest_exposition(tmp) -> str:
 
 def _node_exposition(tmp) -> str:
     """node_exporter's diskstats of a simulated guest (misaligned-01), as the stack's job guest-node."""
-    from simulators.guest.writer import GuestWriter
+    from ioparallax.simulators.guest.writer import GuestWriter
 
     if shutil.which("prometheus-node-exporter") is None:
         pytest.skip("node_exporter is not installed (apt-get install prometheus-node-exporter)")

@@ -2,7 +2,7 @@
 
 Every process a test starts binds to 127.0.0.1 on a port picked here, and is stopped by PID
 (``Process.stop``, through the ``processes`` fixture) when the test ends. Starting, waiting and
-stopping are simulators/process.py's, shared with the demo stack and the benches.
+stopping are ioparallax/simulators/process.py's, shared with the demo stack and the benches.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from simulators.process import Process, free_port, start, wait_for_http
+from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
 __all__ = ["BUILD", "REPO", "VENV_BIN", "ManagedProcess", "NotReadyYet", "Process", "free_port",
            "promtool_check_metrics", "venv_tool", "wait_for_http"]
@@ -27,7 +27,7 @@ VENV_BIN = Path(sys.executable).parent
 
 class ManagedProcess(Process):
     """A child started the way the tests start theirs: output in ``<log_dir>/<name>.log``, stopped by
-    PID with ``stop()`` (simulators/process.py's :func:`~simulators.process.start`)."""
+    PID with ``stop()`` (ioparallax/simulators/process.py's :func:`~ioparallax.simulators.process.start`)."""
 
     def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None,
                  cwd: Path | None = None) -> None:

@@ -27,7 +27,7 @@ times: 'now', a duration before now ('-30m', '-2h'), unix seconds, or ISO 8601 (
   B=http://prom-b:9090@-2h..-1h     both
 
 The report reads the recording rules of alerts/ioparallax.rules.yml (load them into the Prometheus
-you query) and the thresholds of mixin/config.yml (--config). It never sends anything but queries.
+you query) and the thresholds of ioparallax/mixin/config.yml (--config). It never sends anything but queries.
 The HTML needs no network when opened: figures are inline SVG, data are embedded as CSV links.
 --pdf prints the HTML with headless Chromium (Debian package chromium), a page per VM disk.
 
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="LABEL=URL|RANGE", help="a second Prometheus or range, overlaid")
     p.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     p.add_argument("--pdf", type=Path, help="also print the report to this PDF (headless Chromium)")
-    p.add_argument("--config", type=Path, help="mixin config (default: the shipped mixin/config.yml)")
+    p.add_argument("--config", type=Path, help="mixin config (default: the shipped ioparallax/mixin/config.yml)")
     p.add_argument("--step", help="seconds between points (default: max(scrape interval, range / 600))")
     p.add_argument("--title", default="Storage PoC report", help="the report's title")
     p.add_argument("--steps", metavar="OFFSET[=N],...",

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
 from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator  # noqa: E402
 
-# One colour per view, the dashboards' (mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
+# One colour per view, the dashboards' (ioparallax/mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
 COLORS = {"guest": "#2e7d32", "guest_os": "#7b1fa2", "vm": "#1565c0", "storage": "#ef6c00",
           "zero": "#d32f2f", "compare": "#616161"}
 LABELS = {"guest": "guest (fio)", "guest_os": "guest OS (block layer)", "vm": "VM (vCenter)",

@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from exporters.common.config import parse_duration
+from ioparallax.exporters.common.config import parse_duration
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _short(e: Exception) -> str:
 
 def parse_seconds(text: str) -> float:
     """A duration (``1m30s``, ``5s``, ``250ms``, ``1.5m``) in seconds: the project's one grammar
-    (exporters.common.config.parse_duration), here for a text with a unit."""
+    (ioparallax.exporters.common.config.parse_duration), here for a text with a unit."""
     try:
         if not text.strip() or text.strip()[-1].isdigit():
             raise ValueError("no unit")

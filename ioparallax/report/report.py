@@ -7,14 +7,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporters.common.config import ConfigError
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.mixin.config import load_config
 from ioparallax.report.builders import build_sections
 from ioparallax.report.data import choose_step
 from ioparallax.report.page import render_parts
 from ioparallax.report.promapi import PromAPI, PromError
 from ioparallax.report.sections import ReportContext
 from ioparallax.report.summary import dataset
-from mixin.config import load_config
 
 log = logging.getLogger(__name__)
 

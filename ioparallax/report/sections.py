@@ -8,7 +8,7 @@ How to add a section (e.g. scalability, issue 12)
    It reads Prometheus only through ``ctx`` (``ctx.range(expr)``, ``ctx.instant(expr)``: whole
    rule families, one query per kind of series, never one per VM disk; ``ctx.rule(name)`` adds the
    user's ``--match`` matchers to a recording rule's name, ``ctx.sel(source)`` gives a source's
-   selector from mixin/config.yml with them). It returns ``None`` when it has nothing to say
+   selector from ioparallax/mixin/config.yml with them). It returns ``None`` when it has nothing to say
    (e.g. no ramp in the range), or a :class:`Section`.
 2. Add it to ``SECTION_BUILDERS`` in ``ioparallax/report/builders.py`` (one line).
 
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from ioparallax.mixin.config import MixinConfig
 from ioparallax.report.promapi import PromAPI
-from mixin.config import MixinConfig
 
 
 @dataclass
@@ -95,7 +95,7 @@ class ReportContext:
         return f"{name}{{{','.join(parts)}}}" if parts else name
 
     def sel(self, source: str, *extra: str) -> str:
-        """``{job="fio",<match>,extra...}``: a source's selector from mixin/config.yml."""
+        """``{job="fio",<match>,extra...}``: a source's selector from ioparallax/mixin/config.yml."""
         return self.config.sel(source, self.match, *extra)
 
     def range(self, expr: str) -> list[dict[str, Any]]:

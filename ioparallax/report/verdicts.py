@@ -1,7 +1,7 @@
 """Verdicts: for each VM disk and each trap, OK / Distorted / Not measurable, from plain numbers.
 
 Pure functions on numpy arrays (one value per report step, NaN where the rule had no value) and the
-thresholds of mixin/config.yml: no Prometheus here, so tests/report/test_verdicts.py drives every
+thresholds of ioparallax/mixin/config.yml: no Prometheus here, so tests/report/test_verdicts.py drives every
 branch with synthetic series.
 
 Each verdict's number is defined over the whole report range (docs/report.md, "How the numbers are
@@ -19,7 +19,7 @@ from enum import Enum
 
 import numpy as np
 
-from mixin.config import Thresholds
+from ioparallax.mixin.config import Thresholds
 
 
 class State(str, Enum):  # noqa: UP042 - StrEnum would change str(State.OK) from "State.OK" to "OK"

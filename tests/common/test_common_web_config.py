@@ -8,8 +8,8 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from exporters.common.web import (
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+from ioparallax.exporters.common.web import (
     MAX_SCRAPE_TIMEOUT_SECONDS,
     BadRequest,
     ExporterApp,

@@ -1,4 +1,4 @@
-"""The project's one duration grammar (exporters/common/config.py): Prometheus' grammar checked
+"""The project's one duration grammar (ioparallax/exporters/common/config.py): Prometheus' grammar checked
 against the real promtool, the seconds it gives, and the older single-unit forms the exporters'
 files and flags keep taking."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from exporters.common.config import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
+from ioparallax.exporters.common.config import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
 from ioparallax.report.promapi import parse_seconds
 
 UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))

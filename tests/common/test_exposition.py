@@ -1,4 +1,4 @@
-"""The shared text-format writer (exporters.common.exposition): escaping, values, the layout of
+"""The shared text-format writer (ioparallax.exporters.common.exposition): escaping, values, the layout of
 gauge, counter and gauge-histogram families against prometheus_client's generate_latest, and
 promtool on a sample exposition."""
 
@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.common.exposition import (
+from ioparallax.exporters.common.exposition import (
     Exposition,
     Family,
     GaugeHistogram,
@@ -23,8 +23,8 @@ from exporters.common.exposition import (
     header,
     label_block,
 )
-from exporters.fio.histogram import LATENCY_EDGES_SECONDS
-from exporters.stargate.parse import LATENCY_BOUNDS, SIZE_BOUNDS
+from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
+from ioparallax.exporters.stargate.parse import LATENCY_BOUNDS, SIZE_BOUNDS
 from tests.support import promtool_check_metrics
 
 

@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 import requests
 
-from exporters.common.logsetup import UNSAFE_CHARS, LogfmtFormatter, TextFormatter, logfmt_value
+from ioparallax.exporters.common.logsetup import UNSAFE_CHARS, LogfmtFormatter, TextFormatter, logfmt_value
 from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 
 _PAIR = r'([A-Za-z_][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|[^\s"=]+)'
@@ -92,7 +92,7 @@ def stargate_exporter(tmp_path):
 
 def test_hostile_targets_cannot_forge_log_lines_of_a_real_exporter(stargate_exporter):
     url, proc = stargate_exporter
-    forged = 'level=error logger=exporters.stargate msg="disk on fire"'
+    forged = 'level=error logger=ioparallax.exporters.stargate msg="disk on fire"'
     targets = [f"10.9.9.9\n{forged}", f"10.9.9.9\r\n{forged}", f"10.9.9.9\r{forged}",
                f"127.0.0.1:1/\n{forged}", f"http://127.0.0.1:1/\u2028{forged}", f"10.9.9.9\\n{forged}"]
     for target in targets:

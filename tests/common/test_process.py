@@ -1,4 +1,4 @@
-"""The one process helper (simulators/process.py) that the demo stack, the tests and the benches
+"""The one process helper (ioparallax/simulators/process.py) that the demo stack, the tests and the benches
 start their children with: log file, session, stop by PID (TERM, then KILL), wait for HTTP, and
 children that die with the process that started them."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simulators.process import free_port, start, stop_all, wait_for_http
+from ioparallax.simulators.process import free_port, start, stop_all, wait_for_http
 from tests.support import NotReadyYet
 
 PY = sys.executable
@@ -167,7 +167,7 @@ def test_free_ports_lie_below_the_ephemeral_range_where_connections_cannot_take_
 PARENT = textwrap.dedent("""
     import subprocess, sys, time
     from pathlib import Path
-    from simulators.process import start
+    from ioparallax.simulators.process import start
     log = Path(sys.argv[1])
     helped = start("helped", ["sleep", "120"], log / "helped.log")
     plain = subprocess.Popen(["sleep", "120"], start_new_session=True)   # the control: no helper

@@ -10,9 +10,9 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporters.common import webconfig
-from exporters.common.config import ConfigError
-from exporters.common.webconfig import BasicAuth, load_web_config
+from ioparallax.exporters.common import webconfig
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.common.webconfig import BasicAuth, load_web_config
 
 
 @pytest.fixture(scope="module")

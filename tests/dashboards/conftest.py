@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mixin.config import load_config
-from mixin.dashboards import build_dashboards
+from ioparallax.mixin.config import load_config
+from ioparallax.mixin.dashboards import build_dashboards
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from mixin.queries import Expr, expressions, label_values_selector, panels, substitute as _substitute  # noqa: F401 (re-exported)
+from ioparallax.mixin.queries import Expr, expressions, label_values_selector, panels, substitute as _substitute  # noqa: F401 (re-exported)
 
 # Values that stand in for the dashboard variables: a VM disk and vdisk of the zero-heavy
 # scenario (the e2e test uses the scenario's real ones), and the intervals Grafana would use

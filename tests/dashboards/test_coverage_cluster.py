@@ -3,7 +3,7 @@ cluster label, per cluster, and substitutes $cluster with that cluster."""
 
 from __future__ import annotations
 
-from mixin.queries import dashboard_coverage, joined_vm_disks
+from ioparallax.mixin.queries import dashboard_coverage, joined_vm_disks
 
 
 def fake_prometheus(label: str):

@@ -113,7 +113,7 @@ def test_compose_prometheus_loads_the_generated_rules_and_grafana_the_dashboards
 
 
 def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(demo_config):
-    from simulators.scenario import load_scenario
+    from ioparallax.simulators.scenario import load_scenario
     vms = {vm.name for vm in load_scenario("zero-heavy").vms}
     guests = {name.removeprefix("fio-exporter-") for name in demo_config["services"]
               if name.startswith("fio-exporter-")}

@@ -1,4 +1,4 @@
-"""What `pip install .` brings: the runtime dependencies are exactly what the installed packages
+"""What `pip install .` brings: one ``ioparallax`` package whose programs run from a fresh venv, the runtime dependencies are exactly what the installed packages
 import (a test-only library such as beautifulsoup4 stays in the `test` extra), and the licence
 file pyproject.toml names is the Apache License 2.0 it declares."""
 
@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib import metadata
+from pathlib import Path
 
-from tests.support import REPO
+from ioparallax.simulators.process import loopback_get
+from tests.support import REPO, free_port, wait_for_http
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -55,7 +59,7 @@ def _third_party_imports() -> dict[str, set[str]]:
 def test_runtime_dependencies_are_what_the_installed_code_imports():
     runtime = {_dist(r) for r in PYPROJECT["project"]["dependencies"]}
     extras = PYPROJECT["project"]["optional-dependencies"]
-    optional = {_dist(r) for r in extras["dashboards"]}  # mixin/dashboards.py: `make dashboards` only
+    optional = {_dist(r) for r in extras["dashboards"]}  # ioparallax/mixin/dashboards.py: `make dashboards` only
     imported = _third_party_imports()
     undeclared = {d: sorted(files) for d, files in imported.items() if d not in runtime | optional}
     assert not undeclared, f"imported at run time but not in [project] dependencies: {undeclared}"
@@ -65,7 +69,7 @@ def test_runtime_dependencies_are_what_the_installed_code_imports():
 
 
 def test_pyvmomi_has_an_upper_bound():
-    # exporters/vcenter/soap.py uses pyvmomi's private si._stub: a major release may break it.
+    # ioparallax/exporters/vcenter/soap.py uses pyvmomi's private si._stub: a major release may break it.
     (spec,) = [r for r in PYPROJECT["project"]["dependencies"] if _dist(r) == "pyvmomi"]
     assert "<" in spec, spec
 
@@ -76,3 +80,52 @@ def test_license_file_is_the_apache_license_pyproject_declares():
     text = (REPO / "LICENSE").read_text()
     assert text.lstrip().startswith("Apache License\n                           Version 2.0, January 2004")
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) == 202
+
+
+def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_path, processes):
+    """`pip install .` as a user does it: the wheel holds only the ``ioparallax`` package (no generic
+    top-level ``exporters``, ``simulators``, ``mixin``), with the data files the programs read, and
+    its console scripts run from a fresh venv outside the source tree."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+                   check=True, capture_output=True, timeout=600, cwd=tmp_path)
+    (wheel,) = wheels.glob("ioparallax-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert tops == {"ioparallax", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, tops
+    assert "ioparallax/mixin/config.yml" in names
+    assert "ioparallax/simulators/scenario/scenarios/zero-heavy.yaml" in names
+    assert not [n for n in names if n.endswith(".go")], "the Go simulator is built by make, not shipped"
+
+    # A fresh venv; the third-party dependencies come from the test venv's site-packages (a path
+    # line in a .pth, which does not run the test venv's own .pth files: our editable install stays
+    # out), so the only ioparallax it can import is the wheel's.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (Path(site) / "test-deps.pth").write_text("\n".join(deps) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, capture_output=True, timeout=300)
+    where = subprocess.run([venv / "bin" / "python", "-c", "import ioparallax.exporters.stargate.cli as m; print(m.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    assert where.startswith(site), where
+    for prog in ("stargate-exporter", "vcenter-exporter", "fio-exporter", "stargate-simulator", "ioparallax-scenario",
+                 "ioparallax-demo", "ioparallax-mixin", "ioparallax-guest-simulator", "ioparallax-report"):
+        out = subprocess.run([venv / "bin" / prog, "--version"], check=True, capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60).stdout
+        assert out.startswith(f"{prog} 0.1.0 (revision "), (prog, out)
+    # The packaged data: the scenarios and the mixin's config, read from site-packages.
+    listed = subprocess.run([venv / "bin" / "ioparallax-scenario", "list"], check=True, capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60).stdout
+    assert "zero-heavy" in listed
+    rules = subprocess.run([venv / "bin" / "ioparallax-mixin", "rules", "--out", str(tmp_path / "alerts")],
+                           check=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (tmp_path / "alerts" / "ioparallax.rules.yml").read_text() == (REPO / "alerts" / "ioparallax.rules.yml").read_text(), rules.stderr
+    # An exporter serves its metrics.
+    port = free_port()
+    exporter = processes.start("fio-exporter", [venv / "bin" / "fio-exporter", f"--web.listen-address=127.0.0.1:{port}"])
+    wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=exporter)
+    body = loopback_get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'fio_exporter_build_info{' in body and 'version="0.1.0"' in body

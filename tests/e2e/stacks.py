@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from mixin.config import load_config
-from mixin.rules import write_rule_files
-from simulators.process import start as start_process
-from simulators.scenario import list_scenarios
-from simulators.stack import Stack, write_quick_alert_rules
+from ioparallax.mixin.config import load_config
+from ioparallax.mixin.rules import write_rule_files
+from ioparallax.simulators.process import start as start_process
+from ioparallax.simulators.scenario import list_scenarios
+from ioparallax.simulators.stack import Stack, write_quick_alert_rules
 from tests.e2e.pool import Entry, StackPool
 from tests.support import venv_tool
 
@@ -116,7 +116,7 @@ def alert_sink():
 @pytest.fixture(scope="session")
 def test_rules_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rules")
-    write_rule_files(load_config(overrides={"for": TEST_FOR}), out, "mixin/config.yml (e2e for-durations)")
+    write_rule_files(load_config(overrides={"for": TEST_FOR}), out, "ioparallax/mixin/config.yml (e2e for-durations)")
     return out
 
 

@@ -26,9 +26,9 @@ import time
 
 import pytest
 
-from exporters.fio.hygiene import is_direct
-from mixin.queries import JOINED_VM_DISKS
-from simulators.stack import Stack
+from ioparallax.exporters.fio.hygiene import is_direct
+from ioparallax.mixin.queries import JOINED_VM_DISKS
+from ioparallax.simulators.stack import Stack
 from tests.dashboards.promql import Expr, expressions, label_values_selector, metric_names, panels, substitute
 from tests.support import REPO
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from simulators.scenario import compile_scenario, load_scenario
-from simulators.stack import Stack
+from ioparallax.simulators.scenario import compile_scenario, load_scenario
+from ioparallax.simulators.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -51,8 +51,8 @@ import pytest
 import requests
 import yaml
 
-from mixin.queries import expressions, load_dashboards, substitute
-from simulators.stack import Stack
+from ioparallax.mixin.queries import expressions, load_dashboards, substitute
+from ioparallax.simulators.stack import Stack
 from tests.dashboards.promql import rate_calls
 from tests.e2e.test_e2e_dashboards import joined_vm_disk
 from tests.e2e.test_e2e_promql import cookbook

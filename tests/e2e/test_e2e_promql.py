@@ -33,7 +33,7 @@ def satisfies(expect: str, v: float) -> bool:
 
 
 def test_cookbook_entries_are_well_formed():
-    from simulators.scenario import list_scenarios
+    from ioparallax.simulators.scenario import list_scenarios
     entries = cookbook()
     assert len(entries) >= 15
     assert {s for s, _, _ in entries} <= set(list_scenarios())

@@ -31,9 +31,9 @@ from collections import defaultdict
 import pytest
 import requests
 
-from simulators.guest.diskstats import GuestDiskstats
-from simulators.scenario import Disk, Trace
-from simulators.stack import Stack
+from ioparallax.simulators.guest.diskstats import GuestDiskstats
+from ioparallax.simulators.scenario import Disk, Trace
+from ioparallax.simulators.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

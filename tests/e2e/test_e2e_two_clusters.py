@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import requests
 
-from mixin.queries import dashboard_coverage
-from simulators.scenario import Trace
-from simulators.stack import ClusterPart, Stack
+from ioparallax.mixin.queries import dashboard_coverage
+from ioparallax.simulators.scenario import Trace
+from ioparallax.simulators.stack import ClusterPart, Stack
 from tests.e2e import test_e2e_scenarios as one_scenario
 from tests.e2e.test_e2e_scenarios import scalar, wait_running
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulators.stack import Stack
+from ioparallax.simulators.stack import Stack
 from tests.e2e.test_e2e_long_term import EXACT, differences, report_lines, seconds, tolerance
 
 STACK = Stack(scrape_interval="2s", vcenter_scrape_interval="5s", fio_scrape_interval="1s")

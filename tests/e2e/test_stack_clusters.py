@@ -1,4 +1,4 @@
-"""How the demo stack names several clusters and merges their scrape jobs (simulators/stack.py),
+"""How the demo stack names several clusters and merges their scrape jobs (ioparallax/simulators/stack.py),
 without starting anything (no ``e2e`` marker); tests/e2e/test_e2e_two_clusters.py runs them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from simulators.stack import EXPORTER_LABEL, REPO, Stack, cluster_specs, merge_jobs
+from ioparallax.simulators.stack import EXPORTER_LABEL, REPO, Stack, cluster_specs, merge_jobs
 
 
 def test_scenarios_are_comma_separated_or_repeated_with_optional_cluster_names():
@@ -67,7 +67,7 @@ def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
 
 
 def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "simulators.stack", "--scenario", "zero-heavy@", "--workdir",
+    r = subprocess.run([sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy@", "--workdir",
                         str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and "the cluster name after @" in r.stderr, r.stderr
     assert not (tmp_path / "logs").exists()
@@ -82,7 +82,7 @@ def test_without_a_cluster_label_only_one_unnamed_cluster_runs(tmp_path):
 
 
 def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "simulators.stack", "--scenario", "zero-heavy,no-such-scenario",
+    r = subprocess.run([sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy,no-such-scenario",
                         "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2 and "no scenario named 'no-such-scenario'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()

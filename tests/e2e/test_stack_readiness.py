@@ -1,4 +1,4 @@
-"""Stack's readiness wait (simulators/stack.py) against a stand-in server: a 503 from /-/ready
+"""Stack's readiness wait (ioparallax/simulators/stack.py) against a stand-in server: a 503 from /-/ready
 (Prometheus opening its TSDB) is not ready. Starts no real component (no ``e2e`` marker)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from simulators.process import Process
-from simulators.stack import Stack
+from ioparallax.simulators.process import Process
+from ioparallax.simulators.stack import Stack
 from tests.support import NotReadyYet
 
 

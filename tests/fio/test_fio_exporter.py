@@ -14,9 +14,9 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.fio.collector import FioCollector
-from exporters.fio.histogram import LATENCY_EDGES_SECONDS
-from exporters.fio.tailer import FileTailer, WatchConfig, Watcher
+from ioparallax.exporters.fio.collector import FioCollector
+from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
+from ioparallax.exporters.fio.tailer import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all
 from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
 

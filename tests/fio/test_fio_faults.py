@@ -24,8 +24,8 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from exporters.fio import collector as collector_module
-from exporters.fio.reader import DocumentStream
+from ioparallax.exporters.fio import collector as collector_module
+from ioparallax.exporters.fio.reader import DocumentStream
 from tests.fio.conftest import decode_all
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
 from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
@@ -83,7 +83,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_one_hostile_file_is_down_and_the_rest_is_served(case, good_and_bad, caplog):
-    caplog.set_level(logging.INFO, logger="exporters.fio")
+    caplog.set_level(logging.INFO, logger="ioparallax.exporters.fio")
     d, first, docs = good_and_bad
     make, reason, words = HOSTILE[case]
     bad = d / "bad.json"
@@ -175,7 +175,7 @@ def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
 
 @pytest.mark.parametrize("longer", [True, False], ids=["longer", "shorter"])
 def test_in_place_rewrite_is_a_reset(tmp_path, longer, caplog):
-    caplog.set_level(logging.INFO, logger="exporters.fio")
+    caplog.set_level(logging.INFO, logger="ioparallax.exporters.fio")
     path = tmp_path / "r.json"
     path.write_text(_doc(333))
     inode = path.stat().st_ino

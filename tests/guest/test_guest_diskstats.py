@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from simulators.guest.diskstats import FIELDS, GuestDiskstats, minor_of, parse, split_factor
-from simulators.guest.fio import GuestFio
-from simulators.guest.sysfs import MAX_SECTORS_KB
-from simulators.guest.writer import GuestWriter, vm_diskstats
-from simulators.scenario import BlockSizeMix, compile_scenario, list_scenarios, load_scenario
+from ioparallax.simulators.guest.diskstats import FIELDS, GuestDiskstats, minor_of, parse, split_factor
+from ioparallax.simulators.guest.fio import GuestFio
+from ioparallax.simulators.guest.sysfs import MAX_SECTORS_KB
+from ioparallax.simulators.guest.writer import GuestWriter, vm_diskstats
+from ioparallax.simulators.scenario import BlockSizeMix, compile_scenario, list_scenarios, load_scenario
 
 T0 = 1_800_000_000 - 1_800_000_000 % 600
 

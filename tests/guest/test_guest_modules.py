@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import simulators.guest
+import ioparallax.simulators.guest
 
-PACKAGE = Path(simulators.guest.__file__).parent
+PACKAGE = Path(ioparallax.simulators.guest.__file__).parent
 
 
 def _imports() -> dict[str, list[tuple[str, list[str], bool]]]:

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from exporters.fio.collector import FioCollector
-from exporters.fio.guestdisk import read_disks
-from exporters.fio.histogram import cumulative_buckets
-from exporters.fio.reader import parse_document, read_text
-from exporters.fio.tailer import WatchConfig, Watcher
-from simulators.guest.fio import GuestFio, plat_idx_to_val, plat_val_to_idx
-from simulators.guest.sysfs import write_tree
-from simulators.guest.writer import GuestWriter, vm_paths
-from simulators.scenario import compile_scenario, list_scenarios, load_scenario
+from ioparallax.exporters.fio.collector import FioCollector
+from ioparallax.exporters.fio.guestdisk import read_disks
+from ioparallax.exporters.fio.histogram import cumulative_buckets
+from ioparallax.exporters.fio.reader import parse_document, read_text
+from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
+from ioparallax.simulators.guest.fio import GuestFio, plat_idx_to_val, plat_val_to_idx
+from ioparallax.simulators.guest.sysfs import write_tree
+from ioparallax.simulators.guest.writer import GuestWriter, vm_paths
+from ioparallax.simulators.scenario import compile_scenario, list_scenarios, load_scenario
 
 # A fixed wall clock: the start of a period for every library scenario (600 s periods).
 T0 = 1_800_000_000 - 1_800_000_000 % 600
@@ -268,13 +268,13 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
 
 def test_cli_writes_the_trees_and_a_record(tmp_path):
     manifest = tmp_path / "guests.json"
-    proc = subprocess.run([sys.executable, "-m", "simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "ioparallax.simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
                            "--once", "--manifest", str(manifest)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     paths = json.loads(manifest.read_text())
     assert set(paths) == {"aligned-01", "misaligned-01"}
     rec = read_text(open(paths["misaligned-01"]["stream"]).read()).records
     assert len(rec) == 1 and rec[0].jobs[0].options["filename"] == "/dev/sdb"
-    bad = subprocess.run([sys.executable, "-m", "simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
+    bad = subprocess.run([sys.executable, "-m", "ioparallax.simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
                           "--vm", "nope", "--once"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nope" in bad.stderr

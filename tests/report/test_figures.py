@@ -11,12 +11,12 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.path import Path
 
+from ioparallax.mixin.config import load_config
 from ioparallax.report import disks, figures
 from ioparallax.report.data import Dataset
 from ioparallax.report.page import data_uri, shared_glyphs
 from ioparallax.report.promapi import PromAPI
 from ioparallax.report.sections import Figure, ReportContext, Section
-from mixin.config import load_config
 
 T0 = 1_763_900_000.0
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ioparallax.mixin.config import load_config
 from ioparallax.report import ramps, scaling, usl
 from ioparallax.report.data import Dataset
 from ioparallax.report.promapi import PromAPI
 from ioparallax.report.sections import ReportContext
-from mixin.config import load_config
 
 T0 = 1_800_000_000.0
 STEP = 2.0

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ioparallax.mixin.config import load_config
 from ioparallax.report.data import Dataset
 from ioparallax.report.verdicts import DiskInput, State, hygiene
-from mixin.config import load_config
 
 T = load_config().thresholds
 N = 75                      # a 75 s range at a 1 s step

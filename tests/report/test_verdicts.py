@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ioparallax.mixin.config import load_config
 from ioparallax.report.verdicts import (
     BUFFERED_ANCHOR,
     MISALIGNED_IO_ANCHOR,
@@ -20,7 +21,6 @@ from ioparallax.report.verdicts import (
     zero_reads,
     zero_writes,
 )
-from mixin.config import load_config
 
 T = load_config().thresholds
 N = 60

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.common.config import ConfigError
-from mixin.cli import main as mixin_main
-from mixin.cluster import groupings, per_cluster
-from mixin.config import DEFAULT_CONFIG, load_config, parse_config
-from mixin.rules import alert_groups, recording_rules, rule_files
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.mixin.cli import main as mixin_main
+from ioparallax.mixin.cluster import groupings, per_cluster
+from ioparallax.mixin.config import DEFAULT_CONFIG, load_config, parse_config
+from ioparallax.mixin.rules import alert_groups, recording_rules, rule_files
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "alerts"
@@ -22,7 +22,7 @@ TESTS = ALERTS / "tests"
 
 
 def test_committed_rule_files_are_what_the_config_generates():
-    generated = rule_files(load_config(), "mixin/config.yml")
+    generated = rule_files(load_config(), "ioparallax/mixin/config.yml")
     assert sorted(generated) == sorted(p.name for p in ALERTS.glob("*.rules.yml"))
     for name, text in generated.items():
         assert (ALERTS / name).read_text() == text, f"alerts/{name} is stale: run `make rules`"

@@ -5,9 +5,9 @@ import json
 import pytest
 import yaml
 
-from simulators.scenario import list_scenarios, load_scenario, parse_scenario
-from simulators.scenario.checks import LITTLE_TOLERANCE, little_warnings
-from simulators.scenario.cli import main as scenario_cli
+from ioparallax.simulators.scenario import list_scenarios, load_scenario, parse_scenario
+from ioparallax.simulators.scenario.checks import LITTLE_TOLERANCE, little_warnings
+from ioparallax.simulators.scenario.cli import main as scenario_cli
 
 # One VM disk, one stream: 5,000 IO/s at 400 us is 2 I/Os in flight (Little's law).
 BASE = {

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import lxml.etree
 
-from simulators.stargate.server import StargateCluster
+from ioparallax.simulators.stargate.server import StargateCluster
 
 FROZEN = 1_700_000_000.0
 
@@ -36,7 +36,7 @@ def vdisk_ids(main: str) -> list[int]:
 
 def set_cell(main: str, vdisk_id: int, column: str, value: str) -> str:
     """The main page with one Hosted VDisks cell (``column`` as the parser keys it) replaced."""
-    from exporters.stargate.parse import _banner_tables, _cells, _header_keys, _text
+    from ioparallax.exporters.stargate.parse import _banner_tables, _cells, _header_keys, _text
 
     doc = lxml.etree.fromstring(main.encode(), lxml.etree.HTMLParser(encoding="utf-8"))
     banners = _banner_tables(doc)

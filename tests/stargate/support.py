@@ -2,7 +2,7 @@
 
 - :class:`RequestsClient`: the probe's page client over a ``requests.Session``, so a test can
   hook the session (e.g. move a vdisk between two page reads). The exporter itself uses
-  :class:`exporters.stargate.transport.HttpClient`.
+  :class:`ioparallax.exporters.stargate.transport.HttpClient`.
 - :func:`load_mapping`: the ``vdisks:`` hand mapping of a config file.
 - :func:`target_url`: a target string as the base URL a probe reads.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import requests
 
-from exporters.stargate.cli import load_config
-from exporters.stargate.targets import Origin, parse_target
-from exporters.stargate.transport import Budget, DeadlineExceeded, FetchError
+from ioparallax.exporters.stargate.cli import load_config
+from ioparallax.exporters.stargate.targets import Origin, parse_target
+from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError
 
 _CHUNK = 64 * 1024
 

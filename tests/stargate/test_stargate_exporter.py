@@ -8,12 +8,12 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from exporters.common.config import ConfigError
-from exporters.common.web import ExporterServer
-from exporters.stargate.cli import main as cli_main, make_app
-from exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
-from simulators.scenario import load_scenario, parse_scenario
-from simulators.stargate.server import StargateCluster
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.stargate.cli import main as cli_main, make_app
+from ioparallax.exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
+from ioparallax.simulators.scenario import load_scenario, parse_scenario
+from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.support import load_mapping, target_url
 from tests.support import promtool_check_metrics
 
@@ -176,7 +176,7 @@ def test_moving_vdisk_is_counted_once():
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
 
-        from exporters.stargate.probe import probe
+        from ioparallax.exporters.stargate.probe import probe
         from tests.stargate.support import RequestsClient
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
@@ -191,7 +191,7 @@ def test_moving_vdisk_is_counted_once():
                        discovery_ports=sim_ports(cluster))
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
-        from exporters.stargate.exposition import StargateCollector
+        from ioparallax.exporters.stargate.exposition import StargateCollector
         text = StargateCollector(result).render().decode()
         assert len(samples(text, "stargate_vdisk_info")) == 1
         assert len(samples(text, "stargate_vdisk_read_ops_per_second")) == 1
@@ -292,9 +292,9 @@ def test_detail_values_come_from_the_leading_cells():
 
 
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
-    from exporters.stargate.exposition import StargateCollector
-    from exporters.stargate.probe import probe
-    from exporters.stargate.transport import HttpClient
+    from ioparallax.exporters.stargate.exposition import StargateCollector
+    from ioparallax.exporters.stargate.probe import probe
+    from ioparallax.exporters.stargate.transport import HttpClient
     result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
     tricky = 'db "prod"\\new\nline'
     text = StargateCollector(result, {"1000": {"vm": tricky, "disk": "scsi0:1"}}).render().decode()
@@ -321,7 +321,7 @@ def test_blank_working_set_label_is_not_an_index_error():
 
 
 def test_allow_list_matches_patterns_ips_and_cidrs():
-    from exporters.stargate.targets import TargetPolicy
+    from ioparallax.exporters.stargate.targets import TargetPolicy
     p = TargetPolicy(["10.0.0.0/24", "fd00::/64", "cvm-*.example.com", "192.0.2.7"])
     assert p.allows("10.0.0.5") and p.allows("fd00::5") and p.allows("CVM-1.Example.com") and p.allows("192.0.2.7")
     assert not p.allows("10.0.1.5") and not p.allows("fd01::5") and not p.allows("cvm-1.example.com.evil.net")
@@ -353,14 +353,14 @@ def test_limits_and_allow_list_config_errors_name_file_and_key(tmp_path):
 
 
 def load_mapping_config(path):
-    from exporters.stargate.cli import load_config
+    from ioparallax.exporters.stargate.cli import load_config
     return load_config(str(path))
 
 
 @given(st.text(max_size=120))
 @settings(max_examples=300, deadline=None)
 def test_target_parser_raises_only_its_own_error(text):
-    from exporters.stargate.targets import TargetError, TargetPolicy, cluster_cvms, parse_target
+    from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, cluster_cvms, parse_target
     try:
         t = parse_target(text)
     except TargetError:

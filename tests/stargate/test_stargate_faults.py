@@ -19,10 +19,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.common.web import ExporterServer
-from exporters.stargate.cli import make_app
-from exporters.stargate.targets import TargetPolicy
-from exporters.stargate.transport import Limits
+from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.stargate.cli import make_app
+from ioparallax.exporters.stargate.targets import TargetPolicy
+from ioparallax.exporters.stargate.transport import Limits
 from tests.stargate.hostile import (
     Canary,
     HostileStargate,

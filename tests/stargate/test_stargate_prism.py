@@ -9,12 +9,12 @@ import time
 import pytest
 import requests
 
-from exporters.common.config import ConfigError, Section
-from exporters.common.web import ExporterServer
-from exporters.stargate.cli import load_config, make_app
-from exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
-from simulators.stargate import pages
-from simulators.stargate.server import StargateCluster
+from ioparallax.exporters.common.config import ConfigError, Section
+from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.stargate.cli import load_config, make_app
+from ioparallax.exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
+from ioparallax.simulators.stargate import pages
+from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.test_stargate_exporter import one, samples, sim_ports
 
 FROZEN = 1_700_000_000.0
@@ -103,7 +103,7 @@ def test_prism_faults_keep_the_mapping_and_are_logged_once(cluster, caplog, mode
     assert names.refresh() is True and names.prism_up
     uuid, vm, disk, disk_uuid = expected(cluster)["1000"]
     cluster.set_fault("cvm-1", mode, only="prism", **kw)
-    caplog.set_level(logging.DEBUG, logger="exporters.stargate.prism")
+    caplog.set_level(logging.DEBUG, logger="ioparallax.exporters.stargate.prism")
     assert names.refresh() is False
     assert names.prism_up is False
     assert names.lookup("1000", uuid) == {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}, "the mapping stays as it was"
@@ -241,7 +241,7 @@ def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(c
 
 
 def test_mapping_skips_entities_without_a_vm_and_odd_fields(cluster):
-    from exporters.stargate.prism import mapping_from_virtual_disks
+    from ioparallax.exporters.stargate.prism import mapping_from_virtual_disks
     real = cluster.prism_virtual_disks()["entities"]
     odd = [
         {**real[0], "attached_vmname": None},                          # a volume group's disk

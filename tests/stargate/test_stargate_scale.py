@@ -11,14 +11,14 @@ from collections import Counter
 import pytest
 import requests
 
-from exporters.common.config import ConfigError
-from exporters.stargate.cli import load_config
-from exporters.stargate.exposition import Collectors, StargateCollector
-from exporters.stargate.parsepool import ParsePool
-from exporters.stargate.probe import probe
-from exporters.stargate.targets import TargetPolicy
-from exporters.stargate.transport import HttpClient
-from simulators.stargate.server import StargateCluster
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.stargate.cli import load_config
+from ioparallax.exporters.stargate.exposition import Collectors, StargateCollector
+from ioparallax.exporters.stargate.parsepool import ParsePool
+from ioparallax.exporters.stargate.probe import probe
+from ioparallax.exporters.stargate.targets import TargetPolicy
+from ioparallax.exporters.stargate.transport import HttpClient
+from ioparallax.simulators.stargate.server import StargateCluster
 
 FROZEN = 1_700_000_000.0
 CVMS, VDISKS = 4, 48

@@ -9,9 +9,9 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
-from simulators.scenario import list_scenarios
-from simulators.stargate import pages
-from simulators.stargate.server import StargateCluster
+from ioparallax.simulators.scenario import list_scenarios
+from ioparallax.simulators.stargate import pages
+from ioparallax.simulators.stargate.server import StargateCluster
 
 from .stargate_sim_helpers import EPOCH, variant
 
@@ -259,7 +259,7 @@ def test_read_source_and_write_destination_labels(build):
 
 
 def fold_rows(v, build, kind):
-    from simulators.scenario.storage import READ_SOURCE_ROWS, WRITE_DESTINATION_ROWS, fold
+    from ioparallax.simulators.scenario.storage import READ_SOURCE_ROWS, WRITE_DESTINATION_ROWS, fold
     if kind == "read":
         return fold(v.read_sources, READ_SOURCE_ROWS[build])
     return fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])

@@ -12,7 +12,7 @@ import pytest
 import requests
 from bs4 import BeautifulSoup
 
-from simulators.stargate.server import StargateCluster
+from ioparallax.simulators.stargate.server import StargateCluster
 from tests.support import free_port, venv_tool, wait_for_http
 
 from .stargate_sim_helpers import EPOCH, moving_scenario

@@ -7,8 +7,8 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from simulators.scenario import compile_scenario, list_scenarios, load_scenario
-from simulators.scenario.storage import (
+from ioparallax.simulators.scenario import compile_scenario, list_scenarios, load_scenario
+from ioparallax.simulators.scenario.storage import (
     EXTENT_GROUP_BYTES,
     MISALIGNED_SIGMA_EXTRA,
     OPLOG_CAPACITY_BYTES,

@@ -10,10 +10,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.common.web import ExporterServer
-from exporters.vcenter.cli import make_app
-from exporters.vcenter.config import load_config
-from simulators.scenario import compile_scenario, load_scenario
+from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.vcenter.cli import make_app
+from ioparallax.exporters.vcenter.config import load_config
+from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from tests.support import BUILD, ManagedProcess, free_port
 
 SIM = BUILD / "vcsim-scenario"

@@ -67,7 +67,7 @@ def test_vcenter_restart_between_probes_logs_in_again(scenario_sim, bursty_trace
     """The kept-alive connection dies with the old process and the session with it: the probe
     after the restart reconnects, meets NotAuthenticated, logs in once and succeeds."""
     path, _ = bursty_trace
-    caplog.set_level(logging.INFO, logger="exporters.vcenter.client")
+    caplog.set_level(logging.INFO, logger="ioparallax.exporters.vcenter.client")
     address, sim = scenario_sim(path, "-freeze-at", FROZEN)
     exp = exporter(insecure_config(), ENV)
     m = exp.probe(address)
@@ -256,7 +256,7 @@ def test_vm_deleted_before_the_inventory_refresh(scenario_sim, bursty_trace, exp
         recorded = (DATA / "fault-managed-object-not-found.xml").read_bytes()
         proxy.fault = (recorded.replace(b"PerformanceManager:PerfMgrNope", f"VirtualMachine:{moref}".encode())
                        .replace(b'type="PerformanceManager">PerfMgrNope', f'type="VirtualMachine">{moref}'.encode()))
-        with caplog.at_level(logging.INFO, logger="exporters.vcenter.target"):
+        with caplog.at_level(logging.INFO, logger="ioparallax.exporters.vcenter.target"):
             after = exp.probe(proxy.address)
         assert proxy.faults_sent == 1
         assert value(after, "vcenter_up") == 1, after.get("vcenter_probe_error_info")

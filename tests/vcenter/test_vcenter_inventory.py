@@ -15,10 +15,10 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from exporters.vcenter.cli import build_parser
-from exporters.vcenter.config import load_config
-from exporters.vcenter.inventory import collect_inventory
-from exporters.vcenter.inventory_soap import collect_inventory_soap
+from ioparallax.exporters.vcenter.cli import build_parser
+from ioparallax.exporters.vcenter.config import load_config
+from ioparallax.exporters.vcenter.inventory import collect_inventory
+from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
 
 from .conftest import PASSWORD, USER, insecure_config, value
 from .test_vcenter_faults import Admin, WaitForTask
@@ -65,7 +65,7 @@ def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(sc
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "RetrievePropertiesEx:3000")
     exp = exporter(insecure_config(inventory_refresh="1s"), ENV)
-    with caplog.at_level(logging.WARNING, logger="exporters.vcenter"):
+    with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.vcenter"):
         t0 = time.monotonic()
         warming = exp.probe(address, timeout=2.0)
         assert time.monotonic() - t0 < 2.5
@@ -219,8 +219,8 @@ def test_sync_mode_still_collects(scenario_sim, bursty_trace, exporter):
      b"</RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>", 200, "object without obj"),
 ])
 def test_malformed_inventory_answers_give_a_clear_protocol_error(body, status, fragment):
-    from exporters.vcenter.client import TargetError
-    from exporters.vcenter.inventory_soap import parse_page
+    from ioparallax.exporters.vcenter.client import TargetError
+    from ioparallax.exporters.vcenter.inventory_soap import parse_page
 
     with pytest.raises(TargetError) as err:
         parse_page(body, status)
@@ -232,7 +232,7 @@ def test_inventory_fault_is_pyvmomis_so_an_expired_session_logs_in_again():
 
     from pyVmomi import vim as _vim
 
-    from exporters.vcenter.inventory_soap import parse_page
+    from ioparallax.exporters.vcenter.inventory_soap import parse_page
 
     body = (Path(__file__).parent / "data" / "fault-not-authenticated.xml").read_bytes()
     with pytest.raises(_vim.fault.NotAuthenticated):

@@ -264,8 +264,8 @@ def test_deployed_prometheus_targets_are_listed_in_the_exporter_config():
     """The compose stack's Prometheus probes only vCenters its exporter config lists (else 400)."""
     import yaml
 
-    from exporters.vcenter.address import target_key
-    from exporters.vcenter.config import load_config
+    from ioparallax.exporters.vcenter.address import target_key
+    from ioparallax.exporters.vcenter.config import load_config
     from tests.support import REPO
 
     config = load_config(str(REPO / "deploy/exporters/vcenter.yml"),

@@ -8,8 +8,8 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
-from exporters.vcenter.inventory import collect_inventory
-from exporters.vcenter.perf import counter_keys
+from ioparallax.exporters.vcenter.inventory import collect_inventory
+from ioparallax.exporters.vcenter.perf import counter_keys
 
 from .conftest import PASSWORD, USER
 

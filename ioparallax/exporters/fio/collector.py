@@ -1,0 +1,373 @@
+"""Exposition: fio's latest state as Prometheus metric families, built fresh on every scrape.
+
+On each scrape the :class:`FioCollector` asks the watcher to read what the files gained since the
+last scrape (O(new bytes)), then yields families from the latest record of each file. Nothing is
+updated in the background and no sample carries a timestamp. See docs/fio.md for every metric.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
+from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
+from ioparallax.exporters.fio.reader import DirectionStats, JobRecord, Latency
+from ioparallax.exporters.fio.tailer import REJECT_REASONS, SourceView, Watcher
+
+log = logging.getLogger(__name__)
+
+JOB_LABELS = ["jobname", "jobid", "host", "source"]
+INFO_OPTIONS = ["file", "rw", "bs", "iodepth", "numjobs", "direct", "ioengine"]
+_NS = 1e-9
+
+
+@dataclass(frozen=True)
+class Collectors:
+    """The expensive per-job families that can be switched off (``--no-collector.percentiles``,
+    ``--no-collector.histograms``, ``--no-collector.trim``); the series each saves are in
+    docs/fio.md, Series budget."""
+
+    percentiles: bool = True   # fio's own clat percentiles: 17 series per timed direction
+    histograms: bool = True    # the 19 finite clat buckets per timed direction (+Inf, _count, _sum stay)
+    trim: bool = True          # the trim direction, for jobs that trim (see trims())
+
+
+def trims(job: JobRecord, stats: DirectionStats) -> bool:
+    """Whether a job's trim direction is exported: it did trim I/O, or its options ask for trims
+    (``rw`` naming trim: trim, randtrim, trimwrite, randtrimwrite; or ``trim_percentage``, verify
+    trims). fio prints a trim block for every job, all zeros when it never trims: 6 series per job
+    that say nothing are left out."""
+    if stats.total_ios or stats.io_bytes or stats.clat is not None:
+        return True
+    o = job.options
+    return "trim" in o.get("rw", o.get("readwrite", "")) or o.get("trim_percentage", "0") not in ("", "0")
+
+
+def _iodepth(value: str) -> float | None:
+    """fio's iodepth option (a raw string such as "32"); None when it is not a plain number fio
+    could take (fio's iodepth is a 32-bit count)."""
+    if value == "":
+        return 1.0
+    try:
+        depth = int(value, 0)
+    except ValueError:
+        return None
+    return float(depth) if 0 < depth < 2 ** 32 else None
+
+
+def _le(edge: float) -> str:
+    """HistogramMetricFamily takes ``le`` as the caller's string: written as prometheus_client
+    writes it for its own histograms (``0.001``, ``1.0``; from 1e6 up ``1e+06``): the same
+    label value, so the same series, as a prometheus_client Histogram with these bounds."""
+    return floatToGoString(edge)
+
+
+class _Families:
+    """Lazily created families, so a scrape only shows metric names it has samples for.
+
+    Samples are staged per source (:meth:`stage`) and only added once the whole source was built
+    (:meth:`commit`): a file whose exposition fails half-way shows none of its job series, never a
+    partial set. Values are converted to float when staged, so a number no float can hold fails
+    there, inside the file's isolation."""
+
+    def __init__(self) -> None:
+        self._fams: dict[str, Metric] = {}
+        self._staged: list[tuple[type, str, str, list[str], list[str], tuple[Any, ...]]] | None = None
+
+    def stage(self) -> None:
+        self._staged = []
+
+    def commit(self) -> None:
+        staged, self._staged = self._staged or [], None
+        for kind, name, doc, labels, values, value in staged:
+            self.get(kind, name, doc, labels).add_metric(values, *value)
+
+    def discard(self) -> None:
+        self._staged = None
+
+    def get(self, kind: type, name: str, doc: str, labels: list[str]) -> Any:
+        """The family of type ``kind`` (Gauge-, Counter- or HistogramMetricFamily, whose
+        ``add_metric`` signatures differ: hence ``Any``)."""
+        fam = self._fams.get(name)
+        if fam is None:
+            fam = self._fams[name] = kind(name, doc, labels=labels)
+        return fam
+
+    def add(self, kind: type, name: str, doc: str, labels: list[str], values: list[str], *value) -> None:
+        if self._staged is not None:
+            self._staged.append((kind, name, doc, labels, values, value))
+        else:
+            self.get(kind, name, doc, labels).add_metric(values, *value)
+
+    def gauge(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
+        self.add(GaugeMetricFamily, name, doc, labels, values, _finite(name, value))
+
+    def counter(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
+        # CounterMetricFamily takes the name without _total and adds it back in the exposition.
+        base = name[:-6] if name.endswith("_total") else name
+        self.add(CounterMetricFamily, base, doc, labels, values, _finite(name, value))
+
+    def __iter__(self) -> Iterator[Metric]:
+        return iter(self._fams.values())
+
+
+def _finite(name: str, value: float) -> float:
+    """Last guard before the exposition (the reader has validated every number already)."""
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} would be {v}")
+    return v
+
+
+class FioCollector(Collector):
+    def __init__(self, watcher: Watcher, hygiene: HygieneConfig | None = None,
+                 local_host: str | None = None, clock: Callable[[], float] = time.time,
+                 poll: bool = True, collectors: Collectors = Collectors()):
+        self.watcher = watcher
+        self.collectors = collectors
+        self.hygiene = hygiene or HygieneConfig()
+        self.local_host = local_host or socket.gethostname()
+        self.clock = clock
+        self.poll = poll
+        self._hist_cache: dict[int, tuple[Latency, list[int], int]] = {}
+
+    def describe(self) -> Iterable[Metric]:
+        return []   # families depend on what the files hold; nothing to describe up front
+
+    def collect(self) -> Iterable[Metric]:
+        start = time.monotonic()
+        fams = _Families()
+        ok = True
+        try:
+            if self.poll:
+                self.watcher.poll()
+            views = self.watcher.views()
+        except Exception:   # a bug must not take /metrics down: report fio_up 0 and log it
+            log.exception("reading fio output failed")
+            views, ok = [], False
+        if self.watcher.missing_paths:
+            ok = False
+        used: set[int] = set()
+        for view in views:
+            ok = self._isolated_source(fams, view, used) and ok
+        self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
+        yield from fams
+        up = GaugeMetricFamily("fio_up", "1 if every watched path and fio output file could be read "
+                               "on this scrape and no file is down, else 0 (fio_source_error_info and the "
+                               "log name the file and the cause).")
+        up.add_metric([], 1.0 if ok else 0.0)
+        yield up
+        dur = GaugeMetricFamily("fio_scrape_duration_seconds",
+                                "Seconds spent reading fio output and building this scrape.")
+        dur.add_metric([], time.monotonic() - start)
+        yield dur
+
+    # ---------------------------------------------------------------------------------------
+    def _isolated_source(self, fams: _Families, v: SourceView, used: set[int]) -> bool:
+        """One file's series; whatever goes wrong while building them costs only this file (like
+        node_exporter's textfile collector): it is shown down with reason ``internal_error``."""
+        fams.stage()
+        try:
+            self._source(fams, v, used)
+            fams.commit()
+            return v.up
+        except Exception as exc:
+            fams.discard()
+            log.exception("exposing fio output file %s failed; it is down until a new record comes", v.path)
+            self.watcher.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
+            v.up, v.reason, v.latest = False, "internal_error", None
+            self._source(fams, v, used)
+            return False
+
+    def _source(self, fams: _Families, v: SourceView, used: set[int]) -> None:
+        src = [v.path]
+        fams.gauge("fio_source_up", "1 if the fio output file could be read on this scrape and its "
+                   "latest document was accepted; 0: see fio_source_error_info for why.",
+                   ["source"], src, 1.0 if v.up else 0.0)
+        if v.reason is not None:
+            fams.gauge("fio_source_error_info", "Why the file is down (present only while "
+                       "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
+                       "invalid_value (a number fio cannot write: "
+                       "NaN, infinity, negative, beyond 2^64), too_large (a document above "
+                       "--fio.max-document-size), truncated (convert: the last document is cut off), "
+                       "internal_error. The log names the file and the cause. Value 1.",
+                       ["source", "reason"], src + [v.reason], 1.0)
+        for reason in REJECT_REASONS:
+            fams.counter("fio_source_rejected_documents_total", "fio documents rejected as garbage "
+                         "and not exported: invalid_value (a number fio cannot write), too_large "
+                         "(above --fio.max-document-size, skipped unread).", ["source", "reason"],
+                         src + [reason], v.rejected.get(reason, 0))
+        fams.counter("fio_source_records_total", "fio JSON documents (results or status records) read "
+                     "from the file.", ["source"], src, v.records)
+        fams.counter("fio_source_read_errors_total", "Failed attempts to read the file.", ["source"], src,
+                     v.read_errors)
+        fams.counter("fio_source_non_json_lines_total", "Lines skipped because they are not JSON (fio's "
+                     "'note:' and 'fio: io_u error' lines).", ["source"], src, v.non_json_lines)
+        fams.counter("fio_source_corrupt_documents_total", "Documents dropped because they could not be "
+                     "decoded (cut off or garbled).", ["source"], src, v.corrupt_documents)
+        fams.counter("fio_source_not_fio_documents_total", "Valid JSON documents that are not fio output.",
+                     ["source"], src, v.not_fio_documents)
+        fams.counter("fio_source_skipped_bytes_total", "Bytes of backlog skipped unread: with more "
+                     "than 64 MiB unread the exporter jumps to the latest records (they are cumulative); "
+                     "documents in the skipped part are not counted.", ["source"], src, v.skipped_bytes)
+        fams.counter("fio_source_resets_total", "Times the file was truncated or replaced and read again "
+                     "from the start.", ["source"], src, v.resets)
+        rec = v.latest
+        if rec is not None and rec.timestamp is not None:
+            fams.gauge("fio_source_last_record_timestamp_seconds", "Time fio wrote the latest record "
+                       "(timestamp_ms, else timestamp), seconds since the epoch.", ["source"], src,
+                       rec.timestamp)
+        if not v.up or rec is None or not v.visible:
+            return   # never show the last values of an unreadable file as if they were fresh
+        prev_jobs = {}
+        if v.previous is not None:
+            prev_jobs = {(j.host, j.jobid, j.name): j for j in v.previous.jobs}
+        for job in rec.jobs:
+            host = job.host or self.local_host
+            labels = [job.name, str(job.jobid), host, v.path]
+            self._job(fams, job, labels, v, rec.version)
+            prev = prev_jobs.get((job.host, job.jobid, job.name))
+            for d, stats in job.directions.items():
+                if d == "trim" and not (self.collectors.trim and trims(job, stats)):
+                    continue
+                pstats = prev.directions.get(d) if prev is not None else None
+                self._direction(fams, d, stats, labels, job, prev, pstats, used)
+
+    def _job(self, fams: _Families, job: JobRecord, labels: list[str], v: SourceView,
+             version: str | None) -> None:
+        o = job.options
+        info = {
+            "file": o.get("filename", o.get("directory", "")),
+            "rw": o.get("rw", ""), "bs": o.get("bs", ""), "iodepth": o.get("iodepth", ""),
+            "numjobs": o.get("numjobs", ""), "direct": "1" if is_direct(o) else "0",
+            "ioengine": o.get("ioengine", ""),
+        }
+        fams.gauge("fio_job_info", "Options of a fio job (global options merged in; empty when fio "
+                   "did not print the option, i.e. its default applies; direct is 1 for direct=1 or "
+                   "buffered=0). Value 1.", JOB_LABELS + INFO_OPTIONS + ["groupid", "version"],
+                   labels + [info[k] for k in INFO_OPTIONS]
+                   + ["" if job.groupid is None else str(job.groupid), version or ""], 1.0)
+        depth = _iodepth(o.get("iodepth", ""))
+        if depth is not None:
+            fams.gauge("fio_job_iodepth", "The job's iodepth option as a number (1, fio's default, when "
+                       "not printed): the concurrency the job asks for, to compare with the concurrency "
+                       "a layer's throughput x latency implies (Little's law).", JOB_LABELS, labels, depth)
+        fams.gauge("fio_job_finished", "1 once the fio run that wrote this job has ended (its file "
+                   "stopped growing or the wrapped fio exited).", JOB_LABELS, labels,
+                   1.0 if v.finished else 0.0)
+        if v.finished and v.end_time is not None:
+            fams.gauge("fio_job_end_timestamp_seconds", "When the run ended: the time of its last "
+                       "record, seconds since the epoch.", JOB_LABELS, labels, v.end_time)
+        fams.gauge("fio_job_error", "fio's error code for the job (0: no error).", JOB_LABELS, labels,
+                   job.error)
+        if job.job_runtime_ms is not None:
+            fams.counter("fio_job_runtime_seconds_total", "Time the job has run (job_runtime).",
+                         JOB_LABELS, labels, job.job_runtime_ms / 1000.0)
+        if job.elapsed_s is not None:
+            fams.gauge("fio_job_elapsed_seconds", "Seconds since the job started (elapsed).",
+                       JOB_LABELS, labels, job.elapsed_s)
+        if job.eta_s is not None:
+            fams.gauge("fio_job_eta_seconds", "fio's estimate of the seconds left (eta); absent while "
+                       "fio has no estimate.", JOB_LABELS, labels, job.eta_s)
+        if job.usr_cpu is not None:
+            fams.gauge("fio_job_cpu_user_ratio", "User CPU time of the job over its runtime (usr_cpu/100).",
+                       JOB_LABELS, labels, job.usr_cpu / 100.0)
+        if job.sys_cpu is not None:
+            fams.gauge("fio_job_cpu_system_ratio", "System CPU time of the job over its runtime "
+                       "(sys_cpu/100).", JOB_LABELS, labels, job.sys_cpu / 100.0)
+        if job.ctx is not None:
+            fams.counter("fio_job_context_switches_total", "Context switches of the job (ctx).",
+                         JOB_LABELS, labels, job.ctx)
+        if job.majf is not None:
+            fams.counter("fio_job_major_page_faults_total", "Major page faults of the job (majf).",
+                         JOB_LABELS, labels, job.majf)
+        if job.minf is not None:
+            fams.counter("fio_job_minor_page_faults_total", "Minor page faults of the job (minf).",
+                         JOB_LABELS, labels, job.minf)
+        for level, pct in job.iodepth_level.items():
+            fams.gauge("fio_job_iodepth_level_ratio", "Share of the job's time with this many I/Os in "
+                       "flight (iodepth_level/100; fio floors tiny non-zero shares to 0.001).",
+                       JOB_LABELS + ["depth"], labels + [level], pct / 100.0)
+        for problem in find_problems(job, self.hygiene, finished=v.finished):
+            fams.gauge("fio_job_hygiene_problem", "1 for each benchmark hygiene trap found in the job's "
+                       "options; see docs/hygiene.md for each problem.", JOB_LABELS + ["problem"],
+                       labels + [problem], 1.0)
+
+    def _direction(self, fams: _Families, d: str, s: DirectionStats, labels: list[str], job: JobRecord,
+                   prev: JobRecord | None, ps: DirectionStats | None, used: set[int]) -> None:
+        what = "unified (read+write+trim, unified_rw_reporting)" if d == "mixed" else d
+        p = f"fio_{d}"
+        fams.counter(f"{p}_ios_total", f"Completed {what} I/Os (total_ios).", JOB_LABELS, labels, s.total_ios)
+        fams.counter(f"{p}_bytes_total", f"Bytes of {what} I/O (io_bytes).", JOB_LABELS, labels, s.io_bytes)
+        fams.counter(f"{p}_short_ios_total", f"Short {what} I/Os (short_ios).", JOB_LABELS, labels,
+                     s.short_ios)
+        fams.counter(f"{p}_dropped_ios_total", f"Dropped {what} I/Os (drop_ios).", JOB_LABELS, labels,
+                     s.drop_ios)
+        fams.gauge(f"{p}_iops", f"fio's own {what} IOPS, averaged since the job started (iops).",
+                   JOB_LABELS, labels, s.iops)
+        fams.gauge(f"{p}_bandwidth_bytes_per_second", f"fio's own {what} bandwidth, averaged since the "
+                   "job started (bw_bytes).", JOB_LABELS, labels, s.bw_bytes)
+        # per-interval numbers from the last two cumulative records: what fio saw in its own
+        # status interval, not diluted by Prometheus' rate window
+        if (ps is not None and prev is not None and job.job_runtime_ms is not None
+                and prev.job_runtime_ms is not None and job.job_runtime_ms > prev.job_runtime_ms
+                and s.total_ios >= ps.total_ios):
+            dt = (job.job_runtime_ms - prev.job_runtime_ms) / 1000.0
+            fams.gauge(f"{p}_interval_iops", f"{what} IOPS over fio's last status interval (difference "
+                       "of the last two records over their job_runtime difference).", JOB_LABELS, labels,
+                       (s.total_ios - ps.total_ios) / dt)
+            fams.gauge(f"{p}_interval_bandwidth_bytes_per_second", f"{what} bandwidth over fio's last "
+                       "status interval.", JOB_LABELS, labels, (s.io_bytes - ps.io_bytes) / dt)
+            if s.clat is not None and ps.clat is not None and s.clat.count > ps.clat.count:
+                mean = (s.clat.sum_ns - ps.clat.sum_ns) / (s.clat.count - ps.clat.count) * _NS
+                fams.gauge(f"{p}_interval_clat_mean_seconds", f"Mean {what} completion latency over "
+                           "fio's last status interval.", JOB_LABELS, labels, mean)
+        for kind, lat in (("slat", s.slat), ("lat", s.lat)):
+            if lat is not None:
+                fams.gauge(f"{p}_{kind}_mean_seconds", f"Mean {what} "
+                           f"{'submission' if kind == 'slat' else 'total (submission+completion)'} "
+                           f"latency since the job started ({kind}_ns.mean).", JOB_LABELS, labels,
+                           lat.mean_ns * _NS)
+        c = s.clat
+        if c is None:
+            return   # absent (gtod_reduce, nothing completed): never exported as zero
+        buckets: list[tuple[str, float]] = []
+        if c.bins is not None and self.collectors.histograms:
+            cached = self._hist_cache.get(id(c))
+            if cached is None or cached[0] is not c:
+                cum, total = cumulative_buckets(c.bins)
+                cached = (c, cum, total)
+            self._hist_cache[id(c)] = cached
+            used.add(id(c))
+            _, cum, total = cached
+            buckets = [(_le(e), float(n)) for e, n in zip(LATENCY_EDGES_SECONDS, cum)]
+            buckets.append(("+Inf", float(total)))
+        else:
+            buckets = [("+Inf", float(c.count))]
+        fams.add(HistogramMetricFamily, f"{p}_clat_seconds",
+                 f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
+                 "without json+ or with --no-collector.histograms), _sum = mean x N.", JOB_LABELS, labels, buckets,
+                 _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS))
+        shown: set[str] = set()
+        for q, ns in (c.percentiles if self.collectors.percentiles else ()):
+            label = f"{q * 100:g}"
+            if label in shown:
+                continue   # "99.000000" and "99.0000001" print alike: one series, never two
+            shown.add(label)
+            fams.gauge(f"{p}_clat_percentile_seconds", f"fio's own {what} completion latency "
+                       "percentiles (clat_ns.percentile; label in percent, e.g. 99.9), exact rather than bucketed.",
+                       JOB_LABELS + ["percentile"], labels + [label], ns * _NS)
+        fams.gauge(f"{p}_clat_min_seconds", f"Smallest {what} completion latency (clat_ns.min).",
+                   JOB_LABELS, labels, c.min_ns * _NS)
+        fams.gauge(f"{p}_clat_max_seconds", f"Largest {what} completion latency (clat_ns.max).",
+                   JOB_LABELS, labels, c.max_ns * _NS)

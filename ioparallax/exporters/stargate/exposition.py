@@ -1,0 +1,170 @@
+"""The exposition of one Stargate probe: its metric families, built fresh for every scrape.
+
+Written directly in the text format (0.0.4) with ioparallax.exporters.common.exposition: a 1,000-vdisk
+probe is ~98,000 sample lines, and prometheus_client's families plus generate_latest cost ~1 s
+of CPU for them (a Sample object per line, labels re-escaped on every line); here each vdisk's
+label block is escaped once and each line is one f-string (~0.12 s). The layout is
+generate_latest's, including the gauge histograms. Values are floats (1.0, not 1), as
+generate_latest wrote them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
+from .prism import VDiskNames
+from .probe import ProbeResult
+
+
+def _gauge(name: str, help_text: str) -> Family:
+    return Family(name, "gauge", help_text)
+
+
+_SIMPLE = {   # VDiskRow attribute -> (metric, HELP naming the page's field)
+    "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
+    "dedup_bytes": ("stargate_vdisk_dedup_bytes", "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale)."),
+    "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
+    "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
+    "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
+    "oplog_drain_bytes_per_second": ("stargate_vdisk_oplog_drain_bytes_per_second", "Oplog KB/s: the oplog drain rate, in bytes/s."),
+    "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
+    "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
+    "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
+    "error_ops_per_second": ("stargate_vdisk_error_ops_per_second", "Ops/s - Error."),
+    "random_ops_per_second": ("stargate_vdisk_random_ops_per_second", "Ops/s - Random."),
+    "read_bytes_per_second": ("stargate_vdisk_read_bytes_per_second", "KB/s - Read, in bytes/s."),
+    "write_bytes_per_second": ("stargate_vdisk_write_bytes_per_second", "KB/s - Write, in bytes/s."),
+    "latency_seconds": ("stargate_vdisk_latency_seconds", "Avg latency (usec), in seconds."),
+    "op_size_bytes": ("stargate_vdisk_op_size_bytes", "Avg op size, in bytes."),
+    "queue_length": ("stargate_vdisk_queue_length", "Avg qlen."),
+    "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
+}
+
+_HISTOGRAMS = {   # VDiskDetail attribute -> (metric, HELP)
+    "read_latency": ("stargate_vdisk_read_latency_seconds", "Frontend Read Latency histogram of the page's recent window (not cumulative)."),
+    "write_latency": ("stargate_vdisk_write_latency_seconds", "Frontend Write Latency histogram of the page's recent window (not cumulative)."),
+    "read_size": ("stargate_vdisk_read_size_bytes", "Read Size Distribution of the page's recent window (not cumulative)."),
+    "write_size": ("stargate_vdisk_write_size_bytes", "Write Size Distribution of the page's recent window (not cumulative)."),
+}
+
+
+@dataclass(frozen=True)
+class Collectors:
+    """The expensive families that can be switched off (``--no-collector.histograms``,
+    ``--no-collector.source-ratios``); the series each saves are in docs/stargate.md."""
+
+    histograms: bool = True       # the four gauge histograms: 40 series per vdisk
+    source_ratios: bool = True    # Percent of each read source / write destination (the bytes/s stay)
+
+
+class StargateCollector:
+    """The exposition of one probe result, built fresh for every scrape (nothing is kept
+    between probes but the Prism mapping, which is inventory). ``vdisk_names``: a
+    :class:`VDiskNames` (YAML and Prism), or a plain vdisk id -> {"vm", "disk"} mapping."""
+
+    def __init__(self, result: ProbeResult, vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None,
+                 collectors: Collectors = Collectors()):
+        self.result = result
+        self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
+        self.collectors = collectors
+
+    def render(self) -> bytes:
+        out = Exposition()
+        out.add(*self._families())
+        return out.render()
+
+    def _families(self) -> list[Family | GaugeHistogram]:
+        r = self.result
+        up = _gauge("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.")
+        up.add("", 1.0 if r.up else 0.0)
+        duration = _gauge("stargate_scrape_duration_seconds", "Seconds the probe took.")
+        duration.add("", r.duration)
+        cvm_up = _gauge("stargate_cvm_up", "1 if this CVM's main page was read (discovery probes every CVM).")
+        info = _gauge("stargate_cvm_info", "CVM facts from the Overview table (value 1).")
+        for c in r.cvms:
+            cvm = _lv(c.url.split("://", 1)[-1].rstrip("/"))
+            cvm_up.add(f'cvm="{cvm}"', 1.0 if c.page else 0.0)
+            if c.page:
+                ov = c.page.overview
+                info.add(f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
+                         f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1.0)
+        rejected = _gauge("stargate_rejected_rows", "Hosted VDisks rows and vdisk detail views of this probe rejected as "
+                                                    "garbage (non-finite, negative or absurd values, bad vdisk ids), "
+                                                    "each logged with the reason.")
+        rejected.add("", float(r.rejected))
+        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected]
+        if self.names.prism_up is not None:
+            prism = _gauge("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
+                                                "cached as inventory for prism.refresh_interval) succeeded, else 0.")
+            prism.add("", 1.0 if self.names.prism_up else 0.0)
+            fams.append(prism)
+        if r.up:
+            fams.extend(self._vdisks())
+        return fams
+
+    def _vdisks(self) -> list[Family | GaugeHistogram]:
+        r = self.result
+        vinfo = _gauge("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
+                                              "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).")
+        simple = [(attr, _gauge(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
+        outstanding = _gauge("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
+        outstanding_b = _gauge("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
+        detail_up = _gauge("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
+        src = _gauge("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).")
+        src_r = _gauge("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).")
+        dst = _gauge("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.")
+        dst_r = _gauge("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.")
+        rnd = _gauge("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.")
+        seq = _gauge("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
+        wss = _gauge("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
+        upm = _gauge("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
+        hists = [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()] \
+            if self.collectors.histograms else []
+        ratios = self.collectors.source_ratios
+        for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
+            names = self.names.lookup(vid, row.uuid)
+            v = f'vdisk_id="{_lv(vid)}"'
+            vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
+                      f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
+                      f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}",'
+                      f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"', 1.0)
+            for attr, fam in simple:
+                fam.add(v, getattr(row, attr))
+            outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)
+            outstanding.add(f'{v},direction="write"', row.outstanding_write_ops)
+            outstanding_b.add(f'{v},direction="read"', row.outstanding_read_bytes)
+            outstanding_b.add(f'{v},direction="write"', row.outstanding_write_bytes)
+            d = r.details.get(vid)
+            detail_up.add(v, 1.0 if d is not None else 0.0)
+            if d is None:
+                continue
+            for name, (rate, ratio) in d.read_sources.items():
+                lbl = f'{v},source="{_lv(name)}"'
+                src.add(lbl, rate)
+                if ratios:
+                    src_r.add(lbl, ratio)
+            for name, (rate, ratio) in d.write_destinations.items():
+                lbl = f'{v},destination="{_lv(name)}"'
+                dst.add(lbl, rate)
+                if ratios:
+                    dst_r.add(lbl, ratio)
+            for direction in ("read", "write"):
+                ratio = getattr(d, f"{direction}_random_ratio")
+                if ratio is not None:
+                    rnd.add(f'{v},direction="{direction}"', ratio)
+                ratio = getattr(d, f"{direction}_sequential_ratio")
+                if ratio is not None:
+                    seq.add(f'{v},direction="{direction}"', ratio)
+            for (kind, window), value in d.working_set_bytes.items():
+                wss.add(f'{v},kind="{_lv(kind)}",window="{_lv(window)}"', value)
+            for window, value in d.up_migrations.items():
+                upm.add(f'{v},window="{_lv(window)}"', value)
+            for attr, hist in hists:
+                h = getattr(d, attr)
+                if h is not None:
+                    hist.add(v, h.bounds, h.counts, h.sum)
+        out: list[Family | GaugeHistogram] = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
+               src, *([src_r] if ratios else []), dst, *([dst_r] if ratios else []), rnd, seq, wss, upm]
+        out.extend(hist for _, hist in hists)
+        return out

@@ -1,0 +1,279 @@
+"""vdisk -> VM and disk names from Prism's v2 REST API (``GET .../v2.0/virtual_disks``).
+
+Transport and mapping: :class:`PrismClient` is a thin requests client (timeout, basic auth, TLS
+verified unless the config opts out); :func:`mapping_from_virtual_disks` turns the entities into
+records; :class:`VDiskNames` keeps the last good answer (inventory: slow-changing, cached for
+``refresh_interval``), refreshes it when it is stale, and merges it with the YAML mapping.
+
+A Prism failure (refused, timeout, HTTP error, bad credentials, not JSON) is logged once with its
+cause and never fails a probe: the mapping stays as it was (or YAML-only before the first
+success). Credentials never appear in a log line, an error message or a ``repr``.
+
+The join (see docs/stargate-simulator.md, "Mapping assumption"): an entity's ``uuid`` is the
+vdisk UUID Stargate prints in parentheses after the vdisk name; ``virtual_disk_id`` is
+``<cluster id>::<vdisk id>``. vdisks are matched by UUID (globally unique, so a Prism of another
+cluster can never label them); the id is used only for a vdisk whose row shows no UUID.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+import urllib3
+
+from ioparallax.exporters.common.config import Section, parse_duration
+
+log = logging.getLogger(__name__)
+
+VIRTUAL_DISKS_PATH = "/PrismGateway/services/rest/v2.0/virtual_disks"
+DEFAULT_PORT = 9440
+
+
+@dataclass
+class PrismConfig:
+    url: str                                   # base, e.g. https://10.0.0.10:9440
+    username: str = ""
+    password: str = field(default="", repr=False)
+    tls_verify: bool | str = True              # True, False (explicit opt-out) or a CA bundle path
+    timeout: float = 5.0
+    refresh_interval: float = 300.0
+
+    @property
+    def endpoint(self) -> str:
+        return self.url.rstrip("/") + VIRTUAL_DISKS_PATH
+
+
+def prism_config(section: Section, environ: dict[str, str] | None = None) -> PrismConfig | None:
+    """The ``prism:`` section of --config.file (None when absent); errors name file and key."""
+    env = os.environ if environ is None else environ
+    if not section.data:
+        return None
+    url = section.get("url", str).strip()
+    if "://" not in url:
+        url = f"https://{url}" + ("" if ":" in url.rsplit("]", 1)[-1] else f":{DEFAULT_PORT}")
+    if not url.startswith(("http://", "https://")):
+        raise section.error("url", f"expected an http:// or https:// URL, got {url!r}")
+    if "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        # A URL is printed in log lines; credentials in it would be too.
+        raise section.error("url", "no credentials in the URL: use username(_env) and password_env")
+    username = _inline_or_env(section, "username", env)
+    password = _inline_or_env(section, "password", env)
+    if password and not username:
+        raise section.error("username", "is required with a password")
+    verify = section.get("tls_verify", bool, default=True)
+    ca_file = section.get("ca_file", str, default="")
+    if ca_file:
+        if not verify:
+            raise section.error("ca_file", "makes no sense with tls_verify: false")
+        if not os.path.isfile(ca_file):
+            raise section.error("ca_file", f"no such file: {ca_file}")
+    timeout = section.get("timeout", parse_duration, default=5.0)
+    refresh = section.get("refresh_interval", parse_duration, default=300.0)
+    if timeout <= 0:
+        raise section.error("timeout", "must be positive")
+    if refresh < 0:
+        raise section.error("refresh_interval", "must not be negative")
+    section.reject_unknown()
+    return PrismConfig(url=url, username=username, password=password, tls_verify=ca_file or verify,
+                       timeout=timeout, refresh_interval=refresh)
+
+
+class PrismError(Exception):
+    """A Prism request that failed; the message names the cause, never the credentials."""
+
+
+class PrismClient:
+    """``GET virtual_disks`` over one requests.Session (keep-alive, basic auth)."""
+
+    def __init__(self, cfg: PrismConfig, session: requests.Session | None = None) -> None:
+        self.cfg = cfg
+        self.session = session or requests.Session()
+        self.session.headers["Accept"] = "application/json"
+        if cfg.username:
+            self.session.auth = (cfg.username, cfg.password)
+        self.session.verify = cfg.tls_verify
+        if cfg.tls_verify is False:
+            # Opted out explicitly; said once at start-up instead of a warning per request.
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    def virtual_disks(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        url = self.cfg.endpoint
+        timeout = self.cfg.timeout if timeout is None else min(timeout, self.cfg.timeout)
+        try:
+            r = self.session.get(url, timeout=timeout)
+        except requests.exceptions.SSLError as exc:
+            raise PrismError(f"{url}: TLS error ({_reason(exc)}); set prism.ca_file, or tls_verify: false "
+                             "to opt out") from None
+        except requests.exceptions.Timeout:
+            raise PrismError(f"{url}: timed out after {timeout:.1f} s") from None
+        except requests.exceptions.ConnectionError as exc:
+            cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed ({_reason(exc)})"
+            raise PrismError(f"{url}: {cause}") from None
+        except requests.RequestException as exc:
+            raise PrismError(f"{url}: {exc.__class__.__name__}") from None
+        if r.status_code in (401, 403):
+            raise PrismError(f"{url}: HTTP {r.status_code}, the credentials were refused"
+                             + ("" if self.cfg.username else " (no username configured)"))
+        if r.status_code != 200:
+            raise PrismError(f"{url}: HTTP {r.status_code}")
+        try:
+            body = r.json()
+        except ValueError:
+            raise PrismError(f"{url}: the answer is not JSON ({len(r.content)} bytes, "
+                             f"Content-Type {r.headers.get('Content-Type', 'none')})") from None
+        entities = body.get("entities") if isinstance(body, dict) else None
+        if not isinstance(entities, list):
+            raise PrismError(f"{url}: the answer has no 'entities' list")
+        meta = body.get("metadata")
+        total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
+        if isinstance(total, int) and total > len(entities):
+            log.warning("prism virtual_disks: %d of %d entities in the answer (a paged answer: only these are "
+                        "mapped)", len(entities), total)
+        return [e for e in entities if isinstance(e, dict)]
+
+
+def _reason(exc: Exception) -> str:
+    """The innermost cause's class name: requests' messages repeat the URL and pool details."""
+    inner: BaseException = exc
+    for _ in range(10):
+        nxt = getattr(inner, "reason", None) or inner.__context__
+        if not isinstance(nxt, BaseException) or nxt is inner:
+            break
+        inner = nxt
+    return inner.__class__.__name__
+
+
+@dataclass(frozen=True)
+class VDiskName:
+    vm: str
+    disk: str            # Prism's disk_address, e.g. scsi.1 (bus.index, not vCenter's scsi0:1)
+    disk_uuid: str       # Prism's device_uuid: vCenter's virtual disk UUID, lowercase
+
+
+def mapping_from_virtual_disks(entities: list[dict[str, Any]]) -> tuple[dict[str, VDiskName], dict[str, VDiskName]]:
+    """(by vdisk UUID, by Stargate vdisk id) -> VM name, disk address and the disk's vCenter UUID.
+    Entities without a VM (volume groups, unattached disks) are skipped."""
+    by_uuid: dict[str, VDiskName] = {}
+    by_id: dict[str, VDiskName] = {}
+    for e in entities:
+        vm = e.get("attached_vmname")
+        if not isinstance(vm, str) or not vm:
+            continue
+        disk = e.get("disk_address")
+        device = e.get("device_uuid")
+        name = VDiskName(vm, disk if isinstance(disk, str) else "", device.lower() if isinstance(device, str) else "")
+        uuid = e.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            by_uuid[uuid.lower()] = name
+        vdisk_id = str(e.get("virtual_disk_id") or "").rpartition("::")[2]
+        if vdisk_id.isdigit():
+            by_id[vdisk_id] = name
+    return by_uuid, by_id
+
+
+class VDiskNames:
+    """The vdisk -> VM/disk mapping of a probe: YAML entries first, then Prism's (cached)."""
+
+    def __init__(self, yaml_mapping: dict[str, dict[str, str]] | None = None,
+                 client: PrismClient | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.yaml = yaml_mapping or {}
+        self.client = client
+        self.clock = clock
+        self._by_uuid: dict[str, VDiskName] = {}
+        self._by_id: dict[str, VDiskName] = {}
+        self._fetched_at: float | None = None     # last success
+        self._tried_at: float | None = None       # last attempt
+        self._last_error: str | None = None
+        self._lock = threading.Lock()
+        self._refreshing = threading.Lock()
+
+    @property
+    def prism_up(self) -> bool | None:
+        """None without Prism; else whether the last request succeeded."""
+        if self.client is None:
+            return None
+        return self._tried_at is not None and self._last_error is None
+
+    @property
+    def prism_age(self) -> float | None:
+        return None if self._fetched_at is None else self.clock() - self._fetched_at
+
+    #: After a failure, Prism is asked again this soon (or at refresh_interval if shorter).
+    RETRY_AFTER_FAILURE = 60.0
+
+    def stale(self) -> bool:
+        if self.client is None:
+            return False
+        last = self._tried_at
+        interval = self.client.cfg.refresh_interval
+        if self._last_error is not None:
+            interval = min(interval, self.RETRY_AFTER_FAILURE)
+        return last is None or self.clock() - last >= interval
+
+    def refresh(self, timeout: float | None = None) -> bool:
+        """Ask Prism now (one request at a time; a concurrent caller returns at once). On
+        failure the previous mapping stays. True if this call got a fresh answer."""
+        if self.client is None or not self._refreshing.acquire(blocking=False):
+            return False
+        try:
+            try:
+                by_uuid, by_id = mapping_from_virtual_disks(self.client.virtual_disks(timeout))
+            except Exception as exc:  # PrismError, or a surprise in the answer: never escapes
+                error = str(exc) if isinstance(exc, PrismError) else \
+                    f"{self.client.cfg.endpoint}: unexpected {exc.__class__.__name__} reading the answer"
+                with self._lock:
+                    self._tried_at = self.clock()
+                    first = self._last_error != error
+                    self._last_error = error
+                kept = f"keeping the mapping from {self.prism_age:.0f} s ago" if self._fetched_at is not None \
+                    else "vdisk names from the YAML mapping only"
+                # One warning per new cause; a persisting one is repeated at debug level.
+                log.log(logging.WARNING if first else logging.DEBUG, "prism virtual_disks failed: %s; %s", error, kept)
+                return False
+            with self._lock:
+                self._by_uuid, self._by_id = by_uuid, by_id
+                self._fetched_at = self._tried_at = self.clock()
+                if self._last_error is not None:
+                    log.info("prism virtual_disks answers again (%d vdisks attached to VMs)", len(by_uuid))
+                self._last_error = None
+            log.debug("prism virtual_disks: %d vdisks attached to VMs", len(by_uuid))
+            return True
+        finally:
+            self._refreshing.release()
+
+    def start_refresh_if_stale(self) -> threading.Thread | None:
+        """Refresh in a thread of its own (a probe runs meanwhile and need not wait for it)."""
+        if not self.stale():
+            return None
+        t = threading.Thread(target=self.refresh, name="prism-refresh", daemon=True)
+        t.start()
+        return t
+
+    def lookup(self, vdisk_id: str, vdisk_uuid: str) -> dict[str, str]:
+        """{"vm", "disk", "disk_uuid"} for a vdisk (empty when unknown). YAML wins over Prism."""
+        entry = self.yaml.get(vdisk_id)
+        if entry is not None:
+            return entry
+        with self._lock:
+            name = self._by_uuid.get(vdisk_uuid.lower()) if vdisk_uuid else self._by_id.get(vdisk_id)
+        return {"vm": name.vm, "disk": name.disk, "disk_uuid": name.disk_uuid} if name else {}
+
+
+def _inline_or_env(section: Section, name: str, env: Mapping[str, str]) -> str:
+    """``name`` given inline or through ``name_env`` (the variable holding it), not both."""
+    value = section.get(name, str, default="")
+    var = section.get(f"{name}_env", str, default="")
+    if var:
+        if value:
+            raise section.error(f"{name}_env", f"give {name} or {name}_env, not both")
+        value = env.get(var, "")
+        if not value:
+            raise section.error(f"{name}_env", f"environment variable {var} is not set")
+    return value

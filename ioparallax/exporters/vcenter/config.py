@@ -1,0 +1,225 @@
+"""Configuration of the vCenter exporter: targets, credentials, TLS, refresh intervals.
+
+A YAML file (``--config.file``)::
+
+    defaults:                       # applied to every listed target
+      username: monitor@vsphere.local
+      password_env: VCENTER_PASSWORD  # the password comes from this environment variable
+      inventory_refresh: 5m
+      timeout: 30s
+    allow_unlisted_targets: false   # default: a ?target= not listed below is refused (HTTP 400)
+    latest_samples: true            # false: no latest-sample gauges (15 series per VM disk fewer)
+    session_idle_timeout: 10m       # log out of a target not probed for this long
+    targets:
+      vc1.example.com:              # the ?target= value (host, host:port or https://host[:port]/)
+        password_env: VC1_PASSWORD
+      vc-lab.example.com:
+        username: lab
+        password: secret            # inline passwords are allowed but discouraged
+        insecure_skip_verify: true  # explicit opt-out of TLS certificate verification
+      vc2.example.com:
+        ca_file: /etc/ssl/vc2-ca.pem
+
+Without a config file, the credentials come from the environment variables ``VCENTER_USERNAME``
+and ``VCENTER_PASSWORD`` (TLS verification on), and the targets that may receive them are listed
+with ``--vcenter.target`` (or ``VCENTER_TARGETS``, comma-separated); ``--vcenter.allow-unlisted-targets``
+is the explicit opt-in to sending them to any target. Target names are compared in their
+normalised form (see :mod:`.address`), so ``VC1``, ``vc1:443`` and ``https://vc1/`` are one
+target. Passwords are never logged nor shown on the landing page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+
+from .address import target_key
+
+DEFAULT_INVENTORY_REFRESH = 300.0
+DEFAULT_TIMEOUT = 30.0
+#: Sessions of targets not probed for this long are logged out (50 spellings or an abandoned
+#: target must not hold vCenter sessions forever).
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
+#: A disk's latest 20 s sample is shown as a gauge only while it is at most this much older than
+#: the newest sample of the VMs on its ESXi host: realtime samples come every 20 s and may be published up to
+#: ~40 s late; older means the VM stopped reporting (powered off, vanished, host down).
+DEFAULT_SAMPLE_MAX_AGE = 60.0
+PERF_FORMATS = ("csv", "normal")
+#: background: the inventory is read off the probe path (the default); sync: the collection reads
+#: it when due, through pyvmomi, as before (kept as the benchmark's baseline).
+INVENTORY_MODES = ("background", "sync")
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """How to reach one vCenter. ``password`` is resolved, never printed (see ``describe``)."""
+
+    username: str = ""
+    password: str = field(default="", repr=False)
+    password_source: str = ""          # "env VC1_PASSWORD", "file", "" (for messages)
+    insecure_skip_verify: bool = False
+    ca_file: str | None = None
+    inventory_refresh: float = DEFAULT_INVENTORY_REFRESH
+    timeout: float = DEFAULT_TIMEOUT   # socket timeout of one SOAP call
+    max_query_metrics: int | None = None  # None: read config.vpxd.stats.maxQueryMetrics (default 256)
+    perf_format: str = "csv"            # csv is ~40 % cheaper to parse; "normal" for old servers
+    sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
+    inventory_mode: str = "background"
+
+    def describe(self) -> str:
+        tls = "verification OFF (insecure_skip_verify)" if self.insecure_skip_verify else (
+            f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
+        return (f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
+                f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
+                f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
+                f"inventory_mode={self.inventory_mode}")
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    defaults: TargetConfig
+    targets: dict[str, TargetConfig]   # by normalised key (address.target_key)
+    allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
+    path: str | None = None
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    latest_samples: bool = True   # False: the latest-sample gauges are not exposed (series budget)
+
+    def target(self, key: str) -> TargetConfig | None:
+        """The settings of a normalised target key, or None when it may not be probed."""
+        if key in self.targets:
+            return self.targets[key]
+        return self.defaults if self.allow_unlisted else None
+
+    def refusal(self, key: str) -> str:
+        """Why ``key`` is refused (for the 400 answer and the log line)."""
+        where = f"--config.file {self.path}" if self.path else "--vcenter.target / VCENTER_TARGETS"
+        return (f"target {key} is not listed in {where}, and unlisted targets are refused "
+                "(credentials are only sent to listed targets)")
+
+    def describe(self) -> str:
+        lines = [f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
+                 f"defaults: {self.defaults.describe()}",
+                 f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
+                 f"session idle timeout: {self.session_idle_timeout:g}s",
+                 f"latest-sample gauges: {'on' if self.latest_samples else 'off'}"]
+        lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
+        return "\n".join(lines)
+
+
+def _duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return seconds
+
+
+def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
+    username = sec.get("username", str, default=base.username)
+    password, source = base.password, base.password_source
+    if "password" in sec.data and "password_env" in sec.data:
+        raise sec.error("password", "give either password or password_env, not both")
+    inline = sec.get("password", str, default=None)
+    if inline is not None:
+        password, source = inline, "inline in the config file"
+    var = sec.get("password_env", str, default=None)
+    if var is not None:
+        if var not in env:
+            raise sec.error("password_env", f"environment variable {var} is not set")
+        password, source = env[var], f"env {var}"
+    user_var = sec.get("username_env", str, default=None)
+    if user_var is not None:
+        if user_var not in env:
+            raise sec.error("username_env", f"environment variable {user_var} is not set")
+        username = env[user_var]
+    insecure = sec.get("insecure_skip_verify", bool, default=base.insecure_skip_verify)
+    ca_file = sec.get("ca_file", str, default=base.ca_file)
+    if ca_file is not None and not os.path.isfile(ca_file):
+        raise sec.error("ca_file", f"no such file: {ca_file}")
+    refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
+    timeout = sec.get("timeout", _duration, default=base.timeout)
+    mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)
+    if mqm is not None and mqm < 1:
+        raise sec.error("max_query_metrics", f"must be at least 1, got {mqm}")
+    fmt = sec.get("perf_format", str, default=base.perf_format)
+    if fmt not in PERF_FORMATS:
+        raise sec.error("perf_format", f"expected one of {', '.join(PERF_FORMATS)}, got {fmt!r}")
+    max_age = sec.get("sample_max_age", _duration, default=base.sample_max_age)
+    mode = sec.get("inventory_mode", str, default=base.inventory_mode)
+    if mode not in INVENTORY_MODES:
+        raise sec.error("inventory_mode", f"expected one of {', '.join(INVENTORY_MODES)}, got {mode!r}")
+    sec.reject_unknown()
+    return replace(base, username=username, password=password, password_source=source,
+                   insecure_skip_verify=insecure, ca_file=ca_file, inventory_refresh=refresh,
+                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt, sample_max_age=max_age,
+                   inventory_mode=mode)
+
+
+def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
+    env = dict(os.environ) if env is None else env
+    password = env.get("VCENTER_PASSWORD", "")
+    return TargetConfig(username=env.get("VCENTER_USERNAME", ""), password=password,
+                        password_source="env VCENTER_PASSWORD" if password else "")
+
+
+def env_targets(env: dict[str, str]) -> list[str]:
+    """``VCENTER_TARGETS``: comma- or space-separated target names."""
+    return [t for t in re.split(r"[,\s]+", env.get("VCENTER_TARGETS", "")) if t]
+
+
+def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: Sequence[str] = (),
+                allow_unlisted: bool | None = None, session_idle_timeout: float | None = None,
+                latest_samples: bool | None = None) -> ExporterConfig:
+    """Read and validate the config file; errors name the file and the key.
+
+    ``extra_targets`` (``--vcenter.target``) and ``VCENTER_TARGETS`` are listed beside the file's
+    targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
+    ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
+    the file when given."""
+    env = dict(os.environ) if env is None else env
+    base = env_defaults(env)
+    source = path or "the command line"
+    defaults, targets, allow, idle, latest = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT, True
+    if path is not None:
+        root = Section(load_yaml(path), path)
+        defaults = _read_target(root.section("defaults"), base, env)
+        allow = root.get("allow_unlisted_targets", bool, default=False)
+        idle = root.get("session_idle_timeout", _duration, default=idle)
+        latest = root.get("latest_samples", bool, default=latest)
+        tsec = root.section("targets")
+        for name in list(tsec.data):
+            if not isinstance(name, str) or not name.strip():
+                raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
+            try:
+                key = target_key(name)
+            except ValueError as exc:
+                raise tsec.error(name, str(exc)) from None
+            if key in targets:
+                raise tsec.error(name, f"the same target as another entry (both are {key})")
+            targets[key] = _read_target(tsec.section(name), defaults, env)
+        tsec.reject_unknown()
+        root.reject_unknown()
+    for name in [*extra_targets, *env_targets(env)]:
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            raise ConfigError(source, "--vcenter.target", str(exc)) from None
+        targets.setdefault(key, defaults)
+    if allow_unlisted is not None:
+        allow = allow or allow_unlisted
+    if session_idle_timeout is not None:
+        if not session_idle_timeout > 0:
+            raise ConfigError(source, "--vcenter.session-idle-timeout", f"must be positive, got {session_idle_timeout}")
+        idle = session_idle_timeout
+    if latest_samples is not None:
+        latest = latest_samples
+    if not allow and not targets:
+        raise ConfigError(source, "targets", "no targets listed and unlisted targets are refused: list the "
+                          "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
+                          "opt in to any target with --vcenter.allow-unlisted-targets")
+    return ExporterConfig(defaults=defaults, targets=targets, allow_unlisted=allow, path=path and str(path),
+                          session_idle_timeout=idle, latest_samples=latest)

@@ -1,0 +1,1 @@
+"""Rules, alerts and dashboards generated from one config (ioparallax/mixin/config.yml)."""

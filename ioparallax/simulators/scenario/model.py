@@ -1,0 +1,469 @@
+"""Scenario files: the typed model and its validation.
+
+Errors name the file and the key (``vms[0].disks[1].streams[0].read_iops``). See
+``docs/scenarios.md`` for the format, and ``scenarios/`` beside this file for the library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid as uuidlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+
+SCENARIO_DIR = Path(__file__).with_name("scenarios")
+
+PAGE_BUILDS = (2014, 2015, 2016)
+
+
+@dataclass(frozen=True)
+class BlockSizeMix:
+    """I/O sizes as fio's ``bssplit``: (size in bytes, fraction of ops) pairs summing to 1."""
+
+    parts: tuple[tuple[int, float], ...]
+
+    @property
+    def mean_bytes(self) -> float:
+        return sum(size * frac for size, frac in self.parts)
+
+    @property
+    def fio_value(self) -> str:
+        if len(self.parts) == 1:
+            return _fio_size(self.parts[0][0])
+        return ":".join(f"{_fio_size(s)}/{round(f * 100, 3):g}" for s, f in self.parts)
+
+    @classmethod
+    def parse(cls, value: Any) -> BlockSizeMix:
+        """``4KiB``, ``4096``, or ``4k/70:64k/30`` (percent of ops, as fio's bssplit)."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return cls(((parse_bytes(value), 1.0),))
+        text = str(value)
+        if "/" not in text:
+            size = parse_bytes(text)
+            if size <= 0:
+                raise ValueError(f"I/O size must be positive, got {value!r}")
+            return cls(((size, 1.0),))
+        parts = []
+        for chunk in text.split(":"):
+            size_text, sep, pct_text = chunk.partition("/")
+            if not sep:
+                raise ValueError(f"expected size/percent pairs such as 4k/70:64k/30, got {value!r}")
+            try:
+                pct = float(pct_text)
+            except ValueError:
+                raise ValueError(f"percent {pct_text!r} in {value!r} is not a number") from None
+            parts.append((parse_bytes(size_text), pct))
+        total = sum(p for _, p in parts)
+        if total <= 0:
+            raise ValueError(f"percentages in {value!r} sum to {total:g}")
+        return cls(tuple((s, p / total) for s, p in parts))
+
+
+def _fio_size(n: int) -> str:
+    for unit, mult in (("m", 1024**2), ("k", 1024)):
+        if n % mult == 0 and n >= mult:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Burst:
+    """The stream runs ``on`` seconds (``length:`` in YAML) out of every ``every`` seconds,
+    starting at ``offset``."""
+
+    every: int
+    on: int
+    offset: int = 0
+
+    def active(self, t: int) -> bool:
+        return (t - self.offset) % self.every < self.on
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One I/O stream on a disk (in the guest: one fio job)."""
+
+    name: str
+    read_iops: float
+    write_iops: float
+    read_size: BlockSizeMix
+    write_size: BlockSizeMix
+    read_random: float          # categorizer's view: share of read ops that are random
+    write_random: float
+    zero_reads: float           # share of read bytes that are zeros (or never written)
+    zero_writes: float          # share of written bytes that are all-zero blocks
+    read_latency_s: float       # mean frontend latency
+    write_latency_s: float
+    latency_sigma: float        # spread of the log-normal latency distribution
+    iodepth: int                # fio iodepth (what the guest was told to keep outstanding)
+    working_set_bytes: int
+    start: int                  # active in [start, end) of the period
+    end: int
+    burst: Burst | None
+    data_tier: str              # where non-cached data lives: "ssd" or "hdd"
+    ilm_ramp_s: int             # seconds for ILM to move cold data up (0: none)
+    fio_options: dict[str, str]  # extra job options as fio prints them in its JSON
+    job: str = ""               # fio job in the guest; streams of a disk sharing it are one job
+                                # (phases of one workload, e.g. its latency before and after contention)
+
+    def active(self, t: int) -> bool:
+        if not (self.start <= t < self.end):
+            return False
+        return self.burst is None or self.burst.active(t)
+
+    @property
+    def rw(self) -> str:
+        rand = max(self.read_random if self.read_iops else 0, self.write_random if self.write_iops else 0) >= 0.5
+        if self.read_iops and self.write_iops:
+            return "randrw" if rand else "rw"
+        if self.write_iops:
+            return "randwrite" if rand else "write"
+        return "randread" if rand else "read"
+
+
+@dataclass(frozen=True)
+class Disk:
+    """A virtual disk and its identity in each layer."""
+
+    vm: str
+    index: int                  # position in the VM's disk list
+    unit: str                   # vCenter instance, e.g. scsi0:1
+    capacity_bytes: int
+    backing_file: str           # "[datastore] vm/vm_1.vmdk"
+    uuid: str                   # virtual disk UUID (what the guest sees as serial with disk.EnableUUID)
+    guest_device: str           # sdb
+    partition_start_bytes: int  # guest partition offset (1536: misaligned)
+    vdisk_id: int               # Stargate vdisk id
+    vdisk_name: str             # "NFS:<n>" as the Stargate page shows it
+    vdisk_uuid: str
+    cvm: str                    # initial hosting CVM
+    moves: tuple[tuple[int, str], ...]  # (period second, CVM) where the vdisk moves
+    streams: tuple[Stream, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.vm}/{self.unit}"
+
+    @property
+    def aligned(self) -> bool:
+        return self.partition_start_bytes % 4096 == 0
+
+    def cvm_at(self, t: int) -> str:
+        cvm = self.cvm
+        for at, target in self.moves:
+            if t >= at:
+                cvm = target
+        return cvm
+
+
+@dataclass(frozen=True)
+class Vm:
+    name: str
+    host: str
+    guest_os: str
+    disks: tuple[Disk, ...]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    cvms: tuple[str, ...]
+    dram_cache_bytes: int       # per CVM cache a vdisk's working set can live in
+    hybrid: bool                # HDD tier present
+    page_build: int             # Stargate page variant: 2014, 2015 or 2016
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    period_s: int
+    cluster: Cluster
+    vms: tuple[Vm, ...]
+    source: str = ""
+    expect: dict[str, Any] = field(default_factory=dict)  # what the views should show (docs/tests)
+
+    @property
+    def disks(self) -> list[Disk]:
+        return [d for vm in self.vms for d in vm.disks]
+
+    def expected_verdicts(self) -> dict[tuple[str, str], dict[str, str]]:
+        """(vm, disk unit) -> trap -> the report's expected verdict (``expect.verdicts``): the
+        scenario-wide states, then the per-disk ones; every trap not listed is OK."""
+        from ioparallax.report.verdicts import TRAPS
+        spec = self.expect.get("verdicts", {}) or {}
+        base = dict.fromkeys(TRAPS, "OK")
+        base.update({k: v for k, v in spec.items() if k != "disks"})
+        out = {}
+        for vm in self.vms:
+            for d in vm.disks:
+                row = dict(base)
+                row.update((spec.get("disks") or {}).get(f"{vm.name} {d.unit}", {}))
+                out[(vm.name, d.unit)] = row
+        return out
+
+
+def _uuid(*parts: object) -> str:
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return str(uuidlib.UUID(bytes=digest[:16], version=4))
+
+
+def _vmware_uuid(*parts: object) -> str:
+    # vCenter virtual disk UUIDs are 6000C29x-... when exposed to the guest with disk.EnableUUID.
+    u = _uuid("vmdk", *parts).replace("-", "")
+    u = "6000c29" + u[7:]
+    return f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:32]}"
+
+
+def _seconds(sec: Section, name: str, default: Any = Section._MISSING) -> int:
+    value = sec.get(name, parse_duration, default=default)
+    if value is None:
+        return None  # type: ignore[return-value]
+    if value < 0:
+        raise sec.error(name, f"must not be negative, got {value:g}")
+    return int(round(value))
+
+
+def _ratio(sec: Section, name: str, default: float) -> float:
+    value = sec.get(name, float, default=default)
+    if not 0.0 <= value <= 1.0:
+        raise sec.error(name, f"must be a ratio between 0 and 1, got {value:g}")
+    return value
+
+
+def _positive(sec: Section, name: str, default: float) -> float:
+    value = sec.get(name, float, default=default)
+    if value < 0:
+        raise sec.error(name, f"must not be negative, got {value:g}")
+    return value
+
+
+def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str) -> Stream:
+    # Values given on the disk's or VM's `defaults:` apply unless the stream sets them.
+    merged = Section({**defaults, **sec.data}, sec.path, sec.key)
+    s = merged
+    read_iops = _positive(s, "read_iops", 0.0)
+    write_iops = _positive(s, "write_iops", 0.0)
+    if read_iops == 0 and write_iops == 0:
+        raise s.error(None, "a stream needs read_iops or write_iops above 0")
+    size = s.get("size", BlockSizeMix.parse, default=None)
+    read_size = s.get("read_size", BlockSizeMix.parse, default=size or BlockSizeMix(((4096, 1.0),)))
+    write_size = s.get("write_size", BlockSizeMix.parse, default=size or BlockSizeMix(((4096, 1.0),)))
+    random = _ratio(s, "random", 1.0)
+    latency = s.get("latency", parse_duration, default=None)
+    read_lat = s.get("read_latency", parse_duration, default=latency if latency is not None else 0.0005)
+    write_lat = s.get("write_latency", parse_duration, default=latency if latency is not None else 0.001)
+    for key, val in (("read_latency", read_lat), ("write_latency", write_lat)):
+        if val <= 0:
+            raise s.error(key, f"must be above 0, got {val:g}")
+    start = _seconds(s, "from", 0)
+    end = _seconds(s, "to", period)
+    if not 0 <= start < end <= period:
+        raise s.error("to", f"active window [{start}, {end}) must lie within the period of {period} s")
+    burst = None
+    bsec = s.section("burst")
+    if bsec.data:
+        every = _seconds(bsec, "every")
+        # not `on`: YAML 1.1 reads a bare `on` key as the boolean true
+        on = _seconds(bsec, "length")
+        offset = _seconds(bsec, "offset", 0)
+        if every <= 0 or not 0 < on <= every:
+            raise bsec.error("length", f"need 0 < length <= every, got length={on} every={every}")
+        bsec.reject_unknown()
+        burst = Burst(every, on, offset)
+    tier = s.get("data_tier", str, default="ssd")
+    if tier not in ("ssd", "hdd"):
+        raise s.error("data_tier", f"must be ssd or hdd, got {tier!r}")
+    fio_opts = s.get("fio_options", dict, default={})
+    iops_total = read_iops + write_iops
+    mean_lat = (read_iops * read_lat + write_iops * write_lat) / iops_total
+    default_depth = max(1, round(iops_total * mean_lat))
+    stream = Stream(
+        name=s.get("name", str, default=name),
+        read_iops=read_iops,
+        write_iops=write_iops,
+        read_size=read_size,
+        write_size=write_size,
+        read_random=_ratio(s, "read_random", random),
+        write_random=_ratio(s, "write_random", random),
+        zero_reads=_ratio(s, "zero_reads", 0.0),
+        zero_writes=_ratio(s, "zero_writes", 0.0),
+        read_latency_s=read_lat,
+        write_latency_s=write_lat,
+        latency_sigma=_positive(s, "latency_sigma", 0.35),
+        iodepth=int(s.get("iodepth", int, default=default_depth)),
+        working_set_bytes=s.get("working_set", parse_bytes, default=16 * 1024**3),
+        start=start,
+        end=end,
+        burst=burst,
+        data_tier=tier,
+        ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
+        fio_options={str(k): str(v) for k, v in fio_opts.items()},
+    )
+    stream = replace(stream, job=s.get("job", str, default=stream.name))
+    s.reject_unknown()
+    return stream
+
+
+VERDICT_STATES = ("OK", "Distorted", "Not measurable")
+
+
+def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
+    """``expect:``: free-form for the docs and tests, except ``verdicts`` (the report's expected
+    verdicts, checked here so that a typo in a trap or a state fails when the scenario loads)."""
+    expect = root.get("expect", dict, default={})
+    if "verdicts" not in expect:
+        return expect
+    from ioparallax.report.verdicts import TRAPS
+    vsec = root.section("expect").section("verdicts")
+    disks = {f"{vm.name} {d.unit}" for vm in vms for d in vm.disks}
+
+    def check(sec: Section, where: dict[str, Any]) -> None:
+        for trap, state in where.items():
+            if trap not in TRAPS:
+                raise sec.error(trap, f"unknown trap (known: {', '.join(TRAPS)})")
+            if state not in VERDICT_STATES:
+                raise sec.error(trap, f"expected one of {', '.join(VERDICT_STATES)}, got {state!r}")
+
+    data = vsec.data if isinstance(vsec.data, dict) else {}
+    check(vsec, {k: v for k, v in data.items() if k != "disks"})
+    per_disk = data.get("disks") or {}
+    if not isinstance(per_disk, dict):
+        raise vsec.error("disks", "expected a mapping of 'vm unit' (e.g. 'pg-01 scsi0:1') to verdicts")
+    dsec = vsec.section("disks")
+    for name, verdicts in per_disk.items():
+        if name not in disks:
+            raise dsec.error(name, f"no such VM disk in the scenario (known: {', '.join(sorted(disks))})")
+        if not isinstance(verdicts, dict):
+            raise dsec.error(name, "expected a mapping of trap to verdict")
+        check(dsec.section(name), verdicts)
+    return expect
+
+
+def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Scenario:
+    root = Section(data, path)
+    name = root.get("name", str)
+    period = _seconds(root, "period", 600)
+    if period < 20:
+        raise root.error("period", f"must be at least 20 s (one vCenter sample), got {period}")
+    csec = root.section("cluster", required=True)
+    cvms = csec.get("cvms", list)
+    if not cvms or not all(isinstance(c, str) for c in cvms):
+        raise csec.error("cvms", "expected a non-empty list of CVM names")
+    if len(set(cvms)) != len(cvms):
+        raise csec.error("cvms", "CVM names must be unique")
+    build = csec.get("page_build", int, default=2016)
+    if build not in PAGE_BUILDS:
+        raise csec.error("page_build", f"must be one of {', '.join(map(str, PAGE_BUILDS))}, got {build}")
+    cluster = Cluster(
+        name=csec.get("name", str, default="poc"),
+        cvms=tuple(cvms),
+        dram_cache_bytes=csec.get("dram_cache", parse_bytes, default=20 * 1024**3),
+        hybrid=csec.get("hybrid", bool, default=False),
+        page_build=build,
+    )
+    csec.reject_unknown()
+
+    vms: list[Vm] = []
+    next_vdisk = root.get("first_vdisk_id", int, default=1000)
+    seen_vdisks: set[int] = set()
+    rr = 0
+    for vsec in root.sections("vms", required=True):
+        vm_name = vsec.get("name", str)
+        vm_defaults = vsec.get("defaults", dict, default={})
+        disks: list[Disk] = []
+        for di, dsec in enumerate(vsec.sections("disks", required=True)):
+            unit = dsec.get("unit", str, default=f"scsi0:{di + 1}")
+            bus, _, num = unit.partition(":")
+            if not num.isdigit() or bus.rstrip("0123456789") not in ("scsi", "sata", "nvme", "ide"):
+                raise dsec.error("unit", f"expected an instance such as scsi0:1, got {unit!r}")
+            vdisk_id = dsec.get("vdisk_id", int, default=next_vdisk)
+            if vdisk_id in seen_vdisks:
+                raise dsec.error("vdisk_id", f"vdisk id {vdisk_id} is used twice")
+            seen_vdisks.add(vdisk_id)
+            next_vdisk = max(next_vdisk, vdisk_id) + 1
+            cvm = dsec.get("cvm", str, default=cluster.cvms[rr % len(cluster.cvms)])
+            rr += 1
+            if cvm not in cluster.cvms:
+                raise dsec.error("cvm", f"unknown CVM {cvm!r} (cluster.cvms: {', '.join(cluster.cvms)})")
+            moves = []
+            for msec in dsec.sections("moves"):
+                at = _seconds(msec, "at")
+                to = msec.get("to", str)
+                if to not in cluster.cvms:
+                    raise msec.error("to", f"unknown CVM {to!r}")
+                if not 0 < at < period:
+                    raise msec.error("at", f"must lie inside the period (0, {period}), got {at}")
+                msec.reject_unknown()
+                moves.append((at, to))
+            defaults = {**vm_defaults, **dsec.get("defaults", dict, default={})}
+            streams = tuple(
+                _parse_stream(ssec, period, defaults, f"{vm_name}-{di}-{si}")
+                for si, ssec in enumerate(dsec.sections("streams", required=True))
+            )
+            names = [s.name for s in streams]
+            if len(set(names)) != len(names):
+                raise dsec.error("streams", f"stream names must be unique on a disk: {names}")
+            disks.append(Disk(
+                vm=vm_name,
+                index=di,
+                unit=unit,
+                capacity_bytes=dsec.get("capacity", parse_bytes, default=100 * 1024**3),
+                backing_file=dsec.get("backing_file", str,
+                                      default=f"[ctr01] {vm_name}/{vm_name}{'' if di == 0 else f'_{di}'}.vmdk"),
+                uuid=dsec.get("uuid", str, default=_vmware_uuid(name, vm_name, unit)),
+                guest_device=dsec.get("guest_device", str, default=f"sd{chr(ord('a') + di)}"),
+                partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
+                vdisk_id=vdisk_id,
+                vdisk_name=dsec.get("vdisk_name", str, default=f"NFS:{vdisk_id + 30000000}"),
+                vdisk_uuid=_uuid("vdisk", name, vdisk_id),
+                cvm=cvm,
+                moves=tuple(sorted(moves)),
+                streams=streams,
+            ))
+            dsec.reject_unknown()
+        vms.append(Vm(
+            name=vm_name,
+            host=vsec.get("host", str, default=f"esx-{(len(vms) % len(cluster.cvms)) + 1:02d}"),
+            guest_os=vsec.get("guest_os", str, default="Linux"),
+            disks=tuple(disks),
+        ))
+        vsec.reject_unknown()
+    if len({v.name for v in vms}) != len(vms):
+        raise root.error("vms", "VM names must be unique")
+    scenario = Scenario(
+        name=name,
+        summary=root.get("summary", str, default=""),
+        period_s=period,
+        cluster=cluster,
+        vms=tuple(vms),
+        source=str(path or ""),
+        expect=_expect(root, vms),
+    )
+    root.get("description", str, default="")
+    root.reject_unknown()
+    return scenario
+
+
+def list_scenarios() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """A scenario from the library by name (``zero-heavy``) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    candidate = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        raise ConfigError(None, None, f"no scenario named {name_or_path!r} (library: {', '.join(list_scenarios())})")
+    return candidate
+
+
+def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
+    path = scenario_path(name_or_path)
+    return parse_scenario(load_yaml(path), path)

@@ -1,0 +1,107 @@
+"""stargate-simulator: serve the Stargate port-2009 pages of every CVM of a scenario."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.version import add_version_arg
+
+from .server import FAULT_MODES, StargateCluster
+
+EPILOG = """\
+Each CVM of the scenario gets its own HTTP server (default 127.0.0.1, free ports) showing only
+the vdisks it hosts at the current period second. On start one line per CVM is printed:
+  cvm-1 http://127.0.0.1:40123
+Faults at runtime (any CVM's server controls every CVM; /-/sim/ is never faulted):
+  curl -X POST 'http://127.0.0.1:40123/-/sim/fault?cvm=cvm-2&mode=slow&delay=3'
+  curl -X POST 'http://127.0.0.1:40123/-/sim/fault?cvm=cvm-2&mode=truncated&only=detail'
+  curl -X POST 'http://127.0.0.1:40123/-/sim/fault?cvm=cvm-2&mode=refused&duration=10'
+  curl -X POST 'http://127.0.0.1:40123/-/sim/clear'            (all CVMs; or ?cvm=cvm-2)
+  curl 'http://127.0.0.1:40123/-/sim/state'
+Modes: %s. See docs/stargate-simulator.md.
+""" % ", ".join(FAULT_MODES)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="stargate-simulator",
+        description="Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
+                    "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="scenario name from the library (clean-oltp, zero-heavy, ...) or a YAML path")
+    p.add_argument("--host", default="127.0.0.1", help="address every CVM server binds (default %(default)s)")
+    p.add_argument("--port", dest="ports", action="append", default=[], metavar="[CVM=]PORT",
+                   help="port of a CVM: repeat, in CVM order, or as cvm-2=9002 (default: free ports)")
+    p.add_argument("--synthetic-vdisks", type=int, metavar="N",
+                   help="serve N generated vdisks, all hosted by the first CVM (benchmarks)")
+    p.add_argument("--synthetic-cvms", type=int, metavar="M",
+                   help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
+                        "round-robin over them (cluster-scale benchmarks)")
+    p.add_argument("--freeze-at", type=float, metavar="EPOCH",
+                   help="stop the clock at this Unix time (exact, repeatable pages)")
+    p.add_argument("--history-start", type=float, metavar="EPOCH",
+                   help="when the simulated Stargates started (default: now, or --freeze-at); "
+                        "the 1 hr working set reads 0 until an hour later")
+    p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
+    add_logging_args(p)
+    add_version_arg(p)
+    args = p.parse_args(argv)
+    if args.scenario is None and args.synthetic_vdisks is None:
+        p.error("give a scenario or --synthetic-vdisks N")
+    if args.synthetic_cvms is not None and args.synthetic_vdisks is None:
+        p.error("--synthetic-cvms needs --synthetic-vdisks")
+    return args
+
+
+def _ports(values: list[str]) -> list[int] | dict[str, int] | None:
+    if not values:
+        return None
+    if all("=" in v for v in values):
+        return {k: int(port) for k, _, port in (v.partition("=") for v in values)}
+    if any("=" in v for v in values):
+        raise ValueError("--port: use either all positional PORTs or all CVM=PORT")
+    return [int(v) for v in values]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    log = logging.getLogger("stargate_simulator")
+    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
+    try:
+        sim = StargateCluster(args.scenario, host=args.host, ports=_ports(args.ports), clock=clock,
+                              vdisk_count=args.synthetic_vdisks, history_start=args.history_start,
+                              cvm_count=args.synthetic_cvms)
+        sim.start()
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"stargate-simulator: error: {exc}", file=sys.stderr)
+        return 2
+    for name, url in sim.urls.items():
+        print(f"{name} {url}", flush=True)
+    if args.urls_file:
+        tmp = f"{args.urls_file}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(sim.urls, fh, indent=1)
+        os.replace(tmp, args.urls_file)     # whoever polls for the file reads it whole, never half-written
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build,
+             len(sim.cvms), len(sim.trace.disks))
+    stop.wait()
+    sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Rules, alerts and dashboards generated from one config (mixin/config.yml)."""
