@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -86,8 +87,14 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     """`pip install .` as a user does it: the wheel holds only the ``ioparallax`` package (no generic
     top-level ``exporters``, ``simulators``, ``mixin``), with the data files the programs read, and
     its console scripts run from a fresh venv outside the source tree."""
+    # Built from a copy of what the wheel is made of: setuptools writes build/ into the tree it builds.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(REPO / "ioparallax", src / "ioparallax", ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
                    check=True, capture_output=True, timeout=600, cwd=tmp_path)
     (wheel,) = wheels.glob("ioparallax-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
