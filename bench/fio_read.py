@@ -62,17 +62,50 @@ def split_docs(text: str) -> list[str]:
 
 def real_64_jobs(work: Path) -> str:
     out = work / "jobs64.json"
-    subprocess.run(["fio", "--name=b", f"--directory={work}", "--size=256k", "--rw=randread", "--bs=4k",
-                    "--ioengine=psync", "--numjobs=64", "--runtime=1", "--time_based",
-                    "--output-format=json+", f"--output={out}"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "fio",
+            "--name=b",
+            f"--directory={work}",
+            "--size=256k",
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--numjobs=64",
+            "--runtime=1",
+            "--time_based",
+            "--output-format=json+",
+            f"--output={out}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return out.read_text()
 
 
 def synthetic_stream(work: Path, records: int = 600) -> str:
     out = work / "seed.json"
-    subprocess.run(["fio", "--name=s", f"--directory={work}", "--size=1m", "--rw=randrw", "--bs=4k",
-                    "--ioengine=psync", "--numjobs=4", "--runtime=2", "--time_based", "--output-format=json+",
-                    "--status-interval=1", f"--output={out}"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "fio",
+            "--name=s",
+            f"--directory={work}",
+            "--size=1m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--numjobs=4",
+            "--runtime=2",
+            "--time_based",
+            "--output-format=json+",
+            "--status-interval=1",
+            f"--output={out}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     seed = read_first_record(out.read_text())
     docs = []
     for i in range(1, records + 1):
@@ -122,8 +155,10 @@ def part_reader(work: Path, stream: str) -> None:
 
     docs = split_docs(stream)
     assert len(docs) == 600
-    print(f"10-minute 1 s status stream (synthesized from a real 4-job json+ record): "
-          f"{len(docs)} records, {len(stream) / 1e6:.2f} MB")
+    print(
+        f"10-minute 1 s status stream (synthesized from a real 4-job json+ record): "
+        f"{len(docs)} records, {len(stream) / 1e6:.2f} MB"
+    )
     t_floor = best(lambda: [json.loads(d) for d in docs], 3)
     t_read = best(lambda: read_text(stream), 3)
     assert len(read_text(stream).records) == 600
@@ -146,15 +181,17 @@ def part_reader(work: Path, stream: str) -> None:
         return dt
 
     def full() -> None:
-        tailer = FileTailer(str(path), skip_backlog=False)   # every record, as convert reads them
+        tailer = FileTailer(str(path), skip_backlog=False)  # every record, as convert reads them
         assert read_all(tailer) == 600
 
     t_inc = min(incremental() for _ in range(5))
     t_full = best(full, 3)
     t_one = best(lambda: json.loads(docs[-1]))
-    print(f"  last record appended: incremental read {t_inc * 1e3:.3f} ms "
-          f"(json.loads of that record {t_one * 1e3:.3f} ms), full re-read {t_full * 1e3:.1f} ms, "
-          f"full/incremental {t_full / t_inc:.0f}x")
+    print(
+        f"  last record appended: incremental read {t_inc * 1e3:.3f} ms "
+        f"(json.loads of that record {t_one * 1e3:.3f} ms), full re-read {t_full * 1e3:.1f} ms, "
+        f"full/incremental {t_full / t_inc:.0f}x"
+    )
 
 
 ERROR_LINE = "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096, buflen=4096"
@@ -171,8 +208,10 @@ def with_error_lines(docs: list[str]) -> list[str]:
 
 
 def part_recovery(docs: list[str], repeat: int = 3) -> None:
-    print("error-line recovery: an error line inside every record, against a clean stream of the same size "
-          "(min / median of %d runs, seconds)" % repeat)
+    print(
+        "error-line recovery: an error line inside every record, against a clean stream of the same size "
+        "(min / median of %d runs, seconds)" % repeat
+    )
     per_size = {}
     for mb in (5, 10, 20):
         n = 0
@@ -196,23 +235,39 @@ def part_recovery(docs: list[str], repeat: int = 3) -> None:
         t_clean = [run(clean) for _ in range(repeat)]
         t_bad = [run(bad) for _ in range(repeat)]
         per_size[mb] = min(t_bad)
-        print(f"  {mb:2d} MB ({n} records): with error lines {min_median(t_bad)}   clean {min_median(t_clean)}   "
-              f"ratio {min(t_bad) / min(t_clean):.2f}x")
-    print(f"  scaling with error lines: 10 MB / 5 MB {per_size[10] / per_size[5]:.2f}x, "
-          f"20 MB / 5 MB {per_size[20] / per_size[5]:.2f}x (linear: 2 and 4)")
+        print(
+            f"  {mb:2d} MB ({n} records): with error lines {min_median(t_bad)}   clean {min_median(t_clean)}   "
+            f"ratio {min(t_bad) / min(t_clean):.2f}x"
+        )
+    print(
+        f"  scaling with error lines: 10 MB / 5 MB {per_size[10] / per_size[5]:.2f}x, "
+        f"20 MB / 5 MB {per_size[20] / per_size[5]:.2f}x (linear: 2 and 4)"
+    )
 
 
 # ---- a real exporter process
+
 
 class Exporter:
     def __init__(self, watch: Path, *extra: str):
         self.port = free_port()
         exe = Path(sys.executable).parent / "fio-exporter"
         # The log beside the watched directory, not in it (the exporter would read it as fio output).
-        self.proc = start_process("fio-exporter", [exe, "--web.listen-address", f"127.0.0.1:{self.port}",
-                                                   "--fio.watch", watch, "--no-collector.guest-disk",
-                                                   "--log.level", "error", *extra],
-                                  watch.parent / f"{watch.name}-fio-exporter.log")
+        self.proc = start_process(
+            "fio-exporter",
+            [
+                exe,
+                "--web.listen-address",
+                f"127.0.0.1:{self.port}",
+                "--fio.watch",
+                watch,
+                "--no-collector.guest-disk",
+                "--log.level",
+                "error",
+                *extra,
+            ],
+            watch.parent / f"{watch.name}-fio-exporter.log",
+        )
         try:
             wait_for_http(f"http://127.0.0.1:{self.port}/-/healthy", 30, self.proc, status=200)
         except BaseException:
@@ -239,9 +294,11 @@ class Exporter:
 
 
 def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repeat: int = 3) -> None:
-    print(f"exporter CPU while a status stream grows by 1 record/s, scraped every {interval:g} s for "
-          f"{seconds:g} s, side by side with the same exporter on a complete stream (not growing), "
-          f"min / median of {repeat} runs")
+    print(
+        f"exporter CPU while a status stream grows by 1 record/s, scraped every {interval:g} s for "
+        f"{seconds:g} s, side by side with the same exporter on a complete stream (not growing), "
+        f"min / median of {repeat} runs"
+    )
     results: dict[str, list[tuple[float, float]]] = {"growing": [], "not growing": []}
     for _ in range(repeat):
         exporters, paths = {}, {}
@@ -251,9 +308,9 @@ def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repea
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir()
                 paths[mode] = d / "stream.json"
-                paths[mode].write_text("".join(docs[:60]))     # a minute of records already there
+                paths[mode].write_text("".join(docs[:60]))  # a minute of records already there
                 exporters[mode] = Exporter(d)
-                exporters[mode].scrape()                      # first read of the backlog, not measured
+                exporters[mode].scrape()  # first read of the backlog, not measured
             start = {m: (e.cpu_seconds(), time.monotonic()) for m, e in exporters.items()}
             t0, scrapes, written = time.monotonic(), 0, 0
             next_scrape = t0 + interval
@@ -279,8 +336,10 @@ def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repea
             for e in exporters.values():
                 e.stop()
     for mode, rs in results.items():
-        print(f"  {mode:12s} CPU share of one core {min_median([r[0] * 100 for r in rs])} %   "
-              f"CPU per scrape {min_median([r[1] * 1e3 for r in rs])} ms")
+        print(
+            f"  {mode:12s} CPU share of one core {min_median([r[0] * 100 for r in rs])} %   "
+            f"CPU per scrape {min_median([r[1] * 1e3 for r in rs])} ms"
+        )
     g = min(r[0] for r in results["growing"])
     b = min(r[0] for r in results["not growing"])
     print(f"  growing / not growing: {g / b:.2f}x")
@@ -296,7 +355,7 @@ def write_stream(path: Path, docs: list[str], size: int) -> None:
 
 
 def write_garbage(path: Path, size: int) -> None:
-    block = os.urandom(2 ** 20)
+    block = os.urandom(2**20)
     with path.open("wb") as fh:
         for _ in range(size // len(block)):
             fh.write(block)
@@ -319,8 +378,9 @@ def write_single_document(path: Path, docs: list[str], size: int) -> None:
 
 
 def part_rss(work: Path, docs: list[str], repeat: int = 3) -> None:
-    print(f"exporter peak RSS (VmHWM) reading a whole file, and its first scrape's time "
-          f"(min / median of {repeat} runs)")
+    print(
+        f"exporter peak RSS (VmHWM) reading a whole file, and its first scrape's time (min / median of {repeat} runs)"
+    )
     mb = 1_000_000
     inputs = {
         "1 MB clean stream (baseline)": lambda p: write_stream(p, docs, 1 * mb),
@@ -343,28 +403,34 @@ def part_rss(work: Path, docs: list[str], repeat: int = 3) -> None:
                 firsts.append(time.monotonic() - t0)
                 while "fio_source_up" not in text or _more_to_read(exp, text, d / "input.json"):
                     text = exp.scrape()
-                peaks.append(exp.peak_rss() / 2 ** 20)
+                peaks.append(exp.peak_rss() / 2**20)
             finally:
                 exp.stop()
         base = base or min(peaks)
         up = "up 1" if 'fio_source_up{source="%s"} 1.0' % (d / "input.json") in text else "up 0"
-        print(f"  {name:30s} peak RSS {min_median(peaks)} MiB ({min(peaks) / base:.2f}x baseline)   "
-              f"first scrape {min_median(firsts)} s   ({up})")
+        print(
+            f"  {name:30s} peak RSS {min_median(peaks)} MiB ({min(peaks) / base:.2f}x baseline)   "
+            f"first scrape {min_median(firsts)} s   ({up})"
+        )
         shutil.rmtree(d, ignore_errors=True)
 
 
 def _more_to_read(exp: Exporter, text: str, path: Path) -> bool:
     """The exporter reads at most 64 MiB per file per scrape: scrape until all was read."""
     size = path.stat().st_size
-    exp.read = getattr(exp, "read", 0) + 64 * 2 ** 20
+    exp.read = getattr(exp, "read", 0) + 64 * 2**20
     return exp.read < size
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=["reader", "recovery", "cpu", "rss", "all"], default="all")
-    parser.add_argument("--scrape-interval", type=float, default=15.0,
-                        help="cpu part: seconds between scrapes (default: %(default)s, Prometheus' default)")
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=15.0,
+        help="cpu part: seconds between scrapes (default: %(default)s, Prometheus' default)",
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="cpu part: length of a run (default: %(default)s)")
     args = parser.parse_args()
     if shutil.which("fio") is None:

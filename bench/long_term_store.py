@@ -66,7 +66,7 @@ def du(path: Path) -> int:
     """Bytes of the files under ``path``; a file a merge removes meanwhile counts 0 (the caller
     measures again until the size settles)."""
     total = 0
-    for root, _, files in os.walk(path):       # os.walk skips a directory removed meanwhile
+    for root, _, files in os.walk(path):  # os.walk skips a directory removed meanwhile
         for name in files:
             try:
                 total += os.stat(os.path.join(root, name)).st_size
@@ -81,8 +81,12 @@ def query(stack: Stack, promql: str) -> list[dict]:
 
 def per_disk_samples_per_second(stack: Stack) -> tuple[float, int]:
     """Samples/s of the per-VM-disk jobs and the recorded series, and the number of VM disks."""
-    intervals = {"stargate": stack.scrape_interval, "vcenter": stack.vcenter_scrape_interval,
-                 "fio": stack.fio_scrape_interval or stack.scrape_interval, "guest-node": stack.scrape_interval}
+    intervals = {
+        "stargate": stack.scrape_interval,
+        "vcenter": stack.vcenter_scrape_interval,
+        "fio": stack.fio_scrape_interval or stack.scrape_interval,
+        "guest-node": stack.scrape_interval,
+    }
     rate = 0.0
     for r in query(stack, f'sum by (job) (scrape_samples_scraped{{job=~"{"|".join(PER_DISK_JOBS)}"}})'):
         rate += float(r["value"][1]) / float(intervals[r["metric"]["job"]].rstrip("s"))
@@ -105,8 +109,9 @@ def prometheus_block_bytes(stack: Stack) -> int:
 def vm_bytes(stack: Stack) -> int:
     """Size of VictoriaMetrics' data directory with its parts merged and flushed."""
     vm = stack.urls["victoria-metrics"]
-    requests.get(vm + "/internal/force_merge", params={"partition_prefix": time.strftime("%Y_%m", time.gmtime())},
-                 timeout=120).raise_for_status()
+    requests.get(
+        vm + "/internal/force_merge", params={"partition_prefix": time.strftime("%Y_%m", time.gmtime())}, timeout=120
+    ).raise_for_status()
     requests.get(vm + "/internal/force_flush", timeout=60).raise_for_status()
     # force_merge returns before the merge ends: wait until the size settles.
     size, last = du(stack.workdir / "victoria-metrics-data"), -1
@@ -119,18 +124,27 @@ def vm_bytes(stack: Stack) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="zero-heavy")
-    parser.add_argument("--warmup", type=float, default=60, help="seconds before the first window (default %(default)s)")
+    parser.add_argument(
+        "--warmup", type=float, default=60, help="seconds before the first window (default %(default)s)"
+    )
     parser.add_argument("--window", type=float, default=60, help="seconds per window (default %(default)s)")
-    parser.add_argument("--windows", type=int, default=4,
-                        help="measurement windows, at least 2 (default %(default)s)")
+    parser.add_argument("--windows", type=int, default=4, help="measurement windows, at least 2 (default %(default)s)")
     args = parser.parse_args(argv)
 
     # SIGTERM unwinds like Ctrl-C, so the stack's processes are stopped by PID on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="ioparallax-long-term-bench-"))
-    stack = Stack(scenario=args.scenario, workdir=workdir, fixed_ports=False, scrape_interval="5s",
-                  evaluation_interval="5s", vcenter_scrape_interval="20s", fio_scrape_interval=None,
-                  long_term=True, prometheus_flags=["--web.enable-admin-api"])
+    stack = Stack(
+        scenario=args.scenario,
+        workdir=workdir,
+        fixed_ports=False,
+        scrape_interval="5s",
+        evaluation_interval="5s",
+        vcenter_scrape_interval="20s",
+        fio_scrape_interval=None,
+        long_term=True,
+        prometheus_flags=["--web.enable-admin-api"],
+    )
     rows: list[dict[str, float]] = []
     try:
         with stack:
@@ -150,22 +164,34 @@ def main(argv: list[str] | None = None) -> int:
                 vm_rows = metric(vm, "vm_rows_inserted_total", 'type="promremotewrite"')
                 vm_b, prom_b = vm_bytes(stack), prometheus_block_bytes(stack)
                 row = {
-                    "sent_per_s": (sent - sent0) / elapsed, "received_per_s": (recv - recv0) / elapsed,
-                    "per_disk_per_s": per_disk / disks, "disks": disks,
-                    "vm_bytes_per_sample": vm_b / vm_rows, "prom_bytes_per_sample": prom_b / appended,
-                    "vm_bytes": vm_b, "prom_bytes": prom_b, "vm_rows": vm_rows, "appended": appended,
+                    "sent_per_s": (sent - sent0) / elapsed,
+                    "received_per_s": (recv - recv0) / elapsed,
+                    "per_disk_per_s": per_disk / disks,
+                    "disks": disks,
+                    "vm_bytes_per_sample": vm_b / vm_rows,
+                    "prom_bytes_per_sample": prom_b / appended,
+                    "vm_bytes": vm_b,
+                    "prom_bytes": prom_b,
+                    "vm_rows": vm_rows,
+                    "appended": appended,
                 }
                 if rows:
                     prev = rows[-1]
                     row["vm_marginal"] = (vm_b - prev["vm_bytes"]) / (vm_rows - prev["vm_rows"])
                     row["prom_marginal"] = (prom_b - prev["prom_bytes"]) / (appended - prev["appended"])
                 rows.append(row)
-                print(f"window {i + 1}: sent {row['sent_per_s']:.0f} samples/s, received {row['received_per_s']:.0f}/s; "
-                      f"per VM disk {row['per_disk_per_s']:.0f}/s ({disks} VM disks); "
-                      f"VictoriaMetrics {vm_b:,} B / {vm_rows:,.0f} rows = {row['vm_bytes_per_sample']:.2f} B/sample, "
-                      f"Prometheus block {prom_b:,} B / {appended:,.0f} samples = {row['prom_bytes_per_sample']:.2f} B/sample"
-                      + (f"; marginal {row['vm_marginal']:.2f} and {row['prom_marginal']:.2f} B/sample"
-                         if "vm_marginal" in row else ""), flush=True)
+                print(
+                    f"window {i + 1}: sent {row['sent_per_s']:.0f} samples/s, received {row['received_per_s']:.0f}/s; "
+                    f"per VM disk {row['per_disk_per_s']:.0f}/s ({disks} VM disks); "
+                    f"VictoriaMetrics {vm_b:,} B / {vm_rows:,.0f} rows = {row['vm_bytes_per_sample']:.2f} B/sample, "
+                    f"Prometheus block {prom_b:,} B / {appended:,.0f} samples = {row['prom_bytes_per_sample']:.2f} B/sample"
+                    + (
+                        f"; marginal {row['vm_marginal']:.2f} and {row['prom_marginal']:.2f} B/sample"
+                        if "vm_marginal" in row
+                        else ""
+                    ),
+                    flush=True,
+                )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -179,8 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     print()
-    print(f"scenario {args.scenario}, intervals of deploy/prometheus/prometheus.yml, {len(rows)} windows of "
-          f"{args.window:.0f} s after {args.warmup:.0f} s")
+    print(
+        f"scenario {args.scenario}, intervals of deploy/prometheus/prometheus.yml, {len(rows)} windows of "
+        f"{args.window:.0f} s after {args.warmup:.0f} s"
+    )
     print(f"samples/s written (remote_write sent):      {summary('sent_per_s')}")
     print(f"samples/s per VM disk (raw + recorded):     {summary('per_disk_per_s')}")
     print(f"VictoriaMetrics bytes/sample, cumulative:   {summary('vm_bytes_per_sample')}")
@@ -190,18 +218,28 @@ def main(argv: list[str] | None = None) -> int:
     first, last = rows[0], rows[-1]
     vm_marginal = (last["vm_bytes"] - first["vm_bytes"]) / (last["vm_rows"] - first["vm_rows"])
     prom_marginal = (last["prom_bytes"] - first["prom_bytes"]) / (last["appended"] - first["appended"])
-    print(f"VictoriaMetrics bytes/sample, marginal:     {vm_marginal:.2f} over the run "
-          f"(per window: {summary('vm_marginal')})")
-    print(f"Prometheus (block) bytes/sample, marginal:  {prom_marginal:.2f} over the run "
-          f"(per window: {summary('prom_marginal')})")
+    print(
+        f"VictoriaMetrics bytes/sample, marginal:     {vm_marginal:.2f} over the run "
+        f"(per window: {summary('vm_marginal')})"
+    )
+    print(
+        f"Prometheus (block) bytes/sample, marginal:  {prom_marginal:.2f} over the run "
+        f"(per window: {summary('prom_marginal')})"
+    )
     ratios = [r["vm_bytes_per_sample"] / r["prom_bytes_per_sample"] for r in rows]
-    print(f"ratio VictoriaMetrics / Prometheus, cumulative: min {min(ratios):.2f} / median {statistics.median(ratios):.2f}")
+    print(
+        f"ratio VictoriaMetrics / Prometheus, cumulative: min {min(ratios):.2f} / median {statistics.median(ratios):.2f}"
+    )
     print(f"ratio VictoriaMetrics / Prometheus, marginal:   {vm_marginal / prom_marginal:.2f}")
     per_disk = statistics.median(r["per_disk_per_s"] for r in rows)
-    print(f"disk per VM disk per day, VictoriaMetrics:  {per_disk * DAY * vm_marginal / 1e6:.1f} MB "
-          f"({per_disk:.0f} samples/s x 86,400 s x {vm_marginal:.2f} B)")
-    print(f"disk per VM disk per day, Prometheus:       {per_disk * DAY * prom_marginal / 1e6:.1f} MB "
-          f"({per_disk:.0f} samples/s x 86,400 s x {prom_marginal:.2f} B)")
+    print(
+        f"disk per VM disk per day, VictoriaMetrics:  {per_disk * DAY * vm_marginal / 1e6:.1f} MB "
+        f"({per_disk:.0f} samples/s x 86,400 s x {vm_marginal:.2f} B)"
+    )
+    print(
+        f"disk per VM disk per day, Prometheus:       {per_disk * DAY * prom_marginal / 1e6:.1f} MB "
+        f"({per_disk:.0f} samples/s x 86,400 s x {prom_marginal:.2f} B)"
+    )
     return 0
 
 

@@ -55,6 +55,7 @@ def generate(path: Path, disks: int, end: int) -> int:
     keys = [(f"vm-{i:03d}", "scsi0:1", str(1000 + i), f"guest-{i:03d}:9200") for i in range(disks)]
     samples = 0
     with open(path, "w") as f:
+
         def family(name: str, rows) -> None:
             nonlocal samples
             f.write(f"# TYPE {name} gauge\n")
@@ -67,8 +68,15 @@ def generate(path: Path, disks: int, end: int) -> int:
                     samples += 1
 
         def per_disk(base, wave=0.2, period=300):
-            return [(lab(vm=vm, disk=d), (lambda b: lambda tt: b * (1 + wave * math.sin(2 * math.pi * tt / period)))(base * (1 + i % 7 / 10)))
-                    for i, (vm, d, vd, inst) in enumerate(keys)]
+            return [
+                (
+                    lab(vm=vm, disk=d),
+                    (lambda b: lambda tt: b * (1 + wave * math.sin(2 * math.pi * tt / period)))(
+                        base * (1 + i % 7 / 10)
+                    ),
+                )
+                for i, (vm, d, vd, inst) in enumerate(keys)
+            ]
 
         for layer in ("guest", "guest_os", "vm", "storage"):
             agg = {"storage": "avg1m"}.get(layer)
@@ -78,13 +86,33 @@ def generate(path: Path, disks: int, end: int) -> int:
                     family(f"vm_disk:ioparallax_{layer}_{d}_{q}:{a}", per_disk(base))
         job = lambda vm, inst: lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm, source="/run/fio.json")  # noqa: E731
         for d in DIRS:
-            for q, base in (("iops", 3000.0), ("bandwidth_bytes_per_second", 3000 * 4096.0), ("clat_mean_seconds", 0.0005)):
-                family(f"fio_{d}_interval_{q}", [(job(vm, inst), (lambda b: lambda tt: b * (1.5 if tt % 20 < 2 else 0.95))(base))
-                                                 for vm, dk, vd, inst in keys])
-            for q, base in (("ops_per_second", 3000.0), ("bytes_per_second", 3000 * 4096.0), ("latency_precise_seconds", 0.0005)):
-                family(f"vcenter_virtual_disk_sample_{d}_{q}", [(lab(instance="vc", job="vcenter", vm=vm, disk=dk),
-                                                                 (lambda b: lambda tt: b * (1 + 0.1 * ((tt // 20) % 3)))(base))
-                                                                for vm, dk, vd, inst in keys])
+            for q, base in (
+                ("iops", 3000.0),
+                ("bandwidth_bytes_per_second", 3000 * 4096.0),
+                ("clat_mean_seconds", 0.0005),
+            ):
+                family(
+                    f"fio_{d}_interval_{q}",
+                    [
+                        (job(vm, inst), (lambda b: lambda tt: b * (1.5 if tt % 20 < 2 else 0.95))(base))
+                        for vm, dk, vd, inst in keys
+                    ],
+                )
+            for q, base in (
+                ("ops_per_second", 3000.0),
+                ("bytes_per_second", 3000 * 4096.0),
+                ("latency_precise_seconds", 0.0005),
+            ):
+                family(
+                    f"vcenter_virtual_disk_sample_{d}_{q}",
+                    [
+                        (
+                            lab(instance="vc", job="vcenter", vm=vm, disk=dk),
+                            (lambda b: lambda tt: b * (1 + 0.1 * ((tt // 20) % 3)))(base),
+                        )
+                        for vm, dk, vd, inst in keys
+                    ],
+                )
         vd_rows = lambda fn: [(lab(vdisk_id=vd, vm=vm, disk=dk), fn) for vm, dk, vd, inst in keys]  # noqa: E731
         family("vdisk:ioparallax_read_zero:ratio", vd_rows(lambda tt: 0.02))
         family("vdisk:ioparallax_write_zero:ratio", vd_rows(lambda tt: 0.01))
@@ -98,25 +126,94 @@ def generate(path: Path, disks: int, end: int) -> int:
         family("vm_disk:ioparallax_vm_outstanding_ios:rate1m", per_disk(3, wave=0.1))
         family("vm_disk:ioparallax_guest_buffered_io:bool", per_disk(0, wave=0))
         family("vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m", per_disk(1, wave=0))
-        family("guest_job:ioparallax_vm_disk:info", [(lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm,
-                                                          source="/run/fio.json", vm=vm, disk=dk), lambda tt: 1)
-                                                     for vm, dk, vd, inst in keys])
-        family("guest_device:ioparallax_guest_disk:info", [(lab(instance=inst, job="fio", device="sdb", disk_uuid=f"u-{vd}",
-                                                                vm=vm, disk=dk), lambda tt: 1) for vm, dk, vd, inst in keys])
-        family("vcenter_virtual_disk_info", [(lab(instance="vc", job="vcenter", vm=vm, disk=dk, disk_uuid=f"u-{vd}",
-                                                  backing_file=f"[ds] {vm}/{vm}.vmdk"), lambda tt: 1) for vm, dk, vd, inst in keys])
-        family("fio_guest_disk_info", [(lab(instance=inst, job="fio", disk="sdb", serial=f"u{vd}", disk_uuid=f"u-{vd}"),
-                                        lambda tt: 1) for vm, dk, vd, inst in keys])
-        family("fio_guest_partition_start_bytes", [(lab(instance=inst, job="fio", disk="sdb", partition="sdb1"),
-                                                    lambda tt: 1048576) for vm, dk, vd, inst in keys])
-        for kind, label, names in (("read_source", "source", ("extent_store_ssd", "cache_dram", "oplog", "estore_zero")),
-                                   ("write_destination", "destination", ("oplog", "oplog_zero"))):
-            family(f"stargate_vdisk_{kind}_bytes_per_second",
-                   [(lab(instance="cvm-1", job="stargate", vdisk_id=vd, **{label: n}), (lambda k: lambda tt: 1e6 * (k + 1))(k))
-                    for vm, dk, vd, inst in keys for k, n in enumerate(names)])
-        family("up", [(lab(instance=i, job=j), lambda tt: 1) for j, i in (("fio", "g"), ("vcenter", "vc"), ("stargate", "cvm-1"))])
-        family("ALERTS", [(lab(alertname="IoparallaxFioJobHygiene", alertstate="firing", severity="warning", vm=keys[0][0]),
-                           lambda tt: 1 if 600 < tt < 1800 else None)])
+        family(
+            "guest_job:ioparallax_vm_disk:info",
+            [
+                (
+                    lab(
+                        instance=inst,
+                        job="fio",
+                        jobname="oltp",
+                        jobid="0",
+                        host=vm,
+                        source="/run/fio.json",
+                        vm=vm,
+                        disk=dk,
+                    ),
+                    lambda tt: 1,
+                )
+                for vm, dk, vd, inst in keys
+            ],
+        )
+        family(
+            "guest_device:ioparallax_guest_disk:info",
+            [
+                (lab(instance=inst, job="fio", device="sdb", disk_uuid=f"u-{vd}", vm=vm, disk=dk), lambda tt: 1)
+                for vm, dk, vd, inst in keys
+            ],
+        )
+        family(
+            "vcenter_virtual_disk_info",
+            [
+                (
+                    lab(
+                        instance="vc",
+                        job="vcenter",
+                        vm=vm,
+                        disk=dk,
+                        disk_uuid=f"u-{vd}",
+                        backing_file=f"[ds] {vm}/{vm}.vmdk",
+                    ),
+                    lambda tt: 1,
+                )
+                for vm, dk, vd, inst in keys
+            ],
+        )
+        family(
+            "fio_guest_disk_info",
+            [
+                (lab(instance=inst, job="fio", disk="sdb", serial=f"u{vd}", disk_uuid=f"u-{vd}"), lambda tt: 1)
+                for vm, dk, vd, inst in keys
+            ],
+        )
+        family(
+            "fio_guest_partition_start_bytes",
+            [
+                (lab(instance=inst, job="fio", disk="sdb", partition="sdb1"), lambda tt: 1048576)
+                for vm, dk, vd, inst in keys
+            ],
+        )
+        for kind, label, names in (
+            ("read_source", "source", ("extent_store_ssd", "cache_dram", "oplog", "estore_zero")),
+            ("write_destination", "destination", ("oplog", "oplog_zero")),
+        ):
+            family(
+                f"stargate_vdisk_{kind}_bytes_per_second",
+                [
+                    (
+                        lab(instance="cvm-1", job="stargate", vdisk_id=vd, **{label: n}),
+                        (lambda k: lambda tt: 1e6 * (k + 1))(k),
+                    )
+                    for vm, dk, vd, inst in keys
+                    for k, n in enumerate(names)
+                ],
+            )
+        family(
+            "up",
+            [
+                (lab(instance=i, job=j), lambda tt: 1)
+                for j, i in (("fio", "g"), ("vcenter", "vc"), ("stargate", "cvm-1"))
+            ],
+        )
+        family(
+            "ALERTS",
+            [
+                (
+                    lab(alertname="IoparallaxFioJobHygiene", alertstate="firing", severity="warning", vm=keys[0][0]),
+                    lambda tt: 1 if 600 < tt < 1800 else None,
+                )
+            ],
+        )
         f.write("# EOF\n")
     return samples
 
@@ -126,10 +223,18 @@ class Prometheus:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         (workdir / "prometheus.yml").write_text("global: {}\n")
-        self.proc = start("prometheus", ["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
-                                         f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=30d",
-                                         f"--web.listen-address=127.0.0.1:{self.port}"],
-                          workdir / "prometheus.log", url=self.url)
+        self.proc = start(
+            "prometheus",
+            [
+                "prometheus",
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={data}",
+                "--storage.tsdb.retention.time=30d",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            workdir / "prometheus.log",
+            url=self.url,
+        )
         try:
             wait_for_http(self.url + "/-/ready", 120, self.proc, status=200, interval=0.5)
         except BaseException:
@@ -153,8 +258,12 @@ print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html
 
 
 def run_report(url: str, start: int, end: int, repo: Path = REPO) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(repo), url=url, start=start, end=end)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(repo=str(repo), url=url, start=start, end=end)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -179,11 +288,17 @@ def main() -> int:
             old_repo = Path(tmp) / "against"
             old_repo.mkdir()
             # Before the one-namespace move the mixin was a top-level package beside ioparallax/.
-            tops = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", args.against],
-                                  check=True, capture_output=True, text=True, timeout=60).stdout.split()
+            tops = subprocess.run(
+                ["git", "-C", str(REPO), "ls-tree", "--name-only", args.against],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout.split()
             paths = [p for p in ("ioparallax", "mixin") if p in tops]
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.against, *paths],
-                                     check=True, capture_output=True, timeout=120).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", args.against, *paths], check=True, capture_output=True, timeout=120
+            ).stdout
             subprocess.run(["tar", "-x", "-C", str(old_repo)], input=archive, check=True, timeout=120)
         for disks in (args.baseline, args.disks):
             work = Path(tmp) / f"d{disks}"
@@ -192,11 +307,17 @@ def main() -> int:
             om = work / "data.om"
             samples = generate(om, disks, end)
             data = work / "data"
-            subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
-                           check=True, capture_output=True, timeout=900)
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
             om.unlink()
-            print(f"{disks} VM disks: {samples:,} samples generated and loaded in {time.perf_counter() - t0:.0f} s",
-                  flush=True)
+            print(
+                f"{disks} VM disks: {samples:,} samples generated and loaded in {time.perf_counter() - t0:.0f} s",
+                flush=True,
+            )
             prom = Prometheus(data, work)
             try:
                 runs, old_runs = [], []
@@ -209,24 +330,38 @@ def main() -> int:
             if old_runs:
                 osecs = [r["seconds"] for r in old_runs]
                 nsecs = [r["seconds"] for r in runs]
-                print(f"  {args.against}: min {min(osecs):.1f} s, median {statistics.median(osecs):.1f} s, peak RSS "
-                      f"{max(r['rss_mb'] for r in old_runs):.0f} MB, HTML {old_runs[0]['html_mb']:.1f} MB; this tree "
-                      f"is {statistics.median(osecs) / statistics.median(nsecs):.2f}x faster (median), "
-                      f"{min(osecs) / min(nsecs):.2f}x (min), same load", flush=True)
+                print(
+                    f"  {args.against}: min {min(osecs):.1f} s, median {statistics.median(osecs):.1f} s, peak RSS "
+                    f"{max(r['rss_mb'] for r in old_runs):.0f} MB, HTML {old_runs[0]['html_mb']:.1f} MB; this tree "
+                    f"is {statistics.median(osecs) / statistics.median(nsecs):.2f}x faster (median), "
+                    f"{min(osecs) / min(nsecs):.2f}x (min), same load",
+                    flush=True,
+                )
             secs = [r["seconds"] for r in runs]
-            results[disks] = dict(min=min(secs), median=statistics.median(secs),
-                                  rss=max(r["rss_mb"] for r in runs), queries=runs[0]["queries"],
-                                  disks=runs[0]["disks"], html=runs[0]["html_mb"])
+            results[disks] = dict(
+                min=min(secs),
+                median=statistics.median(secs),
+                rss=max(r["rss_mb"] for r in runs),
+                queries=runs[0]["queries"],
+                disks=runs[0]["disks"],
+                html=runs[0]["html_mb"],
+            )
             r = results[disks]
-            print(f"  report: {r['disks']} VM disks, {r['queries']} queries, min {r['min']:.1f} s, median "
-                  f"{r['median']:.1f} s over {args.runs} runs, peak RSS {r['rss']:.0f} MB, HTML {r['html']:.1f} MB",
-                  flush=True)
+            print(
+                f"  report: {r['disks']} VM disks, {r['queries']} queries, min {r['min']:.1f} s, median "
+                f"{r['median']:.1f} s over {args.runs} runs, peak RSS {r['rss']:.0f} MB, HTML {r['html']:.1f} MB",
+                flush=True,
+            )
     a, b = results[args.baseline], results[args.disks]
-    print(f"ratio {args.disks}/{args.baseline} VM disks: queries {b['queries'] / a['queries']:.2f} "
-          f"(must be 1.00), time {b['median'] / a['median']:.1f}x, RSS {b['rss'] / a['rss']:.1f}x")
+    print(
+        f"ratio {args.disks}/{args.baseline} VM disks: queries {b['queries'] / a['queries']:.2f} "
+        f"(must be 1.00), time {b['median'] / a['median']:.1f}x, RSS {b['rss'] / a['rss']:.1f}x"
+    )
     ok = b["queries"] == a["queries"] and b["median"] < 30 and b["rss"] < 500
-    print(f"target (same queries, < 30 s, < 500 MB for {args.disks} VM disks): {'met' if ok else 'NOT met'}"
-          f" (load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"target (same queries, < 30 s, < 500 MB for {args.disks} VM disks): {'met' if ok else 'NOT met'}"
+        f" (load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
     # The query count is the bench's hard claim; time and memory depend on the machine.
     return 0 if b["queries"] == a["queries"] else 1
 

@@ -106,8 +106,14 @@ def scrape(url: str, pid: int, sim_pid: int, params: dict | None = None) -> dict
     wall = time.perf_counter() - t0
     r.raise_for_status()
     rss, hwm = memory_mb(pid)
-    return {"wall": wall, "cpu": cpu_seconds(pid) - cpu0, "sim_cpu": cpu_seconds(sim_pid) - sim0,
-            "rss": rss, "hwm": hwm, "text": r.text}
+    return {
+        "wall": wall,
+        "cpu": cpu_seconds(pid) - cpu0,
+        "sim_cpu": cpu_seconds(sim_pid) - sim0,
+        "rss": rss,
+        "hwm": hwm,
+        "text": r.text,
+    }
 
 
 def summary(name: str, runs: list[dict]) -> dict:
@@ -121,9 +127,11 @@ def summary(name: str, runs: list[dict]) -> dict:
         "rss_last": runs[-1]["rss"],
         "lines": statistics.mean(sum(1 for ln in r["text"].splitlines() if ln and ln[0] != "#") for r in runs),
     }
-    print(f"{name:<18} wall {s['wall']:7.3f} s  cpu {s['cpu']:7.3f} s  peak RSS {s['hwm']:6.1f} MB  "
-          f"RSS after scrape 1/5/{len(runs)}: {s['rss1']:.1f}/{s['rss5']:.1f}/{s['rss_last']:.1f} MB  "
-          f"simulator cpu {s['sim_cpu']:.3f} s  samples/scrape {s['lines']:.0f}")
+    print(
+        f"{name:<18} wall {s['wall']:7.3f} s  cpu {s['cpu']:7.3f} s  peak RSS {s['hwm']:6.1f} MB  "
+        f"RSS after scrape 1/5/{len(runs)}: {s['rss1']:.1f}/{s['rss5']:.1f}/{s['rss_last']:.1f} MB  "
+        f"simulator cpu {s['sim_cpu']:.3f} s  samples/scrape {s['lines']:.0f}"
+    )
     return s
 
 
@@ -142,8 +150,9 @@ def _gauge(text: str, name: str) -> float:
 
 def _probe(url: str, params: dict, timeout: float) -> tuple[float, str]:
     t0 = time.perf_counter()
-    r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
-                     timeout=timeout + 60)
+    r = requests.get(
+        url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)}, timeout=timeout + 60
+    )
     r.raise_for_status()
     return time.perf_counter() - t0, r.text
 
@@ -169,9 +178,31 @@ def inventory_bench(args: argparse.Namespace) -> int:
         try:
             sim_port = free_port()
             # one cluster, one host, one resource pool: -vm N gives N VMs (one disk each)
-            sim = start("vcsim", [str(STOCK), "-l", f"127.0.0.1:{sim_port}", "-username", "bench", "-password", password,
-                                  "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-pg", "0",
-                                  "-vm", str(vms)], tmpdir / "vcsim.log")
+            sim = start(
+                "vcsim",
+                [
+                    str(STOCK),
+                    "-l",
+                    f"127.0.0.1:{sim_port}",
+                    "-username",
+                    "bench",
+                    "-password",
+                    password,
+                    "-dc",
+                    "1",
+                    "-cluster",
+                    "1",
+                    "-host",
+                    "1",
+                    "-standalone-host",
+                    "0",
+                    "-pg",
+                    "0",
+                    "-vm",
+                    str(vms),
+                ],
+                tmpdir / "vcsim.log",
+            )
             procs.append(sim)
             t0 = time.monotonic()
             sim.wait_for_output(r"export GOVC_URL=", 1800)
@@ -179,8 +210,9 @@ def inventory_bench(args: argparse.Namespace) -> int:
             target = f"127.0.0.1:{sim_port}"
 
             # -- refresh cost, in this process ------------------------------------------------
-            si = SmartConnect(host="127.0.0.1", port=sim_port, user="bench", pwd=password,
-                              sslContext=ssl._create_unverified_context())
+            si = SmartConnect(
+                host="127.0.0.1", port=sim_port, user="bench", pwd=password, sslContext=ssl._create_unverified_context()
+            )
             cost: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
             try:
                 for _ in range(args.runs):
@@ -202,13 +234,24 @@ def inventory_bench(args: argparse.Namespace) -> int:
             # -- exporter processes: cold start and probe wall during a refresh -----------------
             def start_exporter(name: str, mode: str, refresh: str) -> tuple[Process, str]:
                 cfg = tmpdir / f"{name}.yml"
-                cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                               f"  insecure_skip_verify: true\n  inventory_mode: {mode}\n"
-                               f"  inventory_refresh: {refresh}\ntargets:\n  {target}: {{}}\n")
+                cfg.write_text(
+                    "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+                    f"  insecure_skip_verify: true\n  inventory_mode: {mode}\n"
+                    f"  inventory_refresh: {refresh}\ntargets:\n  {target}: {{}}\n"
+                )
                 port = free_port()
-                proc = start(name, [str(REPO / ".venv" / "bin" / "vcenter-exporter"), "--web.listen-address",
-                                    f"127.0.0.1:{port}", "--config.file", str(cfg)], tmpdir / f"{name}.log",
-                             env={"BENCH_VC_PASSWORD": password})
+                proc = start(
+                    name,
+                    [
+                        str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+                        "--web.listen-address",
+                        f"127.0.0.1:{port}",
+                        "--config.file",
+                        str(cfg),
+                    ],
+                    tmpdir / f"{name}.log",
+                    env={"BENCH_VC_PASSWORD": password},
+                )
                 procs.append(proc)
                 proc.wait_for_output(r"listening on", 30)
                 return proc, f"http://127.0.0.1:{port}/probe"
@@ -257,9 +300,13 @@ def inventory_bench(args: argparse.Namespace) -> int:
             stop(proc)
 
             def builds_of(proc: Process) -> list[tuple[float, float]]:
-                return [(float(m.group(1)), float(m.group(2))) for m in re.finditer(
-                    r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s \(([\d.]+)s CPU\)",
-                    proc.log_text())]
+                return [
+                    (float(m.group(1)), float(m.group(2)))
+                    for m in re.finditer(
+                        r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s \(([\d.]+)s CPU\)",
+                        proc.log_text(),
+                    )
+                ]
 
             # cold start with no second refresh competing (inventory_refresh 1h, as sync-cached)
             first_builds: list[tuple[float, float]] = []
@@ -292,21 +339,30 @@ def inventory_bench(args: argparse.Namespace) -> int:
             sw, bw = (statistics.median(w for w, _ in cold[k]) for k in ("sync", "background"))
             sc, bc = (statistics.median(c for _, c in cold[k]) for k in ("sync", "background"))
             print(f"ratio old / new (medians): wall {sw / bw:.1f}x, exporter CPU {sc / bc:.1f}x")
-            print(f"background inventory builds in the exporter, first (cold, alone) ({len(first_builds)}): "
-                  f"wall {_min_med([w for w, _ in first_builds])} s, thread CPU {_min_med([c for _, c in first_builds])} s")
-            print(f"background inventory builds in the exporter, while probes ran ({len(builds)}): "
-                  f"wall {_min_med([w for w, _ in builds])} s, thread CPU {_min_med([c for _, c in builds])} s")
+            print(
+                f"background inventory builds in the exporter, first (cold, alone) ({len(first_builds)}): "
+                f"wall {_min_med([w for w, _ in first_builds])} s, thread CPU {_min_med([c for _, c in first_builds])} s"
+            )
+            print(
+                f"background inventory builds in the exporter, while probes ran ({len(builds)}): "
+                f"wall {_min_med([w for w, _ in builds])} s, thread CPU {_min_med([c for _, c in builds])} s"
+            )
             print("probe wall, s:")
-            for key, label in (("forced", "old, refresh in the probe"), ("background", "new, during a refresh"),
-                               ("cached", "old, cached inventory")):
+            for key, label in (
+                ("forced", "old, refresh in the probe"),
+                ("background", "new, during a refresh"),
+                ("cached", "old, cached inventory"),
+            ):
                 print(f"  {label:<30} {_min_med(probes[key])}  ({len(probes[key])} probes)")
             if failed:
                 print(f"  ({failed} probes of the old mode did not answer vcenter_up 1 and are left out)")
             if probes["background"]:
                 f_med, b_med = statistics.median(probes["forced"]), statistics.median(probes["background"])
                 c_med = statistics.median(probes["cached"])
-                print(f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x; "
-                      f"new during a refresh / old cached: {b_med / c_med:.2f}x")
+                print(
+                    f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x; "
+                    f"new during a refresh / old cached: {b_med / c_med:.2f}x"
+                )
             return 0
         finally:
             for p in reversed(procs):
@@ -315,17 +371,24 @@ def inventory_bench(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--inventory", action="store_true",
-                    help="measure the inventory at scale on stock vcsim instead (see above; --vms defaults to 5000)")
+    ap.add_argument(
+        "--inventory",
+        action="store_true",
+        help="measure the inventory at scale on stock vcsim instead (see above; --vms defaults to 5000)",
+    )
     ap.add_argument("--runs", type=int, default=3, help="--inventory: inventory reads per side (default 3)")
     ap.add_argument("--probes", type=int, default=3, help="--inventory: probes per measurement (default 3)")
     ap.add_argument("--vms", type=int, default=None, help="VMs in the simulator (default 1000; 5000 with --inventory)")
     ap.add_argument("--disks-per-vm", type=int, default=2)
     ap.add_argument("--scrapes", type=int, default=20)
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between rounds")
-    ap.add_argument("--clock-speed", type=float, default=4.0,
-                    help="simulated seconds per real second; a round of both scrapes takes ~8 s, so 4 gives "
-                         "~30 simulated seconds (1-2 new 20 s samples) between our scrapes")
+    ap.add_argument(
+        "--clock-speed",
+        type=float,
+        default=4.0,
+        help="simulated seconds per real second; a round of both scrapes takes ~8 s, so 4 gives "
+        "~30 simulated seconds (1-2 new 20 s samples) between our scrapes",
+    )
     args = ap.parse_args()
     args.vms_given = args.vms is not None
     if args.inventory:
@@ -343,24 +406,51 @@ def main() -> int:
         tmpdir = Path(tmp)
         try:
             sim_port = free_port()
-            sim = start("vcsim-scenario", [str(SIM), "-vms", str(args.vms), "-disks-per-vm", str(args.disks_per_vm),
-                                           "-listen", f"127.0.0.1:{sim_port}", "-username", "bench",
-                                           "-password", password, "-clock-speed", str(args.clock_speed),
-                                           "-max-query-metrics", "0"], tmpdir / "vcsim-scenario.log")
+            sim = start(
+                "vcsim-scenario",
+                [
+                    str(SIM),
+                    "-vms",
+                    str(args.vms),
+                    "-disks-per-vm",
+                    str(args.disks_per_vm),
+                    "-listen",
+                    f"127.0.0.1:{sim_port}",
+                    "-username",
+                    "bench",
+                    "-password",
+                    password,
+                    "-clock-speed",
+                    str(args.clock_speed),
+                    "-max-query-metrics",
+                    "0",
+                ],
+                tmpdir / "vcsim-scenario.log",
+            )
             procs.append(sim)
             t0 = time.monotonic()
             sim.wait_for_output(r"listening https://", 600)
             print(f"simulator: {args.vms} VMs x {args.disks_per_vm} disks ready in {time.monotonic() - t0:.1f} s")
 
             cfg = tmpdir / "vcenter.yml"
-            cfg.write_text("defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                           "  insecure_skip_verify: true\n  max_query_metrics: 256\n"
-                           f"targets:\n  127.0.0.1:{sim_port}: {{}}\n")
+            cfg.write_text(
+                "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+                "  insecure_skip_verify: true\n  max_query_metrics: 256\n"
+                f"targets:\n  127.0.0.1:{sim_port}: {{}}\n"
+            )
             our_port = free_port()
-            ours = start("vcenter-exporter", [str(REPO / ".venv" / "bin" / "vcenter-exporter"),
-                                             "--web.listen-address", f"127.0.0.1:{our_port}",
-                                             "--config.file", str(cfg)], tmpdir / "vcenter-exporter.log",
-                         env={"BENCH_VC_PASSWORD": password})
+            ours = start(
+                "vcenter-exporter",
+                [
+                    str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+                    "--web.listen-address",
+                    f"127.0.0.1:{our_port}",
+                    "--config.file",
+                    str(cfg),
+                ],
+                tmpdir / "vcenter-exporter.log",
+                env={"BENCH_VC_PASSWORD": password},
+            )
             procs.append(ours)
             ours.wait_for_output(r"listening on", 30)
             our_url = f"http://127.0.0.1:{our_port}/probe"
@@ -369,10 +459,17 @@ def main() -> int:
             theirs = None
             if their_py is not None:
                 their_port = free_port()
-                theirs = start("vmware_exporter", [str(their_py), "-c", SHIM, str(sim_port), str(their_port)],
-                               tmpdir / "vmware_exporter.log",
-                               env={"VSPHERE_HOST": "127.0.0.1", "VSPHERE_USER": "bench",
-                                    "VSPHERE_PASSWORD": password, "VSPHERE_IGNORE_SSL": "True"})
+                theirs = start(
+                    "vmware_exporter",
+                    [str(their_py), "-c", SHIM, str(sim_port), str(their_port)],
+                    tmpdir / "vmware_exporter.log",
+                    env={
+                        "VSPHERE_HOST": "127.0.0.1",
+                        "VSPHERE_USER": "bench",
+                        "VSPHERE_PASSWORD": password,
+                        "VSPHERE_IGNORE_SSL": "True",
+                    },
+                )
                 procs.append(theirs)
                 theirs.wait_for_output(r"Starting web server", 60)
                 their_url = f"http://127.0.0.1:{their_port}/metrics"
@@ -400,8 +497,10 @@ def main() -> int:
 
             print(f"\n{args.scrapes} scrapes each, {args.vms} VMs x {args.disks_per_vm} disks, same simulator:")
             s_ours = summary("vcenter-exporter", our_runs)
-            print(f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape "
-                  f"(x 15 virtualDisk counters)")
+            print(
+                f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape "
+                f"(x 15 virtualDisk counters)"
+            )
             if theirs is None:
                 print(f"\nvmware_exporter could not be run: {why_not}")
                 return 0
@@ -410,13 +509,19 @@ def main() -> int:
             cpu_ratio = s_theirs["cpu"] / s_ours["cpu"] if s_ours["cpu"] > 0 else float("inf")
             mem_ratio = s_theirs["hwm"] / s_ours["hwm"]
             growth = s_ours["rss_last"] - s_ours["rss5"]
-            print(f"\nratio vmware_exporter / vcenter-exporter: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x, "
-                  f"peak RSS {mem_ratio:.1f}x")
-            print(f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
-                  f"vmware_exporter {s_theirs['sim_cpu']:.3f} s")
-            print(f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB "
-                  f"(from scrape 1: {s_ours['rss_last'] - s_ours['rss1']:+.1f} MB); vmware_exporter's: "
-                  f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB")
+            print(
+                f"\nratio vmware_exporter / vcenter-exporter: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x, "
+                f"peak RSS {mem_ratio:.1f}x"
+            )
+            print(
+                f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
+                f"vmware_exporter {s_theirs['sim_cpu']:.3f} s"
+            )
+            print(
+                f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB "
+                f"(from scrape 1: {s_ours['rss_last'] - s_ours['rss1']:+.1f} MB); vmware_exporter's: "
+                f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB"
+            )
             met = wall_ratio >= 4 and cpu_ratio >= 4 and growth < 10
             print(f"target (>= 4x less wall and CPU, memory flat): {'MET' if met else 'MISSED'}")
             return 0

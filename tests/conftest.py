@@ -33,10 +33,15 @@ def processes(tmp_path):
 def expositions(tmp_path_factory) -> dict[str, str]:
     """Real expositions of the three exporters and the guest's node_exporter (see tests/expositions.py)."""
     from tests import expositions as ex
+
     tmp = tmp_path_factory.mktemp("expositions")
     t0 = time.monotonic()
-    out = {"stargate": ex._stargate_exposition(), "vcenter": ex._vcenter_exposition(tmp),
-           "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp), "node": ex._node_exposition(tmp)}
+    out = {
+        "stargate": ex._stargate_exposition(),
+        "vcenter": ex._vcenter_exposition(tmp),
+        "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp),
+        "node": ex._node_exposition(tmp),
+    }
     out["_seconds"] = f"{time.monotonic() - t0:.1f}"
     return out
 
@@ -44,4 +49,5 @@ def expositions(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def exposed_names(expositions) -> dict[str, set[str]]:
     from tests.expositions import _names
+
     return {k: _names(v) for k, v in expositions.items() if not k.startswith("_")}

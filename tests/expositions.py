@@ -42,8 +42,9 @@ def _stargate_exposition() -> str:
     with StargateCluster("zero-heavy", clock=lambda: 1_700_000_000.0) as cluster:
         # discover=true follows the simulator's CVMs, which share one address on their own ports.
         ports = tuple(int(u.rsplit(":", 1)[1]) for u in cluster.urls.values())
-        srv = ExporterServer(make_app(4, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0,
-                                      discovery_ports=ports), "127.0.0.1", 0).start()
+        srv = ExporterServer(
+            make_app(4, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0, discovery_ports=ports), "127.0.0.1", 0
+        ).start()
         try:
             target = cluster.urls["cvm-1"].split("://", 1)[1]
             r = requests.get(srv.url + "/probe", params={"target": target, "discover": "true"}, timeout=30)
@@ -64,19 +65,38 @@ def _vcenter_exposition(tmp) -> str:
     trace = tmp / "trace.json"
     trace.write_text(compile_scenario(load_scenario("zero-heavy")).to_json())
     port = free_port()
-    sim = ManagedProcess("vcsim-scenario", [str(sim_bin), "-trace", str(trace), "-listen", f"127.0.0.1:{port}",
-                                            "-username", "monitor", "-password", PASSWORD], tmp)
+    sim = ManagedProcess(
+        "vcsim-scenario",
+        [
+            str(sim_bin),
+            "-trace",
+            str(trace),
+            "-listen",
+            f"127.0.0.1:{port}",
+            "-username",
+            "monitor",
+            "-password",
+            PASSWORD,
+        ],
+        tmp,
+    )
     try:
         sim.wait_for_output(r"listening https://127\.0\.0\.1:\d+/sdk", timeout=120)
         conf = tmp / "vcenter.yml"
-        conf.write_text("defaults:\n  username: monitor\n  password_env: DASH_VC_PASSWORD\n"
-                        f"  insecure_skip_verify: true\ntargets:\n  127.0.0.1:{port}: {{}}\n")
+        conf.write_text(
+            "defaults:\n  username: monitor\n  password_env: DASH_VC_PASSWORD\n"
+            f"  insecure_skip_verify: true\ntargets:\n  127.0.0.1:{port}: {{}}\n"
+        )
         os.environ["DASH_VC_PASSWORD"] = PASSWORD
         app, targets = make_app(load_vc_config(str(conf)))
         srv = ExporterServer(app, "127.0.0.1", 0).start()
         try:
-            r = requests.get(srv.url + "/probe", params={"target": f"127.0.0.1:{port}"},
-                             headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"}, timeout=60)
+            r = requests.get(
+                srv.url + "/probe",
+                params={"target": f"127.0.0.1:{port}"},
+                headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"},
+                timeout=60,
+            )
             r.raise_for_status()
             return r.text
         finally:
@@ -92,11 +112,29 @@ def _fio_exposition(tmp) -> str:
     if fio is None:
         pytest.skip("fio is not installed (apt-get install fio)")
     out = tmp / "fio-status.json"
-    subprocess.run([fio, "--name=mix", f"--filename={tmp / 'data'}", "--size=8m", "--rw=randrw", "--bs=4k",
-                    "--iodepth=4", "--ioengine=psync", "--time_based", "--runtime=2", "--status-interval=1",
-                    "--output-format=json+", f"--output={out}"], check=True, capture_output=True, timeout=60)
-    r = subprocess.run([venv_tool("fio-exporter"), "convert", str(out)], check=True, capture_output=True,
-                       text=True, timeout=60)
+    subprocess.run(
+        [
+            fio,
+            "--name=mix",
+            f"--filename={tmp / 'data'}",
+            "--size=8m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--iodepth=4",
+            "--ioengine=psync",
+            "--time_based",
+            "--runtime=2",
+            "--status-interval=1",
+            "--output-format=json+",
+            f"--output={out}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    r = subprocess.run(
+        [venv_tool("fio-exporter"), "convert", str(out)], check=True, capture_output=True, text=True, timeout=60
+    )
     return r.stdout
 
 
@@ -126,12 +164,22 @@ def _node_exposition(tmp) -> str:
     where = writer.setup()["misaligned-01"]
     writer.write(writer.fio.anchor + 60)
     port = free_port()
-    proc = ManagedProcess("guest-node-exporter", [
-        "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={where['procfs']}",
-        f"--path.sysfs={where['sysfs']}", f"--path.udev.data={where['udev']}", "--collector.disable-defaults",
-        "--collector.diskstats"], tmp)
+    proc = ManagedProcess(
+        "guest-node-exporter",
+        [
+            "prometheus-node-exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--path.procfs={where['procfs']}",
+            f"--path.sysfs={where['sysfs']}",
+            f"--path.udev.data={where['udev']}",
+            "--collector.disable-defaults",
+            "--collector.diskstats",
+        ],
+        tmp,
+    )
     try:
         from tests.support import wait_for_http
+
         wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
         return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:

@@ -17,8 +17,18 @@ from pathlib import Path
 
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
-__all__ = ["BUILD", "REPO", "VENV_BIN", "ManagedProcess", "NotReadyYet", "Process", "free_port",
-           "promtool_check_metrics", "venv_tool", "wait_for_http"]
+__all__ = [
+    "BUILD",
+    "REPO",
+    "VENV_BIN",
+    "ManagedProcess",
+    "NotReadyYet",
+    "Process",
+    "free_port",
+    "promtool_check_metrics",
+    "venv_tool",
+    "wait_for_http",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / ".build"
@@ -29,8 +39,9 @@ class ManagedProcess(Process):
     """A child started the way the tests start theirs: output in ``<log_dir>/<name>.log``, stopped by
     PID with ``stop()`` (ioparallax/simulators/process.py's :func:`~ioparallax.simulators.process.start`)."""
 
-    def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         p = start(name, argv, Path(log_dir) / f"{name}.log", env=env, cwd=cwd)
         super().__init__(p.name, p.argv, p.popen, p.log_path, p.url)
 

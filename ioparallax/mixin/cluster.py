@@ -40,7 +40,7 @@ def select_cluster(expr: str, label: str, variable: str = "cluster") -> str:
     matcher = f'{label}=~"${variable}"'
 
     def add(m: re.Match) -> str:
-        rest = expr[m.end():]
+        rest = expr[m.end() :]
         if rest.startswith(matcher):
             return m.group(0)
         return f"{m.group(1)}{{{matcher}" + ("" if rest.startswith("}") else ",")
@@ -50,5 +50,4 @@ def select_cluster(expr: str, label: str, variable: str = "cluster") -> str:
 
 def groupings(expr: str) -> list[tuple[str, list[str]]]:
     """Every ``by``/``on`` of ``expr`` with its labels (for the tests)."""
-    return [(m.group(1), [x.strip() for x in m.group(2).split(",") if x.strip()])
-            for m in _GROUPING.finditer(expr)]
+    return [(m.group(1), [x.strip() for x in m.group(2).split(",") if x.strip()]) for m in _GROUPING.finditer(expr)]

@@ -33,12 +33,12 @@ class Selectors:
     vcenter: str
     fio: str
     exporters: str
-    node: str = 'job="guest-node"'   # node_exporter inside each guest (the guest OS block-layer view)
+    node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
 
 
 @dataclass(frozen=True)
 class Windows:
-    rate: str            # a Prometheus duration, e.g. "1m"
+    rate: str  # a Prometheus duration, e.g. "1m"
     agreement: str
 
 
@@ -99,7 +99,7 @@ class MixinConfig:
     alerts: AlertSettings
     dashboards: DashboardSettings
     path: str
-    cluster_label: str = "cluster"   # "" for a Prometheus that only ever holds one cluster
+    cluster_label: str = "cluster"  # "" for a Prometheus that only ever holds one cluster
 
     @property
     def w(self) -> str:
@@ -140,9 +140,13 @@ def _number(sec: Section, name: str, low: float = 0.0, high: float | None = None
 def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> MixinConfig:
     root = Section(data, path)
     s = root.section("selectors", required=True)
-    selectors = Selectors(stargate=_selector(s, "stargate"), vcenter=_selector(s, "vcenter"),
-                          fio=_selector(s, "fio"), exporters=_selector(s, "exporters"),
-                          node=_selector(s, "node", Selectors.node))
+    selectors = Selectors(
+        stargate=_selector(s, "stargate"),
+        vcenter=_selector(s, "vcenter"),
+        fio=_selector(s, "fio"),
+        exporters=_selector(s, "exporters"),
+        node=_selector(s, "node", Selectors.node),
+    )
     s.reject_unknown()
 
     w = root.section("windows", required=True)
@@ -184,16 +188,21 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
     uid_prefix = d.get("uid_prefix", str)
     if not re.fullmatch(r"[a-zA-Z0-9_-]{1,30}", uid_prefix):
         raise d.error("uid_prefix", f"expected up to 30 letters, digits, '-' or '_', got {uid_prefix!r}")
-    dashboards = DashboardSettings(uid_prefix=uid_prefix, tags=tuple(tags), refresh=d.get("refresh", str),
-                                   time_from=d.get("time_from", str), datasource=d.get("datasource", str))
+    dashboards = DashboardSettings(
+        uid_prefix=uid_prefix,
+        tags=tuple(tags),
+        refresh=d.get("refresh", str),
+        time_from=d.get("time_from", str),
+        datasource=d.get("datasource", str),
+    )
     d.reject_unknown()
     cluster_label = root.get("cluster_label", str, default="cluster").strip()
     if cluster_label and not _LABEL.fullmatch(cluster_label):
-        raise root.error("cluster_label", f"expected a Prometheus label name such as cluster, or '' for none, "
-                                          f"got {cluster_label!r}")
+        raise root.error(
+            "cluster_label", f"expected a Prometheus label name such as cluster, or '' for none, got {cluster_label!r}"
+        )
     root.reject_unknown()
-    return MixinConfig(selectors, windows, thresholds, fors, alerts, dashboards, str(path or "<config>"),
-                       cluster_label)
+    return MixinConfig(selectors, windows, thresholds, fors, alerts, dashboards, str(path or "<config>"), cluster_label)
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -206,8 +215,7 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | os.PathLike[str] | None = None,
-                overrides: dict[str, Any] | None = None) -> MixinConfig:
+def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> MixinConfig:
     """The config file (default: the shipped one), with ``overrides`` merged in key by key.
 
     Tests use overrides for short windows and ``for`` durations; users edit the file."""

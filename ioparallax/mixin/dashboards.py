@@ -49,37 +49,70 @@ VCENTER_SAMPLE = "20s"
 
 # -- variables ------------------------------------------------------------------------------
 
+
 def _variables(cfg: MixinConfig, all_default: bool) -> list[Any]:
     """$datasource, $cluster (with cfg.cluster_label), $vm, $disk, $vdisk. ``all_default``: start
     on All (the overview). Every query but $cluster's gets the cluster matcher in build_dashboards."""
-    ds = (db.DatasourceVariable("datasource").label("Data source").type("prometheus")
-          .current(dm.VariableOption(selected=True, text=cfg.dashboards.datasource,
-                                     value=cfg.dashboards.datasource)))
+    ds = (
+        db.DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
+        .current(dm.VariableOption(selected=True, text=cfg.dashboards.datasource, value=cfg.dashboards.datasource))
+    )
     out: list[Any] = [ds]
     vc = cfg.selectors.vcenter
     sg = cfg.selectors.stargate
     if cfg.cluster_label:
         # All by default: a Prometheus with one cluster has no such label, and All (.*) matches
         # series without it.
-        out.append(db.QueryVariable(CLUSTER_VARIABLE).label("cluster")
-                   .description(f"Cluster ({cfg.cluster_label} label, set by Prometheus): vdisk ids and VM "
-                                "names are unique only within one. All when Prometheus holds one cluster.")
-                   .datasource(DATASOURCE).query(f"label_values(vcenter_virtual_disk_info{_braces(vc)}, "
-                                                 f"{cfg.cluster_label})")
-                   .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.NATURAL_ASC)
-                   .multi(True).include_all(True).all_value(".*")
-                   .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"])))
+        out.append(
+            db.QueryVariable(CLUSTER_VARIABLE)
+            .label("cluster")
+            .description(
+                f"Cluster ({cfg.cluster_label} label, set by Prometheus): vdisk ids and VM "
+                "names are unique only within one. All when Prometheus holds one cluster."
+            )
+            .datasource(DATASOURCE)
+            .query(f"label_values(vcenter_virtual_disk_info{_braces(vc)}, {cfg.cluster_label})")
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(dm.VariableSort.NATURAL_ASC)
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+            .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
+        )
     for name, label, query, doc in (
-        ("vm", "VM", f"label_values(vcenter_virtual_disk_info{_braces(vc)}, vm)",
-         "VM name as vCenter knows it: the join key of the guest, VM and storage views."),
-        ("disk", "disk", "label_values(vcenter_virtual_disk_info" + _braces(vc, 'vm=~"$vm"') + ", disk)",
-         "Virtual disk of the VM (vCenter instance, e.g. scsi0:1)."),
-        ("vdisk", "vdisk", "label_values(stargate_vdisk_info" + _braces(sg, VMDISK) + ", vdisk_id)",
-         "Stargate vdisk id backing the VM disk (stargate_vdisk_info, from the exporter's vdisk mapping)."),
+        (
+            "vm",
+            "VM",
+            f"label_values(vcenter_virtual_disk_info{_braces(vc)}, vm)",
+            "VM name as vCenter knows it: the join key of the guest, VM and storage views.",
+        ),
+        (
+            "disk",
+            "disk",
+            "label_values(vcenter_virtual_disk_info" + _braces(vc, 'vm=~"$vm"') + ", disk)",
+            "Virtual disk of the VM (vCenter instance, e.g. scsi0:1).",
+        ),
+        (
+            "vdisk",
+            "vdisk",
+            "label_values(stargate_vdisk_info" + _braces(sg, VMDISK) + ", vdisk_id)",
+            "Stargate vdisk id backing the VM disk (stargate_vdisk_info, from the exporter's vdisk mapping).",
+        ),
     ):
-        v = (db.QueryVariable(name).label(label).description(doc).datasource(DATASOURCE).query(query)
-             .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.NATURAL_ASC)
-             .multi(True).include_all(True).all_value(".*"))
+        v = (
+            db.QueryVariable(name)
+            .label(label)
+            .description(doc)
+            .datasource(DATASOURCE)
+            .query(query)
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(dm.VariableSort.NATURAL_ASC)
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+        )
         if all_default:
             v.current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
         out.append(v)
@@ -98,14 +131,30 @@ VDISK = 'vdisk_id=~"$vdisk"'
 
 def _dashboard(cfg: MixinConfig, name: str, title: str, description: str, all_default: bool = False) -> db.Dashboard:
     d = cfg.dashboards
-    return (db.Dashboard(title).uid(f"{d.uid_prefix}-{name}").description(description).tags(list(d.tags))
-            .refresh(d.refresh).time(d.time_from, "now").timezone("browser").editable()
-            .tooltip(dm.DashboardCursorSync.CROSSHAIR).variables(_variables(cfg, all_default))
-            .link(db.DashboardLink("ioparallax").type(dm.DashboardLinkType.DASHBOARDS).tags(list(d.tags))
-                  .as_dropdown(True).include_vars(True).keep_time(True)))
+    return (
+        db.Dashboard(title)
+        .uid(f"{d.uid_prefix}-{name}")
+        .description(description)
+        .tags(list(d.tags))
+        .refresh(d.refresh)
+        .time(d.time_from, "now")
+        .timezone("browser")
+        .editable()
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .variables(_variables(cfg, all_default))
+        .link(
+            db.DashboardLink("ioparallax")
+            .type(dm.DashboardLinkType.DASHBOARDS)
+            .tags(list(d.tags))
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
+    )
 
 
 # -- expressions --------------------------------------------------------------------------------
+
 
 class Expr:
     """PromQL built from the config: selectors from cfg.selectors, rule names with cfg.w."""
@@ -122,11 +171,16 @@ class Expr:
         return f"{name}{_braces(VMDISK, *extra)}"
 
     def vm_disk(self, layer: str, d: str, quantity: str) -> str:
-        agg = {"guest": f"rate{self.w}", "guest_os": f"rate{self.w}", "vm": f"rate{self.w}",
-               "storage": f"avg{self.w}"}[layer]
+        agg = {"guest": f"rate{self.w}", "guest_os": f"rate{self.w}", "vm": f"rate{self.w}", "storage": f"avg{self.w}"}[
+            layer
+        ]
         if quantity == "latency_seconds":
-            agg = {"guest": f"mean{self.w}", "guest_os": f"mean{self.w}", "vm": f"mean{self.w}",
-                   "storage": f"avg{self.w}"}[layer]
+            agg = {
+                "guest": f"mean{self.w}",
+                "guest_os": f"mean{self.w}",
+                "vm": f"mean{self.w}",
+                "storage": f"avg{self.w}",
+            }[layer]
         return self.rule(f"vm_disk:ioparallax_{layer}_{d}_{quantity}:{agg}")
 
     def ratio(self, name: str) -> str:
@@ -140,9 +194,11 @@ class Expr:
 
     # Storage series of the selected vdisks, with vm and disk from stargate_vdisk_info.
     def storage(self, metric: str, *extra: str) -> str:
-        return (f"{metric}{self.sel('stargate', VDISK, *extra)}"
-                f" * on (vdisk_id) group_left (vm, disk) max by (vdisk_id, vm, disk) "
-                f"(stargate_vdisk_info{self.sel('stargate', VDISK, VMDISK)})")
+        return (
+            f"{metric}{self.sel('stargate', VDISK, *extra)}"
+            f" * on (vdisk_id) group_left (vm, disk) max by (vdisk_id, vm, disk) "
+            f"(stargate_vdisk_info{self.sel('stargate', VDISK, VMDISK)})"
+        )
 
     # The fio jobs on the selected VM disks (recording rule: fio_job_info's raw device -> guest
     # disk serial -> vCenter disk UUID -> vm, disk).
@@ -163,93 +219,186 @@ class Expr:
 
 # -- PoC overview -------------------------------------------------------------------------------
 
+
 def overview(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     t = cfg.thresholds
     firing = 'ALERTS{alertname=~"Ioparallax.*",alertstate="firing"}'
     vd = "{{vm}} {{disk}} (vdisk {{vdisk_id}})"
-    d = _dashboard(cfg, "overview", "ioparallax / PoC overview",
-                   "Every VM disk of the PoC: what is wrong now (firing alerts), zero share, cache fit, "
-                   "whether the guest, VM and storage views agree, and whether every exporter is up.",
-                   all_default=True)
+    d = _dashboard(
+        cfg,
+        "overview",
+        "ioparallax / PoC overview",
+        "Every VM disk of the PoC: what is wrong now (firing alerts), zero share, cache fit, "
+        "whether the guest, VM and storage views agree, and whether every exporter is up.",
+        all_default=True,
+    )
     d.with_row(row("What is wrong now"))
-    d.with_panel(single(
-        "Firing ioparallax alerts", "Number of Ioparallax* alerts firing now. 0 is green; the table "
-        "beside names them. Each alert's runbook is in docs/runbook.md.", "none",
-        [Q(f"count({firing}) or vector(0)", "firing")], w=4, h=8, limit=1))
-    d.with_panel(tbl(
-        "Firing alerts", "Ioparallax* alerts firing now, with the VM disk, vdisk or job they are about "
-        "and their severity (ALERTS series of Prometheus).", "none",
-        [Q(firing, instant=True, fmt="table")], w=20, h=8, hide=("Time", "__name__", "Value", "alertstate")))
-    d.with_panel(ts(
-        "Exporters and targets up", "Prometheus' up for every exporter job, and each probe's own "
-        "stargate_up / vcenter_up / fio_up (1: the target was read). 0 means a view is missing: its "
-        "panels go blank and the ratios cannot be computed.", "bool",
-        [Q(f"up{e.sel('exporters')}", "up {{job}} {{instance}}"),
-         Q(f"stargate_up{e.sel('stargate')}", "stargate_up {{instance}}"),
-         Q(f"vcenter_up{e.sel('vcenter')}", "vcenter_up {{instance}}"),
-         Q(f"fio_up{e.sel('fio')}", "fio_up {{instance}}")], w=24, h=7, min0=True))
+    d.with_panel(
+        single(
+            "Firing ioparallax alerts",
+            "Number of Ioparallax* alerts firing now. 0 is green; the table "
+            "beside names them. Each alert's runbook is in docs/runbook.md.",
+            "none",
+            [Q(f"count({firing}) or vector(0)", "firing")],
+            w=4,
+            h=8,
+            limit=1,
+        )
+    )
+    d.with_panel(
+        tbl(
+            "Firing alerts",
+            "Ioparallax* alerts firing now, with the VM disk, vdisk or job they are about "
+            "and their severity (ALERTS series of Prometheus).",
+            "none",
+            [Q(firing, instant=True, fmt="table")],
+            w=20,
+            h=8,
+            hide=("Time", "__name__", "Value", "alertstate"),
+        )
+    )
+    d.with_panel(
+        ts(
+            "Exporters and targets up",
+            "Prometheus' up for every exporter job, and each probe's own "
+            "stargate_up / vcenter_up / fio_up (1: the target was read). 0 means a view is missing: its "
+            "panels go blank and the ratios cannot be computed.",
+            "bool",
+            [
+                Q(f"up{e.sel('exporters')}", "up {{job}} {{instance}}"),
+                Q(f"stargate_up{e.sel('stargate')}", "stargate_up {{instance}}"),
+                Q(f"vcenter_up{e.sel('vcenter')}", "vcenter_up {{instance}}"),
+                Q(f"fio_up{e.sel('fio')}", "fio_up {{instance}}"),
+            ],
+            w=24,
+            h=7,
+            min0=True,
+        )
+    )
     d.with_row(row("Storage: zeros and cache"))
-    d.with_panel(ts(
-        "Zero share of reads", "Share of the read bytes the storage served from its zero buckets "
-        "(zero, estore_zero, oplog_zero): bytes no disk ever read. Above the dashed line "
-        f"({t.zero_read_ratio:.0%}) on a busy vdisk the benchmark is inflated (distortions.md, 1).",
-        "percentunit", [Q(e.vdisk_ratio("read_zero"), vd)], w=12, limit=t.zero_read_ratio))
-    d.with_panel(ts(
-        "Zero share of writes", "Share of the written bytes that went to oplog_zero: zeros the storage "
-        "stored as metadata only. Typical of fio zero_buffers=1, compressible buffers without "
-        "buffer_pattern, or dd if=/dev/zero. Not measurable (no line) on 2014/2015 page builds: their "
-        "Write Destination table has no Oplog Zero row (see 'Zero writes measurable').", "percentunit",
-        [Q(e.vdisk_ratio("write_zero"), vd)], w=9, limit=t.zero_write_ratio,
-        no_value="not measurable (page build without Oplog Zero) or no writes"))
-    d.with_panel(labelled(
-        "Zero writes measurable", "Whether the vdisk's Stargate page can show zero writes at all "
-        "(vdisk:ioparallax_write_zero_measurable:bool): 2016 builds have an Oplog Zero write "
-        "destination; 2014/2015 builds count zero writes as Oplog, so the zero share of writes is not "
-        "measurable there and IoparallaxZeroHeavyWrites cannot fire (fio's hygiene findings are then "
-        "the only sign of zero writes).", "none",
-        [Q(e.vdisk_flag("write_zero_measurable"), vd)],
-        {0: ("not measurable", "orange"), 1: ("measurable", "green")},
-        no_value="no write destinations (no detail page)", w=3, h=8))
-    d.with_panel(ts(
-        "Reads from cache", "Share of read bytes served from DRAM or the extent cache. Above "
-        f"{t.cache_read_ratio:.0%} with a working set below the cache the benchmark measures the "
-        "CVM's memory, not its disks (hero numbers).", "percentunit",
-        [Q(e.vdisk_ratio("read_cache"), vd)], w=12, limit=t.cache_read_ratio))
-    d.with_panel(ts(
-        "Working set / CVM cache", "The vdisk's 2-minute union working set over the configured CVM "
-        f"cache ({t.cvm_cache_bytes / 2**30:g} GiB, thresholds.cvm_cache_bytes). Below 1 the whole "
-        "working set fits in cache.", "percentunit",
-        [Q(e.vdisk_ratio("working_set_to_cache"), vd)], w=12, limit=t.working_set_to_cache_ratio))
+    d.with_panel(
+        ts(
+            "Zero share of reads",
+            "Share of the read bytes the storage served from its zero buckets "
+            "(zero, estore_zero, oplog_zero): bytes no disk ever read. Above the dashed line "
+            f"({t.zero_read_ratio:.0%}) on a busy vdisk the benchmark is inflated (distortions.md, 1).",
+            "percentunit",
+            [Q(e.vdisk_ratio("read_zero"), vd)],
+            w=12,
+            limit=t.zero_read_ratio,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Zero share of writes",
+            "Share of the written bytes that went to oplog_zero: zeros the storage "
+            "stored as metadata only. Typical of fio zero_buffers=1, compressible buffers without "
+            "buffer_pattern, or dd if=/dev/zero. Not measurable (no line) on 2014/2015 page builds: their "
+            "Write Destination table has no Oplog Zero row (see 'Zero writes measurable').",
+            "percentunit",
+            [Q(e.vdisk_ratio("write_zero"), vd)],
+            w=9,
+            limit=t.zero_write_ratio,
+            no_value="not measurable (page build without Oplog Zero) or no writes",
+        )
+    )
+    d.with_panel(
+        labelled(
+            "Zero writes measurable",
+            "Whether the vdisk's Stargate page can show zero writes at all "
+            "(vdisk:ioparallax_write_zero_measurable:bool): 2016 builds have an Oplog Zero write "
+            "destination; 2014/2015 builds count zero writes as Oplog, so the zero share of writes is not "
+            "measurable there and IoparallaxZeroHeavyWrites cannot fire (fio's hygiene findings are then "
+            "the only sign of zero writes).",
+            "none",
+            [Q(e.vdisk_flag("write_zero_measurable"), vd)],
+            {0: ("not measurable", "orange"), 1: ("measurable", "green")},
+            no_value="no write destinations (no detail page)",
+            w=3,
+            h=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Reads from cache",
+            "Share of read bytes served from DRAM or the extent cache. Above "
+            f"{t.cache_read_ratio:.0%} with a working set below the cache the benchmark measures the "
+            "CVM's memory, not its disks (hero numbers).",
+            "percentunit",
+            [Q(e.vdisk_ratio("read_cache"), vd)],
+            w=12,
+            limit=t.cache_read_ratio,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Working set / CVM cache",
+            "The vdisk's 2-minute union working set over the configured CVM "
+            f"cache ({t.cvm_cache_bytes / 2**30:g} GiB, thresholds.cvm_cache_bytes). Below 1 the whole "
+            "working set fits in cache.",
+            "percentunit",
+            [Q(e.vdisk_ratio("working_set_to_cache"), vd)],
+            w=12,
+            limit=t.working_set_to_cache_ratio,
+        )
+    )
     d.with_row(row("Do the views agree?"))
-    for what, unit_doc in (("bytes", "Bytes are the fair comparison: request splitting changes "
-                                     "ops, not bytes."),
-                           ("ops", "Ops differ when a layer splits or merges requests (large blocks)."),
-                           ("latency", "Op-weighted mean latency per direction: a gap is where the time "
-                                       "is spent (point of measurement), not an averaging artefact.")):
-        names = ([(f"{layer}_to_vm_{what}", f"{layer}/VM {{{{vm}}}} {{{{disk}}}}") for layer in ("guest", "storage")]
-                 if what != "latency" else
-                 [(f"{layer}_to_vm_{dr}_latency", f"{layer}/VM {dr} {{{{vm}}}} {{{{disk}}}}")
-                  for layer in ("guest", "storage") for dr in DIRECTIONS])
-        d.with_panel(ts(
-            f"Guest and storage {what} / VM {what}",
-            f"Guest (fio) and storage (Stargate) {what} over the VM's (vCenter), per VM disk, over "
-            f"{cfg.w}. 1 means the views agree. {unit_doc} Bytes outside "
-            f"[1/{t.views_bytes_ratio:g}, {t.views_bytes_ratio:g}] for long: IoparallaxViewsDisagree.",
-            "none", [Q(e.ratio(n), legend) for n, legend in names], w=8,
-            limit=t.views_bytes_ratio if what == "bytes" else None))
-    d.with_panel(ts(
-        "Burstiness (Little's law)", "The guest's queue depth (sum of fio iodepth) over the "
-        "concurrency the VM view implies (ops/s x latency). ~1: steady I/O; far above 1: bursts the "
-        f"VM's 20 s averages hide (dashed line: {t.burstiness_ratio:g}). No line for disks with a "
-        "buffered fio job (direct=0): their asked depth is never reached, which is not a burst "
-        "(IoparallaxAskedQueueDepthNotReached).", "none",
-        [Q(e.ratio("burstiness"), "{{vm}} {{disk}}")], w=12, limit=t.burstiness_ratio))
-    d.with_panel(ts(
-        "Guest peak / VM sample", "The highest bytes/s fio reported in one of its status intervals "
-        f"over {cfg.w}, against the highest 20 s vCenter sample of the VM disk over the same window. "
-        "Far above 1: the guest's bursts are averaged away in the VM view.",
-        "none", [Q(e.ratio("guest_peak_to_vm_sample_bytes"), "{{vm}} {{disk}}")], w=12))
+    for what, unit_doc in (
+        ("bytes", "Bytes are the fair comparison: request splitting changes ops, not bytes."),
+        ("ops", "Ops differ when a layer splits or merges requests (large blocks)."),
+        (
+            "latency",
+            "Op-weighted mean latency per direction: a gap is where the time "
+            "is spent (point of measurement), not an averaging artefact.",
+        ),
+    ):
+        names = (
+            [(f"{layer}_to_vm_{what}", f"{layer}/VM {{{{vm}}}} {{{{disk}}}}") for layer in ("guest", "storage")]
+            if what != "latency"
+            else [
+                (f"{layer}_to_vm_{dr}_latency", f"{layer}/VM {dr} {{{{vm}}}} {{{{disk}}}}")
+                for layer in ("guest", "storage")
+                for dr in DIRECTIONS
+            ]
+        )
+        d.with_panel(
+            ts(
+                f"Guest and storage {what} / VM {what}",
+                f"Guest (fio) and storage (Stargate) {what} over the VM's (vCenter), per VM disk, over "
+                f"{cfg.w}. 1 means the views agree. {unit_doc} Bytes outside "
+                f"[1/{t.views_bytes_ratio:g}, {t.views_bytes_ratio:g}] for long: IoparallaxViewsDisagree.",
+                "none",
+                [Q(e.ratio(n), legend) for n, legend in names],
+                w=8,
+                limit=t.views_bytes_ratio if what == "bytes" else None,
+            )
+        )
+    d.with_panel(
+        ts(
+            "Burstiness (Little's law)",
+            "The guest's queue depth (sum of fio iodepth) over the "
+            "concurrency the VM view implies (ops/s x latency). ~1: steady I/O; far above 1: bursts the "
+            f"VM's 20 s averages hide (dashed line: {t.burstiness_ratio:g}). No line for disks with a "
+            "buffered fio job (direct=0): their asked depth is never reached, which is not a burst "
+            "(IoparallaxAskedQueueDepthNotReached).",
+            "none",
+            [Q(e.ratio("burstiness"), "{{vm}} {{disk}}")],
+            w=12,
+            limit=t.burstiness_ratio,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Guest peak / VM sample",
+            "The highest bytes/s fio reported in one of its status intervals "
+            f"over {cfg.w}, against the highest 20 s vCenter sample of the VM disk over the same window. "
+            "Far above 1: the guest's bursts are averaged away in the VM view.",
+            "none",
+            [Q(e.ratio("guest_peak_to_vm_sample_bytes"), "{{vm}} {{disk}}")],
+            w=12,
+        )
+    )
     return d
 
 
@@ -287,20 +436,44 @@ network and hypervisor.
 def three_views(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     t = cfg.thresholds
-    d = _dashboard(cfg, "three-views", "ioparallax / Three views",
-                   "One VM disk seen by the guest (fio, and its OS block layer by node_exporter), the VM "
-                   "(vCenter) and the storage (Stargate): ops, "
-                   "bytes and latency overlaid per direction, the ratios between the views, and what a "
-                   "gap means.")
+    d = _dashboard(
+        cfg,
+        "three-views",
+        "ioparallax / Three views",
+        "One VM disk seen by the guest (fio, and its OS block layer by node_exporter), the VM "
+        "(vCenter) and the storage (Stargate): ops, "
+        "bytes and latency overlaid per direction, the ratios between the views, and what a "
+        "gap means.",
+    )
     colors = {f"{layer} {{dir}}": c for layer, c in LAYER_COLORS.items()}
     colors["guest OS {dir}"] = GUEST_OS_COLOR
     quantities = (
-        ("ops", "Operations per second", "iops", "ops", "fio_{d}_interval_iops", "vcenter_virtual_disk_sample_{d}_ops_per_second"),
-        ("bytes", "Throughput", "binBps", "bytes", "fio_{d}_interval_bandwidth_bytes_per_second",
-         "vcenter_virtual_disk_sample_{d}_bytes_per_second"),
-        ("latency_seconds", "Mean latency", "s", "latency", "fio_{d}_interval_clat_mean_seconds",
-         "vcenter_virtual_disk_sample_{d}_latency_precise_seconds"),
+        (
+            "ops",
+            "Operations per second",
+            "iops",
+            "ops",
+            "fio_{d}_interval_iops",
+            "vcenter_virtual_disk_sample_{d}_ops_per_second",
+        ),
+        (
+            "bytes",
+            "Throughput",
+            "binBps",
+            "bytes",
+            "fio_{d}_interval_bandwidth_bytes_per_second",
+            "vcenter_virtual_disk_sample_{d}_bytes_per_second",
+        ),
+        (
+            "latency_seconds",
+            "Mean latency",
+            "s",
+            "latency",
+            "fio_{d}_interval_clat_mean_seconds",
+            "vcenter_virtual_disk_sample_{d}_latency_precise_seconds",
+        ),
     )
+
     def fio_instant(metric: str) -> str:
         # An interval's mean latency exists only for intervals with completions (absent, not 0):
         # between bursts the latest one stands, so the panel has a value at every instant.
@@ -312,292 +485,647 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         d.with_row(row(f"{title}: guest / VM / storage"))
         for dr in DIRECTIONS:
             agg = "sum by (vm, disk)" if quantity != "latency_seconds" else "avg by (vm, disk)"
-            d.with_panel(ts(
-                f"{title}, {dr}s",
-                f"{title} of {dr}s on the VM disk, as each view reports it over {cfg.w}: guest = fio "
-                f"(vm_disk:ioparallax_guest_*), guest OS = the guest's block layer after request splitting "
-                f"(node_exporter diskstats, vm_disk:ioparallax_guest_os_*, purple), "
-                f"VM = vCenter integrated counters, storage = Stargate "
-                f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval and vCenter's "
-                f"latest 20 s sample. " + ("Op-weighted means: not diluted by the window." if short == "latency"
-                                          else "Bursts shorter than the window are averaged down."),
-                unit,
-                [Q(e.vm_disk("guest", dr, quantity), f"guest {dr}"),
-                 Q(e.vm_disk("guest_os", dr, quantity), f"guest OS {dr}"),
-                 Q(e.vm_disk("vm", dr, quantity), f"VM {dr}"),
-                 Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
-                 Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
-                 Q(e.vc(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s sample")],
-                colors={k.format(dir=dr): c for k, c in colors.items()}, dashed=[".*(interval|sample)$"]))
+            d.with_panel(
+                ts(
+                    f"{title}, {dr}s",
+                    f"{title} of {dr}s on the VM disk, as each view reports it over {cfg.w}: guest = fio "
+                    f"(vm_disk:ioparallax_guest_*), guest OS = the guest's block layer after request splitting "
+                    f"(node_exporter diskstats, vm_disk:ioparallax_guest_os_*, purple), "
+                    f"VM = vCenter integrated counters, storage = Stargate "
+                    f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval and vCenter's "
+                    f"latest 20 s sample. "
+                    + (
+                        "Op-weighted means: not diluted by the window."
+                        if short == "latency"
+                        else "Bursts shorter than the window are averaged down."
+                    ),
+                    unit,
+                    [
+                        Q(e.vm_disk("guest", dr, quantity), f"guest {dr}"),
+                        Q(e.vm_disk("guest_os", dr, quantity), f"guest OS {dr}"),
+                        Q(e.vm_disk("vm", dr, quantity), f"VM {dr}"),
+                        Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
+                        Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
+                        Q(e.vc(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s sample"),
+                    ],
+                    colors={k.format(dir=dr): c for k, c in colors.items()},
+                    dashed=[".*(interval|sample)$"],
+                )
+            )
     d.with_row(row("Ratios between the views"))
     for what in ("bytes", "ops"):
-        d.with_panel(ts(
-            f"{what.capitalize()}: guest / VM and storage / VM",
-            f"{what.capitalize()} of the guest and of the storage over the VM's, read and write together, "
-            f"over {cfg.w}. 1: the views agree." + (
-                " Guest OS / fio: the guest's block-layer requests over fio's ops, the request splitting "
-                "factor (2 for 1 MiB I/O at a 512 KiB max_sectors_kb)." if what == "ops" else ""), "none",
-            [Q(e.ratio(f"guest_to_vm_{what}"), "guest / VM"), Q(e.ratio(f"storage_to_vm_{what}"), "storage / VM")]
-            + ([Q(e.ratio("guest_os_to_fio_ops"), "guest OS / fio")] if what == "ops" else []),
-            w=8, limit=t.views_bytes_ratio if what == "bytes" else None,
-            colors={"guest / VM": LAYER_COLORS["guest"], "storage / VM": LAYER_COLORS["storage"],
-                    "guest OS / fio": GUEST_OS_COLOR}))
-    d.with_panel(ts(
-        "Latency: guest / VM and storage / VM",
-        f"Op-weighted mean latency of the guest and of the storage over the VM's, per direction, over {cfg.w}. "
-        "Guest above 1: the guest's own stack; storage below 1: the hypervisor and network between.", "none",
-        [Q(e.ratio(f"{layer}_to_vm_{dr}_latency"), f"{layer} / VM {dr}")
-         for layer in ("guest", "storage") for dr in DIRECTIONS], w=8))
-    d.with_panel(ts(
-        "Queue depth: asked vs implied", "The guest's asked concurrency (sum of fio iodepth of the jobs "
-        "on the disk) against the VM's mean outstanding I/Os implied by Little's law (integrated "
-        "latency per second). The VM's far below the guest's: the I/O came in bursts, or, for buffered "
-        "jobs, the asked depth was never reached.", "short",
-        [Q(e.rule("vm_disk:ioparallax_guest_iodepth:sum"), "guest iodepth"),
-         Q(e.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{cfg.w}"), "VM implied outstanding I/Os")], w=9))
-    d.with_panel(labelled(
-        "Guest I/O", "Whether a running fio job on the disk does buffered I/O (direct=0; "
-        "vm_disk:ioparallax_guest_buffered_io:bool). Buffered libaio is synchronous: the asked iodepth "
-        "is never reached, so the burstiness ratio is not computed and IoparallaxAskedQueueDepthNotReached "
-        "judges the gap instead.", "none",
-        [Q(e.rule("vm_disk:ioparallax_guest_buffered_io:bool"), "{{vm}} {{disk}}")],
-        {0: ("direct", "green"), 1: ("buffered", "orange")}, no_value="no running fio job", w=3, h=8))
-    d.with_panel(ts(
-        "Burstiness and guest peak / VM sample", "Burstiness: guest iodepth / VM implied concurrency "
-        "(~1 steady; not computed for buffered jobs). Guest peak / VM sample: fio's highest interval bytes/s over vCenter's highest 20 s "
-        "sample. Either far above 1: the VM's throughput panels under-read the bursts.", "none",
-        [Q(e.ratio("burstiness"), "burstiness"),
-         Q(e.ratio("guest_peak_to_vm_sample_bytes"), "guest peak / VM sample")],
-        w=12, limit=t.burstiness_ratio))
+        d.with_panel(
+            ts(
+                f"{what.capitalize()}: guest / VM and storage / VM",
+                f"{what.capitalize()} of the guest and of the storage over the VM's, read and write together, "
+                f"over {cfg.w}. 1: the views agree."
+                + (
+                    " Guest OS / fio: the guest's block-layer requests over fio's ops, the request splitting "
+                    "factor (2 for 1 MiB I/O at a 512 KiB max_sectors_kb)."
+                    if what == "ops"
+                    else ""
+                ),
+                "none",
+                [Q(e.ratio(f"guest_to_vm_{what}"), "guest / VM"), Q(e.ratio(f"storage_to_vm_{what}"), "storage / VM")]
+                + ([Q(e.ratio("guest_os_to_fio_ops"), "guest OS / fio")] if what == "ops" else []),
+                w=8,
+                limit=t.views_bytes_ratio if what == "bytes" else None,
+                colors={
+                    "guest / VM": LAYER_COLORS["guest"],
+                    "storage / VM": LAYER_COLORS["storage"],
+                    "guest OS / fio": GUEST_OS_COLOR,
+                },
+            )
+        )
+    d.with_panel(
+        ts(
+            "Latency: guest / VM and storage / VM",
+            f"Op-weighted mean latency of the guest and of the storage over the VM's, per direction, over {cfg.w}. "
+            "Guest above 1: the guest's own stack; storage below 1: the hypervisor and network between.",
+            "none",
+            [
+                Q(e.ratio(f"{layer}_to_vm_{dr}_latency"), f"{layer} / VM {dr}")
+                for layer in ("guest", "storage")
+                for dr in DIRECTIONS
+            ],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Queue depth: asked vs implied",
+            "The guest's asked concurrency (sum of fio iodepth of the jobs "
+            "on the disk) against the VM's mean outstanding I/Os implied by Little's law (integrated "
+            "latency per second). The VM's far below the guest's: the I/O came in bursts, or, for buffered "
+            "jobs, the asked depth was never reached.",
+            "short",
+            [
+                Q(e.rule("vm_disk:ioparallax_guest_iodepth:sum"), "guest iodepth"),
+                Q(e.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{cfg.w}"), "VM implied outstanding I/Os"),
+            ],
+            w=9,
+        )
+    )
+    d.with_panel(
+        labelled(
+            "Guest I/O",
+            "Whether a running fio job on the disk does buffered I/O (direct=0; "
+            "vm_disk:ioparallax_guest_buffered_io:bool). Buffered libaio is synchronous: the asked iodepth "
+            "is never reached, so the burstiness ratio is not computed and IoparallaxAskedQueueDepthNotReached "
+            "judges the gap instead.",
+            "none",
+            [Q(e.rule("vm_disk:ioparallax_guest_buffered_io:bool"), "{{vm}} {{disk}}")],
+            {0: ("direct", "green"), 1: ("buffered", "orange")},
+            no_value="no running fio job",
+            w=3,
+            h=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Burstiness and guest peak / VM sample",
+            "Burstiness: guest iodepth / VM implied concurrency "
+            "(~1 steady; not computed for buffered jobs). Guest peak / VM sample: fio's highest interval bytes/s over vCenter's highest 20 s "
+            "sample. Either far above 1: the VM's throughput panels under-read the bursts.",
+            "none",
+            [
+                Q(e.ratio("burstiness"), "burstiness"),
+                Q(e.ratio("guest_peak_to_vm_sample_bytes"), "guest peak / VM sample"),
+            ],
+            w=12,
+            limit=t.burstiness_ratio,
+        )
+    )
     d.with_row(row("What a gap means"))
-    for title, body in (("Zero suppression", TEXT_ZERO), ("Averaging", TEXT_AVG),
-                        ("Request splitting", TEXT_SPLIT), ("Point of measurement", TEXT_POINT)):
-        d.with_panel(note(title, f"How to read a gap between the views: {title.lower()} "
-                                 "(docs/dashboards.md, distortions reference).", body, w=6, h=7))
+    for title, body in (
+        ("Zero suppression", TEXT_ZERO),
+        ("Averaging", TEXT_AVG),
+        ("Request splitting", TEXT_SPLIT),
+        ("Point of measurement", TEXT_POINT),
+    ):
+        d.with_panel(
+            note(
+                title,
+                f"How to read a gap between the views: {title.lower()} (docs/dashboards.md, distortions reference).",
+                body,
+                w=6,
+                h=7,
+            )
+        )
     return d
 
 
 # -- vDisk deep dive ----------------------------------------------------------------------------
 
+
 def vdisk(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     t = cfg.thresholds
     S = lambda m, *x: f"{m}{e.sel('stargate', VDISK, *x)}"  # noqa: E731
-    d = _dashboard(cfg, "vdisk", "ioparallax / vDisk deep dive",
-                   "What the storage (Stargate, port 2009 pages) did for the selected vdisks: where reads "
-                   "came from and writes went (zero buckets in red), the categorizer, working set against "
-                   "the cache, latency and size histograms, the oplog and the queue.")
+    d = _dashboard(
+        cfg,
+        "vdisk",
+        "ioparallax / vDisk deep dive",
+        "What the storage (Stargate, port 2009 pages) did for the selected vdisks: where reads "
+        "came from and writes went (zero buckets in red), the categorizer, working set against "
+        "the cache, latency and size histograms, the oplog and the queue.",
+    )
     d.with_row(row("Read sources and write destinations"))
-    d.with_panel(ts(
-        "Read sources", "Read bytes/s by source, stacked (Read Source table). Red: the zero buckets, "
-        "bytes no disk read. DRAM / extent cache: served from memory.", "binBps",
-        [Q(f"sum by (source) ({S('stargate_vdisk_read_source_bytes_per_second')})", "{{source}}")],
-        stack=True, regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR}))
-    d.with_panel(ts(
-        "Write destinations", "Write bytes/s by destination, stacked (Write Destination table). Red: "
-        "oplog_zero, zeros kept as metadata only.", "binBps",
-        [Q(f"sum by (destination) ({S('stargate_vdisk_write_destination_bytes_per_second')})",
-           "{{destination}}")], stack=True, regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR}))
-    d.with_panel(ts(
-        "Zero share", "Zero-bucket share of read bytes and of written bytes (recording rules "
-        f"vdisk:ioparallax_*_zero:ratio). Dashed: the {t.zero_read_ratio:.0%} alert threshold. No "
-        "writes line on 2014/2015 page builds: no Oplog Zero row, so zero writes are not measurable.",
-        "percentunit", [Q(f"max by (vdisk_id) ({e.vdisk_ratio('read_zero', VDISK)})", "reads {{vdisk_id}}"),
-                        Q(f"max by (vdisk_id) ({e.vdisk_ratio('write_zero', VDISK)})", "writes {{vdisk_id}}")],
-        w=6, limit=t.zero_read_ratio, no_value="no reads or writes"))
+    d.with_panel(
+        ts(
+            "Read sources",
+            "Read bytes/s by source, stacked (Read Source table). Red: the zero buckets, "
+            "bytes no disk read. DRAM / extent cache: served from memory.",
+            "binBps",
+            [Q(f"sum by (source) ({S('stargate_vdisk_read_source_bytes_per_second')})", "{{source}}")],
+            stack=True,
+            regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR},
+        )
+    )
+    d.with_panel(
+        ts(
+            "Write destinations",
+            "Write bytes/s by destination, stacked (Write Destination table). Red: "
+            "oplog_zero, zeros kept as metadata only.",
+            "binBps",
+            [Q(f"sum by (destination) ({S('stargate_vdisk_write_destination_bytes_per_second')})", "{{destination}}")],
+            stack=True,
+            regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR},
+        )
+    )
+    d.with_panel(
+        ts(
+            "Zero share",
+            "Zero-bucket share of read bytes and of written bytes (recording rules "
+            f"vdisk:ioparallax_*_zero:ratio). Dashed: the {t.zero_read_ratio:.0%} alert threshold. No "
+            "writes line on 2014/2015 page builds: no Oplog Zero row, so zero writes are not measurable.",
+            "percentunit",
+            [
+                Q(f"max by (vdisk_id) ({e.vdisk_ratio('read_zero', VDISK)})", "reads {{vdisk_id}}"),
+                Q(f"max by (vdisk_id) ({e.vdisk_ratio('write_zero', VDISK)})", "writes {{vdisk_id}}"),
+            ],
+            w=6,
+            limit=t.zero_read_ratio,
+            no_value="no reads or writes",
+        )
+    )
     # The share where it is measurable, -1 (shown as words) where the page has no Oplog Zero row.
-    d.with_panel(labelled(
-        "Zero share of writes", "The zero share of written bytes now, or 'not measurable' where the "
-        "vdisk's page has no Oplog Zero write destination (2014/2015 builds count zero writes as Oplog: "
-        "vdisk:ioparallax_write_zero_measurable:bool 0; the query reads -1 there). Red from the "
-        f"{t.zero_write_ratio:.0%} alert threshold.", "percentunit",
-        [Q(f"max by (vdisk_id) (\n  {e.vdisk_ratio('write_zero', VDISK)}\n"
-           f"  or ({e.vdisk_flag('write_zero_measurable', VDISK)} == 0) - 1\n)", "{{vdisk_id}}")],
-        {-1: ("not measurable", "orange")}, no_value="no writes", w=3, h=8, limit=t.zero_write_ratio))
-    d.with_panel(ts(
-        "Categorizer: random share", "Stargate's categorizer, per direction: share of random ops "
-        "(the rest is sequential). A 'sequential' benchmark that shows random here is interleaved "
-        "by numjobs or by the hypervisor.", "percentunit",
-        [Q(f"max by (vdisk_id, direction) ({S('stargate_vdisk_random_ratio')})", "random {{direction}} {{vdisk_id}}"),
-         Q(f"max by (vdisk_id, direction) ({S('stargate_vdisk_sequential_ratio')})",
-           "sequential {{direction}} {{vdisk_id}}")], w=7))
-    d.with_panel(ts(
-        "Working set vs CVM cache", "Working set sizes (read, write, union; 2 min and 1 h windows). "
-        f"Dashed: the configured CVM cache ({t.cvm_cache_bytes / 2**30:g} GiB). A 2 min union below "
-        "it fits in cache.", "bytes",
-        [Q(f"max by (vdisk_id, kind, window) ({S('stargate_vdisk_working_set_bytes')})",
-           "{{kind}} {{window}} {{vdisk_id}}")], w=8, limit=t.cvm_cache_bytes))
+    d.with_panel(
+        labelled(
+            "Zero share of writes",
+            "The zero share of written bytes now, or 'not measurable' where the "
+            "vdisk's page has no Oplog Zero write destination (2014/2015 builds count zero writes as Oplog: "
+            "vdisk:ioparallax_write_zero_measurable:bool 0; the query reads -1 there). Red from the "
+            f"{t.zero_write_ratio:.0%} alert threshold.",
+            "percentunit",
+            [
+                Q(
+                    f"max by (vdisk_id) (\n  {e.vdisk_ratio('write_zero', VDISK)}\n"
+                    f"  or ({e.vdisk_flag('write_zero_measurable', VDISK)} == 0) - 1\n)",
+                    "{{vdisk_id}}",
+                )
+            ],
+            {-1: ("not measurable", "orange")},
+            no_value="no writes",
+            w=3,
+            h=8,
+            limit=t.zero_write_ratio,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Categorizer: random share",
+            "Stargate's categorizer, per direction: share of random ops "
+            "(the rest is sequential). A 'sequential' benchmark that shows random here is interleaved "
+            "by numjobs or by the hypervisor.",
+            "percentunit",
+            [
+                Q(
+                    f"max by (vdisk_id, direction) ({S('stargate_vdisk_random_ratio')})",
+                    "random {{direction}} {{vdisk_id}}",
+                ),
+                Q(
+                    f"max by (vdisk_id, direction) ({S('stargate_vdisk_sequential_ratio')})",
+                    "sequential {{direction}} {{vdisk_id}}",
+                ),
+            ],
+            w=7,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Working set vs CVM cache",
+            "Working set sizes (read, write, union; 2 min and 1 h windows). "
+            f"Dashed: the configured CVM cache ({t.cvm_cache_bytes / 2**30:g} GiB). A 2 min union below "
+            "it fits in cache.",
+            "bytes",
+            [
+                Q(
+                    f"max by (vdisk_id, kind, window) ({S('stargate_vdisk_working_set_bytes')})",
+                    "{{kind}} {{window}} {{vdisk_id}}",
+                )
+            ],
+            w=8,
+            limit=t.cvm_cache_bytes,
+        )
+    )
     d.with_row(row("Latency and size histograms"))
     for dr in DIRECTIONS:
-        d.with_panel(heat(
-            f"Frontend {dr} latency", f"Stargate's Frontend {dr.capitalize()} Latency histogram "
-            "(a gauge histogram of the page's recent window: ops per bucket now, not cumulative).", "s",
-            Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_latency_seconds_bucket')})", "{{le}}", fmt="heatmap"), w=12))
+        d.with_panel(
+            heat(
+                f"Frontend {dr} latency",
+                f"Stargate's Frontend {dr.capitalize()} Latency histogram "
+                "(a gauge histogram of the page's recent window: ops per bucket now, not cumulative).",
+                "s",
+                Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_latency_seconds_bucket')})", "{{le}}", fmt="heatmap"),
+                w=12,
+            )
+        )
     for dr in DIRECTIONS:
-        d.with_panel(heat(
-            f"{dr.capitalize()} size", f"Stargate's {dr.capitalize()} Size Distribution (ops per size "
-            "bucket, recent window). Small ops on a large-block benchmark: splitting or misalignment.",
-            "bytes", Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_size_bytes_bucket')})", "{{le}}", fmt="heatmap"), w=12))
-    d.with_panel(ts(
-        "Mean latency", "Op-weighted mean of the latency histograms (_gsum / _gcount) per direction, and "
-        "the page's Avg latency for both.", "s",
-        [Q(f"sum by (vdisk_id) ({S(f'stargate_vdisk_{dr}_latency_seconds_gsum')}) / "
-           f"sum by (vdisk_id) ({S(f'stargate_vdisk_{dr}_latency_seconds_gcount')})", f"{dr} {{{{vdisk_id}}}}")
-         for dr in DIRECTIONS] + [Q(S("stargate_vdisk_latency_seconds"), "avg latency {{vdisk_id}}")], w=12))
-    d.with_panel(ts(
-        "Ops by kind", "The vdisk's ops/s (read, write, random, error) from the main page.",
-        "iops", [Q(S(f"stargate_vdisk_{k}_ops_per_second"), f"{k} {{{{vdisk_id}}}}")
-                 for k in ("read", "write", "random", "error")], w=12))
+        d.with_panel(
+            heat(
+                f"{dr.capitalize()} size",
+                f"Stargate's {dr.capitalize()} Size Distribution (ops per size "
+                "bucket, recent window). Small ops on a large-block benchmark: splitting or misalignment.",
+                "bytes",
+                Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_size_bytes_bucket')})", "{{le}}", fmt="heatmap"),
+                w=12,
+            )
+        )
+    d.with_panel(
+        ts(
+            "Mean latency",
+            "Op-weighted mean of the latency histograms (_gsum / _gcount) per direction, and "
+            "the page's Avg latency for both.",
+            "s",
+            [
+                Q(
+                    f"sum by (vdisk_id) ({S(f'stargate_vdisk_{dr}_latency_seconds_gsum')}) / "
+                    f"sum by (vdisk_id) ({S(f'stargate_vdisk_{dr}_latency_seconds_gcount')})",
+                    f"{dr} {{{{vdisk_id}}}}",
+                )
+                for dr in DIRECTIONS
+            ]
+            + [Q(S("stargate_vdisk_latency_seconds"), "avg latency {{vdisk_id}}")],
+            w=12,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Ops by kind",
+            "The vdisk's ops/s (read, write, random, error) from the main page.",
+            "iops",
+            [
+                Q(S(f"stargate_vdisk_{k}_ops_per_second"), f"{k} {{{{vdisk_id}}}}")
+                for k in ("read", "write", "random", "error")
+            ],
+            w=12,
+        )
+    )
     d.with_row(row("Oplog and queue"))
-    d.with_panel(ts(
-        "Oplog data", "Data held in the oplog for the vdisk (Oplog KB). Growing without draining: "
-        "writes arrive faster than the extent store absorbs them.", "bytes",
-        [Q(S("stargate_vdisk_oplog_bytes"), "oplog {{vdisk_id}}")], w=8))
-    d.with_panel(ts(
-        "Oplog fragments", "Oplog Fragments: many small fragments mean small or random writes.", "short",
-        [Q(S("stargate_vdisk_oplog_fragments"), "fragments {{vdisk_id}}")], w=8))
-    d.with_panel(ts(
-        "Oplog drain", "Oplog drain rate (Oplog KB/s) from oplog to extent store.", "binBps",
-        [Q(S("stargate_vdisk_oplog_drain_bytes_per_second"), "drain {{vdisk_id}}")], w=8))
-    d.with_panel(ts(
-        "Outstanding ops", "Ops in flight at the CVM per direction, and to the extent store. Compare "
-        "with the guest's iodepth: far lower means the queue is elsewhere (guest, hypervisor).", "short",
-        [Q(f"max by (vdisk_id, direction) ({S('stargate_vdisk_outstanding_ops')})", "{{direction}} {{vdisk_id}}"),
-         Q(S("stargate_vdisk_outstanding_estore_ops"), "estore {{vdisk_id}}")], w=8))
-    d.with_panel(ts(
-        "Queue length and busy", "Avg qlen and % busy (as a ratio) of the vdisk (main page).", "short",
-        [Q(S("stargate_vdisk_queue_length"), "qlen {{vdisk_id}}"),
-         Q(S("stargate_vdisk_busy_ratio"), "busy {{vdisk_id}}")], w=8))
-    d.with_panel(ts(
-        "Read-modify-write (heuristic)", "Storage reads beyond the frontend's, over frontend writes "
-        f"(vdisk:ioparallax_rmw_read_to_write:ratio{cfg.w}). On a write-only benchmark, reads here are "
-        "the storage reading partial 4 KiB blocks: misaligned writes suspected (confirm with the "
-        f"guest's partition start). Dashed: {t.misaligned_read_to_write_ratio:.0%}.", "percentunit",
-        [Q(f"vdisk:ioparallax_rmw_read_to_write:ratio{cfg.w}{{{VDISK}}}", "{{vdisk_id}}")], w=8,
-        limit=t.misaligned_read_to_write_ratio))
+    d.with_panel(
+        ts(
+            "Oplog data",
+            "Data held in the oplog for the vdisk (Oplog KB). Growing without draining: "
+            "writes arrive faster than the extent store absorbs them.",
+            "bytes",
+            [Q(S("stargate_vdisk_oplog_bytes"), "oplog {{vdisk_id}}")],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Oplog fragments",
+            "Oplog Fragments: many small fragments mean small or random writes.",
+            "short",
+            [Q(S("stargate_vdisk_oplog_fragments"), "fragments {{vdisk_id}}")],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Oplog drain",
+            "Oplog drain rate (Oplog KB/s) from oplog to extent store.",
+            "binBps",
+            [Q(S("stargate_vdisk_oplog_drain_bytes_per_second"), "drain {{vdisk_id}}")],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Outstanding ops",
+            "Ops in flight at the CVM per direction, and to the extent store. Compare "
+            "with the guest's iodepth: far lower means the queue is elsewhere (guest, hypervisor).",
+            "short",
+            [
+                Q(
+                    f"max by (vdisk_id, direction) ({S('stargate_vdisk_outstanding_ops')})",
+                    "{{direction}} {{vdisk_id}}",
+                ),
+                Q(S("stargate_vdisk_outstanding_estore_ops"), "estore {{vdisk_id}}"),
+            ],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Queue length and busy",
+            "Avg qlen and % busy (as a ratio) of the vdisk (main page).",
+            "short",
+            [
+                Q(S("stargate_vdisk_queue_length"), "qlen {{vdisk_id}}"),
+                Q(S("stargate_vdisk_busy_ratio"), "busy {{vdisk_id}}"),
+            ],
+            w=8,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Read-modify-write (heuristic)",
+            "Storage reads beyond the frontend's, over frontend writes "
+            f"(vdisk:ioparallax_rmw_read_to_write:ratio{cfg.w}). On a write-only benchmark, reads here are "
+            "the storage reading partial 4 KiB blocks: misaligned writes suspected (confirm with the "
+            f"guest's partition start). Dashed: {t.misaligned_read_to_write_ratio:.0%}.",
+            "percentunit",
+            [Q(f"vdisk:ioparallax_rmw_read_to_write:ratio{cfg.w}{{{VDISK}}}", "{{vdisk_id}}")],
+            w=8,
+            limit=t.misaligned_read_to_write_ratio,
+        )
+    )
     return d
 
 
 # -- fio jobs -----------------------------------------------------------------------------------
 
+
 def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     J = "{{jobname}} ({{host}})"
-    d = _dashboard(cfg, "fio", "ioparallax / fio jobs",
-                   "The guest's view: every fio job on the selected VM disks, per interval, with fio's own "
-                   "percentiles and the benchmark hygiene findings. Jobs join to a VM disk through their "
-                   "filename (/dev/sdX) and the guest disk's serial (the VMware disk UUID).")
+    d = _dashboard(
+        cfg,
+        "fio",
+        "ioparallax / fio jobs",
+        "The guest's view: every fio job on the selected VM disks, per interval, with fio's own "
+        "percentiles and the benchmark hygiene findings. Jobs join to a VM disk through their "
+        "filename (/dev/sdX) and the guest disk's serial (the VMware disk UUID).",
+    )
     d.with_row(row("Hygiene"))
-    d.with_panel(tbl(
-        "Hygiene findings", "Benchmark traps found in each job's options (fio_job_hygiene_problem, see "
-        "docs/hygiene.md): zero_buffers, compressible buffers without a pattern, buffered I/O, "
-        "gtod_reduce, a working set below the cache, short time_based runs.", "none",
-        [Q(f"{e.fio('fio_job_hygiene_problem')} == 1", instant=True, fmt="table")], w=14, h=7,
-        hide=("Time", "__name__", "Value", "job")))
-    d.with_panel(tbl(
-        "Jobs", "Options of each job on the selected VM disks (fio_job_info): file, rw, bs, iodepth, "
-        "numjobs, direct, ioengine.", "none",
-        [Q(e.fio("fio_job_info"), instant=True, fmt="table")], w=10, h=7,
-        hide=("Time", "__name__", "Value", "job", "groupid", "version")))
+    d.with_panel(
+        tbl(
+            "Hygiene findings",
+            "Benchmark traps found in each job's options (fio_job_hygiene_problem, see "
+            "docs/hygiene.md): zero_buffers, compressible buffers without a pattern, buffered I/O, "
+            "gtod_reduce, a working set below the cache, short time_based runs.",
+            "none",
+            [Q(f"{e.fio('fio_job_hygiene_problem')} == 1", instant=True, fmt="table")],
+            w=14,
+            h=7,
+            hide=("Time", "__name__", "Value", "job"),
+        )
+    )
+    d.with_panel(
+        tbl(
+            "Jobs",
+            "Options of each job on the selected VM disks (fio_job_info): file, rw, bs, iodepth, "
+            "numjobs, direct, ioengine.",
+            "none",
+            [Q(e.fio("fio_job_info"), instant=True, fmt="table")],
+            w=10,
+            h=7,
+            hide=("Time", "__name__", "Value", "job", "groupid", "version"),
+        )
+    )
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
-        d.with_panel(ts(
-            f"IOPS, {dr}s", "fio's own IOPS over its last status interval (solid) against "
-            "Prometheus' rate of the same counter over $__rate_interval (dashed). The gap is how much a "
-            "rate window dilutes a burst.", "iops",
-            [Q(e.fio(f"fio_{dr}_interval_iops"), f"{J} interval"),
-             Q(e.fio_join(f"rate(fio_{dr}_ios_total{e.sel('fio')}[{RI}])"), f"{J} rate")], w=8, dashed=[".* rate$"]))
-        d.with_panel(ts(
-            f"Bandwidth, {dr}s", "fio's interval bandwidth (solid) and the rate of its byte counter "
-            "(dashed).", "binBps",
-            [Q(e.fio(f"fio_{dr}_interval_bandwidth_bytes_per_second"), f"{J} interval"),
-             Q(e.fio_join(f"rate(fio_{dr}_bytes_total{e.sel('fio')}[{RI}])"), f"{J} rate")], w=8, dashed=[".* rate$"]))
-        d.with_panel(ts(
-            f"Completion latency percentiles, {dr}s", "fio's own exact clat percentiles (since the job "
-            "started) and the mean of its latest status interval with completions (held between "
-            "bursts).", "s",
-            [Q(e.fio(f"fio_{dr}_clat_percentile_seconds", 'percentile=~"50|99|99.9"'),
-               f"{J} p{{{{percentile}}}}"),
-             Q(e.fio_join(f"last_over_time(fio_{dr}_interval_clat_mean_seconds{e.sel('fio')}[{RI}])"),
-               f"{J} interval mean")],
-            w=8))
+        d.with_panel(
+            ts(
+                f"IOPS, {dr}s",
+                "fio's own IOPS over its last status interval (solid) against "
+                "Prometheus' rate of the same counter over $__rate_interval (dashed). The gap is how much a "
+                "rate window dilutes a burst.",
+                "iops",
+                [
+                    Q(e.fio(f"fio_{dr}_interval_iops"), f"{J} interval"),
+                    Q(e.fio_join(f"rate(fio_{dr}_ios_total{e.sel('fio')}[{RI}])"), f"{J} rate"),
+                ],
+                w=8,
+                dashed=[".* rate$"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"Bandwidth, {dr}s",
+                "fio's interval bandwidth (solid) and the rate of its byte counter (dashed).",
+                "binBps",
+                [
+                    Q(e.fio(f"fio_{dr}_interval_bandwidth_bytes_per_second"), f"{J} interval"),
+                    Q(e.fio_join(f"rate(fio_{dr}_bytes_total{e.sel('fio')}[{RI}])"), f"{J} rate"),
+                ],
+                w=8,
+                dashed=[".* rate$"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"Completion latency percentiles, {dr}s",
+                "fio's own exact clat percentiles (since the job "
+                "started) and the mean of its latest status interval with completions (held between "
+                "bursts).",
+                "s",
+                [
+                    Q(
+                        e.fio(f"fio_{dr}_clat_percentile_seconds", 'percentile=~"50|99|99.9"'),
+                        f"{J} p{{{{percentile}}}}",
+                    ),
+                    Q(
+                        e.fio_join(f"last_over_time(fio_{dr}_interval_clat_mean_seconds{e.sel('fio')}[{RI}])"),
+                        f"{J} interval mean",
+                    ),
+                ],
+                w=8,
+            )
+        )
         buckets = e.fio_join(f"rate(fio_{dr}_clat_seconds_bucket{e.sel('fio')}[{RI}])")
-        d.with_panel(heat(
-            f"Completion latency histogram, {dr}s", "Completions per latency bucket per second "
-            f"(rate of fio_{dr}_clat_seconds_bucket over $__rate_interval).", "s",
-            Q(f"sum by (le) ({buckets})", "{{le}}", fmt="heatmap"), w=24))
+        d.with_panel(
+            heat(
+                f"Completion latency histogram, {dr}s",
+                "Completions per latency bucket per second "
+                f"(rate of fio_{dr}_clat_seconds_bucket over $__rate_interval).",
+                "s",
+                Q(f"sum by (le) ({buckets})", "{{le}}", fmt="heatmap"),
+                w=24,
+            )
+        )
     d.with_row(row("Queue"))
-    d.with_panel(ts(
-        "iodepth levels", "Share of each job's time with this many I/Os in flight (fio's iodepth "
-        "distribution). A job asking QD32 that spends its time at 1-2 is CPU- or engine-bound.",
-        "percentunit", [Q(e.fio("fio_job_iodepth_level_ratio"), f"{J} depth {{{{depth}}}}")], w=12, stack=True))
-    d.with_panel(ts(
-        "Asked iodepth", "The iodepth option of each job (fio_job_iodepth).", "short",
-        [Q(e.fio("fio_job_iodepth"), J)], w=12))
+    d.with_panel(
+        ts(
+            "iodepth levels",
+            "Share of each job's time with this many I/Os in flight (fio's iodepth "
+            "distribution). A job asking QD32 that spends its time at 1-2 is CPU- or engine-bound.",
+            "percentunit",
+            [Q(e.fio("fio_job_iodepth_level_ratio"), f"{J} depth {{{{depth}}}}")],
+            w=12,
+            stack=True,
+        )
+    )
+    d.with_panel(
+        ts(
+            "Asked iodepth",
+            "The iodepth option of each job (fio_job_iodepth).",
+            "short",
+            [Q(e.fio("fio_job_iodepth"), J)],
+            w=12,
+        )
+    )
     return d
 
 
 # -- vCenter view -------------------------------------------------------------------------------
 
+
 def vcenter(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     V = "{{vm}} {{disk}}"
+
     def per_second(counter: str, extra: str = "") -> str:
         # vCenter time integrated in the same window steps together with the counter, so the quotient
         # is exact whatever the window's alignment with the 20 s samples (see docs/rules.md).
         match = f" / ignoring ({extra}) group_left () " if extra else " / "
-        return (f"rate({e.vc(counter)}[{RI}]){match}(rate({e.vc('vcenter_virtual_disk_samples_total')}[{RI}])"
-                f" * {e.vc('vcenter_virtual_disk_sample_interval_seconds')})")
+        return (
+            f"rate({e.vc(counter)}[{RI}]){match}(rate({e.vc('vcenter_virtual_disk_samples_total')}[{RI}])"
+            f" * {e.vc('vcenter_virtual_disk_sample_interval_seconds')})"
+        )
 
-    d = _dashboard(cfg, "vcenter", "ioparallax / vCenter view",
-                   "The VM's view: vCenter's 20 s samples as its charts show them (dashed) beside the true "
-                   "averages integrated from every sample (the _total counters over the vCenter time "
-                   "integrated in $__rate_interval, exact at any alignment with the 20 s samples).")
+    d = _dashboard(
+        cfg,
+        "vcenter",
+        "ioparallax / vCenter view",
+        "The VM's view: vCenter's 20 s samples as its charts show them (dashed) beside the true "
+        "averages integrated from every sample (the _total counters over the vCenter time "
+        "integrated in $__rate_interval, exact at any alignment with the 20 s samples).",
+    )
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
-        d.with_panel(ts(
-            f"Ops, {dr}s", "Dashed: the latest 20 s sample (what the vSphere chart shows). Solid: the "
-            "true average over $__rate_interval, from every sample integrated.", "iops",
-            [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_ops_per_second"), f"{V} 20 s sample"),
-             Q(per_second(f"vcenter_virtual_disk_{dr}_ops_total"), f"{V} true average", min_step=VCENTER_SAMPLE)],
-            w=8, dashed=[".* sample$"]))
-        d.with_panel(ts(
-            f"Throughput, {dr}s", "20 s sample (dashed) and true average (solid).", "binBps",
-            [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_bytes_per_second"), f"{V} 20 s sample"),
-             Q(per_second(f"vcenter_virtual_disk_{dr}_bytes_total"), f"{V} true average", min_step=VCENTER_SAMPLE)],
-            w=8, dashed=[".* sample$"]))
-        d.with_panel(ts(
-            f"Latency, {dr}s", "vCenter's millisecond counter (sub-ms shows 0), the microsecond "
-            "counter, and the true op-weighted mean (integrated latency / integrated ops).", "s",
-            [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_seconds"), f"{V} sample (ms)"),
-             Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}]) / "
-               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean", min_step=VCENTER_SAMPLE)],
-            w=8, dashed=[".* sample .*"]))
-        d.with_panel(ts(
-            f"Outstanding I/Os, {dr}s", "The sample's OIO against the time-integrated outstanding I/Os, "
-            "and Little's law: ops/s x latency. Implied far below reported: bursts.", "short",
-            [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
-             Q(per_second(f"vcenter_virtual_disk_{dr}_outstanding_seconds_total"), f"{V} mean OIO", min_step=VCENTER_SAMPLE),
-             Q(per_second(f"vcenter_virtual_disk_{dr}_latency_seconds_total"),
-               f"{V} Little (ops/s x latency)", min_step=VCENTER_SAMPLE)], w=12, dashed=[".* sample OIO$"]))
-        d.with_panel(ts(
-            f"I/O size, {dr}s", "The sample's I/O size and the true mean (bytes / ops).", "bytes",
-            [Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_io_size_bytes"), f"{V} sample"),
-             Q(f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}]) / "
-               f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])", f"{V} true mean", min_step=VCENTER_SAMPLE)],
-            w=12, dashed=[".* sample$"]))
+        d.with_panel(
+            ts(
+                f"Ops, {dr}s",
+                "Dashed: the latest 20 s sample (what the vSphere chart shows). Solid: the "
+                "true average over $__rate_interval, from every sample integrated.",
+                "iops",
+                [
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_ops_per_second"), f"{V} 20 s sample"),
+                    Q(per_second(f"vcenter_virtual_disk_{dr}_ops_total"), f"{V} true average", min_step=VCENTER_SAMPLE),
+                ],
+                w=8,
+                dashed=[".* sample$"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"Throughput, {dr}s",
+                "20 s sample (dashed) and true average (solid).",
+                "binBps",
+                [
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_bytes_per_second"), f"{V} 20 s sample"),
+                    Q(
+                        per_second(f"vcenter_virtual_disk_{dr}_bytes_total"),
+                        f"{V} true average",
+                        min_step=VCENTER_SAMPLE,
+                    ),
+                ],
+                w=8,
+                dashed=[".* sample$"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"Latency, {dr}s",
+                "vCenter's millisecond counter (sub-ms shows 0), the microsecond "
+                "counter, and the true op-weighted mean (integrated latency / integrated ops).",
+                "s",
+                [
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_seconds"), f"{V} sample (ms)"),
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
+                    Q(
+                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}]) / "
+                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])",
+                        f"{V} true mean",
+                        min_step=VCENTER_SAMPLE,
+                    ),
+                ],
+                w=8,
+                dashed=[".* sample .*"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"Outstanding I/Os, {dr}s",
+                "The sample's OIO against the time-integrated outstanding I/Os, "
+                "and Little's law: ops/s x latency. Implied far below reported: bursts.",
+                "short",
+                [
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
+                    Q(
+                        per_second(f"vcenter_virtual_disk_{dr}_outstanding_seconds_total"),
+                        f"{V} mean OIO",
+                        min_step=VCENTER_SAMPLE,
+                    ),
+                    Q(
+                        per_second(f"vcenter_virtual_disk_{dr}_latency_seconds_total"),
+                        f"{V} Little (ops/s x latency)",
+                        min_step=VCENTER_SAMPLE,
+                    ),
+                ],
+                w=12,
+                dashed=[".* sample OIO$"],
+            )
+        )
+        d.with_panel(
+            ts(
+                f"I/O size, {dr}s",
+                "The sample's I/O size and the true mean (bytes / ops).",
+                "bytes",
+                [
+                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_io_size_bytes"), f"{V} sample"),
+                    Q(
+                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}]) / "
+                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])",
+                        f"{V} true mean",
+                        min_step=VCENTER_SAMPLE,
+                    ),
+                ],
+                w=12,
+                dashed=[".* sample$"],
+            )
+        )
     d.with_row(row("Seeks and sampling"))
-    d.with_panel(ts(
-        "Seeks", "Seeks by distance class (small < 64, medium 64-8192, large > 8192 LBNs): the latest "
-        "sample and the rate of the integrated counter. Mostly small seeks: sequential.", "short",
-        [Q(e.vc("vcenter_virtual_disk_sample_seeks"), f"{V} {{{{class}}}} sample"),
-         Q(per_second("vcenter_virtual_disk_seeks_total", "class"), f"{V} {{{{class}}}} per second", min_step=VCENTER_SAMPLE)],
-        w=12, dashed=[".* sample$"]))
-    d.with_panel(ts(
-        "Sample age", "Seconds since the end of vCenter's latest 20 s sample. Above ~60 s the VM view "
-        "is stale.", "s",
-        [Q(f"time() - {e.vc('vcenter_virtual_disk_sample_timestamp_seconds')}", V)], w=12))
+    d.with_panel(
+        ts(
+            "Seeks",
+            "Seeks by distance class (small < 64, medium 64-8192, large > 8192 LBNs): the latest "
+            "sample and the rate of the integrated counter. Mostly small seeks: sequential.",
+            "short",
+            [
+                Q(e.vc("vcenter_virtual_disk_sample_seeks"), f"{V} {{{{class}}}} sample"),
+                Q(
+                    per_second("vcenter_virtual_disk_seeks_total", "class"),
+                    f"{V} {{{{class}}}} per second",
+                    min_step=VCENTER_SAMPLE,
+                ),
+            ],
+            w=12,
+            dashed=[".* sample$"],
+        )
+    )
+    d.with_panel(
+        ts(
+            "Sample age",
+            "Seconds since the end of vCenter's latest 20 s sample. Above ~60 s the VM view is stale.",
+            "s",
+            [Q(f"time() - {e.vc('vcenter_virtual_disk_sample_timestamp_seconds')}", V)],
+            w=12,
+        )
+    )
     return d
 
 

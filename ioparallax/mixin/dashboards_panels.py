@@ -37,13 +37,19 @@ class Q:
     expr: str
     legend: str = ""
     instant: bool = False
-    fmt: str = "time_series"    # time_series | table | heatmap
-    min_step: str = ""          # the query's Min step; Grafana's $__rate_interval is then >= 4x it
+    fmt: str = "time_series"  # time_series | table | heatmap
+    min_step: str = ""  # the query's Min step; Grafana's $__rate_interval is then >= 4x it
 
 
 def _target(q: Q, ref: str) -> prometheus.Dataquery:
-    t = (prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(DATASOURCE)
-         .legend_format(q.legend or "__auto").format(PromQueryFormat(q.fmt)))
+    t = (
+        prometheus.Dataquery()
+        .expr(q.expr)
+        .ref_id(ref)
+        .datasource(DATASOURCE)
+        .legend_format(q.legend or "__auto")
+        .format(PromQueryFormat(q.fmt))
+    )
     if q.min_step:
         t.interval(q.min_step)
     return t.instant() if q.instant else t.range()
@@ -63,10 +69,22 @@ def thresholds(limit: float | None, above: str = "red") -> db.ThresholdsConfig:
     return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
-def ts(title: str, description: str, unit: str, queries: list[Q], *, w: int = 12, h: int = 8,
-       stack: bool = False, limit: float | None = None, min0: bool = True,
-       colors: dict[str, str] | None = None, regex_colors: dict[str, str] | None = None,
-       dashed: list[str] | None = None, no_value: str | None = None) -> timeseries.Panel:
+def ts(
+    title: str,
+    description: str,
+    unit: str,
+    queries: list[Q],
+    *,
+    w: int = 12,
+    h: int = 8,
+    stack: bool = False,
+    limit: float | None = None,
+    min0: bool = True,
+    colors: dict[str, str] | None = None,
+    regex_colors: dict[str, str] | None = None,
+    dashed: list[str] | None = None,
+    no_value: str | None = None,
+) -> timeseries.Panel:
     """A time series panel. ``limit`` draws the alert threshold as a dashed line; ``colors``
     fixes a colour per series name (legend); ``regex_colors`` per series-name regex (the zero
     buckets); ``dashed`` names series drawn dashed (the averaged views beside the raw ones);
@@ -75,8 +93,13 @@ def ts(title: str, description: str, unit: str, queries: list[Q], *, w: int = 12
     if no_value:
         p.no_value(no_value)
     p.line_width(1).fill_opacity(10 if not stack else 60).show_points(cm.VisibilityMode.NEVER)
-    p.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
-             .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["lastNotNull", "mean", "max"]))
+    p.legend(
+        cb.VizLegendOptions()
+        .display_mode(cm.LegendDisplayMode.TABLE)
+        .placement(cm.LegendPlacement.BOTTOM)
+        .show_legend(True)
+        .calcs(["lastNotNull", "mean", "max"])
+    )
     p.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
     if min0:
         p.min(0)
@@ -86,32 +109,53 @@ def ts(title: str, description: str, unit: str, queries: list[Q], *, w: int = 12
     if limit is not None:
         p.thresholds_style(cb.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED))
     for name, color in sorted((colors or {}).items()):
-        p.override_by_name(name, [dm.DynamicConfigValue(id_val="color",
-                                                        value={"mode": "fixed", "fixedColor": color})])
+        p.override_by_name(name, [dm.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": color})])
     for regex, color in sorted((regex_colors or {}).items()):
-        p.override_by_regexp(regex, [
-            dm.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": color}),
-            dm.DynamicConfigValue(id_val="custom.fillOpacity", value=90),
-        ])
+        p.override_by_regexp(
+            regex,
+            [
+                dm.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": color}),
+                dm.DynamicConfigValue(id_val="custom.fillOpacity", value=90),
+            ],
+        )
     for regex in dashed or []:
-        p.override_by_regexp(regex, [dm.DynamicConfigValue(
-            id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]})])
+        p.override_by_regexp(
+            regex, [dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]})]
+        )
     return p
 
 
-def tbl(title: str, description: str, unit: str, queries: list[Q], *, w: int = 24, h: int = 8,
-        hide: tuple[str, ...] = ("Time", "__name__")) -> table.Panel:
+def tbl(
+    title: str,
+    description: str,
+    unit: str,
+    queries: list[Q],
+    *,
+    w: int = 24,
+    h: int = 8,
+    hide: tuple[str, ...] = ("Time", "__name__"),
+) -> table.Panel:
     """An instant table (the queries must be instant, format table); ``hide`` drops columns."""
     p = _common(table.Panel(), title, description, unit, queries, w, h)
-    p.with_transformation(dm.DataTransformerConfig(
-        id_val="organize", options={"excludeByName": dict.fromkeys(hide, True)}))
+    p.with_transformation(
+        dm.DataTransformerConfig(id_val="organize", options={"excludeByName": dict.fromkeys(hide, True)})
+    )
     if len(queries) > 1:
         p.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
     return p
 
 
-def single(title: str, description: str, unit: str, queries: list[Q], *, w: int = 6, h: int = 4,
-           limit: float | None = None, above: str = "red") -> stat.Panel:
+def single(
+    title: str,
+    description: str,
+    unit: str,
+    queries: list[Q],
+    *,
+    w: int = 6,
+    h: int = 4,
+    limit: float | None = None,
+    above: str = "red",
+) -> stat.Panel:
     p = _common(stat.Panel(), title, description, unit, queries, w, h)
     p.color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.AREA)
     p.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
@@ -119,8 +163,18 @@ def single(title: str, description: str, unit: str, queries: list[Q], *, w: int 
     return p
 
 
-def labelled(title: str, description: str, unit: str, queries: list[Q], texts: dict[float, tuple[str, str]],
-             *, no_value: str, w: int = 6, h: int = 4, limit: float | None = None) -> stat.Panel:
+def labelled(
+    title: str,
+    description: str,
+    unit: str,
+    queries: list[Q],
+    texts: dict[float, tuple[str, str]],
+    *,
+    no_value: str,
+    w: int = 6,
+    h: int = 4,
+    limit: float | None = None,
+) -> stat.Panel:
     """A stat whose special values read as words: ``texts`` maps a value to (text, colour), e.g. a
     0/1 flag to "not measurable" / "measurable"; ``no_value`` says why the panel can be empty;
     ``limit`` turns other values red from there on."""
@@ -128,8 +182,16 @@ def labelled(title: str, description: str, unit: str, queries: list[Q], texts: d
     p.color_mode(cm.BigValueColorMode.BACKGROUND).graph_mode(cm.BigValueGraphMode.NONE)
     p.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     p.thresholds(thresholds(limit))
-    p.mappings([dm.ValueMap(options={f"{v:g}": dm.ValueMappingResult(text=text, color=color, index=i)
-                                     for i, (v, (text, color)) in enumerate(sorted(texts.items()))})])
+    p.mappings(
+        [
+            dm.ValueMap(
+                options={
+                    f"{v:g}": dm.ValueMappingResult(text=text, color=color, index=i)
+                    for i, (v, (text, color)) in enumerate(sorted(texts.items()))
+                }
+            )
+        ]
+    )
     p.no_value(no_value)
     return p
 
@@ -139,8 +201,14 @@ def heat(title: str, description: str, unit: str, query: Q, *, w: int = 12, h: i
     p = _common(heatmap.Panel(), title, description, unit, [query], w, h)
     p.calculate(False)
     p.y_axis(hb.YAxisConfig().unit(unit))
-    p.color(hb.HeatmapColorOptions().mode(hm.HeatmapColorMode.SCHEME).scheme("Oranges")
-            .scale(hm.HeatmapColorScale.EXPONENTIAL).exponent(0.5).steps(64))
+    p.color(
+        hb.HeatmapColorOptions()
+        .mode(hm.HeatmapColorMode.SCHEME)
+        .scheme("Oranges")
+        .scale(hm.HeatmapColorScale.EXPONENTIAL)
+        .exponent(0.5)
+        .steps(64)
+    )
     p.cell_values(hb.CellValues().unit("short"))
     p.rows_frame(hb.RowsHeatmapOptions().layout(cm.HeatmapCellLayout.LE))
     return p
@@ -148,8 +216,15 @@ def heat(title: str, description: str, unit: str, query: Q, *, w: int = 12, h: i
 
 def note(title: str, description: str, markdown: str, *, w: int = 12, h: int = 6) -> text.Panel:
     """A text panel (no query, so no unit)."""
-    return (text.Panel().title(title).description(description).mode(TextMode.MARKDOWN)
-            .content(markdown.strip() + "\n").span(w).height(h))
+    return (
+        text.Panel()
+        .title(title)
+        .description(description)
+        .mode(TextMode.MARKDOWN)
+        .content(markdown.strip() + "\n")
+        .span(w)
+        .height(h)
+    )
 
 
 def row(title: str) -> db.Row:

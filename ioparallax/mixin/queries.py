@@ -21,8 +21,8 @@ _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 @dataclass(frozen=True)
 class Expr:
-    where: str      # "<file> / <panel title> / <refId>" or "<file> / variable <name>"
-    expr: str       # as in the JSON, with variables
+    where: str  # "<file> / <panel title> / <refId>" or "<file> / variable <name>"
+    expr: str  # as in the JSON, with variables
 
 
 def load_dashboards(directory: Path = DASHBOARDS_DIR) -> dict[str, dict[str, Any]]:
@@ -58,9 +58,11 @@ def expressions(dashboards: dict[str, dict[str, Any]]) -> list[Expr]:
 def substitute(expr: str, values: dict[str, str]) -> str:
     """Replace ``$name`` / ``${name}`` of known dashboard variables; leave others (``$1`` of
     label_replace) alone, as Grafana does."""
+
     def rep(m: re.Match) -> str:
         name = m.group(1) or m.group(2)
         return values.get(name, m.group(0))
+
     return _VAR.sub(rep, expr)
 
 
@@ -70,19 +72,23 @@ def joined_vm_disks(cluster_label: str | None = None) -> str:
     variable is named ``$cluster`` whatever the label's name.)"""
     if cluster_label is None:
         from ioparallax.mixin.config import load_config
+
         cluster_label = load_config().cluster_label
     key = f"{cluster_label}, vm, disk" if cluster_label else "vm, disk"
-    return (f"group by ({key}) (guest_job:ioparallax_vm_disk:info) "
-            f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
-            f"and on ({key}) group by ({key}) (vcenter_virtual_disk_info)")
+    return (
+        f"group by ({key}) (guest_job:ioparallax_vm_disk:info) "
+        f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
+        f"and on ({key}) group by ({key}) (vcenter_virtual_disk_info)"
+    )
 
 
-JOINED_VM_DISKS = joined_vm_disks()      # with ioparallax/mixin/config.yml's cluster_label
+JOINED_VM_DISKS = joined_vm_disks()  # with ioparallax/mixin/config.yml's cluster_label
 
 
 @dataclass
 class Coverage:
     """How many of the dashboards' queries return data, for one VM disk."""
+
     values: dict[str, str]
     total: int
     empty: list[Expr]
@@ -92,15 +98,21 @@ class Coverage:
         return self.total - len(self.empty)
 
 
-def dashboard_coverage(query: Any, rate_interval: str = "1m", interval: str = "5s",
-                       dashboards: dict[str, dict[str, Any]] | None = None, cluster: str | None = None,
-                       cluster_label: str | None = None) -> Coverage | None:
+def dashboard_coverage(
+    query: Any,
+    rate_interval: str = "1m",
+    interval: str = "5s",
+    dashboards: dict[str, dict[str, Any]] | None = None,
+    cluster: str | None = None,
+    cluster_label: str | None = None,
+) -> Coverage | None:
     """Run every panel query and variable of the dashboards through ``query`` (PromQL -> list of
     results, e.g. an instant query against Prometheus) for the first VM disk all three views know
     (of ``cluster`` when given, a value of ``cluster_label``: ioparallax/mixin/config.yml's when None); None
     when there is none yet."""
     if cluster_label is None:
         from ioparallax.mixin.config import load_config
+
         cluster_label = load_config().cluster_label
     joined = query(joined_vm_disks(cluster_label))
     if cluster is not None:
@@ -112,9 +124,14 @@ def dashboard_coverage(query: Any, rate_interval: str = "1m", interval: str = "5
     value = m.get(cluster_label, "") if cluster_label else ""
     scope = f'{cluster_label}="{value}",' if cluster_label else ""
     vdisks = query(f'vdisk:ioparallax_vdisk:info{{{scope}vm="{m["vm"]}",disk="{m["disk"]}"}}')
-    values = {"cluster": value, "vm": m["vm"], "disk": m["disk"],
-              "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
-              "__rate_interval": rate_interval, "__interval": interval}
+    values = {
+        "cluster": value,
+        "vm": m["vm"],
+        "disk": m["disk"],
+        "vdisk": vdisks[0]["metric"]["vdisk_id"] if vdisks else "",
+        "__rate_interval": rate_interval,
+        "__interval": interval,
+    }
     every = expressions(dashboards if dashboards is not None else load_dashboards())
     empty = [e for e in every if not query(substitute(e.expr, values))]
     return Coverage(values, len(every), empty)

@@ -33,8 +33,8 @@ DIRECTIONS = ("read", "write")
 FIO_JOB = "instance, job, jobname, jobid, host, source"
 # A raw guest block device in a fio job's filename (partitions map to their disk).
 DEVICE_RE = r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)(p?[0-9]+)?"
-ZERO = '.*zero.*'                        # estore_zero, oplog_zero, zero (2015 "Zeroes"), any future *zero*
-CACHE = 'cache_dram|extent_cache'        # reads served from the CVM's memory
+ZERO = ".*zero.*"  # estore_zero, oplog_zero, zero (2015 "Zeroes"), any future *zero*
+CACHE = "cache_dram|extent_cache"  # reads served from the CVM's memory
 
 
 @dataclass
@@ -69,11 +69,19 @@ class Group:
 # ---------------------------------------------------------------------------------------------
 # recording rules
 
+
 def recording_rules(cfg: MixinConfig) -> list[Group]:
     """The recording rule groups, one per view of the VM disk and one per comparison of the views."""
     x = _Exprs(cfg)
-    groups = [_identity_joins(x), _guest_fio_rates(x), _guest_os_block_layer_rates(x), _vm_sample_rates(x),
-              _storage_frontend_rates(x), _storage_bucket_shares(x), _view_ratios(x)]
+    groups = [
+        _identity_joins(x),
+        _guest_fio_rates(x),
+        _guest_os_block_layer_rates(x),
+        _vm_sample_rates(x),
+        _storage_frontend_rates(x),
+        _storage_bucket_shares(x),
+        _view_ratios(x),
+    ]
     if cfg.windows.agreement != x.w:
         groups.append(_agreement_window_rates(x))
     # else the views-disagree alerts judge the ratios of ioparallax.views
@@ -100,12 +108,13 @@ class _Exprs:
         # the page's gauges are 0 between the bursts of a bursty writer, and a share that vanished
         # there would blink on the dashboards and restart the zero alerts' `for`.
         label = "source" if "read_source" in metric else "destination"
-        return (f"sum by (vdisk_id) (max by (vdisk_id, {label}) "
-                f"(avg_over_time({self.st_metric(metric, matcher)}[{self.w}])))")
+        return (
+            f"sum by (vdisk_id) (max by (vdisk_id, {label}) "
+            f"(avg_over_time({self.st_metric(metric, matcher)}[{self.w}])))"
+        )
 
     def to_vm_disk(self, expr: str) -> str:
-        return (f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) "
-                f"vdisk:ioparallax_vdisk:info\n)")
+        return f"sum by (vm, disk) (\n  {expr}\n  * on (vdisk_id) group_left (vm, disk) vdisk:ioparallax_vdisk:info\n)"
 
     def with_vm_disk(self, expr: str) -> str:
         return f"(\n{expr}\n)\n* on (vdisk_id) group_left (vm, disk) vdisk:ioparallax_vdisk:info"
@@ -115,22 +124,28 @@ class _Exprs:
         # window (a 30 s old job reads half its rate over 1m). fio's job_runtime grows over the same
         # part of the window, so the quotient is exact from the job's first record on.
         window, fio = window or self.w, self.fio
-        return (f"rate({counter}{fio}[{window}])\n  / on ({FIO_JOB}) "
-                f"(rate(fio_job_runtime_seconds_total{fio}[{window}]) > 0)")
+        return (
+            f"rate({counter}{fio}[{window}])\n  / on ({FIO_JOB}) "
+            f"(rate(fio_job_runtime_seconds_total{fio}[{window}]) > 0)"
+        )
 
     def guest_sum(self, expr: str) -> str:
-        return (f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
-                f"guest_job:ioparallax_vm_disk:info\n)")
+        return (
+            f"sum by (vm, disk) (\n  {expr}\n  * on ({FIO_JOB}) group_left (vm, disk) "
+            f"guest_job:ioparallax_vm_disk:info\n)"
+        )
 
     def os_sum(self, expr: str) -> str:
         # node_disk_*{vm (target label), device} -> the VM disk; "guest" carries the target's vm label
         # because the join's own vm (vCenter's) replaces it.
-        return (f"sum by (vm, disk) (\n  label_replace({expr}, \"guest\", \"$1\", \"vm\", \"(.+)\")\n"
-                f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)")
+        return (
+            f'sum by (vm, disk) (\n  label_replace({expr}, "guest", "$1", "vm", "(.+)")\n'
+            f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)"
+        )
 
     def both(self, layer: str, what: str, op: str) -> str:
         w = self.w
-        return (f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})")
+        return f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})"
 
     # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
     # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
@@ -142,7 +157,8 @@ class _Exprs:
             f"missed; the denominator of every VM rate over {window}).",
             f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{window}])\n"
             f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
-            record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}")
+            record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}",
+        )
 
     def vm_outstanding_ios(self, window: str) -> Rule:
         vc = self.vc
@@ -152,35 +168,46 @@ class _Exprs:
             f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{window}]))\n  +\n"
             f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{window}]))\n)\n"
             f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{window}",
-            record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}")
+            record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}",
+        )
 
 
 def _identity_joins(x: _Exprs) -> Group:
     """Who is who: a vdisk, a guest block device and a fio job each with the VM disk it is."""
     fio, cfg = x.fio, x.cfg
     guest_uuid, vc_uuid = cfg.sel("fio", 'disk_uuid!=""'), cfg.sel("vcenter", 'disk_uuid!=""')
-    return Group("ioparallax.identity", "Who is who across the layers: joins used by every other rule.", [
-        Rule("Each vdisk once (a moving vdisk is listed by two CVMs) with the VM disk it backs.",
-             f"max by (vdisk_id, vm, disk) ({x.st_metric('stargate_vdisk_info')})",
-             record="vdisk:ioparallax_vdisk:info"),
-        Rule("A guest block device with the VM disk it is: the guest's disk serial (disk_uuid) "
-             "joined to vCenter's virtual disk UUID.",
-             f"""max by (instance, job, device, disk_uuid, vm, disk) (
+    return Group(
+        "ioparallax.identity",
+        "Who is who across the layers: joins used by every other rule.",
+        [
+            Rule(
+                "Each vdisk once (a moving vdisk is listed by two CVMs) with the VM disk it backs.",
+                f"max by (vdisk_id, vm, disk) ({x.st_metric('stargate_vdisk_info')})",
+                record="vdisk:ioparallax_vdisk:info",
+            ),
+            Rule(
+                "A guest block device with the VM disk it is: the guest's disk serial (disk_uuid) "
+                "joined to vCenter's virtual disk UUID.",
+                f"""max by (instance, job, device, disk_uuid, vm, disk) (
   label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)")
   * on (disk_uuid) group_left (vm, disk)
     max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
 )""",
-             record="guest_device:ioparallax_guest_disk:info"),
-        Rule("A fio job with the VM disk it runs on (its filename is a raw device, e.g. /dev/sdb).",
-             f"""max by ({FIO_JOB}, vm, disk) (
+                record="guest_device:ioparallax_guest_disk:info",
+            ),
+            Rule(
+                "A fio job with the VM disk it runs on (its filename is a raw device, e.g. /dev/sdb).",
+                f"""max by ({FIO_JOB}, vm, disk) (
   label_replace(fio_job_info{fio}, "device", "$1", "file", "{DEVICE_RE}")
   * on (instance, job, device) group_left (vm, disk) guest_device:ioparallax_guest_disk:info
 )""",
-             record="guest_job:ioparallax_vm_disk:info"),
-        Rule("A guest block device as node_exporter names it (the guest's vm target label, as guest, and "
-             "device) with the VM disk it is: the guest's fio_guest_disk_info (same vm target label) gives "
-             "its serial (disk_uuid), vCenter's virtual disk UUID the VM disk.",
-             f"""max by (guest, device, disk_uuid, vm, disk) (
+                record="guest_job:ioparallax_vm_disk:info",
+            ),
+            Rule(
+                "A guest block device as node_exporter names it (the guest's vm target label, as guest, and "
+                "device) with the VM disk it is: the guest's fio_guest_disk_info (same vm target label) gives "
+                "its serial (disk_uuid), vCenter's virtual disk UUID the VM disk.",
+                f"""max by (guest, device, disk_uuid, vm, disk) (
   label_replace(
     label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)"),
     "guest", "$1", "vm", "(.+)"
@@ -188,8 +215,10 @@ def _identity_joins(x: _Exprs) -> Group:
   * on (disk_uuid) group_left (vm, disk)
     max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
 )""",
-             record="guest_device:ioparallax_guest_os_disk:info"),
-    ])
+                record="guest_device:ioparallax_guest_os_disk:info",
+            ),
+        ],
+    )
 
 
 def _guest_fio_rates(x: _Exprs) -> Group:
@@ -198,28 +227,40 @@ def _guest_fio_rates(x: _Exprs) -> Group:
     guest: list[Rule] = []
     for d in DIRECTIONS:
         guest += [
-            Rule(f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
-                 "second of the jobs' run time in the window (exact from a job's first record on).",
-                 x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
-                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}"),
-            Rule(f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
-                 x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
-                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}"),
-            Rule(f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
-                 x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])") + "\n/\n("
-                 + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])") + " > 0)",
-                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}"),
+            Rule(
+                f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
+                "second of the jobs' run time in the window (exact from a job's first record on).",
+                x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}",
+            ),
+            Rule(
+                f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
+                x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}",
+            ),
+            Rule(
+                f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
+                x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])")
+                + "\n/\n("
+                + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])")
+                + " > 0)",
+                record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}",
+            ),
         ]
-    guest.append(Rule(
-        "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
-        x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
-        record="vm_disk:ioparallax_guest_iodepth:sum"))
+    guest.append(
+        Rule(
+            "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
+            x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+            record="vm_disk:ioparallax_guest_iodepth:sum",
+        )
+    )
     # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
-    guest.append(Rule(
-        "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
-        "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
-        "when every running job is direct.",
-        f"""max by (vm, disk) (
+    guest.append(
+        Rule(
+            "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
+            "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
+            "when every running job is direct.",
+            f"""max by (vm, disk) (
   (
     (
       max by ({FIO_JOB}) (0 * {"fio_job_info" + x.cfg.sel("fio", 'direct="0"')} + 1)
@@ -229,7 +270,9 @@ def _guest_fio_rates(x: _Exprs) -> Group:
   )
   * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
 )""",
-        record="vm_disk:ioparallax_guest_buffered_io:bool"))
+            record="vm_disk:ioparallax_guest_buffered_io:bool",
+        )
+    )
     return Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest)
 
 
@@ -238,26 +281,40 @@ def _guest_os_block_layer_rates(x: _Exprs) -> Group:
     node, w = x.node, x.w
     guest_os: list[Rule] = []
     for d in DIRECTIONS:
-        done, nbytes, time_ = (("reads_completed", "read_bytes", "read_time_seconds") if d == "read"
-                               else ("writes_completed", "written_bytes", "write_time_seconds"))
+        done, nbytes, time_ = (
+            ("reads_completed", "read_bytes", "read_time_seconds")
+            if d == "read"
+            else ("writes_completed", "written_bytes", "write_time_seconds")
+        )
         guest_os += [
-            Rule(f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
-                 "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
-                 "a 1 MiB fio op is two 512 KiB requests).",
-                 x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
-                 record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}"),
-            Rule(f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
-                 "keeps bytes: compare these across layers).",
-                 x.os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
-                 record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}"),
-            Rule(f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
-                 "requests over requests completed).",
-                 x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])") + "\n/\n("
-                 + x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])") + " > 0)",
-                 record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}"),
+            Rule(
+                f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
+                "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
+                "a 1 MiB fio op is two 512 KiB requests).",
+                x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
+                record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}",
+            ),
+            Rule(
+                f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
+                "keeps bytes: compare these across layers).",
+                x.os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
+                record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}",
+            ),
+            Rule(
+                f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
+                "requests over requests completed).",
+                x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])")
+                + "\n/\n("
+                + x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])")
+                + " > 0)",
+                record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}",
+            ),
         ]
-    return Group("ioparallax.guest-os", "The guest OS view per VM disk: the guest's block layer "
-                 "(node_exporter diskstats), after request splitting.", guest_os)
+    return Group(
+        "ioparallax.guest-os",
+        "The guest OS view per VM disk: the guest's block layer (node_exporter diskstats), after request splitting.",
+        guest_os,
+    )
 
 
 def _vm_sample_rates(x: _Exprs) -> Group:
@@ -266,19 +323,25 @@ def _vm_sample_rates(x: _Exprs) -> Group:
     vm: list[Rule] = [x.vm_sampled_seconds(w)]
     for d in DIRECTIONS:
         vm += [
-            Rule(f"VM: {d} I/Os per second from every 20 s vCenter sample: the ops integrated over the "
-                 "vCenter time they cover (exact whatever the window's alignment with the samples).",
-                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))\n/\n"
-                 f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
-                 record=f"vm_disk:ioparallax_vm_{d}_ops:rate{w}"),
-            Rule(f"VM: {d} bytes per second from every 20 s vCenter sample (as above).",
-                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))\n/\n"
-                 f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
-                 record=f"vm_disk:ioparallax_vm_{d}_bytes:rate{w}"),
-            Rule(f"VM: op-weighted mean {d} latency (latency x ops integrated, over ops).",
-                 f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_latency_seconds_total{vc}[{w}]))\n/\n"
-                 f"(sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}])) > 0)",
-                 record=f"vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w}"),
+            Rule(
+                f"VM: {d} I/Os per second from every 20 s vCenter sample: the ops integrated over the "
+                "vCenter time they cover (exact whatever the window's alignment with the samples).",
+                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))\n/\n"
+                f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
+                record=f"vm_disk:ioparallax_vm_{d}_ops:rate{w}",
+            ),
+            Rule(
+                f"VM: {d} bytes per second from every 20 s vCenter sample (as above).",
+                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))\n/\n"
+                f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
+                record=f"vm_disk:ioparallax_vm_{d}_bytes:rate{w}",
+            ),
+            Rule(
+                f"VM: op-weighted mean {d} latency (latency x ops integrated, over ops).",
+                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_latency_seconds_total{vc}[{w}]))\n/\n"
+                f"(sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}])) > 0)",
+                record=f"vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w}",
+            ),
         ]
     vm.append(x.vm_outstanding_ios(w))
     return Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm)
@@ -290,80 +353,115 @@ def _storage_frontend_rates(x: _Exprs) -> Group:
     storage: list[Rule] = []
     for d in DIRECTIONS:
         storage += [
-            Rule(f"Storage: {d} ops/s of the vdisk backing the VM disk (Stargate Hosted VDisks), averaged over the window.",
-                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_ops_per_second")),
-                 record=f"vm_disk:ioparallax_storage_{d}_ops:avg{w}"),
-            Rule(f"Storage: {d} bytes/s of the vdisk backing the VM disk, averaged over the window.",
-                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second")),
-                 record=f"vm_disk:ioparallax_storage_{d}_bytes:avg{w}"),
-            Rule(f"Storage: op-weighted mean frontend {d} latency (the page's latency histogram sum over count).",
-                 x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gsum")) + "\n/\n("
-                 + x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gcount")) + " > 0)",
-                 record=f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}"),
-            Rule(f"Storage: frontend {d} bytes/s per vdisk, averaged over the window (gates the storage alerts).",
-                 x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second"),
-                 record=f"vdisk:ioparallax_frontend_{d}_bytes:avg{w}"),
+            Rule(
+                f"Storage: {d} ops/s of the vdisk backing the VM disk (Stargate Hosted VDisks), averaged over the window.",
+                x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_ops_per_second")),
+                record=f"vm_disk:ioparallax_storage_{d}_ops:avg{w}",
+            ),
+            Rule(
+                f"Storage: {d} bytes/s of the vdisk backing the VM disk, averaged over the window.",
+                x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second")),
+                record=f"vm_disk:ioparallax_storage_{d}_bytes:avg{w}",
+            ),
+            Rule(
+                f"Storage: op-weighted mean frontend {d} latency (the page's latency histogram sum over count).",
+                x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gsum"))
+                + "\n/\n("
+                + x.to_vm_disk(x.storage_by_vdisk(f"stargate_vdisk_{d}_latency_seconds_gcount"))
+                + " > 0)",
+                record=f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}",
+            ),
+            Rule(
+                f"Storage: frontend {d} bytes/s per vdisk, averaged over the window (gates the storage alerts).",
+                x.storage_by_vdisk(f"stargate_vdisk_{d}_bytes_per_second"),
+                record=f"vdisk:ioparallax_frontend_{d}_bytes:avg{w}",
+            ),
         ]
-    return Group("ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.",
-                 storage)
+    return Group(
+        "ioparallax.storage-frontend", "The storage view per VM disk: the Stargate page of its vdisk.", storage
+    )
 
 
 def _view_ratios(x: _Exprs) -> Group:
     """The views side by side: bytes, ops and latency ratios between layers, Little's law, peak to average."""
     fio, vc, w, both = x.fio, x.vc, x.w, x.both
     views = [
-        Rule("Guest bytes over VM bytes (1: the layers agree; compare bytes, not ops, when requests are split).",
-             f"{both('guest', 'bytes', 'rate')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}"),
-        Rule("Storage (Stargate frontend) bytes over VM bytes.",
-             f"{both('storage', 'bytes', 'avg')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}"),
-        Rule("Guest ops over VM ops (above 1 when the hypervisor merges, below when the guest splits).",
-             f"{both('guest', 'ops', 'rate')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_guest_to_vm_ops:ratio{w}"),
-        Rule("Guest OS block-layer requests over fio's ops on the same VM disk: the request splitting "
-             "factor (2 for 1 MiB fio I/O at a 512 KiB max_sectors_kb, 1 for I/O within it).",
-             f"{both('guest_os', 'ops', 'rate')}\n/\n({both('guest', 'ops', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}"),
-        Rule("Guest OS block-layer bytes over fio's bytes on the same VM disk (1: splitting keeps bytes; "
-             "above 1, something besides fio writes to the disk).",
-             f"{both('guest_os', 'bytes', 'rate')}\n/\n({both('guest', 'bytes', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_guest_os_to_fio_bytes:ratio{w}"),
-        Rule("Storage ops over VM ops.",
-             f"{both('storage', 'ops', 'avg')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
-             record=f"vm_disk:ioparallax_storage_to_vm_ops:ratio{w}"),
+        Rule(
+            "Guest bytes over VM bytes (1: the layers agree; compare bytes, not ops, when requests are split).",
+            f"{both('guest', 'bytes', 'rate')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{w}",
+        ),
+        Rule(
+            "Storage (Stargate frontend) bytes over VM bytes.",
+            f"{both('storage', 'bytes', 'avg')}\n/\n({both('vm', 'bytes', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{w}",
+        ),
+        Rule(
+            "Guest ops over VM ops (above 1 when the hypervisor merges, below when the guest splits).",
+            f"{both('guest', 'ops', 'rate')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_guest_to_vm_ops:ratio{w}",
+        ),
+        Rule(
+            "Guest OS block-layer requests over fio's ops on the same VM disk: the request splitting "
+            "factor (2 for 1 MiB fio I/O at a 512 KiB max_sectors_kb, 1 for I/O within it).",
+            f"{both('guest_os', 'ops', 'rate')}\n/\n({both('guest', 'ops', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}",
+        ),
+        Rule(
+            "Guest OS block-layer bytes over fio's bytes on the same VM disk (1: splitting keeps bytes; "
+            "above 1, something besides fio writes to the disk).",
+            f"{both('guest_os', 'bytes', 'rate')}\n/\n({both('guest', 'bytes', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_guest_os_to_fio_bytes:ratio{w}",
+        ),
+        Rule(
+            "Storage ops over VM ops.",
+            f"{both('storage', 'ops', 'avg')}\n/\n({both('vm', 'ops', 'rate')} > 0)",
+            record=f"vm_disk:ioparallax_storage_to_vm_ops:ratio{w}",
+        ),
     ]
     for d in DIRECTIONS:
         views += [
-            Rule(f"Guest {d} latency over VM {d} latency (op-weighted; the guest adds its own stack).",
-                 f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
-                 record=f"vm_disk:ioparallax_guest_to_vm_{d}_latency:ratio{w}"),
-            Rule(f"Storage {d} latency over VM {d} latency (the VM adds the hypervisor's stack).",
-                 f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
-                 record=f"vm_disk:ioparallax_storage_to_vm_{d}_latency:ratio{w}"),
+            Rule(
+                f"Guest {d} latency over VM {d} latency (op-weighted; the guest adds its own stack).",
+                f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
+                record=f"vm_disk:ioparallax_guest_to_vm_{d}_latency:ratio{w}",
+            ),
+            Rule(
+                f"Storage {d} latency over VM {d} latency (the VM adds the hypervisor's stack).",
+                f"vm_disk:ioparallax_storage_{d}_latency_seconds:avg{w}\n/\n(vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w} > 0)",
+                record=f"vm_disk:ioparallax_storage_to_vm_{d}_latency:ratio{w}",
+            ),
         ]
     views += [
-        Rule("Little's law: the queue depth the guest's fio jobs ask for over the concurrency the VM view "
-             "implies (throughput x latency), on every VM disk. ~1 when the asked depth is reached and "
-             "the I/O is steady; above 1 either bursts (direct I/O) or a depth never reached (buffered).",
-             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{w} > 0)",
-             record=f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}"),
-        Rule("Burstiness by Little's law: the guest's queue depth over the concurrency the VM view implies "
-             "(throughput x latency). ~1 for steady I/O; a 1 s burst every 20 s at QD32 gives ~20: the "
-             "VM's 20 s samples then show about a twentieth of the throughput the application saw. Not "
-             "for buffered I/O (vm_disk:ioparallax_guest_buffered_io:bool 1): its asked depth is never "
-             "reached, so the ratio says nothing about bursts there.",
-             f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}\n"
-             f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
-             record=f"vm_disk:ioparallax_burstiness:ratio{w}"),
-        Rule("Peak to average: the highest per-interval guest throughput fio reported in the window (its "
-             "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
-             "bound of the real ratio when scrapes are slower than fio's interval.",
-             "(\n" + x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])") + "\n+\n"
-             + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
-             + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
-               f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
-             record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}"),
+        Rule(
+            "Little's law: the queue depth the guest's fio jobs ask for over the concurrency the VM view "
+            "implies (throughput x latency), on every VM disk. ~1 when the asked depth is reached and "
+            "the I/O is steady; above 1 either bursts (direct I/O) or a depth never reached (buffered).",
+            f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{w} > 0)",
+            record=f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}",
+        ),
+        Rule(
+            "Burstiness by Little's law: the guest's queue depth over the concurrency the VM view implies "
+            "(throughput x latency). ~1 for steady I/O; a 1 s burst every 20 s at QD32 gives ~20: the "
+            "VM's 20 s samples then show about a twentieth of the throughput the application saw. Not "
+            "for buffered I/O (vm_disk:ioparallax_guest_buffered_io:bool 1): its asked depth is never "
+            "reached, so the ratio says nothing about bursts there.",
+            f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}\n"
+            f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
+            record=f"vm_disk:ioparallax_burstiness:ratio{w}",
+        ),
+        Rule(
+            "Peak to average: the highest per-interval guest throughput fio reported in the window (its "
+            "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
+            "bound of the real ratio when scrapes are slower than fio's interval.",
+            "(\n"
+            + x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])")
+            + "\n+\n"
+            + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
+            + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
+            f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
+            record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}",
+        ),
     ]
     return Group("ioparallax.views", "The views side by side: ratios that name the gap.", views)
 
@@ -378,9 +476,11 @@ def _storage_bucket_shares(x: _Exprs) -> Group:
 
     def share(metric: str, matcher: str) -> str:
         # A bucket row the page does not have counts as 0 (a page without cache rows reads no cache).
-        return with_vm_disk(f"  (\n    {sources(metric, matcher)}\n"
-                            f"    or on (vdisk_id) 0 * {sources(metric)}\n  )\n"
-                            f"  /\n  ({sources(metric)} > 0)")
+        return with_vm_disk(
+            f"  (\n    {sources(metric, matcher)}\n"
+            f"    or on (vdisk_id) 0 * {sources(metric)}\n  )\n"
+            f"  /\n  ({sources(metric)} > 0)"
+        )
 
     def zero_share(metric: str, matcher: str) -> str:
         # Only where the page has a zero row: a 2014/2015 page has no Oplog Zero write destination
@@ -388,37 +488,61 @@ def _storage_bucket_shares(x: _Exprs) -> Group:
         return with_vm_disk(f"  {sources(metric, matcher)}\n  /\n  ({sources(metric)} > 0)")
 
     def measurable(metric: str, matcher: str) -> str:
-        return with_vm_disk(f"  0 * {sources(metric, matcher)} + 1\n"
-                            f"  or on (vdisk_id)\n  0 * {sources(metric)}")
+        return with_vm_disk(f"  0 * {sources(metric, matcher)} + 1\n  or on (vdisk_id)\n  0 * {sources(metric)}")
 
-    return Group("ioparallax.storage", "What the storage did with the I/O: zero buckets, cache, working set.", [
-        Rule("1 when the vdisk's page has a zero read source (2014/2015 Zeroes, 2016 Estore Zero and Oplog "
-             "Zero: every known build), 0 when it lists read sources but none for zeros.",
-             measurable(rs, zero_src), record="vdisk:ioparallax_read_zero_measurable:bool"),
-        Rule("1 when the vdisk's page has a zero write destination (Oplog Zero, 2016 builds), 0 when it "
-             "lists write destinations but none for zeros (2014/2015 builds count zero writes as Oplog): "
-             "the write zero share is then not measurable, and absent rather than 0.",
-             measurable(wd, zero_dst), record="vdisk:ioparallax_write_zero_measurable:bool"),
-        Rule("Share of read bytes served from zero buckets (Estore Zero, Oplog Zero, Zeroes): bytes no disk "
-             "read. Absent where the page has no zero read source (read_zero_measurable 0).",
-             zero_share(rs, zero_src), record="vdisk:ioparallax_read_zero:ratio"),
-        Rule("Share of written bytes that were all-zero blocks (Oplog Zero): bytes no disk stored. Absent "
-             "where the page has no zero write destination (write_zero_measurable 0: 2014/2015 builds).",
-             zero_share(wd, zero_dst), record="vdisk:ioparallax_write_zero:ratio"),
-        Rule("Share of read bytes served from the CVM's memory (Cache DRAM, Extent cache): the cache-fit signal.",
-             share(rs, cache_src), record="vdisk:ioparallax_read_cache:ratio"),
-        Rule(f"Union working set of the last 2 minutes over the CVM cache size ({cache_bytes} bytes, "
-             "thresholds.cvm_cache_bytes): below 1 the benchmark fits in cache.",
-             with_vm_disk(f"  max by (vdisk_id) ({wss})\n  / {cache_bytes}"),
-             record="vdisk:ioparallax_working_set_to_cache:ratio"),
-        Rule("Storage reads beyond the frontend's, over frontend writes: read-modify-write of partial "
-             "blocks, the storage-side sign of misaligned writes (a heuristic).",
-             with_vm_disk(f"  clamp_min(\n    sum by (vdisk_id) (max by (vdisk_id, source) (avg_over_time("
-                          f"{x.st_metric('stargate_vdisk_read_source_bytes_per_second')}[{w}])))\n"
-                          f"    - on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w},\n    0\n  )\n"
-                          f"  / on (vdisk_id) (vdisk:ioparallax_frontend_write_bytes:avg{w} > 0)"),
-             record=f"vdisk:ioparallax_rmw_read_to_write:ratio{w}"),
-    ])
+    return Group(
+        "ioparallax.storage",
+        "What the storage did with the I/O: zero buckets, cache, working set.",
+        [
+            Rule(
+                "1 when the vdisk's page has a zero read source (2014/2015 Zeroes, 2016 Estore Zero and Oplog "
+                "Zero: every known build), 0 when it lists read sources but none for zeros.",
+                measurable(rs, zero_src),
+                record="vdisk:ioparallax_read_zero_measurable:bool",
+            ),
+            Rule(
+                "1 when the vdisk's page has a zero write destination (Oplog Zero, 2016 builds), 0 when it "
+                "lists write destinations but none for zeros (2014/2015 builds count zero writes as Oplog): "
+                "the write zero share is then not measurable, and absent rather than 0.",
+                measurable(wd, zero_dst),
+                record="vdisk:ioparallax_write_zero_measurable:bool",
+            ),
+            Rule(
+                "Share of read bytes served from zero buckets (Estore Zero, Oplog Zero, Zeroes): bytes no disk "
+                "read. Absent where the page has no zero read source (read_zero_measurable 0).",
+                zero_share(rs, zero_src),
+                record="vdisk:ioparallax_read_zero:ratio",
+            ),
+            Rule(
+                "Share of written bytes that were all-zero blocks (Oplog Zero): bytes no disk stored. Absent "
+                "where the page has no zero write destination (write_zero_measurable 0: 2014/2015 builds).",
+                zero_share(wd, zero_dst),
+                record="vdisk:ioparallax_write_zero:ratio",
+            ),
+            Rule(
+                "Share of read bytes served from the CVM's memory (Cache DRAM, Extent cache): the cache-fit signal.",
+                share(rs, cache_src),
+                record="vdisk:ioparallax_read_cache:ratio",
+            ),
+            Rule(
+                f"Union working set of the last 2 minutes over the CVM cache size ({cache_bytes} bytes, "
+                "thresholds.cvm_cache_bytes): below 1 the benchmark fits in cache.",
+                with_vm_disk(f"  max by (vdisk_id) ({wss})\n  / {cache_bytes}"),
+                record="vdisk:ioparallax_working_set_to_cache:ratio",
+            ),
+            Rule(
+                "Storage reads beyond the frontend's, over frontend writes: read-modify-write of partial "
+                "blocks, the storage-side sign of misaligned writes (a heuristic).",
+                with_vm_disk(
+                    f"  clamp_min(\n    sum by (vdisk_id) (max by (vdisk_id, source) (avg_over_time("
+                    f"{x.st_metric('stargate_vdisk_read_source_bytes_per_second')}[{w}])))\n"
+                    f"    - on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w},\n    0\n  )\n"
+                    f"  / on (vdisk_id) (vdisk:ioparallax_frontend_write_bytes:avg{w} > 0)"
+                ),
+                record=f"vdisk:ioparallax_rmw_read_to_write:ratio{w}",
+            ),
+        ],
+    )
 
 
 def _agreement_window_rates(x: _Exprs) -> Group:
@@ -430,35 +554,53 @@ def _agreement_window_rates(x: _Exprs) -> Group:
     sampled = f"vm_disk:ioparallax_vm_sampled_seconds:rate{a}"
     agreement = [
         x.vm_sampled_seconds(a),
-        Rule(f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
-             f"run time over the agreement window ({a}).",
-             " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
-             record=f"vm_disk:ioparallax_guest_bytes:rate{a}"),
-        Rule(f"VM: bytes per second, both directions, from every 20 s vCenter sample in the agreement window ({a}).",
-             "(\n" + " + ".join(f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{a}]))"
-                                for d in DIRECTIONS) + f"\n)\n/\n{sampled}",
-             record=f"vm_disk:ioparallax_vm_bytes:rate{a}"),
-        Rule(f"Storage: frontend bytes per second of the vdisk behind the VM disk, both directions, averaged "
-             f"over the agreement window ({a}).",
-             " + ".join(f"(\n{x.to_vm_disk(x.storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
-                        for d in DIRECTIONS),
-             record=f"vm_disk:ioparallax_storage_bytes:avg{a}"),
+        Rule(
+            f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
+            f"run time over the agreement window ({a}).",
+            " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+            record=f"vm_disk:ioparallax_guest_bytes:rate{a}",
+        ),
+        Rule(
+            f"VM: bytes per second, both directions, from every 20 s vCenter sample in the agreement window ({a}).",
+            "(\n"
+            + " + ".join(f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{a}]))" for d in DIRECTIONS)
+            + f"\n)\n/\n{sampled}",
+            record=f"vm_disk:ioparallax_vm_bytes:rate{a}",
+        ),
+        Rule(
+            f"Storage: frontend bytes per second of the vdisk behind the VM disk, both directions, averaged "
+            f"over the agreement window ({a}).",
+            " + ".join(
+                f"(\n{x.to_vm_disk(x.storage_by_vdisk(f'stargate_vdisk_{d}_bytes_per_second', window=a))}\n)"
+                for d in DIRECTIONS
+            ),
+            record=f"vm_disk:ioparallax_storage_bytes:avg{a}",
+        ),
         x.vm_outstanding_ios(a),
-        Rule(f"Burstiness by Little's law over the agreement window ({a}): steadier than the 1m ratio for "
-             "bursts a minute apart (a 1m window's vCenter samples miss such a burst a third of the time).",
-             f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)\n"
-             f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
-             record=f"vm_disk:ioparallax_burstiness:ratio{a}"),
-        Rule(f"Guest bytes over VM bytes over the agreement window ({a}): what IoparallaxViewsDisagree judges.",
-             f"vm_disk:ioparallax_guest_bytes:rate{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
-             record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{a}"),
-        Rule(f"Storage frontend bytes over VM bytes over the agreement window ({a}): what "
-             "IoparallaxStorageViewDisagrees judges.",
-             f"vm_disk:ioparallax_storage_bytes:avg{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
-             record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{a}"),
+        Rule(
+            f"Burstiness by Little's law over the agreement window ({a}): steadier than the 1m ratio for "
+            "bursts a minute apart (a 1m window's vCenter samples miss such a burst a third of the time).",
+            f"vm_disk:ioparallax_guest_iodepth:sum\n/\n(vm_disk:ioparallax_vm_outstanding_ios:rate{a} > 0)\n"
+            f"unless on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1",
+            record=f"vm_disk:ioparallax_burstiness:ratio{a}",
+        ),
+        Rule(
+            f"Guest bytes over VM bytes over the agreement window ({a}): what IoparallaxViewsDisagree judges.",
+            f"vm_disk:ioparallax_guest_bytes:rate{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
+            record=f"vm_disk:ioparallax_guest_to_vm_bytes:ratio{a}",
+        ),
+        Rule(
+            f"Storage frontend bytes over VM bytes over the agreement window ({a}): what "
+            "IoparallaxStorageViewDisagrees judges.",
+            f"vm_disk:ioparallax_storage_bytes:avg{a}\n/\n(vm_disk:ioparallax_vm_bytes:rate{a} > 0)",
+            record=f"vm_disk:ioparallax_storage_to_vm_bytes:ratio{a}",
+        ),
     ]
-    return Group("ioparallax.agreement", f"The views over the agreement window ({a}): "
-                 "what the views-disagree alerts judge.", agreement)
+    return Group(
+        "ioparallax.agreement",
+        f"The views over the agreement window ({a}): what the views-disagree alerts judge.",
+        agreement,
+    )
 
 
 def _per_cluster(groups: list[Group], cfg: MixinConfig) -> list[Group]:
@@ -472,11 +614,11 @@ def _per_cluster(groups: list[Group], cfg: MixinConfig) -> list[Group]:
 # ---------------------------------------------------------------------------------------------
 # alerts
 
+
 def alert_groups(cfg: MixinConfig) -> list[Group]:
     """The alert groups, one per kind of signal: the guest's facts, the storage, the views, the monitoring."""
     kit = _AlertKit(cfg)
-    return _per_cluster([_guest_fact_alerts(kit), _storage_alerts(kit), _view_alerts(kit), _exporter_alerts(kit)],
-                        cfg)
+    return _per_cluster([_guest_fact_alerts(kit), _storage_alerts(kit), _view_alerts(kit), _exporter_alerts(kit)], cfg)
 
 
 class _AlertKit:
@@ -488,81 +630,122 @@ class _AlertKit:
         self.fio, self.st, self.vc = cfg.sel("fio"), cfg.sel("stargate"), cfg.sel("vcenter")
         self.busy = f"{self.t.busy_bytes_per_second:.0f}"
 
-    def alert(self, name: str, severity: str, for_: str, expr: str, summary: str, description: str,
-              comment: str, **labels: str) -> Rule:
-        annotations = {"summary": summary, "description": description,
-                       "runbook_url": self.cfg.alerts.runbook(name)}
-        return Rule(comment, expr, alert=name, for_=for_, labels={"severity": severity, **labels},
-                    annotations=annotations)
+    def alert(
+        self,
+        name: str,
+        severity: str,
+        for_: str,
+        expr: str,
+        summary: str,
+        description: str,
+        comment: str,
+        **labels: str,
+    ) -> Rule:
+        annotations = {"summary": summary, "description": description, "runbook_url": self.cfg.alerts.runbook(name)}
+        return Rule(
+            comment, expr, alert=name, for_=for_, labels={"severity": severity, **labels}, annotations=annotations
+        )
 
 
 def _guest_fact_alerts(kit: _AlertKit) -> Group:
     """Facts of the guest itself: partition alignment, fio job hygiene."""
     f, fio, alert = kit.f, kit.fio, kit.alert
-    return Group("ioparallax-guest-alerts", "What the guest's own facts say (reliable signals).", [
-        alert("IoparallaxMisalignedPartition", "warning", f.misaligned_partition,
-              f"fio_guest_partition_aligned{fio} == 0",
-              "A guest partition is not on the 4 KiB grid.",
-              "Partition {{ $labels.partition }} of {{ $labels.disk }} on {{ $labels.instance }} starts at an "
-              "offset that is not a multiple of 4096 bytes: every write straddles two storage blocks and "
-              "needs a read-modify-write (1 MiB writes run at ~60 % of aligned throughput). Recreate the "
-              "partition at 1 MiB (parted -a optimal) before measuring.",
-              "The guest's partition start (sysfs start x 512) modulo 4096 is not 0."),
-        alert("IoparallaxFioJobHygiene", "warning", f.hygiene,
-              f"fio_job_hygiene_problem{fio} == 1",
-              "A fio job's options make its results unrepresentative.",
-              "fio job {{ $labels.jobname }} on {{ $labels.host }} has the hygiene problem {{ $labels.problem }} "
-              "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
-              "job file and run it again.",
-              "One alert per trap found in a job's options by the fio exporter."),
-    ])
+    return Group(
+        "ioparallax-guest-alerts",
+        "What the guest's own facts say (reliable signals).",
+        [
+            alert(
+                "IoparallaxMisalignedPartition",
+                "warning",
+                f.misaligned_partition,
+                f"fio_guest_partition_aligned{fio} == 0",
+                "A guest partition is not on the 4 KiB grid.",
+                "Partition {{ $labels.partition }} of {{ $labels.disk }} on {{ $labels.instance }} starts at an "
+                "offset that is not a multiple of 4096 bytes: every write straddles two storage blocks and "
+                "needs a read-modify-write (1 MiB writes run at ~60 % of aligned throughput). Recreate the "
+                "partition at 1 MiB (parted -a optimal) before measuring.",
+                "The guest's partition start (sysfs start x 512) modulo 4096 is not 0.",
+            ),
+            alert(
+                "IoparallaxFioJobHygiene",
+                "warning",
+                f.hygiene,
+                f"fio_job_hygiene_problem{fio} == 1",
+                "A fio job's options make its results unrepresentative.",
+                "fio job {{ $labels.jobname }} on {{ $labels.host }} has the hygiene problem {{ $labels.problem }} "
+                "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
+                "job file and run it again.",
+                "One alert per trap found in a job's options by the fio exporter.",
+            ),
+        ],
+    )
 
 
 def _storage_alerts(kit: _AlertKit) -> Group:
     """What the storage did with the benchmark's I/O: zero buckets, cache, read-modify-write."""
     t, f, w, busy, alert = kit.t, kit.f, kit.w, kit.busy, kit.alert
-    return Group("ioparallax-storage-alerts", "What the storage did with the benchmark's I/O.", [
-        alert("IoparallaxZeroHeavyReads", "warning", f.zero_heavy,
-              f"vdisk:ioparallax_read_zero:ratio > {t.zero_read_ratio:g}\n"
-              f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
-              "Reads are served from zero buckets: the storage reads no disk for them.",
-              "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
-              "({{ $labels.vm }} {{ $labels.disk }}) come from zero buckets (Estore/Oplog Zero): never-written "
-              "or all-zero blocks that no disk serves. IOPS and latency are inflated. Fill the test files with "
-              "non-zero data first (fio without zero_buffers, with refill_buffers) and run again.",
-              "Zero share of read bytes above the threshold while the vdisk is busy reading."),
-        alert("IoparallaxZeroHeavyWrites", "warning", f.zero_heavy,
-              f"vdisk:ioparallax_write_zero:ratio > {t.zero_write_ratio:g}\n"
-              f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
-              "Writes are all-zero blocks: the storage stores metadata only.",
-              "{{ $value | humanizePercentage }} of the bytes written to vdisk {{ $labels.vdisk_id }} "
-              "({{ $labels.vm }} {{ $labels.disk }}) land in Oplog Zero: all-zero blocks that are never "
-              "stored. Write throughput and latency are inflated. Use non-zero buffers (fio: no zero_buffers; "
-              "buffer_compress_percentage only with buffer_pattern; DiskSPD -Z).",
-              "Zero share of written bytes above the threshold while the vdisk is busy writing."),
-        alert("IoparallaxBenchmarkFromCache", "warning", f.cache,
-              f"vdisk:ioparallax_read_cache:ratio > {t.cache_read_ratio:g}\n"
-              f"and on (vdisk_id) vdisk:ioparallax_working_set_to_cache:ratio < {t.working_set_to_cache_ratio:g}\n"
-              f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
-              "The benchmark's working set fits in the CVM's memory (hero numbers).",
-              "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
-              "({{ $labels.vm }} {{ $labels.disk }}) come from the CVM's DRAM/extent cache and its 2-minute "
-              "working set is smaller than the cache: latency and IOPS describe memory, not the storage. "
-              "Size the test files above the cache (several times the working set of the real application).",
-              "Read share from memory above the threshold, working set below the cache, vdisk busy."),
-        alert("IoparallaxMisalignedIoSuspected", "info", f.misaligned_io,
-              f"vdisk:ioparallax_rmw_read_to_write:ratio{w} > {t.misaligned_read_to_write_ratio:g}\n"
-              f"and on (vdisk_id) (\n  vdisk:ioparallax_frontend_read_bytes:avg{w}\n"
-              f"  < {t.misaligned_frontend_read_to_write_ratio:g} * vdisk:ioparallax_frontend_write_bytes:avg{w}\n)\n"
-              f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
-              "The storage reads on a write-only workload: misaligned writes suspected (heuristic).",
-              "Vdisk {{ $labels.vdisk_id }} ({{ $labels.vm }} {{ $labels.disk }}) is written but hardly read, "
-              "yet the storage reads {{ $value | humanizePercentage }} of the written bytes: the signature "
-              "of read-modify-write on writes that straddle 4 KiB blocks. This is a heuristic: confirm with "
-              "the guest's partition offsets (IoparallaxMisalignedPartition, fio_guest_partition_aligned).",
-              "Storage-side heuristic, labelled as such: back-end reads on a write-only workload.",
-              signal="heuristic"),
-    ])
+    return Group(
+        "ioparallax-storage-alerts",
+        "What the storage did with the benchmark's I/O.",
+        [
+            alert(
+                "IoparallaxZeroHeavyReads",
+                "warning",
+                f.zero_heavy,
+                f"vdisk:ioparallax_read_zero:ratio > {t.zero_read_ratio:g}\n"
+                f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
+                "Reads are served from zero buckets: the storage reads no disk for them.",
+                "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
+                "({{ $labels.vm }} {{ $labels.disk }}) come from zero buckets (Estore/Oplog Zero): never-written "
+                "or all-zero blocks that no disk serves. IOPS and latency are inflated. Fill the test files with "
+                "non-zero data first (fio without zero_buffers, with refill_buffers) and run again.",
+                "Zero share of read bytes above the threshold while the vdisk is busy reading.",
+            ),
+            alert(
+                "IoparallaxZeroHeavyWrites",
+                "warning",
+                f.zero_heavy,
+                f"vdisk:ioparallax_write_zero:ratio > {t.zero_write_ratio:g}\n"
+                f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
+                "Writes are all-zero blocks: the storage stores metadata only.",
+                "{{ $value | humanizePercentage }} of the bytes written to vdisk {{ $labels.vdisk_id }} "
+                "({{ $labels.vm }} {{ $labels.disk }}) land in Oplog Zero: all-zero blocks that are never "
+                "stored. Write throughput and latency are inflated. Use non-zero buffers (fio: no zero_buffers; "
+                "buffer_compress_percentage only with buffer_pattern; DiskSPD -Z).",
+                "Zero share of written bytes above the threshold while the vdisk is busy writing.",
+            ),
+            alert(
+                "IoparallaxBenchmarkFromCache",
+                "warning",
+                f.cache,
+                f"vdisk:ioparallax_read_cache:ratio > {t.cache_read_ratio:g}\n"
+                f"and on (vdisk_id) vdisk:ioparallax_working_set_to_cache:ratio < {t.working_set_to_cache_ratio:g}\n"
+                f"and on (vdisk_id) vdisk:ioparallax_frontend_read_bytes:avg{w} > {busy}",
+                "The benchmark's working set fits in the CVM's memory (hero numbers).",
+                "{{ $value | humanizePercentage }} of the bytes read from vdisk {{ $labels.vdisk_id }} "
+                "({{ $labels.vm }} {{ $labels.disk }}) come from the CVM's DRAM/extent cache and its 2-minute "
+                "working set is smaller than the cache: latency and IOPS describe memory, not the storage. "
+                "Size the test files above the cache (several times the working set of the real application).",
+                "Read share from memory above the threshold, working set below the cache, vdisk busy.",
+            ),
+            alert(
+                "IoparallaxMisalignedIoSuspected",
+                "info",
+                f.misaligned_io,
+                f"vdisk:ioparallax_rmw_read_to_write:ratio{w} > {t.misaligned_read_to_write_ratio:g}\n"
+                f"and on (vdisk_id) (\n  vdisk:ioparallax_frontend_read_bytes:avg{w}\n"
+                f"  < {t.misaligned_frontend_read_to_write_ratio:g} * vdisk:ioparallax_frontend_write_bytes:avg{w}\n)\n"
+                f"and on (vdisk_id) vdisk:ioparallax_frontend_write_bytes:avg{w} > {busy}",
+                "The storage reads on a write-only workload: misaligned writes suspected (heuristic).",
+                "Vdisk {{ $labels.vdisk_id }} ({{ $labels.vm }} {{ $labels.disk }}) is written but hardly read, "
+                "yet the storage reads {{ $value | humanizePercentage }} of the written bytes: the signature "
+                "of read-modify-write on writes that straddle 4 KiB blocks. This is a heuristic: confirm with "
+                "the guest's partition offsets (IoparallaxMisalignedPartition, fio_guest_partition_aligned).",
+                "Storage-side heuristic, labelled as such: back-end reads on a write-only workload.",
+                signal="heuristic",
+            ),
+        ],
+    )
 
 
 def _view_alerts(kit: _AlertKit) -> Group:
@@ -575,103 +758,149 @@ def _view_alerts(kit: _AlertKit) -> Group:
         a = cfg.windows.agreement
         ratio = f"vm_disk:ioparallax_{layer}_to_vm_bytes:ratio{a}"
         gate = f"vm_disk:ioparallax_vm_bytes:rate{a}" if a != w else both_bytes(w)
-        expr = (f"(\n  {ratio} > {t.views_bytes_ratio:g}\n  or {ratio} < {1 / t.views_bytes_ratio:.4g}\n)\n"
-                f"and on (vm, disk) {gate} > {busy}")
+        expr = (
+            f"(\n  {ratio} > {t.views_bytes_ratio:g}\n  or {ratio} < {1 / t.views_bytes_ratio:.4g}\n)\n"
+            f"and on (vm, disk) {gate} > {busy}"
+        )
         if layer == "storage":
             # The Stargate page shows rates over a window of a few seconds, sampled at each scrape:
             # bursts shorter than the scrape interval are seen at their height or not at all, the
             # same way every time when the burst period is a multiple of the scrape interval. Its
             # bytes cannot be compared while IoparallaxBurstAveragedAway's condition holds.
-            expr += (f"\nunless on (vm, disk) vm_disk:ioparallax_burstiness:ratio{a} > "
-                     f"{t.burstiness_ratio:g}")
+            expr += f"\nunless on (vm, disk) vm_disk:ioparallax_burstiness:ratio{a} > {t.burstiness_ratio:g}"
         return expr
 
-    return Group("ioparallax-views-alerts", "Where the views disagree, and why.", [
-        alert("IoparallaxBurstAveragedAway", "warning", f.burst,
-              f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
-              f"and on (vm, disk) {both_bytes(w)} > {busy}",
-              "The VM view's 20 s averages flatten this disk's bursts.",
-              "The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf \"%.1f\" }} "
-              "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
-              "vCenter's 20 s samples average away (high latency, \"low\" throughput). Judge throughput on "
-              "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
-              "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy."),
-        alert("IoparallaxAskedQueueDepthNotReached", "warning", f.burst,
-              f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w} > {t.burstiness_ratio:g}\n"
-              f"and on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1\n"
-              f"and on (vm, disk) {both_bytes(w)} > {busy}",
-              "Asked queue depth not reached (buffered I/O).",
-              "The fio jobs on {{ $labels.vm }} {{ $labels.disk }} ask for a queue depth {{ $value | printf \"%.1f\" }} "
-              "times the concurrency the VM view implies (throughput x latency), and they run buffered "
-              "(direct=0): buffered libaio submits synchronously, so the asked iodepth is never reached and the "
-              "result describes a queue depth of about one per job, through the guest page cache. Run with "
-              "direct=1 to test the asked depth, or with a synchronous engine (psync) and numjobs set to the "
-              "concurrency wanted.",
-              "Little's law on a buffered disk: the asked depth far above the VM's implied concurrency, "
-              "while the disk is busy (IoparallaxBurstAveragedAway does not judge buffered disks)."),
-        alert("IoparallaxViewsDisagree", "warning", f.views_disagree,
-              disagree("guest"),
-              "The guest and the VM disagree on the bytes moved.",
-              "Over {cfg.windows.agreement}, the guest moved {{ $value | printf \"%.2f\" }} times the bytes "
-              "vCenter counted for {{ $labels.vm }} {{ $labels.disk }}. Check that the fio jobs run on this "
-              "disk (filename), that no other process writes to it, and that every exporter is up.".replace(
-                  "{cfg.windows.agreement}", cfg.windows.agreement),
-              "Guest bytes against VM bytes over the agreement window, outside the tolerance."),
-        alert("IoparallaxStorageViewDisagrees", "warning", f.views_disagree,
-              disagree("storage"),
-              "The storage and the VM disagree on the bytes moved.",
-              "Over " + cfg.windows.agreement + ", the Stargate frontend of {{ $labels.vm }} {{ $labels.disk }} "
-              "moved {{ $value | printf \"%.2f\" }} times the bytes vCenter counted. Check the vdisk mapping "
-              "(stargate_vdisk_info vm/disk), that every CVM is probed (a moved vdisk), and other VMs on the "
-              "same vdisk.",
-              "Storage frontend bytes against VM bytes over the agreement window, outside the tolerance."),
-    ])
+    return Group(
+        "ioparallax-views-alerts",
+        "Where the views disagree, and why.",
+        [
+            alert(
+                "IoparallaxBurstAveragedAway",
+                "warning",
+                f.burst,
+                f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
+                f"and on (vm, disk) {both_bytes(w)} > {busy}",
+                "The VM view's 20 s averages flatten this disk's bursts.",
+                'The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf "%.1f" }} '
+                "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
+                'vCenter\'s 20 s samples average away (high latency, "low" throughput). Judge throughput on '
+                "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
+                "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy.",
+            ),
+            alert(
+                "IoparallaxAskedQueueDepthNotReached",
+                "warning",
+                f.burst,
+                f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w} > {t.burstiness_ratio:g}\n"
+                f"and on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1\n"
+                f"and on (vm, disk) {both_bytes(w)} > {busy}",
+                "Asked queue depth not reached (buffered I/O).",
+                'The fio jobs on {{ $labels.vm }} {{ $labels.disk }} ask for a queue depth {{ $value | printf "%.1f" }} '
+                "times the concurrency the VM view implies (throughput x latency), and they run buffered "
+                "(direct=0): buffered libaio submits synchronously, so the asked iodepth is never reached and the "
+                "result describes a queue depth of about one per job, through the guest page cache. Run with "
+                "direct=1 to test the asked depth, or with a synchronous engine (psync) and numjobs set to the "
+                "concurrency wanted.",
+                "Little's law on a buffered disk: the asked depth far above the VM's implied concurrency, "
+                "while the disk is busy (IoparallaxBurstAveragedAway does not judge buffered disks).",
+            ),
+            alert(
+                "IoparallaxViewsDisagree",
+                "warning",
+                f.views_disagree,
+                disagree("guest"),
+                "The guest and the VM disagree on the bytes moved.",
+                'Over {cfg.windows.agreement}, the guest moved {{ $value | printf "%.2f" }} times the bytes '
+                "vCenter counted for {{ $labels.vm }} {{ $labels.disk }}. Check that the fio jobs run on this "
+                "disk (filename), that no other process writes to it, and that every exporter is up.".replace(
+                    "{cfg.windows.agreement}", cfg.windows.agreement
+                ),
+                "Guest bytes against VM bytes over the agreement window, outside the tolerance.",
+            ),
+            alert(
+                "IoparallaxStorageViewDisagrees",
+                "warning",
+                f.views_disagree,
+                disagree("storage"),
+                "The storage and the VM disagree on the bytes moved.",
+                "Over " + cfg.windows.agreement + ", the Stargate frontend of {{ $labels.vm }} {{ $labels.disk }} "
+                'moved {{ $value | printf "%.2f" }} times the bytes vCenter counted. Check the vdisk mapping '
+                "(stargate_vdisk_info vm/disk), that every CVM is probed (a moved vdisk), and other VMs on the "
+                "same vdisk.",
+                "Storage frontend bytes against VM bytes over the agreement window, outside the tolerance.",
+            ),
+        ],
+    )
 
 
 def _exporter_alerts(kit: _AlertKit) -> Group:
     """The monitoring itself: an exporter, a CVM, a vCenter or a fio file that cannot be read, slow scrapes."""
     cfg, t, f, fio, st, vc, alert = kit.cfg, kit.t, kit.f, kit.fio, kit.st, kit.vc, kit.alert
-    return Group("ioparallax-exporters-alerts", "The monitoring itself: what cannot be seen.", [
-        alert("IoparallaxExporterDown", "critical", f.down,
-              f"up{{{cfg.selectors.exporters}}} == 0",
-              "Prometheus cannot scrape an ioparallax exporter.",
-              "{{ $labels.job }} target {{ $labels.instance }} does not answer Prometheus: a whole view is "
-              "missing from the dashboards. Check that the exporter runs and listens where the scrape "
-              "config says.",
-              "The scrape itself fails (exporter process down or unreachable)."),
-        alert("IoparallaxStargateDown", "warning", f.down,
-              f"stargate_up{st} == 0",
-              "A CVM's Stargate page cannot be read.",
-              "The Stargate exporter cannot read {{ $labels.instance }} (port 2009): the vdisks hosted there "
-              "are missing from the storage view. The exporter's log names the cause (refused: firewall; "
-              "timeout; not a Stargate page).",
-              "The probe of one CVM fails (the exporter is up)."),
-        alert("IoparallaxVcenterDown", "warning", f.down,
-              f"vcenter_up{vc} == 0",
-              "vCenter cannot be collected.",
-              "The vCenter exporter cannot collect {{ $labels.instance }}: the VM view is missing. "
-              "vcenter_probe_error_info names the cause (login, tls, connect, timeout).",
-              "The probe of one vCenter fails (the exporter is up)."),
-        alert("IoparallaxFioSourceDown", "warning", f.down,
-              f"fio_source_up{fio} == 0",
-              "A fio output file cannot be used.",
-              "The fio exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that job's guest "
-              "view is missing. fio_source_error_info{reason} says why (unreadable, corrupt, invalid_value, "
-              "too_large, truncated); the exporter's log names the file and the cause.",
-              "One watched fio output file is unreadable, corrupt or holds values fio cannot write."),
-        alert("IoparallaxScrapeSlow", "warning", f.scrape_slow,
-              f"scrape_duration_seconds{{{cfg.selectors.exporters}}}\n"
-              f"> {t.scrape_duration_ratio:g} * scrape_timeout_seconds{{{cfg.selectors.exporters}}}",
-              "A scrape takes most of its timeout.",
-              "Scrapes of {{ $labels.job }} target {{ $labels.instance }} take {{ $value | humanizeDuration }}, "
-              "close to the scrape timeout: soon they fail and the view has gaps. Raise scrape_timeout, "
-              "probe fewer CVMs per target, or raise the exporter's concurrency.",
-              "Needs Prometheus' --enable-feature=extra-scrape-metrics (scrape_timeout_seconds)."),
-    ])
+    return Group(
+        "ioparallax-exporters-alerts",
+        "The monitoring itself: what cannot be seen.",
+        [
+            alert(
+                "IoparallaxExporterDown",
+                "critical",
+                f.down,
+                f"up{{{cfg.selectors.exporters}}} == 0",
+                "Prometheus cannot scrape an ioparallax exporter.",
+                "{{ $labels.job }} target {{ $labels.instance }} does not answer Prometheus: a whole view is "
+                "missing from the dashboards. Check that the exporter runs and listens where the scrape "
+                "config says.",
+                "The scrape itself fails (exporter process down or unreachable).",
+            ),
+            alert(
+                "IoparallaxStargateDown",
+                "warning",
+                f.down,
+                f"stargate_up{st} == 0",
+                "A CVM's Stargate page cannot be read.",
+                "The Stargate exporter cannot read {{ $labels.instance }} (port 2009): the vdisks hosted there "
+                "are missing from the storage view. The exporter's log names the cause (refused: firewall; "
+                "timeout; not a Stargate page).",
+                "The probe of one CVM fails (the exporter is up).",
+            ),
+            alert(
+                "IoparallaxVcenterDown",
+                "warning",
+                f.down,
+                f"vcenter_up{vc} == 0",
+                "vCenter cannot be collected.",
+                "The vCenter exporter cannot collect {{ $labels.instance }}: the VM view is missing. "
+                "vcenter_probe_error_info names the cause (login, tls, connect, timeout).",
+                "The probe of one vCenter fails (the exporter is up).",
+            ),
+            alert(
+                "IoparallaxFioSourceDown",
+                "warning",
+                f.down,
+                f"fio_source_up{fio} == 0",
+                "A fio output file cannot be used.",
+                "The fio exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that job's guest "
+                "view is missing. fio_source_error_info{reason} says why (unreadable, corrupt, invalid_value, "
+                "too_large, truncated); the exporter's log names the file and the cause.",
+                "One watched fio output file is unreadable, corrupt or holds values fio cannot write.",
+            ),
+            alert(
+                "IoparallaxScrapeSlow",
+                "warning",
+                f.scrape_slow,
+                f"scrape_duration_seconds{{{cfg.selectors.exporters}}}\n"
+                f"> {t.scrape_duration_ratio:g} * scrape_timeout_seconds{{{cfg.selectors.exporters}}}",
+                "A scrape takes most of its timeout.",
+                "Scrapes of {{ $labels.job }} target {{ $labels.instance }} take {{ $value | humanizeDuration }}, "
+                "close to the scrape timeout: soon they fail and the view has gaps. Raise scrape_timeout, "
+                "probe fewer CVMs per target, or raise the exporter's concurrency.",
+                "Needs Prometheus' --enable-feature=extra-scrape-metrics (scrape_timeout_seconds).",
+            ),
+        ],
+    )
 
 
 def both_bytes(w: str) -> str:
-    return (f"(vm_disk:ioparallax_vm_read_bytes:rate{w} + vm_disk:ioparallax_vm_write_bytes:rate{w})")
+    return f"(vm_disk:ioparallax_vm_read_bytes:rate{w} + vm_disk:ioparallax_vm_write_bytes:rate{w})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,8 +925,9 @@ _Dumper.add_representer(str, _str)
 
 
 def _dump_rule(rule: Rule) -> str:
-    body = yaml.dump([rule.as_dict()], Dumper=_Dumper, sort_keys=False, width=1000,
-                     default_flow_style=False, allow_unicode=True)
+    body = yaml.dump(
+        [rule.as_dict()], Dumper=_Dumper, sort_keys=False, width=1000, default_flow_style=False, allow_unicode=True
+    )
     comment = "\n".join("    # " + line for line in _wrap(rule.comment, 94))
     return comment + "\n" + "\n".join("    " + line if line else line for line in body.splitlines()) + "\n"
 
@@ -726,8 +956,9 @@ def render(groups: list[Group], config_name: str, interval: str | None = None) -
     return "".join(out)
 
 
-def rule_files(cfg: MixinConfig, config_name: str = "ioparallax/mixin/config.yml",
-               interval: str | None = None) -> dict[str, str]:
+def rule_files(
+    cfg: MixinConfig, config_name: str = "ioparallax/mixin/config.yml", interval: str | None = None
+) -> dict[str, str]:
     """File name -> content: the recording rules and the alerts, one file each."""
     return {
         "ioparallax.rules.yml": render(recording_rules(cfg), config_name, interval),
@@ -735,8 +966,9 @@ def rule_files(cfg: MixinConfig, config_name: str = "ioparallax/mixin/config.yml
     }
 
 
-def write_rule_files(cfg: MixinConfig, outdir: Path, config_name: str = "ioparallax/mixin/config.yml",
-                     interval: str | None = None) -> list[Path]:
+def write_rule_files(
+    cfg: MixinConfig, outdir: Path, config_name: str = "ioparallax/mixin/config.yml", interval: str | None = None
+) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in rule_files(cfg, config_name, interval).items():

@@ -17,11 +17,12 @@ log = logging.getLogger(__name__)
 def _builders() -> list[SectionBuilder]:
     # Imported here so that a section module that fails to import breaks only its own section.
     from ioparallax.report import disks, scaling, summary
+
     builders: list[SectionBuilder] = [
-        summary.verdicts_section,       # verdict table, views missing, alerts that fired
+        summary.verdicts_section,  # verdict table, views missing, alerts that fired
         summary.alerts_section,
-        scaling.scaling_section,        # the ramp's plateaus and the USL fit (issue 12); None without a ramp
-        disks.disk_sections,            # one page per VM disk
+        scaling.scaling_section,  # the ramp's plateaus and the USL fit (issue 12); None without a ramp
+        disks.disk_sections,  # one page per VM disk
     ]
     return builders
 
@@ -36,8 +37,11 @@ def build_sections(ctx: ReportContext, builders: list[SectionBuilder] | None = N
         except Exception as e:  # noqa: BLE001 - one broken section must not lose the whole report
             log.error("section %s failed: %s", name, e)
             log.debug("%s", traceback.format_exc())
-            got = Section(id=f"error-{len(out)}", title=f"Section {name} failed",
-                          html=f'<p class="error">This section could not be made: {esc(e)}</p>')
+            got = Section(
+                id=f"error-{len(out)}",
+                title=f"Section {name} failed",
+                html=f'<p class="error">This section could not be made: {esc(e)}</p>',
+            )
         if got is None:
             continue
         out.extend(got if isinstance(got, list) else [got])

@@ -14,12 +14,24 @@ import tempfile
 from pathlib import Path
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-    "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--disable-default-apps", "--disable-extensions", "--disable-domain-reliability",
-    "--disable-client-side-phishing-detection", "--no-pings", "--disable-breakpad",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--no-pings",
+    "--disable-breakpad",
     "--disable-features=Translate,OptimizationHints,MediaRouter,NetworkTimeServiceQuerying",
-    "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
 ]
 
 
@@ -46,8 +58,13 @@ def run(url: str, *extra: str, timeout: float = 120.0) -> subprocess.CompletedPr
 
 def print_pdf(html_path: Path, pdf_path: Path, timeout: float = 120.0) -> None:
     pdf_path.parent.mkdir(parents=True, exist_ok=True)
-    run(html_path.resolve().as_uri(), "--no-pdf-header-footer", "--run-all-compositor-stages-before-draw",
-        f"--print-to-pdf={pdf_path.resolve()}", timeout=timeout)
+    run(
+        html_path.resolve().as_uri(),
+        "--no-pdf-header-footer",
+        "--run-all-compositor-stages-before-draw",
+        f"--print-to-pdf={pdf_path.resolve()}",
+        timeout=timeout,
+    )
     if not pdf_path.exists() or pdf_path.stat().st_size == 0:
         raise RuntimeError(f"chromium wrote no PDF for {html_path}")
 

@@ -92,26 +92,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ioparallax-report",
         description="Write the PoC report: a verdict per VM disk and per trap (views agree, zero reads, "
-                    "zero writes, cache fit, bursts averaged away, misalignment, benchmark hygiene), a page "
-                    "per VM disk with the guest, VM and storage views overlaid, the alerts that fired, and an "
-                    "appendix with every query and the data as CSV. One self-contained HTML file.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prometheus", required=True, metavar="URL",
-                   help="Prometheus-compatible query API, e.g. http://127.0.0.1:9090")
+        "zero writes, cache fit, bursts averaged away, misalignment, benchmark hygiene), a page "
+        "per VM disk with the guest, VM and storage views overlaid, the alerts that fired, and an "
+        "appendix with every query and the data as CSV. One self-contained HTML file.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--prometheus", required=True, metavar="URL", help="Prometheus-compatible query API, e.g. http://127.0.0.1:9090"
+    )
     p.add_argument("--start", default="-30m", help="start of the range (default -30m)")
     p.add_argument("--end", default="now", help="end of the range (default now)")
-    p.add_argument("--match", default="", metavar="'{label=\"value\",...}'",
-                   help="label matchers added to every query, e.g. '{vm=~\"oltp.*\"}' or, on a long-term "
-                        "store, '{cluster=\"poc-a\"}' (recording rules keep vm, disk and vdisk_id)")
+    p.add_argument(
+        "--match",
+        default="",
+        metavar="'{label=\"value\",...}'",
+        help="label matchers added to every query, e.g. '{vm=~\"oltp.*\"}' or, on a long-term "
+        "store, '{cluster=\"poc-a\"}' (recording rules keep vm, disk and vdisk_id)",
+    )
     p.add_argument("--compare", metavar="LABEL=URL|RANGE", help="a second Prometheus or range, overlaid")
     p.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     p.add_argument("--pdf", type=Path, help="also print the report to this PDF (headless Chromium)")
     p.add_argument("--config", type=Path, help="mixin config (default: the shipped ioparallax/mixin/config.yml)")
     p.add_argument("--step", help="seconds between points (default: max(scrape interval, range / 600))")
     p.add_argument("--title", default="Storage PoC report", help="the report's title")
-    p.add_argument("--steps", metavar="OFFSET[=N],...",
-                   help="the scalability ramp's step boundaries, offsets from --start (e.g. 0,3m,6m,9m, or "
-                        "0=1,3m=2,6m=4 with each step's concurrency) instead of finding them (docs/usl.md)")
+    p.add_argument(
+        "--steps",
+        metavar="OFFSET[=N],...",
+        help="the scalability ramp's step boundaries, offsets from --start (e.g. 0,3m,6m,9m, or "
+        "0=1,3m=2,6m=4 with each step's concurrency) instead of finding them (docs/usl.md)",
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every query")
     add_version_arg(p)
@@ -122,42 +132,61 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["usl"]:
         from ioparallax.report import usl_cli
+
         return usl_cli.main(argv[1:])
     args = build_parser().parse_args(_join_negative_times(argv))
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     from ioparallax.report.report import ReportError, make_report
+
     now = time.time()
     try:
         start, end = parse_time(args.start, now), parse_time(args.end, now)
         if end <= start:
             raise ValueError(f"--end ({args.end}) must be after --start ({args.start})")
-        step = parse_seconds(args.step) if args.step and not args.step.replace(".", "").isdigit() else (
-            float(args.step) if args.step else None)
+        step = (
+            parse_seconds(args.step)
+            if args.step and not args.step.replace(".", "").isdigit()
+            else (float(args.step) if args.step else None)
+        )
         match = args.match.strip()
         if match.startswith("{") and match.endswith("}"):
             match = match[1:-1].strip()
         compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
         from ioparallax.report.ramps import parse_steps
+
         steps = parse_steps(args.steps) if args.steps else None
     except ValueError as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)
         return 2
     try:
-        result = make_report(prometheus=args.prometheus, start=start, end=end, step=step, match=match,
-                             config_path=args.config, compare=compare, title=args.title, timeout=args.timeout,
-                             steps=steps)
+        result = make_report(
+            prometheus=args.prometheus,
+            start=start,
+            end=end,
+            step=step,
+            match=match,
+            config_path=args.config,
+            compare=compare,
+            title=args.title,
+            timeout=args.timeout,
+            steps=steps,
+        )
     except (PromError, ReportError) as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)
         return 1
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result.write(args.output)
-    print(f"wrote {args.output} ({result.size / 1e6:.1f} MB, {result.disks} VM disks, "
-          f"{result.queries} Prometheus queries in {result.seconds:.1f} s)")
+    print(
+        f"wrote {args.output} ({result.size / 1e6:.1f} MB, {result.disks} VM disks, "
+        f"{result.queries} Prometheus queries in {result.seconds:.1f} s)"
+    )
     for view, why in result.missing_views.items():
         print(f"  view missing: {view}: {why}")
     if args.pdf:
         from ioparallax.report.chromium import print_pdf
+
         try:
             print_pdf(args.output, args.pdf)
         except RuntimeError as e:

@@ -54,8 +54,9 @@ def compare_section(ctx: ReportContext) -> Section:
     a_v, b_v = verdicts(ctx), verdicts(ctx.compare)
     keys = sorted(set(a_ds.disks()) | set(b_ds.disks()))
     fmt = {title: f for title, _, f in KEY_NUMBERS}
-    head = "".join(f"<th>{esc(t)}<span class='thr'>A / {esc(ctx.compare.label)} / delta</span></th>"
-                   for t, _, _ in KEY_NUMBERS)
+    head = "".join(
+        f"<th>{esc(t)}<span class='thr'>A / {esc(ctx.compare.label)} / delta</span></th>" for t, _, _ in KEY_NUMBERS
+    )
     rows, csv_rows = [], []
     for key in keys:
         a, b = key_numbers(a_ds, key), key_numbers(b_ds, key)
@@ -65,14 +66,23 @@ def compare_section(ctx: ReportContext) -> Section:
             fb = "—" if math.isnan(b[t]) else fmt[t](b[t])
             cells.append(f"<td>{esc(fa)}<br>{esc(fb)}<br><b>{esc(delta(a[t], b[t]))}</b></td>")
             csv_rows.append((key[0], key[1], t, a[t], b[t]))
-        changed = [f"{k}: {a_v[key][k].state.value} -> {b_v[key][k].state.value}"
-                   for k in a_v.get(key, {}) if key in b_v and a_v[key][k].state != b_v[key][k].state]
+        changed = [
+            f"{k}: {a_v[key][k].state.value} -> {b_v[key][k].state.value}"
+            for k in a_v.get(key, {})
+            if key in b_v and a_v[key][k].state != b_v[key][k].state
+        ]
         cells.append(f"<td>{esc('; '.join(changed) or 'same verdicts')}</td>")
         rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}</th>{''.join(cells)}</tr>")
-    html = (f"<p>A: {esc(ctx.api.url)}, the report's range. {esc(ctx.compare.label)}: "
-            f"{esc(ctx.compare.api.url)}, its own range (drawn dashed on every disk page, shifted to A's start). "
-            f"Means over each range; delta is ({esc(ctx.compare.label)} - A) / A.</p>"
-            f"<table class='compare'><thead><tr><th>VM disk</th>{head}<th>Verdicts that change</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
-    return Section(id="compare", title=f"Compare A with {ctx.compare.label}", html=html,
-                   csv={"compare.csv": rows_csv(["vm", "disk", "number", "A", ctx.compare.label], csv_rows)})
+    html = (
+        f"<p>A: {esc(ctx.api.url)}, the report's range. {esc(ctx.compare.label)}: "
+        f"{esc(ctx.compare.api.url)}, its own range (drawn dashed on every disk page, shifted to A's start). "
+        f"Means over each range; delta is ({esc(ctx.compare.label)} - A) / A.</p>"
+        f"<table class='compare'><thead><tr><th>VM disk</th>{head}<th>Verdicts that change</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return Section(
+        id="compare",
+        title=f"Compare A with {ctx.compare.label}",
+        html=html,
+        csv={"compare.csv": rows_csv(["vm", "disk", "number", "A", ctx.compare.label], csv_rows)},
+    )

@@ -27,7 +27,7 @@ DIRECTIONS = ("read", "write")
 QUANTITIES = ("ops", "bytes", "latency_seconds")
 LAYERS = ("guest", "guest_os", "vm", "storage")
 
-Key = tuple[str, str]        # (vm, disk)
+Key = tuple[str, str]  # (vm, disk)
 
 
 def rule_name(cfg_w: str, layer: str, d: str, q: str) -> str:
@@ -50,37 +50,53 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         for d in DIRECTIONS:
             for q in QUANTITIES:
                 out[f"{layer}_{d}_{q}"] = ctx.rule(rule_name(w, layer, d, q))
-    raw_fio = {"ops": "fio_{d}_interval_iops", "bytes": "fio_{d}_interval_bandwidth_bytes_per_second",
-               "latency_seconds": "fio_{d}_interval_clat_mean_seconds"}
-    raw_vc = {"ops": "vcenter_virtual_disk_sample_{d}_ops_per_second",
-              "bytes": "vcenter_virtual_disk_sample_{d}_bytes_per_second",
-              "latency_seconds": "vcenter_virtual_disk_sample_{d}_latency_precise_seconds"}
+    raw_fio = {
+        "ops": "fio_{d}_interval_iops",
+        "bytes": "fio_{d}_interval_bandwidth_bytes_per_second",
+        "latency_seconds": "fio_{d}_interval_clat_mean_seconds",
+    }
+    raw_vc = {
+        "ops": "vcenter_virtual_disk_sample_{d}_ops_per_second",
+        "bytes": "vcenter_virtual_disk_sample_{d}_bytes_per_second",
+        "latency_seconds": "vcenter_virtual_disk_sample_{d}_latency_precise_seconds",
+    }
     for d in DIRECTIONS:
         for q in QUANTITIES:
             metric = raw_fio[q].format(d=d) + ctx.sel("fio")
             agg = "avg" if q == "latency_seconds" else "sum"
-            if q == "latency_seconds":      # absent for intervals without completions: keep the last one
+            if q == "latency_seconds":  # absent for intervals without completions: keep the last one
                 metric = f"last_over_time({metric}[{ctx.config.w}])"
-            out[f"fio_{d}_{q}"] = (f"{agg} by (vm, disk) ({metric} * on ({FIO_JOB}) group_left (vm, disk) "
-                                   f"{job_info})")
+            out[f"fio_{d}_{q}"] = f"{agg} by (vm, disk) ({metric} * on ({FIO_JOB}) group_left (vm, disk) {job_info})"
             out[f"vcsample_{d}_{q}"] = f"{agg} by (vm, disk) ({raw_vc[q].format(d=d)}{ctx.sel('vcenter')})"
-    for name in ("read_zero:ratio", "write_zero:ratio", "read_zero_measurable:bool",
-                 "write_zero_measurable:bool", "read_cache:ratio", "working_set_to_cache:ratio",
-                 f"rmw_read_to_write:ratio{w}"):
+    for name in (
+        "read_zero:ratio",
+        "write_zero:ratio",
+        "read_zero_measurable:bool",
+        "write_zero_measurable:bool",
+        "read_cache:ratio",
+        "working_set_to_cache:ratio",
+        f"rmw_read_to_write:ratio{w}",
+    ):
         out[name.split(":")[0]] = f"max by (vm, disk) ({ctx.rule('vdisk:ioparallax_' + name)})"
     # The youngest running fio job per VM disk (finished jobs keep their last elapsed): views_agree
     # leaves out the steps before it has run the settling time (verdicts.unsettled).
-    out["job_elapsed"] = (f"min by (vm, disk) ((fio_job_elapsed_seconds{ctx.sel('fio')} unless on ({FIO_JOB}) "
-                          f"(fio_job_finished{ctx.sel('fio')} == 1)) * on ({FIO_JOB}) group_left (vm, disk) "
-                          f"{job_info})")
+    out["job_elapsed"] = (
+        f"min by (vm, disk) ((fio_job_elapsed_seconds{ctx.sel('fio')} unless on ({FIO_JOB}) "
+        f"(fio_job_finished{ctx.sel('fio')} == 1)) * on ({FIO_JOB}) group_left (vm, disk) "
+        f"{job_info})"
+    )
     out["iodepth"] = ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")
     out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
     out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
     out["splitting"] = ctx.rule(f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}")
-    out["hygiene"] = (f"max by (vm, disk, problem) (fio_job_hygiene_problem{ctx.sel('fio')} "
-                      f"* on ({FIO_JOB}) group_left (vm, disk) {job_info})")
-    for kind, metric in (("read_sources", "stargate_vdisk_read_source_bytes_per_second"),
-                         ("write_destinations", "stargate_vdisk_write_destination_bytes_per_second")):
+    out["hygiene"] = (
+        f"max by (vm, disk, problem) (fio_job_hygiene_problem{ctx.sel('fio')} "
+        f"* on ({FIO_JOB}) group_left (vm, disk) {job_info})"
+    )
+    for kind, metric in (
+        ("read_sources", "stargate_vdisk_read_source_bytes_per_second"),
+        ("write_destinations", "stargate_vdisk_write_destination_bytes_per_second"),
+    ):
         label = "source" if kind == "read_sources" else "destination"
         out[kind] = f"max by (vdisk_id, {label}) ({metric}{ctx.sel('stargate')})"
     out["alerts"] = ctx.rule("ALERTS", 'alertstate="firing"')
@@ -101,10 +117,14 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
         "stargate_builds": f"count by (build_version) (last_over_time(stargate_cvm_info{ctx.sel('stargate')}[{r}]))",
     }
     for d in DIRECTIONS:
-        out[f"guest_latency_{d}"] = (f"sum by (vm, disk, le) (increase(fio_{d}_clat_seconds_bucket{ctx.sel('fio')}[{r}]) "
-                                     f"* on ({FIO_JOB}) group_left (vm, disk) last_over_time({job_info}[{r}]))")
-        out[f"storage_latency_{d}"] = (f"max by (vdisk_id, le) (avg_over_time("
-                                       f"stargate_vdisk_{d}_latency_seconds_bucket{ctx.sel('stargate')}[{r}]))")
+        out[f"guest_latency_{d}"] = (
+            f"sum by (vm, disk, le) (increase(fio_{d}_clat_seconds_bucket{ctx.sel('fio')}[{r}]) "
+            f"* on ({FIO_JOB}) group_left (vm, disk) last_over_time({job_info}[{r}]))"
+        )
+        out[f"storage_latency_{d}"] = (
+            f"max by (vdisk_id, le) (avg_over_time("
+            f"stargate_vdisk_{d}_latency_seconds_bucket{ctx.sel('stargate')}[{r}]))"
+        )
     for view, source in (("guest", "fio"), ("vm", "vcenter"), ("storage", "stargate"), ("guest_os", "node")):
         out[f"up_{view}"] = f"max by (job, instance) (max_over_time(up{ctx.sel(source)}[{r}]))"
     out["source_up_vm"] = f"max by (instance) (max_over_time(vcenter_up{ctx.sel('vcenter')}[{r}]))"
@@ -116,14 +136,14 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
 @dataclass
 class Dataset:
     times: np.ndarray
-    series: dict[str, dict[Key, np.ndarray]] = field(default_factory=dict)       # (vm, disk) families
+    series: dict[str, dict[Key, np.ndarray]] = field(default_factory=dict)  # (vm, disk) families
     labelled: dict[str, list[tuple[dict[str, str], np.ndarray]]] = field(default_factory=dict)
     instant: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     promql: dict[str, str] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)                         # family -> error
+    errors: dict[str, str] = field(default_factory=dict)  # family -> error
     missing_views: dict[str, str] = field(default_factory=dict)
     vdisk_of: dict[Key, str] = field(default_factory=dict)
-    clusters: set[str] = field(default_factory=set)       # values of the config's cluster label seen
+    clusters: set[str] = field(default_factory=set)  # values of the config's cluster label seen
     # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
     # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
     settle_points: int = 0
@@ -136,8 +156,11 @@ class Dataset:
         keys: set[Key] = set()
         for fam in self.series:
             if fam.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in fam or "ops" in fam):
-                keys.update(k for k, v in self.series[fam].items()
-                            if (np.nanmax(v, initial=0) > 0 if busy else np.any(~np.isnan(v))))
+                keys.update(
+                    k
+                    for k, v in self.series[fam].items()
+                    if (np.nanmax(v, initial=0) > 0 if busy else np.any(~np.isnan(v)))
+                )
         return keys
 
     def disks(self) -> list[Key]:
@@ -152,15 +175,24 @@ class Dataset:
         the range (a job that ended at the range's start), not I/O in it."""
         if not self.settle_points or not any(self.series.get(f) for f in ("guest_read_bytes", "guest_write_bytes")):
             return False
-        fams = [f for f in self.series if f.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in f or "ops" in f)]
-        if any(key in self.series[f] and np.any(~np.isnan(self.series[f][key]))
-               for f in fams if f.startswith("guest_") and not f.startswith("guest_os_")):
+        fams = [
+            f for f in self.series if f.split("_")[0] in ("guest", "vm", "storage") and ("bytes" in f or "ops" in f)
+        ]
+        if any(
+            key in self.series[f] and np.any(~np.isnan(self.series[f][key]))
+            for f in fams
+            if f.startswith("guest_") and not f.startswith("guest_os_")
+        ):
             return False
-        busy = [np.flatnonzero(np.nan_to_num(self.series[f][key]) > 0) for f in fams
-                if key in self.series[f] and not (f.startswith("guest_") and not f.startswith("guest_os_"))]
-        n = len(self.times)     # quiet again before the range's end, within the settle steps
-        return bool(any(b.size for b in busy)) and all(b.size == 0 or b[-1] < min(self.settle_points, n - 1)
-                                                       for b in busy)
+        busy = [
+            np.flatnonzero(np.nan_to_num(self.series[f][key]) > 0)
+            for f in fams
+            if key in self.series[f] and not (f.startswith("guest_") and not f.startswith("guest_os_"))
+        ]
+        n = len(self.times)  # quiet again before the range's end, within the settle steps
+        return bool(any(b.size for b in busy)) and all(
+            b.size == 0 or b[-1] < min(self.settle_points, n - 1) for b in busy
+        )
 
     def idle_disks(self) -> list[Key]:
         """VM disks the views know but that did no I/O in the range (e.g. a VM not started yet, or only
@@ -233,6 +265,7 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             ds.vdisk_of[(m["vm"], m["disk"])] = m.get("vdisk_id", "")
     ds.missing_views = missing_views(ctx, ds)
     from ioparallax.report.scaling import settle_seconds
+
     ds.settle_seconds = settle_seconds(ctx)
     ds.settle_points = int(math.ceil(ds.settle_seconds / ctx.step))
     return ds
@@ -241,13 +274,18 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
 def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
     """View -> why it is missing (no target, target down, source unreadable, or no series)."""
     out: dict[str, str] = {}
-    checks = (("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
-              ("guest", "fio", "guest_read_bytes", "source_up_guest"),
-              ("storage", "stargate", "storage_read_bytes", "source_up_storage"),
-              ("guest_os", "node", "guest_os_read_bytes", None))
+    checks = (
+        ("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
+        ("guest", "fio", "guest_read_bytes", "source_up_guest"),
+        ("storage", "stargate", "storage_read_bytes", "source_up_storage"),
+        ("guest_os", "node", "guest_os_read_bytes", None),
+    )
     for view, source, family, source_up in checks:
-        has_data = any(np.any(~np.isnan(v)) for fam in (family, family.replace("read", "write"))
-                       for v in ds.series.get(fam, {}).values())
+        has_data = any(
+            np.any(~np.isnan(v))
+            for fam in (family, family.replace("read", "write"))
+            for v in ds.series.get(fam, {}).values()
+        )
         if has_data:
             continue
         selector = ctx.sel(source)
@@ -258,17 +296,29 @@ def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
         if not ups:
             out[view] = f"Prometheus scrapes no target matching up{selector} in the range"
         elif all(float(u["value"][1]) == 0 for u in ups):
-            out[view] = f"every target of up{selector} was down in the whole range (" + ", ".join(
-                sorted(u["metric"].get("instance", "?") for u in ups))[:200] + ")"
+            out[view] = (
+                f"every target of up{selector} was down in the whole range ("
+                + ", ".join(sorted(u["metric"].get("instance", "?") for u in ups))[:200]
+                + ")"
+            )
         elif source_up and ds.instant.get(source_up) and all(float(u["value"][1]) == 0 for u in ds.instant[source_up]):
-            out[view] = "the exporter answers but cannot read its source (" + ", ".join(
-                sorted(u["metric"].get("instance", u["metric"].get("source", "?")) for u in ds.instant[source_up]))[:200] + ")"
+            out[view] = (
+                "the exporter answers but cannot read its source ("
+                + ", ".join(
+                    sorted(u["metric"].get("instance", u["metric"].get("source", "?")) for u in ds.instant[source_up])
+                )[:200]
+                + ")"
+            )
         elif view in ("guest", "guest_os") and "vm" in out:
-            out[view] = ("its exporter answers, but the guest's disks are matched to VM disks by vCenter's "
-                         "disk UUID, and the VM view is missing")
+            out[view] = (
+                "its exporter answers, but the guest's disks are matched to VM disks by vCenter's "
+                "disk UUID, and the VM view is missing"
+            )
         else:
-            out[view] = (f"no series of {ds.promql.get(family, family)} in the range (are the recording rules "
-                         "of alerts/ioparallax.rules.yml loaded?)")
+            out[view] = (
+                f"no series of {ds.promql.get(family, family)} in the range (are the recording rules "
+                "of alerts/ioparallax.rules.yml loaded?)"
+            )
     return out
 
 

@@ -37,11 +37,15 @@ from ioparallax.report.verdicts import TRAPS
 
 ZERO_SOURCES = ("zero",)
 TITLES = {"ops": "Operations (IO/s)", "bytes": "Throughput (bytes/s)", "latency_seconds": "Mean latency"}
-LAYER_STYLE = {"guest": {"lw": 4.5, "alpha": 0.45}, "guest_os": {"lw": 1.2, "ls": ":"},
-               "vm": {"lw": 2.2, "alpha": 0.9}, "storage": {"lw": 1.0}}        # any source/destination whose name contains it (estore_zero, oplog_zero, zero)
+LAYER_STYLE = {
+    "guest": {"lw": 4.5, "alpha": 0.45},
+    "guest_os": {"lw": 1.2, "ls": ":"},
+    "vm": {"lw": 2.2, "alpha": 0.9},
+    "storage": {"lw": 1.0},
+}  # any source/destination whose name contains it (estore_zero, oplog_zero, zero)
 
 
-_WORK: tuple | None = None       # (ctx, dataset, verdicts, other) for the forked workers
+_WORK: tuple | None = None  # (ctx, dataset, verdicts, other) for the forked workers
 
 
 def _one(key: Key) -> Section:
@@ -88,32 +92,58 @@ def disk_section(ctx: ReportContext, ds: Dataset, key: Key, row: dict, other) ->
     parts = []
     if row:
         head = "".join(f"<th>{esc(TRAPS[t][0])}</th>" for t in row)
-        parts.append(f'<table class="verdicts one"><thead><tr>{head}</tr></thead><tbody><tr>'
-                     + "".join(verdict_cell(ctx, v) for v in row.values()) + "</tr></tbody></table>")
+        parts.append(
+            f'<table class="verdicts one"><thead><tr>{head}</tr></thead><tbody><tr>'
+            + "".join(verdict_cell(ctx, v) for v in row.values())
+            + "</tr></tbody></table>"
+        )
     ident_html, ident_csv = identity(ds, key)
     parts.append(ident_html)
-    figures = [three_views(ctx, ds, key, other), read_sources(ctx, ds, key, other, "read_sources"),
-               read_sources(ctx, ds, key, other, "write_destinations"), latency_distribution(ctx, ds, key)]
-    return Section(id=disk_anchor(key), title=f"{key[0]} {key[1]}", html="".join(parts), figures=figures,
-                   csv={f"{disk_anchor(key)}-identity.csv": ident_csv},
-                   promql=[ds.promql[f] for f in ("vdisk_info", "vcenter_disk_info", "guest_disk_info",
-                                                   "fio_disk_info", "partitions")],
-                   page_break=True)
+    figures = [
+        three_views(ctx, ds, key, other),
+        read_sources(ctx, ds, key, other, "read_sources"),
+        read_sources(ctx, ds, key, other, "write_destinations"),
+        latency_distribution(ctx, ds, key),
+    ]
+    return Section(
+        id=disk_anchor(key),
+        title=f"{key[0]} {key[1]}",
+        html="".join(parts),
+        figures=figures,
+        csv={f"{disk_anchor(key)}-identity.csv": ident_csv},
+        promql=[
+            ds.promql[f] for f in ("vdisk_info", "vcenter_disk_info", "guest_disk_info", "fio_disk_info", "partitions")
+        ],
+        page_break=True,
+    )
 
 
 # -- identity chain ---------------------------------------------------------------------------
 
+
 def identity(ds: Dataset, key: Key) -> tuple[str, str]:
-    vc = [r["metric"] for r in ds.instant.get("vcenter_disk_info", [])
-          if (r["metric"].get("vm"), r["metric"].get("disk")) == key]
+    vc = [
+        r["metric"]
+        for r in ds.instant.get("vcenter_disk_info", [])
+        if (r["metric"].get("vm"), r["metric"].get("disk")) == key
+    ]
     uuid = vc[0].get("disk_uuid", "") if vc else ""
     devices = guest_devices(ds, key)
-    serials = sorted({r["metric"].get("serial", "") for r in ds.instant.get("fio_disk_info", [])
-                      if (r["metric"].get("instance", ""), r["metric"].get("disk", "")) in devices})
+    serials = sorted(
+        {
+            r["metric"].get("serial", "")
+            for r in ds.instant.get("fio_disk_info", [])
+            if (r["metric"].get("instance", ""), r["metric"].get("disk", "")) in devices
+        }
+    )
     parts = partitions(ds, key)
-    part_text = ("raw device (no partition)" if parts == {} else
-                 ", ".join(f"{p} at {s:,.0f} B{'' if s % 4096 == 0 else ' (misaligned)'}"
-                           for p, s in sorted(parts.items())) if parts else "")
+    part_text = (
+        "raw device (no partition)"
+        if parts == {}
+        else ", ".join(f"{p} at {s:,.0f} B{'' if s % 4096 == 0 else ' (misaligned)'}" for p, s in sorted(parts.items()))
+        if parts
+        else ""
+    )
     rows = [
         ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
         ("Virtual disk", key[1] + (f" ({vc[0].get('label', '')})" if vc and vc[0].get("label") else ""), "vCenter"),
@@ -124,13 +154,17 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         ("Disk serial", ", ".join(serials), "guest sysfs (fio_guest_disk_info)"),
         ("Partition start", part_text, "guest sysfs (fio_guest_partition_start_bytes)"),
     ]
-    body = "".join(f"<tr><th>{esc(a)}</th><td>{esc(b) if b else '<span class=nm-text>not known</span>'}</td>"
-                   f"<td class='src'>{esc(c)}</td></tr>" for a, b, c in rows)
+    body = "".join(
+        f"<tr><th>{esc(a)}</th><td>{esc(b) if b else '<span class=nm-text>not known</span>'}</td>"
+        f"<td class='src'>{esc(c)}</td></tr>"
+        for a, b, c in rows
+    )
     html = f'<h3>Identity chain</h3><table class="identity"><tbody>{body}</tbody></table>'
     return html, rows_csv(["field", "value", "source"], rows)
 
 
 # -- three views ------------------------------------------------------------------------------
+
 
 def _shift(ctx: ReportContext, other_ctx: ReportContext) -> float:
     return ctx.start - other_ctx.start
@@ -138,8 +172,12 @@ def _shift(ctx: ReportContext, other_ctx: ReportContext) -> float:
 
 def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
     id_ = fid(key, "three-views")
-    fams = [f"{layer}_{d}_{q}" for q in QUANTITIES for d in DIRECTIONS
-            for layer in ("guest", "guest_os", "vm", "storage", "fio", "vcsample")]
+    fams = [
+        f"{layer}_{d}_{q}"
+        for q in QUANTITIES
+        for d in DIRECTIONS
+        for layer in ("guest", "guest_os", "vm", "storage", "fio", "vcsample")
+    ]
     promql = [ds.promql[f] for f in fams if f in ds.promql]
     if not any(has_data(ds.get(f, key)) for f in fams):
         return Figure.empty(id_, "Three views: no view has ops, bytes or latency for this disk in the range.", promql)
@@ -157,21 +195,34 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
             drawn = False
             fio = ds.get(f"fio_{d}_{q}", key)
             if has_data(fio):
-                ax.plot(*thin(ax, dates, fio), color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval")
+                ax.plot(
+                    *thin(ax, dates, fio), color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval"
+                )
                 columns[f"guest_fio_interval_{d}_{q}"] = fio
                 drawn = True
             vcs = ds.get(f"vcsample_{d}_{q}", key)
             if has_data(vcs):
-                ax.plot(*thin(ax, dates, vcs), color=COLORS["vm"], lw=0.9, alpha=0.6, drawstyle="steps-post", ls="--",
-                        label="VM, vCenter 20 s sample")
+                ax.plot(
+                    *thin(ax, dates, vcs),
+                    color=COLORS["vm"],
+                    lw=0.9,
+                    alpha=0.6,
+                    drawstyle="steps-post",
+                    ls="--",
+                    label="VM, vCenter 20 s sample",
+                )
                 columns[f"vm_vcenter_sample_{d}_{q}"] = vcs
                 drawn = True
             for layer in ("guest", "guest_os", "vm", "storage"):
                 s = ds.get(f"{layer}_{d}_{q}", key)
                 if has_data(s):
                     # Views that agree draw on top of each other: wide to narrow, so each stays visible.
-                    ax.plot(*thin(ax, dates, s), color=COLORS[layer], label=f"{LABELS[layer]}, {ctx.config.w}",
-                            **LAYER_STYLE[layer])
+                    ax.plot(
+                        *thin(ax, dates, s),
+                        color=COLORS[layer],
+                        label=f"{LABELS[layer]}, {ctx.config.w}",
+                        **LAYER_STYLE[layer],
+                    )
                     columns[f"{layer}_{d}_{q}"] = s
                     drawn = True
             if other is not None:
@@ -180,16 +231,23 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 for layer in ("guest", "vm", "storage"):
                     s = ods.get(f"{layer}_{d}_{q}", key)
                     if has_data(s):
-                        ax.plot(*thin(ax, odates, s), color=COLORS[layer], ls=(0, (4, 2)), lw=1.1, alpha=0.8,
-                                label=f"{octx.label}: {LABELS[layer]}")
+                        ax.plot(
+                            *thin(ax, odates, s),
+                            color=COLORS[layer],
+                            ls=(0, (4, 2)),
+                            lw=1.1,
+                            alpha=0.8,
+                            label=f"{octx.label}: {LABELS[layer]}",
+                        )
                         drawn = True
             ax.set_title(f"{TITLES[q]}, {d}s")
             unit_axis(ax, q)
             headroom(ax)
             time_axis(ax, times)
             if not drawn:
-                ax.text(0.5, 0.5, f"no {d}s in any view", transform=ax.transAxes, ha="center", va="center",
-                        color="#757575")
+                ax.text(
+                    0.5, 0.5, f"no {d}s in any view", transform=ax.transAxes, ha="center", va="center", color="#757575"
+                )
     handles, labels = {}, []
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -197,16 +255,21 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 handles[label] = h
                 labels.append(label)
     fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
-    caption = (f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
-               f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
-               f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
-               f"than 20 s is tall in fio and flattened in the steps. Latency is op-weighted, so not diluted.")
+    caption = (
+        f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
+        f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
+        f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
+        f"than 20 s is tall in fio and flattened in the steps. Latency is op-weighted, so not diluted."
+    )
     if other is not None:
-        caption += f" Dashed: {other[0].label} ({fmt_time(other[0].start)} - {fmt_time(other[0].end)}), shifted to this range."
+        caption += (
+            f" Dashed: {other[0].label} ({fmt_time(other[0].start)} - {fmt_time(other[0].end)}), shifted to this range."
+        )
     return Figure(id_, caption, to_svg(fig), promql, series_csv(times, columns))
 
 
 # -- read sources / write destinations ---------------------------------------------------------
+
 
 def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) -> Figure:
     label = "source" if kind == "read_sources" else "destination"
@@ -219,13 +282,20 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
     if "storage" in ds.missing_views:
         return Figure.empty(id_, f"{title}: the storage view is missing ({ds.missing_views['storage']}).", promql)
     if not vd:
-        return Figure.empty(id_, f"{title}: no vdisk is mapped to this VM disk (stargate_vdisk_info has no vm/disk "
-                            "labels for it).", promql)
+        return Figure.empty(
+            id_,
+            f"{title}: no vdisk is mapped to this VM disk (stargate_vdisk_info has no vm/disk labels for it).",
+            promql,
+        )
     rows = sorted((m.get(label, "?"), v) for m, v in ds.labelled.get(kind, []) if m.get("vdisk_id") == vd)
     rows = [(n, v) for n, v in rows if has_data(v)]
     if not rows or all(np.nanmax(v) <= 0 for _, v in rows):
-        return Figure.empty(id_, f"{title} of vdisk {vd}: none in the range (the vdisk was not "
-                            f"{'read' if kind == 'read_sources' else 'written'}).", promql)
+        return Figure.empty(
+            id_,
+            f"{title} of vdisk {vd}: none in the range (the vdisk was not "
+            f"{'read' if kind == 'read_sources' else 'written'}).",
+            promql,
+        )
     times = ds.times
     dates = as_dates(times)
     fig, ax = reused("stacked", lambda: _new(figsize=(10.5, 2.9)))
@@ -258,23 +328,34 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) ->
         tot = [v for m, v in ods.labelled.get(kind, []) if ovd and m.get("vdisk_id") == ovd]
         if tot:
             total = np.nansum(np.vstack(tot), axis=0)
-            ax.plot(*thin(ax, as_dates(ods.times + _shift(ctx, octx)), total), color=COLORS["compare"], ls=(0, (4, 2)),
-                    label=f"{octx.label}: total")
+            ax.plot(
+                *thin(ax, as_dates(ods.times + _shift(ctx, octx)), total),
+                color=COLORS["compare"],
+                ls=(0, (4, 2)),
+                label=f"{octx.label}: total",
+            )
     unit_axis(ax, "bytes")
     headroom(ax)
     time_axis(ax, times)
     ax.set_title(f"{title} of vdisk {vd} (Stargate), stacked")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    zero = (f" Zero buckets ({', '.join(zero_names)}) are red and hatched: bytes no disk "
-            f"{'read' if kind == 'read_sources' else 'stored'}." if zero_names else
-            (" The page shows no zero bucket here." if kind == "read_sources" else
-             " The page shows no zero destination: on 2014/2015 builds zero writes count as Oplog, so they "
-             "cannot be told apart."))
+    zero = (
+        f" Zero buckets ({', '.join(zero_names)}) are red and hatched: bytes no disk "
+        f"{'read' if kind == 'read_sources' else 'stored'}."
+        if zero_names
+        else (
+            " The page shows no zero bucket here."
+            if kind == "read_sources"
+            else " The page shows no zero destination: on 2014/2015 builds zero writes count as Oplog, so they "
+            "cannot be told apart."
+        )
+    )
     caption = f"{title} of the vdisk behind this VM disk, bytes/s as the Stargate page reports them.{zero}"
     return Figure(id_, caption, to_svg(fig), promql, series_csv(times, dict(rows)))
 
 
 # -- latency distribution ---------------------------------------------------------------------
+
 
 def _buckets(results: list[dict], match) -> tuple[np.ndarray, np.ndarray] | None:
     pts = []
@@ -300,15 +381,20 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
     vd = ds.vdisk_of.get(key)
     data = {}
     for d in DIRECTIONS:
-        data[("guest", d)] = _buckets(ds.instant.get(f"guest_latency_{d}", []),
-                                      lambda m: (m.get("vm"), m.get("disk")) == key)
-        data[("storage", d)] = _buckets(ds.instant.get(f"storage_latency_{d}", []),
-                                        lambda m: vd is not None and m.get("vdisk_id") == vd)
+        data[("guest", d)] = _buckets(
+            ds.instant.get(f"guest_latency_{d}", []), lambda m: (m.get("vm"), m.get("disk")) == key
+        )
+        data[("storage", d)] = _buckets(
+            ds.instant.get(f"storage_latency_{d}", []), lambda m: vd is not None and m.get("vdisk_id") == vd
+        )
     if not any(v is not None for v in data.values()):
         why = "; ".join(f"{v} missing ({ds.missing_views[v]})" for v in ("guest", "storage") if v in ds.missing_views)
-        return Figure.empty(id_, "Latency distribution: neither fio's clat histogram nor the Stargate page's "
-                            "latency histogram has completions for this disk in the range"
-                            + (f" ({why})" if why else "") + ".", promql)
+        return Figure.empty(
+            id_,
+            "Latency distribution: neither fio's clat histogram nor the Stargate page's "
+            "latency histogram has completions for this disk in the range" + (f" ({why})" if why else "") + ".",
+            promql,
+        )
     fig, axes = reused("latency", lambda: _new(figsize=(10.5, 2.9), nrows=1, ncols=2))
     rows = []
     for ax, d in zip(axes, DIRECTIONS):
@@ -319,8 +405,13 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
                 continue
             les, cdf = b
             finite = np.isfinite(les)
-            ax.step(les[finite], cdf[finite], where="post", color=color,
-                    label="guest (fio clat)" if view == "guest" else "storage (Stargate frontend)")
+            ax.step(
+                les[finite],
+                cdf[finite],
+                where="post",
+                color=color,
+                label="guest (fio clat)" if view == "guest" else "storage (Stargate frontend)",
+            )
             rows.extend((view, d, f"{le:g}", f"{c:.6f}") for le, c in zip(les, cdf))
             drawn = True
         ax.set_xscale("log")
@@ -333,8 +424,12 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
         else:
             ax.text(0.5, 0.5, f"no {d} completions", transform=ax.transAxes, ha="center", va="center", color="#757575")
     fig.subplots_adjust(left=0.07, right=0.99, top=0.88, bottom=0.14, wspace=0.14)
-    caption = ("Cumulative latency distribution over the whole range: the guest's (fio completion latency "
-               "buckets) against the storage's (the Stargate page's frontend histogram, averaged). The gap between "
-               "the curves is the stack in between (guest kernel, hypervisor, network); a storage curve far left of "
-               "what media can do means zeros or cache.")
-    return Figure(id_, caption, to_svg(fig), promql, rows_csv(["view", "direction", "le_seconds", "share_at_or_below"], rows))
+    caption = (
+        "Cumulative latency distribution over the whole range: the guest's (fio completion latency "
+        "buckets) against the storage's (the Stargate page's frontend histogram, averaged). The gap between "
+        "the curves is the stack in between (guest kernel, hypervisor, network); a storage curve far left of "
+        "what media can do means zeros or cache."
+    )
+    return Figure(
+        id_, caption, to_svg(fig), promql, rows_csv(["view", "direction", "le_seconds", "share_at_or_below"], rows)
+    )

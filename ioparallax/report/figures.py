@@ -29,31 +29,43 @@ from matplotlib.path import Path  # noqa: E402
 from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator  # noqa: E402
 
 # One colour per view, the dashboards' (ioparallax/mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
-COLORS = {"guest": "#2e7d32", "guest_os": "#7b1fa2", "vm": "#1565c0", "storage": "#ef6c00",
-          "zero": "#d32f2f", "compare": "#616161"}
-LABELS = {"guest": "guest (fio)", "guest_os": "guest OS (block layer)", "vm": "VM (vCenter)",
-          "storage": "storage (Stargate)"}
+COLORS = {
+    "guest": "#2e7d32",
+    "guest_os": "#7b1fa2",
+    "vm": "#1565c0",
+    "storage": "#ef6c00",
+    "zero": "#d32f2f",
+    "compare": "#616161",
+}
+LABELS = {
+    "guest": "guest (fio)",
+    "guest_os": "guest OS (block layer)",
+    "vm": "VM (vCenter)",
+    "storage": "storage (Stargate)",
+}
 
-plt.rcParams.update({
-    "svg.fonttype": "path",
-    "svg.hashsalt": "ioparallax-report",
-    "font.family": "DejaVu Sans",
-    "font.size": 8.5,
-    "axes.titlesize": 9.5,
-    "axes.titleweight": "bold",
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "#e0e0e0",
-    "grid.linewidth": 0.6,
-    "legend.fontsize": 7.5,
-    "legend.frameon": False,
-    "lines.linewidth": 1.4,
-    # Titles at a fixed height above the axes: matplotlib otherwise measures every axis' tick labels
-    # at each draw to lift the title above them (a quarter of a figure's drawing time), and no
-    # figure here has tick labels on top.
-    "axes.titley": 1.0,
-})
+plt.rcParams.update(
+    {
+        "svg.fonttype": "path",
+        "svg.hashsalt": "ioparallax-report",
+        "font.family": "DejaVu Sans",
+        "font.size": 8.5,
+        "axes.titlesize": 9.5,
+        "axes.titleweight": "bold",
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.color": "#e0e0e0",
+        "grid.linewidth": 0.6,
+        "legend.fontsize": 7.5,
+        "legend.frameon": False,
+        "lines.linewidth": 1.4,
+        # Titles at a fixed height above the axes: matplotlib otherwise measures every axis' tick labels
+        # at each draw to lift the title above them (a quarter of a figure's drawing time), and no
+        # figure here has tick labels on top.
+        "axes.titley": 1.0,
+    }
+)
 
 
 _REUSED: dict[str, tuple[MplFigure, Any]] = {}
@@ -78,7 +90,7 @@ def reused(kind: str, make: Callable[[], tuple[MplFigure, Any]]) -> tuple[MplFig
         if ax.legend_ is not None:
             ax.legend_.remove()
         ax.set_title("")
-        ax.relim()                      # empty data limits: the next lines set them afresh
+        ax.relim()  # empty data limits: the next lines set them afresh
         ax.set_autoscale_on(True)
     return got
 
@@ -175,7 +187,7 @@ def path_data(vertices: np.ndarray, codes: np.ndarray) -> str | None:
         end = b - 1 if closed else b
         out.append("M" + _tenths(t[a]))
         if end > a + 1:
-            out.append("l" + _tenths(delta[a + 1:end].ravel()))
+            out.append("l" + _tenths(delta[a + 1 : end].ravel()))
         if closed:
             out.append("z")
     return "".join(out)
@@ -187,18 +199,23 @@ def _convert_path(self, path, transform=None, clip=None, simplify=None, sketch=N
     decimals); other paths (glyphs with curves) with one decimal."""
     clip = (0.0, 0.0, self.width, self.height) if clip else None
     glyph = transform is None and not clip and not simplify and sketch is None
-    if glyph:       # a glyph of the text (font units): the same in every figure, converted once
+    if glyph:  # a glyph of the text (font units): the same in every figure, converted once
         key = (path.vertices.tobytes(), None if path.codes is None else path.codes.tobytes())
         if (d := _GLYPH_DATA.get(key)) is not None:
             return d
     d = None
     if sketch is None and len(path.vertices) >= SHORT_PATH and _lines_only(path.codes):
-        cleaned = path.cleaned(transform=transform, remove_nans=True, clip=clip, simplify=bool(simplify),
-                               curves=True)
+        cleaned = path.cleaned(transform=transform, remove_nans=True, clip=clip, simplify=bool(simplify), curves=True)
         d = path_data(cleaned.vertices, cleaned.codes)
     if d is None:
-        d = _svg._path.convert_to_string(path, transform, clip, simplify, sketch, 1, [b"M", b"L", b"Q", b"C", b"z"],
-                                         False).decode("ascii").replace(" \n", "").replace("\n", "")
+        d = (
+            _svg._path.convert_to_string(
+                path, transform, clip, simplify, sketch, 1, [b"M", b"L", b"Q", b"C", b"z"], False
+            )
+            .decode("ascii")
+            .replace(" \n", "")
+            .replace("\n", "")
+        )
     if glyph and len(_GLYPH_DATA) < 4096:
         _GLYPH_DATA[key] = d
     return d
@@ -208,7 +225,7 @@ _GLYPH_DATA: dict[tuple[bytes, bytes | None], str] = {}
 
 
 if callable(getattr(getattr(_svg, "RendererSVG", None), "_convert_path", None)) and hasattr(_svg, "_path"):
-    _svg.RendererSVG._convert_path = _convert_path     # private API: without it, six decimals
+    _svg.RendererSVG._convert_path = _convert_path  # private API: without it, six decimals
 
 
 # Text drawn as paths is measured and laid out anew in each figure (matplotlib caches both per
@@ -236,8 +253,9 @@ _GLYPH_PATHS: dict[str, tuple] = {}
 _glyphs_with_font = _mtextpath.TextToPath.get_glyphs_with_font
 
 
-def _cached_glyphs_with_font(self, font, s, glyph_map=None, return_new_glyphs_only=False, *, features=None,
-                             language=None):
+def _cached_glyphs_with_font(
+    self, font, s, glyph_map=None, return_new_glyphs_only=False, *, features=None, language=None
+):
     """TextToPath.get_glyphs_with_font, its layout of ``s`` kept per font file and string."""
     key = (font.fname, s, tuple(features) if features else None, language)
     items = _LAYOUTS.get(key)
@@ -259,13 +277,17 @@ def _cached_glyphs_with_font(self, font, s, glyph_map=None, return_new_glyphs_on
     return [(g, x, y, 1.0) for g, x, y in items], new, []
 
 
-if callable(_figure_text_metrics) and hasattr(_mtext_helpers, "layout") and hasattr(_mtextpath.TextToPath,
-                                                                                   "_get_glyph_repr"):
-    _mtext._get_text_metrics_with_cache = _text_metrics                     # private API: a speed-up only
+if (
+    callable(_figure_text_metrics)
+    and hasattr(_mtext_helpers, "layout")
+    and hasattr(_mtextpath.TextToPath, "_get_glyph_repr")
+):
+    _mtext._get_text_metrics_with_cache = _text_metrics  # private API: a speed-up only
     _mtextpath.TextToPath.get_glyphs_with_font = _cached_glyphs_with_font
 
 
 # -- units ------------------------------------------------------------------------------------
+
 
 def fmt_bytes(x: float, _pos: object = None) -> str:
     for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -334,8 +356,26 @@ def as_dates(times: np.ndarray) -> np.ndarray:
     return np.asarray(times, dtype=float)
 
 
-_TICK_STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
-               2 * 86400, 7 * 86400)
+_TICK_STEPS = (
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    21600,
+    43200,
+    86400,
+    2 * 86400,
+    7 * 86400,
+)
 
 
 def _tick_step(vmin: float, vmax: float) -> int:

@@ -87,14 +87,14 @@ def data_uri(text: str, mime: str = "text/csv") -> str:
     if text.isascii():
         # str.replace per character present (a CSV has newlines and maybe quotes): ten times faster
         # than str.translate on the hundreds of kB of a disk's data.
-        unsafe = set(text.encode().translate(None, _URL_KEEP_BYTES).decode())     # bytes.translate: C speed
-        for c in sorted(unsafe, key=lambda c: c != "%"):     # "%" first
+        unsafe = set(text.encode().translate(None, _URL_KEEP_BYTES).decode())  # bytes.translate: C speed
+        for c in sorted(unsafe, key=lambda c: c != "%"):  # "%" first
             text = text.replace(c, f"%{ord(c):02X}")
         return f"data:{mime};charset=utf-8,{text}"
     return f"data:{mime};charset=utf-8,{urllib.parse.quote(text, safe=''.join(sorted(_URL_KEEP)))}"
 
 
-_GLYPH = re.compile(r'<path id="([^"]+)"(?: d="[^"]*")? transform="scale\(0\.015625\)"/>')   # a space has no d
+_GLYPH = re.compile(r'<path id="([^"]+)"(?: d="[^"]*")? transform="scale\(0\.015625\)"/>')  # a space has no d
 
 
 def shared_glyphs(sections: list[Section]) -> str:
@@ -114,16 +114,21 @@ def shared_glyphs(sections: list[Section]) -> str:
                 f.svg = _GLYPH.sub(take, f.svg).replace("<defs></defs>", "")
     if not glyphs:
         return ""
-    return ('<svg class="glyphs" width="0" height="0" style="position:absolute" aria-hidden="true"><defs>'
-            + "".join(glyphs.values()) + "</defs></svg>")
+    return (
+        '<svg class="glyphs" width="0" height="0" style="position:absolute" aria-hidden="true"><defs>'
+        + "".join(glyphs.values())
+        + "</defs></svg>"
+    )
 
 
 def render_figure(f) -> str:
     # The CSV itself is embedded once, in the appendix; the caption links there.
     dl = f'<a class="dl" href="#data-{esc(f.id)}">data (CSV)</a>' if f.csv else ""
     if not f.svg:
-        return (f'<figure class="empty" id="{esc(f.id)}"><div class="placeholder">No figure</div>'
-                f'<figcaption>{esc(f.caption)}{dl}</figcaption></figure>')
+        return (
+            f'<figure class="empty" id="{esc(f.id)}"><div class="placeholder">No figure</div>'
+            f"<figcaption>{esc(f.caption)}{dl}</figcaption></figure>"
+        )
     return f'<figure id="{esc(f.id)}">{f.svg}<figcaption>{esc(f.caption)}{dl}</figcaption></figure>'
 
 
@@ -136,31 +141,40 @@ def render_section(s: Section) -> str:
 def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, str], queries: int) -> str:
     cfg = ctx.config
     parts = ['<section class="appendix" id="appendix"><h2>Appendix</h2>']
-    parts.append("<h3>How the numbers are made</h3><p>Every verdict is judged over the whole range "
-                 f"({ctx.range_seconds} s, one point every {ctx.step:g} s), on the steps where the disk is busy "
-                 f"(above thresholds.busy_bytes_per_second, as the alerts gate): <b>views agree</b> is the ratio of "
-                 f"the guest's (and the storage's) mean byte rate to the VM's; <b>zero reads / writes</b> and "
-                 f"<b>cache fit</b> are the mean of the share rule while the vdisk is busy in that direction, with "
-                 f"the largest working-set-to-cache ratio of the range; <b>bursts</b> is Little's law over the "
-                 f"range: the mean asked queue depth over the mean outstanding I/Os the VM view implies; "
-                 f"<b>misalignment</b> is the guest's partition offsets, else the storage's read-modify-write "
-                 f"share on write-only steps; <b>hygiene</b> is every fio hygiene problem seen in the range. "
-                 f"A value strictly above its threshold is Distorted, as in the alerts. See docs/report.md.</p>")
+    parts.append(
+        "<h3>How the numbers are made</h3><p>Every verdict is judged over the whole range "
+        f"({ctx.range_seconds} s, one point every {ctx.step:g} s), on the steps where the disk is busy "
+        f"(above thresholds.busy_bytes_per_second, as the alerts gate): <b>views agree</b> is the ratio of "
+        f"the guest's (and the storage's) mean byte rate to the VM's; <b>zero reads / writes</b> and "
+        f"<b>cache fit</b> are the mean of the share rule while the vdisk is busy in that direction, with "
+        f"the largest working-set-to-cache ratio of the range; <b>bursts</b> is Little's law over the "
+        f"range: the mean asked queue depth over the mean outstanding I/Os the VM view implies; "
+        f"<b>misalignment</b> is the guest's partition offsets, else the storage's read-modify-write "
+        f"share on write-only steps; <b>hygiene</b> is every fio hygiene problem seen in the range. "
+        f"A value strictly above its threshold is Distorted, as in the alerts. See docs/report.md.</p>"
+    )
     t = asdict(cfg.thresholds)
     rows = "".join(f"<tr><th>thresholds.{esc(k)}</th><td>{esc(_number(k, v))}</td></tr>" for k, v in t.items())
     rows += "".join(f"<tr><th>windows.{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in asdict(cfg.windows).items())
     rows += "".join(f"<tr><th>selectors.{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in asdict(cfg.selectors).items())
-    parts.append(f"<h3>Config used</h3><p class='note'>From {esc(cfg.path)}: the same values the alerts and "
-                 f"dashboards are generated from.</p><table class='kv'><tbody>{rows}</tbody></table>")
+    parts.append(
+        f"<h3>Config used</h3><p class='note'>From {esc(cfg.path)}: the same values the alerts and "
+        f"dashboards are generated from.</p><table class='kv'><tbody>{rows}</tbody></table>"
+    )
     vrows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in versions.items())
     parts.append(f"<h3>Versions</h3><table class='kv'><tbody>{vrows}</tbody></table>")
-    parts.append(f"<h3>Queries and data</h3><p class='note'>{queries} Prometheus queries made this report, one "
-                 f"per kind of series over every VM disk (not one per disk).</p>")
+    parts.append(
+        f"<h3>Queries and data</h3><p class='note'>{queries} Prometheus queries made this report, one "
+        f"per kind of series over every VM disk (not one per disk).</p>"
+    )
     for s in sections:
         items = []
         for f in s.figures:
-            dl = (f' <a download="{esc(f.id)}.csv" href="{data_uri(f.csv)}">{esc(f.id)}.csv</a>' if f.csv
-                  else " (no data)")
+            dl = (
+                f' <a download="{esc(f.id)}.csv" href="{data_uri(f.csv)}">{esc(f.id)}.csv</a>'
+                if f.csv
+                else " (no data)"
+            )
             q = "".join(f'<pre class="promql">{esc(e)}</pre>' for e in f.promql)
             items.append(f'<h4 id="data-{esc(f.id)}"><a href="#{esc(f.id)}">{esc(f.id)}</a>{dl}</h4>{q}')
         for name, text in s.csv.items():
@@ -168,8 +182,10 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
         if s.promql and not s.figures:
             items.append("".join(f'<pre class="promql">{esc(e)}</pre>' for e in s.promql))
         elif s.promql:
-            items.append("<p class='note'>Tables of this section:</p>"
-                         + "".join(f'<pre class="promql">{esc(e)}</pre>' for e in s.promql))
+            items.append(
+                "<p class='note'>Tables of this section:</p>"
+                + "".join(f'<pre class="promql">{esc(e)}</pre>' for e in s.promql)
+            )
         if items:
             parts.append(f"<h3>{esc(s.title)}</h3>" + "".join(items))
     parts.append("</section>")
@@ -178,6 +194,7 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
 
 def _number(key: str, v: float) -> str:
     from ioparallax.report.verdicts import si_bytes
+
     text = f"{int(v):,}" if float(v).is_integer() and abs(v) >= 1000 else f"{v:g}"
     return f"{text} ({si_bytes(v)})" if "bytes" in key else text
 
@@ -186,37 +203,54 @@ def fmt_utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def render(ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str],
-           queries: int, generated: float) -> str:
+def render(
+    ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str], queries: int, generated: float
+) -> str:
     return "".join(render_parts(ctx, title, sections, versions, queries, generated))
 
 
-def render_parts(ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str],
-                 queries: int, generated: float) -> list[str]:
+def render_parts(
+    ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str], queries: int, generated: float
+) -> list[str]:
     """The page as a list of pieces, to be written one after the other: a report of a hundred VM
     disks is tens of megabytes, and joining it would hold it twice in memory."""
     missing = (" <b>Views missing:</b> " + esc(", ".join(ctx.missing_views))) if ctx.missing_views else ""
-    meta = (f'<p class="meta"><b>Range</b> {esc(fmt_utc(ctx.start))} to {esc(fmt_utc(ctx.end))} '
-            f'({esc(_dur(ctx.range_seconds))}, a point every {ctx.step:g} s) &middot; <b>Prometheus</b> '
-            f'{esc(ctx.api.url)}' + (f' &middot; <b>match</b> {{{esc(ctx.match)}}}' if ctx.match else "")
-            + (f' &middot; <b>compared with</b> {esc(ctx.compare.label)}: {esc(ctx.compare.api.url)} '
-               f'{esc(fmt_utc(ctx.compare.start))} to {esc(fmt_utc(ctx.compare.end))}' if ctx.compare else "")
-            + f' &middot; generated {esc(fmt_utc(generated))}.{missing}</p>')
-    intro = ('<p>Each VM disk is seen three times: by the guest (fio), by the VM (vCenter) and by the storage '
-             '(Stargate). A cell says whether the numbers of that disk can be trusted for that trap: '
-             '<b>OK</b>, <b>Distorted</b> (the benchmark measures something else than the application will get) '
-             'or <b>Not measurable</b> (a view or a counter needed to tell is missing: this is not "OK").</p>')
+    meta = (
+        f'<p class="meta"><b>Range</b> {esc(fmt_utc(ctx.start))} to {esc(fmt_utc(ctx.end))} '
+        f"({esc(_dur(ctx.range_seconds))}, a point every {ctx.step:g} s) &middot; <b>Prometheus</b> "
+        f"{esc(ctx.api.url)}"
+        + (f" &middot; <b>match</b> {{{esc(ctx.match)}}}" if ctx.match else "")
+        + (
+            f" &middot; <b>compared with</b> {esc(ctx.compare.label)}: {esc(ctx.compare.api.url)} "
+            f"{esc(fmt_utc(ctx.compare.start))} to {esc(fmt_utc(ctx.compare.end))}"
+            if ctx.compare
+            else ""
+        )
+        + f" &middot; generated {esc(fmt_utc(generated))}.{missing}</p>"
+    )
+    intro = (
+        "<p>Each VM disk is seen three times: by the guest (fio), by the VM (vCenter) and by the storage "
+        "(Stargate). A cell says whether the numbers of that disk can be trusted for that trap: "
+        "<b>OK</b>, <b>Distorted</b> (the benchmark measures something else than the application will get) "
+        'or <b>Not measurable</b> (a view or a counter needed to tell is missing: this is not "OK").</p>'
+    )
     toc = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections if s.toc)
     glyphs = shared_glyphs(sections)
-    head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
-            f'img-src data:">'
-            f'<title>{esc(title)}</title><style>{CSS}</style></head><body>{glyphs}'
-            f'<header><h1>{esc(title)}</h1>{meta}{intro}</header>'
-            f'<nav class="toc">{toc}<a href="#appendix">Appendix</a></nav>')
-    return [head, *(render_section(s) for s in sections), appendix(ctx, sections, versions, queries),
-            "</body></html>\n"]
+    head = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        f'img-src data:">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{glyphs}"
+        f"<header><h1>{esc(title)}</h1>{meta}{intro}</header>"
+        f'<nav class="toc">{toc}<a href="#appendix">Appendix</a></nav>'
+    )
+    return [
+        head,
+        *(render_section(s) for s in sections),
+        appendix(ctx, sections, versions, queries),
+        "</body></html>\n",
+    ]
 
 
 def _dur(seconds: int) -> str:

@@ -26,9 +26,9 @@ class PromError(RuntimeError):
 
 @dataclass
 class PromAPI:
-    url: str                      # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
-    timeout: float = 30.0         # seconds per HTTP request
-    queries: int = 0              # how many queries were sent (query + query_range)
+    url: str  # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
+    timeout: float = 30.0  # seconds per HTTP request
+    queries: int = 0  # how many queries were sent (query + query_range)
     session: requests.Session = field(default_factory=requests.Session, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -52,12 +52,13 @@ class PromAPI:
         try:
             body = r.json()
         except ValueError:
-            raise PromError(f"{where}: HTTP {r.status_code}, not a Prometheus API answer "
-                            f"({r.text[:120]!r})") from None
+            raise PromError(f"{where}: HTTP {r.status_code}, not a Prometheus API answer ({r.text[:120]!r})") from None
         if r.status_code != 200 or body.get("status") != "success":
             query = params.get("query", "")
-            raise PromError(f"{where}: HTTP {r.status_code}, {body.get('errorType', 'error')}: "
-                            f"{body.get('error', '?')} (query: {query[:200]})")
+            raise PromError(
+                f"{where}: HTTP {r.status_code}, {body.get('errorType', 'error')}: "
+                f"{body.get('error', '?')} (query: {query[:200]})"
+            )
         for w in body.get("warnings", []) or []:
             log.warning("%s: %s", where, w)
         return body["data"]
@@ -74,8 +75,9 @@ class PromAPI:
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """Range query: a list of ``{"metric": {...}, "values": [[t, "v"], ...]}``."""
-        data = self._get("/api/v1/query_range", {"query": expr, "start": f"{start:.3f}",
-                                                 "end": f"{end:.3f}", "step": f"{step:g}"})
+        data = self._get(
+            "/api/v1/query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        )
         return data.get("result", [])
 
     def scrape_interval(self) -> float | None:

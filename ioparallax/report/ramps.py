@@ -35,12 +35,12 @@ from ioparallax.report.promapi import parse_seconds
 class Plateau:
     """One step of the ramp, over its settled samples."""
 
-    start: float            # first kept sample (after the settle time)
-    end: float              # last kept sample
-    concurrency: float      # mean offered concurrency over the kept samples (of the smoothed series)
-    throughput: float       # mean throughput over the kept samples
-    std: float              # standard deviation of the throughput samples (0 for one sample)
-    q25: float              # interquartile range of the throughput samples
+    start: float  # first kept sample (after the settle time)
+    end: float  # last kept sample
+    concurrency: float  # mean offered concurrency over the kept samples (of the smoothed series)
+    throughput: float  # mean throughput over the kept samples
+    std: float  # standard deviation of the throughput samples (0 for one sample)
+    q25: float  # interquartile range of the throughput samples
     q75: float
     samples: int
 
@@ -61,8 +61,9 @@ class Step:
     concurrency: float | None = None
 
 
-def _arrays(times: Sequence[float], concurrency: Sequence[float], throughput: Sequence[float]
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _arrays(
+    times: Sequence[float], concurrency: Sequence[float], throughput: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.asarray(times, dtype=float).ravel()
     c = np.asarray(concurrency, dtype=float).ravel()
     x = np.asarray(throughput, dtype=float).ravel()
@@ -82,8 +83,9 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
     view = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
     with np.errstate(all="ignore"):
         import warnings
+
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)    # all-NaN windows
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows
             out = np.nanmedian(view, axis=1)
     out[np.isnan(values)] = np.nan
     return out
@@ -98,14 +100,30 @@ def _stats(t: np.ndarray, c: np.ndarray, x: np.ndarray, concurrency: float | Non
     tk, xk = t[keep], x[keep]
     q25, q75 = np.percentile(xk, [25, 75])
     n = float(np.mean(c[keep])) if concurrency is None else float(concurrency)
-    return Plateau(start=float(tk[0]), end=float(tk[-1]), concurrency=n, throughput=float(np.mean(xk)),
-                   std=float(np.std(xk, ddof=1)) if xk.size > 1 else 0.0,
-                   q25=float(q25), q75=float(q75), samples=int(xk.size))
+    return Plateau(
+        start=float(tk[0]),
+        end=float(tk[-1]),
+        concurrency=n,
+        throughput=float(np.mean(xk)),
+        std=float(np.std(xk, ddof=1)) if xk.size > 1 else 0.0,
+        q25=float(q25),
+        q75=float(q75),
+        samples=int(xk.size),
+    )
 
 
-def find_plateaus(times: Sequence[float], concurrency: Sequence[float], throughput: Sequence[float], *,
-                  settle: float, min_length: float, rel_tol: float = 0.1, abs_tol: float = 0.5,
-                  smooth: int = 5, min_concurrency: float = 0.0) -> list[Plateau]:
+def find_plateaus(
+    times: Sequence[float],
+    concurrency: Sequence[float],
+    throughput: Sequence[float],
+    *,
+    settle: float,
+    min_length: float,
+    rel_tol: float = 0.1,
+    abs_tol: float = 0.5,
+    smooth: int = 5,
+    min_concurrency: float = 0.0,
+) -> list[Plateau]:
     """The plateaus of ``concurrency`` with their throughput, in time order.
 
     ``settle``: seconds dropped after each change of level (the rate window plus the slowest sample
@@ -123,7 +141,7 @@ def find_plateaus(times: Sequence[float], concurrency: Sequence[float], throughp
     edge = (smooth // 2 + 1) * dt
     out: list[Plateau] = []
 
-    def close(lo: int, hi: int) -> None:          # samples lo .. hi - 1 form one level
+    def close(lo: int, hi: int) -> None:  # samples lo .. hi - 1 form one level
         if hi <= lo:
             return
         level = float(np.median(m[lo:hi]))
@@ -158,9 +176,17 @@ def find_plateaus(times: Sequence[float], concurrency: Sequence[float], throughp
     return out
 
 
-def plateaus_from_steps(times: Sequence[float], concurrency: Sequence[float] | None, throughput: Sequence[float],
-                        steps: Sequence[Step], *, range_start: float, range_end: float, settle: float,
-                        min_length: float = 0.0) -> list[Plateau]:
+def plateaus_from_steps(
+    times: Sequence[float],
+    concurrency: Sequence[float] | None,
+    throughput: Sequence[float],
+    steps: Sequence[Step],
+    *,
+    range_start: float,
+    range_end: float,
+    settle: float,
+    min_length: float = 0.0,
+) -> list[Plateau]:
     """Plateaus from user-given step boundaries: step k runs from its offset to the next one's (the
     last to ``range_end``), minus ``settle`` seconds at its start. Its concurrency is the step's own
     (``offset=N``) or else the mean of ``concurrency`` over the kept samples."""

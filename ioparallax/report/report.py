@@ -25,7 +25,7 @@ class ReportError(RuntimeError):
 
 @dataclass
 class ReportResult:
-    parts: list[str]            # the page, piece by piece (write them in order)
+    parts: list[str]  # the page, piece by piece (write them in order)
     queries: int
     seconds: float
     disks: int
@@ -45,8 +45,16 @@ class ReportResult:
             f.writelines(self.parts)
 
 
-def context(prometheus: str, start: float, end: float, step: float | None, match: str, config_path: Path | None,
-            timeout: float = 30.0, label: str = "") -> ReportContext:
+def context(
+    prometheus: str,
+    start: float,
+    end: float,
+    step: float | None,
+    match: str,
+    config_path: Path | None,
+    timeout: float = 30.0,
+    label: str = "",
+) -> ReportContext:
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
@@ -59,10 +67,13 @@ def context(prometheus: str, start: float, end: float, step: float | None, match
     if step is None:
         step = choose_step(end - start, api.scrape_interval())
     if (end - start) / step > 11000:
-        raise ReportError(f"range {end - start:.0f} s at a step of {step:g} s is more than 11,000 points "
-                          "(Prometheus' limit): give a larger --step")
-    return ReportContext(api=api, start=start, end=end, step=step, config=cfg, match=match, label=label,
-                         shared={"buildinfo": build})
+        raise ReportError(
+            f"range {end - start:.0f} s at a step of {step:g} s is more than 11,000 points "
+            "(Prometheus' limit): give a larger --step"
+        )
+    return ReportContext(
+        api=api, start=start, end=end, step=step, config=cfg, match=match, label=label, shared={"buildinfo": build}
+    )
 
 
 def versions(ctx: ReportContext) -> dict[str, str]:
@@ -75,19 +86,29 @@ def versions(ctx: ReportContext) -> dict[str, str]:
     out["ioparallax exporters"] = "not exposed (the exporters publish no build_info metric)"
     try:
         from importlib.metadata import version
+
         out["ioparallax-report"] = version("ioparallax")
     except Exception:  # noqa: BLE001 - a source checkout without metadata
         out["ioparallax-report"] = "unknown"
     return out
 
 
-def make_report(prometheus: str, start: float, end: float, step: float | None = None, match: str = "",
-                config_path: Path | None = None, compare: tuple[str, str, float, float] | None = None,
-                title: str = "Storage PoC report", timeout: float = 30.0, steps: list | None = None) -> ReportResult:
+def make_report(
+    prometheus: str,
+    start: float,
+    end: float,
+    step: float | None = None,
+    match: str = "",
+    config_path: Path | None = None,
+    compare: tuple[str, str, float, float] | None = None,
+    title: str = "Storage PoC report",
+    timeout: float = 30.0,
+    steps: list | None = None,
+) -> ReportResult:
     t0 = time.monotonic()
     ctx = context(prometheus, start, end, step, match, config_path, timeout, label="A" if compare else "")
     if steps:
-        ctx.shared["steps"] = steps     # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
+        ctx.shared["steps"] = steps  # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
     if compare is not None:
         label, url, cstart, cend = compare
         # The same step, so both sides have points at the same spacing.
@@ -97,13 +118,19 @@ def make_report(prometheus: str, start: float, end: float, step: float | None = 
     sections = build_sections(ctx)
     if compare is not None:
         from ioparallax.report.compare import compare_section
+
         sections.insert(2, compare_section(ctx))
     queries = ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0)
     parts = render_parts(ctx, title, sections, versions(ctx), queries, time.time())
     del sections
-    return ReportResult(parts=parts, queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
-                        seconds=time.monotonic() - t0, disks=len(ds.disks()),
-                        missing_views=dict(ctx.missing_views), context=ctx)
+    return ReportResult(
+        parts=parts,
+        queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
+        seconds=time.monotonic() - t0,
+        disks=len(ds.disks()),
+        missing_views=dict(ctx.missing_views),
+        context=ctx,
+    )
 
 
 __all__ = ["ReportError", "ReportResult", "make_report", "PromError"]

@@ -32,18 +32,18 @@ from ioparallax.report.sections import Figure, ReportContext, Section, esc
 log = logging.getLogger(__name__)
 
 VIEWS = ("guest", "vm", "storage")
-VCENTER_SAMPLE_S = 20.0      # vCenter's realtime sample interval: fixed by vCenter, whatever the scrape
-VIEWS_DIFFER = 0.05          # views whose plateau means differ by more than 5 % are fitted and drawn apart
-MIN_LEVELS = 3               # a ramp has at least 3 levels; 2 are a workload that starts and stops
-MIN_LENGTH_STEPS = 3         # a plateau keeps at least 3 report steps (and 10 s) after settling
+VCENTER_SAMPLE_S = 20.0  # vCenter's realtime sample interval: fixed by vCenter, whatever the scrape
+VIEWS_DIFFER = 0.05  # views whose plateau means differ by more than 5 % are fitted and drawn apart
+MIN_LEVELS = 3  # a ramp has at least 3 levels; 2 are a workload that starts and stops
+MIN_LENGTH_STEPS = 3  # a plateau keeps at least 3 report steps (and 10 s) after settling
 
 
 @dataclass
 class ViewFit:
     view: str
-    throughput: list[float]           # per plateau, mean IO/s (NaN: no data in that plateau)
-    spread: list[float]               # per plateau, standard deviation
-    in_flight: list[float] = field(default_factory=list)   # per plateau, mean I/Os in flight (Little's law)
+    throughput: list[float]  # per plateau, mean IO/s (NaN: no data in that plateau)
+    spread: list[float]  # per plateau, standard deviation
+    in_flight: list[float] = field(default_factory=list)  # per plateau, mean I/Os in flight (Little's law)
     fit: usl.UslFit | None = None
 
 
@@ -51,12 +51,12 @@ class ViewFit:
 class Scaling:
     """What the section shows; also what the e2e test checks (``scaling(ctx)``)."""
 
-    what: str                         # what concurrency counts ("VMs", "outstanding I/Os asked")
-    source: str                       # how it was measured (a sentence fragment)
+    what: str  # what concurrency counts ("VMs", "outstanding I/Os asked")
+    source: str  # how it was measured (a sentence fragment)
     plateaus: list[ramps.Plateau]
     views: dict[str, ViewFit] = field(default_factory=dict)
-    primary: str = ""                 # the view drawn in full
-    differ: list[str] = field(default_factory=list)   # other views drawn because they differ
+    primary: str = ""  # the view drawn in full
+    differ: list[str] = field(default_factory=list)  # other views drawn because they differ
     settle: float = 0.0
     given_steps: bool = False
 
@@ -123,8 +123,11 @@ def concurrency_candidates(ds, n: int) -> list[tuple[str, str, np.ndarray]]:
         vm_ops[k] = np.nansum(np.vstack([vm_ops[k], v]), axis=0) if k in vm_ops else v
     return [
         ("VMs", "VMs running fio jobs (the guest view's asked iodepth above 0)", _per_vm_count(iodepth, n)),
-        ("outstanding I/Os asked", "the asked iodepth of the running fio jobs, summed",
-         _sum_over_disks(list(iodepth.values()), n)),
+        (
+            "outstanding I/Os asked",
+            "the asked iodepth of the running fio jobs, summed",
+            _sum_over_disks(list(iodepth.values()), n),
+        ),
         ("VMs", "VMs with I/O in the VM view (vCenter IO/s above 0)", _per_vm_count(vm_ops, n)),
     ]
 
@@ -137,6 +140,7 @@ def settle_seconds(ctx: ReportContext) -> float:
 def scaling(ctx: ReportContext) -> Scaling | None:
     """The ramp and the fits, or None when the range holds no ramp (plateaus at fewer than 3 levels)."""
     from ioparallax.report.summary import dataset
+
     ds = dataset(ctx)
     t = ds.times
     n = len(t)
@@ -148,17 +152,35 @@ def scaling(ctx: ReportContext) -> Scaling | None:
     chosen: tuple[str, str, list[ramps.Plateau]] | None = None
     for what, how, conc in concurrency_candidates(ds, n):
         if steps:
-            plateaus = ramps.plateaus_from_steps(t, conc, np.zeros(n), steps, range_start=ctx.start,
-                                                 range_end=ctx.end, settle=settle, min_length=min_length)
+            plateaus = ramps.plateaus_from_steps(
+                t,
+                conc,
+                np.zeros(n),
+                steps,
+                range_start=ctx.start,
+                range_end=ctx.end,
+                settle=settle,
+                min_length=min_length,
+            )
         else:
-            plateaus = ramps.find_plateaus(t, conc, np.zeros(n), settle=settle, min_length=min_length,
-                                           rel_tol=0.1, abs_tol=0.5, smooth=5, min_concurrency=0.0)
+            plateaus = ramps.find_plateaus(
+                t,
+                conc,
+                np.zeros(n),
+                settle=settle,
+                min_length=min_length,
+                rel_tol=0.1,
+                abs_tol=0.5,
+                smooth=5,
+                min_concurrency=0.0,
+            )
         if len({round(p.concurrency, 6) for p in plateaus}) >= MIN_LEVELS:
             chosen = (what, how, plateaus)
             break
     if chosen is None and steps and any(s.concurrency is not None for s in steps):
-        plateaus = ramps.plateaus_from_steps(t, None, np.zeros(n), steps, range_start=ctx.start, range_end=ctx.end,
-                                             settle=settle, min_length=min_length)
+        plateaus = ramps.plateaus_from_steps(
+            t, None, np.zeros(n), steps, range_start=ctx.start, range_end=ctx.end, settle=settle, min_length=min_length
+        )
         chosen = ("units", "the concurrency given with --steps", plateaus)
     if chosen is None:
         return None
@@ -205,9 +227,11 @@ def scaling_section(ctx: ReportContext) -> Section | None:
     s = scaling(ctx)
     if s is None:
         return None
-    parts = [f'<p class="note">Offered concurrency: {esc(s.source)}. Each step\'s first {s.settle:.0f} s are '
-             f'dropped (the {esc(ctx.config.w)} rate window, vCenter\'s 20 s sample and one step) and the rest '
-             f'averaged. <a href="{esc(_doc(ctx))}">How to run a ramp so that the fit means something</a>.</p>']
+    parts = [
+        f'<p class="note">Offered concurrency: {esc(s.source)}. Each step\'s first {s.settle:.0f} s are '
+        f"dropped (the {esc(ctx.config.w)} rate window, vCenter's 20 s sample and one step) and the rest "
+        f'averaged. <a href="{esc(_doc(ctx))}">How to run a ramp so that the fit means something</a>.</p>'
+    ]
     figures: list[Figure] = []
     if not s.views:
         parts.append("<p>No view has throughput in the ramp's plateaus: nothing to fit.</p>")
@@ -218,21 +242,31 @@ def scaling_section(ctx: ReportContext) -> Section | None:
         parts.insert(0, f'<p class="lead"><b>{esc(LABELS[s.primary])}:</b> {esc(lead)}</p>')
         same = [v for v in s.views if v != s.primary and v not in s.differ]
         if same:
-            parts.append(f"<p>The {esc(' and '.join(LABELS[v] for v in same))} view{'s' if len(same) > 1 else ''} "
-                         f"measured the same plateaus within {VIEWS_DIFFER:.0%}: the same fit.</p>")
+            parts.append(
+                f"<p>The {esc(' and '.join(LABELS[v] for v in same))} view{'s' if len(same) > 1 else ''} "
+                f"measured the same plateaus within {VIEWS_DIFFER:.0%}: the same fit.</p>"
+            )
         for v in s.differ:
             f = s.views[v].fit
-            parts.append(f"<p><b>{esc(LABELS[v])} differs</b> by more than {VIEWS_DIFFER:.0%} on some plateau: "
-                         f"{esc(f.statement if f else 'no fit')}</p>")
+            parts.append(
+                f"<p><b>{esc(LABELS[v])} differs</b> by more than {VIEWS_DIFFER:.0%} on some plateau: "
+                f"{esc(f.statement if f else 'no fit')}</p>"
+            )
         parts.append(_fit_table(s))
         for v in [s.primary, *s.differ]:
             f = s.views[v].fit
-            for note in (f.notes if f else []):
+            for note in f.notes if f else []:
                 parts.append(f'<p class="note">{esc(LABELS[v])}: {esc(note)}.</p>')
         figures.append(_figure(ctx, s))
     parts.append(_plateau_table(s))
-    return Section(id="scalability", title="Scalability (Universal Scalability Law)", html="".join(parts),
-                   figures=figures, csv={"scalability-plateaus.csv": _plateaus_csv(s)}, page_break=True)
+    return Section(
+        id="scalability",
+        title="Scalability (Universal Scalability Law)",
+        html="".join(parts),
+        figures=figures,
+        csv={"scalability-plateaus.csv": _plateaus_csv(s)},
+        page_break=True,
+    )
 
 
 def _doc(ctx: ReportContext) -> str:
@@ -262,7 +296,9 @@ def _fit_table(s: Scaling) -> str:
     for v in [s.primary, *[x for x in s.views if x != s.primary]]:
         f = s.views[v].fit
         if f is None or not f.ok:
-            rows.append(f"<tr><th>{esc(LABELS[v])}</th><td colspan='7'>{esc(f.statement if f else 'no data')}</td></tr>")
+            rows.append(
+                f"<tr><th>{esc(LABELS[v])}</th><td colspan='7'>{esc(f.statement if f else 'no data')}</td></tr>"
+            )
             continue
         cells = []
         for c in f.coefficients():
@@ -270,39 +306,49 @@ def _fit_table(s: Scaling) -> str:
             cells.append(f"{_fmt(c.value)}{ci}{' (bound)' if c.at_bound else ''}")
         peak = f"{_fmt(f.peak_x)} IO/s at {_fmt(f.peak_n)}" if f.peak_n is not None else "none (kappa 0)"
         amdahl = f"{_fmt(f.amdahl_x)} IO/s" if f.amdahl_x is not None else "none (sigma 0)"
-        rows.append(f"<tr><th>{esc(LABELS[v])}</th>" + "".join(f"<td>{esc(c)}</td>" for c in cells)
-                    + f"<td>{'-' if f.r_squared is None else f'{f.r_squared:.4f}'}</td><td>{esc(peak)}</td><td>{esc(amdahl)}</td>"
-                    f"<td>{100 * (f.linear_share or 0):.0f} %</td></tr>")
+        rows.append(
+            f"<tr><th>{esc(LABELS[v])}</th>"
+            + "".join(f"<td>{esc(c)}</td>" for c in cells)
+            + f"<td>{'-' if f.r_squared is None else f'{f.r_squared:.4f}'}</td><td>{esc(peak)}</td><td>{esc(amdahl)}</td>"
+            f"<td>{100 * (f.linear_share or 0):.0f} %</td></tr>"
+        )
     level = next((s.views[v].fit.level for v in s.views if s.views[v].fit), 0.95)
-    return ("<table class='kv usl'><thead><tr><th>view</th><th>sigma (contention)</th><th>kappa (coherency)</th>"
-            f"<th>gamma (IO/s at 1)</th><th>R squared</th><th>peak</th><th>Amdahl ceiling</th>"
-            f"<th>% of linear at {esc(_fmt(max((p.concurrency for p in s.plateaus), default=0)))}</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>"
-            f"<p class='note'>Brackets: {level:.0%} confidence intervals (Student's t on the plateaus' residual "
-            "degrees of freedom).</p>")
+    return (
+        "<table class='kv usl'><thead><tr><th>view</th><th>sigma (contention)</th><th>kappa (coherency)</th>"
+        f"<th>gamma (IO/s at 1)</th><th>R squared</th><th>peak</th><th>Amdahl ceiling</th>"
+        f"<th>% of linear at {esc(_fmt(max((p.concurrency for p in s.plateaus), default=0)))}</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<p class='note'>Brackets: {level:.0%} confidence intervals (Student's t on the plateaus' residual "
+        "degrees of freedom).</p>"
+    )
 
 
 def _plateau_table(s: Scaling) -> str:
     from datetime import datetime
+
     views = list(s.views)
     head = "".join(f"<th>{esc(LABELS[v])} IO/s</th>" for v in views)
     head += "".join(f"<th>in flight, {esc(LABELS[v].split(' ')[0])}</th>" for v in views)
     rows = []
     for i, p in enumerate(s.plateaus):
         when = datetime.fromtimestamp(p.start, UTC).strftime("%H:%M:%S")
-        cells = "".join(f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_spread(s.views[v].spread[i])}</td>"
-                        for v in views)
+        cells = "".join(
+            f"<td>{_fmt(s.views[v].throughput[i], 4)} &plusmn; {_spread(s.views[v].spread[i])}</td>" for v in views
+        )
         cells += "".join(f"<td>{_fmt(s.views[v].in_flight[i], 3)}</td>" for v in views)
         rows.append(f"<tr><td>{_fmt(p.concurrency, 4)}</td><td>{when}</td><td>{p.length:.0f} s</td>{cells}</tr>")
-    return (f"<table class='kv plateaus'><thead><tr><th>{esc(s.what)}</th><th>from (UTC)</th><th>settled</th>{head}"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            "<p class='note'>Plateau means &plusmn; standard deviation of the settled points; in flight: the "
-            "I/Os outstanding by Little's law in each view (IO/s times mean latency), the concurrency the "
-            "storage saw.</p>")
+    return (
+        f"<table class='kv plateaus'><thead><tr><th>{esc(s.what)}</th><th>from (UTC)</th><th>settled</th>{head}"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<p class='note'>Plateau means &plusmn; standard deviation of the settled points; in flight: the "
+        "I/Os outstanding by Little's law in each view (IO/s times mean latency), the concurrency the "
+        "storage saw.</p>"
+    )
 
 
 def _plateaus_csv(s: Scaling) -> str:
     from ioparallax.report.figures import rows_csv
+
     views = list(s.views)
     header = ["concurrency", "start_unix", "end_unix", "settled_seconds"]
     for v in views:
@@ -337,8 +383,17 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
         xs = np.array([p.concurrency for p in s.plateaus])
         ys = np.array(vf.throughput)
         ok = ~np.isnan(ys)
-        ax.errorbar(xs[ok], ys[ok], yerr=np.array(vf.spread)[ok], fmt="o", color=color, ms=4.5, capsize=3,
-                    label=f"{LABELS[v]}: plateau mean \u00b1 std", zorder=3)
+        ax.errorbar(
+            xs[ok],
+            ys[ok],
+            yerr=np.array(vf.spread)[ok],
+            fmt="o",
+            color=color,
+            ms=4.5,
+            capsize=3,
+            label=f"{LABELS[v]}: plateau mean \u00b1 std",
+            zorder=3,
+        )
         y_max = max(y_max, float(np.nanmax(ys + np.array(vf.spread))) if ok.any() else 0)
         for xi, yi, si in zip(xs[ok], ys[ok], np.array(vf.spread)[ok]):
             rows.append([v, "plateau", f"{xi:.6g}", f"{yi:.6g}", f"{si:.6g}"])
@@ -350,19 +405,37 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
             for g, c in zip(grid[::10], curve[::10]):
                 rows.append([v, "fit", f"{g:.6g}", f"{c:.6g}", ""])
             if f.peak_n is not None and f.peak_n <= top_n:
-                ax.plot([f.peak_n], [f.peak_x], marker="v", color=color, ms=7, ls="none",
-                        label=f"{LABELS[v]}: peak {fmt_ops(f.peak_x)} IO/s at {f.peak_n:.3g} {s.what}")
+                ax.plot(
+                    [f.peak_n],
+                    [f.peak_x],
+                    marker="v",
+                    color=color,
+                    ms=7,
+                    ls="none",
+                    label=f"{LABELS[v]}: peak {fmt_ops(f.peak_x)} IO/s at {f.peak_n:.3g} {s.what}",
+                )
     if primary and primary.ok:
         g = primary.gamma.value
         y_max = max(y_max, float(np.max(primary.predict(grid))))
         ax.plot(grid, g * grid, ":", color="#616161", lw=1.1, label=f"linear: {fmt_ops(g)} IO/s per one")
         if primary.amdahl_x is not None:
             if primary.amdahl_x <= 2.0 * y_max:
-                ax.axhline(primary.amdahl_x, color="#9e9e9e", ls="-.", lw=1.0,
-                           label=f"Amdahl ceiling gamma/sigma {fmt_ops(primary.amdahl_x)} IO/s")
+                ax.axhline(
+                    primary.amdahl_x,
+                    color="#9e9e9e",
+                    ls="-.",
+                    lw=1.0,
+                    label=f"Amdahl ceiling gamma/sigma {fmt_ops(primary.amdahl_x)} IO/s",
+                )
             else:
-                ax.plot([], [], color="#9e9e9e", ls="-.", lw=1.0,
-                        label=f"Amdahl ceiling gamma/sigma {fmt_ops(primary.amdahl_x)} IO/s (above the chart)")
+                ax.plot(
+                    [],
+                    [],
+                    color="#9e9e9e",
+                    ls="-.",
+                    lw=1.0,
+                    label=f"Amdahl ceiling gamma/sigma {fmt_ops(primary.amdahl_x)} IO/s (above the chart)",
+                )
     ax.set_xlim(0, top_n)
     ax.set_ylim(0, y_max * 1.3 if y_max > 0 else 1)
     ax.set_xlabel(f"offered concurrency ({s.what})")
@@ -371,11 +444,21 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
     ax.set_title("Throughput against concurrency: plateaus and the Universal Scalability Law")
     ax.legend(loc="lower right", ncol=1)
     svg = to_svg(fig)
-    caption = (f"Each point is one plateau of the ramp ({len(s.plateaus)} plateaus, {s.what}); error bars are the "
-               "standard deviation of its settled points. Solid: the USL fit; dotted: linear scaling from the "
-               "fitted gamma; dash-dot: the contention (Amdahl) ceiling the curve could approach without coherency "
-               "cost.")
-    promql = [ctx.rule(f"vm_disk:ioparallax_{v}_{d}_ops:{'avg' if v == 'storage' else 'rate'}{ctx.config.w}")
-              for v in s.views for d in ("read", "write")] + [ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")]
-    return Figure(id="scalability-usl", caption=caption, svg=svg, promql=promql,
-                  csv=rows_csv(["view", "kind", "concurrency", "iops", "std"], rows))
+    caption = (
+        f"Each point is one plateau of the ramp ({len(s.plateaus)} plateaus, {s.what}); error bars are the "
+        "standard deviation of its settled points. Solid: the USL fit; dotted: linear scaling from the "
+        "fitted gamma; dash-dot: the contention (Amdahl) ceiling the curve could approach without coherency "
+        "cost."
+    )
+    promql = [
+        ctx.rule(f"vm_disk:ioparallax_{v}_{d}_ops:{'avg' if v == 'storage' else 'rate'}{ctx.config.w}")
+        for v in s.views
+        for d in ("read", "write")
+    ] + [ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")]
+    return Figure(
+        id="scalability-usl",
+        caption=caption,
+        svg=svg,
+        promql=promql,
+        csv=rows_csv(["view", "kind", "concurrency", "iops", "std"], rows),
+    )

@@ -44,11 +44,11 @@ from ioparallax.report.promapi import PromAPI
 
 @dataclass
 class Figure:
-    id: str                         # unique in the report, used for anchors and CSV file names
-    caption: str                    # what it shows; for an empty figure: why it is empty
-    svg: str = ""                   # inline <svg>...</svg>; "" when there is nothing to draw
+    id: str  # unique in the report, used for anchors and CSV file names
+    caption: str  # what it shows; for an empty figure: why it is empty
+    svg: str = ""  # inline <svg>...</svg>; "" when there is nothing to draw
     promql: list[str] = field(default_factory=list)
-    csv: str = ""                   # the data behind the figure (header line + rows)
+    csv: str = ""  # the data behind the figure (header line + rows)
 
     @classmethod
     def empty(cls, id: str, why: str, promql: list[str] | None = None) -> Figure:
@@ -57,14 +57,14 @@ class Figure:
 
 @dataclass
 class Section:
-    id: str                         # HTML id (anchor), unique in the report
+    id: str  # HTML id (anchor), unique in the report
     title: str
-    html: str = ""                  # an HTML fragment, values escaped
+    html: str = ""  # an HTML fragment, values escaped
     figures: list[Figure] = field(default_factory=list)
-    csv: dict[str, str] = field(default_factory=dict)   # extra tables: file name -> CSV text
-    promql: list[str] = field(default_factory=list)     # queries of the section's tables
-    page_break: bool = False        # start a printed page (one per VM disk)
-    toc: bool = True                # listed in the table of contents
+    csv: dict[str, str] = field(default_factory=dict)  # extra tables: file name -> CSV text
+    promql: list[str] = field(default_factory=list)  # queries of the section's tables
+    page_break: bool = False  # start a printed page (one per VM disk)
+    toc: bool = True  # listed in the table of contents
 
 
 @dataclass
@@ -72,16 +72,16 @@ class ReportContext:
     """What every section builder gets: where to query, over which range, with which config."""
 
     api: PromAPI
-    start: float                    # unix seconds
+    start: float  # unix seconds
     end: float
-    step: float                     # seconds between points of every range query
+    step: float  # seconds between points of every range query
     config: MixinConfig
-    match: str = ""                 # extra label matchers without braces, e.g. 'cluster="poc-a"'
-    label: str = ""                 # name of this side in a comparison ("A", "B"); "" alone
+    match: str = ""  # extra label matchers without braces, e.g. 'cluster="poc-a"'
+    label: str = ""  # name of this side in a comparison ("A", "B"); "" alone
     # Filled by the report before the builders run (ioparallax.report.data):
-    missing_views: dict[str, str] = field(default_factory=dict)   # view -> why it is missing
-    shared: dict[str, Any] = field(default_factory=dict)          # cache shared by builders
-    compare: ReportContext | None = None                         # the --compare side, if any
+    missing_views: dict[str, str] = field(default_factory=dict)  # view -> why it is missing
+    shared: dict[str, Any] = field(default_factory=dict)  # cache shared by builders
+    compare: ReportContext | None = None  # the --compare side, if any
 
     @property
     def times(self) -> np.ndarray:

@@ -39,9 +39,13 @@ def _sum(*arrays: np.ndarray | None) -> np.ndarray | None:
 
 def guest_devices(ds: Dataset, key: Key) -> list[tuple[str, str]]:
     """(instance, device) of the guest block devices that are this VM disk."""
-    return sorted({(r["metric"].get("instance", ""), r["metric"].get("device", ""))
-                   for r in ds.instant.get("guest_disk_info", [])
-                   if (r["metric"].get("vm"), r["metric"].get("disk")) == key})
+    return sorted(
+        {
+            (r["metric"].get("instance", ""), r["metric"].get("device", ""))
+            for r in ds.instant.get("guest_disk_info", [])
+            if (r["metric"].get("vm"), r["metric"].get("disk")) == key
+        }
+    )
 
 
 def partitions(ds: Dataset, key: Key) -> dict[str, float] | None:
@@ -63,18 +67,30 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         guest_bytes=_sum(g("guest_read_bytes"), g("guest_write_bytes")),
         vm_bytes=_sum(g("vm_read_bytes"), g("vm_write_bytes")),
         storage_bytes=_sum(g("storage_read_bytes"), g("storage_write_bytes")),
-        storage_read_bytes=g("storage_read_bytes"), storage_write_bytes=g("storage_write_bytes"),
-        read_zero=g("read_zero"), write_zero=g("write_zero"),
-        read_zero_measurable=g("read_zero_measurable"), write_zero_measurable=g("write_zero_measurable"),
-        read_cache=g("read_cache"), working_set_to_cache=g("working_set_to_cache"),
-        rmw_read_to_write=g("rmw_read_to_write"), iodepth=g("iodepth"), vm_outstanding=g("vm_outstanding"),
-        buffered=g("buffered"), splitting=g("splitting"), partitions=partitions(ds, key),
-        job_elapsed=g("job_elapsed"), settle_seconds=ds.settle_seconds,
+        storage_read_bytes=g("storage_read_bytes"),
+        storage_write_bytes=g("storage_write_bytes"),
+        read_zero=g("read_zero"),
+        write_zero=g("write_zero"),
+        read_zero_measurable=g("read_zero_measurable"),
+        write_zero_measurable=g("write_zero_measurable"),
+        read_cache=g("read_cache"),
+        working_set_to_cache=g("working_set_to_cache"),
+        rmw_read_to_write=g("rmw_read_to_write"),
+        iodepth=g("iodepth"),
+        vm_outstanding=g("vm_outstanding"),
+        buffered=g("buffered"),
+        splitting=g("splitting"),
+        partitions=partitions(ds, key),
+        job_elapsed=g("job_elapsed"),
+        settle_seconds=ds.settle_seconds,
     )
     runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
     if runs_fio:
-        inp.hygiene_problems = {m.get("problem", "?") for m, v in ds.labelled.get("hygiene", [])
-                                if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1}
+        inp.hygiene_problems = {
+            m.get("problem", "?")
+            for m, v in ds.labelled.get("hygiene", [])
+            if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1
+        }
     return inp
 
 
@@ -96,9 +112,11 @@ def runbook(ctx: ReportContext, anchor: str) -> str:
 
 def verdict_cell(ctx: ReportContext, v: Verdict) -> str:
     number = f'<span class="num">{esc(v.number)}</span>' if v.number else ""
-    return (f'<td class="v {STATE_CLASS[v.state]}"><span class="state">{esc(v.state.value)}</span>{number}'
-            f'<span class="thr">threshold {esc(v.threshold)}</span>'
-            f'<span class="why">{esc(v.sentence)} <a href="{esc(runbook(ctx, v.anchor))}">runbook</a></span></td>')
+    return (
+        f'<td class="v {STATE_CLASS[v.state]}"><span class="state">{esc(v.state.value)}</span>{number}'
+        f'<span class="thr">threshold {esc(v.threshold)}</span>'
+        f'<span class="why">{esc(v.sentence)} <a href="{esc(runbook(ctx, v.anchor))}">runbook</a></span></td>'
+    )
 
 
 def fmt_time(t: float) -> str:
@@ -128,54 +146,93 @@ def verdicts_section(ctx: ReportContext) -> Section:
     table = verdicts(ctx)
     parts: list[str] = []
     if ctx.missing_views:
-        items = "".join(f"<li><b>{esc(VIEW_NAMES.get(v, v))}</b>: {esc(why)}</li>"
-                        for v, why in ctx.missing_views.items())
-        parts.append(f'<div class="missing"><p><b>Views missing in this range.</b> The cells that need them '
-                     f'are "Not measurable".</p><ul>{items}</ul></div>')
+        items = "".join(
+            f"<li><b>{esc(VIEW_NAMES.get(v, v))}</b>: {esc(why)}</li>" for v, why in ctx.missing_views.items()
+        )
+        parts.append(
+            f'<div class="missing"><p><b>Views missing in this range.</b> The cells that need them '
+            f'are "Not measurable".</p><ul>{items}</ul></div>'
+        )
     if len(ds.clusters) > 1:
-        parts.append(f'<div class="missing"><p><b>Several clusters in the data</b> '
-                     f'({esc(", ".join(sorted(ds.clusters)))}): VM disks of the same name would be merged. Make '
-                     f'one report per cluster with --match \'{{{esc(ctx.config.cluster_label)}="..."}}\'.</p></div>')
+        parts.append(
+            f'<div class="missing"><p><b>Several clusters in the data</b> '
+            f"({esc(', '.join(sorted(ds.clusters)))}): VM disks of the same name would be merged. Make "
+            f"one report per cluster with --match '{{{esc(ctx.config.cluster_label)}=\"...\"}}'.</p></div>"
+        )
     if ds.errors:
         items = "".join(f"<li>{esc(f)}: {esc(e)}</li>" for f, e in sorted(ds.errors.items()))
-        parts.append(f'<div class="missing"><p><b>Queries that failed</b> (their figures and cells are empty):'
-                     f'</p><ul>{items}</ul></div>')
+        parts.append(
+            f'<div class="missing"><p><b>Queries that failed</b> (their figures and cells are empty):'
+            f"</p><ul>{items}</ul></div>"
+        )
     if not table:
-        parts.append('<p class="empty">No VM disk had data in any view in this range: nothing to judge. '
-                     'Check the range, the --match matchers and that Prometheus loads the recording rules.</p>')
+        parts.append(
+            '<p class="empty">No VM disk had data in any view in this range: nothing to judge. '
+            "Check the range, the --match matchers and that Prometheus loads the recording rules.</p>"
+        )
     else:
         counts = {s: sum(1 for row in table.values() for v in row.values() if v.state is s) for s in State}
-        parts.append(f'<p class="counts">{len(table)} VM disks, {len(TRAPS)} traps each: '
-                     f'<span class="pill ok">{counts[State.OK]} OK</span> '
-                     f'<span class="pill distorted">{counts[State.DISTORTED]} Distorted</span> '
-                     f'<span class="pill nm">{counts[State.NOT_MEASURABLE]} Not measurable</span></p>')
+        parts.append(
+            f'<p class="counts">{len(table)} VM disks, {len(TRAPS)} traps each: '
+            f'<span class="pill ok">{counts[State.OK]} OK</span> '
+            f'<span class="pill distorted">{counts[State.DISTORTED]} Distorted</span> '
+            f'<span class="pill nm">{counts[State.NOT_MEASURABLE]} Not measurable</span></p>'
+        )
         head = "".join(f'<th><a href="{esc(runbook(ctx, a))}">{esc(t)}</a></th>' for t, a in TRAPS.values())
         rows = []
         for key, row in table.items():
             vd = ds.vdisk_of.get(key, "")
-            name = (f'<th class="disk"><a href="#{disk_anchor(key)}">{esc(key[0])}<br>{esc(key[1])}</a>'
-                    + (f'<span class="thr">vdisk {esc(vd)}</span>' if vd else "") + "</th>")
+            name = (
+                f'<th class="disk"><a href="#{disk_anchor(key)}">{esc(key[0])}<br>{esc(key[1])}</a>'
+                + (f'<span class="thr">vdisk {esc(vd)}</span>' if vd else "")
+                + "</th>"
+            )
             rows.append("<tr>" + name + "".join(verdict_cell(ctx, row[t]) for t in TRAPS) + "</tr>")
-        parts.append(f'<table class="verdicts"><thead><tr><th>VM disk</th>{head}</tr></thead>'
-                     f'<tbody>{"".join(rows)}</tbody></table>')
+        parts.append(
+            f'<table class="verdicts"><thead><tr><th>VM disk</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
     idle = ds.idle_disks()
     tail = [k for k in idle if ds.tail_only(k)]
     idle = [k for k in idle if k not in tail]
     if idle:
-        parts.append(f'<p class="note">Idle in the whole range (known to a view, no I/O, not judged): '
-                     f'{esc(", ".join(f"{vm} {disk}" for vm, disk in idle))}.</p>')
+        parts.append(
+            f'<p class="note">Idle in the whole range (known to a view, no I/O, not judged): '
+            f"{esc(', '.join(f'{vm} {disk}' for vm, disk in idle))}.</p>"
+        )
     if tail:
-        parts.append(f'<p class="note">No fio job in the range, not judged: '
-                     f'{esc(", ".join(f"{vm} {disk}" for vm, disk in tail))}. Their VM and storage views '
-                     f'show I/O only in the range\'s first minute or so, then none: the rules\' windows '
-                     f'(and vCenter\'s 20 s samples) still counting I/O that ended before the range.</p>')
-    return Section(id="verdicts", title="Verdicts", html="".join(parts),
-                   csv={"verdicts.csv": verdicts_csv(table)} if table else {},
-                   promql=[ds.promql[f] for f in ("guest_read_bytes", "vm_read_bytes", "storage_read_bytes",
-                                                   "job_elapsed", "read_zero", "write_zero", "write_zero_measurable",
-                                                   "read_cache", "working_set_to_cache", "iodepth",
-                                                   "vm_outstanding", "buffered", "rmw_read_to_write",
-                                                   "hygiene", "partitions")])
+        parts.append(
+            f'<p class="note">No fio job in the range, not judged: '
+            f"{esc(', '.join(f'{vm} {disk}' for vm, disk in tail))}. Their VM and storage views "
+            f"show I/O only in the range's first minute or so, then none: the rules' windows "
+            f"(and vCenter's 20 s samples) still counting I/O that ended before the range.</p>"
+        )
+    return Section(
+        id="verdicts",
+        title="Verdicts",
+        html="".join(parts),
+        csv={"verdicts.csv": verdicts_csv(table)} if table else {},
+        promql=[
+            ds.promql[f]
+            for f in (
+                "guest_read_bytes",
+                "vm_read_bytes",
+                "storage_read_bytes",
+                "job_elapsed",
+                "read_zero",
+                "write_zero",
+                "write_zero_measurable",
+                "read_cache",
+                "working_set_to_cache",
+                "iodepth",
+                "vm_outstanding",
+                "buffered",
+                "rmw_read_to_write",
+                "hygiene",
+                "partitions",
+            )
+        ],
+    )
 
 
 def fired_alerts(ds: Dataset, step: float) -> list[tuple[str, dict[str, str], float, float, bool]]:
@@ -211,16 +268,30 @@ def alerts_section(ctx: ReportContext) -> Section:
             f"<tr><td>{esc(name)}</td><td>{esc(labels.get('severity', ''))}</td>"
             f"<td>{esc(', '.join(f'{k}={v}' for k, v in sorted(labels.items()) if k != 'severity'))}</td>"
             f"<td>{esc(fmt_clock(a, ctx))}</td><td>{'still firing' if still else esc(fmt_clock(b, ctx))}</td></tr>"
-            for name, labels, a, b, still in fired)
-        body = (f'<table class="alerts"><thead><tr><th>Alert</th><th>Severity</th><th>Labels</th>'
-                f'<th>Firing from (UTC)</th><th>Until</th></tr></thead><tbody>{rows}</tbody></table>'
-                f'<p class="note">Times are those of the report\'s steps ({ctx.step:g} s): an alert is '
-                f'listed from the first step at which it was firing to the last.</p>')
+            for name, labels, a, b, still in fired
+        )
+        body = (
+            f'<table class="alerts"><thead><tr><th>Alert</th><th>Severity</th><th>Labels</th>'
+            f"<th>Firing from (UTC)</th><th>Until</th></tr></thead><tbody>{rows}</tbody></table>"
+            f'<p class="note">Times are those of the report\'s steps ({ctx.step:g} s): an alert is '
+            f"listed from the first step at which it was firing to the last.</p>"
+        )
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["alertname", "labels", "from", "until"])
     for name, labels, a, b, still in fired:
-        w.writerow([name, ";".join(f"{k}={v}" for k, v in sorted(labels.items())), fmt_time(a),
-                    "still firing" if still else fmt_time(b)])
-    return Section(id="alerts", title="Alerts that fired", html=body, csv={"alerts.csv": buf.getvalue()},
-                   promql=[ds.promql["alerts"]])
+        w.writerow(
+            [
+                name,
+                ";".join(f"{k}={v}" for k, v in sorted(labels.items())),
+                fmt_time(a),
+                "still firing" if still else fmt_time(b),
+            ]
+        )
+    return Section(
+        id="alerts",
+        title="Alerts that fired",
+        html=body,
+        csv={"alerts.csv": buf.getvalue()},
+        promql=[ds.promql["alerts"]],
+    )

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-MIN_POINTS = 4          # distinct concurrency levels: three coefficients need at least one more
-RISE_MIN = 1.05         # a ramp "rises" when some later step is >= 5 % above the first one
-SIGMA_MAX = 1.0         # sigma 1: X(N) = gamma for every N, nothing left to share
-BOUND_EPS = 1e-9        # sigma or kappa whose term moves X(N) less than this is "at the bound", 0
+MIN_POINTS = 4  # distinct concurrency levels: three coefficients need at least one more
+RISE_MIN = 1.05  # a ramp "rises" when some later step is >= 5 % above the first one
+SIGMA_MAX = 1.0  # sigma 1: X(N) = gamma for every N, nothing left to share
+BOUND_EPS = 1e-9  # sigma or kappa whose term moves X(N) less than this is "at the bound", 0
 
 
 class UslInputError(ValueError):
@@ -43,10 +43,10 @@ class UslInputError(ValueError):
 class Coefficient:
     name: str
     value: float
-    stderr: float | None            # None when the covariance is singular
-    low: float | None               # confidence interval, clipped to the coefficient's bounds
+    stderr: float | None  # None when the covariance is singular
+    low: float | None  # confidence interval, clipped to the coefficient's bounds
     high: float | None
-    at_bound: bool = False          # the optimum sits on the bound (sigma or kappa 0, sigma 1)
+    at_bound: bool = False  # the optimum sits on the bound (sigma or kappa 0, sigma 1)
 
 
 @dataclass
@@ -54,22 +54,22 @@ class UslFit:
     """The result of :func:`fit`: ``ok`` False means no curve, and ``statement`` says why."""
 
     ok: bool
-    statement: str                                  # one sentence (or two) for a PoC reader
-    n: np.ndarray                                   # the points, as given
+    statement: str  # one sentence (or two) for a PoC reader
+    n: np.ndarray  # the points, as given
     x: np.ndarray
     sigma: Coefficient | None = None
     kappa: Coefficient | None = None
     gamma: Coefficient | None = None
-    level: float = 0.95                             # confidence level of the intervals
+    level: float = 0.95  # confidence level of the intervals
     r_squared: float | None = None
-    residual_se: float | None = None                # residual standard error, sqrt(RSS / df)
-    df: int = 0                                     # residual degrees of freedom
+    residual_se: float | None = None  # residual standard error, sqrt(RSS / df)
+    df: int = 0  # residual degrees of freedom
     gamma_fixed: bool = False
-    peak_n: float | None = None                     # N* = sqrt((1 - sigma) / kappa); None: no peak
-    peak_x: float | None = None                     # X(N*)
-    amdahl_x: float | None = None                   # gamma / sigma; None when sigma is 0
-    n_max: float = 0.0                              # largest measured concurrency
-    linear_share: float | None = None               # X(n_max) / (gamma n_max), the model's, 0..1
+    peak_n: float | None = None  # N* = sqrt((1 - sigma) / kappa); None: no peak
+    peak_x: float | None = None  # X(N*)
+    amdahl_x: float | None = None  # gamma / sigma; None when sigma is 0
+    n_max: float = 0.0  # largest measured concurrency
+    linear_share: float | None = None  # X(n_max) / (gamma n_max), the model's, 0..1
     notes: list[str] = field(default_factory=list)  # caveats (wide intervals, extrapolated peak...)
 
     def predict(self, n: np.ndarray | Sequence[float] | float) -> np.ndarray:
@@ -126,8 +126,15 @@ def _check(n: Sequence[float], x: Sequence[float]) -> tuple[np.ndarray, np.ndarr
     return na[order], xa[order]
 
 
-def fit(n: Sequence[float], x: Sequence[float], *, level: float = 0.95, gamma_fixed: bool = False,
-        unit: str = "", what: str = "") -> UslFit:
+def fit(
+    n: Sequence[float],
+    x: Sequence[float],
+    *,
+    level: float = 0.95,
+    gamma_fixed: bool = False,
+    unit: str = "",
+    what: str = "",
+) -> UslFit:
     """Fit the USL to the points (n[i], x[i]).
 
     ``gamma_fixed``: gamma is X / N of the smallest step (the older normalisation) and only sigma
@@ -136,21 +143,36 @@ def fit(n: Sequence[float], x: Sequence[float], *, level: float = 0.95, gamma_fi
     Raises :class:`UslInputError` for points that are not numbers or not positive.
     """
     na, xa = _check(n, x)
-    result = UslFit(ok=False, statement="", n=na, x=xa, level=level, gamma_fixed=gamma_fixed,
-                    n_max=float(na.max()) if na.size else 0.0)
+    result = UslFit(
+        ok=False,
+        statement="",
+        n=na,
+        x=xa,
+        level=level,
+        gamma_fixed=gamma_fixed,
+        n_max=float(na.max()) if na.size else 0.0,
+    )
     levels = np.unique(na)
     if levels.size < MIN_POINTS:
-        result.statement = (f"No scalability fit: {levels.size} concurrency level"
-                            f"{'' if levels.size == 1 else 's'} measured, at least {MIN_POINTS} are needed "
-                            f"(three coefficients and one more to judge them); run a longer ramp.")
+        result.statement = (
+            f"No scalability fit: {levels.size} concurrency level"
+            f"{'' if levels.size == 1 else 's'} measured, at least {MIN_POINTS} are needed "
+            f"(three coefficients and one more to judge them); run a longer ramp."
+        )
         return result
     first = xa[na == levels[0]].mean()
     later = xa[na > levels[0]].max()
     if first <= 0 or later < RISE_MIN * first:
-        result.statement = (f"No scalability fit: throughput does not rise with concurrency "
-                            f"({_num(first)} {unit} at {_count(levels[0], what)}, never more than {_num(later)} "
-                            f"{unit} above it): the system was saturated from the first step, so this ramp cannot "
-                            f"tell contention from coherency; start the ramp lower.").replace("  ", " ").replace(" ,", ",")
+        result.statement = (
+            (
+                f"No scalability fit: throughput does not rise with concurrency "
+                f"({_num(first)} {unit} at {_count(levels[0], what)}, never more than {_num(later)} "
+                f"{unit} above it): the system was saturated from the first step, so this ramp cannot "
+                f"tell contention from coherency; start the ramp lower."
+            )
+            .replace("  ", " ")
+            .replace(" ,", ",")
+        )
         return result
 
     gamma0 = first / levels[0]
@@ -203,8 +225,9 @@ def fit(n: Sequence[float], x: Sequence[float], *, level: float = 0.95, gamma_fi
     return result
 
 
-def _solve(n: np.ndarray, x: np.ndarray, start: list[float], gamma: float | None = None
-           ) -> tuple[np.ndarray, np.ndarray] | None:
+def _solve(
+    n: np.ndarray, x: np.ndarray, start: list[float], gamma: float | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Bounded least squares from a few starting points; the lowest cost wins. Returns the
     parameters and the Jacobian of the model at the optimum (columns: the fitted parameters)."""
     free_gamma = gamma is None
@@ -227,8 +250,18 @@ def _solve(n: np.ndarray, x: np.ndarray, start: list[float], gamma: float | None
         s = np.clip(np.asarray(s, dtype=float), lower, [u if np.isfinite(u) else np.inf for u in upper])
         s[:2] = np.minimum(s[:2], [SIGMA_MAX * (1 - 1e-6), np.inf])
         try:
-            r = optimize.least_squares(resid, s, jac=model_jac, bounds=(lower, upper), method="trf",
-                                       x_scale="jac", xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=20000)
+            r = optimize.least_squares(
+                resid,
+                s,
+                jac=model_jac,
+                bounds=(lower, upper),
+                method="trf",
+                x_scale="jac",
+                xtol=1e-14,
+                ftol=1e-14,
+                gtol=1e-14,
+                max_nfev=20000,
+            )
         except (ValueError, FloatingPointError):
             continue
         if not np.all(np.isfinite(r.x)):
@@ -247,7 +280,7 @@ def _stderr(jac: np.ndarray, rss: float, df: int) -> np.ndarray | None:
     _, s, vt = np.linalg.svd(jac, full_matrices=False)
     if s.size == 0 or s[-1] <= np.finfo(float).eps * max(jac.shape) * s[0]:
         return None
-    cov = (vt.T / s ** 2) @ vt * (rss / df)
+    cov = (vt.T / s**2) @ vt * (rss / df)
     return np.sqrt(np.diag(cov))
 
 
@@ -265,27 +298,39 @@ def _derive(r: UslFit, unit: str, what: str) -> None:
     w = f" {what}" if what else ""
     u = f" {unit}" if unit else ""
     if r.df <= 1:
-        r.notes.append(f"only {r.n.size} points for three coefficients: the intervals rest on {r.df} residual "
-                       f"degree{'' if r.df == 1 else 's'} of freedom; more steps make them trustworthy")
+        r.notes.append(
+            f"only {r.n.size} points for three coefficients: the intervals rest on {r.df} residual "
+            f"degree{'' if r.df == 1 else 's'} of freedom; more steps make them trustworthy"
+        )
     if r.kappa.low is not None and r.kappa.low <= 0 < kappa and r.peak_n is not None:
-        r.notes.append(f"kappa's {r.level:.0%} interval reaches 0: the ramp does not prove that throughput falls, "
-                       "so the peak is uncertain")
+        r.notes.append(
+            f"kappa's {r.level:.0%} interval reaches 0: the ramp does not prove that throughput falls, "
+            "so the peak is uncertain"
+        )
     if r.peak_n is not None and r.peak_n > 2 * r.n_max:
-        r.notes.append(f"the peak at {_count(r.peak_n, what)} is extrapolated well beyond the largest measured "
-                       f"{_count(r.n_max, what)}")
+        r.notes.append(
+            f"the peak at {_count(r.peak_n, what)} is extrapolated well beyond the largest measured "
+            f"{_count(r.n_max, what)}"
+        )
 
     lin = f"{100 * r.linear_share:.0f} % of linear"
     head = f"Throughput at {_count(r.n_max, what)} is {lin} ({_pct(sigma)} contention, {_pct(kappa)} coherency)"
     if r.peak_n is not None and r.peak_x is not None:
         if r.peak_n <= r.n_max:
-            tail = (f"; it peaked at about {_num(r.peak_x)}{u} near {_count(r.peak_n, what)} and adding more "
-                    f"lowers total throughput")
+            tail = (
+                f"; it peaked at about {_num(r.peak_x)}{u} near {_count(r.peak_n, what)} and adding more "
+                f"lowers total throughput"
+            )
         else:
-            tail = (f"; the fit predicts a peak of about {_num(r.peak_x)}{u} at {_count(r.peak_n, what)}, past which "
-                    f"adding more lowers total throughput")
+            tail = (
+                f"; the fit predicts a peak of about {_num(r.peak_x)}{u} at {_count(r.peak_n, what)}, past which "
+                f"adding more lowers total throughput"
+            )
     elif r.amdahl_x is not None:
-        tail = (f"; with no coherency cost measured it never falls, but it cannot pass the contention ceiling of "
-                f"{_num(r.amdahl_x)}{u} however many{w or ' units'} are added")
+        tail = (
+            f"; with no coherency cost measured it never falls, but it cannot pass the contention ceiling of "
+            f"{_num(r.amdahl_x)}{u} however many{w or ' units'} are added"
+        )
     else:
         tail = "; no limit shows within the measured range (neither contention nor coherency measured)"
     r.statement = head + tail + "."

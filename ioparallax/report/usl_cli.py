@@ -81,12 +81,15 @@ def read_points(text: str, name: str) -> Points:
             if "concurrency" in names and "throughput" in names:
                 col_n, col_x = names.index("concurrency"), names.index("throughput")
             elif len(cells) < 2:
-                raise CsvError(f"{name}:{lineno}: header {row!r} has {len(cells)} column, expected "
-                               f"concurrency and throughput")
+                raise CsvError(
+                    f"{name}:{lineno}: header {row!r} has {len(cells)} column, expected concurrency and throughput"
+                )
             continue
         if len(cells) <= max(col_n, col_x):
-            raise CsvError(f"{name}:{lineno}: expected {max(col_n, col_x) + 1} columns (concurrency, "
-                           f"throughput), got {len(cells)}: {delimiter.join(row)!r}")
+            raise CsvError(
+                f"{name}:{lineno}: expected {max(col_n, col_x) + 1} columns (concurrency, "
+                f"throughput), got {len(cells)}: {delimiter.join(row)!r}"
+            )
         n, x = _number(cells[col_n]), _number(cells[col_x])
         for label, value, cell in (("concurrency", n, cells[col_n]), ("throughput", x, cells[col_x])):
             if value is None or not math.isfinite(value):
@@ -120,8 +123,10 @@ def format_fit(r: usl.UslFit, source: str, unit: str = "", what: str = "") -> st
         out.append(r.statement)
         return "\n".join(out) + "\n"
     how = "gamma from the smallest step" if r.gamma_fixed else "gamma fitted"
-    out.append(f"USL fit of {r.n.size} points from {source} ({how}; {r.level:.0%} intervals, "
-               f"Student's t on {r.df} degrees of freedom)")
+    out.append(
+        f"USL fit of {r.n.size} points from {source} ({how}; {r.level:.0%} intervals, "
+        f"Student's t on {r.df} degrees of freedom)"
+    )
     labels = {"sigma": "sigma (contention)", "kappa": "kappa (coherency)", "gamma": "gamma (X at N=1)"}
     for c in r.coefficients():
         ci = f"[{_g(c.low)}, {_g(c.high)}]" if c.low is not None else "(no interval)"
@@ -139,7 +144,9 @@ def format_fit(r: usl.UslFit, source: str, unit: str = "", what: str = "") -> st
     else:
         out.append(f"  {'Amdahl asymptote':<20} none (sigma is 0)")
     assert r.linear_share is not None
-    out.append(f"  {'percent linear':<20} {100 * r.linear_share:.1f} % at N = {_g(r.n_max)}{' ' + what if what else ''}")
+    out.append(
+        f"  {'percent linear':<20} {100 * r.linear_share:.1f} % at N = {_g(r.n_max)}{' ' + what if what else ''}"
+    )
     out.append("")
     out.append(r.statement)
     for note in r.notes:
@@ -151,12 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ioparallax-report usl",
         description="Fit Gunther's Universal Scalability Law to (concurrency, throughput) points and print "
-                    "contention, coherency, the peak and the Amdahl asymptote.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "contention, coherency, the peak and the Amdahl asymptote.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--csv", required=True, metavar="FILE", help="the points ('-' reads standard input)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    p.add_argument("--gamma-fixed", action="store_true",
-                   help="take gamma from the smallest step (X / N there) instead of fitting it")
+    p.add_argument(
+        "--gamma-fixed",
+        action="store_true",
+        help="take gamma from the smallest step (X / N there) instead of fitting it",
+    )
     p.add_argument("--unit", default="", help="throughput unit for the sentence, e.g. IO/s")
     p.add_argument("--what", default="", help="what concurrency counts, plural, e.g. VMs")
     return p
@@ -183,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     except CsvError as e:
         print(f"ioparallax-report usl: {e}", file=sys.stderr)
         return 2
-    r = usl.fit(points.concurrency, points.throughput, level=args.level, gamma_fixed=args.gamma_fixed,
-                unit=args.unit, what=args.what)
+    r = usl.fit(
+        points.concurrency,
+        points.throughput,
+        level=args.level,
+        gamma_fixed=args.gamma_fixed,
+        unit=args.unit,
+        what=args.what,
+    )
     sys.stdout.write(format_fit(r, name, unit=args.unit, what=args.what))
     return 0 if r.ok else 1
 

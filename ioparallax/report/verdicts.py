@@ -41,19 +41,23 @@ TRAPS: dict[str, tuple[str, str]] = {
 BUFFERED_ANCHOR = "ioparallaxaskedqueuedepthnotreached"
 MISALIGNED_IO_ANCHOR = "ioparallaxmisalignediosuspected"
 
-VIEW_NAMES = {"guest": "guest view (fio exporter)", "vm": "VM view (vCenter exporter)",
-              "storage": "storage view (Stargate exporter)", "guest_os": "guest OS view (node_exporter)"}
+VIEW_NAMES = {
+    "guest": "guest view (fio exporter)",
+    "vm": "VM view (vCenter exporter)",
+    "storage": "storage view (Stargate exporter)",
+    "guest_os": "guest OS view (node_exporter)",
+}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    trap: str                  # a key of TRAPS
+    trap: str  # a key of TRAPS
     state: State
-    number: str                # the value as the report prints it ("" when there is none)
-    threshold: str             # the rule it is judged against, as printed
-    sentence: str              # one sentence of meaning
-    anchor: str                # runbook section
-    value: float | None = None # the number itself, for comparisons and tests
+    number: str  # the value as the report prints it ("" when there is none)
+    threshold: str  # the rule it is judged against, as printed
+    sentence: str  # one sentence of meaning
+    anchor: str  # runbook section
+    value: float | None = None  # the number itself, for comparisons and tests
 
 
 @dataclass
@@ -61,25 +65,25 @@ class DiskInput:
     """What the verdicts of one VM disk need. Arrays: one value per report step, NaN = no value.
     ``None``: the series does not exist for this disk at all (the view or the rule is missing)."""
 
-    missing_views: dict[str, str] = field(default_factory=dict)   # view -> why
-    guest_bytes: np.ndarray | None = None        # fio read + write bytes/s (rate1m rules)
-    vm_bytes: np.ndarray | None = None           # vCenter read + write bytes/s
-    storage_bytes: np.ndarray | None = None      # Stargate frontend read + write bytes/s
+    missing_views: dict[str, str] = field(default_factory=dict)  # view -> why
+    guest_bytes: np.ndarray | None = None  # fio read + write bytes/s (rate1m rules)
+    vm_bytes: np.ndarray | None = None  # vCenter read + write bytes/s
+    storage_bytes: np.ndarray | None = None  # Stargate frontend read + write bytes/s
     storage_read_bytes: np.ndarray | None = None
     storage_write_bytes: np.ndarray | None = None
-    read_zero: np.ndarray | None = None          # vdisk:ioparallax_read_zero:ratio
+    read_zero: np.ndarray | None = None  # vdisk:ioparallax_read_zero:ratio
     write_zero: np.ndarray | None = None
     read_zero_measurable: np.ndarray | None = None
     write_zero_measurable: np.ndarray | None = None
-    read_cache: np.ndarray | None = None         # vdisk:ioparallax_read_cache:ratio
+    read_cache: np.ndarray | None = None  # vdisk:ioparallax_read_cache:ratio
     working_set_to_cache: np.ndarray | None = None
     rmw_read_to_write: np.ndarray | None = None
-    iodepth: np.ndarray | None = None            # vm_disk:ioparallax_guest_iodepth:sum
-    vm_outstanding: np.ndarray | None = None     # vm_disk:ioparallax_vm_outstanding_ios:rate1m
-    buffered: np.ndarray | None = None           # vm_disk:ioparallax_guest_buffered_io:bool
-    splitting: np.ndarray | None = None          # vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m
-    partitions: dict[str, float] | None = None   # partition -> start bytes; None: guest facts missing
-    hygiene_problems: set[str] | None = None     # fio_job_hygiene_problem problems seen in the range
+    iodepth: np.ndarray | None = None  # vm_disk:ioparallax_guest_iodepth:sum
+    vm_outstanding: np.ndarray | None = None  # vm_disk:ioparallax_vm_outstanding_ios:rate1m
+    buffered: np.ndarray | None = None  # vm_disk:ioparallax_guest_buffered_io:bool
+    splitting: np.ndarray | None = None  # vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m
+    partitions: dict[str, float] | None = None  # partition -> start bytes; None: guest facts missing
+    hygiene_problems: set[str] | None = None  # fio_job_hygiene_problem problems seen in the range
     # Seconds the youngest running fio job on the disk had run (fio_job_elapsed_seconds), and how long
     # the VM and storage views' windows take to fill after a job starts (report.scaling.settle_seconds):
     # views_agree leaves out the steps where a job had run less than that.
@@ -88,6 +92,7 @@ class DiskInput:
 
 
 # -- formatting -------------------------------------------------------------------------------
+
 
 def pct(x: float) -> str:
     return f"{x * 100:.1f} %" if x < 0.1 and x != 0 else f"{x * 100:.0f} %"
@@ -106,6 +111,7 @@ def si_bytes(x: float) -> str:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
 
 def _has(a: np.ndarray | None) -> bool:
     return a is not None and bool(np.any(~np.isnan(a)))
@@ -139,14 +145,14 @@ def _missing(inp: DiskInput, *views: str) -> str | None:
 
 
 def _nm(trap: str, why: str, threshold: str = "", anchor: str | None = None) -> Verdict:
-    return Verdict(trap, State.NOT_MEASURABLE, "", threshold, f"Not measurable: {why}.",
-                   anchor or TRAPS[trap][1])
+    return Verdict(trap, State.NOT_MEASURABLE, "", threshold, f"Not measurable: {why}.", anchor or TRAPS[trap][1])
 
 
 BUSY = "busy_bytes_per_second"
 
 
 # -- the verdicts ---------------------------------------------------------------------------------
+
 
 def unsettled(inp: DiskInput) -> np.ndarray:
     """Steps at which a fio job on the disk had run less than the settling time: its rate per second
@@ -160,9 +166,11 @@ def unsettled(inp: DiskInput) -> np.ndarray:
 
 def settling_words(settle: float) -> str:
     """The cause, in the words of docs/report.md and the runbook."""
-    return (f"a fio job had run less than the settling time ({settle:.0f} s: the rules' 1m window, a "
-            f"20 s vCenter sample and a step), so the VM and storage views' 1m rates were still climbing "
-            f"while fio's rate per second of run time read full at once")
+    return (
+        f"a fio job had run less than the settling time ({settle:.0f} s: the rules' 1m window, a "
+        f"20 s vCenter sample and a step), so the VM and storage views' 1m rates were still climbing "
+        f"while fio's rate per second of run time read full at once"
+    )
 
 
 def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
@@ -174,17 +182,26 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
         return _nm(trap, why or "the VM view has no bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t)
     if not busy.any():
-        return Verdict(trap, State.OK, "idle", thr, f"The VM view never saw the disk busy (above "
-                       f"{si_bytes(t.busy_bytes_per_second)}/s): nothing to compare.", TRAPS[trap][1])
+        return Verdict(
+            trap,
+            State.OK,
+            "idle",
+            thr,
+            f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s): nothing to compare.",
+            TRAPS[trap][1],
+        )
     young = unsettled(inp)
     notes: list[str] = []
     if young.size and (busy & young).any():
         left_out = int((busy & young).sum())
         if not (busy & ~young).any():
-            return _nm(trap, f"no settled step: at each of the {left_out} steps at which the VM view saw the "
-                       f"disk busy, {settling_words(inp.settle_seconds)}", thr)
-        notes.append(f"{left_out} of {int(busy.sum())} busy steps left out: "
-                     f"{settling_words(inp.settle_seconds)}")
+            return _nm(
+                trap,
+                f"no settled step: at each of the {left_out} steps at which the VM view saw the "
+                f"disk busy, {settling_words(inp.settle_seconds)}",
+                thr,
+            )
+        notes.append(f"{left_out} of {int(busy.sum())} busy steps left out: {settling_words(inp.settle_seconds)}")
         busy = busy & ~young
     ratios: dict[str, float] = {}
     for name, series in (("guest", inp.guest_bytes), ("storage", inp.storage_bytes)):
@@ -198,19 +215,37 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
         if both.any() and np.nansum(inp.vm_bytes[both]) > 0:
             ratios[name] = math.fsum(series[both].tolist()) / math.fsum(inp.vm_bytes[both].tolist())
     if not ratios:
-        return _nm(trap, "neither the guest nor the storage view has bytes for this disk"
-                   + (f" ({'; '.join(notes)})" if notes else ""), thr)
+        return _nm(
+            trap,
+            "neither the guest nor the storage view has bytes for this disk"
+            + (f" ({'; '.join(notes)})" if notes else ""),
+            thr,
+        )
     worst = max(ratios, key=lambda k: abs(math.log(ratios[k])) if ratios[k] > 0 else math.inf)
     number = ", ".join(f"{k}/VM {ratio(v)}" for k, v in ratios.items())
     tail = f" ({'; '.join(notes)})" if notes else ""
     off = {k: v for k, v in ratios.items() if not (1 / x <= v <= x)}
     if off:
         k = worst if worst in off else next(iter(off))
-        return Verdict(trap, State.DISTORTED, number, thr,
-                       f"The {k} moved {ratio(off[k])} times the bytes vCenter counted: the views do not "
-                       f"describe the same I/O{tail}.", TRAPS[trap][1], off[k])
-    return Verdict(trap, State.OK, number, thr, f"Guest, VM and storage count the same bytes within "
-                   f"{(x - 1) * 100:.0f} %{tail}.", TRAPS[trap][1], ratios[worst])
+        return Verdict(
+            trap,
+            State.DISTORTED,
+            number,
+            thr,
+            f"The {k} moved {ratio(off[k])} times the bytes vCenter counted: the views do not "
+            f"describe the same I/O{tail}.",
+            TRAPS[trap][1],
+            off[k],
+        )
+    return Verdict(
+        trap,
+        State.OK,
+        number,
+        thr,
+        f"Guest, VM and storage count the same bytes within {(x - 1) * 100:.0f} %{tail}.",
+        TRAPS[trap][1],
+        ratios[worst],
+    )
 
 
 def _zero(inp: DiskInput, t: Thresholds, direction: str) -> Verdict:
@@ -225,28 +260,48 @@ def _zero(inp: DiskInput, t: Thresholds, direction: str) -> Verdict:
     if not _has(traffic) and not _has(measurable):
         return _nm(trap, f"the storage view has no {direction} data for this disk's vdisk", thr)
     if _has(measurable) and np.nanmax(measurable) < 1:
-        what = ("the page build has no Oplog Zero write destination, so zero writes cannot be seen on "
-                "storage" if direction == "write" else "the page has no zero read source")
+        what = (
+            "the page build has no Oplog Zero write destination, so zero writes cannot be seen on storage"
+            if direction == "write"
+            else "the page has no zero read source"
+        )
         return _nm(trap, what, thr)
     busy = _busy(traffic, t)
     if not busy.any():
-        return Verdict(trap, State.OK, "idle", thr, f"The vdisk was never busy {direction}ing (above "
-                       f"{si_bytes(t.busy_bytes_per_second)}/s): no {direction} was inflated.", TRAPS[trap][1])
+        return Verdict(
+            trap,
+            State.OK,
+            "idle",
+            thr,
+            f"The vdisk was never busy {direction}ing (above "
+            f"{si_bytes(t.busy_bytes_per_second)}/s): no {direction} was inflated.",
+            TRAPS[trap][1],
+        )
     if not _has(measurable) and not _has(share):
-        what = ("the page lists no write destinations" if direction == "write"
-                else "the page lists no read sources")
+        what = "the page lists no write destinations" if direction == "write" else "the page lists no read sources"
         return _nm(trap, what, thr)
     value = _mean_where(share, busy)
     if math.isnan(value):
         return _nm(trap, f"no zero share while the vdisk was busy {direction}ing", thr)
     if value > limit:
-        what = ("came from zero buckets: no disk read them, IOPS and latency are inflated" if direction == "read"
-                else "were all-zero blocks (Oplog Zero): stored as metadata only, throughput is inflated")
+        what = (
+            "came from zero buckets: no disk read them, IOPS and latency are inflated"
+            if direction == "read"
+            else "were all-zero blocks (Oplog Zero): stored as metadata only, throughput is inflated"
+        )
         done = "read" if direction == "read" else "written"
-        return Verdict(trap, State.DISTORTED, pct(value), thr, f"{pct(value)} of the bytes {done} "
-                       f"{what}.", TRAPS[trap][1], value)
-    return Verdict(trap, State.OK, pct(value), thr, f"{pct(value)} of the {direction} bytes were zero "
-                   f"blocks: the media did the work.", TRAPS[trap][1], value)
+        return Verdict(
+            trap, State.DISTORTED, pct(value), thr, f"{pct(value)} of the bytes {done} {what}.", TRAPS[trap][1], value
+        )
+    return Verdict(
+        trap,
+        State.OK,
+        pct(value),
+        thr,
+        f"{pct(value)} of the {direction} bytes were zero blocks: the media did the work.",
+        TRAPS[trap][1],
+        value,
+    )
 
 
 def zero_reads(inp: DiskInput, t: Thresholds) -> Verdict:
@@ -266,8 +321,14 @@ def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
     if not _has(inp.storage_read_bytes):
         return _nm(trap, "the storage view has no read data for this disk's vdisk", thr)
     if not busy.any():
-        return Verdict(trap, State.OK, "idle", thr, f"The vdisk was never busy reading (above "
-                       f"{si_bytes(t.busy_bytes_per_second)}/s): no read came from cache.", TRAPS[trap][1])
+        return Verdict(
+            trap,
+            State.OK,
+            "idle",
+            thr,
+            f"The vdisk was never busy reading (above {si_bytes(t.busy_bytes_per_second)}/s): no read came from cache.",
+            TRAPS[trap][1],
+        )
     share = _mean_where(inp.read_cache, busy)
     if math.isnan(share):
         return _nm(trap, "the page lists no read sources", thr)
@@ -276,11 +337,22 @@ def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
     wss = float(np.nanmax(inp.working_set_to_cache))
     number = f"{pct(share)} cache, WSS {ratio(wss)} x"
     if share > t.cache_read_ratio and wss < t.working_set_to_cache_ratio:
-        return Verdict(trap, State.DISTORTED, number, thr, f"{pct(share)} of the bytes read came from the "
-                       f"CVM's memory and the working set fits in its cache: hero numbers that describe DRAM, "
-                       f"not the storage.", TRAPS[trap][1], share)
-    why = ("the working set is larger than the cache" if wss >= t.working_set_to_cache_ratio
-           else "most reads came from the media")
+        return Verdict(
+            trap,
+            State.DISTORTED,
+            number,
+            thr,
+            f"{pct(share)} of the bytes read came from the "
+            f"CVM's memory and the working set fits in its cache: hero numbers that describe DRAM, "
+            f"not the storage.",
+            TRAPS[trap][1],
+            share,
+        )
+    why = (
+        "the working set is larger than the cache"
+        if wss >= t.working_set_to_cache_ratio
+        else "most reads came from the media"
+    )
     return Verdict(trap, State.OK, number, thr, f"Reads describe the storage: {why}.", TRAPS[trap][1], share)
 
 
@@ -296,24 +368,52 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
         return _nm(trap, "the VM view has no latency or bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t) & ~np.isnan(inp.iodepth) & ~np.isnan(inp.vm_outstanding)
     if not busy.any():
-        return Verdict(trap, State.OK, "idle", thr, f"The VM view never saw the disk busy (above "
-                       f"{si_bytes(t.busy_bytes_per_second)}/s) while a fio job ran.", TRAPS[trap][1])
+        return Verdict(
+            trap,
+            State.OK,
+            "idle",
+            thr,
+            f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s) while a fio job ran.",
+            TRAPS[trap][1],
+        )
     implied = _fmean(inp.vm_outstanding[busy])
     asked = _fmean(inp.iodepth[busy])
     value = asked / implied if implied > 0 else math.inf
     buffered = inp.buffered is not None and bool(np.nan_to_num(inp.buffered[busy], nan=0.0).max(initial=0) >= 1)
     if buffered:
-        return Verdict(trap, State.NOT_MEASURABLE, ratio(value), thr,
-                       f"Not measurable: asked queue depth not reached (buffered I/O): the fio job runs with "
-                       f"direct=0, so libaio submits synchronously and QD {asked:.0f} was never in flight "
-                       f"(VM view: {implied:.1f}); the ratio says nothing about bursts.", BUFFERED_ANCHOR, value)
+        return Verdict(
+            trap,
+            State.NOT_MEASURABLE,
+            ratio(value),
+            thr,
+            f"Not measurable: asked queue depth not reached (buffered I/O): the fio job runs with "
+            f"direct=0, so libaio submits synchronously and QD {asked:.0f} was never in flight "
+            f"(VM view: {implied:.1f}); the ratio says nothing about bursts.",
+            BUFFERED_ANCHOR,
+            value,
+        )
     if value > t.burstiness_ratio:
-        return Verdict(trap, State.DISTORTED, ratio(value), thr,
-                       f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
-                       f"comes in bursts that vCenter's 20 s samples average away (high latency, \"low\" "
-                       f"throughput).", TRAPS[trap][1], value)
-    return Verdict(trap, State.OK, ratio(value), thr, f"The VM view's throughput x latency accounts for the "
-                   f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O.", TRAPS[trap][1], value)
+        return Verdict(
+            trap,
+            State.DISTORTED,
+            ratio(value),
+            thr,
+            f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
+            f'comes in bursts that vCenter\'s 20 s samples average away (high latency, "low" '
+            f"throughput).",
+            TRAPS[trap][1],
+            value,
+        )
+    return Verdict(
+        trap,
+        State.OK,
+        ratio(value),
+        thr,
+        f"The VM view's throughput x latency accounts for the "
+        f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O.",
+        TRAPS[trap][1],
+        value,
+    )
 
 
 def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
@@ -328,9 +428,16 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
         bad = {p: s for p, s in sorted(inp.partitions.items()) if s % 4096 != 0}
         if bad:
             p, s = next(iter(bad.items()))
-            return Verdict(trap, State.DISTORTED, f"{p} at {s:,.0f} B", thr,
-                           f"Partition {p} starts at {s:,.0f} bytes, off the 4 KiB grid: every write straddles "
-                           f"two storage blocks and needs a read-modify-write.{split}", TRAPS[trap][1], s)
+            return Verdict(
+                trap,
+                State.DISTORTED,
+                f"{p} at {s:,.0f} B",
+                thr,
+                f"Partition {p} starts at {s:,.0f} bytes, off the 4 KiB grid: every write straddles "
+                f"two storage blocks and needs a read-modify-write.{split}",
+                TRAPS[trap][1],
+                s,
+            )
     heuristic: float | None = None
     if "storage" not in inp.missing_views and _has(inp.storage_write_bytes) and _has(inp.rmw_read_to_write):
         reads = np.nan_to_num(inp.storage_read_bytes, nan=0.0) if inp.storage_read_bytes is not None else 0.0
@@ -340,21 +447,39 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
         if not math.isnan(value):
             heuristic = value
             if value > t.misaligned_read_to_write_ratio:
-                return Verdict(trap, State.DISTORTED, f"RMW {pct(value)}", thr,
-                               f"The storage reads {pct(value)} of the bytes written on a write-only disk: "
-                               f"read-modify-write of misaligned writes suspected (a heuristic; confirm with "
-                               f"the guest's partition offsets).{split}", MISALIGNED_IO_ANCHOR, value)
+                return Verdict(
+                    trap,
+                    State.DISTORTED,
+                    f"RMW {pct(value)}",
+                    thr,
+                    f"The storage reads {pct(value)} of the bytes written on a write-only disk: "
+                    f"read-modify-write of misaligned writes suspected (a heuristic; confirm with "
+                    f"the guest's partition offsets).{split}",
+                    MISALIGNED_IO_ANCHOR,
+                    value,
+                )
     if inp.partitions is None and heuristic is None:
         why = _missing(inp, "guest", "storage")
         if not why and "vm" in inp.missing_views:
-            why = ("the guest's devices are matched to VM disks by vCenter's disk UUID, and the "
-                   + _missing(inp, "vm"))
+            why = "the guest's devices are matched to VM disks by vCenter's disk UUID, and the " + _missing(inp, "vm")
         return _nm(trap, why or "no partition offsets from the guest and no write-only load on storage", thr)
-    parts = ("Partitions on the 4 KiB grid" if inp.partitions else
-             "Raw device (no partition)" if inp.partitions is not None else "Guest partition offsets unknown")
+    parts = (
+        "Partitions on the 4 KiB grid"
+        if inp.partitions
+        else "Raw device (no partition)"
+        if inp.partitions is not None
+        else "Guest partition offsets unknown"
+    )
     extra = f"; storage RMW {pct(heuristic)} of writes" if heuristic is not None else ""
-    return Verdict(trap, State.OK, "aligned" if inp.partitions else ("raw" if inp.partitions is not None else ""),
-                   thr, f"{parts}{extra}.{split}", TRAPS[trap][1], heuristic)
+    return Verdict(
+        trap,
+        State.OK,
+        "aligned" if inp.partitions else ("raw" if inp.partitions is not None else ""),
+        thr,
+        f"{parts}{extra}.{split}",
+        TRAPS[trap][1],
+        heuristic,
+    )
 
 
 def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
@@ -366,19 +491,37 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
         busy = _busy(inp.vm_bytes, t)
         if busy.any():
             # Judged over every step of the range: no step had a fio job (guest bytes or iodepth).
-            return _nm(trap, f"no fio job ran on this disk at any step of the range, while the VM view saw "
-                       f"it busy (above {si_bytes(t.busy_bytes_per_second)}/s) at {int(busy.sum())} of "
-                       f"{busy.size} steps: I/O that no fio job in the guest explains", thr)
+            return _nm(
+                trap,
+                f"no fio job ran on this disk at any step of the range, while the VM view saw "
+                f"it busy (above {si_bytes(t.busy_bytes_per_second)}/s) at {int(busy.sum())} of "
+                f"{busy.size} steps: I/O that no fio job in the guest explains",
+                thr,
+            )
         return _nm(trap, "no fio job on this disk", thr)
     problems = set(inp.hygiene_problems)
     if inp.buffered is not None and np.nan_to_num(inp.buffered, nan=0.0).max(initial=0) >= 1:
         problems.add("buffered_io")
     if problems:
         names = ", ".join(sorted(problems))
-        return Verdict(trap, State.DISTORTED, names, thr, f"The fio job's options make its numbers "
-                       f"unrepresentative ({names}: see docs/hygiene.md).", TRAPS[trap][1], float(len(problems)))
-    return Verdict(trap, State.OK, "none", thr, "The fio job's options describe the application, not a "
-                   "benchmark trap.", TRAPS[trap][1], 0.0)
+        return Verdict(
+            trap,
+            State.DISTORTED,
+            names,
+            thr,
+            f"The fio job's options make its numbers unrepresentative ({names}: see docs/hygiene.md).",
+            TRAPS[trap][1],
+            float(len(problems)),
+        )
+    return Verdict(
+        trap,
+        State.OK,
+        "none",
+        thr,
+        "The fio job's options describe the application, not a benchmark trap.",
+        TRAPS[trap][1],
+        0.0,
+    )
 
 
 def judge(inp: DiskInput, t: Thresholds) -> dict[str, Verdict]:

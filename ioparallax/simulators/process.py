@@ -33,9 +33,9 @@ from typing import Any
 
 import requests
 
-OUTPUT_CHARS = 4000        # how much of a child's log an error message shows
+OUTPUT_CHARS = 4000  # how much of a child's log an error message shows
 
-_PR_SET_PDEATHSIG = 1      # <linux/prctl.h>
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _load_prctl() -> Callable[..., int] | None:
@@ -58,7 +58,7 @@ def _die_with(parent: int) -> Callable[[], None] | None:
 
     def die_with_parent() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:      # the parent died before the prctl: no signal will come
+        if os.getppid() != parent:  # the parent died before the prctl: no signal will come
             os._exit(1)
 
     return die_with_parent
@@ -139,8 +139,16 @@ def _environment() -> dict[str, str]:
     return dict(os.environ)
 
 
-def start(name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path, *, env: dict[str, str] | None = None,
-          cwd: Path | None = None, append: bool = False, url: str = "") -> Process:
+def start(
+    name: str,
+    argv: Sequence[str | os.PathLike[str]],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    append: bool = False,
+    url: str = "",
+) -> Process:
     """Start ``argv`` in a new session, stdin closed, stdout and stderr into ``log_path`` (truncated,
     or appended to with ``append``), with ``env`` over this process' environment; the child gets
     SIGTERM when the thread that started it ends (see the module's docstring)."""
@@ -148,10 +156,16 @@ def start(name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path, *, 
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab" if append else "wb") as log:
-        popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=None if env is None else {**_environment(), **env}, cwd=cwd,
-                                 start_new_session=True,
-                                 preexec_fn=_die_with(os.getpid()))
+        popen = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else {**_environment(), **env},
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with(os.getpid()),
+        )
     return Process(name, args, popen, log_path, url)
 
 
@@ -186,8 +200,15 @@ def loopback_get(url: str, **kwargs: Any) -> requests.Response:
         return session.get(url, **kwargs)
 
 
-def wait_for_http(url: str, timeout: float = 30.0, proc: Process | None = None, *, status: int | None = None,
-                  verify: bool = True, interval: float = 0.1) -> requests.Response:
+def wait_for_http(
+    url: str,
+    timeout: float = 30.0,
+    proc: Process | None = None,
+    *,
+    status: int | None = None,
+    verify: bool = True,
+    interval: float = 0.1,
+) -> requests.Response:
     """Poll ``url`` until it answers (with ``status``, if given: Prometheus' /-/ready answers 503
     while it opens its TSDB) and return the answer. Fails with the child's output if ``proc``
     exits first, with the last answer or error when ``timeout`` passes. ``verify=False``: readiness
@@ -206,8 +227,10 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: Process | None = None, 
             last = f"{exc.__class__.__name__}: {exc}"
         time.sleep(interval)
     who = proc.name if proc is not None else "the server"
-    raise TimeoutError(f"{who} was not ready on {url} within {timeout:g} s ({last})"
-                       + (f":\n{proc.output()}" if proc is not None else ""))
+    raise TimeoutError(
+        f"{who} was not ready on {url} within {timeout:g} s ({last})"
+        + (f":\n{proc.output()}" if proc is not None else "")
+    )
 
 
 _handed_out: set[int] = set()

@@ -67,7 +67,7 @@ PREFERRED_PORTS = {
     "node-exporter": 9100,
     "stargate-exporter": 9761,
     "vcenter-exporter": 9762,
-    "fio-exporter": 9763,             # the first VM's; the others get free ports
+    "fio-exporter": 9763,  # the first VM's; the others get free ports
     "victoria-metrics": 8428,
 }
 
@@ -107,8 +107,10 @@ def cluster_specs(values: list[str]) -> list[tuple[str, str | None]]:
                 continue
             scenario, at, cluster = spec.partition("@")
             if at and not _CLUSTER_NAME.fullmatch(cluster):
-                raise ValueError(f"--scenario {spec!r}: the cluster name after @ must be letters, digits, "
-                                 f"'.', '_' or '-', got {cluster!r}")
+                raise ValueError(
+                    f"--scenario {spec!r}: the cluster name after @ must be letters, digits, "
+                    f"'.', '_' or '-', got {cluster!r}"
+                )
             out.append((scenario, cluster if at else None))
     if not out:
         raise ValueError("--scenario: no scenario given")
@@ -121,11 +123,11 @@ class ClusterPart:
     the guests) and the exporters reading them. Its targets carry ``cluster_label=cluster`` (target
     labels in the scrape config); a stack of one cluster given without a name leaves them unlabelled."""
 
-    scenario: str                 # library name or YAML file
-    cluster: str | None           # the cluster label's value; None: the stack's only cluster, unlabelled
-    workdir: Path                 # its generated configs, trace, guest files
+    scenario: str  # library name or YAML file
+    cluster: str | None  # the cluster label's value; None: the stack's only cluster, unlabelled
+    workdir: Path  # its generated configs, trace, guest files
     trace: Trace
-    exporters: list[str] = field(default_factory=list)   # host:port of its Stargate and vCenter exporters
+    exporters: list[str] = field(default_factory=list)  # host:port of its Stargate and vCenter exporters
 
     def proc(self, name: str) -> str:
         """A process name unique in the stack (its log file, PID file and URL key)."""
@@ -152,32 +154,33 @@ def merge_jobs(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Stack:
     """Everything ``make demo`` starts; usable as a context manager in tests."""
 
-    scenario: str = "zero-heavy"      # one scenario, or several comma-separated (see ``scenarios``)
+    scenario: str = "zero-heavy"  # one scenario, or several comma-separated (see ``scenarios``)
     # Several simulated clusters in one Prometheus: each entry a scenario, optionally
     # ``scenario@cluster``; empty: ``scenario``. With more than one, each cluster is named after its
     # scenario (the YAML's name) unless named with @.
     scenarios: list[str] = field(default_factory=list)
     cluster_label: str | None = None  # the target label naming the cluster; None: ioparallax/mixin/config.yml's
     workdir: Path = REPO / ".run" / "demo"
-    fixed_ports: bool = True          # try the familiar ports first (demo); tests pass False
+    fixed_ports: bool = True  # try the familiar ports first (demo); tests pass False
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
     vcenter_scrape_interval: str = "20s"
     # fio writes a status record every second; scraping its exporter as often keeps fio's own
     # per-interval numbers (fio_*_interval_*) at 1 s, so a 1 s burst is seen at its height.
     fio_scrape_interval: str | None = "1s"
-    rules_dir: Path | None = None     # rule files (*.rules.yml) to load; None: the repo's alerts/
+    rules_dir: Path | None = None  # rule files (*.rules.yml) to load; None: the repo's alerts/
     extra_rule_files: list[Path] = field(default_factory=list)
-    alertmanager_webhook: str | None = None   # tests: receive alerts here
-    long_term: bool = False           # VictoriaMetrics as the remote_write target (--long-term)
+    alertmanager_webhook: str | None = None  # tests: receive alerts here
+    long_term: bool = False  # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
     procs: list[Process] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
     # -- process handling -----------------------------------------------------------------
     def _start(self, name: str, argv: list[Any], url: str = "", env: dict[str, str] | None = None) -> Process:
-        proc = start_process(name, argv, self.workdir / "logs" / f"{name}.log", env=env, cwd=self.workdir,
-                             append=True, url=url)
+        proc = start_process(
+            name, argv, self.workdir / "logs" / f"{name}.log", env=env, cwd=self.workdir, append=True, url=url
+        )
         self.procs.append(proc)
         (self.workdir / "pids").mkdir(exist_ok=True)
         (self.workdir / "pids" / f"{name}.pid").write_text(str(proc.pid))
@@ -213,7 +216,7 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
         self.clusters = self._cluster_parts()
-        self.trace = self.clusters[0].trace      # a stack of one cluster: its scenario's trace
+        self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
         for part in self.clusters:
             for starter in (self._start_stargate, self._start_vcenter, self._start_guests):
@@ -228,22 +231,28 @@ class Stack:
         """The scenarios as clusters, named; ValueError (naming the scenario) for a name used twice."""
         if self.cluster_label is None:
             from ioparallax.mixin.config import load_config
+
             self.cluster_label = load_config().cluster_label
         specs = cluster_specs(self.scenarios or [self.scenario])
         if not self.cluster_label and (len(specs) > 1 or any(cluster for _, cluster in specs)):
-            raise ValueError("named or several clusters need a cluster label: cluster_label is '' in "
-                             "ioparallax/mixin/config.yml")
+            raise ValueError(
+                "named or several clusters need a cluster label: cluster_label is '' in ioparallax/mixin/config.yml"
+            )
         parts: list[ClusterPart] = []
         for scenario, cluster in specs:
             trace = compile_scenario(load_scenario(scenario))
             if cluster is None and len(specs) > 1:
                 cluster = trace.scenario.name
                 if not _CLUSTER_NAME.fullmatch(cluster):
-                    raise ValueError(f"--scenario {scenario}: its name {cluster!r} cannot name a cluster (letters, "
-                                     "digits, '.', '_', '-'): name it with scenario@cluster")
+                    raise ValueError(
+                        f"--scenario {scenario}: its name {cluster!r} cannot name a cluster (letters, "
+                        "digits, '.', '_', '-'): name it with scenario@cluster"
+                    )
             if cluster is not None and any(p.cluster == cluster for p in parts):
-                raise ValueError(f"--scenario {scenario}: a second cluster named {cluster!r}; name each with "
-                                 f"scenario@cluster (e.g. {scenario}@{cluster}-b)")
+                raise ValueError(
+                    f"--scenario {scenario}: a second cluster named {cluster!r}; name each with "
+                    f"scenario@cluster (e.g. {scenario}@{cluster}-b)"
+                )
             workdir = self.workdir if cluster is None else self.workdir / "clusters" / cluster
             workdir.mkdir(parents=True, exist_ok=True)
             # The simulators run in the workdir: a scenario file relative to here must reach them.
@@ -276,11 +285,19 @@ class Stack:
         cluster: its vdisk mapping is the cluster's, vdisk ids being unique only within one)."""
         urls_file = part.workdir / "stargate-urls.json"
         urls_file.unlink(missing_ok=True)
-        sim = self._start(part.proc("stargate-simulator"), [
-            BIN / "stargate-simulator", part.scenario, "--host", "127.0.0.1", "--urls-file", urls_file,
-        ])
+        sim = self._start(
+            part.proc("stargate-simulator"),
+            [
+                BIN / "stargate-simulator",
+                part.scenario,
+                "--host",
+                "127.0.0.1",
+                "--urls-file",
+                urls_file,
+            ],
+        )
         deadline = time.monotonic() + 30
-        while not urls_file.exists():      # written whole by a rename
+        while not urls_file.exists():  # written whole by a rename
             if not sim.alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the Stargate simulator did not start:\n{sim.tail()}")
             time.sleep(0.1)
@@ -292,16 +309,25 @@ class Stack:
             return []
         # The vdisk -> VM disk mapping a PoC keeps in a YAML file (or reads from Prism): here it is
         # the scenario's identity map, so stargate_vdisk_info joins to the VM and guest views.
-        mapping = {"vdisks": {str(row["vdisk_id"]): {"vm": row["vm"], "disk": row["unit"]}
-                              for row in part.trace.identity_map()},
-                   # The allow-list: the exporter refuses (HTTP 400) any CVM not listed here.
-                   "targets": ["127.0.0.1"]}
+        mapping = {
+            "vdisks": {
+                str(row["vdisk_id"]): {"vm": row["vm"], "disk": row["unit"]} for row in part.trace.identity_map()
+            },
+            # The allow-list: the exporter refuses (HTTP 400) any CVM not listed here.
+            "targets": ["127.0.0.1"],
+        }
         mapping_path = part.workdir / "stargate-vdisks.yml"
         mapping_path.write_text(yaml.safe_dump(mapping, sort_keys=False))
         port = pick_port("stargate-exporter", self.fixed_ports)
-        exp = self._start(part.proc("stargate-exporter"), [
-            BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={mapping_path}",
-        ], url=f"http://127.0.0.1:{port}")
+        exp = self._start(
+            part.proc("stargate-exporter"),
+            [
+                BIN / "stargate-exporter",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--config.file={mapping_path}",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
         self._wait_http(exp, "/metrics")
         part.exporters.append(exp.url.split("://", 1)[1])
         # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
@@ -317,14 +343,28 @@ class Stack:
         trace_file.write_text(part.trace.to_json())
         sim_port = free_port()
         password = "demo-" + os.urandom(6).hex()  # a fresh one per run; never printed
-        sim = self._start(part.proc("vcenter-simulator"), [
-            binary, "-trace", trace_file, "-listen", f"127.0.0.1:{sim_port}",
-            "-username", "demo@vsphere.local", "-password", password,
-        ], url=f"https://127.0.0.1:{sim_port}")
+        sim = self._start(
+            part.proc("vcenter-simulator"),
+            [
+                binary,
+                "-trace",
+                trace_file,
+                "-listen",
+                f"127.0.0.1:{sim_port}",
+                "-username",
+                "demo@vsphere.local",
+                "-password",
+                password,
+            ],
+            url=f"https://127.0.0.1:{sim_port}",
+        )
         self._wait_http(sim, "/about", timeout=120)
         cfg = {
-            "defaults": {"username": "demo@vsphere.local", "password_env": "IOPARALLAX_DEMO_VCENTER_PASSWORD",
-                         "inventory_refresh": "1m"},
+            "defaults": {
+                "username": "demo@vsphere.local",
+                "password_env": "IOPARALLAX_DEMO_VCENTER_PASSWORD",
+                "inventory_refresh": "1m",
+            },
             "allow_unlisted_targets": False,
             # The simulator's certificate is self-signed: the one explicit opt-out.
             "targets": {f"127.0.0.1:{sim_port}": {"insecure_skip_verify": True}},
@@ -332,25 +372,46 @@ class Stack:
         cfg_path = part.workdir / "vcenter-exporter.yml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = pick_port("vcenter-exporter", self.fixed_ports)
-        exp = self._start(part.proc("vcenter-exporter"), [
-            BIN / "vcenter-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}",
-        ], url=f"http://127.0.0.1:{port}", env={"IOPARALLAX_DEMO_VCENTER_PASSWORD": password})
+        exp = self._start(
+            part.proc("vcenter-exporter"),
+            [
+                BIN / "vcenter-exporter",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--config.file={cfg_path}",
+            ],
+            url=f"http://127.0.0.1:{port}",
+            env={"IOPARALLAX_DEMO_VCENTER_PASSWORD": password},
+        )
         self._wait_http(exp, "/metrics")
         part.exporters.append(exp.url.split("://", 1)[1])
-        return [self._probe_scrape("vcenter", exp.url, [f"127.0.0.1:{sim_port}"],
-                                   interval=self.vcenter_scrape_interval, labels=part.labels(self.cluster_label))]
+        return [
+            self._probe_scrape(
+                "vcenter",
+                exp.url,
+                [f"127.0.0.1:{sim_port}"],
+                interval=self.vcenter_scrape_interval,
+                labels=part.labels(self.cluster_label),
+            )
+        ]
 
-    def _probe_scrape(self, job: str, exporter_url: str, targets: list[str], interval: str | None = None,
-                      params: dict[str, list[str]] | None = None,
-                      labels: dict[str, str] | None = None) -> dict[str, Any]:
+    def _probe_scrape(
+        self,
+        job: str,
+        exporter_url: str,
+        targets: list[str],
+        interval: str | None = None,
+        params: dict[str, list[str]] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """A blackbox-style scrape config: each target becomes ?target=, the exporter the address.
         The exporter's address travels in the targets' group (EXPORTER_LABEL), so that the groups of
         several clusters, each probed by its own exporter, make one job (merge_jobs)."""
         cfg: dict[str, Any] = {
             "job_name": job,
             "metrics_path": "/probe",
-            "static_configs": [{"targets": targets,
-                                "labels": {**(labels or {}), EXPORTER_LABEL: exporter_url.split("://", 1)[1]}}],
+            "static_configs": [
+                {"targets": targets, "labels": {**(labels or {}), EXPORTER_LABEL: exporter_url.split("://", 1)[1]}}
+            ],
             "relabel_configs": [
                 {"source_labels": ["__address__"], "target_label": "__param_target"},
                 {"source_labels": ["__param_target"], "target_label": "instance"},
@@ -374,9 +435,17 @@ class Stack:
         guests = part.workdir / "guests"
         manifest = part.workdir / "guests.json"
         manifest.unlink(missing_ok=True)
-        sim = self._start(part.proc("guest-simulator"), [
-            BIN / "ioparallax-guest-simulator", part.scenario, "--dir", guests, "--manifest", manifest,
-        ])
+        sim = self._start(
+            part.proc("guest-simulator"),
+            [
+                BIN / "ioparallax-guest-simulator",
+                part.scenario,
+                "--dir",
+                guests,
+                "--manifest",
+                manifest,
+            ],
+        )
         deadline = time.monotonic() + 30
         while not manifest.exists():
             if not sim.alive() or time.monotonic() > deadline:
@@ -390,14 +459,23 @@ class Stack:
         taken: set[int] = set()
         for i, (vm, where) in enumerate(paths.items()):
             port = pick_port("fio-exporter", self.fixed_ports and i == 0)
-            while port in taken:        # exporters not yet listening: do not hand out a port twice
+            while port in taken:  # exporters not yet listening: do not hand out a port twice
                 port = free_port()
             taken.add(port)
-            proc = self._start(part.proc(f"fio-exporter-{vm}"), [
-                BIN / "fio-exporter", "serve", f"--web.listen-address=127.0.0.1:{port}",
-                f"--fio.watch={where['stream']}", f"--fio.host={vm}", f"--collector.sysfs={where['sysfs']}",
-                f"--fio.cache-size={cache}", f"--fio.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
-            ], url=f"http://127.0.0.1:{port}")
+            proc = self._start(
+                part.proc(f"fio-exporter-{vm}"),
+                [
+                    BIN / "fio-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--fio.watch={where['stream']}",
+                    f"--fio.host={vm}",
+                    f"--collector.sysfs={where['sysfs']}",
+                    f"--fio.cache-size={cache}",
+                    f"--fio.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
             procs.append(proc)
             static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
@@ -406,11 +484,19 @@ class Stack:
             while port in taken:
                 port = free_port()
             taken.add(port)
-            proc = self._start(part.proc(f"guest-node-exporter-{vm}"), [
-                "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
-                f"--path.procfs={where['procfs']}", f"--path.sysfs={where['sysfs']}",
-                f"--path.udev.data={where['udev']}", "--collector.disable-defaults", "--collector.diskstats",
-            ], url=f"http://127.0.0.1:{port}")
+            proc = self._start(
+                part.proc(f"guest-node-exporter-{vm}"),
+                [
+                    "prometheus-node-exporter",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--path.procfs={where['procfs']}",
+                    f"--path.sysfs={where['sysfs']}",
+                    f"--path.udev.data={where['udev']}",
+                    "--collector.disable-defaults",
+                    "--collector.diskstats",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
             procs.append(proc)
             node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
         for proc in procs:
@@ -423,30 +509,45 @@ class Stack:
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)
         # No systemd bus in containers and CI: its collector would only log errors.
-        proc = self._start("node-exporter", ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
-                                             "--no-collector.systemd"], url=f"http://127.0.0.1:{port}")
+        proc = self._start(
+            "node-exporter",
+            ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", "--no-collector.systemd"],
+            url=f"http://127.0.0.1:{port}",
+        )
         self._wait_http(proc, "/metrics")
         return [self._exporter_scrape("node", proc.url)]
 
     def _start_alertmanager(self) -> None:
         port = pick_port("alertmanager", self.fixed_ports)
         receivers: list[dict[str, Any]] = [{"name": "null"}]
-        route: dict[str, Any] = {"receiver": "null",
-                                 "group_by": [self.cluster_label or "cluster", "alertname", "vm", "vdisk_id", "job"],
-                                 "group_wait": "5s", "group_interval": "10s", "repeat_interval": "1h"}
+        route: dict[str, Any] = {
+            "receiver": "null",
+            "group_by": [self.cluster_label or "cluster", "alertname", "vm", "vdisk_id", "job"],
+            "group_wait": "5s",
+            "group_interval": "10s",
+            "repeat_interval": "1h",
+        }
         if self.alertmanager_webhook:
-            receivers = [{"name": "webhook", "webhook_configs": [{"url": self.alertmanager_webhook,
-                                                                   "send_resolved": True}]}]
+            receivers = [
+                {"name": "webhook", "webhook_configs": [{"url": self.alertmanager_webhook, "send_resolved": True}]}
+            ]
             route["receiver"] = "webhook"
         cfg = {"route": route, "receivers": receivers}
         path = self.workdir / "alertmanager.yml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         data = self.workdir / "alertmanager-data"
         data.mkdir(exist_ok=True)
-        proc = self._start("alertmanager", [
-            "prometheus-alertmanager", f"--config.file={path}", f"--storage.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-        ], url=f"http://127.0.0.1:{port}")
+        proc = self._start(
+            "alertmanager",
+            [
+                "prometheus-alertmanager",
+                f"--config.file={path}",
+                f"--storage.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
         self._wait_http(proc, "/-/ready")
 
     def rule_files(self) -> list[Path]:
@@ -462,23 +563,37 @@ class Stack:
         port = pick_port("victoria-metrics", self.fixed_ports)
         data = self.workdir / "victoria-metrics-data"
         shutil.rmtree(data, ignore_errors=True)
-        proc = self._start("victoria-metrics", [
-            "victoria-metrics", f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={data}",
-            "-retentionPeriod=1d",
-        ], url=f"http://127.0.0.1:{port}")
+        proc = self._start(
+            "victoria-metrics",
+            [
+                "victoria-metrics",
+                f"-httpListenAddr=127.0.0.1:{port}",
+                f"-storageDataPath={data}",
+                "-retentionPeriod=1d",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
         self._wait_http(proc, "/health")
 
     def _start_prometheus(self, scrape: list[dict[str, Any]]) -> None:
         port = pick_port("prometheus", self.fixed_ports)
         # The fio exporter serves its target data on /metrics, so it is scraped once, as "fio".
-        exporters = [{"targets": part.exporters, "labels": part.labels(self.cluster_label)}
-                     for part in self.clusters if part.exporters]
+        exporters = [
+            {"targets": part.exporters, "labels": part.labels(self.cluster_label)}
+            for part in self.clusters
+            if part.exporters
+        ]
         if exporters:
             scrape.append({"job_name": "ioparallax-exporters", "static_configs": exporters})
         cfg = {
-            "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval,
-                       "scrape_timeout": self.scrape_interval},
-            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [self.urls["alertmanager"].split("://", 1)[1]]}]}]},
+            "global": {
+                "scrape_interval": self.scrape_interval,
+                "evaluation_interval": self.evaluation_interval,
+                "scrape_timeout": self.scrape_interval,
+            },
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [self.urls["alertmanager"].split("://", 1)[1]]}]}]
+            },
             "rule_files": [str(p) for p in self.rule_files()],
             "scrape_configs": scrape,
         }
@@ -491,14 +606,21 @@ class Stack:
             raise RuntimeError(f"promtool rejected the generated {path}:\n{check.stdout}{check.stderr}")
         data = self.workdir / "prometheus-data"
         shutil.rmtree(data, ignore_errors=True)
-        proc = self._start("prometheus", [
-            "prometheus", f"--config.file={path}", f"--storage.tsdb.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
-            # scrape_timeout_seconds per target, for the IoparallaxScrapeSlow alert
-            "--enable-feature=extra-scrape-metrics",
-            "--storage.tsdb.retention.time=1d",
-            *self.prometheus_flags,
-        ], url=f"http://127.0.0.1:{port}")
+        proc = self._start(
+            "prometheus",
+            [
+                "prometheus",
+                f"--config.file={path}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--web.enable-lifecycle",
+                # scrape_timeout_seconds per target, for the IoparallaxScrapeSlow alert
+                "--enable-feature=extra-scrape-metrics",
+                "--storage.tsdb.retention.time=1d",
+                *self.prometheus_flags,
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
         self._wait_http(proc, "/-/ready")
 
     # -- status -----------------------------------------------------------------------------
@@ -519,7 +641,7 @@ class Stack:
         while time.monotonic() < deadline:
             try:
                 targets = self.targets()
-            except requests.RequestException:      # e.g. 503 while Prometheus is still starting
+            except requests.RequestException:  # e.g. 503 while Prometheus is still starting
                 time.sleep(1)
                 continue
             if targets and all(t.get("lastScrape", "").startswith("20") and t["health"] != "unknown" for t in targets):
@@ -538,10 +660,13 @@ class Stack:
     def report(self) -> str:
         label = self.cluster_label or "cluster"
         if self.named_clusters:
-            lines = [f"ioparallax demo, {len(self.clusters)} simulated clusters in one Prometheus "
-                     f"(target label {label}):"]
-            lines.extend(f"  {label}={p.cluster:20} scenario {p.trace.scenario.name!r}: {p.trace.scenario.summary}"
-                         for p in self.clusters)
+            lines = [
+                f"ioparallax demo, {len(self.clusters)} simulated clusters in one Prometheus (target label {label}):"
+            ]
+            lines.extend(
+                f"  {label}={p.cluster:20} scenario {p.trace.scenario.name!r}: {p.trace.scenario.summary}"
+                for p in self.clusters
+            )
             lines.append("")
         else:
             lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
@@ -554,8 +679,10 @@ class Stack:
             return f"{labels[label]}/" if labels.get(label) else ""
 
         width = max((len(f"{label}={c}  ") for c in self.named_clusters), default=0)
-        for t in sorted(self.targets(), key=lambda t: (t["labels"].get(label, ""), t["labels"].get("job", ""),
-                                                       t["labels"].get("instance", ""))):
+        for t in sorted(
+            self.targets(),
+            key=lambda t: (t["labels"].get(label, ""), t["labels"].get("job", ""), t["labels"].get("instance", "")),
+        ):
             up = {"up": "UP  ", "down": "DOWN"}.get(t["health"], t["health"].upper())
             err = f"  ({t['lastError']})" if t.get("lastError") else ""
             vm = f"  vm={t['labels']['vm']}" if t["labels"].get("vm") else ""
@@ -567,10 +694,17 @@ class Stack:
             except requests.RequestException:
                 continue
             if res:
-                res.sort(key=lambda r: (r["metric"].get(label, ""), r["metric"].get("vm", ""),
-                                        r["metric"].get("instance", "")))
-                ups = ", ".join(f"{where(r['metric'])}{r['metric'].get('vm') or r['metric'].get('instance', '?')}"
-                                f"={r['value'][1]}" for r in res)
+                res.sort(
+                    key=lambda r: (
+                        r["metric"].get(label, ""),
+                        r["metric"].get("vm", ""),
+                        r["metric"].get("instance", ""),
+                    )
+                )
+                ups = ", ".join(
+                    f"{where(r['metric'])}{r['metric'].get('vm') or r['metric'].get('instance', '?')}={r['value'][1]}"
+                    for r in res
+                )
                 lines.append(f"  {what} probes: {ups}")
         lines.append("")
         lines.extend(self._where_to_look(label))
@@ -578,12 +712,16 @@ class Stack:
         lines.append("The PoC report (verdicts per VM disk, the three views per disk, one HTML file; docs/report.md):")
         if self.named_clusters:
             for c in self.named_clusters:
-                lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
-                             f"--match '{{{label}=\"{c}\"}}' -o report-{c}.html")
+                lines.append(
+                    f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
+                    f"--match '{{{label}=\"{c}\"}}' -o report-{c}.html"
+                )
         else:
             lines.append(f"  make report REPORT_PROMETHEUS={self.urls['prometheus']}   (writes .run/report.html)")
-            lines.append(f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
-                         "-o report.html --pdf report.pdf")
+            lines.append(
+                f"  .venv/bin/ioparallax-report --prometheus {self.urls['prometheus']} --start -30m "
+                "-o report.html --pdf report.pdf"
+            )
         lines.append("")
         if "victoria-metrics" in self.urls:
             lines.extend(long_term_lines(self.urls["victoria-metrics"], self.long_term_rows()))
@@ -594,8 +732,10 @@ class Stack:
         lines.append(f"Firing alerts: {len(firing)}{self._per_cluster_counts(firing, label)}")
         lines.extend(f"  {alert_line(a, label)}" for a in firing)
         if pending:
-            lines.append(f"Pending alerts: {len(pending)}{self._per_cluster_counts(pending, label)} (they fire once "
-                         "their condition has held for the rule's `for`; new firings are printed below as they happen)")
+            lines.append(
+                f"Pending alerts: {len(pending)}{self._per_cluster_counts(pending, label)} (they fire once "
+                "their condition has held for the rule's `for`; new firings are printed below as they happen)"
+            )
             lines.extend(f"  {alert_line(a, label)}" for a in pending)
         lines.append("")
         lines.append(self.dashboards_report())
@@ -605,8 +745,11 @@ class Stack:
         """' (poc-a: 3, poc-b: 0)' for a stack of several clusters, '' for one."""
         if not self.named_clusters:
             return ""
-        return " (" + ", ".join(f"{c}: {sum(1 for a in alerts if a['labels'].get(label) == c)}"
-                                for c in self.named_clusters) + ")"
+        return (
+            " ("
+            + ", ".join(f"{c}: {sum(1 for a in alerts if a['labels'].get(label) == c)}" for c in self.named_clusters)
+            + ")"
+        )
 
     def _where_to_look(self, label: str) -> list[str]:
         """Links to Prometheus' graph page; every by/on keeps the cluster label (ioparallax/mixin/cluster.py), so
@@ -614,25 +757,39 @@ class Stack:
         from ioparallax.mixin.cluster import per_cluster
 
         looks = [
-            ("storage: zero share of reads per vdisk",
-             'sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second{source=~"zero|estore_zero|oplog_zero"})'
-             ' / sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second)'),
-            ("VM: the 20 s sample beside the true average",
-             'vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])'),
+            (
+                "storage: zero share of reads per vdisk",
+                'sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second{source=~"zero|estore_zero|oplog_zero"})'
+                " / sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second)",
+            ),
+            (
+                "VM: the 20 s sample beside the true average",
+                "vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])",
+            ),
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
-            ("all three views: bytes/s per VM disk (guest = fio, vm = vCenter, storage = Stargate)",
-             '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}'),
-            ("guest: fio's ops beside the guest OS block layer's requests (node_exporter; 1 MiB I/O is split in two)",
-             '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}'),
-            ("all three views: op-weighted latency per VM disk",
-             '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_latency_seconds:(mean|avg)1m"}'),
+            (
+                "all three views: bytes/s per VM disk (guest = fio, vm = vCenter, storage = Stargate)",
+                '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}',
+            ),
+            (
+                "guest: fio's ops beside the guest OS block layer's requests (node_exporter; 1 MiB I/O is split in two)",
+                '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}',
+            ),
+            (
+                "all three views: op-weighted latency per VM disk",
+                '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_latency_seconds:(mean|avg)1m"}',
+            ),
         ]
         if self.named_clusters:
             looks += [
-                ("the comparison: each cluster's guest and storage bytes/s, summed over its VM disks",
-                 'sum by (__name__) ({__name__=~"vm_disk:ioparallax_(guest|storage)_(read|write)_bytes:(rate|avg)1m"})'),
-                ("the comparison: each cluster's mean guest write latency over its VM disks",
-                 'avg by () (vm_disk:ioparallax_guest_write_latency_seconds:mean1m)'),
+                (
+                    "the comparison: each cluster's guest and storage bytes/s, summed over its VM disks",
+                    'sum by (__name__) ({__name__=~"vm_disk:ioparallax_(guest|storage)_(read|write)_bytes:(rate|avg)1m"})',
+                ),
+                (
+                    "the comparison: each cluster's mean guest write latency over its VM disks",
+                    "avg by () (vm_disk:ioparallax_guest_write_latency_seconds:mean1m)",
+                ),
             ]
         lines = ["Where to look (Prometheus graph):"]
         for what, q in looks:
@@ -660,18 +817,26 @@ class Stack:
         """How many of the dashboards' queries return data now, for the first VM disk that all three
         views know (what Grafana would show with the variables on it), per cluster."""
         from ioparallax.mixin.queries import dashboard_coverage
+
         blocks = []
         for cluster in self.named_clusters or [None]:
             at = f"cluster {cluster}, " if cluster else ""
             try:
-                cov = dashboard_coverage(self.query, rate_interval="1m", interval=self.scrape_interval,
-                                         cluster=cluster, cluster_label=self.cluster_label)
+                cov = dashboard_coverage(
+                    self.query,
+                    rate_interval="1m",
+                    interval=self.scrape_interval,
+                    cluster=cluster,
+                    cluster_label=self.cluster_label,
+                )
             except (requests.RequestException, OSError, ValueError, KeyError) as exc:
                 blocks.append(f"Dashboards ({at.rstrip(', ')}): could not run their queries: {exc}")
                 continue
             if cov is None:
-                blocks.append(f"Dashboards ({at}no VM disk is known to all three views yet: the identity joins "
-                              "need a few scrapes)")
+                blocks.append(
+                    f"Dashboards ({at}no VM disk is known to all three views yet: the identity joins "
+                    "need a few scrapes)"
+                )
                 continue
             blocks.append(self._coverage_lines(cov, at))
         return "\n".join(blocks)
@@ -679,14 +844,18 @@ class Stack:
     @staticmethod
     def _coverage_lines(cov: Any, at: str) -> str:
         v = cov.values
-        lines = [f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
-                 f"{cov.with_data} of {cov.total} queries return data now"]
+        lines = [
+            f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
+            f"{cov.with_data} of {cov.total} queries return data now"
+        ]
         for e in cov.empty[:10]:
             lines.append(f"  no data yet: {e.where}")
         if len(cov.empty) > 10:
             lines.append(f"  ... and {len(cov.empty) - 10} more")
         if cov.empty:
-            lines.append("  (a direction this disk does not do, an alert that has not fired, or 1m windows still filling)")
+            lines.append(
+                "  (a direction this disk does not do, an alert that has not fired, or 1m windows still filling)"
+            )
         return "\n".join(lines)
 
 
@@ -706,16 +875,19 @@ def long_term_lines(store_url: str, rows: float | None = None) -> list[str]:
         f"  query URL (Grafana data source): {store_url}",
         f"  all three views, as stored long-term:\n    {store_url}/api/v1/query?query={quote(q)}",
         f"  samples received so far: {'unknown' if rows is None else f'{rows:,.0f}'} "
-        f"({store_url}/metrics, vm_rows_inserted_total{{type=\"promremotewrite\"}})",
+        f'({store_url}/metrics, vm_rows_inserted_total{{type="promremotewrite"}})',
     ]
 
 
 def remote_write_config(store_url: str) -> dict[str, Any]:
     """Prometheus' remote_write to VictoriaMetrics: every series it appends, the scraped (raw) ones
     and those its rules record (ALERTS included), with no write_relabel_configs to drop any."""
-    return {"url": f"{store_url}/api/v1/write", "name": "victoria-metrics",
-            # Send within a second (the default 5 s deadline only adds lag at demo scale).
-            "queue_config": {"batch_send_deadline": "1s"}}
+    return {
+        "url": f"{store_url}/api/v1/write",
+        "name": "victoria-metrics",
+        # Send within a second (the default 5 s deadline only adds lag at demo scale).
+        "queue_config": {"batch_send_deadline": "1s"},
+    }
 
 
 def quick_alert_for() -> dict[str, str]:
@@ -735,7 +907,9 @@ def write_quick_alert_rules(out: Path) -> Path:
     from ioparallax.mixin.config import load_config
     from ioparallax.mixin.rules import write_rule_files
 
-    write_rule_files(load_config(overrides={"for": quick_alert_for()}), out, "ioparallax/mixin/config.yml (--quick-alerts)")
+    write_rule_files(
+        load_config(overrides={"for": quick_alert_for()}), out, "ioparallax/mixin/config.yml (--quick-alerts)"
+    )
     return out
 
 
@@ -747,30 +921,51 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-demo",
         description="Start a simulated cluster and the real monitoring stack on 127.0.0.1, print where to look, "
-                    "and stop everything on Ctrl-C. Several scenarios run as several clusters in one Prometheus "
-                    "(docs/compare.md).",
+        "and stop everything on Ctrl-C. Several scenarios run as several clusters in one Prometheus "
+        "(docs/compare.md).",
     )
-    parser.add_argument("--scenario", action="append", metavar="SCENARIO[@CLUSTER][,...]",
-                        help="scenario name or YAML file (default zero-heavy; library: "
-                             f"{', '.join(list_scenarios())}). Repeated or comma-separated: one simulated cluster "
-                             "per scenario (its own CVMs, vCenter and guests) in one Prometheus, every target "
-                             "labelled cluster=<the scenario's name>, or the name after @ "
-                             "(zero-heavy@poc-a,zero-heavy@poc-b runs one scenario twice)")
-    parser.add_argument("--workdir", type=Path, default=REPO / ".run" / "demo",
-                        help="state, generated configs and logs (default: %(default)s)")
-    parser.add_argument("--duration", type=float, default=0,
-                        help="stop this many seconds after the status report instead of waiting for Ctrl-C "
-                             "(0: wait)")
-    parser.add_argument("--settle", type=float, default=70,
-                        help="seconds to let Prometheus scrape and evaluate before the status report: the rules' "
-                             "1m windows fill in about a minute (default %(default)s)")
-    parser.add_argument("--long-term", action="store_true",
-                        help="also start VictoriaMetrics (Debian's victoria-metrics, single node, its data in the "
-                             "workdir) and make it Prometheus' remote_write target for the raw and recorded series; "
-                             "its query URL is printed with the report")
-    parser.add_argument("--quick-alerts", action="store_true",
-                        help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
-                             "minutes, so a demo shows its alerts firing within a minute or two")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        metavar="SCENARIO[@CLUSTER][,...]",
+        help="scenario name or YAML file (default zero-heavy; library: "
+        f"{', '.join(list_scenarios())}). Repeated or comma-separated: one simulated cluster "
+        "per scenario (its own CVMs, vCenter and guests) in one Prometheus, every target "
+        "labelled cluster=<the scenario's name>, or the name after @ "
+        "(zero-heavy@poc-a,zero-heavy@poc-b runs one scenario twice)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=REPO / ".run" / "demo",
+        help="state, generated configs and logs (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=0,
+        help="stop this many seconds after the status report instead of waiting for Ctrl-C (0: wait)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=70,
+        help="seconds to let Prometheus scrape and evaluate before the status report: the rules' "
+        "1m windows fill in about a minute (default %(default)s)",
+    )
+    parser.add_argument(
+        "--long-term",
+        action="store_true",
+        help="also start VictoriaMetrics (Debian's victoria-metrics, single node, its data in the "
+        "workdir) and make it Prometheus' remote_write target for the raw and recorded series; "
+        "its query URL is printed with the report",
+    )
+    parser.add_argument(
+        "--quick-alerts",
+        action="store_true",
+        help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
+        "minutes, so a demo shows its alerts firing within a minute or two",
+    )
     add_version_arg(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -794,8 +989,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        print(f">> starting the demo stack (scenario {','.join(scenarios)}); logs in {args.workdir / 'logs'}",
-              flush=True)
+        print(
+            f">> starting the demo stack (scenario {','.join(scenarios)}); logs in {args.workdir / 'logs'}", flush=True
+        )
         stack.start()
         stack.wait_scraped(timeout=60)
         time.sleep(args.settle)

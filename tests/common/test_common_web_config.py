@@ -35,13 +35,16 @@ def handler(probe):
         raise BadRequest("unknown module 'x'")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Echo(probe))
-    return generate_latest(registry)     # a probe handler writes its exposition (text 0.0.4)
+    return generate_latest(registry)  # a probe handler writes its exposition (text 0.0.4)
 
 
 @pytest.fixture
 def server():
-    srv = ExporterServer(ExporterApp("echo-exporter", "Echoes probes.", handler, default_timeout=7,
-                                     example_target="good"), "127.0.0.1", 0).start()
+    srv = ExporterServer(
+        ExporterApp("echo-exporter", "Echoes probes.", handler, default_timeout=7, example_target="good"),
+        "127.0.0.1",
+        0,
+    ).start()
     yield srv
     srv.stop()
 
@@ -59,8 +62,12 @@ def _remaining(text: str) -> float:
 def test_probe_uses_prometheus_timeout_header_less_offset(server):
     # The probe's remaining time is read after the request reached it: at most the header less
     # the 0.5 s offset, and less only by the time the request took (generous for a loaded machine).
-    r = requests.get(server.url + "/probe", params={"target": "good"},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": "3"}, timeout=5)
+    r = requests.get(
+        server.url + "/probe",
+        params={"target": "good"},
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": "3"},
+        timeout=5,
+    )
     assert r.status_code == 200
     assert 1.5 <= _remaining(r.text) <= 2.5
     assert "echo_up 1.0" in r.text
@@ -69,10 +76,23 @@ def test_probe_uses_prometheus_timeout_header_less_offset(server):
     assert "echo_up 0.0" in r.text
 
 
-@pytest.mark.parametrize("header, expected", [
-    ("3", 2.5), ("0.3", 0.1), ("1e300", MAX_SCRAPE_TIMEOUT_SECONDS - 0.5), ("inf", 7.0), ("-inf", 7.0),
-    ("nan", 7.0), ("-1", 7.0), ("0", 7.0), ("abc", 7.0), ("", 7.0), (None, 7.0), ("1e400", 7.0),
-])
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("3", 2.5),
+        ("0.3", 0.1),
+        ("1e300", MAX_SCRAPE_TIMEOUT_SECONDS - 0.5),
+        ("inf", 7.0),
+        ("-inf", 7.0),
+        ("nan", 7.0),
+        ("-1", 7.0),
+        ("0", 7.0),
+        ("abc", 7.0),
+        ("", 7.0),
+        (None, 7.0),
+        ("1e400", 7.0),
+    ],
+)
 def test_probe_timeout_ignores_and_clamps_odd_headers(header, expected):
     app = ExporterApp("echo-exporter", "", handler, default_timeout=7)
     assert app.probe_timeout(header) == pytest.approx(expected)
@@ -95,8 +115,17 @@ def test_metrics_has_process_metrics_not_probe_data(server):
     assert requests.get(server.url + "/nope", timeout=5).status_code == 404
 
 
-@pytest.mark.parametrize("text, expected", [("4k", 4096), ("4KiB", 4096), ("1 MiB", 1024**2), ("20GB", 20 * 1024**3),
-                                            (512, 512), ("1.5m", int(1.5 * 1024**2))])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("4k", 4096),
+        ("4KiB", 4096),
+        ("1 MiB", 1024**2),
+        ("20GB", 20 * 1024**3),
+        (512, 512),
+        ("1.5m", int(1.5 * 1024**2)),
+    ],
+)
 def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
@@ -107,7 +136,9 @@ def test_parse_bytes_rejects(bad):
         parse_bytes(bad)
 
 
-@pytest.mark.parametrize("text, expected", [("500ms", 0.5), ("20s", 20), ("5m", 300), ("1h", 3600), (3, 3.0), ("250us", 0.00025)])
+@pytest.mark.parametrize(
+    "text, expected", [("500ms", 0.5), ("20s", 20), ("5m", 300), ("1h", 3600), (3, 3.0), ("250us", 0.00025)]
+)
 def test_parse_duration(text, expected):
     assert parse_duration(text) == pytest.approx(expected)
 

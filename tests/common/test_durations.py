@@ -17,8 +17,10 @@ from ioparallax.report.promapi import parse_seconds
 UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
 
 # pieces that make near misses too: decimals, leading zeros, other units, upper case, no number
-_piece = st.tuples(st.sampled_from(["0", "1", "5", "30", "90", "007", "1.5", ""]),
-                   st.sampled_from(["y", "w", "d", "h", "m", "s", "ms", "us", "M", "H", "x", ""]))
+_piece = st.tuples(
+    st.sampled_from(["0", "1", "5", "30", "90", "007", "1.5", ""]),
+    st.sampled_from(["y", "w", "d", "h", "m", "s", "ms", "us", "M", "H", "x", ""]),
+)
 candidates = st.lists(_piece, max_size=4).map(lambda ps: "".join(n + u for n, u in ps))
 
 
@@ -30,10 +32,11 @@ def promtool_accepts(durations: list[str], tmp_path: Path) -> dict[str, bool]:
         path = tmp_path / f"d{i}.yml"
         path.write_text(f"groups:\n- name: g\n  rules:\n  - alert: A\n    expr: vector(1)\n    for: '{text}'\n")
         files[text] = path
-    out = subprocess.run(["promtool", "check", "rules", *map(str, files.values())],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["promtool", "check", "rules", *map(str, files.values())], capture_output=True, text=True, timeout=60
+    )
     taken = {text: f"Checking {path}\n  SUCCESS: 1 rules found" in out.stdout for text, path in files.items()}
-    for text, path in files.items():   # a file not taken is one promtool names as invalid
+    for text, path in files.items():  # a file not taken is one promtool names as invalid
         assert taken[text] or f"{path}: " in out.stderr, (text, out.stdout, out.stderr)
     return taken
 
@@ -43,8 +46,33 @@ needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="pr
 
 @needs_promtool
 def test_the_prometheus_grammar_is_what_promtool_takes(tmp_path):
-    durations = ["1h30m", "500ms", "2d", "1w", "1y", "0", "0s", "1y2w3d4h5m6s7ms", "90s", "1s500ms", "007m",
-                 "1m1h", "5m5m", "30s1m", "1.5m", "5M", "1H", "", "m", "1d1", "5 m", "-5m", "1ms1s", "us", "250us"]
+    durations = [
+        "1h30m",
+        "500ms",
+        "2d",
+        "1w",
+        "1y",
+        "0",
+        "0s",
+        "1y2w3d4h5m6s7ms",
+        "90s",
+        "1s500ms",
+        "007m",
+        "1m1h",
+        "5m5m",
+        "30s1m",
+        "1.5m",
+        "5M",
+        "1H",
+        "",
+        "m",
+        "1d1",
+        "5 m",
+        "-5m",
+        "1ms1s",
+        "us",
+        "250us",
+    ]
     taken = promtool_accepts(durations, tmp_path)
     assert taken["1h30m"] and not taken["1m1h"], "the oracle itself must tell the two apart"
     assert {d: prometheus_duration_seconds(d) is not None for d in durations} == taken
@@ -58,8 +86,10 @@ def test_any_near_miss_is_taken_exactly_when_promtool_takes_it(tmp_path_factory,
     assert {d: prometheus_duration_seconds(d) is not None for d in durations} == taken
 
 
-@given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=len(UNITS), max_size=len(UNITS)),
-       st.lists(st.booleans(), min_size=len(UNITS), max_size=len(UNITS)).filter(any))
+@given(
+    st.lists(st.integers(min_value=0, max_value=10_000), min_size=len(UNITS), max_size=len(UNITS)),
+    st.lists(st.booleans(), min_size=len(UNITS), max_size=len(UNITS)).filter(any),
+)
 def test_prometheus_durations_give_their_seconds(numbers, used):
     parts = [(n, unit, mult) for n, (unit, mult), u in zip(numbers, UNITS, used) if u]
     text = "".join(f"{n}{unit}" for n, unit, _ in parts)
@@ -70,13 +100,30 @@ def test_prometheus_durations_give_their_seconds(numbers, used):
     assert parse_prometheus_duration(f" {text} ") == text
 
 
-@pytest.mark.parametrize("value, seconds", [
-    ("500ms", 0.5), ("20s", 20), ("5m", 300), ("1h", 3600), ("1h30m", 5400), ("2d", 172800), ("1w", 604800),
-    ("1y", 365 * 86400), ("1s500ms", 1.5),
-    # the forms the exporters took before Prometheus' grammar, all kept
-    ("1.5m", 90), ("250us", 0.00025), ("0.5s", 0.5), ("20S", 20), ("  3m ", 180), ("20", 20), ("1e3s", 1000),
-    (3, 3.0), (0.25, 0.25),
-])
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("500ms", 0.5),
+        ("20s", 20),
+        ("5m", 300),
+        ("1h", 3600),
+        ("1h30m", 5400),
+        ("2d", 172800),
+        ("1w", 604800),
+        ("1y", 365 * 86400),
+        ("1s500ms", 1.5),
+        # the forms the exporters took before Prometheus' grammar, all kept
+        ("1.5m", 90),
+        ("250us", 0.00025),
+        ("0.5s", 0.5),
+        ("20S", 20),
+        ("  3m ", 180),
+        ("20", 20),
+        ("1e3s", 1000),
+        (3, 3.0),
+        (0.25, 0.25),
+    ],
+)
 def test_parse_duration_takes_both_forms(value, seconds):
     assert parse_duration(value) == pytest.approx(seconds)
 
@@ -98,6 +145,6 @@ def test_the_report_reads_durations_with_the_same_grammar():
     # the report's durations: Prometheus' scrapeInterval, --step, --start=-30m
     for text in ("15s", "1m30s", "250ms", "1.5m", "2d", "1h30m"):
         assert parse_seconds(text) == parse_duration(text)
-    for bad in ("90", "-5s", "1m1h", ""):   # a unit is required: callers read a bare number themselves
+    for bad in ("90", "-5s", "1m1h", ""):  # a unit is required: callers read a bare number themselves
         with pytest.raises(ValueError, match="expected a duration such as 30s, 5m or 1h30m"):
             parse_seconds(bad)

@@ -44,6 +44,7 @@ def _generate_latest(*families) -> str:
 
 # -- escaping -----------------------------------------------------------------------------------
 
+
 def test_label_values_escape_backslash_quote_and_newline():
     assert escape_label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
     assert escape_label_value("[ctr01] vm/vm_1.vmdk") == "[ctr01] vm/vm_1.vmdk"
@@ -55,14 +56,15 @@ def test_label_values_escape_backslash_quote_and_newline():
 
 def test_help_escapes_backslash_and_newline_but_not_quotes():
     assert escape_help('a\\b\nc "quoted"') == 'a\\\\b\\nc "quoted"'
-    assert header("t_bytes_total", "counter", "line one\nC:\\ \"two\"") == (
-        '# HELP t_bytes_total line one\\nC:\\\\ "two"\n# TYPE t_bytes_total counter\n')
+    assert header("t_bytes_total", "counter", 'line one\nC:\\ "two"') == (
+        '# HELP t_bytes_total line one\\nC:\\\\ "two"\n# TYPE t_bytes_total counter\n'
+    )
 
 
 @settings(max_examples=300, deadline=None)
 @given(value=st.text(), help_text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1))
 def test_any_label_value_and_help_text_parse_back_unchanged(value, help_text):
-    help_text = "h " + help_text.strip() if help_text.strip() else "h"   # the parser strips HELP's edges
+    help_text = "h " + help_text.strip() if help_text.strip() else "h"  # the parser strips HELP's edges
     out = Exposition()
     out.family("t_info", "gauge", help_text, [(label_block(("name",), (value,)), 1)])
     fam = _families(out.text())["t_info"]
@@ -72,12 +74,28 @@ def test_any_label_value_and_help_text_parse_back_unchanged(value, help_text):
 
 # -- values -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, text", [
-    (0, "0"), (1, "1"), (20971520, "20971520"), (20971520.0, "20971520.0"), (1.0, "1.0"), (0.08, "0.08"),
-    (1e-06, "1e-06"), (1.8e18, "1.8e+18"), (float(2**53 + 2), "9007199254740994.0"), (0.1 + 0.2, "0.30000000000000004"),
-    (-2.5, "-2.5"), (-0.0, "-0.0"), (float("nan"), "NaN"), (float("inf"), "+Inf"), (float("-inf"), "-Inf"),
-    (True, "1.0"),
-])
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0, "0"),
+        (1, "1"),
+        (20971520, "20971520"),
+        (20971520.0, "20971520.0"),
+        (1.0, "1.0"),
+        (0.08, "0.08"),
+        (1e-06, "1e-06"),
+        (1.8e18, "1.8e+18"),
+        (float(2**53 + 2), "9007199254740994.0"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (-2.5, "-2.5"),
+        (-0.0, "-0.0"),
+        (float("nan"), "NaN"),
+        (float("inf"), "+Inf"),
+        (float("-inf"), "-Inf"),
+        (True, "1.0"),
+    ],
+)
 def test_values_are_written_exactly(value, text):
     assert format_value(value) == text
     if not math.isnan(value):
@@ -85,7 +103,7 @@ def test_values_are_written_exactly(value, text):
 
 
 @settings(max_examples=500)
-@given(st.floats() | st.integers(min_value=-2**53, max_value=2**53))
+@given(st.floats() | st.integers(min_value=-(2**53), max_value=2**53))
 def test_any_value_parses_back_to_the_same_float(value):
     out = Exposition()
     out.family("t_value", "gauge", "v", [("", value)])
@@ -95,12 +113,12 @@ def test_any_value_parses_back_to_the_same_float(value):
 
 # -- layout, against generate_latest ------------------------------------------------------------
 
+
 def test_gauges_and_counters_are_written_as_generate_latest_writes_them():
     # Where the two agree: float values below 1e6 (generate_latest switches to exponents there)
     # and label names in alphabetical order (generate_latest sorts them; we keep the caller's).
     awkward = 'vm "a" \\ b\nc'
-    g = GaugeMetricFamily("t_latency_seconds", 'Latency with "quotes", C:\\path and\na newline.',
-                          labels=["disk", "vm"])
+    g = GaugeMetricFamily("t_latency_seconds", 'Latency with "quotes", C:\\path and\na newline.', labels=["disk", "vm"])
     g.add_metric(["scsi0:1", awkward], 0.0005)
     g.add_metric(["scsi0:2", "plain"], float("nan"))
     g.add_metric(["scsi0:3", "plain"], float("inf"))
@@ -110,11 +128,18 @@ def test_gauges_and_counters_are_written_as_generate_latest_writes_them():
     empty = GaugeMetricFamily("t_error_info", "Absent when up.", labels=["cause"])
     theirs = _generate_latest(g, c, up, empty)
 
-    rows = [label_block(("disk", "vm"), ("scsi0:1", awkward)), label_block(("disk", "vm"), ("scsi0:2", "plain")),
-            label_block(("disk", "vm"), ("scsi0:3", "plain"))]
+    rows = [
+        label_block(("disk", "vm"), ("scsi0:1", awkward)),
+        label_block(("disk", "vm"), ("scsi0:2", "plain")),
+        label_block(("disk", "vm"), ("scsi0:3", "plain")),
+    ]
     out = Exposition()
-    out.family("t_latency_seconds", "gauge", 'Latency with "quotes", C:\\path and\na newline.',
-               [(rows[0], 0.0005), (rows[1], float("nan")), (rows[2], float("inf"))])
+    out.family(
+        "t_latency_seconds",
+        "gauge",
+        'Latency with "quotes", C:\\path and\na newline.',
+        [(rows[0], 0.0005), (rows[1], float("nan")), (rows[2], float("inf"))],
+    )
     out.family("t_read_bytes_total", "counter", "Bytes read.", [(rows[0], 123456.0)])
     up_family = Family("t_up", "gauge", "1 if up.")
     up_family.add("", 1.0)
@@ -129,7 +154,7 @@ def test_where_values_are_written_differently_from_generate_latest_they_parse_th
     g = GaugeMetricFamily("t_bytes", "b", labels=["k"])
     ours = Exposition()
     rows = []
-    for i, value in enumerate((20971520.0, 1048576.0, 1, 7)):   # exponents; ints
+    for i, value in enumerate((20971520.0, 1048576.0, 1, 7)):  # exponents; ints
         g.add_metric([str(i)], value)
         rows.append((f'k="{i}"', value))
     ours.family("t_bytes", "gauge", "b", rows)
@@ -145,11 +170,11 @@ def test_gauge_histograms_are_written_as_generate_latest_writes_them():
     bounds = (0.001, 0.002, 0.005, float("inf"))
     h = GaugeHistogramMetricFamily("t_read_latency_seconds", "Recent window\nof \\ reads.", labels=["disk"])
     h.add_metric(["scsi0:1"], [("0.001", 3.0), ("0.002", 5.0), ("0.005", 5.0), ("+Inf", 6.0)], 0.0125)
-    h.add_metric(["a\"b"], [("0.001", 0.0), ("0.002", 0.0), ("0.005", 0.0), ("+Inf", 0.0)], 0.0)
+    h.add_metric(['a"b'], [("0.001", 0.0), ("0.002", 0.0), ("0.005", 0.0), ("+Inf", 0.0)], 0.0)
     theirs = _generate_latest(h)
 
     ours = GaugeHistogram("t_read_latency_seconds", "Recent window\nof \\ reads.")
-    ours.add('disk="scsi0:1"', bounds, [3.0, 2.0, 0.0, 1.0], 0.0125)   # per bucket, not cumulative
+    ours.add('disk="scsi0:1"', bounds, [3.0, 2.0, 0.0, 1.0], 0.0125)  # per bucket, not cumulative
     ours.add(label_block(("disk",), ('a"b',)), list(bounds), [0.0] * 4, 0.0)
     assert ours.text() == theirs
     assert "# TYPE t_read_latency_seconds histogram\n" in theirs
@@ -160,10 +185,10 @@ def test_gauge_histogram_bounds_are_exact_and_an_empty_label_block_writes_only_l
     mib = 1024 * 1024
     hist = GaugeHistogram("t_size_bytes", "Sizes.")
     hist.add("", (4096, mib, float("inf")), [1.0, 2.0, 0.5], 9000.0)
-    hist.add("", (1, 2), [1.0, 1.0], 3.0)   # other bounds in the same family: written from their own list
+    hist.add("", (1, 2), [1.0, 1.0], 3.0)  # other bounds in the same family: written from their own list
     assert hist.buckets.lines == [
         't_size_bytes_bucket{le="4096.0"} 1.0\n',
-        't_size_bytes_bucket{le="1.048576e+06"} 3.0\n',   # as client_python and client_golang write it
+        't_size_bytes_bucket{le="1.048576e+06"} 3.0\n',  # as client_python and client_golang write it
         't_size_bytes_bucket{le="+Inf"} 3.5\n',
         't_size_bytes_bucket{le="1.0"} 1.0\n',
         't_size_bytes_bucket{le="2.0"} 2.0\n',
@@ -181,28 +206,32 @@ def _client_python_bucket_lines(name: str, bounds: tuple[float, ...], observatio
     child = hist.labels("scsi0:1")
     for value in observations:
         child.observe(value)
-    return [line + "\n" for line in generate_latest(registry).decode().splitlines()
-            if line.startswith(f"{name}_bucket")]
+    return [
+        line + "\n" for line in generate_latest(registry).decode().splitlines() if line.startswith(f"{name}_bucket")
+    ]
 
 
 def _ours(name: str, bounds: tuple[float, ...], observations: list[float]) -> list[str]:
     edges = list(bounds) + [math.inf]
     counts = [0.0] * len(edges)
     for value in observations:
-        counts[bisect_left(edges, value)] += 1.0   # le is inclusive: a value on a bound counts there
+        counts[bisect_left(edges, value)] += 1.0  # le is inclusive: a value on a bound counts there
     hist = GaugeHistogram(name, "h")
     hist.add('disk="scsi0:1"', edges, counts, sum(observations))
     return hist.buckets.lines
 
 
-@pytest.mark.parametrize("name, bounds", [
-    ("stargate_vdisk_read_size_bytes", SIZE_BOUNDS[:-1]),
-    ("stargate_vdisk_read_latency_seconds", LATENCY_BOUNDS[:-1]),
-    ("t_seconds", LATENCY_EDGES_SECONDS),
-    ("t_bytes", (1e6, 1048576.0, 20971520.0, 1.5e9, 1e16, 1e22)),
-])
+@pytest.mark.parametrize(
+    "name, bounds",
+    [
+        ("stargate_vdisk_read_size_bytes", SIZE_BOUNDS[:-1]),
+        ("stargate_vdisk_read_latency_seconds", LATENCY_BOUNDS[:-1]),
+        ("t_seconds", LATENCY_EDGES_SECONDS),
+        ("t_bytes", (1e6, 1048576.0, 20971520.0, 1.5e9, 1e16, 1e22)),
+    ],
+)
 def test_bucket_lines_are_what_prometheus_client_writes_for_the_same_buckets(name, bounds):
-    observations = [b for b in bounds for _ in range(2)] + [bounds[-1] * 2]   # on every bound, one above
+    observations = [b for b in bounds for _ in range(2)] + [bounds[-1] * 2]  # on every bound, one above
     theirs = _client_python_bucket_lines(name, bounds, observations)
     assert _ours(name, bounds, observations) == theirs
     if name == "stargate_vdisk_read_size_bytes":
@@ -210,8 +239,14 @@ def test_bucket_lines_are_what_prometheus_client_writes_for_the_same_buckets(nam
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(min_value=1e-12, max_value=1e300, allow_nan=False, allow_infinity=False),
-                min_size=1, max_size=6, unique=True))
+@given(
+    st.lists(
+        st.floats(min_value=1e-12, max_value=1e300, allow_nan=False, allow_infinity=False),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    )
+)
 def test_any_bucket_bound_is_written_as_prometheus_client_writes_it(bounds):
     bounds = tuple(sorted(bounds))
     observations = list(bounds)
@@ -220,16 +255,27 @@ def test_any_bucket_bound_is_written_as_prometheus_client_writes_it(bounds):
 
 # -- promtool -----------------------------------------------------------------------------------
 
+
 def test_sample_exposition_passes_promtool_and_parses_back():
     awkward = 'vm "quoted" \\ back\nslash'
     out = Exposition()
     out.family("t_up", "gauge", "help with \\ and\nnewline", [("", 1)])
     out.family("t_empty_info", "gauge", "no samples, HELP and TYPE still written")
-    out.family("t_bytes_total", "counter", "bytes", [
-        (label_block(("vm", "disk"), (awkward, "scsi0:1")), 10 * 400 * 2**20),
-        (label_block(("vm", "disk"), ("plain", "nvme0:0")), 0.1 + 0.2)])
-    out.family("t_ratio", "gauge", "special values", [('k="nan"', float("nan")), ('k="inf"', float("inf")),
-                                                       ('k="-inf"', float("-inf")), ('k="big"', 1.8e18)])
+    out.family(
+        "t_bytes_total",
+        "counter",
+        "bytes",
+        [
+            (label_block(("vm", "disk"), (awkward, "scsi0:1")), 10 * 400 * 2**20),
+            (label_block(("vm", "disk"), ("plain", "nvme0:0")), 0.1 + 0.2),
+        ],
+    )
+    out.family(
+        "t_ratio",
+        "gauge",
+        "special values",
+        [('k="nan"', float("nan")), ('k="inf"', float("inf")), ('k="-inf"', float("-inf")), ('k="big"', 1.8e18)],
+    )
     hist = GaugeHistogram("t_latency_seconds", "recent window")
     hist.add(label_block(("vm",), (awkward,)), (0.001, 0.01, float("inf")), [1.0, 0.0, 2.0], 0.5)
     out.add(hist)

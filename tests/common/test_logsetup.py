@@ -16,16 +16,26 @@ from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 _PAIR = r'([A-Za-z_][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|[^\s"=]+)'
 _LOGFMT_LINE = re.compile(rf"^{_PAIR}(?: {_PAIR})*$")
 
-HOSTILE = ['a\nts=2026-01-01T00:00:00 level=error logger=x msg="forged"', "b\r\nlevel=error msg=forged",
-           'quote " and back\\slash', "tab\tand nul\x00 and esc\x1b[31m", "line\u2028sep\u2029par\x85nel",
-           "bidi\u202eoverride", "", "plain", "a=b", "é ü 日本"]
+HOSTILE = [
+    'a\nts=2026-01-01T00:00:00 level=error logger=x msg="forged"',
+    "b\r\nlevel=error msg=forged",
+    'quote " and back\\slash',
+    "tab\tand nul\x00 and esc\x1b[31m",
+    "line\u2028sep\u2029par\x85nel",
+    "bidi\u202eoverride",
+    "",
+    "plain",
+    "a=b",
+    "é ü 日本",
+]
 
 
 def _unescape(quoted: str) -> str:
     body = quoted[1:-1] if quoted.startswith('"') else quoted
     simple = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
-    return re.sub(r"\\(u[0-9a-f]{4}|U[0-9a-f]{8}|.)",
-                  lambda m: simple.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), body)
+    return re.sub(
+        r"\\(u[0-9a-f]{4}|U[0-9a-f]{8}|.)", lambda m: simple.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), body
+    )
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -64,13 +74,16 @@ def test_text_format_keeps_one_line(value):
     line = TextFormatter().format(_record("probe failed target=%s", value, exc=_raise(value)))
     assert len(line.splitlines()) == 1 and "\n" not in line and "\r" not in line
     assert "WARNING exporters.test: probe failed target=" in line
-    assert "\\nValueError" in line            # the traceback follows, escaped
+    assert "\\nValueError" in line  # the traceback follows, escaped
 
 
 def test_unsafe_characters_are_the_unicode_control_format_and_separator_ones():
     rx = re.compile(f"[{UNSAFE_CHARS}]")
-    wanted = {c for c in range(sys.maxunicode + 1)
-              if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp") and not 0xD800 <= c <= 0xDFFF}
+    wanted = {
+        c
+        for c in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp") and not 0xD800 <= c <= 0xDFFF
+    }
     # Characters this Python's Unicode tables (unicodedata.unidata_version) call unsafe must be
     # in the hard-coded set; the set may hold a few more from a newer Unicode version.
     missing = [hex(c) for c in wanted if not rx.match(chr(c))]
@@ -81,8 +94,16 @@ def test_unsafe_characters_are_the_unicode_control_format_and_separator_ones():
 @pytest.fixture
 def stargate_exporter(tmp_path):
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                "--stargate.target=127.0.0.1", "--log.level=debug"], tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [
+            venv_tool("stargate-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--stargate.target=127.0.0.1",
+            "--log.level=debug",
+        ],
+        tmp_path,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
         yield f"http://127.0.0.1:{port}", proc
@@ -93,8 +114,14 @@ def stargate_exporter(tmp_path):
 def test_hostile_targets_cannot_forge_log_lines_of_a_real_exporter(stargate_exporter):
     url, proc = stargate_exporter
     forged = 'level=error logger=ioparallax.exporters.stargate msg="disk on fire"'
-    targets = [f"10.9.9.9\n{forged}", f"10.9.9.9\r\n{forged}", f"10.9.9.9\r{forged}",
-               f"127.0.0.1:1/\n{forged}", f"http://127.0.0.1:1/\u2028{forged}", f"10.9.9.9\\n{forged}"]
+    targets = [
+        f"10.9.9.9\n{forged}",
+        f"10.9.9.9\r\n{forged}",
+        f"10.9.9.9\r{forged}",
+        f"127.0.0.1:1/\n{forged}",
+        f"http://127.0.0.1:1/\u2028{forged}",
+        f"10.9.9.9\\n{forged}",
+    ]
     for target in targets:
         r = requests.get(url + "/probe", params={"target": target}, timeout=30)
         assert r.status_code in (200, 400), (target, r.status_code)
@@ -104,8 +131,8 @@ def test_hostile_targets_cannot_forge_log_lines_of_a_real_exporter(stargate_expo
     proc.stop()
     lines = proc.log_path.read_text(encoding="utf-8").splitlines()
     target_lines = [line for line in lines if "10.9.9.9" in line or "127.0.0.1:1" in line]
-    assert len(target_lines) >= len(targets), lines         # every probe was logged...
-    for line in lines:                                      # ...and every line is one logfmt record
+    assert len(target_lines) >= len(targets), lines  # every probe was logged...
+    for line in lines:  # ...and every line is one logfmt record
         assert _LOGFMT_LINE.match(line), line
         keys = [k for k, _ in re.findall(_PAIR, line)]
         assert keys[:4] == ["ts", "level", "logger", "msg"], line
@@ -120,19 +147,33 @@ def test_hostile_basic_auth_user_cannot_forge_log_lines(tmp_path, log_format):
     import base64
 
     import bcrypt
+
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  prometheus: '{bcrypt.hashpw(b'pw', bcrypt.gensalt(4)).decode()}'\n")
     port = free_port()
-    proc = ManagedProcess("fio-exporter", [venv_tool("fio-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                           f"--web.config.file={web}", "--no-collector.guest-disk",
-                                           "--log.level=debug", f"--log.format={log_format}"], tmp_path)
+    proc = ManagedProcess(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={web}",
+            "--no-collector.guest-disk",
+            "--log.level=debug",
+            f"--log.format={log_format}",
+        ],
+        tmp_path,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
-        for user in ('x\nts=2026-01-01T00:00:00 level=error logger=x msg="forged"',
-                     "x\r\n2026-01-01 00:00:00,000 ERROR x: forged", "x\u2028level=error msg=forged"):
+        for user in (
+            'x\nts=2026-01-01T00:00:00 level=error logger=x msg="forged"',
+            "x\r\n2026-01-01 00:00:00,000 ERROR x: forged",
+            "x\u2028level=error msg=forged",
+        ):
             token = base64.b64encode(f"{user}:pw".encode()).decode()
-            r = requests.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Basic {token}"},
-                             timeout=10)
+            r = requests.get(
+                f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Basic {token}"}, timeout=10
+            )
             assert r.status_code == 401
     finally:
         proc.stop()

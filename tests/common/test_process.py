@@ -41,8 +41,10 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 def test_output_goes_to_the_log_and_the_child_runs_in_its_own_session(tmp_path):
-    script = ("import os, sys; print(os.environ['IOP_X'], os.getcwd(), repr(sys.stdin.read()), "
-              "os.getsid(0) == os.getpgrp() == os.getpid()); print('to stderr', file=sys.stderr)")
+    script = (
+        "import os, sys; print(os.environ['IOP_X'], os.getcwd(), repr(sys.stdin.read()), "
+        "os.getsid(0) == os.getpgrp() == os.getpid()); print('to stderr', file=sys.stderr)"
+    )
     p = start("child", [PY, "-c", script], tmp_path / "logs" / "child.log", env={"IOP_X": "x1"}, cwd=tmp_path)
     assert p.popen.wait(30) == 0
     # stdin closed: read() is '' at once; the child leads its own session and process group
@@ -68,8 +70,15 @@ def test_output_and_tail_show_the_end_of_the_log(tmp_path):
 
 
 def test_wait_for_output_finds_a_line_printed_long_before(tmp_path):
-    p = start("p", [PY, "-c", "print('listening on 127.0.0.1:1234'); [print('x' * 100) for _ in range(200)]; "
-                               "import time; time.sleep(30)"], tmp_path / "p.log")
+    p = start(
+        "p",
+        [
+            PY,
+            "-c",
+            "print('listening on 127.0.0.1:1234'); [print('x' * 100) for _ in range(200)]; import time; time.sleep(30)",
+        ],
+        tmp_path / "p.log",
+    )
     try:
         time.sleep(1)
         assert p.wait_for_output(r"listening on (\S+)", 10).group(1) == "127.0.0.1:1234"
@@ -93,8 +102,16 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
 
 
 def test_stop_kills_a_child_that_ignores_sigterm(tmp_path):
-    p = start("stubborn", [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                                     "print('ready', flush=True); time.sleep(60)"], tmp_path / "p.log")
+    p = start(
+        "stubborn",
+        [
+            PY,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)",
+        ],
+        tmp_path / "p.log",
+    )
     p.wait_for_output("ready", 30)
     t0 = time.monotonic()
     p.stop(timeout=1)
@@ -104,9 +121,11 @@ def test_stop_kills_a_child_that_ignores_sigterm(tmp_path):
 
 def test_stop_all_sends_sigterm_to_every_child_before_waiting(tmp_path):
     # Each child needs 2 s after SIGTERM: stopped one after the other, three take 6 s; together, 2 s.
-    slow = ("import signal, sys, time\n"
-            "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(2), sys.exit(0)))\n"
-            "print('ready', flush=True)\ntime.sleep(60)\n")
+    slow = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(2), sys.exit(0)))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
     procs = [start(f"slow{i}", [PY, "-c", slow], tmp_path / f"s{i}.log") for i in range(3)]
     for p in procs:
         p.wait_for_output("ready", 30)
@@ -122,7 +141,7 @@ def test_wait_for_http_takes_any_answer_or_waits_for_the_status_asked():
     try:
         assert wait_for_http(url, timeout=10).status_code == 503
         assert wait_for_http(url, timeout=10, status=200).status_code == 200
-        assert server.requests == 4        # the first answer, two more 503s, then the 200 waited for
+        assert server.requests == 4  # the first answer, two more 503s, then the 200 waited for
     finally:
         server.close()
 
@@ -131,11 +150,17 @@ def test_wait_for_http_names_the_child_and_the_last_answer_when_it_times_out(tmp
     server = NotReadyYet(busy=10**6)
     p = start("prometheus", ["sleep", "60"], tmp_path / "p.log")
     try:
-        with pytest.raises(TimeoutError, match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
-                                               r"within 1 s \(HTTP 503\)"):
+        with pytest.raises(
+            TimeoutError,
+            match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
+            r"within 1 s \(HTTP 503\)",
+        ):
             wait_for_http(server.url + "/-/ready", timeout=1, proc=p, status=200)
-        with pytest.raises(TimeoutError, match=r"the server was not ready on http://127\.0\.0\.1:\d+/ within "
-                                               r"0\.5 s \(ConnectionError: "):
+        with pytest.raises(
+            TimeoutError,
+            match=r"the server was not ready on http://127\.0\.0\.1:\d+/ within "
+            r"0\.5 s \(ConnectionError: ",
+        ):
             wait_for_http(f"http://127.0.0.1:{free_port()}/", timeout=0.5)
     finally:
         p.stop()
@@ -180,8 +205,13 @@ def test_a_child_dies_when_the_process_that_started_it_is_killed(tmp_path):
     """SIGKILL leaves the parent no time to stop anything (pytest killed by CI's timeout): the
     kernel's parent-death signal stops the child. A child started without the helper survives,
     which shows the test can tell the two apart."""
-    parent = subprocess.Popen([PY, "-c", PARENT, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    parent = subprocess.Popen(
+        [PY, "-c", PARENT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     plain = 0
     try:
         assert parent.stdout is not None

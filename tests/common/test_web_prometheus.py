@@ -29,10 +29,30 @@ def _readme_scrape_configs() -> list[dict]:
 
 
 def _cert(d: Path) -> tuple[Path, Path]:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(d / "tls.key"), "-out", str(d / "tls.crt"), "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(d / "tls.key"),
+            "-out",
+            str(d / "tls.crt"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return d / "tls.crt", d / "tls.key"
 
 
@@ -41,8 +61,10 @@ def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path)
         pytest.skip("prometheus is not installed: run `make deps`")
     crt, key = _cert(tmp_path)
     web = tmp_path / "web.yml"
-    web.write_text(f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\nbasic_auth_users:\n"
-                   f"  prometheus: '{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()}'\n")
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\nbasic_auth_users:\n"
+        f"  prometheus: '{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()}'\n"
+    )
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     (secrets / "ioparallax-exporter-password").write_text(PASSWORD)
@@ -50,18 +72,36 @@ def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path)
     shutil.copy(crt, secrets / "ioparallax-ca.crt")
     targets = tmp_path / "targets"
     targets.mkdir()
-    closed_port = free_port()           # a CVM that does not answer: stargate_up 0, but the scrape is up
+    closed_port = free_port()  # a CVM that does not answer: stargate_up 0, but the scrape is up
     (targets / "stargate.yml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{closed_port}"]}]))
 
     procs: list[ManagedProcess] = []
     try:
         sg_port, fio_port, prom_port = free_port(), free_port(), free_port()
-        procs.append(ManagedProcess("stargate-exporter", [
-            venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{sg_port}",
-            f"--web.config.file={web}", "--stargate.target=127.0.0.1"], tmp_path))
-        procs.append(ManagedProcess("fio-exporter", [
-            venv_tool("fio-exporter"), f"--web.listen-address=127.0.0.1:{fio_port}", f"--web.config.file={web}",
-            "--no-collector.guest-disk"], tmp_path))
+        procs.append(
+            ManagedProcess(
+                "stargate-exporter",
+                [
+                    venv_tool("stargate-exporter"),
+                    f"--web.listen-address=127.0.0.1:{sg_port}",
+                    f"--web.config.file={web}",
+                    "--stargate.target=127.0.0.1",
+                ],
+                tmp_path,
+            )
+        )
+        procs.append(
+            ManagedProcess(
+                "fio-exporter",
+                [
+                    venv_tool("fio-exporter"),
+                    f"--web.listen-address=127.0.0.1:{fio_port}",
+                    f"--web.config.file={web}",
+                    "--no-collector.guest-disk",
+                ],
+                tmp_path,
+            )
+        )
         for p in procs:
             p.wait_for_output(r"msg=\"listening on ")
         (targets / "fio.yml").write_text(yaml.safe_dump([{"targets": [f"localhost:{fio_port}"]}]))
@@ -69,20 +109,34 @@ def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path)
         scrape = _readme_scrape_configs()
         assert [job["job_name"] for job in scrape] == ["stargate", "fio"]
         text = yaml.safe_dump(scrape).replace("/etc/prometheus/secrets", str(secrets))
-        text = text.replace("targets/", f"{targets}/").replace("stargate-exporter.example.net:9761",
-                                                                 f"localhost:{sg_port}")
+        text = text.replace("targets/", f"{targets}/").replace(
+            "stargate-exporter.example.net:9761", f"localhost:{sg_port}"
+        )
         scrape = yaml.safe_load(text)
-        wrong = {**scrape[1], "job_name": "fio-wrong-password",
-                 "basic_auth": {"username": "prometheus", "password_file": str(secrets / "wrong-password")}}
+        wrong = {
+            **scrape[1],
+            "job_name": "fio-wrong-password",
+            "basic_auth": {"username": "prometheus", "password_file": str(secrets / "wrong-password")},
+        }
         plain = {"job_name": "fio-plain-http", "static_configs": [{"targets": [f"127.0.0.1:{fio_port}"]}]}
         cfg = tmp_path / "prometheus.yml"
-        cfg.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-                                       "scrape_configs": scrape + [wrong, plain]}))
+        cfg.write_text(
+            yaml.safe_dump(
+                {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": scrape + [wrong, plain]}
+            )
+        )
         check = subprocess.run(["promtool", "check", "config", str(cfg)], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-        prom = ManagedProcess("prometheus", ["prometheus", f"--config.file={cfg}",
-                                             f"--storage.tsdb.path={tmp_path / 'data'}",
-                                             f"--web.listen-address=127.0.0.1:{prom_port}"], tmp_path)
+        prom = ManagedProcess(
+            "prometheus",
+            [
+                "prometheus",
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            tmp_path,
+        )
         procs.append(prom)
         api = f"http://127.0.0.1:{prom_port}"
         wait_for_http(api + "/-/ready", proc=prom)

@@ -24,7 +24,7 @@ import requests
 
 from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 
-PASSWORD = "s3cret pass:word"      # a space and a colon: basic auth splits at the first colon only
+PASSWORD = "s3cret pass:word"  # a space and a colon: basic auth splits at the first colon only
 
 
 def _openssl(*args: str) -> None:
@@ -33,8 +33,23 @@ def _openssl(*args: str) -> None:
 
 def _cert(dir: Path, name: str, cn: str, san: str | None = None) -> tuple[Path, Path]:
     key, crt = dir / f"{name}.key", dir / f"{name}.crt"
-    argv = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj", f"/CN={cn}"]
+    argv = [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(crt),
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={cn}",
+    ]
     if san:
         argv += ["-addext", f"subjectAltName={san}"]
     _openssl(*argv)
@@ -48,8 +63,14 @@ def pki(tmp_path_factory) -> dict[str, Path]:
     crt, key = _cert(d, "server", "localhost", "DNS:localhost,IP:127.0.0.1,IP:::1")
     ccrt, ckey = _cert(d, "client", "prometheus")
     other_crt, other_key = _cert(d, "stranger", "stranger")
-    return {"crt": crt, "key": key, "client_crt": ccrt, "client_key": ckey,
-            "stranger_crt": other_crt, "stranger_key": other_key}
+    return {
+        "crt": crt,
+        "key": key,
+        "client_crt": ccrt,
+        "client_key": ckey,
+        "stranger_crt": other_crt,
+        "stranger_key": other_key,
+    }
 
 
 def _hash(password: str) -> str:
@@ -67,8 +88,11 @@ class Exporter:
 
 
 def _start_fio(tmp_path: Path, listen: str, *extra: str, name: str = "fio-exporter") -> ManagedProcess:
-    return ManagedProcess(name, [venv_tool("fio-exporter"), "serve", f"--web.listen-address={listen}",
-                                 "--no-collector.guest-disk", *extra], tmp_path)
+    return ManagedProcess(
+        name,
+        [venv_tool("fio-exporter"), "serve", f"--web.listen-address={listen}", "--no-collector.guest-disk", *extra],
+        tmp_path,
+    )
 
 
 def _wait_listening(proc: ManagedProcess) -> None:
@@ -78,10 +102,12 @@ def _wait_listening(proc: ManagedProcess) -> None:
 @pytest.fixture
 def tls_auth_exporter(tmp_path, pki):
     port = free_port()
-    cfg = _web_config(tmp_path / "web.yml", f"""\
+    cfg = _web_config(
+        tmp_path / "web.yml",
+        f"""\
 tls_server_config:
-  cert_file: {pki['crt']}
-  key_file: {pki['key']}
+  cert_file: {pki["crt"]}
+  key_file: {pki["key"]}
   min_version: TLS12
 http_server_config:
   headers:
@@ -89,7 +115,8 @@ http_server_config:
 basic_auth_users:
   prometheus: '{_hash(PASSWORD)}'
   other: '{_hash("other-password")}'
-""")
+""",
+    )
     proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--web.config.file={cfg}")
     try:
         _wait_listening(proc)
@@ -125,7 +152,7 @@ def test_plain_http_to_the_tls_port_is_refused(tls_auth_exporter):
 
 
 def test_the_certificate_is_the_configured_one(tls_auth_exporter, pki):
-    with pytest.raises(requests.exceptions.SSLError):       # not trusted without its CA
+    with pytest.raises(requests.exceptions.SSLError):  # not trusted without its CA
         requests.get(tls_auth_exporter.url + "/metrics", auth=("prometheus", PASSWORD), timeout=10)
     port = int(tls_auth_exporter.url.rsplit(":", 1)[1])
     pem = ssl.get_server_certificate(("127.0.0.1", port))
@@ -137,8 +164,9 @@ def test_a_stalled_handshake_does_not_block_other_clients(tls_auth_exporter, pki
     stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]  # connect, say nothing
     try:
         start = time.monotonic()
-        r = requests.get(tls_auth_exporter.url + "/-/healthy", auth=("prometheus", PASSWORD),
-                         verify=str(pki["crt"]), timeout=5)
+        r = requests.get(
+            tls_auth_exporter.url + "/-/healthy", auth=("prometheus", PASSWORD), verify=str(pki["crt"]), timeout=5
+        )
         assert r.status_code == 200
         assert time.monotonic() - start < 3.0
     finally:
@@ -148,13 +176,16 @@ def test_a_stalled_handshake_does_not_block_other_clients(tls_auth_exporter, pki
 
 def test_client_certificates_required_and_verified(tmp_path, pki):
     port = free_port()
-    cfg = _web_config(tmp_path / "web.yml", f"""\
+    cfg = _web_config(
+        tmp_path / "web.yml",
+        f"""\
 tls_server_config:
-  cert_file: {pki['crt']}
-  key_file: {pki['key']}
+  cert_file: {pki["crt"]}
+  key_file: {pki["key"]}
   client_auth_type: RequireAndVerifyClientCert
-  client_ca_file: {pki['client_crt']}
-""")
+  client_ca_file: {pki["client_crt"]}
+""",
+    )
     proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--web.config.file={cfg}")
     try:
         _wait_listening(proc)
@@ -169,8 +200,11 @@ tls_server_config:
 
 
 #: What each exporter needs on its command line to get as far as listening.
-_MINIMAL_ARGS = {"fio-exporter": ["--no-collector.guest-disk"], "stargate-exporter": [],
-                 "vcenter-exporter": ["--vcenter.target=127.0.0.1:1"]}
+_MINIMAL_ARGS = {
+    "fio-exporter": ["--no-collector.guest-disk"],
+    "stargate-exporter": [],
+    "vcenter-exporter": ["--vcenter.target=127.0.0.1:1"],
+}
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
@@ -197,13 +231,16 @@ def test_port_taken_exits_1_with_one_clear_line(exporter):
     assert f"cannot listen on 127.0.0.1:{port}: the port is already in use" in line
 
 
-@pytest.mark.parametrize("listen, code, message", [
-    ("192.0.2.1:9", 1, "the address is not one of this machine's"),     # TEST-NET-1: never local
-    ("no-such-host.invalid:9", 1, "cannot resolve 'no-such-host.invalid'"),
-    ("localhost", 2, "expected [host]:port"),
-    ("127.0.0.1:99999", 2, "port 0-65535"),
-    ("::1:9761", 2, "needs brackets"),
-])
+@pytest.mark.parametrize(
+    "listen, code, message",
+    [
+        ("192.0.2.1:9", 1, "the address is not one of this machine's"),  # TEST-NET-1: never local
+        ("no-such-host.invalid:9", 1, "cannot resolve 'no-such-host.invalid'"),
+        ("localhost", 2, "expected [host]:port"),
+        ("127.0.0.1:99999", 2, "port 0-65535"),
+        ("::1:9761", 2, "needs brackets"),
+    ],
+)
 def test_bad_listen_address_is_one_clear_line(listen, code, message):
     res = _run([venv_tool("fio-exporter"), f"--web.listen-address={listen}", "--no-collector.guest-disk"])
     assert res.returncode == code, res.stderr
@@ -213,12 +250,18 @@ def test_bad_listen_address_is_one_clear_line(listen, code, message):
 @pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
 def test_bad_web_config_names_file_and_key(tmp_path, exporter):
     cfg = _web_config(tmp_path / "web.yml", "basic_auth_users:\n  prom: '$2y$10$x'\ntls_server_confg: {}\n")
-    res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", f"--web.config.file={cfg}",
-                *_MINIMAL_ARGS[exporter]])
+    res = _run(
+        [
+            venv_tool(exporter),
+            f"--web.listen-address=127.0.0.1:{free_port()}",
+            f"--web.config.file={cfg}",
+            *_MINIMAL_ARGS[exporter],
+        ]
+    )
     assert res.returncode == 2, res.stderr
     line = _one_error_line(res)
     assert f"{cfg}: basic_auth_users.prom: expected a bcrypt hash" in line
-    assert "$2y$10$x" not in line            # the configured value may be a secret: never echoed
+    assert "$2y$10$x" not in line  # the configured value may be a secret: never echoed
 
 
 def test_ipv6_loopback_listen_address(tmp_path):
@@ -234,7 +277,7 @@ def test_ipv6_loopback_listen_address(tmp_path):
         assert f"listening on [::1]:{port}" in proc.output()
         r = requests.get(f"http://[::1]:{port}/metrics", timeout=10)
         assert r.status_code == 200 and "python_info" in r.text
-        with pytest.raises(requests.exceptions.ConnectionError):    # IPv6 only: not on 127.0.0.1
+        with pytest.raises(requests.exceptions.ConnectionError):  # IPv6 only: not on 127.0.0.1
             requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
     finally:
         proc.stop()
@@ -246,7 +289,7 @@ def test_metrics_gzip_when_asked(tmp_path):
     try:
         _wait_listening(proc)
         url = f"http://127.0.0.1:{port}/metrics"
-        r = requests.get(url, timeout=10)               # requests asks for gzip, deflate by default
+        r = requests.get(url, timeout=10)  # requests asks for gzip, deflate by default
         assert r.headers["Content-Encoding"] == "gzip" and "python_info" in r.text
         assert r.headers["Vary"] == "Accept-Encoding"
         streamed = requests.get(url, timeout=10, stream=True)
@@ -261,6 +304,7 @@ def test_metrics_gzip_when_asked(tmp_path):
 
 class _Canary(http.server.BaseHTTPRequestHandler):
     """A target that counts every request it gets."""
+
     hits = 0
 
     def do_GET(self):
@@ -280,8 +324,11 @@ def stargate_any(tmp_path):
     canary = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canary)
     threading.Thread(target=canary.serve_forever, daemon=True).start()
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                "--stargate.allow-unlisted-targets"], tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}", "--stargate.allow-unlisted-targets"],
+        tmp_path,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
         yield f"http://127.0.0.1:{port}", f"127.0.0.1:{canary.server_address[1]}", proc
@@ -299,7 +346,7 @@ def test_head_probe_runs_no_probe(stargate_any):
     r = requests.get(url + "/probe", params={"target": target}, timeout=10)
     assert r.status_code == 200 and "stargate_up 0" in r.text
     assert _Canary.hits >= 1
-    assert requests.head(url + "/probe", timeout=10).status_code == 400   # no target: as GET
+    assert requests.head(url + "/probe", timeout=10).status_code == 400  # no target: as GET
 
 
 @pytest.fixture(scope="module")
@@ -309,29 +356,48 @@ def probe_exporters(tmp_path_factory):
     d = tmp_path_factory.mktemp("probers")
     closed = free_port()
     sg, vc = free_port(), free_port()
-    procs = [ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{sg}",
-                                                  "--stargate.target=127.0.0.1"], d),
-             ManagedProcess("vcenter-exporter", [venv_tool("vcenter-exporter"), f"--web.listen-address=127.0.0.1:{vc}",
-                                                 f"--vcenter.target=127.0.0.1:{closed}"], d,
-                            env={"VCENTER_USERNAME": "monitor", "VCENTER_PASSWORD": "not-used"})]
+    procs = [
+        ManagedProcess(
+            "stargate-exporter",
+            [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{sg}", "--stargate.target=127.0.0.1"],
+            d,
+        ),
+        ManagedProcess(
+            "vcenter-exporter",
+            [
+                venv_tool("vcenter-exporter"),
+                f"--web.listen-address=127.0.0.1:{vc}",
+                f"--vcenter.target=127.0.0.1:{closed}",
+            ],
+            d,
+            env={"VCENTER_USERNAME": "monitor", "VCENTER_PASSWORD": "not-used"},
+        ),
+    ]
     try:
         for p, port in zip(procs, (sg, vc)):
             wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=p)
-        yield {"stargate": (f"http://127.0.0.1:{sg}", f"127.0.0.1:{closed}"),
-               "vcenter": (f"http://127.0.0.1:{vc}", f"127.0.0.1:{closed}")}
+        yield {
+            "stargate": (f"http://127.0.0.1:{sg}", f"127.0.0.1:{closed}"),
+            "vcenter": (f"http://127.0.0.1:{vc}", f"127.0.0.1:{closed}"),
+        }
     finally:
         for p in procs:
             p.stop()
 
 
 @pytest.mark.parametrize("source", ["stargate", "vcenter"])
-@pytest.mark.parametrize("header", ["inf", "-inf", "1e300", "1e400", "nan", "-5", "0", "abc", "",
-                                    "3\u00e9", "0x10", "1_0", "2 "])
+@pytest.mark.parametrize(
+    "header", ["inf", "-inf", "1e300", "1e400", "nan", "-5", "0", "abc", "", "3\u00e9", "0x10", "1_0", "2 "]
+)
 def test_odd_scrape_timeout_headers_never_500(probe_exporters, source, header):
     url, target = probe_exporters[source]
     start = time.monotonic()
-    r = requests.get(url + "/probe", params={"target": target}, timeout=30,
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": header.encode("utf-8")})
+    r = requests.get(
+        url + "/probe",
+        params={"target": target},
+        timeout=30,
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": header.encode("utf-8")},
+    )
     assert r.status_code == 200, (header, r.status_code, r.text[:200])
     assert f"{source}_up 0" in r.text
     assert time.monotonic() - start < 15
@@ -373,31 +439,58 @@ def test_no_input_to_the_http_layer_gives_500(stargate_any, request_line, allowe
 
 
 @pytest.mark.parametrize("exporter", ["stargate-exporter", "vcenter-exporter"])
-@pytest.mark.parametrize("flag, message", [("--probe.default-timeout=inf", "--probe.default-timeout: expected seconds > 0"),
-                                           ("--web.timeout-offset=-1", "--web.timeout-offset: expected seconds >= 0"),
-                                           ("--web.timeout-offset=nan", "--web.timeout-offset: expected seconds >= 0")])
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--probe.default-timeout=inf", "--probe.default-timeout: expected seconds > 0"),
+        ("--web.timeout-offset=-1", "--web.timeout-offset: expected seconds >= 0"),
+        ("--web.timeout-offset=nan", "--web.timeout-offset: expected seconds >= 0"),
+    ],
+)
 def test_bad_timeout_flags_are_one_clear_line(exporter, flag, message):
     res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", flag, *_MINIMAL_ARGS[exporter]])
     assert res.returncode == 2, res.stderr
     assert message in _one_error_line(res)
 
 
-OPENMETRICS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
-                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")     # what Prometheus 2.x sends
+OPENMETRICS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)  # what Prometheus 2.x sends
 
 
 def _samples(families) -> dict:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in families for s in f.samples if s.name.startswith("fio_") and "scrape_duration" not in s.name}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in families
+        for s in f.samples
+        if s.name.startswith("fio_") and "scrape_duration" not in s.name
+    }
 
 
 def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
     from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
     from prometheus_client.parser import text_string_to_metric_families as parse_text
+
     result = tmp_path / "result.json"
-    subprocess.run(["fio", "--name=om", f"--filename={tmp_path / 'data'}", "--size=4m", "--rw=randrw", "--bs=4k",
-                    "--ioengine=psync", "--runtime=1", "--time_based", "--output-format=json+",
-                    f"--output={result}"], check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            "fio",
+            "--name=om",
+            f"--filename={tmp_path / 'data'}",
+            "--size=4m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=1",
+            "--time_based",
+            "--output-format=json+",
+            f"--output={result}",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     port = free_port()
     proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--fio.watch={result}")
     try:
@@ -420,11 +513,22 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
 @pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
 def test_each_exporter_serves_tls_and_basic_auth(tmp_path, pki, exporter):
     port = free_port()
-    cfg = _web_config(tmp_path / "web.yml", f"tls_server_config:\n  cert_file: {pki['crt']}\n  key_file: {pki['key']}\n"
-                                            f"basic_auth_users:\n  prometheus: '{_hash(PASSWORD)}'\n")
-    proc = ManagedProcess(exporter, [venv_tool(exporter), f"--web.listen-address=127.0.0.1:{port}",
-                                     f"--web.config.file={cfg}", *_MINIMAL_ARGS[exporter]], tmp_path,
-                          env={"VCENTER_USERNAME": "monitor", "VCENTER_PASSWORD": "not-used"})
+    cfg = _web_config(
+        tmp_path / "web.yml",
+        f"tls_server_config:\n  cert_file: {pki['crt']}\n  key_file: {pki['key']}\n"
+        f"basic_auth_users:\n  prometheus: '{_hash(PASSWORD)}'\n",
+    )
+    proc = ManagedProcess(
+        exporter,
+        [
+            venv_tool(exporter),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={cfg}",
+            *_MINIMAL_ARGS[exporter],
+        ],
+        tmp_path,
+        env={"VCENTER_USERNAME": "monitor", "VCENTER_PASSWORD": "not-used"},
+    )
     try:
         _wait_listening(proc)
         url, ca = f"https://localhost:{port}", str(pki["crt"])

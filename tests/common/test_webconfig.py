@@ -18,9 +18,28 @@ from ioparallax.exporters.common.webconfig import BasicAuth, load_web_config
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("cert")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(d / "k.pem"), "-out", str(d / "c.pem"), "-days", "1",
-                    "-subj", "/CN=localhost"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(d / "k.pem"),
+            "-out",
+            str(d / "c.pem"),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return d / "c.pem", d / "k.pem"
 
 
@@ -40,7 +59,9 @@ def test_no_file_is_plain_http_without_auth():
 
 def test_full_config_is_typed(tmp_path, cert):
     crt, key = cert
-    _, cfg = _load(tmp_path, f"""\
+    _, cfg = _load(
+        tmp_path,
+        f"""\
 tls_server_config:
   cert_file: {crt}
   key_file: {key}
@@ -52,7 +73,8 @@ http_server_config:
   headers: {{X-Frame-Options: deny, Strict-Transport-Security: max-age=31536000}}
 basic_auth_users:
   alice: '{HASH}'
-""")
+""",
+    )
     assert cfg.tls.client_auth_type == "RequireAndVerifyClientCert" and cfg.tls.min_version == "TLS13"
     ctx = cfg.tls.context()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.minimum_version == ssl.TLSVersion.TLSv1_3
@@ -66,42 +88,79 @@ def test_empty_tls_section_means_no_tls(tmp_path):
     assert cfg.tls is None and list(cfg.basic_auth_users) == ["bob"]
 
 
-@pytest.mark.parametrize("text, key, message", [
-    ("tls_server_confg: {}\n", "tls_server_confg", "unknown key"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, cert_fil: x}\n", "tls_server_config.cert_fil", "unknown key"),
-    ("tls_server_config: {key_file: KEY}\n", "tls_server_config.cert_file", "is required"),
-    ("tls_server_config: {cert_file: CRT}\n", "tls_server_config.key_file", "is required"),
-    ("tls_server_config: {cert_file: /nonexistent.pem, key_file: KEY}\n", "tls_server_config",
-     "cannot load the certificate"),
-    ("tls_server_config: {cert_file: KEY, key_file: CRT}\n", "tls_server_config", "cannot load the certificate"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS14}\n",
-     "tls_server_config.min_version", "unknown TLS version"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS13, max_version: TLS12}\n",
-     "tls_server_config.min_version", "above max_version"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAnyClientCert, client_ca_file: CRT}\n",
-     "tls_server_config.client_auth_type", "not supported"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: Nope}\n",
-     "tls_server_config.client_auth_type", "unknown value"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert}\n",
-     "tls_server_config.client_ca_file", "is required"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, client_ca_file: CRT}\n",
-     "tls_server_config.client_auth_type", "NoClientCert"),
-    ("tls_server_config: {cert_file: CRT, key_file: KEY, cipher_suites: [TLS_AES_128_GCM_SHA256]}\n",
-     "tls_server_config.cipher_suites", "do not support"),
-    ("tls_server_config: {cert: PEM, key: PEM}\n", "tls_server_config.cert", "do not support"),
-    ("rate_limit: {interval: 1s, burst: 20}\n", "rate_limit", "do not support"),
-    ("http_server_config: {headers: {X-Powered-By: me}}\n", "http_server_config.headers.X-Powered-By",
-     "cannot be configured"),
-    ("http_server_config: {headers: {X-Frame-Options: allow}}\n", "http_server_config.headers.X-Frame-Options",
-     "expected one of deny, sameorigin"),
-    ("http_server_config: {http3: true}\n", "http_server_config.http3", "unknown key"),
-    ("basic_auth_users: {alice: plaintext-password}\n", "basic_auth_users.alice", "expected a bcrypt hash"),
-    ("basic_auth_users: {alice: 12345678}\n", "basic_auth_users.alice", "expected a bcrypt hash"),
-    ("basic_auth_users: {'a:b': 'HASH'}\n", "basic_auth_users.a:b", "cannot contain ':'"),
-    ("basic_auth_users: [alice]\n", "basic_auth_users", "expected a mapping"),
-    ("- just a list\n", None, "expected a mapping"),
-    ("tls_server_config: {cert_file: [\n", None, "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, key, message",
+    [
+        ("tls_server_confg: {}\n", "tls_server_confg", "unknown key"),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, cert_fil: x}\n",
+            "tls_server_config.cert_fil",
+            "unknown key",
+        ),
+        ("tls_server_config: {key_file: KEY}\n", "tls_server_config.cert_file", "is required"),
+        ("tls_server_config: {cert_file: CRT}\n", "tls_server_config.key_file", "is required"),
+        (
+            "tls_server_config: {cert_file: /nonexistent.pem, key_file: KEY}\n",
+            "tls_server_config",
+            "cannot load the certificate",
+        ),
+        ("tls_server_config: {cert_file: KEY, key_file: CRT}\n", "tls_server_config", "cannot load the certificate"),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS14}\n",
+            "tls_server_config.min_version",
+            "unknown TLS version",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS13, max_version: TLS12}\n",
+            "tls_server_config.min_version",
+            "above max_version",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAnyClientCert, client_ca_file: CRT}\n",
+            "tls_server_config.client_auth_type",
+            "not supported",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: Nope}\n",
+            "tls_server_config.client_auth_type",
+            "unknown value",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert}\n",
+            "tls_server_config.client_ca_file",
+            "is required",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, client_ca_file: CRT}\n",
+            "tls_server_config.client_auth_type",
+            "NoClientCert",
+        ),
+        (
+            "tls_server_config: {cert_file: CRT, key_file: KEY, cipher_suites: [TLS_AES_128_GCM_SHA256]}\n",
+            "tls_server_config.cipher_suites",
+            "do not support",
+        ),
+        ("tls_server_config: {cert: PEM, key: PEM}\n", "tls_server_config.cert", "do not support"),
+        ("rate_limit: {interval: 1s, burst: 20}\n", "rate_limit", "do not support"),
+        (
+            "http_server_config: {headers: {X-Powered-By: me}}\n",
+            "http_server_config.headers.X-Powered-By",
+            "cannot be configured",
+        ),
+        (
+            "http_server_config: {headers: {X-Frame-Options: allow}}\n",
+            "http_server_config.headers.X-Frame-Options",
+            "expected one of deny, sameorigin",
+        ),
+        ("http_server_config: {http3: true}\n", "http_server_config.http3", "unknown key"),
+        ("basic_auth_users: {alice: plaintext-password}\n", "basic_auth_users.alice", "expected a bcrypt hash"),
+        ("basic_auth_users: {alice: 12345678}\n", "basic_auth_users.alice", "expected a bcrypt hash"),
+        ("basic_auth_users: {'a:b': 'HASH'}\n", "basic_auth_users.a:b", "cannot contain ':'"),
+        ("basic_auth_users: [alice]\n", "basic_auth_users", "expected a mapping"),
+        ("- just a list\n", None, "expected a mapping"),
+        ("tls_server_config: {cert_file: [\n", None, "invalid YAML"),
+    ],
+)
 def test_errors_name_file_and_key(tmp_path, cert, text, key, message):
     crt, key_file = cert
     text = text.replace("CRT", str(crt)).replace("KEY", str(key_file)).replace("HASH", HASH)
@@ -129,10 +188,10 @@ def test_basic_auth_pays_bcrypt_once_per_pair(monkeypatch):
     assert len(calls) == 1
     assert [auth.check("alice", "wrong") for _ in range(3)] == [False] * 3
     assert len(calls) == 2
-    assert auth.check("mallory", "pw") is False             # unknown user: checked against a decoy hash
+    assert auth.check("mallory", "pw") is False  # unknown user: checked against a decoy hash
     assert len(calls) == 3
-    assert auth.check("alice", "x" * 100) is False          # longer than bcrypt's 72 bytes
-    assert all(b"pw" not in k for k in auth._cache)         # the cache holds digests, not passwords
+    assert auth.check("alice", "x" * 100) is False  # longer than bcrypt's 72 bytes
+    assert all(b"pw" not in k for k in auth._cache)  # the cache holds digests, not passwords
 
 
 def test_basic_auth_cache_is_bounded():

@@ -18,6 +18,7 @@ def fake_prometheus(label: str):
             cluster = promql.split(f'{label}="', 1)[1].split('"', 1)[0]
             return [{"metric": {"vdisk_id": {"poc-a": "1000", "poc-b": "2000"}[cluster]}}]
         return []
+
     return query, asked
 
 
@@ -27,7 +28,7 @@ def test_the_configured_label_names_the_cluster():
     assert joined_vm_disks("").count("by (vm, disk)") == 3
     query, asked = fake_prometheus("site")
     cov = dashboard_coverage(query, cluster_label="site", dashboards={})
-    assert cov.values["cluster"] == "poc-a" and cov.values["vdisk"] == "1000"    # the first, sorted
+    assert cov.values["cluster"] == "poc-a" and cov.values["vdisk"] == "1000"  # the first, sorted
     cov = dashboard_coverage(query, cluster_label="site", cluster="poc-b", dashboards={})
     assert cov.values["cluster"] == "poc-b" and cov.values["vdisk"] == "2000"
     assert 'vdisk:ioparallax_vdisk:info{site="poc-b",vm="bench-01",disk="scsi0:1"}' in asked

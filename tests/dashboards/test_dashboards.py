@@ -26,8 +26,13 @@ from .promql import (
 )
 
 DASHBOARDS = REPO / "dashboards"
-EXPECTED_UIDS = {"ioparallax-overview", "ioparallax-three-views", "ioparallax-vdisk", "ioparallax-fio",
-                 "ioparallax-vcenter"}
+EXPECTED_UIDS = {
+    "ioparallax-overview",
+    "ioparallax-three-views",
+    "ioparallax-vdisk",
+    "ioparallax-fio",
+    "ioparallax-vcenter",
+}
 # Series Prometheus itself makes: the scrape's up, and ALERTS from the alerting rules.
 PROMETHEUS_OWN = {"up", "ALERTS"}
 
@@ -39,7 +44,8 @@ def test_committed_dashboards_are_what_the_generator_writes(tmp_path, cfg):
     assert committed == sorted(BUILDERS), "dashboards/ holds exactly the generated files"
     for path in written:
         assert path.read_bytes() == (DASHBOARDS / path.name).read_bytes(), (
-            f"dashboards/{path.name} is stale: run `make dashboards` (ioparallax-mixin dashboards) and commit")
+            f"dashboards/{path.name} is stale: run `make dashboards` (ioparallax-mixin dashboards) and commit"
+        )
 
 
 def test_generation_is_deterministic(cfg):
@@ -59,8 +65,9 @@ def test_uids_are_stable_unique_and_follow_the_prefix(dashboards):
 
 
 def test_tags_refresh_and_time_come_from_the_config(dashboards):
-    other = build_dashboards(load_config(overrides={"dashboards": {"tags": ["poc", "storage"], "refresh": "30s",
-                                                                   "time_from": "now-3h"}}))
+    other = build_dashboards(
+        load_config(overrides={"dashboards": {"tags": ["poc", "storage"], "refresh": "30s", "time_from": "now-3h"}})
+    )
     for m in dashboards.values():
         assert m["tags"] == ["ioparallax"] and m["refresh"] == "10s" and m["time"] == {"from": "now-30m", "to": "now"}
     for m in other.values():
@@ -76,12 +83,18 @@ def test_one_variable_vocabulary_on_every_dashboard(dashboards):
         # $cluster starts on All (.*), which also matches series without the label (one cluster)
         assert variables["cluster"]["query"] == 'label_values(vcenter_virtual_disk_info{job="vcenter"}, cluster)'
         assert variables["cluster"]["current"]["value"] == ["$__all"] and variables["cluster"]["allValue"] == ".*"
-        assert label_values_selector(variables["vm"]["query"]) == \
-            'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter"}'
-        assert label_values_selector(variables["disk"]["query"]) == \
-            'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter",vm=~"$vm"}'
-        assert variables["vdisk"]["query"] == \
-            'label_values(stargate_vdisk_info{cluster=~"$cluster",job="stargate",vm=~"$vm",disk=~"$disk"}, vdisk_id)'
+        assert (
+            label_values_selector(variables["vm"]["query"])
+            == 'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter"}'
+        )
+        assert (
+            label_values_selector(variables["disk"]["query"])
+            == 'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter",vm=~"$vm"}'
+        )
+        assert (
+            variables["vdisk"]["query"]
+            == 'label_values(stargate_vdisk_info{cluster=~"$cluster",job="stargate",vm=~"$vm",disk=~"$disk"}, vdisk_id)'
+        )
         for name in ("cluster", "vm", "disk", "vdisk"):
             assert variables[name]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
 
@@ -148,7 +161,7 @@ def test_every_rate_uses_rate_interval(dashboards):
 
 
 def test_rate_check_catches_a_fixed_window():
-    assert re.findall(r"\[([^\]]*)\]", rate_calls("sum(rate(x{a=\"b\"}[5m]))")[0]) == ["5m"]
+    assert re.findall(r"\[([^\]]*)\]", rate_calls('sum(rate(x{a="b"}[5m]))')[0]) == ["5m"]
 
 
 def test_every_expression_parses_with_variables_substituted(dashboards, tmp_path):
@@ -168,8 +181,10 @@ def test_promtool_parse_rejects_a_broken_expression(tmp_path):
 
 
 def test_substitution_keeps_label_replace_references():
-    assert substitute('label_replace(x{vm=~"$vm"}, "d", "$1", "f", "(.+)")[${__rate_interval}]') == \
-        'label_replace(x{vm=~"bench-01"}, "d", "$1", "f", "(.+)")[1m]'
+    assert (
+        substitute('label_replace(x{vm=~"$vm"}, "d", "$1", "f", "(.+)")[${__rate_interval}]')
+        == 'label_replace(x{vm=~"bench-01"}, "d", "$1", "f", "(.+)")[1m]'
+    )
     assert SAMPLE_VARS["__rate_interval"] == "1m"
 
 
@@ -177,8 +192,8 @@ def test_every_selector_carries_matchers(dashboards):
     # What makes metric_names() complete: a bare metric name would be left over here.
     for e in expressions(dashboards):
         assert not bare_identifiers(e.expr), f"{e.where}: bare identifiers {bare_identifiers(e.expr)}"
-    assert bare_identifiers("sum(rate(foo{a=\"b\"}[1m])) / on (a) bar") == {"bar"}
-    assert bare_identifiers('sum by (a) (rate(foo[1m]))') == {"foo"}
+    assert bare_identifiers('sum(rate(foo{a="b"}[1m])) / on (a) bar') == {"bar"}
+    assert bare_identifiers("sum by (a) (rate(foo[1m]))") == {"foo"}
 
 
 def test_every_metric_name_is_exposed_by_an_exporter_or_recorded_by_a_rule(dashboards, exposed_names):

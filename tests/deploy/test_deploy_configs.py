@@ -17,8 +17,9 @@ from tests.support import REPO
 
 def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("GRAFANA_ADMIN_PASSWORD", "SCENARIO")}
-    return subprocess.run(["docker-compose", *args], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        ["docker-compose", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env={**base, **(env or {})}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +33,25 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
     # docker-compose 1.29 prints every service with its `profiles`; `up` without --profile starts
     # only those without one.
     always = {name for name, svc in demo_config["services"].items() if not svc.get("profiles")}
-    assert always == {"prometheus", "alertmanager", "grafana", "node-exporter",
-                                         "stargate-exporter", "vcenter-exporter", "fio-exporter"}
+    assert always == {
+        "prometheus",
+        "alertmanager",
+        "grafana",
+        "node-exporter",
+        "stargate-exporter",
+        "vcenter-exporter",
+        "fio-exporter",
+    }
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
-    assert demo == {"stargate-simulator", "vcenter-simulator", "guest-simulator", "fio-exporter-bench-01",
-                    "fio-exporter-bench-02", "node-exporter-bench-01", "node-exporter-bench-02"}
+    assert demo == {
+        "stargate-simulator",
+        "vcenter-simulator",
+        "guest-simulator",
+        "fio-exporter-bench-01",
+        "fio-exporter-bench-02",
+        "node-exporter-bench-01",
+        "node-exporter-bench-02",
+    }
 
 
 def test_grafana_has_no_default_password():
@@ -75,8 +90,11 @@ def test_mounted_files_exist(demo_config):
 
 
 def test_prometheus_config_is_valid():
-    res = subprocess.run(["promtool", "check", "config", "--syntax-only",
-                          str(REPO / "deploy/prometheus/prometheus.yml")], capture_output=True, text=True)
+    res = subprocess.run(
+        ["promtool", "check", "config", "--syntax-only", str(REPO / "deploy/prometheus/prometheus.yml")],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -87,25 +105,34 @@ def test_prometheus_targets_files_are_file_sd_lists():
 
 
 def test_alertmanager_config_is_valid():
-    res = subprocess.run(["amtool", "check-config", str(REPO / "deploy/alertmanager/alertmanager.yml")],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["amtool", "check-config", str(REPO / "deploy/alertmanager/alertmanager.yml")], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_compose_prometheus_loads_the_generated_rules_and_grafana_the_dashboards(demo_config):
     prom = demo_config["services"]["prometheus"]
-    assert "--enable-feature=extra-scrape-metrics" in prom["command"]     # IoparallaxScrapeSlow needs it
-    mounts = {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
-              (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in prom["volumes"]}
+    assert "--enable-feature=extra-scrape-metrics" in prom["command"]  # IoparallaxScrapeSlow needs it
+    mounts = {
+        (v["source"] if isinstance(v, dict) else v.split(":")[0]): (
+            v["target"] if isinstance(v, dict) else v.split(":")[1]
+        )
+        for v in prom["volumes"]
+    }
     rules_dir = mounts[str(REPO / "alerts")]
     cfg = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
     patterns = [p for p in cfg["rule_files"] if p.startswith(rules_dir + "/")]
     assert patterns, f"prometheus.yml loads no rules from the mounted {rules_dir}"
-    loaded = {p.name for pat in patterns for p in (REPO / "alerts").glob(pat[len(rules_dir) + 1:])}
+    loaded = {p.name for pat in patterns for p in (REPO / "alerts").glob(pat[len(rules_dir) + 1 :])}
     assert loaded == {"ioparallax.rules.yml", "ioparallax-alerts.rules.yml"}
     grafana = demo_config["services"]["grafana"]
-    gmounts = {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
-               (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in grafana["volumes"]}
+    gmounts = {
+        (v["source"] if isinstance(v, dict) else v.split(":")[0]): (
+            v["target"] if isinstance(v, dict) else v.split(":")[1]
+        )
+        for v in grafana["volumes"]
+    }
     provider = yaml.safe_load((REPO / "deploy/grafana/provisioning/dashboards/ioparallax.yml").read_text())
     path = provider["providers"][0]["options"]["path"]
     assert gmounts[str(REPO / "dashboards")] == path
@@ -114,9 +141,11 @@ def test_compose_prometheus_loads_the_generated_rules_and_grafana_the_dashboards
 
 def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(demo_config):
     from ioparallax.simulators.scenario import load_scenario
+
     vms = {vm.name for vm in load_scenario("zero-heavy").vms}
-    guests = {name.removeprefix("fio-exporter-") for name in demo_config["services"]
-              if name.startswith("fio-exporter-")}
+    guests = {
+        name.removeprefix("fio-exporter-") for name in demo_config["services"] if name.startswith("fio-exporter-")
+    }
     assert guests == vms
     for vm in vms:
         cmd = demo_config["services"][f"fio-exporter-{vm}"]["command"]
@@ -130,12 +159,16 @@ def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(d
         assert f"--path.procfs=/var/lib/guests/{vm}/proc" in cmd and "--collector.diskstats" in cmd
     node_targets = yaml.safe_load((REPO / "deploy/prometheus/targets/guest-node.yml").read_text())
     assert {g["labels"]["vm"]: g["targets"][0] for g in node_targets} == {vm: f"node-exporter-{vm}:9100" for vm in vms}
-    jobs = {j["job_name"]: j for j in yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"]}
+    jobs = {
+        j["job_name"]: j
+        for j in yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"]
+    }
     assert jobs["guest-node"]["file_sd_configs"][0]["files"] == ["/etc/prometheus/targets/guest-node.yml"]
 
 
 def test_the_image_holds_every_package_the_project_installs():
     import tomllib
+
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     dockerfile = (REPO / "Dockerfile").read_text()
     for pattern in include:
@@ -156,8 +189,12 @@ def long_term_config():
 
 
 def mounts(svc: dict) -> dict[str, str]:
-    return {(v["source"] if isinstance(v, dict) else v.split(":")[0]):
-            (v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in svc.get("volumes", [])}
+    return {
+        (v["source"] if isinstance(v, dict) else v.split(":")[0]): (
+            v["target"] if isinstance(v, dict) else v.split(":")[1]
+        )
+        for v in svc.get("volumes", [])
+    }
 
 
 def flag(command: list[str], name: str) -> str:
@@ -172,7 +209,7 @@ def test_the_long_term_profile_adds_victoria_metrics_with_its_data_in_a_volume(l
     data = flag(vm["command"], "storageDataPath")
     assert mounts(vm)["victoria-metrics-data"] == data, "VictoriaMetrics' data must outlive the container"
     assert "victoria-metrics-data" in long_term_config["volumes"]
-    assert int(flag(vm["command"], "retentionPeriod")) >= 1      # months
+    assert int(flag(vm["command"], "retentionPeriod")) >= 1  # months
 
 
 def test_compose_victoria_metrics_is_the_line_the_e2e_test_runs(long_term_config):
@@ -206,15 +243,21 @@ def test_the_long_term_prometheus_config_is_prometheus_yml_plus_remote_write():
     base = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
     long_term = yaml.safe_load((REPO / "deploy/prometheus/prometheus-long-term.yml").read_text())
     assert "remote_write" not in base
-    assert {k: v for k, v in long_term.items() if k != "remote_write"} == base, \
+    assert {k: v for k, v in long_term.items() if k != "remote_write"} == base, (
         "deploy/prometheus/prometheus-long-term.yml must be prometheus.yml plus remote_write: copy the change over"
-    res = subprocess.run(["promtool", "check", "config", "--syntax-only",
-                          str(REPO / "deploy/prometheus/prometheus-long-term.yml")], capture_output=True, text=True)
+    )
+    res = subprocess.run(
+        ["promtool", "check", "config", "--syntax-only", str(REPO / "deploy/prometheus/prometheus-long-term.yml")],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_grafana_offers_victoria_metrics_as_a_data_source(long_term_config):
-    sources = yaml.safe_load((REPO / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())["datasources"]
+    sources = yaml.safe_load((REPO / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())[
+        "datasources"
+    ]
     [vm] = [s for s in sources if s["name"] == "VictoriaMetrics"]
     port = flag(long_term_config["services"]["victoria-metrics"]["command"], "httpListenAddr").rsplit(":", 1)[1]
     assert vm["type"] == "prometheus" and vm["url"] == f"http://victoria-metrics:{port}"

@@ -94,8 +94,13 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(REPO / "ioparallax", src / "ioparallax", ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
-                   check=True, capture_output=True, timeout=600, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     (wheel,) = wheels.glob("ioparallax-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}
@@ -109,30 +114,79 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     # out), so the only ioparallax it can import is the wheel's.
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     deps = [p for p in sys.path if p.endswith("site-packages")]
     (Path(site) / "test-deps.pth").write_text("\n".join(deps) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", str(wheel)], check=True, capture_output=True, timeout=300)
-    where = subprocess.run([venv / "bin" / "python", "-c", "import ioparallax.exporters.stargate.cli as m; print(m.__file__)"],
-                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    where = subprocess.run(
+        [venv / "bin" / "python", "-c", "import ioparallax.exporters.stargate.cli as m; print(m.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout.strip()
     assert where.startswith(site), where
-    for prog in ("stargate-exporter", "vcenter-exporter", "fio-exporter", "stargate-simulator", "ioparallax-scenario",
-                 "ioparallax-demo", "ioparallax-mixin", "ioparallax-guest-simulator", "ioparallax-report"):
-        out = subprocess.run([venv / "bin" / prog, "--version"], check=True, capture_output=True, text=True,
-                             cwd=tmp_path, timeout=60).stdout
+    for prog in (
+        "stargate-exporter",
+        "vcenter-exporter",
+        "fio-exporter",
+        "stargate-simulator",
+        "ioparallax-scenario",
+        "ioparallax-demo",
+        "ioparallax-mixin",
+        "ioparallax-guest-simulator",
+        "ioparallax-report",
+    ):
+        out = subprocess.run(
+            [venv / "bin" / prog, "--version"], check=True, capture_output=True, text=True, cwd=tmp_path, timeout=60
+        ).stdout
         assert out.startswith(f"{prog} 0.1.0 (revision "), (prog, out)
     # The packaged data: the scenarios and the mixin's config, read from site-packages.
-    listed = subprocess.run([venv / "bin" / "ioparallax-scenario", "list"], check=True, capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60).stdout
+    listed = subprocess.run(
+        [venv / "bin" / "ioparallax-scenario", "list"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    ).stdout
     assert "zero-heavy" in listed
-    rules = subprocess.run([venv / "bin" / "ioparallax-mixin", "rules", "--out", str(tmp_path / "alerts")],
-                           check=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert (tmp_path / "alerts" / "ioparallax.rules.yml").read_text() == (REPO / "alerts" / "ioparallax.rules.yml").read_text(), rules.stderr
+    rules = subprocess.run(
+        [venv / "bin" / "ioparallax-mixin", "rules", "--out", str(tmp_path / "alerts")],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (tmp_path / "alerts" / "ioparallax.rules.yml").read_text() == (
+        REPO / "alerts" / "ioparallax.rules.yml"
+    ).read_text(), rules.stderr
     # An exporter serves its metrics.
     port = free_port()
-    exporter = processes.start("fio-exporter", [venv / "bin" / "fio-exporter", f"--web.listen-address=127.0.0.1:{port}"])
+    exporter = processes.start(
+        "fio-exporter", [venv / "bin" / "fio-exporter", f"--web.listen-address=127.0.0.1:{port}"]
+    )
     wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=exporter)
     body = loopback_get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    assert 'fio_exporter_build_info{' in body and 'version="0.1.0"' in body
+    assert "fio_exporter_build_info{" in body and 'version="0.1.0"' in body

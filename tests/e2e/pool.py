@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class Entry:
     """How to start and stop one pooled thing (a stack, a demo command)."""
 
-    start: Callable[[], Any]          # returns the started thing; may take tens of seconds
+    start: Callable[[], Any]  # returns the started thing; may take tens of seconds
     stop: Callable[[Any], None]
     # Started with the pool, if a test will ask for it, and not counted in the window: for a thing
     # that runs a fixed time by itself (the demo command) whatever the order of the tests.
@@ -47,8 +47,7 @@ class StackPool:
         self.released: set[str] = set()
         self.lock = threading.Lock()
         self.eager = {key for key in self.order if entries[key].eager}
-        self.executor = ThreadPoolExecutor(max_workers=window + len(self.eager) + 1,
-                                           thread_name_prefix="e2e-stack")
+        self.executor = ThreadPoolExecutor(max_workers=window + len(self.eager) + 1, thread_name_prefix="e2e-stack")
         with self.lock:
             for key in self.order:
                 if key in self.eager:
@@ -108,7 +107,7 @@ class StackPool:
     def _stop(self, key: str, future: Future) -> None:
         try:
             thing = future.result()
-        except BaseException:      # it never started: its start cleaned up after itself
+        except BaseException:  # it never started: its start cleaned up after itself
             return
         try:
             self.entries[key].stop(thing)
@@ -123,4 +122,3 @@ class StackPool:
         for key, future in pending:
             self._stop(key, future)
         self.executor.shutdown(wait=True, cancel_futures=True)
-

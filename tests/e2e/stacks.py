@@ -45,8 +45,15 @@ from tests.support import venv_tool
 # burst more or less in the guest's window than in vCenter's lagging samples. Their firing and
 # silent cases are promtool's (alerts/tests/views-alerts.test.yml).
 TEST_FOR = {
-    "zero_heavy": "10s", "cache": "10s", "burst": "10s", "misaligned_partition": "10s",
-    "misaligned_io": "10s", "hygiene": "10s", "views_disagree": "10m", "down": "10s", "scrape_slow": "1m",
+    "zero_heavy": "10s",
+    "cache": "10s",
+    "burst": "10s",
+    "misaligned_partition": "10s",
+    "misaligned_io": "10s",
+    "hygiene": "10s",
+    "views_disagree": "10m",
+    "down": "10s",
+    "scrape_slow": "1m",
 }
 
 
@@ -90,8 +97,12 @@ class AlertSink:
     def ever_fired(self, key: str) -> set[str]:
         """Every alertname notified as firing under ``key`` so far, resolved since or not."""
         with self.lock:
-            return {alert["labels"]["alertname"] for note in self.notifications.get(key, [])
-                    for alert in note.get("alerts", []) if alert["status"] == "firing"}
+            return {
+                alert["labels"]["alertname"]
+                for note in self.notifications.get(key, [])
+                for alert in note.get("alerts", [])
+                if alert["status"] == "firing"
+            }
 
     def wait_for(self, key: str, names: set[str], timeout: float) -> dict[str, list[dict[str, str]]]:
         deadline = time.monotonic() + timeout
@@ -134,6 +145,7 @@ def _window() -> int:
         raise pytest.UsageError(f"IOPARALLAX_E2E_STACKS: expected a whole number of stacks, at least 1, got {text!r}")
     return int(text)
 
+
 # Non-parametrized pooled fixtures: fixture name = pool key.
 POOLED_FIXTURES = ("demo_stack", "no_vcenter_stack", "demo_command", "long_term_stack", "two_clusters_stack")
 
@@ -149,7 +161,7 @@ TWO_CLUSTERS = ["zero-heavy", str(Path(__file__).resolve().parent / "scenarios" 
 DEMO_MODE_SCENARIOS = ("bursty-1m", "postgres")
 
 _ORDER = pytest.StashKey[list]()
-_LAST = pytest.StashKey[dict]()        # nodeid of an entry's last test -> pool key
+_LAST = pytest.StashKey[dict]()  # nodeid of an entry's last test -> pool key
 _POOL = pytest.StashKey["StackPool"]()
 
 
@@ -168,10 +180,12 @@ def pool_key(item: pytest.Item) -> str | None:
 def _e2e_last(items: list[pytest.Item]) -> list[pytest.Item]:
     """Unit tests first, then the e2e tests, those of the long-history scenarios last; pytest's
     grouping by scenario is kept (a stable partition)."""
+
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("e2e") is None:
             return 0
         return 2 if pool_key(item) in {f"scenario:{s}" for s in LONG_HISTORY_SCENARIOS} else 1
+
     return sorted(items, key=rank)
 
 
@@ -225,7 +239,7 @@ class DemoCommand:
         return code, self.proc.log_text()
 
     def stop(self) -> None:
-        self.proc.stop(timeout=30)   # the demo stops what it started on SIGTERM
+        self.proc.stop(timeout=30)  # the demo stops what it started on SIGTERM
 
 
 TEST_INTERVALS = {"scrape_interval": "2s", "evaluation_interval": "2s", "vcenter_scrape_interval": "5s"}
@@ -235,7 +249,7 @@ def started_stack(demo_intervals: bool = False, **kwargs: Any) -> Stack:
     """A started stack, every target scraped once: 2 s scrapes and 5 s vCenter probes, or with
     ``demo_intervals`` those of `make demo` (Stack's defaults)."""
     stack = Stack(fixed_ports=False, **({} if demo_intervals else TEST_INTERVALS), **kwargs)
-    stack.started_at = time.monotonic()      # for tests that wait for windows to fill
+    stack.started_at = time.monotonic()  # for tests that wait for windows to fill
     stack.__enter__()
     try:
         stack.wait_scraped(timeout=90)
@@ -267,42 +281,88 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     for scenario in list_scenarios():
         workdir = tmp_path_factory.mktemp(f"stack-{scenario}")
         entries[f"scenario:{scenario}"] = Entry(
-            start=functools.partial(started_stack, scenario=scenario, workdir=workdir, rules_dir=test_rules_dir,
-                                    alertmanager_webhook=f"{alert_sink.url}/{scenario}"),
-            stop=Stack.stop, eager=scenario in LONG_HISTORY_SCENARIOS)
+            start=functools.partial(
+                started_stack,
+                scenario=scenario,
+                workdir=workdir,
+                rules_dir=test_rules_dir,
+                alertmanager_webhook=f"{alert_sink.url}/{scenario}",
+            ),
+            stop=Stack.stop,
+            eager=scenario in LONG_HISTORY_SCENARIOS,
+        )
     # What `make demo` starts: the shipped rules (alerts/), no webhook.
     # Eager: tests of the report (tests/report/) use it too, after the other e2e modules.
     entries["demo_stack"] = Entry(
         start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("demo")),
-        stop=Stack.stop, eager=True)
+        stop=Stack.stop,
+        eager=True,
+    )
     # The same, its vCenter exporter stopped once scraped: the report's missing-view case.
     entries["no_vcenter_stack"] = Entry(
-        start=functools.partial(_without_vcenter, started_stack, scenario="zero-heavy",
-                                workdir=tmp_path_factory.mktemp("no-vcenter")),
-        stop=Stack.stop, eager=True)
+        start=functools.partial(
+            _without_vcenter, started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("no-vcenter")
+        ),
+        stop=Stack.stop,
+        eager=True,
+    )
     # zero-heavy with VictoriaMetrics as Prometheus' remote_write target (`--long-term`).
     entries["long_term_stack"] = Entry(
-        start=functools.partial(started_stack, scenario="zero-heavy", workdir=tmp_path_factory.mktemp("long-term"),
-                                rules_dir=test_rules_dir, long_term=True),
-        stop=Stack.stop)
+        start=functools.partial(
+            started_stack,
+            scenario="zero-heavy",
+            workdir=tmp_path_factory.mktemp("long-term"),
+            rules_dir=test_rules_dir,
+            long_term=True,
+        ),
+        stop=Stack.stop,
+    )
     entries["two_clusters_stack"] = Entry(
-        start=functools.partial(started_stack, scenarios=TWO_CLUSTERS, workdir=tmp_path_factory.mktemp("two-clusters"),
-                                rules_dir=test_rules_dir, alertmanager_webhook=f"{alert_sink.url}/two-clusters"),
-        stop=Stack.stop)
+        start=functools.partial(
+            started_stack,
+            scenarios=TWO_CLUSTERS,
+            workdir=tmp_path_factory.mktemp("two-clusters"),
+            rules_dir=test_rules_dir,
+            alertmanager_webhook=f"{alert_sink.url}/two-clusters",
+        ),
+        stop=Stack.stop,
+    )
     command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
     entries["demo_command"] = Entry(
-        start=functools.partial(DemoCommand, command_dir, [
-            venv_tool("ioparallax-demo"), "--scenario", "zero-heavy", "--workdir", str(command_dir),
-            "--duration", "10", "--settle", "70", "--quick-alerts"]),
-        stop=DemoCommand.stop, eager=True)
+        start=functools.partial(
+            DemoCommand,
+            command_dir,
+            [
+                venv_tool("ioparallax-demo"),
+                "--scenario",
+                "zero-heavy",
+                "--workdir",
+                str(command_dir),
+                "--duration",
+                "10",
+                "--settle",
+                "70",
+                "--quick-alerts",
+            ],
+        ),
+        stop=DemoCommand.stop,
+        eager=True,
+    )
     quick_rules = write_quick_alert_rules(tmp_path_factory.mktemp("quick-rules"))
     for scenario in DEMO_MODE_SCENARIOS:
         workdir = tmp_path_factory.mktemp(f"demo-mode-{scenario}")
         entries[f"demo-mode:{scenario}"] = Entry(
-            start=functools.partial(started_stack, demo_intervals=True, scenario=scenario, workdir=workdir,
-                                    rules_dir=quick_rules,
-                                    alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}"),
-            stop=Stack.stop, eager=True)     # their test waits minutes from the start: age from the start
+            start=functools.partial(
+                started_stack,
+                demo_intervals=True,
+                scenario=scenario,
+                workdir=workdir,
+                rules_dir=quick_rules,
+                alertmanager_webhook=f"{alert_sink.url}/demo-mode/{scenario}",
+            ),
+            stop=Stack.stop,
+            eager=True,
+        )  # their test waits minutes from the start: age from the start
     pool = StackPool(request.config.stash.get(_ORDER, []), entries, _window())
     request.config.stash[_POOL] = pool
     yield pool

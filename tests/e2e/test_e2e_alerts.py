@@ -19,7 +19,9 @@ DEADLINE_S = 150
 def test_scenario_fires_exactly_its_expected_alerts(scenario_stack, alert_sink):
     sc = scenario_stack.trace.scenario
     expected = set(sc.expect.get("alerts", []))
-    got = alert_sink.wait_for(sc.name, expected, timeout=max(0.0, scenario_stack.started_at + DEADLINE_S - time.monotonic()))
+    got = alert_sink.wait_for(
+        sc.name, expected, timeout=max(0.0, scenario_stack.started_at + DEADLINE_S - time.monotonic())
+    )
     remaining = scenario_stack.started_at + SETTLE_S - time.monotonic()
     if remaining > 0:
         time.sleep(remaining)

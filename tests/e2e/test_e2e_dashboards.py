@@ -63,12 +63,19 @@ def joined_vm_disk(stack: Stack) -> dict[str, str]:
     busiest one (most directions busy in every minute), so the most queries must have data."""
     res = wait_for(stack, JOINED_VM_DISKS, 90)
     assert res, "no VM disk is known to all three views: the identity joins are broken"
-    m = sorted((r["metric"] for r in res),
-               key=lambda m: (-len(busy_directions(stack, m["vm"], m["disk"])), m["vm"], m["disk"]))[0]
+    m = sorted(
+        (r["metric"] for r in res), key=lambda m: (-len(busy_directions(stack, m["vm"], m["disk"])), m["vm"], m["disk"])
+    )[0]
     [vd] = stack.query(f'vdisk:ioparallax_vdisk:info{{vm="{m["vm"]}",disk="{m["disk"]}"}}')
     # One cluster per stack, without the label: "" matches it as Grafana's All (.*) would.
-    return {"cluster": m.get("cluster", ""), "vm": m["vm"], "disk": m["disk"], "vdisk": vd["metric"]["vdisk_id"],
-            "__rate_interval": "1m", "__interval": "2s"}
+    return {
+        "cluster": m.get("cluster", ""),
+        "vm": m["vm"],
+        "disk": m["disk"],
+        "vdisk": vd["metric"]["vdisk_id"],
+        "__rate_interval": "1m",
+        "__interval": "2s",
+    }
 
 
 def busy_directions(stack: Stack, vm: str, disk: str) -> set[str]:
@@ -96,8 +103,11 @@ def not_measured(e: Expr, stack: Stack, values: dict[str, str]) -> bool:
     """The query reads a rule that the scenario leaves absent on purpose."""
     names = metric_names(e.expr)
     sc = stack.trace.scenario
-    if (sc.cluster.page_build in (2014, 2015) and "vdisk:ioparallax_write_zero:ratio" in names
-            and "vdisk:ioparallax_write_zero_measurable:bool" not in names):
+    if (
+        sc.cluster.page_build in (2014, 2015)
+        and "vdisk:ioparallax_write_zero:ratio" in names
+        and "vdisk:ioparallax_write_zero_measurable:bool" not in names
+    ):
         return True
     disk = stack.trace.disk(f"{values['vm']}/{values['disk']}")
     buffered = any(not is_direct(s.fio_options) for s in disk.streams)
@@ -123,7 +133,7 @@ def test_every_dashboard_query_returns_data(scenario_stack):
     busy = busy_directions(stack, values["vm"], values["disk"])
     every = expressions(DASHBOARDS)
     for e in every:
-        stack.query(substitute(e.expr, values))     # valid for Prometheus in every scenario (HTTP 400 raises)
+        stack.query(substitute(e.expr, values))  # valid for Prometheus in every scenario (HTTP 400 raises)
     exprs = [e for e in every if must_have_data(e, stack, busy, values)]
     assert len(exprs) >= (100 if busy == {"read", "write"} else 60), (len(exprs), busy)
     # Rates over 1m need a few scrapes, the ratio rules a few evaluations: wait for the slowest.
@@ -134,13 +144,15 @@ def test_every_dashboard_query_returns_data(scenario_stack):
             if stack.query(q):
                 del pending[where]
         waited = time.monotonic() - start
-        if not pending or (all(waited > SLOW.get(w, DEFAULT_WAIT) for w in pending)
-                           and time.monotonic() - test_start > RETRY_S):
+        if not pending or (
+            all(waited > SLOW.get(w, DEFAULT_WAIT) for w in pending) and time.monotonic() - test_start > RETRY_S
+        ):
             break
         time.sleep(3)
     assert not pending, (
         f"{stack.scenario}: {len(pending)} of {len(exprs)} dashboard queries returned no data for {values} "
-        f"(busy: {sorted(busy)}):\n" + "\n".join(f"  {w}: {q}" for w, q in sorted(pending.items())))
+        f"(busy: {sorted(busy)}):\n" + "\n".join(f"  {w}: {q}" for w, q in sorted(pending.items()))
+    )
     # Now that every view has data, a clean benchmark's hygiene table is still empty.
     if "IoparallaxFioJobHygiene" not in stack.trace.scenario.expect.get("alerts", []):
         [e] = [e for e in every if e.where == HYGIENE]
@@ -153,8 +165,9 @@ def test_variables_offer_the_scenarios_vm_disks(scenario_stack):
     vms = {r["metric"]["vm"] for r in stack.query("vcenter_virtual_disk_info")}
     assert values["vm"] in vms and vms <= {vm.name for vm in stack.trace.scenario.vms}
     for fname, model in DASHBOARDS.items():
-        variables = {v["name"]: label_values_selector(v["query"]) for v in model["templating"]["list"]
-                     if v["type"] == "query"}
+        variables = {
+            v["name"]: label_values_selector(v["query"]) for v in model["templating"]["list"] if v["type"] == "query"
+        }
         assert {r["metric"]["vm"] for r in stack.query(substitute(variables["vm"], values))} == vms, fname
         disks = stack.query(substitute(variables["disk"], values))
         assert values["disk"] in {r["metric"]["disk"] for r in disks}, fname
@@ -200,15 +213,22 @@ TRUTH = {
 }
 # Panels that must stay empty (absent by design) once the ones above have data.
 EMPTY = {
-    "buffered-qd": [("ioparallax-vdisk.json", "Zero share", "B"),
-                    ("ioparallax-overview.json", "Zero share of writes", "A"),
-                    ("ioparallax-overview.json", "Burstiness (Little's law)", "A")],
+    "buffered-qd": [
+        ("ioparallax-vdisk.json", "Zero share", "B"),
+        ("ioparallax-overview.json", "Zero share of writes", "A"),
+        ("ioparallax-overview.json", "Burstiness (Little's law)", "A"),
+    ],
 }
 
 
 def panel_query(fname: str, title: str, ref: str) -> str:
-    [t] = [t for p in panels(DASHBOARDS[fname]) if p.get("title") == title
-           for t in p.get("targets", []) if t["refId"] == ref]
+    [t] = [
+        t
+        for p in panels(DASHBOARDS[fname])
+        if p.get("title") == title
+        for t in p.get("targets", [])
+        if t["refId"] == ref
+    ]
     return t["expr"]
 
 
@@ -229,5 +249,6 @@ def test_panels_show_the_scenarios_numbers(scenario_stack):
         assert "zero_buffers" in {r["metric"]["problem"] for r in hygiene}
         assert {r["metric"]["vm"] for r in hygiene} == {values["vm"]}
         firing = wait_for(stack, substitute(panel_query("ioparallax-overview.json", "Firing alerts", "A"), values), 150)
-        assert ("IoparallaxFioJobHygiene", values["vm"]) in {(r["metric"]["alertname"], r["metric"].get("vm"))
-                                                              for r in firing}
+        assert ("IoparallaxFioJobHygiene", values["vm"]) in {
+            (r["metric"]["alertname"], r["metric"].get("vm")) for r in firing
+        }

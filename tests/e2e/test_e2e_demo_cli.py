@@ -24,8 +24,11 @@ def test_demo_command_reports_views_alerts_and_dashboards_then_stops(demo_comman
     for name in ("IoparallaxZeroHeavyReads", "IoparallaxZeroHeavyWrites", "IoparallaxFioJobHygiene"):
         assert name in firing, out
     # the dashboards' queries run against the live Prometheus
-    m = re.search(r"Dashboards \(dashboards/\*\.json, for (\S+) (\S+), vdisk (\d+)\): (\d+) of (\d+) queries "
-                  r"return data now", out)
+    m = re.search(
+        r"Dashboards \(dashboards/\*\.json, for (\S+) (\S+), vdisk (\d+)\): (\d+) of (\d+) queries "
+        r"return data now",
+        out,
+    )
     assert m, out
     with_data, total = int(m[4]), int(m[5])
     assert m[1] in ("bench-01", "bench-02") and total >= 100 and with_data >= 0.9 * total, out

@@ -50,7 +50,7 @@ def test_every_target_is_up(stack):
     down = [(t["labels"]["job"], t["lastError"]) for t in targets if t["health"] != "up"]
     assert not down, down
     assert value(stack, 'vcenter_up{job="vcenter"}') == 1
-    assert value(stack, 'min(fio_up{job="fio"})') == 1          # one exporter per simulated guest
+    assert value(stack, 'min(fio_up{job="fio"})') == 1  # one exporter per simulated guest
 
 
 def test_vcenter_view_matches_the_scenario(stack):
@@ -81,8 +81,11 @@ def test_guest_view_matches_the_scenario(stack):
     sc = load_scenario("zero-heavy")
     ops = settled(stack, 'sum(rate(fio_read_ios_total{job="fio",vm="bench-01"}[10s]))', 9000, 0.02)
     assert ops == pytest.approx(9000, rel=0.02)
-    lat = value(stack, 'sum(rate(fio_read_clat_seconds_sum{vm="bench-01"}[10s]))'
-                       ' / sum(rate(fio_read_clat_seconds_count{vm="bench-01"}[10s]))')
+    lat = value(
+        stack,
+        'sum(rate(fio_read_clat_seconds_sum{vm="bench-01"}[10s]))'
+        ' / sum(rate(fio_read_clat_seconds_count{vm="bench-01"}[10s]))',
+    )
     assert lat == pytest.approx(250e-6, rel=0.01)
     info = stack.query('fio_guest_disk_info{job="fio",vm="bench-01"}')
     assert [r["metric"]["disk_uuid"] for r in info] == [sc.disks[0].uuid]
@@ -96,9 +99,12 @@ def test_prometheus_runs_the_generated_config(stack):
 
 def test_storage_view_shows_the_zero_buckets(stack):
     # zero-heavy: 35.7 % of read bytes come from zero buckets; the page's MB/s are whole numbers.
-    share = value(stack, 'sum(stargate_vdisk_read_source_bytes_per_second{source=~".*zero.*"})'
-                         ' / sum(stargate_vdisk_read_source_bytes_per_second)')
+    share = value(
+        stack,
+        'sum(stargate_vdisk_read_source_bytes_per_second{source=~".*zero.*"})'
+        " / sum(stargate_vdisk_read_source_bytes_per_second)",
+    )
     assert share == pytest.approx(0.357, abs=0.02)
-    assert value(stack, 'count(stargate_up == 1)') == 3          # one probe per CVM, all up
-    assert value(stack, 'count(stargate_vdisk_info)') == 2       # each vdisk once across the CVMs
-    assert value(stack, 'sum(stargate_vdisk_read_ops_per_second)') == 2 * 9000
+    assert value(stack, "count(stargate_up == 1)") == 3  # one probe per CVM, all up
+    assert value(stack, "count(stargate_vdisk_info)") == 2  # each vdisk once across the CVMs
+    assert value(stack, "sum(stargate_vdisk_read_ops_per_second)") == 2 * 9000

@@ -59,8 +59,8 @@ from tests.e2e.test_e2e_promql import cookbook
 
 pytestmark = pytest.mark.e2e
 
-EVAL_LAG_S = 35          # VictoriaMetrics' -search.latencyOffset (30 s) and a margin
-LONGEST_WINDOW_S = 120   # the cookbook's rate(...[2m])
+EVAL_LAG_S = 35  # VictoriaMetrics' -search.latencyOffset (30 s) and a margin
+LONGEST_WINDOW_S = 120  # the cookbook's rate(...[2m])
 EXACT = 1e-9
 
 Series = dict[tuple[tuple[str, str], ...], float]
@@ -93,8 +93,13 @@ def tolerance(promql: str, stack: Stack) -> float:
         assert window, f"a rate() without a range window in {promql}"
         name = re.match(r"\s*([a-zA-Z_:][\w:]*)", arg)
         metric = name.group(1) if name else ""
-        scrape = (stack.fio_scrape_interval or stack.scrape_interval if metric.startswith("fio_")
-                  else stack.vcenter_scrape_interval if metric.startswith("vcenter_") else stack.scrape_interval)
+        scrape = (
+            stack.fio_scrape_interval or stack.scrape_interval
+            if metric.startswith("fio_")
+            else stack.vcenter_scrape_interval
+            if metric.startswith("vcenter_")
+            else stack.scrape_interval
+        )
         tol = max(tol, 2 * seconds(scrape) / seconds(window.group(1)))
     return tol
 
@@ -113,22 +118,28 @@ def remote_write_sent(stack: Stack) -> float:
     """The newest sample timestamp Prometheus has sent to VictoriaMetrics (from its own /metrics:
     the stack's Prometheus does not scrape itself)."""
     text = requests.get(stack.urls["prometheus"] + "/metrics", timeout=10).text
-    m = re.search(r'^prometheus_remote_storage_queue_highest_sent_timestamp_seconds\{[^}]*remote_name="victoria-metrics"'
-                  r'[^}]*\} (\S+)$', text, re.M)
+    m = re.search(
+        r'^prometheus_remote_storage_queue_highest_sent_timestamp_seconds\{[^}]*remote_name="victoria-metrics"'
+        r"[^}]*\} (\S+)$",
+        text,
+        re.M,
+    )
     return float(m.group(1)) if m else 0.0
 
 
 def wait_sent_past(stack: Stack, t: float, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while (sent := remote_write_sent(stack)) < t + 2:
-        assert time.monotonic() < deadline, (f"Prometheus has sent samples up to {sent} only, not past {t}, to "
-                                             f"{stack.urls['victoria-metrics']} in {timeout:.0f} s")
+        assert time.monotonic() < deadline, (
+            f"Prometheus has sent samples up to {sent} only, not past {t}, to "
+            f"{stack.urls['victoria-metrics']} in {timeout:.0f} s"
+        )
         time.sleep(1)
 
 
 def the_queries(stack: Stack) -> list[tuple[str, str]]:
     values = joined_vm_disk(stack)
-    values.setdefault("cluster", ".*")      # the dashboards' "All" (allValue .*)
+    values.setdefault("cluster", ".*")  # the dashboards' "All" (allValue .*)
     dashboards = [(e.where, substitute(e.expr, values)) for e in expressions(load_dashboards())]
     recipes = [(f"docs/promql.md ({scenario}): {query.splitlines()[0]}", query) for scenario, _, query in cookbook()]
     return dashboards + recipes
@@ -155,12 +166,14 @@ def test_victoria_metrics_answers_every_dashboard_and_cookbook_query_as_promethe
         diff = differences(prom, lts, tol)
         if diff:
             failures.append(f"{where}\n    {promql}\n    " + "\n    ".join(diff[:5]))
-    assert not failures, (f"{len(failures)} of {len(queries)} queries differ between Prometheus and "
-                          f"VictoriaMetrics at {t}:\n" + "\n".join(failures))
+    assert not failures, (
+        f"{len(failures)} of {len(queries)} queries differ between Prometheus and "
+        f"VictoriaMetrics at {t}:\n" + "\n".join(failures)
+    )
     # Most queries must have data, or the comparison proves little: zero-heavy answers all but a
     # few dashboard queries and the cookbook's queries about other scenarios' disks.
     assert len(queries) >= 150 and answered >= 0.85 * len(queries), (answered, len(queries))
-    assert loose >= 20, loose      # the rate() queries were compared, not skipped
+    assert loose >= 20, loose  # the rate() queries were compared, not skipped
 
 
 def test_raw_and_recorded_series_reach_victoria_metrics(long_term_stack):
@@ -200,7 +213,7 @@ def test_the_stack_runs_victoria_metrics_in_its_run_dir_and_reports_it(long_term
 
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-REPORT_TOLERANCE = 0.05    # a number printed from a rate: 2 s / 1 min windows (see above), rounded
+REPORT_TOLERANCE = 0.05  # a number printed from a rate: 2 s / 1 min windows (see above), rounded
 
 
 def report_lines(html: str, source_url: str) -> list[str]:

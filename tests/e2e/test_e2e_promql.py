@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "promql.md"
-ENTRY = re.compile(r"<!-- scenario: (?P<scenario>[\w-]+); expect: (?P<expect>.+?) -->\n```promql\n(?P<query>.*?)```",
-                   re.S)
+ENTRY = re.compile(
+    r"<!-- scenario: (?P<scenario>[\w-]+); expect: (?P<expect>.+?) -->\n```promql\n(?P<query>.*?)```", re.S
+)
 
 
 def cookbook() -> list[tuple[str, str, str]]:
@@ -34,6 +35,7 @@ def satisfies(expect: str, v: float) -> bool:
 
 def test_cookbook_entries_are_well_formed():
     from ioparallax.simulators.scenario import list_scenarios
+
     entries = cookbook()
     assert len(entries) >= 15
     assert {s for s, _, _ in entries} <= set(list_scenarios())

@@ -48,16 +48,25 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     expected = sc.expected_verdicts()
     assert result.missing_views == {} or set(result.missing_views) == {"guest_os"}, result.missing_views
     table = {key: {t: v.state.value for t, v in row.items()} for key, row in got.items()}
-    detail = "\n".join(f"  {k[0]} {k[1]} {t}: {v.state.value} {v.number} | {v.sentence}"
-                       for k, row in got.items() for t, v in row.items())
+    detail = "\n".join(
+        f"  {k[0]} {k[1]} {t}: {v.state.value} {v.number} | {v.sentence}"
+        for k, row in got.items()
+        for t, v in row.items()
+    )
     # Every VM disk with I/O in the range (by the scenario's trace, 30 s before the end: the rules'
     # lag) is in the report, and nothing else (scaling-ramp adds VMs as it goes).
     ctx = result.context
     trace = scenario_stack.trace
     seconds = int(ctx.end - ctx.start) - 30
-    active = {(vm.name, d.unit) for vm in sc.vms for d in vm.disks
-              if seconds > 0 and (w := trace.window(d, trace.now(ctx.end - 30), seconds)).read_bytes + w.write_bytes > 0}
-    assert active <= set(table) <= set(expected), f"{sc.name}: VM disks {sorted(table)}, active {sorted(active)}\n{detail}"
+    active = {
+        (vm.name, d.unit)
+        for vm in sc.vms
+        for d in vm.disks
+        if seconds > 0 and (w := trace.window(d, trace.now(ctx.end - 30), seconds)).read_bytes + w.write_bytes > 0
+    }
+    assert active <= set(table) <= set(expected), (
+        f"{sc.name}: VM disks {sorted(table)}, active {sorted(active)}\n{detail}"
+    )
     # A disk whose fio job starts in the range (scaling-ramp adds a VM every 120 s) is judged on views_agree
     # only once the job has run the settling time (the VM and storage 1m rates climb while fio's rate per
     # run second reads full at once: the report leaves those steps out, from fio_job_elapsed_seconds).
@@ -65,13 +74,28 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     # have a settled step may read "Not measurable" there, and then with that cause; every other cell of
     # every disk must match.
     settle = ctx.shared["dataset"].settle_seconds
-    late = {(vm.name, d.unit) for vm in sc.vms for d in vm.disks
-            if any((w := trace.window(d, trace.now(t), 60)).read_bytes + w.write_bytes == 0   # idle a minute
-                   for t in range(int(ctx.end - settle) - 30, int(ctx.end)))}
-    wrong = {(k, t): (table[k][t], want) for k, row in expected.items() if k in table for t, want in row.items()
-             if table[k][t] != want
-             and not (k in late and t == "views_agree" and table[k][t] == "Not measurable"
-                      and "no settled step" in got[k][t].sentence)}
+    late = {
+        (vm.name, d.unit)
+        for vm in sc.vms
+        for d in vm.disks
+        if any(
+            (w := trace.window(d, trace.now(t), 60)).read_bytes + w.write_bytes == 0  # idle a minute
+            for t in range(int(ctx.end - settle) - 30, int(ctx.end))
+        )
+    }
+    wrong = {
+        (k, t): (table[k][t], want)
+        for k, row in expected.items()
+        if k in table
+        for t, want in row.items()
+        if table[k][t] != want
+        and not (
+            k in late
+            and t == "views_agree"
+            and table[k][t] == "Not measurable"
+            and "no settled step" in got[k][t].sentence
+        )
+    }
     assert not wrong, f"{sc.name}: (got, expected) {wrong}\n{detail}"
     # The queries follow the kinds of series, not the VM disks.
     assert result.queries < 90, result.queries

@@ -62,7 +62,7 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     levels = sorted({round(p.concurrency) for p in s.plateaus})
     assert len(levels) >= LEVELS, levels
     assert all(abs(p.concurrency - round(p.concurrency)) < 0.05 for p in s.plateaus), s.plateaus
-    for view in ("guest", "vm", "storage"):        # every plateau's total is the law's, within 0.1 %
+    for view in ("guest", "vm", "storage"):  # every plateau's total is the law's, within 0.1 %
         for p, x in zip(s.plateaus, s.views[view].throughput):
             n = round(p.concurrency)
             per_vm = round(law["gamma"] / (1 + law["sigma"] * (n - 1) + law["kappa"] * n * (n - 1)))
@@ -79,9 +79,22 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     # The report the user gets: the section, its sentence and a figure with data, in headless Chromium.
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     html_path = ARTIFACTS / "scaling-ramp-report.html"
-    done = subprocess.run([venv_tool("ioparallax-report"), "--prometheus", stack.urls["prometheus"],
-                           "--start", f"{start:.0f}", "--end", f"{end:.0f}", "-o", str(html_path)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            venv_tool("ioparallax-report"),
+            "--prometheus",
+            stack.urls["prometheus"],
+            "--start",
+            f"{start:.0f}",
+            "--end",
+            f"{end:.0f}",
+            "-o",
+            str(html_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     soup = BeautifulSoup(html_path.read_text(), "lxml")
     section = soup.select_one("section#scalability")
@@ -90,7 +103,7 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     assert lead.startswith("guest (fio): Throughput at ") and "coherency" in lead and "peak" in lead
     svg = section.select_one("figure#scalability-usl svg")
     figure = section.select_one("figure#scalability-usl")
-    assert svg is not None and len(drawn_data_paths(figure)) >= 2     # the USL curve, the linear line
+    assert svg is not None and len(drawn_data_paths(figure)) >= 2  # the USL curve, the linear line
     if shutil.which("chromium"):
         # The section cut out of the report with the report's own head (CSS, content policy): headless
         # Chromium screenshots of a fragment (#scalability) of a multi-megabyte page come out blank.
@@ -99,8 +112,9 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
         png = ARTIFACTS / "scalability.png"
         chromium.screenshot(alone.resolve().as_uri(), png, 1400, 1400)
         from PIL import Image
+
         with Image.open(png) as im:
             colours = im.convert("RGB").getcolors(maxcolors=1 << 16)
         # Not blank: the figure's view colour (guest green) and many shades (text, lines) are drawn.
         assert colours is None or len(colours) > 50, colours and len(colours)
-        assert colours is None or any(rgb == (0x2e, 0x7d, 0x32) for _, rgb in colours)
+        assert colours is None or any(rgb == (0x2E, 0x7D, 0x32) for _, rgb in colours)

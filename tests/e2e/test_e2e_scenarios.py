@@ -43,12 +43,14 @@ MIB = 1024 * 1024
 
 # -- helpers -----------------------------------------------------------------------------------
 
+
 def at(stack: Stack, promql: str, t: float) -> list[dict]:
     # One cluster of a stack of several (tests/e2e/test_e2e_two_clusters.py) scopes the query to itself.
     if hasattr(stack, "scope"):
         promql = stack.scope(promql)
-    r = requests.get(stack.urls["prometheus"] + "/api/v1/query", params={"query": promql, "time": f"{t:.3f}"},
-                     timeout=10)
+    r = requests.get(
+        stack.urls["prometheus"] + "/api/v1/query", params={"query": promql, "time": f"{t:.3f}"}, timeout=10
+    )
     r.raise_for_status()
     return r.json()["data"]["result"]
 
@@ -58,7 +60,7 @@ def prometheus_start(stack: Stack) -> float:
     if not hasattr(stack, "prometheus_started"):
         r = requests.get(stack.urls["prometheus"] + "/api/v1/status/runtimeinfo", timeout=10)
         r.raise_for_status()
-        text = r.json()["data"]["startTime"]          # RFC 3339, e.g. 2026-11-22T20:31:02.123456789Z
+        text = r.json()["data"]["startTime"]  # RFC 3339, e.g. 2026-11-22T20:31:02.123456789Z
         base, _, frac = text.rstrip("Z").partition(".")
         stamp = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
         stack.prometheus_started = stamp + (float("0." + frac) if frac else 0.0)
@@ -83,8 +85,10 @@ def disk_of(trace: Trace, vm: str, device: str) -> Disk:
     return disk
 
 
-GUEST_METRICS = ("fio_(read|write)_(ios|bytes)_total|fio_(read|write)_clat_seconds_(sum|count)"
-                 "|fio_job_runtime_seconds_total|fio_job_info|fio_source_last_record_timestamp_seconds")
+GUEST_METRICS = (
+    "fio_(read|write)_(ios|bytes)_total|fio_(read|write)_clat_seconds_(sum|count)"
+    "|fio_job_runtime_seconds_total|fio_job_info|fio_source_last_record_timestamp_seconds"
+)
 
 
 def guest_snapshot(stack: Stack, t: float) -> tuple[dict[str, float], dict[tuple, dict[str, float]], dict[tuple, str]]:
@@ -108,6 +112,7 @@ def guest_snapshot(stack: Stack, t: float) -> tuple[dict[str, float], dict[tuple
 
 # -- each view recovers the trace ----------------------------------------------------------
 
+
 def test_guest_view_recovers_the_trace(scenario_stack):
     stack, trace = scenario_stack, scenario_stack.trace
     wait_running(stack, GUEST_WINDOW_S + 8)
@@ -130,12 +135,16 @@ def test_guest_view_recovers_the_trace(scenario_stack):
             started_or_ended = {k for k in jobs1 if k[0] == vm.name} ^ {k for k in jobs2 if k[0] == vm.name}
             if not keys or any(k not in jobs1 for k in keys) or started_or_ended & set(keys):
                 continue
-            if any(jobs2[k]["fio_job_runtime_seconds_total"] - jobs1[k]["fio_job_runtime_seconds_total"]
-                   != pytest.approx(T2 - T1) for k in keys):
+            if any(
+                jobs2[k]["fio_job_runtime_seconds_total"] - jobs1[k]["fio_job_runtime_seconds_total"]
+                != pytest.approx(T2 - T1)
+                for k in keys
+            ):
                 continue
             truth = trace.window(disk, end=int(T2) % trace.period, seconds=int(T2 - T1))
             n = len(keys)
             for d in ("read", "write"):
+
                 def delta(metric: str) -> float:
                     # a missing series fails: read as 0 it would pass wherever the truth is 0. The
                     # one absence allowed: clat of a job that completed no I/O in that direction
@@ -153,15 +162,23 @@ def test_guest_view_recovers_the_trace(scenario_stack):
                 assert delta(f"fio_{d}_bytes_total") == pytest.approx(getattr(truth, f"{d}_bytes"), abs=n)
                 if ops >= 50:
                     lat = delta(f"fio_{d}_clat_seconds_sum") / delta(f"fio_{d}_clat_seconds_count")
-                    assert lat == pytest.approx(getattr(truth, f"{d}_latency_s"), rel=1e-6 + n / ops), \
-                        (vm.name, disk.unit, d)
+                    assert lat == pytest.approx(getattr(truth, f"{d}_latency_s"), rel=1e-6 + n / ops), (
+                        vm.name,
+                        disk.unit,
+                        d,
+                    )
             checked += 1
     assert checked, "no disk had the same fio jobs in both snapshots"
 
 
-NODE_FIELDS = {"node_disk_reads_completed_total": "reads_completed", "node_disk_writes_completed_total": "writes_completed",
-               "node_disk_read_bytes_total": "sectors_read", "node_disk_written_bytes_total": "sectors_written",
-               "node_disk_read_time_seconds_total": "ms_reading", "node_disk_write_time_seconds_total": "ms_writing"}
+NODE_FIELDS = {
+    "node_disk_reads_completed_total": "reads_completed",
+    "node_disk_writes_completed_total": "writes_completed",
+    "node_disk_read_bytes_total": "sectors_read",
+    "node_disk_written_bytes_total": "sectors_written",
+    "node_disk_read_time_seconds_total": "ms_reading",
+    "node_disk_write_time_seconds_total": "ms_writing",
+}
 
 
 def node_snapshot(stack: Stack, t: float) -> dict[tuple[str, str], dict[str, float]]:
@@ -172,8 +189,9 @@ def node_snapshot(stack: Stack, t: float) -> dict[tuple[str, str], dict[str, flo
         m = r["metric"]
         field = NODE_FIELDS[m["__name__"]]
         v = float(r["value"][1])
-        out[(m["vm"], m["device"])][field] = round(v / 512 if field.startswith("sectors") else
-                                                   v * 1000 if field.startswith("ms") else v)
+        out[(m["vm"], m["device"])][field] = round(
+            v / 512 if field.startswith("sectors") else v * 1000 if field.startswith("ms") else v
+        )
     for r in at(stack, 'timestamp(node_disk_writes_completed_total{job="guest-node"})', t):
         out[(r["metric"]["vm"], r["metric"]["device"])]["scraped"] = float(r["value"][1])
     return out
@@ -188,7 +206,7 @@ def test_guest_os_view_recovers_the_trace(scenario_stack):
     assert up == {vm.name: "1" for vm in trace.scenario.vms}, "one node_exporter per simulated guest"
     disks = {(d.vm, d.guest_device) for d in trace.disks}
     deadline = time.monotonic() + 60
-    while True:    # many targets: the first scrapes of some may come a few seconds after the start
+    while True:  # many targets: the first scrapes of some may come a few seconds after the start
         t2 = time.time() - 1
         t1 = t2 - GUEST_WINDOW_S
         s1, s2 = node_snapshot(stack, t1), node_snapshot(stack, t2)
@@ -204,7 +222,7 @@ def test_guest_os_view_recovers_the_trace(scenario_stack):
         def mismatch(T1: int, T2: int) -> list[str]:
             f1, f2 = model.fields(d, T1), model.fields(d, T2)
             bad = []
-            for field in NODE_FIELDS.values():     # requests, sectors and ms: the file's integers
+            for field in NODE_FIELDS.values():  # requests, sectors and ms: the file's integers
                 if abs((b[field] - a[field]) - (f2[field] - f1[field])) > 1:
                     bad.append(f"{field} {b[field] - a[field]:g} vs {f2[field] - f1[field]}")
             return bad
@@ -215,8 +233,10 @@ def test_guest_os_view_recovers_the_trace(scenario_stack):
         assert any(not r for r in results), (d.key, results[0])
 
 
-VM_METRICS = ("vcenter_virtual_disk_sample_(read|write)_(ops_per_second|bytes_per_second|latency_precise_seconds)"
-              "|vcenter_virtual_disk_sample_timestamp_seconds")
+VM_METRICS = (
+    "vcenter_virtual_disk_sample_(read|write)_(ops_per_second|bytes_per_second|latency_precise_seconds)"
+    "|vcenter_virtual_disk_sample_timestamp_seconds"
+)
 
 
 def vm_samples(stack: Stack, t: float) -> dict[tuple[str, str], dict[str, float]]:
@@ -245,16 +265,21 @@ def test_vm_view_recovers_the_trace(scenario_stack):
             for name in (f"{dr}_bytes_per_second", f"{dr}_ops_per_second"):
                 assert name in s, (d.key, name, end, sorted(s))
             # vCenter's integers: KBps and IO/s rounded, latency in whole microseconds
-            assert s[f"{dr}_bytes_per_second"] == pytest.approx(
-                getattr(truth, f"{dr}_bytes") / 20, abs=1024), (d.key, dr, end)
+            assert s[f"{dr}_bytes_per_second"] == pytest.approx(getattr(truth, f"{dr}_bytes") / 20, abs=1024), (
+                d.key,
+                dr,
+                end,
+            )
             assert s[f"{dr}_ops_per_second"] == pytest.approx(getattr(truth, f"{dr}_ops") / 20, abs=1)
             if getattr(truth, f"{dr}_ops"):
                 assert s[f"{dr}_latency_precise_seconds"] == pytest.approx(
-                    getattr(truth, f"{dr}_latency_s"), abs=1e-6), (d.key, dr, end)
+                    getattr(truth, f"{dr}_latency_s"), abs=1e-6
+                ), (d.key, dr, end)
 
 
-STORAGE_METRICS = ("stargate_vdisk_(read|write)_(ops|bytes)_per_second"
-                   "|stargate_vdisk_(read|write)_latency_seconds_(gsum|gcount)")
+STORAGE_METRICS = (
+    "stargate_vdisk_(read|write)_(ops|bytes)_per_second|stargate_vdisk_(read|write)_latency_seconds_(gsum|gcount)"
+)
 
 
 def test_storage_view_recovers_the_trace(scenario_stack):
@@ -286,7 +311,7 @@ def test_storage_view_recovers_the_trace(scenario_stack):
                 if abs(g[f"{dr}_bytes_per_second"] - getattr(w, f"{dr}_bytes") / 3) > 1024:
                     bad.append(f"{dr} bytes {g[f'{dr}_bytes_per_second']} vs {getattr(w, f'{dr}_bytes') / 3:g}")
                 if getattr(w, f"{dr}_ops") >= 30 and f"{dr}_latency_seconds_gcount" not in g:
-                    bad.append(f"{dr} latency histogram missing")   # the detail view was not read
+                    bad.append(f"{dr} latency histogram missing")  # the detail view was not read
                 count = g.get(f"{dr}_latency_seconds_gcount", 0.0)
                 if getattr(w, f"{dr}_ops") >= 30 and count:
                     lat = g[f"{dr}_latency_seconds_gsum"] / count
@@ -311,11 +336,19 @@ def test_storage_view_recovers_the_zero_share(scenario_stack):
             ("read", "read_source", "source", w.read_zero_ratio),
             ("write", "write_destination", "destination", w.write_zero_ratio),
         ):
-            total = scalar(stack, f'sum(max by ({label}) (stargate_vdisk_{metric}_bytes_per_second{{vdisk_id="{vid}"}}))')
+            total = scalar(
+                stack, f'sum(max by ({label}) (stargate_vdisk_{metric}_bytes_per_second{{vdisk_id="{vid}"}}))'
+            )
             if not total or total < 40 * MIB:
-                continue   # whole MB/s on the page: too coarse for a share of a small rate
-            zero = scalar(stack, f'sum(max by ({label}) (stargate_vdisk_{metric}_bytes_per_second'
-                                 f'{{vdisk_id="{vid}",{label}=~".*zero.*"}}))') or 0.0
+                continue  # whole MB/s on the page: too coarse for a share of a small rate
+            zero = (
+                scalar(
+                    stack,
+                    f"sum(max by ({label}) (stargate_vdisk_{metric}_bytes_per_second"
+                    f'{{vdisk_id="{vid}",{label}=~".*zero.*"}}))',
+                )
+                or 0.0
+            )
             assert zero / total == pytest.approx(share, abs=0.02), (d.key, kind)
             checked += 1
     busy = [d for d in trace.disks if trace.window(d, end=trace.now(), seconds=3).read_bytes >= 3 * 60 * MIB]
@@ -324,36 +357,42 @@ def test_storage_view_recovers_the_zero_share(scenario_stack):
 
 # -- the disagreement each scenario is about -------------------------------------------------
 
+
 def _bursty_1m(stack: Stack, trace: Trace) -> None:
     """vCenter's 20 s sample holds burst x duration / 20 s of the guest's per-second peak."""
-    wait_running(stack, 45)      # two bursts (every 20 s) have been seen by 1 s fio scrapes
+    wait_running(stack, 45)  # two bursts (every 20 s) have been seen by 1 s fio scrapes
     peak = scalar(stack, 'max_over_time(fio_write_interval_bandwidth_bytes_per_second{job="fio",vm="burst-01"}[40s])')
-    assert peak == pytest.approx(400 * MIB, rel=0.01)            # 400 x 1 MiB in the burst second
+    assert peak == pytest.approx(400 * MIB, rel=0.01)  # 400 x 1 MiB in the burst second
     sample = scalar(stack, 'vcenter_virtual_disk_sample_write_bytes_per_second{vm="burst-01",disk="scsi0:1"}')
-    assert sample == pytest.approx(peak * 1 / 20, rel=0.01)       # 20,480 KBps
+    assert sample == pytest.approx(peak * 1 / 20, rel=0.01)  # 20,480 KBps
     assert sample == 20480 * 1024
     # the latency is right in the VM view, only the throughput is averaged away
     assert scalar(stack, 'vcenter_virtual_disk_sample_write_latency_seconds{vm="burst-01",disk="scsi0:1"}') == 0.08
-    assert scalar(stack, 'max_over_time(fio_write_interval_clat_mean_seconds{vm="burst-01"}[40s])') == \
-        pytest.approx(0.08, rel=1e-6)
+    assert scalar(stack, 'max_over_time(fio_write_interval_clat_mean_seconds{vm="burst-01"}[40s])') == pytest.approx(
+        0.08, rel=1e-6
+    )
     # the guest OS: each 1 MiB write is two 512 KiB requests (max_sectors_kb), the same bytes
     (d,) = trace.disks
-    wait_running(stack, 70)      # 40 s between two quiet instants, the later one up to 20 s back
+    wait_running(stack, 70)  # 40 s between two quiet instants, the later one up to 20 s back
     t2 = quiet_instant(trace, d, time.time() - 3)
     for what, fio_metric, node_metric, factor in (
-            ("ops", "fio_write_ios_total", "node_disk_writes_completed_total", 2),
-            ("bytes", "fio_write_bytes_total", "node_disk_written_bytes_total", 1)):
-        fio_delta = (scalar(stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2)
-                     - scalar(stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2 - 40))
-        node_delta = (scalar(stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2)
-                      - scalar(stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2 - 40))
-        assert fio_delta == (800 if what == "ops" else 800 * MIB), (what, fio_delta)   # two bursts of 400 x 1 MiB
+        ("ops", "fio_write_ios_total", "node_disk_writes_completed_total", 2),
+        ("bytes", "fio_write_bytes_total", "node_disk_written_bytes_total", 1),
+    ):
+        fio_delta = scalar(stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2) - scalar(
+            stack, f'sum({fio_metric}{{job="fio",vm="burst-01"}})', t2 - 40
+        )
+        node_delta = scalar(stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2) - scalar(
+            stack, f'{node_metric}{{job="guest-node",vm="burst-01",device="sdb"}}', t2 - 40
+        )
+        assert fio_delta == (800 if what == "ops" else 800 * MIB), (what, fio_delta)  # two bursts of 400 x 1 MiB
         assert node_delta == factor * fio_delta, (what, node_delta, fio_delta)
 
 
 def quiet_instant(trace: Trace, d: Disk, before: float) -> float:
     """The latest instant before ``before`` (and 40 s earlier) with no I/O on ``d`` within 5 s either
     side: every view's counters are the same there whatever their scrape offsets."""
+
     def quiet(t: float) -> bool:
         return all(trace.second(d, trace.now(t + k)).write_ops == 0 for k in range(-5, 6))
 
@@ -370,8 +409,10 @@ def fio_rate(metric: str, sel: str, window: str = "20s", by: str = "") -> str:
     one fio record more or less than its span (the exporter reads the file once per scrape
     interval) up to 1/n off (zero-heavy: 20/19 of the truth once in CI)."""
     grouping = f" by ({by})" if by else ""
-    return (f"sum{grouping}(increase({metric}{{{sel}}}[{window}])"
-            f" / increase(fio_job_runtime_seconds_total{{{sel}}}[{window}]))")
+    return (
+        f"sum{grouping}(increase({metric}{{{sel}}}[{window}])"
+        f" / increase(fio_job_runtime_seconds_total{{{sel}}}[{window}]))"
+    )
 
 
 def _zero_heavy(stack: Stack, trace: Trace) -> None:
@@ -381,8 +422,11 @@ def _zero_heavy(stack: Stack, trace: Trace) -> None:
         assert scalar(stack, f'fio_job_hygiene_problem{{vm="{vm}",problem="zero_buffers"}}') == 1
         guest = scalar(stack, fio_rate("fio_write_bytes_total", f'vm="{vm}"'))
         vid = next(d.vdisk_id for d in trace.disks if d.vm == vm)
-        stored = scalar(stack, f'sum(max by (destination) (stargate_vdisk_write_destination_bytes_per_second'
-                               f'{{vdisk_id="{vid}",destination!~".*zero.*"}}))')
+        stored = scalar(
+            stack,
+            f"sum(max by (destination) (stargate_vdisk_write_destination_bytes_per_second"
+            f'{{vdisk_id="{vid}",destination!~".*zero.*"}}))',
+        )
         assert guest == pytest.approx(6000 * 8192, rel=0.02)
         assert stored / guest == pytest.approx(0.60, abs=0.03)
 
@@ -391,11 +435,19 @@ def _cache_hero(stack: Stack, trace: Trace) -> None:
     """Reads from DRAM: the storage's read sources are cache, the guest's latency tens of us."""
     wait_running(stack, 30)
     (d,) = trace.disks
-    cache = scalar(stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second'
-                          f'{{vdisk_id="{d.vdisk_id}",source=~"cache_dram|extent_cache"}}))')
-    total = scalar(stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second{{vdisk_id="{d.vdisk_id}"}}))')
+    cache = scalar(
+        stack,
+        f"sum(max by (source) (stargate_vdisk_read_source_bytes_per_second"
+        f'{{vdisk_id="{d.vdisk_id}",source=~"cache_dram|extent_cache"}}))',
+    )
+    total = scalar(
+        stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second{{vdisk_id="{d.vdisk_id}"}}))'
+    )
     assert cache / total >= 0.8
-    lat = scalar(stack, f'sum(rate(fio_read_clat_seconds_sum{{vm="{d.vm}"}}[20s])) / sum(rate(fio_read_clat_seconds_count{{vm="{d.vm}"}}[20s]))')
+    lat = scalar(
+        stack,
+        f'sum(rate(fio_read_clat_seconds_sum{{vm="{d.vm}"}}[20s])) / sum(rate(fio_read_clat_seconds_count{{vm="{d.vm}"}}[20s]))',
+    )
     assert lat == pytest.approx(d.streams[0].read_latency_s, rel=0.01) and lat < 100e-6
 
 
@@ -411,13 +463,17 @@ def _misaligned(stack: Stack, trace: Trace) -> None:
     # storage heuristic: back-end reads on a write-only vdisk (read-modify-write), none when aligned
     for vm, rmw in (("misaligned-01", True), ("aligned-01", False)):
         vid = next(d.vdisk_id for d in trace.disks if d.vm == vm)
-        reads = scalar(stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second{{vdisk_id="{vid}"}}))') or 0.0
+        reads = (
+            scalar(stack, f'sum(max by (source) (stargate_vdisk_read_source_bytes_per_second{{vdisk_id="{vid}"}}))')
+            or 0.0
+        )
         assert (reads > 0) == rmw, (vm, reads)
     # the guest OS (node_exporter diskstats) splits each 1 MiB write in two at max_sectors_kb 512:
     # twice fio's ops, the same bytes, fio's latency per request; the recording rules join it to
     # the VM disk through the guest's disk serial
     wait_running(stack, 85)
     for vm, iops, lat in (("aligned-01", 210, 0.019), ("misaligned-01", 129, 0.031)):
+
         def rule(name: str) -> float | None:
             return scalar(stack, f'vm_disk:ioparallax_{name}{{vm="{vm}",disk="scsi0:1"}}')
 
@@ -433,14 +489,17 @@ def _misaligned(stack: Stack, trace: Trace) -> None:
 def _noisy_neighbour(stack: Stack, trace: Trace) -> None:
     """OLTP latency follows the DSS VM's scans, in the guest and the VM view alike."""
     wait_running(stack, 30)
-    t = trace.now(time.time() - 21)   # the 20 s window below lies in one phase unless it straddles 0 or 300
+    t = trace.now(time.time() - 21)  # the 20 s window below lies in one phase unless it straddles 0 or 300
     if t % 300 > 300 - 22:
         pytest.skip("the window straddles the DSS scan's start or end; the exact checks above still ran")
     contended = t >= 300
-    lat = scalar(stack, 'sum(rate(fio_read_clat_seconds_sum{vm="oltp-01"}[20s])) / sum(rate(fio_read_clat_seconds_count{vm="oltp-01"}[20s]))')
+    lat = scalar(
+        stack,
+        'sum(rate(fio_read_clat_seconds_sum{vm="oltp-01"}[20s])) / sum(rate(fio_read_clat_seconds_count{vm="oltp-01"}[20s]))',
+    )
     assert lat == pytest.approx(2.4e-3 if contended else 0.8e-3, rel=0.02)
     ops = scalar(stack, fio_rate("fio_read_ios_total", 'vm="oltp-01"'))
-    assert ops == pytest.approx(4000, rel=0.02)                 # rate-limited: same work, slower
+    assert ops == pytest.approx(4000, rel=0.02)  # rate-limited: same work, slower
     dss = scalar(stack, 'sum(rate(fio_read_bytes_total{vm="dss-01"}[20s]))') or 0.0
     assert (dss == pytest.approx(400 * MIB, rel=0.05)) if contended else dss == 0.0
 
@@ -459,21 +518,28 @@ def _scaling_ramp(stack: Stack, trace: Trace) -> None:
     total = sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks)
     n = expect_running
     # Each VM's IO/s is rounded to a whole number: the total is within half an IO/s per VM.
-    assert total == pytest.approx(law["gamma"] * n / (1 + law["sigma"] * (n - 1) + law["kappa"] * n * (n - 1)),
-                                  abs=n / 2)
+    assert total == pytest.approx(
+        law["gamma"] * n / (1 + law["sigma"] * (n - 1) + law["kappa"] * n * (n - 1)), abs=n / 2
+    )
     # Each VM's IO/s as fio counts them: I/Os per second of job run time over the last 10 s, both
     # increases taken from the same records (irate() flapped between 0 and twice the rate when two
     # scrapes read the same fio record). The window must not hold a join: at each join every VM's
     # rate changes (the law's n).
     if t % step < 13:
         pytest.skip("a VM joined less than 13 s ago; the exact checks above still ran")
-    settled = sorted({d.vm for d in trace.disks
-                      if all(trace.second(d, t - k).read_ops + trace.second(d, t - k).write_ops > 0
-                             for k in range(15))})
-    expect = {vm: sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks if d.vm == vm)
-              for vm in settled}
+    settled = sorted(
+        {
+            d.vm
+            for d in trace.disks
+            if all(trace.second(d, t - k).read_ops + trace.second(d, t - k).write_ops > 0 for k in range(15))
+        }
+    )
+    expect = {
+        vm: sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks if d.vm == vm)
+        for vm in settled
+    }
     sel = f'job="fio",vm=~"{"|".join(settled)}"'
-    promql = f'{fio_rate("fio_read_ios_total", sel, "10s", "vm")} + {fio_rate("fio_write_ios_total", sel, "10s", "vm")}'
+    promql = f"{fio_rate('fio_read_ios_total', sel, '10s', 'vm')} + {fio_rate('fio_write_ios_total', sel, '10s', 'vm')}"
     got = {r["metric"]["vm"]: float(r["value"][1]) for r in at(stack, promql, time.time())}
     assert set(got) == set(settled), (sorted(got), settled)
     for vm in settled:

@@ -30,7 +30,7 @@ from tests.e2e.test_e2e_scenarios import scalar, wait_running
 
 pytestmark = pytest.mark.e2e
 
-SETTLE_S = 60          # as test_e2e_alerts.py: alerts that will fire have, silent ones had time to misfire
+SETTLE_S = 60  # as test_e2e_alerts.py: alerts that will fire have, silent ones had time to misfire
 DEADLINE_S = 150
 
 
@@ -64,7 +64,7 @@ def test_the_clusters_collide_on_every_name(views):
     stack = views[0].stack
     targets = stack.targets()
     for t in targets:
-        if t["labels"]["job"] != "node":       # the demo host's own node_exporter is no cluster's
+        if t["labels"]["job"] != "node":  # the demo host's own node_exporter is no cluster's
             assert t["labels"].get("cluster") in ("zero-heavy", "clean-bench"), t["labels"]
     per_job = {(t["labels"]["job"], t["labels"].get("cluster")) for t in targets}
     for job in ("stargate", "vcenter", "fio", "guest-node", "ioparallax-exporters"):
@@ -75,12 +75,17 @@ def test_the_clusters_collide_on_every_name(views):
 
 # -- each view's raw series, per cluster -----------------------------------------------------
 
-@pytest.mark.parametrize("check", [
-    one_scenario.test_guest_view_recovers_the_trace,
-    one_scenario.test_guest_os_view_recovers_the_trace,
-    one_scenario.test_vm_view_recovers_the_trace,
-    one_scenario.test_storage_view_recovers_the_trace,
-], ids=["guest", "guest-os", "vm", "storage"])
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        one_scenario.test_guest_view_recovers_the_trace,
+        one_scenario.test_guest_os_view_recovers_the_trace,
+        one_scenario.test_vm_view_recovers_the_trace,
+        one_scenario.test_storage_view_recovers_the_trace,
+    ],
+    ids=["guest", "guest-os", "vm", "storage"],
+)
 def test_each_clusters_views_recover_its_trace(views, check):
     for view in views:
         check(view)
@@ -113,14 +118,14 @@ def expected(trace: Trace, disk: Any, what: str, direction: str) -> float:
 
 
 def test_each_clusters_recording_rules_equal_its_trace(views):
-    wait_running(views[0], 90)      # the 1m windows hold a minute of every view (vCenter's 20 s samples)
+    wait_running(views[0], 90)  # the 1m windows hold a minute of every view (vCenter's 20 s samples)
     for view in views:
         for disk in view.trace.disks:
             sel = f'{{{view.matcher},vm="{disk.vm}",disk="{disk.unit}"}}'
             for where, pattern, what, tol in RULES:
                 for direction in ("read", "write"):
                     rule = pattern.format(d=direction)
-                    got = scalar(view.stack, rule + sel)          # one series per cluster, never two
+                    got = scalar(view.stack, rule + sel)  # one series per cluster, never two
                     want = expected(view.trace, disk, what, direction)
                     assert got == pytest.approx(want, rel=tol), (view.cluster, disk.key, where, rule, got, want)
             for ratio in ("guest_to_vm_bytes", "storage_to_vm_bytes"):
@@ -132,21 +137,27 @@ def test_each_clusters_recording_rules_equal_its_trace(views):
             got = scalar(view.stack, f"vdisk:ioparallax_write_zero:ratio{vd}")
             assert got == pytest.approx(w.write_zero_ratio, abs=0.02), (view.cluster, disk.key, got)
     # both clusters' series of every VM disk are there, side by side
-    for rule in ("vm_disk:ioparallax_guest_write_bytes:rate1m", "vm_disk:ioparallax_storage_write_bytes:avg1m",
-                 "vdisk:ioparallax_vdisk:info"):
-        counts = {r["metric"]["vm"]: float(r["value"][1])
-                  for r in views[0].stack.query(f"count by (vm, disk) ({rule})")}
+    for rule in (
+        "vm_disk:ioparallax_guest_write_bytes:rate1m",
+        "vm_disk:ioparallax_storage_write_bytes:avg1m",
+        "vdisk:ioparallax_vdisk:info",
+    ):
+        counts = {
+            r["metric"]["vm"]: float(r["value"][1]) for r in views[0].stack.query(f"count by (vm, disk) ({rule})")
+        }
         assert counts == {"bench-01": 2, "bench-02": 2}, (rule, counts)
 
 
 # -- alerts, rule health, dashboards, the summary -------------------------------------------
 
+
 def test_each_cluster_fires_exactly_its_scenarios_alerts(views, alert_sink):
     stack = views[0].stack
     expect = {v.cluster: set(v.trace.scenario.expect.get("alerts", [])) for v in views}
     assert expect["zero-heavy"] and not expect["clean-bench"]
-    got = alert_sink.wait_for("two-clusters", set.union(*expect.values()),
-                              timeout=max(0.0, stack.started_at + DEADLINE_S - time.monotonic()))
+    got = alert_sink.wait_for(
+        "two-clusters", set.union(*expect.values()), timeout=max(0.0, stack.started_at + DEADLINE_S - time.monotonic())
+    )
     remaining = stack.started_at + SETTLE_S - time.monotonic()
     if remaining > 0:
         time.sleep(remaining)
@@ -154,8 +165,7 @@ def test_each_cluster_fires_exactly_its_scenarios_alerts(views, alert_sink):
     in_prometheus = [a["labels"] for a in stack.firing_alerts()]
     for view in views:
         trace = view.trace
-        at_webhook = {name for name, sets in got.items() for labels in sets
-                      if labels.get("cluster") == view.cluster}
+        at_webhook = {name for name, sets in got.items() for labels in sets if labels.get("cluster") == view.cluster}
         firing = {labels["alertname"] for labels in in_prometheus if labels.get("cluster") == view.cluster}
         ours = {n for n in at_webhook | firing if n.startswith("Ioparallax")}
         assert expect[view.cluster] <= at_webhook, (view.cluster, sorted(at_webhook))
@@ -171,7 +181,10 @@ def test_each_cluster_fires_exactly_its_scenarios_alerts(views, alert_sink):
             assert labels.get("cluster") in expect, (name, labels)
     # zero-heavy's alerts fire once per VM disk of that cluster, not twice
     zero = list(got.get("IoparallaxZeroHeavyWrites", []))
-    assert sorted((lab["cluster"], lab["vm"]) for lab in zero) == [("zero-heavy", "bench-01"), ("zero-heavy", "bench-02")]
+    assert sorted((lab["cluster"], lab["vm"]) for lab in zero) == [
+        ("zero-heavy", "bench-01"),
+        ("zero-heavy", "bench-02"),
+    ]
 
 
 def test_no_rule_fails_on_the_colliding_names(views):
@@ -181,8 +194,9 @@ def test_no_rule_fails_on_the_colliding_names(views):
     r.raise_for_status()
     rules = [rule for group in r.json()["data"]["groups"] for rule in group["rules"]]
     assert len(rules) > 50
-    bad = [(rule["name"], rule.get("lastError")) for rule in rules
-           if rule.get("lastError") or rule.get("health") != "ok"]
+    bad = [
+        (rule["name"], rule.get("lastError")) for rule in rules if rule.get("lastError") or rule.get("health") != "ok"
+    ]
     assert not bad, bad
     metrics = requests.get(stack.urls["prometheus"] + "/metrics", timeout=10).text
     failures = [line for line in metrics.splitlines() if line.startswith("prometheus_rule_evaluation_failures_total")]
@@ -194,8 +208,7 @@ def test_dashboards_and_summary_per_cluster(views):
     wait_running(views[0], 90)
     for view in views:
         # every panel query runs (a query error, e.g. many-to-many, raises) for this cluster's disk
-        cov = dashboard_coverage(stack.query, rate_interval="1m", interval=stack.scrape_interval,
-                                 cluster=view.cluster)
+        cov = dashboard_coverage(stack.query, rate_interval="1m", interval=stack.scrape_interval, cluster=view.cluster)
         assert cov is not None and cov.values["cluster"] == view.cluster
         assert cov.values["vdisk"] == "1000" and cov.values["vm"] == "bench-01"
         assert cov.with_data >= 0.9 * cov.total, (view.cluster, [e.where for e in cov.empty])

@@ -19,8 +19,9 @@ def test_stored_values_are_compared_exactly():
 
 def test_rate_tolerance_is_two_scrape_intervals_over_the_window():
     assert tolerance("rate(fio_read_ios_total[1m])", STACK) == pytest.approx(2 / 60)
-    assert tolerance("rate(vcenter_virtual_disk_read_ops_total[1m]) / rate(stargate_x_total[2m])",
-                     STACK) == pytest.approx(10 / 60)
+    assert tolerance(
+        "rate(vcenter_virtual_disk_read_ops_total[1m]) / rate(stargate_x_total[2m])", STACK
+    ) == pytest.approx(10 / 60)
     assert tolerance("max_over_time(rate(fio_write_bytes_total[4s])[2m:2s])", STACK) == pytest.approx(0.5)
     assert tolerance("rate(node_disk_reads_completed_total[2m])", STACK) == pytest.approx(4 / 120)
     assert seconds("1m30s") == 90
@@ -36,7 +37,12 @@ def test_data_in_one_store_only_fails():
 
 
 def test_report_text_blanks_only_the_source():
-    html = ('<p>http://p:9090 &middot; generated 2026-11-23 10:49 UTC.</p><svg>1 2 3</svg>'
-            '<td>70 Prometheus queries made this report</td><td>zero share 0.36</td>')
+    html = (
+        "<p>http://p:9090 &middot; generated 2026-11-23 10:49 UTC.</p><svg>1 2 3</svg>"
+        "<td>70 Prometheus queries made this report</td><td>zero share 0.36</td>"
+    )
     assert report_lines(html, "http://p:9090") == [
-        "[source] &middot; generated [time].", "[n] Prometheus queries made this report", "zero share 0.36"]
+        "[source] &middot; generated [time].",
+        "[n] Prometheus queries made this report",
+        "zero share 0.36",
+    ]

@@ -40,10 +40,10 @@ def pool_of(rec: Recorder, order: list[str], window: int, **special: dict) -> St
 def test_keeps_window_entries_ahead_in_test_order():
     rec = Recorder()
     pool = pool_of(rec, ["a", "b", "c", "d"], window=2)
-    assert rec.started == []                        # nothing before the first test asks
+    assert rec.started == []  # nothing before the first test asks
     assert pool.get("a") == "thing-a"
     pool.get("b")
-    assert sorted(rec.started) == ["a", "b"]        # a and its next in line, not c
+    assert sorted(rec.started) == ["a", "b"]  # a and its next in line, not c
     pool.release("a")
     assert pool.get("c") == "thing-c"
     assert rec.stopped == ["a"]
@@ -80,7 +80,7 @@ def test_eager_entries_start_with_the_pool_outside_the_window():
     pool = pool_of(rec, ["a", "b", "cmd"], window=1, cmd={"eager": True})
     assert pool.get("cmd") == "thing-cmd"
     pool.get("a")
-    assert sorted(rec.started) == ["a", "cmd"]      # the eager entry did not take a's slot
+    assert sorted(rec.started) == ["a", "cmd"]  # the eager entry did not take a's slot
     pool.release("a")
     pool.get("b")
     pool.close()
@@ -112,8 +112,8 @@ def test_start_ahead_starts_the_first_window_entries_before_any_test_asks():
     rec = Recorder()
     pool = pool_of(rec, ["a", "b", "c"], window=2)
     pool.start_ahead()
-    pool.executor.shutdown(wait=True)             # the starts run in the background: let them finish
-    assert sorted(rec.started) == ["a", "b"]        # not c: it waits for a slot
+    pool.executor.shutdown(wait=True)  # the starts run in the background: let them finish
+    assert sorted(rec.started) == ["a", "b"]  # not c: it waits for a slot
     pool.close()
     assert sorted(rec.stopped) == ["a", "b"]
 
@@ -122,8 +122,8 @@ def test_a_second_release_stops_nothing_again():
     rec = Recorder()
     pool = pool_of(rec, ["a"], window=1)
     pool.get("a")
-    pool.release("a")          # after the entry's last test
-    pool.release("a")          # and again when its fixture ends
+    pool.release("a")  # after the entry's last test
+    pool.release("a")  # and again when its fixture ends
     pool.close()
     assert rec.stopped == ["a"]
 

@@ -14,15 +14,21 @@ from ioparallax.simulators.stack import EXPORTER_LABEL, REPO, Stack, cluster_spe
 
 def test_scenarios_are_comma_separated_or_repeated_with_optional_cluster_names():
     assert cluster_specs(["zero-heavy,clean-oltp@poc-b", "misaligned"]) == [
-        ("zero-heavy", None), ("clean-oltp", "poc-b"), ("misaligned", None)]
+        ("zero-heavy", None),
+        ("clean-oltp", "poc-b"),
+        ("misaligned", None),
+    ]
     assert cluster_specs(["a.yaml@x_1.y"]) == [("a.yaml", "x_1.y")]
 
 
-@pytest.mark.parametrize("values, message", [
-    (["zero-heavy@"], "the cluster name after @"),
-    (["zero-heavy@a/b"], "'a/b'"),
-    ([","], "no scenario given"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (["zero-heavy@"], "the cluster name after @"),
+        (["zero-heavy@a/b"], "'a/b'"),
+        ([","], "no scenario given"),
+    ],
+)
 def test_bad_scenario_lists_name_the_cause(values, message):
     with pytest.raises(ValueError, match=message):
         cluster_specs(values)
@@ -31,7 +37,10 @@ def test_bad_scenario_lists_name_the_cause(values, message):
 def test_clusters_are_named_after_their_scenario_unless_named(tmp_path):
     stack = Stack(scenarios=["zero-heavy,clean-oltp@poc-b"], workdir=tmp_path, cluster_label="cluster")
     parts = stack._cluster_parts()
-    assert [(p.cluster, p.trace.scenario.name) for p in parts] == [("zero-heavy", "zero-heavy"), ("poc-b", "clean-oltp")]
+    assert [(p.cluster, p.trace.scenario.name) for p in parts] == [
+        ("zero-heavy", "zero-heavy"),
+        ("poc-b", "clean-oltp"),
+    ]
     assert parts[0].proc("stargate-exporter") == "zero-heavy.stargate-exporter"
     assert parts[1].labels("cluster", vm="oltp-01") == {"cluster": "poc-b", "vm": "oltp-01"}
     assert parts[1].workdir == tmp_path / "clusters" / "poc-b"
@@ -57,8 +66,11 @@ def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
     assert [j["job_name"] for j in jobs] == ["stargate", "fio"]
     assert jobs[0]["static_configs"] == [
         {"targets": ["127.0.0.1:11"], "labels": {"cluster": "a", EXPORTER_LABEL: "127.0.0.1:1"}},
-        {"targets": ["127.0.0.1:21", "127.0.0.1:22"], "labels": {"cluster": "b", EXPORTER_LABEL: "127.0.0.1:2"}}]
-    assert a["static_configs"] == [{"targets": ["127.0.0.1:11"], "labels": {"cluster": "a", EXPORTER_LABEL: "127.0.0.1:1"}}]
+        {"targets": ["127.0.0.1:21", "127.0.0.1:22"], "labels": {"cluster": "b", EXPORTER_LABEL: "127.0.0.1:2"}},
+    ]
+    assert a["static_configs"] == [
+        {"targets": ["127.0.0.1:11"], "labels": {"cluster": "a", EXPORTER_LABEL: "127.0.0.1:1"}}
+    ]
     # Prometheus accepts it (the e2e test proves each group is probed through its own exporter)
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump({"scrape_configs": jobs}))
@@ -67,8 +79,13 @@ def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
 
 
 def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy@", "--workdir",
-                        str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy@", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert r.returncode == 2 and "the cluster name after @" in r.stderr, r.stderr
     assert not (tmp_path / "logs").exists()
 
@@ -82,8 +99,21 @@ def test_without_a_cluster_label_only_one_unnamed_cluster_runs(tmp_path):
 
 
 def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy,no-such-scenario",
-                        "--workdir", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ioparallax.simulators.stack",
+            "--scenario",
+            "zero-heavy,no-such-scenario",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert r.returncode == 2 and "no scenario named 'no-such-scenario'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()
 

@@ -24,7 +24,7 @@ def test_a_503_is_waited_out(sleeper, tmp_path):
     server = NotReadyYet(busy=3)
     try:
         Stack(workdir=tmp_path)._wait_http(sleeper(server.url), "/-/ready", timeout=10)
-        assert server.requests == 4        # three 503s, then the 200 it waited for
+        assert server.requests == 4  # three 503s, then the 200 it waited for
     finally:
         server.close()
 
@@ -32,8 +32,11 @@ def test_a_503_is_waited_out(sleeper, tmp_path):
 def test_never_ready_names_the_component_and_the_last_answer(sleeper, tmp_path):
     server = NotReadyYet(busy=10**6)
     try:
-        with pytest.raises(TimeoutError, match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
-                                               r"within 1 s \(HTTP 503\)"):
+        with pytest.raises(
+            TimeoutError,
+            match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
+            r"within 1 s \(HTTP 503\)",
+        ):
             Stack(workdir=tmp_path)._wait_http(sleeper(server.url), "/-/ready", timeout=1)
     finally:
         server.close()

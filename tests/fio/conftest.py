@@ -94,9 +94,21 @@ def jsonplus_result(fio_work) -> Path:
 @pytest.fixture(scope="session")
 def plain_json_result(fio_work) -> Path:
     out = fio_work / "plain.json"
-    run_fio(["--name=plain", f"--filename={fio_work / 'plain.dat'}", "--size=2m", "--rw=randwrite",
-             "--bs=4k", "--ioengine=psync", "--runtime=1", "--time_based", "--output-format=json",
-             f"--output={out}"], fio_work)
+    run_fio(
+        [
+            "--name=plain",
+            f"--filename={fio_work / 'plain.dat'}",
+            "--size=2m",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=1",
+            "--time_based",
+            "--output-format=json",
+            f"--output={out}",
+        ],
+        fio_work,
+    )
     return out
 
 
@@ -104,9 +116,23 @@ def plain_json_result(fio_work) -> Path:
 def status_stream(fio_work) -> Path:
     """json+ --status-interval=1 for 3 s: concatenated cumulative records."""
     out = fio_work / "stream.json"
-    run_fio(["--name=st", f"--filename={fio_work / 'st.dat'}", "--size=4m", "--rw=randread", "--bs=4k",
-             "--ioengine=psync", "--runtime=3", "--time_based", "--direct=1",
-             "--output-format=json+", "--status-interval=1", f"--output={out}"], fio_work)
+    run_fio(
+        [
+            "--name=st",
+            f"--filename={fio_work / 'st.dat'}",
+            "--size=4m",
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=3",
+            "--time_based",
+            "--direct=1",
+            "--output-format=json+",
+            "--status-interval=1",
+            f"--output={out}",
+        ],
+        fio_work,
+    )
     return out
 
 
@@ -114,9 +140,23 @@ def status_stream(fio_work) -> Path:
 def unified_gtod_result(fio_work) -> Path:
     """unified_rw_reporting (a 'mixed' direction) with gtod_reduce (no latency data)."""
     out = fio_work / "unified.json"
-    run_fio(["--name=u", f"--filename={fio_work / 'u.dat'}", "--size=2m", "--rw=randrw", "--bs=4k",
-             "--ioengine=psync", "--runtime=1", "--time_based", "--unified_rw_reporting=1",
-             "--gtod_reduce=1", "--output-format=json+", f"--output={out}"], fio_work)
+    run_fio(
+        [
+            "--name=u",
+            f"--filename={fio_work / 'u.dat'}",
+            "--size=2m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=1",
+            "--time_based",
+            "--unified_rw_reporting=1",
+            "--gtod_reduce=1",
+            "--output-format=json+",
+            f"--output={out}",
+        ],
+        fio_work,
+    )
     return out
 
 
@@ -124,9 +164,21 @@ def unified_gtod_result(fio_work) -> Path:
 def stdout_with_note(fio_work) -> Path:
     """fio's stdout as a file: psync with iodepth=4 makes fio print a real 'note:' line first."""
     out = fio_work / "stdout.json"
-    proc = run_fio(["--name=n", f"--filename={fio_work / 'n.dat'}", "--size=1m", "--rw=read", "--bs=4k",
-                    "--ioengine=psync", "--iodepth=4", "--runtime=1", "--time_based",
-                    "--output-format=json"], fio_work)
+    proc = run_fio(
+        [
+            "--name=n",
+            f"--filename={fio_work / 'n.dat'}",
+            "--size=1m",
+            "--rw=read",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--iodepth=4",
+            "--runtime=1",
+            "--time_based",
+            "--output-format=json",
+        ],
+        fio_work,
+    )
     out.write_bytes(proc.stdout)
     assert proc.stdout.startswith(b"note:"), proc.stdout[:200]
     return out
@@ -142,22 +194,34 @@ def client_results(fio_work, fio_bin, tmp_path_factory):
         for runtime in (1, 3):
             (fio_work / f"c{runtime}.fio").write_text(
                 f"[global]\ndirectory={fio_work}\nsize=2m\nioengine=psync\nruntime={runtime}\n"
-                "time_based\n[cr]\nrw=randread\nbs=4k\nnumjobs=2\n")
+                "time_based\n[cr]\nrw=randread\nbs=4k\nnumjobs=2\n"
+            )
         final = fio_work / "client.json"
         interim = fio_work / "client-status.json"
         last_err = ""
-        for _ in range(50):   # the server needs a moment before it accepts connections
-            proc = subprocess.run([fio_bin, f"--client=ip:127.0.0.1,{port}", "c1.fio",
-                                   "--output-format=json+", f"--output={final}"], cwd=fio_work,
-                                  capture_output=True, timeout=60)
+        for _ in range(50):  # the server needs a moment before it accepts connections
+            proc = subprocess.run(
+                [fio_bin, f"--client=ip:127.0.0.1,{port}", "c1.fio", "--output-format=json+", f"--output={final}"],
+                cwd=fio_work,
+                capture_output=True,
+                timeout=60,
+            )
             if proc.returncode == 0 and final.exists() and final.stat().st_size:
                 break
             last_err = proc.stderr.decode() + proc.stdout.decode()
             time.sleep(0.1)
         else:
             pytest.fail(f"fio --client never succeeded: {last_err}\n{server.output()}")
-        run_fio([f"--client=ip:127.0.0.1,{port}", "c3.fio", "--output-format=json",
-                 "--status-interval=1", f"--output={interim}"], fio_work)
+        run_fio(
+            [
+                f"--client=ip:127.0.0.1,{port}",
+                "c3.fio",
+                "--output-format=json",
+                "--status-interval=1",
+                f"--output={interim}",
+            ],
+            fio_work,
+        )
         yield {"final": final, "interim": interim, "host": f"127.0.0.1:{port}"}
     finally:
         server.stop()

@@ -59,9 +59,23 @@ def budget_stream(fio_work) -> Path:
     """The same randrw job streaming json+ status records (--status-interval=1), as Prometheus
     scrapes it while fio runs (fio-exporter run)."""
     out = fio_work / "budget-stream.json"
-    run_fio(["--name=mixed", f"--filename={fio_work / 'bs.dat'}", "--size=4m", "--rw=randrw", "--bs=4k",
-             "--ioengine=psync", "--direct=1", "--runtime=3", "--time_based", "--output-format=json+",
-             "--status-interval=1", f"--output={out}"], fio_work)
+    run_fio(
+        [
+            "--name=mixed",
+            f"--filename={fio_work / 'bs.dat'}",
+            "--size=4m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--direct=1",
+            "--runtime=3",
+            "--time_based",
+            "--output-format=json+",
+            "--status-interval=1",
+            f"--output={out}",
+        ],
+        fio_work,
+    )
     return out
 
 
@@ -69,8 +83,19 @@ def convert(*args) -> str:
     """The exposition as Prometheus sees it while the jobs run: a long idle timeout keeps the run
     unfinished (a finished one adds fio_job_end_timestamp_seconds), a short scrape interval keeps
     the 1 s runtime from being a hygiene problem."""
-    out = subprocess.run([venv_tool("fio-exporter"), "convert", "--fio.idle-timeout", "1h",
-                          "--fio.scrape-interval", "100ms", *map(str, args)], capture_output=True, timeout=60)
+    out = subprocess.run(
+        [
+            venv_tool("fio-exporter"),
+            "convert",
+            "--fio.idle-timeout",
+            "1h",
+            "--fio.scrape-interval",
+            "100ms",
+            *map(str, args),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr.decode()
     return out.stdout.decode()
 
@@ -128,9 +153,13 @@ def test_series_per_job_with_each_switch(budget_result, jsonplus_result, status_
     assert family_count(st, "fio_read_interval_") == 3 and family_count(st, "fio_write_interval_") == 2
     print("status stream job", sum(st.values()), "eta", st["fio_job_eta_seconds"])
     # the numbers in docs/fio.md and docs/metrics.md
-    assert mixed == {"default": EXPECTED_RANDRW, "no-percentiles": EXPECTED_RANDRW - 34,
-                     "no-histograms": EXPECTED_RANDRW - 38, "no-trim": EXPECTED_RANDRW,
-                     "all-off": EXPECTED_RANDRW - 72}
+    assert mixed == {
+        "default": EXPECTED_RANDRW,
+        "no-percentiles": EXPECTED_RANDRW - 34,
+        "no-histograms": EXPECTED_RANDRW - 38,
+        "no-trim": EXPECTED_RANDRW,
+        "all-off": EXPECTED_RANDRW - 72,
+    }
 
 
 def test_series_per_streaming_job(budget_stream):
@@ -144,7 +173,7 @@ def test_series_per_streaming_job(budget_stream):
     assert sum(off.values()) == EXPECTED_RANDRW - 72 + 7 == 49
 
 
-EXPECTED_RANDRW = 114   # 18 job-level + 2 x 48 (read, write); breakdown in docs/fio.md
+EXPECTED_RANDRW = 114  # 18 job-level + 2 x 48 (read, write); breakdown in docs/fio.md
 
 
 def test_switches_from_the_config_file(budget_result, tmp_path):
@@ -157,8 +186,9 @@ def test_switches_from_the_config_file(budget_result, tmp_path):
     assert family_count(back["trimmer"], "fio_trim_ios_total") == 1
     assert family_count(back["mixed"], "percentile") == 0
     cfg.write_text("trim: sometimes\n")
-    out = subprocess.run([venv_tool("fio-exporter"), "convert", "--config.file", cfg, budget_result],
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        [venv_tool("fio-exporter"), "convert", "--config.file", cfg, budget_result], capture_output=True, timeout=60
+    )
     assert out.returncode == 2 and f"{cfg}: trim" in out.stderr.decode()
 
 
@@ -166,9 +196,19 @@ def test_serve_with_switches_off(budget_result, tmp_path, processes):
     """serve takes the same switches, logs them at start-up, and the mean latency still comes
     from _sum and _count."""
     port = free_port()
-    proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "serve", "--web.listen-address",
-                                            f"127.0.0.1:{port}", "--fio.watch", budget_result,
-                                            "--no-collector.guest-disk", *SWITCHES["all-off"]])
+    proc = processes.start(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            "serve",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--fio.watch",
+            budget_result,
+            "--no-collector.guest-disk",
+            *SWITCHES["all-off"],
+        ],
+    )
     wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     assert "collectors switched off: percentiles, histograms, trim" in proc.output()
@@ -179,5 +219,6 @@ def test_serve_with_switches_off(budget_result, tmp_path, processes):
     got = {s.name: s.value for s in fam.samples if s.labels["jobname"] == "mixed"}
     assert got["fio_read_clat_seconds_count"] == doc["N"]
     assert got["fio_read_clat_seconds_sum"] == pytest.approx(doc["mean"] * doc["N"] / 1e9)
-    assert [s.labels["le"] for s in fam.samples if s.name.endswith("_bucket")
-            and s.labels["jobname"] == "mixed"] == ["+Inf"]
+    assert [s.labels["le"] for s in fam.samples if s.name.endswith("_bucket") and s.labels["jobname"] == "mixed"] == [
+        "+Inf"
+    ]

@@ -62,6 +62,7 @@ def watcher_for(*paths, clock=None, **kw) -> Watcher:
 # ---------------------------------------------------------------------------------------------
 # values against fio's own JSON
 
+
 def test_jsonplus_values_match_fio(jsonplus_result):
     raw = json.loads(jsonplus_result.read_text())
     # a minute later: the file has stopped growing, so the run is finished
@@ -71,8 +72,15 @@ def test_jsonplus_values_match_fio(jsonplus_result):
     assert value(sm, "fio_up") == 1
     for pos, rj in enumerate(raw["jobs"]):
         lab = dict(jobname=rj["jobname"], jobid=pos, host="guest1", source=src)
-        info = value(sm, "fio_job_info", **lab, rw=rj["job options"]["rw"], direct="1", ioengine="libaio",
-                     bs=rj["job options"]["bs"])
+        info = value(
+            sm,
+            "fio_job_info",
+            **lab,
+            rw=rj["job options"]["rw"],
+            direct="1",
+            ioengine="libaio",
+            bs=rj["job options"]["bs"],
+        )
         assert info == 1
         # the job's iodepth as a number (fio prints the option as a string; absent means 1)
         assert value(sm, "fio_job_iodepth", **lab) == int(rj["job options"].get("iodepth", "1"))
@@ -84,13 +92,15 @@ def test_jsonplus_values_match_fio(jsonplus_result):
             assert value(sm, f"fio_{d}_bandwidth_bytes_per_second", **lab) == r["bw_bytes"]
             clat = r["clat_ns"]
             if clat["N"] == 0:
-                assert not has(sm, f"fio_{d}_clat_seconds_count", **lab)   # absent, not zero
+                assert not has(sm, f"fio_{d}_clat_seconds_count", **lab)  # absent, not zero
                 continue
             # a real histogram: _count is fio's N, buckets are monotonic, edges as documented
             assert value(sm, f"fio_{d}_clat_seconds_count", **lab) == clat["N"]
             assert value(sm, f"fio_{d}_clat_seconds_sum", **lab) == pytest.approx(clat["mean"] * clat["N"] / 1e9)
-            buckets = [(float(le), value(sm, f"fio_{d}_clat_seconds_bucket", **lab, le=le))
-                       for le in [repr(e) for e in LATENCY_EDGES_SECONDS] + ["+Inf"]]
+            buckets = [
+                (float(le), value(sm, f"fio_{d}_clat_seconds_bucket", **lab, le=le))
+                for le in [repr(e) for e in LATENCY_EDGES_SECONDS] + ["+Inf"]
+            ]
             counts = [c for _, c in buckets]
             assert counts == sorted(counts) and counts[-1] == clat["N"]
             # every one of fio's exact percentiles lies in the bucket the histogram puts it in
@@ -98,26 +108,36 @@ def test_jsonplus_values_match_fio(jsonplus_result):
             for key, ns in clat["percentile"].items():
                 q = float(key) / 100
                 v = ns / 1e9
-                assert value(sm, f"fio_{d}_clat_percentile_seconds", **lab, percentile=f"{float(key):g}") == \
-                    pytest.approx(v)
+                assert value(
+                    sm, f"fio_{d}_clat_percentile_seconds", **lab, percentile=f"{float(key):g}"
+                ) == pytest.approx(v)
                 i = next(i for i, c in enumerate(counts) if c >= q * clat["N"])
                 upper = buckets[i][0]
                 lower = buckets[i - 1][0] if i > 0 else 0.0
                 assert lower * 0.98 <= v <= upper * 1.02, (key, v, lower, upper)
         assert value(sm, "fio_job_runtime_seconds_total", **lab) == rj["job_runtime"] / 1000
         assert value(sm, "fio_job_cpu_system_ratio", **lab) == pytest.approx(rj["sys_cpu"] / 100)
-        assert value(sm, "fio_job_iodepth_level_ratio", **lab, depth="4" if rj["jobname"] == "rr" else "1") \
-            == pytest.approx(rj["iodepth_level"]["4" if rj["jobname"] == "rr" else "1"] / 100)
+        assert value(
+            sm, "fio_job_iodepth_level_ratio", **lab, depth="4" if rj["jobname"] == "rr" else "1"
+        ) == pytest.approx(rj["iodepth_level"]["4" if rj["jobname"] == "rr" else "1"] / 100)
         assert value(sm, "fio_job_finished", **lab) == 1
         assert value(sm, "fio_job_end_timestamp_seconds", **lab) == raw["timestamp_ms"] / 1000
     res = promtool_check_metrics(text)
     assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
 
 
-def test_every_form_passes_promtool(jsonplus_result, plain_json_result, status_stream, unified_gtod_result,
-                                    stdout_with_note, client_results):
-    paths = [jsonplus_result, plain_json_result, status_stream, unified_gtod_result, stdout_with_note,
-             client_results["final"], client_results["interim"]]
+def test_every_form_passes_promtool(
+    jsonplus_result, plain_json_result, status_stream, unified_gtod_result, stdout_with_note, client_results
+):
+    paths = [
+        jsonplus_result,
+        plain_json_result,
+        status_stream,
+        unified_gtod_result,
+        stdout_with_note,
+        client_results["final"],
+        client_results["interim"],
+    ]
     text = exposition(watcher_for(*paths))
     res = promtool_check_metrics(text)
     assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
@@ -134,7 +154,7 @@ def test_every_form_passes_promtool(jsonplus_result, plain_json_result, status_s
     host = client_results["host"]
     for jobid in (0, 1):
         assert value(sm, "fio_job_info", jobname="cr", jobid=jobid, host=host, source=client_results["final"]) == 1
-    assert not has(sm, "fio_job_info", jobname="All clients")   # no total row beside its parts
+    assert not has(sm, "fio_job_info", jobname="All clients")  # no total row beside its parts
     # plain json: a histogram with only +Inf (count and sum, no bins)
     p = dict(jobname="plain", jobid=0, source=plain_json_result)
     raw_p = json.loads(plain_json_result.read_text())["jobs"][0]["write"]["clat_ns"]
@@ -149,7 +169,8 @@ def test_interval_numbers_come_from_the_last_two_records(status_stream):
     lab = dict(jobname="st", jobid=0, source=status_stream)
     dt = (b["job_runtime"] - a["job_runtime"]) / 1000
     assert value(sm, "fio_read_interval_iops", **lab) == pytest.approx(
-        (b["read"]["total_ios"] - a["read"]["total_ios"]) / dt)
+        (b["read"]["total_ios"] - a["read"]["total_ios"]) / dt
+    )
     na, nb = a["read"]["clat_ns"]["N"], b["read"]["clat_ns"]["N"]
     mean = (b["read"]["clat_ns"]["mean"] * nb - a["read"]["clat_ns"]["mean"] * na) / (nb - na) / 1e9
     assert value(sm, "fio_read_interval_clat_mean_seconds", **lab) == pytest.approx(mean)
@@ -159,14 +180,29 @@ def test_interval_numbers_come_from_the_last_two_records(status_stream):
 # ---------------------------------------------------------------------------------------------
 # live streams
 
+
 def test_stream_read_while_fio_runs(tmp_path, processes, fio_bin):
     """fio writes a status record every second; each poll reads only the new bytes and the
     exposition follows the records while the jobs are still running."""
     out = tmp_path / "live.json"
-    proc = processes.start("fio-live", [fio_bin, "--name=live", f"--filename={tmp_path / 'live.dat'}", "--size=4m",
-                                        "--rw=randread", "--bs=4k", "--ioengine=psync", "--runtime=3",
-                                        "--time_based", "--output-format=json+", "--status-interval=1",
-                                        f"--output={out}"], cwd=tmp_path)
+    proc = processes.start(
+        "fio-live",
+        [
+            fio_bin,
+            "--name=live",
+            f"--filename={tmp_path / 'live.dat'}",
+            "--size=4m",
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=3",
+            "--time_based",
+            "--output-format=json+",
+            "--status-interval=1",
+            f"--output={out}",
+        ],
+        cwd=tmp_path,
+    )
     watcher = watcher_for(out, idle_s=2.0)
     seen_running: list[float] = []
     while proc.popen.poll() is None:
@@ -190,7 +226,7 @@ def test_stream_read_while_fio_runs(tmp_path, processes, fio_bin):
     docs = decode_all(out.read_text())
     assert state.records == len(docs)
     assert value(sm, "fio_read_ios_total", jobname="live") == docs[-1]["jobs"][0]["read"]["total_ios"]
-    watcher.clock = Clock(offset=10.0)   # later: the file has stopped growing -> finished
+    watcher.clock = Clock(offset=10.0)  # later: the file has stopped growing -> finished
     sm = samples(exposition(watcher))
     assert value(sm, "fio_job_finished", jobname="live") == 1
 
@@ -204,9 +240,9 @@ def test_incremental_read_costs_only_new_bytes(status_stream, tmp_path):
     step = 1000
     for i in range(0, len(text), step):
         with open(path, "ab") as fh:
-            fh.write(text[i:i + step])
+            fh.write(text[i : i + step])
         r = tailer.read_new()
-        assert r.new_bytes == len(text[i:i + step]) and r.reset is None
+        assert r.new_bytes == len(text[i : i + step]) and r.reset is None
         got.extend(r.documents)
     assert len(got) == len(decode_all(text.decode())) and tailer.offset == len(text)
     # while the last record is being written, only it is held back, never the whole file
@@ -244,12 +280,12 @@ def test_finished_jobs_stay_until_retention(jsonplus_result, tmp_path):
     end = json.loads(path.read_text())["timestamp_ms"] / 1000
     clock = Clock()
     watcher = watcher_for(path, clock=clock, retention_s=600, idle_s=5)
-    clock.offset = end + 60 - time.time()                  # a minute after the run
+    clock.offset = end + 60 - time.time()  # a minute after the run
     os.utime(path, (end, end))
     sm = samples(exposition(watcher))
     assert value(sm, "fio_job_finished", jobname="sw") == 1
     assert value(sm, "fio_job_end_timestamp_seconds", jobname="sw") == end
-    clock.offset = end + 601 - time.time()                 # past the retention
+    clock.offset = end + 601 - time.time()  # past the retention
     sm = samples(exposition(watcher))
     assert not has(sm, "fio_job_info") and not has(sm, "fio_read_ios_total")
     assert value(sm, "fio_source_up", source=path) == 1 and value(sm, "fio_up") == 1
@@ -260,7 +296,7 @@ def test_read_errors_give_up_0_and_hide_stale_values(jsonplus_result, tmp_path, 
     shutil.copy(jsonplus_result, path)
     watcher = watcher_for(path, tmp_path / "missing-dir")
     sm = samples(exposition(watcher))
-    assert value(sm, "fio_up") == 0                         # a watched path is missing
+    assert value(sm, "fio_up") == 0  # a watched path is missing
     assert has(sm, "fio_read_ios_total", jobname="rr")
     assert "missing-dir: no such file or directory" in caplog.text
     # the file becomes unreadable (here: replaced by a link to a file whose read fails with EIO)
@@ -270,7 +306,7 @@ def test_read_errors_give_up_0_and_hide_stale_values(jsonplus_result, tmp_path, 
     sm = samples(exposition(watcher))
     assert value(sm, "fio_source_up", source=path) == 0
     assert value(sm, "fio_source_read_errors_total", source=path) == 1
-    assert not has(sm, "fio_read_ios_total")               # never the old values as if fresh
+    assert not has(sm, "fio_read_ios_total")  # never the old values as if fresh
     assert f"cannot read fio output file {path}" in caplog.text
     # one log line per cause, not one per scrape
     caplog.clear()
@@ -280,6 +316,7 @@ def test_read_errors_give_up_0_and_hide_stale_values(jsonplus_result, tmp_path, 
 
 # ---------------------------------------------------------------------------------------------
 # the programs
+
 
 def _fixture_sysfs(root: Path) -> Path:
     disk = root / "block" / "sdb"
@@ -294,18 +331,31 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
     watch = tmp_path / "results"
     watch.mkdir()
     shutil.copy(jsonplus_result, watch / "a.json")
-    (watch / "job.fio").write_text("[x]\n")                # not matching the pattern: ignored
+    (watch / "job.fio").write_text("[x]\n")  # not matching the pattern: ignored
     port = free_port()
-    proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "--web.listen-address",
-                                            f"127.0.0.1:{port}", "--fio.watch", watch, "--fio.host", "vm7",
-                                            "--collector.sysfs", _fixture_sysfs(tmp_path / "sys")])
+    proc = processes.start(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--fio.watch",
+            watch,
+            "--fio.host",
+            "vm7",
+            "--collector.sysfs",
+            _fixture_sysfs(tmp_path / "sys"),
+        ],
+    )
     landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     assert landing.status_code == 200 and "fio-exporter" in landing.text
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     sm = samples(text)
     assert value(sm, "fio_up") == 1
-    assert value(sm, "fio_read_ios_total", jobname="rr", jobid=0, host="vm7") == \
-        json.loads(jsonplus_result.read_text())["jobs"][0]["read"]["total_ios"]
+    assert (
+        value(sm, "fio_read_ios_total", jobname="rr", jobid=0, host="vm7")
+        == json.loads(jsonplus_result.read_text())["jobs"][0]["read"]["total_ios"]
+    )
     assert value(sm, "fio_guest_disk_physical_block_size_bytes", disk="sdb") == 4096
     assert not has(sm, "fio_source_up", source=watch / "job.fio")
     assert requests.get(f"http://127.0.0.1:{port}/probe?target=x", timeout=5).status_code == 404
@@ -313,11 +363,32 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
 
 def test_run_wrapper_serves_while_fio_runs(tmp_path, processes, fio_bin):
     port = free_port()
-    proc = processes.start("fio-exporter-run", [
-        venv_tool("fio-exporter"), "run", "--web.listen-address", f"127.0.0.1:{port}", "--run.linger", "3s",
-        "--run.output", tmp_path / "run.json", "--no-collector.guest-disk", "--",
-        fio_bin, "--name=w", f"--filename={tmp_path / 'w.dat'}", "--size=2m", "--rw=randwrite", "--bs=4k",
-        "--ioengine=psync", "--iodepth=2", "--runtime=3", "--time_based"], cwd=tmp_path)
+    proc = processes.start(
+        "fio-exporter-run",
+        [
+            venv_tool("fio-exporter"),
+            "run",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--run.linger",
+            "3s",
+            "--run.output",
+            tmp_path / "run.json",
+            "--no-collector.guest-disk",
+            "--",
+            fio_bin,
+            "--name=w",
+            f"--filename={tmp_path / 'w.dat'}",
+            "--size=2m",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--iodepth=2",
+            "--runtime=3",
+            "--time_based",
+        ],
+        cwd=tmp_path,
+    )
     wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
     live = None
     deadline = time.monotonic() + 20
@@ -352,8 +423,10 @@ def test_convert_cli(jsonplus_result, status_stream, tmp_path):
     assert out.returncode == 0, out.stderr.decode()
     text = out.stdout.decode()
     assert promtool_check_metrics(text).returncode == 0
-    assert value(samples(text), "fio_read_ios_total", jobname="rr", jobid=1) == \
-        json.loads(jsonplus_result.read_text())["jobs"][1]["read"]["total_ios"]
+    assert (
+        value(samples(text), "fio_read_ios_total", jobname="rr", jobid=1)
+        == json.loads(jsonplus_result.read_text())["jobs"][1]["read"]["total_ios"]
+    )
     assert "fio_guest_disk" not in text
     bad = subprocess.run([tool, "convert", tmp_path / "nope.json"], capture_output=True, timeout=60)
     assert bad.returncode == 1 and b"nope.json: no such file or directory" in bad.stderr
@@ -378,12 +451,14 @@ def test_config_errors_name_file_and_key(tmp_path):
     cfg.write_text("watchh: [/tmp]\n")
     out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
     assert out.returncode == 2 and f"{cfg}: watchh: unknown key" in out.stderr.decode()
-    out = subprocess.run([venv_tool("fio-exporter"), "serve", "--fio.cache-size", "lots"], capture_output=True,
-                         timeout=30)
+    out = subprocess.run(
+        [venv_tool("fio-exporter"), "serve", "--fio.cache-size", "lots"], capture_output=True, timeout=30
+    )
     assert out.returncode == 2 and "--cache_size" in out.stderr.decode()
     cfg.write_text("max_document_size: 10\n")
     out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
     assert out.returncode == 2 and f"{cfg}: max_document_size: must be at least 1KiB" in out.stderr.decode()
-    out = subprocess.run([venv_tool("fio-exporter"), "convert", "--fio.max-document-size", "10", cfg],
-                         capture_output=True, timeout=30)
+    out = subprocess.run(
+        [venv_tool("fio-exporter"), "convert", "--fio.max-document-size", "10", cfg], capture_output=True, timeout=30
+    )
     assert out.returncode == 2 and "--fio.max-document-size: must be at least 1KiB" in out.stderr.decode()

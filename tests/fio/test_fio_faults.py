@@ -59,25 +59,37 @@ def _sub(pattern: str, repl: str):
         out, n = re.subn(pattern, repl, t, count=1)
         assert n == 1, pattern
         return out
+
     return make
 
 
 # name -> (how the first real record is made hostile, expected reason, words in the log line)
 HOSTILE = {
     "bins_1e400": (_sub(r'("bins" : \{\s*"\d+" : )\d+', r"\g<1>1e400"), "invalid_value", "bins"),
-    "total_ios_400_digits": (_sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 400), "invalid_value",
-                             "400-digit number"),
+    "total_ios_400_digits": (
+        _sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 400),
+        "invalid_value",
+        "400-digit number",
+    ),
     "io_bytes_nan": (_sub(r'"io_bytes" : \d+', '"io_bytes" : NaN'), "invalid_value", "io_bytes = nan"),
-    "runtime_infinity": (_sub(r'"job_runtime" : \d+', '"job_runtime" : Infinity'), "invalid_value",
-                         "job_runtime = inf"),
-    "negative_total_ios": (_sub(r'"total_ios" : \d+', '"total_ios" : -5'), "invalid_value",
-                           "total_ios = -5: negative"),
+    "runtime_infinity": (
+        _sub(r'"job_runtime" : \d+', '"job_runtime" : Infinity'),
+        "invalid_value",
+        "job_runtime = inf",
+    ),
+    "negative_total_ios": (_sub(r'"total_ios" : \d+', '"total_ios" : -5'), "invalid_value", "total_ios = -5: negative"),
     "negative_bin_count": (_sub(r'("bins" : \{\s*"\d+" : )\d+', r"\g<1>-3"), "invalid_value", "negative"),
     "percentile_key_nan": (lambda t: t.replace('"99.000000"', '"nan"', 1), "invalid_value", "percentile key"),
-    "number_of_5000_digits": (_sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 5000), "corrupt",
-                              "cannot be decoded"),
-    "nesting_100000_deep": (lambda t: t.replace('"jobs" : [', '"x" : ' + "[" * 100000 + "]" * 100000
-                                                + ',\n  "jobs" : [', 1), "corrupt", "cannot be decoded"),
+    "number_of_5000_digits": (
+        _sub(r'"total_ios" : \d+', '"total_ios" : ' + "9" * 5000),
+        "corrupt",
+        "cannot be decoded",
+    ),
+    "nesting_100000_deep": (
+        lambda t: t.replace('"jobs" : [', '"x" : ' + "[" * 100000 + "]" * 100000 + ',\n  "jobs" : [', 1),
+        "corrupt",
+        "cannot be decoded",
+    ),
 }
 
 
@@ -89,7 +101,7 @@ def test_one_hostile_file_is_down_and_the_rest_is_served(case, good_and_bad, cap
     bad = d / "bad.json"
     bad.write_text(make(first))
     watcher = watcher_for(d)
-    for scrape in range(2):           # and the second scrape (where a bug once showed up 1, no data)
+    for scrape in range(2):  # and the second scrape (where a bug once showed up 1, no data)
         text = exposition(watcher)
         assert_clean(text)
         sm = samples(text)
@@ -110,7 +122,7 @@ def test_one_hostile_file_is_down_and_the_rest_is_served(case, good_and_bad, cap
             line = [r.getMessage() for r in caplog.records if str(bad) in r.getMessage()]
             assert len(line) == 1 and reason in line[0] and words in line[0], line
             caplog.clear()
-    assert not [r for r in caplog.records if str(bad) in r.getMessage()]   # one line per cause
+    assert not [r for r in caplog.records if str(bad) in r.getMessage()]  # one line per cause
     # fresh again: a valid record appended makes the file up with that record's values
     with bad.open("a") as fh:
         fh.write(first)
@@ -141,7 +153,7 @@ def test_a_bug_while_exposing_one_file_costs_only_that_file(good_and_bad, monkey
     bad.write_text(first.replace('"jobname" : "st"', '"jobname" : "trigger"', 1))
     real = collector_module.find_problems
 
-    def failing(job, config, finished=False):   # an exporter bug reachable from one file's content
+    def failing(job, config, finished=False):  # an exporter bug reachable from one file's content
         if job.name == "trigger":
             raise KeyError("boom")
         return real(job, config, finished=finished)
@@ -164,12 +176,31 @@ def test_a_bug_while_exposing_one_file_costs_only_that_file(good_and_bad, monkey
 # ---------------------------------------------------------------------------------------------
 # in-place rewrites and truncation
 
+
 def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
     """A small fio-shaped record (pretty-printed as fio does) with one job."""
-    d = {"fio version": "fio-3.33", "timestamp_ms": ts, "jobs": [
-        {"jobname": "w", "groupid": 0, "error": 0, "job options": {"rw": "read"},
-         "read": {"io_bytes": total_ios * 4096, "total_ios": total_ios, "short_ios": 0, "drop_ios": 0,
-                  "iops": 1.0, "bw_bytes": 4096.0, "runtime": 1000}, "job_runtime": 1000}]}
+    d = {
+        "fio version": "fio-3.33",
+        "timestamp_ms": ts,
+        "jobs": [
+            {
+                "jobname": "w",
+                "groupid": 0,
+                "error": 0,
+                "job options": {"rw": "read"},
+                "read": {
+                    "io_bytes": total_ios * 4096,
+                    "total_ios": total_ios,
+                    "short_ios": 0,
+                    "drop_ios": 0,
+                    "iops": 1.0,
+                    "bw_bytes": 4096.0,
+                    "runtime": 1000,
+                },
+                "job_runtime": 1000,
+            }
+        ],
+    }
     return json.dumps(d, indent=2, separators=(",", " : ")) + "\n"
 
 
@@ -193,7 +224,7 @@ def test_in_place_rewrite_is_a_reset(tmp_path, longer, caplog):
     text = exposition(watcher)
     assert_clean(text)
     sm = samples(text)
-    assert value(sm, "fio_read_ios_total") == (555 if longer else 4)   # not the old 333
+    assert value(sm, "fio_read_ios_total") == (555 if longer else 4)  # not the old 333
     assert value(sm, "fio_source_resets_total") == 1
     assert value(sm, "fio_source_up") == 1
     assert f"fio output file {path}" in caplog.text and "reading it again from the start" in caplog.text
@@ -202,7 +233,7 @@ def test_in_place_rewrite_is_a_reset(tmp_path, longer, caplog):
 def test_truncated_file_convert_exits_nonzero_naming_the_file(tmp_path):
     path = tmp_path / "t.json"
     whole = _doc(1) + _doc(2, ts=1_700_000_001_000)
-    path.write_text(whole[: len(whole) - 40])       # the second record cut off
+    path.write_text(whole[: len(whole) - 40])  # the second record cut off
     proc = subprocess.run([venv_tool("fio-exporter"), "convert", str(path)], capture_output=True, timeout=60)
     assert proc.returncode == 1
     err = proc.stderr.decode()
@@ -224,11 +255,11 @@ def test_convert_reads_files_over_64_mib_to_the_end(tmp_path):
     """Earlier, a file over 64 MiB printed a record from its middle and exited 0."""
     path = tmp_path / "big.json"
     one = _doc(1)
-    n = (70 * 2 ** 20) // len(one) + 1
+    n = (70 * 2**20) // len(one) + 1
     with path.open("w") as fh:
         for i in range(1, n + 1):
             fh.write(_doc(i, ts=1_700_000_000_000 + i))
-    assert path.stat().st_size > 64 * 2 ** 20
+    assert path.stat().st_size > 64 * 2**20
     proc = subprocess.run([venv_tool("fio-exporter"), "convert", str(path)], capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     sm = samples(proc.stdout.decode())
@@ -240,11 +271,11 @@ def test_a_long_backlog_is_skipped_to_the_latest_records(tmp_path):
     """An exporter started late on a 70 MB stream shows the latest record at its first scrape
     (not one from the middle of the file), reading only the last documents' worth of bytes."""
     path = tmp_path / "long.json"
-    n = (70 * 2 ** 20) // len(_doc(1)) + 1
+    n = (70 * 2**20) // len(_doc(1)) + 1
     with path.open("w") as fh:
         for i in range(1, n + 1):
             fh.write(_doc(i, ts=1_700_000_000_000 + i))
-    watcher = watcher_for(path, max_document_bytes=2 ** 20)
+    watcher = watcher_for(path, max_document_bytes=2**20)
     t0 = time.monotonic()
     text = exposition(watcher)
     took = time.monotonic() - t0
@@ -252,11 +283,11 @@ def test_a_long_backlog_is_skipped_to_the_latest_records(tmp_path):
     sm = samples(text)
     assert value(sm, "fio_read_ios_total") == n
     skipped = value(sm, "fio_source_skipped_bytes_total")
-    assert path.stat().st_size - skipped <= 2 * 2 ** 20 + 2 ** 20      # two documents' bound + a chunk
+    assert path.stat().st_size - skipped <= 2 * 2**20 + 2**20  # two documents' bound + a chunk
     assert value(sm, "fio_source_records_total") < n / 10
-    assert value(sm, "fio_source_corrupt_documents_total") == 0          # resynchronised cleanly
+    assert value(sm, "fio_source_corrupt_documents_total") == 0  # resynchronised cleanly
     assert took < 5, took
-    with path.open("a") as fh:                                        # and it follows on from there
+    with path.open("a") as fh:  # and it follows on from there
         fh.write(_doc(n + 1, ts=1_700_000_000_000 + n + 1))
     assert value(samples(exposition(watcher)), "fio_read_ios_total") == n + 1
 
@@ -264,14 +295,17 @@ def test_a_long_backlog_is_skipped_to_the_latest_records(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # client mode: host labels never collide
 
+
 def test_client_hosts_a_colon_1_and_a_port_1_do_not_collide(tmp_path):
-    entry = {"job options": {"rw": "read"}, "read": {"io_bytes": 4096, "total_ios": 1, "runtime": 1},
-             "job_runtime": 1}
-    doc = {"fio version": "fio-3.33", "client_stats": [
-        {**entry, "jobname": "c", "hostname": "a:1"},
-        {**entry, "jobname": "c", "hostname": "a", "port": 1, "read": {**entry["read"], "total_ios": 2}},
-        {**entry, "jobname": "c", "hostname": "::1", "port": 8765, "read": {**entry["read"], "total_ios": 3}},
-    ]}
+    entry = {"job options": {"rw": "read"}, "read": {"io_bytes": 4096, "total_ios": 1, "runtime": 1}, "job_runtime": 1}
+    doc = {
+        "fio version": "fio-3.33",
+        "client_stats": [
+            {**entry, "jobname": "c", "hostname": "a:1"},
+            {**entry, "jobname": "c", "hostname": "a", "port": 1, "read": {**entry["read"], "total_ios": 2}},
+            {**entry, "jobname": "c", "hostname": "::1", "port": 8765, "read": {**entry["read"], "total_ios": 3}},
+        ],
+    }
     path = tmp_path / "client.json"
     path.write_text(json.dumps(doc, indent=2))
     text = exposition(watcher_for(path))
@@ -284,6 +318,7 @@ def test_client_hosts_a_colon_1_and_a_port_1_do_not_collide(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # resources: a real exporter process, bounded memory and time
+
 
 def _vm_hwm_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -298,21 +333,31 @@ def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
     each bad file down with its reason and log line, the good file and the process metrics
     served, peak RSS of the exporter far below the files' size."""
     d, first, docs = good_and_bad
-    size = 60 * 2 ** 20
+    size = 60 * 2**20
     # random bytes but no newline and no brace: one endless line that can start no document (a
     # leading "{" would make it a one-line document too large: down, rightly, but not this case)
-    noise = os.urandom(2 ** 20).translate(bytes.maketrans(b"\n{}", b"xyz"))
-    (d / "noise.json").write_bytes(noise * (size // 2 ** 20))
+    noise = os.urandom(2**20).translate(bytes.maketrans(b"\n{}", b"xyz"))
+    (d / "noise.json").write_bytes(noise * (size // 2**20))
     line = b'    "field" : 12345678901234567890,\n'
     with (d / "huge.json").open("wb") as fh:
         fh.write(b"{\n")
         fh.write(line * (size // len(line)))
         fh.write(b"}\n")
-    (d / "overflow.json").write_text(HOSTILE["bins_1e400"][0](first))    # and one that raised in collect()
+    (d / "overflow.json").write_text(HOSTILE["bins_1e400"][0](first))  # and one that raised in collect()
     port = free_port()
-    proc = processes.start("fio-exporter", [venv_tool("fio-exporter"), "--web.listen-address",
-                                            f"127.0.0.1:{port}", "--fio.watch", d, "--no-collector.guest-disk",
-                                            "--fio.max-document-size", "8MiB"])
+    proc = processes.start(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--fio.watch",
+            d,
+            "--no-collector.guest-disk",
+            "--fio.max-document-size",
+            "8MiB",
+        ],
+    )
     wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
     t0 = time.monotonic()
     resp = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=60)
@@ -323,22 +368,28 @@ def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
     sm = samples(text)
     assert value(sm, "fio_source_error_info", source=d / "huge.json", reason="too_large") == 1
     assert value(sm, "fio_source_rejected_documents_total", source=d / "huge.json", reason="too_large") == 1
-    assert value(sm, "fio_source_up", source=d / "noise.json") == 1, [     # garbage, no document: up, empty
-        (k, v) for k, v in sm.items() if k[0] == "fio_source_error_info"]
-    assert value(sm, "fio_source_non_json_lines_total", source=d / "noise.json") == 0   # the line never ended
+    assert value(sm, "fio_source_up", source=d / "noise.json") == 1, [  # garbage, no document: up, empty
+        (k, v) for k, v in sm.items() if k[0] == "fio_source_error_info"
+    ]
+    assert value(sm, "fio_source_non_json_lines_total", source=d / "noise.json") == 0  # the line never ended
     assert not has(sm, "fio_job_info", source=d / "noise.json")
     assert value(sm, "fio_read_ios_total", source=d / "good.json") == docs[-1]["jobs"][0]["read"]["total_ios"]
     assert value(sm, "fio_source_error_info", source=d / "overflow.json", reason="invalid_value") == 1
-    assert has(sm, "process_resident_memory_bytes")                        # process metrics served
-    assert took < 30, took       # hang detection only (60 MB each, read once)
+    assert has(sm, "process_resident_memory_bytes")  # process metrics served
+    assert took < 30, took  # hang detection only (60 MB each, read once)
     hwm = _vm_hwm_bytes(proc.popen.pid)
-    assert hwm < 100 * 2 ** 20, f"peak RSS {hwm / 2 ** 20:.0f} MiB"
+    assert hwm < 100 * 2**20, f"peak RSS {hwm / 2**20:.0f} MiB"
     assert f"fio output file {d / 'huge.json'} is down (too_large)" in proc.output()
     assert f"fio output file {d / 'overflow.json'} is down (invalid_value)" in proc.output()
     # the next scrape reads nothing new: the same files, states and counts (its speed is bench/'s)
     again = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text)
-    for name in ("fio_source_up", "fio_source_error_info", "fio_source_records_total",
-                 "fio_source_rejected_documents_total", "fio_source_non_json_lines_total"):
+    for name in (
+        "fio_source_up",
+        "fio_source_error_info",
+        "fio_source_records_total",
+        "fio_source_rejected_documents_total",
+        "fio_source_non_json_lines_total",
+    ):
         assert {k: v for k, v in again.items() if k[0] == name} == {k: v for k, v in sm.items() if k[0] == name}
 
 
@@ -359,17 +410,20 @@ def test_error_line_in_every_record_is_read_in_linear_time(status_stream):
         got = stream.feed(data)
         got.extend(stream.finish())
         dt = time.perf_counter() - t0
-        assert len(got) == records and got[-1]["jobs"][0]["read"]["total_ios"] == docs[0]["jobs"][0]["read"]["total_ios"]
+        assert (
+            len(got) == records and got[-1]["jobs"][0]["read"]["total_ios"] == docs[0]["jobs"][0]["read"]["total_ios"]
+        )
         assert stream.counts.non_json_lines == records and stream.counts.corrupt_documents == 0
         return dt, stream
 
     small = min(cost(100)[0] for _ in range(3))
     large = min(cost(800)[0] for _ in range(3))
-    assert large / small < 8 * 2.5, (small, large)       # 8x the input: about 8x the time, not 64x
+    assert large / small < 8 * 2.5, (small, large)  # 8x the input: about 8x the time, not 64x
 
 
 # ---------------------------------------------------------------------------------------------
 # property test: any value in any numeric field of a real record
+
 
 def _numeric_paths(node, path=()):
     if isinstance(node, dict):
@@ -383,9 +437,14 @@ def _numeric_paths(node, path=()):
 
 
 _hostile_value = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 70, 2 ** 70),
-    st.sampled_from([10 ** 400, -(10 ** 400), 2 ** 64, 2 ** 64 + 1, -1, 0]),
-    st.text(max_size=5), st.none(), st.booleans(), st.lists(st.integers(), max_size=2))
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([10**400, -(10**400), 2**64, 2**64 + 1, -1, 0]),
+    st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+)
 
 
 @pytest.fixture(scope="module")
@@ -421,7 +480,10 @@ def test_any_value_anywhere_gives_a_clean_exposition(data, first_record, tmp_pat
             assert math.isfinite(v) and v >= 0, (n, dict(ls), v)
     else:
         assert not job_series
-        assert [dict(ls)["reason"] for (n, ls) in sm if n == "fio_source_error_info"] in (["invalid_value"], ["corrupt"])
+        assert [dict(ls)["reason"] for (n, ls) in sm if n == "fio_source_error_info"] in (
+            ["invalid_value"],
+            ["corrupt"],
+        )
 
 
 def test_a_single_document_over_the_bound_is_too_large_even_when_skipped_to(tmp_path):
@@ -430,11 +492,11 @@ def test_a_single_document_over_the_bound_is_too_large_even_when_skipped_to(tmp_
     line = '      "x" : 12345678,\n'
     with path.open("w") as fh:
         fh.write('{\n  "jobs" : [\n    {\n')
-        fh.write(line * ((70 * 2 ** 20) // len(line)))
+        fh.write(line * ((70 * 2**20) // len(line)))
         fh.write('      "jobname" : "j"\n    }\n  ]\n}\n')
-    text = exposition(watcher_for(path, max_document_bytes=2 ** 20))
+    text = exposition(watcher_for(path, max_document_bytes=2**20))
     assert_clean(text)
     sm = samples(text)
     assert value(sm, "fio_source_error_info", reason="too_large") == 1
     assert value(sm, "fio_source_rejected_documents_total", reason="too_large") == 1
-    assert value(sm, "fio_source_skipped_bytes_total") > 60 * 2 ** 20
+    assert value(sm, "fio_source_skipped_bytes_total") > 60 * 2**20

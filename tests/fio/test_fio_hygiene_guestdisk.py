@@ -56,7 +56,7 @@ def trap_jobs(tmp_path_factory):
 
 
 def test_each_trap_found_in_real_fio_options(trap_jobs):
-    lenient = HygieneConfig(scrape_interval_s=0.1)   # runtime=1 s is >= 3 scrapes of 0.1 s
+    lenient = HygieneConfig(scrape_interval_s=0.1)  # runtime=1 s is >= 3 scrapes of 0.1 s
     found = {name: find_problems(job, lenient) for name, job in trap_jobs.items()}
     assert found == {
         "clean": [],
@@ -71,8 +71,9 @@ def test_each_trap_found_in_real_fio_options(trap_jobs):
 def test_working_set_and_runtime_checks(trap_jobs):
     job = trap_jobs["clean"]
     assert find_problems(job, HygieneConfig(cache_size_bytes=1 << 20, scrape_interval_s=0.1)) == []
-    assert find_problems(job, HygieneConfig(cache_size_bytes=20 << 30, scrape_interval_s=0.1)) == \
-        ["working_set_below_cache"]
+    assert find_problems(job, HygieneConfig(cache_size_bytes=20 << 30, scrape_interval_s=0.1)) == [
+        "working_set_below_cache"
+    ]
     assert find_problems(job, HygieneConfig(scrape_interval_s=15)) == ["short_runtime"]
     # without a runtime option, a finished job is judged by how long it actually ran
     job.options.pop("runtime")
@@ -89,6 +90,7 @@ def test_fio_value_syntax():
 
 # ---------------------------------------------------------------------------------------------
 # guest disk facts
+
 
 def _write(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +140,7 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
     assert parts["sda2"].start_bytes == 1 << 20 and parts["sda2"].aligned
     assert disks["vdb"].serial == "PoC-data-1" and disks["vdb"].logical_block_size == 4096
     from prometheus_client import CollectorRegistry, generate_latest
+
     reg = CollectorRegistry(auto_describe=False)
     reg.register(GuestDiskCollector(str(root)))
     text = generate_latest(reg).decode()
@@ -145,7 +148,7 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
     assert 'fio_guest_partition_aligned{disk="sda",partition="sda1"} 0.0' in text
     assert 'fio_guest_partition_start_bytes{disk="sda",partition="sda1"} 1536.0' in text
     assert 'fio_guest_disk_max_request_bytes{disk="vdb"} 1.31072e+06' in text
-    assert 'fio_guest_sysfs_up 1.0' in text
+    assert "fio_guest_sysfs_up 1.0" in text
     # The VMware serial joins vcenter_virtual_disk_info{disk_uuid}; a serial that is no UUID gives "".
     assert 'fio_guest_disk_info{disk="sda",disk_uuid="6000c29a-1b2c-3d4e-5f60-718293a4b5c6",' in text
     assert 'fio_guest_disk_info{disk="vdb",disk_uuid="",' in text
@@ -153,6 +156,7 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
 
 def test_unreadable_sysfs_gives_up_0(tmp_path, caplog):
     from prometheus_client import CollectorRegistry, generate_latest
+
     reg = CollectorRegistry(auto_describe=False)
     reg.register(GuestDiskCollector(str(tmp_path / "nosys")))
     text = generate_latest(reg).decode()
@@ -180,8 +184,13 @@ def misaligned_loop(tmp_path):
     img = tmp_path / "disk.img"
     with open(img, "wb") as fh:
         fh.truncate(8 << 20)
-    subprocess.run(["sfdisk", "--no-reread", "-q", str(img)], input=b"start=3, size=8000, type=83\n",
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        ["sfdisk", "--no-reread", "-q", str(img)],
+        input=b"start=3, size=8000, type=83\n",
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     att = subprocess.run(["losetup", "-f", "--show", "-P", str(img)], capture_output=True, timeout=30)
     if att.returncode != 0:
         pytest.skip(f"loop devices not available: losetup: {att.stderr.decode().strip()}")
@@ -189,7 +198,7 @@ def misaligned_loop(tmp_path):
     try:
         name = os.path.basename(dev)
         part = Path("/sys/block") / name / f"{name}p1"
-        if not part.exists():   # losetup -P does not always scan in a container; partx does
+        if not part.exists():  # losetup -P does not always scan in a container; partx does
             subprocess.run(["partx", "-a", dev], capture_output=True, timeout=30)
         if not part.exists():
             pytest.skip(f"loop devices not available: no partition appeared under /sys/block/{name}")

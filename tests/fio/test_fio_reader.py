@@ -27,8 +27,12 @@ def test_jsonplus_result_jobs_by_position_with_merged_options(jsonplus_result):
         assert job.options["direct"] == "1" and job.options["ioengine"] == "libaio"
         for d in ("read", "write", "trim"):
             s, r = job.directions[d], rj[d]
-            assert (s.total_ios, s.io_bytes, s.iops, s.bw_bytes) == (r["total_ios"], r["io_bytes"],
-                                                                       r["iops"], r["bw_bytes"])
+            assert (s.total_ios, s.io_bytes, s.iops, s.bw_bytes) == (
+                r["total_ios"],
+                r["io_bytes"],
+                r["iops"],
+                r["bw_bytes"],
+            )
         assert job.job_runtime_ms == rj["job_runtime"]
         assert job.usr_cpu == rj["usr_cpu"] and job.sys_cpu == rj["sys_cpu"]
         assert job.iodepth_level == {k: float(v) for k, v in rj["iodepth_level"].items()}
@@ -46,7 +50,7 @@ def test_plain_json_has_no_bins(plain_json_result):
     [rec] = read_text(plain_json_result.read_text()).records
     clat = rec.jobs[0].directions["write"].clat
     assert clat is not None and clat.bins is None and clat.percentiles
-    assert rec.global_options == {}          # command-line-only job: no global options block
+    assert rec.global_options == {}  # command-line-only job: no global options block
     assert rec.jobs[0].options["rw"] == "randwrite"
 
 
@@ -95,12 +99,14 @@ def test_note_line_on_stdout_is_skipped_and_counted(stdout_with_note):
 
 def test_client_server_final_result(client_results):
     text = client_results["final"].read_text()
-    raw = json.loads(text[text.index("{"):])
+    raw = json.loads(text[text.index("{") :])
     [rec] = read_text(text).records
-    assert rec.client_mode and rec.timestamp == raw["timestamp"]   # no timestamp_ms in client mode
+    assert rec.client_mode and rec.timestamp == raw["timestamp"]  # no timestamp_ms in client mode
     entries = [e for e in raw["client_stats"] if e["jobname"] != ALL_CLIENTS]
-    assert [(j.jobid, j.name, j.host) for j in rec.jobs] == [(0, "cr", client_results["host"]),
-                                                            (1, "cr", client_results["host"])]
+    assert [(j.jobid, j.name, j.host) for j in rec.jobs] == [
+        (0, "cr", client_results["host"]),
+        (1, "cr", client_results["host"]),
+    ]
     for job, e in zip(rec.jobs, entries):
         assert job.directions["read"].total_ios == e["read"]["total_ios"]
         assert job.options["ioengine"] == "psync" and job.options["numjobs"] == "2"
@@ -111,7 +117,7 @@ def test_client_server_final_result(client_results):
 
 def test_client_status_interval_keeps_the_last_snapshot(client_results):
     text = client_results["interim"].read_text()
-    raw = json.loads(text[text.index("{"):])
+    raw = json.loads(text[text.index("{") :])
     [rec] = read_text(text).records
     entries = [e for e in raw["client_stats"] if e["jobname"] != ALL_CLIENTS]
     assert len(entries) > 2, "fio appended no interim snapshots"
@@ -136,17 +142,21 @@ def test_stream_with_injected_error_lines(status_stream):
     text = status_stream.read_text()
     expected = decode_all(text)
     n = text.count("\n")
-    garbled = _inject(text, {
-        0: "note: both iodepth >= 1 and synchronous I/O engine are selected",
-        7: "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096, buflen=4096",
-        n // 2: "fio: pid=1234, err=5/file:io_u.c:1845, func=io_u error, error=Input/output error",
-        n - 3: "note: inside the last document",
-    })
+    garbled = _inject(
+        text,
+        {
+            0: "note: both iodepth >= 1 and synchronous I/O engine are selected",
+            7: "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096, buflen=4096",
+            n // 2: "fio: pid=1234, err=5/file:io_u.c:1845, func=io_u error, error=Input/output error",
+            n - 3: "note: inside the last document",
+        },
+    )
     result = read_text(garbled)
     assert result.counts.non_json_lines == 4
     assert result.counts.corrupt_documents == 0
-    assert [r.jobs[0].directions["read"].total_ios for r in result.records] == \
-        [d["jobs"][0]["read"]["total_ios"] for d in expected]
+    assert [r.jobs[0].directions["read"].total_ios for r in result.records] == [
+        d["jobs"][0]["read"]["total_ios"] for d in expected
+    ]
 
 
 def test_cut_off_document_followed_by_a_new_run(status_stream):
@@ -155,7 +165,7 @@ def test_cut_off_document_followed_by_a_new_run(status_stream):
     text = status_stream.read_text()
     docs = decode_all(text)
     first_end = text.index("\n}\n") + 3
-    cut = text[: first_end + (len(text) - first_end) // 3]          # a record cut off
+    cut = text[: first_end + (len(text) - first_end) // 3]  # a record cut off
     complete = cut.count("\n}\n")
     assert complete >= 1 and not cut.endswith("\n}\n")
     combined = cut + "\n" + text
@@ -173,7 +183,7 @@ def test_incremental_feed_in_any_chunking_gives_the_same_records(status_stream):
         stream = DocumentStream()
         docs = []
         for i in range(0, len(text), size):
-            docs.extend(stream.feed(text[i:i + size]))
+            docs.extend(stream.feed(text[i : i + size]))
         docs.extend(stream.finish())
         assert [d["jobs"][0]["read"]["total_ios"] for d in docs] == whole
         assert stream.counts.non_json_lines == 0
@@ -185,14 +195,14 @@ def test_incomplete_document_waits_for_the_rest(status_stream):
     stream = DocumentStream()
     assert stream.feed(text[: end - 10]) == []
     assert stream.pending == end - 10
-    assert len(stream.feed(text[end - 10: end])) == 1
+    assert len(stream.feed(text[end - 10 : end])) == 1
     assert stream.pending == 0
 
 
 def test_not_fio_json_is_counted_not_fatal():
     with pytest.raises(NotFioDocument):
         parse_document({"hello": 1})
-    result = read_text('{"hello": 1}\n[1, 2]\n')   # fio documents are objects: a list is a line
+    result = read_text('{"hello": 1}\n[1, 2]\n')  # fio documents are objects: a list is a line
     assert result.records == [] and result.counts.not_fio_documents == 1
     assert result.counts.non_json_lines == 1
 
@@ -205,8 +215,9 @@ def test_empty_and_garbage_text():
 
 # ---- property test: the reader never fails and never loses a document between foreign lines
 
-_foreign = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="{\n\r"),
-                   min_size=1, max_size=40).filter(lambda s: s.strip() != "")
+_foreign = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="{\n\r"), min_size=1, max_size=40
+).filter(lambda s: s.strip() != "")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -216,14 +227,19 @@ def test_reader_survives_foreign_lines_and_chunking(data, status_stream_text):
     lines = text.split("\n")
     # foreign lines anywhere outside documents, plus arbitrary garbage lines inside them that do
     # not look like JSON (they start with a letter)
-    inserts = data.draw(st.dictionaries(st.integers(0, len(lines)), st.tuples(
-        st.sampled_from("abcdefghijklmnopqrstuvwxyzABCXYZ"), _foreign).map("".join), max_size=6))
+    inserts = data.draw(
+        st.dictionaries(
+            st.integers(0, len(lines)),
+            st.tuples(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCXYZ"), _foreign).map("".join),
+            max_size=6,
+        )
+    )
     garbled = _inject(text, inserts)
     chunk = data.draw(st.integers(1, 5000))
     stream = DocumentStream()
     out = []
     for i in range(0, len(garbled), chunk):
-        out.extend(stream.feed(garbled[i:i + chunk]))
+        out.extend(stream.feed(garbled[i : i + chunk]))
     out.extend(stream.finish())
     assert [d["jobs"][0]["read"]["total_ios"] for d in out] == [d["jobs"][0]["read"]["total_ios"] for d in docs]
     assert stream.counts.non_json_lines == len(inserts)

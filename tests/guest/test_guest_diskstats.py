@@ -29,7 +29,7 @@ def test_lines_have_the_kernel_format():
     lines = text.splitlines()
     assert [ln.split()[:3] for ln in lines] == [["8", "16", "sdb"], ["8", "17", "sdb1"]]
     assert all(len(ln.split()) == 20 for ln in lines)
-    assert lines[0].startswith("   8      16 sdb ")            # "%4d %7d %s" as diskstats_show()
+    assert lines[0].startswith("   8      16 sdb ")  # "%4d %7d %s" as diskstats_show()
     stats = parse(text)
     assert set(stats["sdb1"].values()) == {0}
     assert stats["sdb"]["writes_completed"] > 0 and stats["sdb"]["reads_completed"] == 0
@@ -51,18 +51,26 @@ def test_diskstats_give_the_trace_over_a_window(name, start, seconds):
         a, b = ds.fields(disk, T1), ds.fields(disk, T2)
         per_stream = trace.stream_window(disk, end=T2 % trace.period, seconds=seconds)
         truth = trace.window(disk, end=T2 % trace.period, seconds=seconds)
-        for d, done, sectors, ms in (("read", "reads_completed", "sectors_read", "ms_reading"),
-                                     ("write", "writes_completed", "sectors_written", "ms_writing")):
-            reqs = sum(getattr(sec, f"{d}_ops") * split_factor(getattr(s, f"{d}_size"))
-                       for s, sec in per_stream)
-            lat_ms = sum(getattr(sec, f"{d}_ops") * split_factor(getattr(s, f"{d}_size"))
-                         * getattr(s, f"{d}_latency_s") * 1000 for s, sec in per_stream)
+        for d, done, sectors, ms in (
+            ("read", "reads_completed", "sectors_read", "ms_reading"),
+            ("write", "writes_completed", "sectors_written", "ms_writing"),
+        ):
+            reqs = sum(getattr(sec, f"{d}_ops") * split_factor(getattr(s, f"{d}_size")) for s, sec in per_stream)
+            lat_ms = sum(
+                getattr(sec, f"{d}_ops") * split_factor(getattr(s, f"{d}_size")) * getattr(s, f"{d}_latency_s") * 1000
+                for s, sec in per_stream
+            )
             assert abs((b[done] - a[done]) - reqs) <= 1, (disk.key, d)
             assert abs((b[sectors] - a[sectors]) * 512 - getattr(truth, f"{d}_bytes")) <= 512, (disk.key, d)
             assert abs((b[ms] - a[ms]) - lat_ms) <= 1, (disk.key, d)
             checked += reqs > 0
-        assert abs((b["weighted_ms"] - a["weighted_ms"]) - ((b["ms_reading"] - a["ms_reading"])
-                                                            + (b["ms_writing"] - a["ms_writing"]))) <= 1
+        assert (
+            abs(
+                (b["weighted_ms"] - a["weighted_ms"])
+                - ((b["ms_reading"] - a["ms_reading"]) + (b["ms_writing"] - a["ms_writing"]))
+            )
+            <= 1
+        )
         assert 0 <= b["ms_doing_io"] - a["ms_doing_io"] <= seconds * 1000
     assert checked
 
@@ -113,21 +121,33 @@ def test_writer_keeps_a_diskstats_file_per_vm(tmp_path):
         path = vm_diskstats(tmp_path, vm)
         assert paths[vm]["procfs"] == str(path.parent)
         stats = parse(path.read_text())
-        assert stats["sdb"] == writer.diskstats.fields(trace.scenario.vms[0].disks[0] if vm == "aligned-01"
-                                                       else trace.scenario.vms[1].disks[0], T0 + 630)
+        assert stats["sdb"] == writer.diskstats.fields(
+            trace.scenario.vms[0].disks[0] if vm == "aligned-01" else trace.scenario.vms[1].disks[0], T0 + 630
+        )
     # misaligned-01: 129 ops/s x 2 requests over the 630 s since the guest's "boot" at T0
-    assert parse(vm_diskstats(tmp_path, "misaligned-01").read_text())["sdb"]["writes_completed"] == \
-        math.floor(129 * 2 * 630)
+    assert parse(vm_diskstats(tmp_path, "misaligned-01").read_text())["sdb"]["writes_completed"] == math.floor(
+        129 * 2 * 630
+    )
 
 
 def _node_exporter(tmp_path, procfs, sysfs, udev, *extra):
     from tests.support import ManagedProcess, free_port, wait_for_http
 
     port = free_port()
-    proc = ManagedProcess("node-exporter", [
-        "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--path.procfs={procfs}",
-        f"--path.sysfs={sysfs}", f"--path.udev.data={udev}", "--collector.disable-defaults",
-        "--collector.diskstats", *extra], tmp_path)
+    proc = ManagedProcess(
+        "node-exporter",
+        [
+            "prometheus-node-exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--path.procfs={procfs}",
+            f"--path.sysfs={sysfs}",
+            f"--path.udev.data={udev}",
+            "--collector.disable-defaults",
+            "--collector.diskstats",
+            *extra,
+        ],
+        tmp_path,
+    )
     return proc, f"http://127.0.0.1:{port}/metrics", wait_for_http
 
 
@@ -139,8 +159,9 @@ def _samples(text: str) -> dict[str, dict[str, float]]:
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             if s.name.startswith("node_disk_"):
-                out.setdefault(s.name, {})[s.labels.get("device", "")] = s.value if s.name != "node_disk_info" \
-                    else s.labels
+                out.setdefault(s.name, {})[s.labels.get("device", "")] = (
+                    s.value if s.name != "node_disk_info" else s.labels
+                )
     return out
 
 
@@ -164,7 +185,7 @@ def test_real_node_exporter_reads_the_guest_diskstats(tmp_path):
         proc.stop()
     m = _samples(text)
     f = parse(vm_diskstats(tmp_path / "guests", "misaligned-01").read_text())["sdb"]
-    assert set(m["node_disk_writes_completed_total"]) == {"sdb"}          # sdb1 excluded
+    assert set(m["node_disk_writes_completed_total"]) == {"sdb"}  # sdb1 excluded
     assert m["node_disk_writes_completed_total"]["sdb"] == f["writes_completed"] == 129 * 2 * 630
     assert m["node_disk_written_bytes_total"]["sdb"] == f["sectors_written"] * 512 == 129 * 630 * 1048576
     assert m["node_disk_write_time_seconds_total"]["sdb"] == pytest.approx(f["ms_writing"] / 1000)
@@ -185,8 +206,9 @@ def test_node_exporter_device_exclude_is_what_drops_the_partition(tmp_path):
     writer = GuestWriter(trace, tmp_path / "guests", anchor=T0)
     where = writer.setup()["aligned-01"]
     writer.write(T0 + 630)
-    proc, url, wait = _node_exporter(tmp_path, where["procfs"], where["sysfs"], where["udev"],
-                                     "--collector.diskstats.device-exclude=^$")
+    proc, url, wait = _node_exporter(
+        tmp_path, where["procfs"], where["sysfs"], where["udev"], "--collector.diskstats.device-exclude=^$"
+    )
     try:
         wait(url, proc=proc)
         text = requests.get(url, timeout=5).text

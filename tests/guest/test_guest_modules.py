@@ -16,10 +16,14 @@ def _imports() -> dict[str, list[tuple[str, list[str], bool]]]:
     out: dict[str, list[tuple[str, list[str], bool]]] = {}
     for path in sorted(PACKAGE.glob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        nested = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-                  for n in ast.walk(f)}
-        out[path.stem] = [(node.module or "", [a.name for a in node.names], id(node) in nested)
-                          for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1]
+        nested = {
+            id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) for n in ast.walk(f)
+        }
+        out[path.stem] = [
+            (node.module or "", [a.name for a in node.names], id(node) in nested)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 1
+        ]
     return out
 
 
@@ -33,8 +37,13 @@ def test_no_import_inside_a_function():
 
 
 def test_no_private_name_of_another_module():
-    private = [(m, target, n) for m, imps in _imports().items() for target, names, _ in imps
-               for n in names if n.startswith("_")]
+    private = [
+        (m, target, n)
+        for m, imps in _imports().items()
+        for target, names, _ in imps
+        for n in names
+        if n.startswith("_")
+    ]
     assert private == []
 
 

@@ -58,7 +58,7 @@ def test_records_give_the_trace_over_a_window(name, start, seconds):
     for vm in trace.scenario.vms:
         if not _continuous(fio, vm.name):
             continue
-        T1 = T0 + 600 + start          # the period after the anchor: the jobs ran the whole time
+        T1 = T0 + 600 + start  # the period after the anchor: the jobs ran the whole time
         T2 = T1 + seconds
         a = _jobs_by_disk(fio, vm.name, fio.record(vm.name, T1))
         b = _jobs_by_disk(fio, vm.name, fio.record(vm.name, T2))
@@ -71,7 +71,7 @@ def test_records_give_the_trace_over_a_window(name, start, seconds):
                 ops = getattr(truth, f"{d}_ops")
                 assert abs((ios2 - ios1) - ops) <= njobs, (vm.name, disk.unit, d)
                 assert abs((bytes2 - bytes1) - getattr(truth, f"{d}_bytes")) <= njobs
-                assert n2 == ios2                                  # every I/O timed
+                assert n2 == ios2  # every I/O timed
                 lat_sum = getattr(truth, f"{d}_latency_sum_s") * 1e9
                 assert (lat2 - lat1) == pytest.approx(lat_sum, rel=1e-6, abs=1e-3)
                 if ops >= 100:
@@ -79,7 +79,7 @@ def test_records_give_the_trace_over_a_window(name, start, seconds):
                     assert mean == pytest.approx(getattr(truth, f"{d}_latency_s") * 1e9, rel=1 / ops + 1e-6)
                 checked += 1
     if name in ("noisy-neighbour", "scaling-ramp"):
-        return   # jobs that start and stop inside the period: test_windowed_jobs
+        return  # jobs that start and stop inside the period: test_windowed_jobs
     assert checked
 
 
@@ -164,10 +164,26 @@ def test_record_has_the_shape_of_a_real_fio_json_plus_status_record(tmp_path):
     if shutil.which("fio") is None:
         pytest.skip("fio is not installed (make deps installs it)")
     out = tmp_path / "real.json"
-    subprocess.run(["fio", "--name=shape", f"--filename={tmp_path / 'data'}", "--size=4m", "--rw=randrw",
-                    "--bs=4k", "--ioengine=psync", "--runtime=1", "--time_based", "--rate_iops=100,50",
-                    "--output-format=json+", "--status-interval=1", f"--output={out}"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "fio",
+            "--name=shape",
+            f"--filename={tmp_path / 'data'}",
+            "--size=4m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=1",
+            "--time_based",
+            "--rate_iops=100,50",
+            "--output-format=json+",
+            "--status-interval=1",
+            f"--output={out}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     real = read_text(out.read_text())
     assert real.records
     docs = []
@@ -194,7 +210,7 @@ def test_record_has_the_shape_of_a_real_fio_json_plus_status_record(tmp_path):
             else:
                 assert type(b[key]) is type(value), f"{where}.{key}"
 
-    same_shape(real_doc, sim, "top", skip=("disk_util",))   # disk_util: the host's disks, not the guest's
+    same_shape(real_doc, sim, "top", skip=("disk_util",))  # disk_util: the host's disks, not the guest's
     rj, sj = real_doc["jobs"][0], sim["jobs"][0]
     same_shape(rj, sj, "job")
     for d in ("read", "write"):
@@ -215,7 +231,7 @@ def test_sysfs_tree_gives_the_disk_uuid_and_alignment(name, tmp_path):
         assert set(disks) == {d.guest_device for d in vm.disks}
         for d in vm.disks:
             got = disks[d.guest_device]
-            assert got.disk_uuid == d.uuid.lower()           # vCenter's form: joins without regexes
+            assert got.disk_uuid == d.uuid.lower()  # vCenter's form: joins without regexes
             assert got.serial == d.uuid.replace("-", "").lower()
             assert got.size_bytes == d.capacity_bytes
             (part,) = got.partitions
@@ -232,7 +248,7 @@ def test_misaligned_partition_starts_at_sector_3(tmp_path):
     assert not disk.partitions[0].aligned
     aligned = next(v for v in sc.vms if v.name == "aligned-01")
     (disk,) = read_disks(str(write_tree(aligned, tmp_path / "sys2")))
-    assert disk.partitions[0].aligned and disk.partitions[0].start_bytes == 1024 ** 2
+    assert disk.partitions[0].aligned and disk.partitions[0].start_bytes == 1024**2
 
 
 def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
@@ -242,8 +258,12 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
     writer = GuestWriter(trace, tmp_path, vms=["oltp-01"], anchor=T0)
     paths = writer.setup()
     stream, sysfs = vm_paths(tmp_path, "oltp-01")
-    assert paths["oltp-01"] == {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(stream.parent / "proc"),
-                                 "udev": str(stream.parent / "udev")}
+    assert paths["oltp-01"] == {
+        "stream": str(stream),
+        "sysfs": str(sysfs),
+        "procfs": str(stream.parent / "proc"),
+        "udev": str(stream.parent / "udev"),
+    }
     watcher = Watcher(WatchConfig(paths=[str(stream)]), clock=lambda: T0 + 600)
     collector = FioCollector(watcher, local_host="oltp-01", clock=lambda: T0 + 600)
 
@@ -260,21 +280,49 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
     for T in range(T0 + 600, T0 + 605):
         writer.write(T)
     after = ios()
-    assert lines_before == 5 and len(stream.read_text().splitlines()) == 5   # replaced at T0+600
-    truth = trace.window("oltp-01/scsi0:1", end=4, seconds=5).read_ops   # records at 599 and 604
+    assert lines_before == 5 and len(stream.read_text().splitlines()) == 5  # replaced at T0+600
+    truth = trace.window("oltp-01/scsi0:1", end=4, seconds=5).read_ops  # records at 599 and 604
     assert abs((after - before) - truth) <= 1
     assert after > before
 
 
 def test_cli_writes_the_trees_and_a_record(tmp_path):
     manifest = tmp_path / "guests.json"
-    proc = subprocess.run([sys.executable, "-m", "ioparallax.simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
-                           "--once", "--manifest", str(manifest)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ioparallax.simulators.guest.cli",
+            "misaligned",
+            "--dir",
+            str(tmp_path),
+            "--once",
+            "--manifest",
+            str(manifest),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     paths = json.loads(manifest.read_text())
     assert set(paths) == {"aligned-01", "misaligned-01"}
     rec = read_text(open(paths["misaligned-01"]["stream"]).read()).records
     assert len(rec) == 1 and rec[0].jobs[0].options["filename"] == "/dev/sdb"
-    bad = subprocess.run([sys.executable, "-m", "ioparallax.simulators.guest.cli", "misaligned", "--dir", str(tmp_path),
-                          "--vm", "nope", "--once"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ioparallax.simulators.guest.cli",
+            "misaligned",
+            "--dir",
+            str(tmp_path),
+            "--vm",
+            "nope",
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "nope" in bad.stderr

@@ -47,15 +47,22 @@ def test_help_explains(capsys):
 
 
 def test_bad_range_is_named(capsys, tmp_path):
-    assert main(["--prometheus", "http://127.0.0.1:9", "--start", "-1m", "--end", "-2m", "-o", str(tmp_path / "r.html")]) == 2
+    assert (
+        main(["--prometheus", "http://127.0.0.1:9", "--start", "-1m", "--end", "-2m", "-o", str(tmp_path / "r.html")])
+        == 2
+    )
     assert "--end (-2m) must be after --start (-1m)" in capsys.readouterr().err
     assert main(["--prometheus", "http://127.0.0.1:9", "--compare", "nope", "-o", str(tmp_path / "r.html")]) == 2
 
 
 def test_unreachable_prometheus_is_a_clear_error(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    done = subprocess.run([venv_tool("ioparallax-report"), "--prometheus", url, "-o", str(tmp_path / "r.html")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [venv_tool("ioparallax-report"), "--prometheus", url, "-o", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert f"{url}/api/v1/query: cannot connect (connection refused)" in done.stderr
     assert "Traceback" not in done.stderr

@@ -23,15 +23,15 @@ T0 = 1_763_900_000.0
 
 def test_thinning_keeps_a_one_point_spike_and_gaps():
     y = np.full(36_000, 100.0)
-    y[12_345] = 5_000.0                         # one 1-point burst in 10 hours of seconds
-    y[20_000:20_500] = np.nan                   # a gap of 500 points
+    y[12_345] = 5_000.0  # one 1-point burst in 10 hours of seconds
+    y[20_000:20_500] = np.nan  # a gap of 500 points
     idx = figures.thin_index(y, 700)
     assert len(idx) <= 700
     assert 12_345 in idx and np.nanmax(y[idx]) == 5_000.0
-    assert np.isnan(y[idx]).any()               # the gap is still drawn as a gap
-    assert np.all(np.diff(idx) > 0)             # in time order
+    assert np.isnan(y[idx]).any()  # the gap is still drawn as a gap
+    assert np.all(np.diff(idx) > 0)  # in time order
     few = np.arange(600.0)
-    assert np.array_equal(figures.thin_index(few, 700), np.arange(600))   # short series untouched
+    assert np.array_equal(figures.thin_index(few, 700), np.arange(600))  # short series untouched
 
 
 @pytest.mark.parametrize("span", [75, 300, 899, 3600, 6 * 3600, 3 * 86400, 30 * 86400])
@@ -45,8 +45,8 @@ def test_time_axis_never_repeats_a_label(span):
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert len(labels) >= 2, labels
     assert len(set(labels)) == len(labels), labels
-    if span < 300:                              # ticks less than a minute apart
-        assert all(lab.count(":") == 2 for lab in labels), labels    # seconds shown
+    if span < 300:  # ticks less than a minute apart
+        assert all(lab.count(":") == 2 for lab in labels), labels  # seconds shown
 
 
 def test_flat_line_has_headroom_above_it():
@@ -69,13 +69,17 @@ def _dataset(n: int = 120) -> tuple[ReportContext, Dataset]:
         for q, base in (("ops", 3000.0), ("bytes", 3000 * 4096.0), ("latency_seconds", 0.0005)):
             ds.series.setdefault(f"{layer}_read_{q}", {})[a] = base * wave
             ds.series.setdefault(f"{layer}_write_{q}", {})[a] = 0.5 * base * wave
-            ds.series[f"{layer}_read_{q}"][b] = np.full(n, base * 2)       # b: flat reads, no writes
+            ds.series[f"{layer}_read_{q}"][b] = np.full(n, base * 2)  # b: flat reads, no writes
     ds.promql = {"read_sources": "q1", "write_destinations": "q2"}
     ds.vdisk_of = {a: "1", b: "2"}
-    ds.labelled["read_sources"] = [({"vdisk_id": vd, "source": s}, np.full(n, v))
-                                   for vd in ("1", "2") for s, v in (("oplog", 1e6), ("estore_zero", 2e6))]
-    ctx = ReportContext(api=PromAPI("http://127.0.0.1:9"), start=float(times[0]), end=float(times[-1]), step=5.0,
-                        config=load_config())
+    ds.labelled["read_sources"] = [
+        ({"vdisk_id": vd, "source": s}, np.full(n, v))
+        for vd in ("1", "2")
+        for s, v in (("oplog", 1e6), ("estore_zero", 2e6))
+    ]
+    ctx = ReportContext(
+        api=PromAPI("http://127.0.0.1:9"), start=float(times[0]), end=float(times[-1]), step=5.0, config=load_config()
+    )
     return ctx, ds
 
 
@@ -98,6 +102,7 @@ def test_a_reused_figure_draws_the_same_svg_as_a_new_one():
 
 # -- the size of the page: compact path data, flat runs, shared glyphs, CSV not base64 ----------
 
+
 def _absolute(d: str) -> list[tuple[float, float]]:
     """The points of an M/l/z path as absolute coordinates (the SVG rules for relative lines)."""
     pts: list[tuple[float, float]] = []
@@ -115,19 +120,21 @@ def test_path_data_is_relative_and_adds_up_to_the_points():
     rng = np.random.default_rng(1)
     xy = np.cumsum(rng.uniform(-30, 30, size=(2000, 2)), axis=0) + 500
     codes = np.full(2000, Path.LINETO, dtype=np.uint8)
-    codes[0] = codes[1000] = Path.MOVETO                 # two subpaths (a gap in the data)
+    codes[0] = codes[1000] = Path.MOVETO  # two subpaths (a gap in the data)
     d = figures.path_data(xy, codes)
     assert d.count("M") == 2 and "L" not in d and "\n" not in d
     got = np.array(_absolute(d))
     # Each point within half a tenth of a point of the true one: rounded, then differenced, no drift.
     assert got.shape == xy.shape and np.abs(got - xy).max() <= 0.05 + 1e-9
-    old = " ".join(f"L {x:.1f} {y:.1f}" for x, y in xy)   # what matplotlib writes (with one decimal)
+    old = " ".join(f"L {x:.1f} {y:.1f}" for x, y in xy)  # what matplotlib writes (with one decimal)
     assert len(d) < 0.7 * len(old)
-    closed = figures.path_data(np.array([[0, 0], [10, 0], [10, 10], [0, 0]], float),
-                               np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], np.uint8))
+    closed = figures.path_data(
+        np.array([[0, 0], [10, 0], [10, 10], [0, 0]], float),
+        np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], np.uint8),
+    )
     assert closed == "M0 0l10 0 0 10z"
     curve = np.array([Path.MOVETO, Path.CURVE3, Path.CURVE3], np.uint8)
-    assert figures.path_data(np.zeros((3, 2)), curve) is None          # left to matplotlib's writer
+    assert figures.path_data(np.zeros((3, 2)), curve) is None  # left to matplotlib's writer
 
 
 def test_flat_runs_keep_their_ends_and_a_stack_keeps_any_layer_change():
@@ -145,14 +152,14 @@ def test_figure_svg_is_compact_and_its_glyphs_are_shared_by_the_page():
     f2 = disks.three_views(ctx, ds, ("vm-b", "scsi0:1"), None)
     for f in (f1, f2):
         assert "<!--" not in f.svg and "\n" not in f.svg and '<g id="' not in f.svg
-        assert 'transform="scale(0.015625)"' in f.svg            # its glyphs, before the page takes them
+        assert 'transform="scale(0.015625)"' in f.svg  # its glyphs, before the page takes them
     sprite = shared_glyphs([Section("a", "A", figures=[f1, Figure("e", "empty")]), Section("b", "B", figures=[f2])])
     assert sprite.startswith('<svg class="glyphs"') and 'transform="scale(0.015625)"' in sprite
     for f in (f1, f2):
         assert 'transform="scale(0.015625)"' not in f.svg and "<defs></defs>" not in f.svg
     used = set(re.findall(r'xlink:href="#([^"]+)"', f1.svg + f2.svg))
     defined = set(re.findall(r'id="([^"]+)"', sprite + f1.svg + f2.svg))
-    assert used <= defined, used - defined                    # every glyph drawn is defined once
+    assert used <= defined, used - defined  # every glyph drawn is defined once
     assert len(re.findall(r'<path id="', sprite)) == len(set(re.findall(r'<path id="([^"]+)"', sprite)))
 
 
@@ -168,10 +175,11 @@ def test_text_kept_across_figures_draws_the_same_svg(monkeypatch):
     # Text measured and laid out once for every figure (figures._text_metrics, _cached_glyphs_with_font)
     # gives the same bytes as matplotlib laying it out anew in each figure.
     from matplotlib import text as mtext, textpath
+
     ctx, ds = _dataset(721)
     key = ("vm-a", "scsi0:1")
     figures._REUSED.clear()
-    disks.three_views(ctx, ds, key, None)               # the caches filled by another figure first
+    disks.three_views(ctx, ds, key, None)  # the caches filled by another figure first
     cached = disks.three_views(ctx, ds, key, None).svg
     assert mtext._get_text_metrics_with_cache is figures._text_metrics
     monkeypatch.setattr(mtext, "_get_text_metrics_with_cache", figures._figure_text_metrics)

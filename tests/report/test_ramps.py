@@ -8,7 +8,7 @@ import pytest
 from ioparallax.report import ramps, usl
 
 STEP_S = 120
-SETTLE_S = 80              # a 1m rate window plus a 20 s vCenter sample
+SETTLE_S = 80  # a 1m rate window plus a 20 s vCenter sample
 
 
 def staircase(levels, step_s=STEP_S, lag_s=60, noise=0.02, seed=0, sigma=0.05, kappa=0.02, gamma=5000.0):
@@ -35,7 +35,7 @@ def test_each_step_found_with_its_settled_mean_and_spread():
         assert p.start == t[0] + (k - 1) * STEP_S + SETTLE_S
         assert p.end <= t[0] + k * STEP_S - 1
         assert 30 <= p.samples <= STEP_S - SETTLE_S
-        assert 0 < p.std < 0.02 * truth                  # a 1m mean of 2 % noise: well under 2 %
+        assert 0 < p.std < 0.02 * truth  # a 1m mean of 2 % noise: well under 2 %
         assert p.q25 < p.throughput < p.q75
 
 
@@ -45,7 +45,7 @@ def test_without_settling_the_transient_biases_the_step():
     settled = ramps.find_plateaus(t, n, x, settle=SETTLE_S, min_length=20)
     truth = usl.usl(np.array([2.0]), 0.05, 0.02, 5000.0)[0]
     assert settled[1].throughput == pytest.approx(truth, rel=1e-9)
-    assert raw[1].throughput < 0.9 * truth              # the 1m rate still climbing from step 1
+    assert raw[1].throughput < 0.9 * truth  # the 1m rate still climbing from step 1
 
 
 def test_noisy_concurrency_by_littles_law_still_gives_the_steps():
@@ -53,24 +53,24 @@ def test_noisy_concurrency_by_littles_law_still_gives_the_steps():
     t, n, x = staircase([1, 2, 3, 4, 5], seed=3)
     rng = np.random.default_rng(4)
     oio = 4 * n + rng.normal(0, 0.25, n.size)
-    oio[rng.choice(n.size, 12, replace=False)] *= 3    # spikes a rolling median removes
+    oio[rng.choice(n.size, 12, replace=False)] *= 3  # spikes a rolling median removes
     got = ramps.find_plateaus(t, oio, x, settle=SETTLE_S, min_length=20)
     assert [round(p.concurrency) for p in got] == [4, 8, 12, 16, 20]
 
 
 def test_short_steps_are_transients_and_idle_is_left_out():
     t, n, x = staircase([0, 1, 2, 3, 4])
-    n[2 * STEP_S + 30: 2 * STEP_S + 70] = 7             # a 40 s excursion: never settles
+    n[2 * STEP_S + 30 : 2 * STEP_S + 70] = 7  # a 40 s excursion: never settles
     got = ramps.find_plateaus(t, n, x, settle=SETTLE_S, min_length=20)
-    assert [p.concurrency for p in got] == [1, 3, 4]    # the step at 2 was cut in pieces too short to keep
+    assert [p.concurrency for p in got] == [1, 3, 4]  # the step at 2 was cut in pieces too short to keep
     assert all(p.concurrency != 7 for p in got)
 
 
 def test_a_gap_ends_a_plateau():
     t, n, x = staircase([1, 2, 3, 4])
-    n[STEP_S + 90: STEP_S + 95] = np.nan                # no samples for 5 s late in step 2
+    n[STEP_S + 90 : STEP_S + 95] = np.nan  # no samples for 5 s late in step 2
     got = ramps.find_plateaus(t, n, x, settle=SETTLE_S, min_length=20)
-    assert [p.concurrency for p in got] == [1, 3, 4]    # step 2 kept only 10 s before the gap
+    assert [p.concurrency for p in got] == [1, 3, 4]  # step 2 kept only 10 s before the gap
 
 
 def test_descending_and_repeated_levels_are_plateaus_too():
@@ -93,18 +93,22 @@ def test_user_given_steps_with_and_without_concurrency():
     got = ramps.plateaus_from_steps(t, n, x, steps, range_start=t[0], range_end=t[-1], settle=SETTLE_S)
     assert [p.concurrency for p in got] == [1, 2, 3, 4]
     assert got[0].start == t[0] + SETTLE_S and got[-1].end == t[-1]
-    given = ramps.plateaus_from_steps(t, None, x, ramps.parse_steps("0=4,120=8,240=12,360=16"),
-                                      range_start=t[0], range_end=t[-1], settle=SETTLE_S)
+    given = ramps.plateaus_from_steps(
+        t, None, x, ramps.parse_steps("0=4,120=8,240=12,360=16"), range_start=t[0], range_end=t[-1], settle=SETTLE_S
+    )
     assert [p.concurrency for p in given] == [4, 8, 12, 16]
     assert [p.throughput for p in given] == [p.throughput for p in got]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0,2m,x", "--steps: expected OFFSET or OFFSET=CONCURRENCY (e.g. 3m=2), got 'x'"),
-    ("0=0,2m=2", "--steps: concurrency must be > 0, got '0=0'"),
-    ("0,120,2m", "--steps: an offset is given twice"),
-    (" , ", "--steps: no step given"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0,2m,x", "--steps: expected OFFSET or OFFSET=CONCURRENCY (e.g. 3m=2), got 'x'"),
+        ("0=0,2m=2", "--steps: concurrency must be > 0, got '0=0'"),
+        ("0,120,2m", "--steps: an offset is given twice"),
+        (" , ", "--steps: no step given"),
+    ],
+)
 def test_bad_steps_are_named(text, message):
     with pytest.raises(ValueError) as e:
         ramps.parse_steps(text)

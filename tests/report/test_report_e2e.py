@@ -29,8 +29,10 @@ ARTIFACTS = REPO / ".run" / "report-artifacts"
 WARMUP_S = 60
 RANGE_S = 75
 
-needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("pdftoppm") is None,
-                                    reason="chromium and pdftoppm (Debian chromium, poppler-utils: make deps)")
+needs_chromium = pytest.mark.skipif(
+    shutil.which("chromium") is None or shutil.which("pdftoppm") is None,
+    reason="chromium and pdftoppm (Debian chromium, poppler-utils: make deps)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +46,21 @@ def stack(demo_stack):
 
 
 def run_report(stack, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([venv_tool("ioparallax-report"), "--prometheus", stack.urls["prometheus"],
-                           "--start", f"-{RANGE_S}s", "-o", str(out), *extra],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            venv_tool("ioparallax-report"),
+            "--prometheus",
+            stack.urls["prometheus"],
+            "--start",
+            f"-{RANGE_S}s",
+            "-o",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +121,7 @@ def net_requests_of_the_page(netlog: Path) -> list[str]:
     out = []
     for e in data["events"]:
         p = e.get("params", {})
-        if (names.get(e["type"]) == "URL_REQUEST_START_JOB" and "url" in p
-                and p.get("initiator") != "not an origin"):
+        if names.get(e["type"]) == "URL_REQUEST_START_JOB" and "url" in p and p.get("initiator") != "not an origin":
             out.append(p.get("url", "?"))
     return out
 
@@ -117,8 +130,9 @@ def net_requests_of_the_page(netlog: Path) -> list[str]:
 def test_html_in_headless_chromium_and_pdf_pages(report):
     html_path, pdf_path, _ = report
     netlog = ARTIFACTS / "netlog.json"
-    done = chromium.run(html_path.resolve().as_uri(), "--enable-logging=stderr", "--v=0",
-                        f"--log-net-log={netlog}", "--dump-dom")
+    done = chromium.run(
+        html_path.resolve().as_uri(), "--enable-logging=stderr", "--v=0", f"--log-net-log={netlog}", "--dump-dom"
+    )
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line]
     assert console == [], console
     assert net_requests_of_the_page(netlog) == []
@@ -153,8 +167,9 @@ def test_html_in_headless_chromium_and_pdf_pages(report):
         old.unlink()
     subprocess.run(["pdftoppm", "-png", "-r", "40", str(pdf_path), str(ARTIFACTS / "page")], check=True, timeout=120)
     pages = sorted(ARTIFACTS.glob("page-*.png"))
-    assert len(pages) >= 3        # the summary, then at least a page per VM disk
+    assert len(pages) >= 3  # the summary, then at least a page per VM disk
     import matplotlib.image as mpimg
+
     for page in pages:
         img = mpimg.imread(page)[:, :, :3]
         ink = float((img < 0.9).any(axis=2).mean())
@@ -166,13 +181,15 @@ def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(n
     """A stack whose vCenter exporter was stopped once it had been scraped (with the session: the
     VM rules' 1m windows have emptied since), reported on a range after its series ended."""
     stack = no_vcenter_stack
-    wait = stack.vcenter_stopped_at + 75 - time.monotonic()    # the VM rules' 1m windows empty,
-    if wait > 0:                                                # `up` of the vCenter target reads 0
+    wait = stack.vcenter_stopped_at + 75 - time.monotonic()  # the VM rules' 1m windows empty,
+    if wait > 0:  # `up` of the vCenter target reads 0
         time.sleep(wait)
     out = tmp_path / "r.html"
     done = run_report(stack, out, "--start=-10s")
     assert done.returncode == 0, done.stderr
-    assert re.search(r'view missing: vm: every target of up\{job="vcenter"\} was down in the whole range', done.stdout), done.stdout
+    assert re.search(
+        r'view missing: vm: every target of up\{job="vcenter"\} was down in the whole range', done.stdout
+    ), done.stdout
     html = out.read_text()
     assert "Views missing" in html and "VM view (vCenter exporter)" in html
     row = cells(html)[("bench-01", "scsi0:1")]

@@ -24,8 +24,9 @@ def lagged(x: np.ndarray, points: int) -> np.ndarray:
     return np.convolve(pad, np.ones(points) / points, mode="valid")
 
 
-def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, noise: float = 0.01,
-                 seed: int = 1) -> Dataset:
+def ramp_dataset(
+    vms: int = 8, storage_scale: float = 1.0, guest: bool = True, noise: float = 0.01, seed: int = 1
+) -> Dataset:
     """VM k (1-based) runs from (k - 1) * 120 s; totals follow the USL; each view's rate lags 1m."""
     rng = np.random.default_rng(seed)
     times = T0 + STEP * np.arange(int(vms * STEP_S / STEP))
@@ -33,10 +34,21 @@ def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, n
     running = np.minimum(vms, rel // STEP_S + 1)
     per_vm = GAMMA / (1 + SIGMA * (running - 1) + KAPPA * running * (running - 1))
     ds = Dataset(times=times)
-    for fam in ("iodepth", "guest_read_ops", "guest_write_ops", "vm_read_ops", "vm_write_ops",
-                "storage_read_ops", "storage_write_ops", "guest_read_latency_seconds",
-                "guest_write_latency_seconds", "vm_read_latency_seconds", "vm_write_latency_seconds",
-                "storage_read_latency_seconds", "storage_write_latency_seconds"):
+    for fam in (
+        "iodepth",
+        "guest_read_ops",
+        "guest_write_ops",
+        "vm_read_ops",
+        "vm_write_ops",
+        "storage_read_ops",
+        "storage_write_ops",
+        "guest_read_latency_seconds",
+        "guest_write_latency_seconds",
+        "vm_read_latency_seconds",
+        "vm_write_latency_seconds",
+        "storage_read_latency_seconds",
+        "storage_write_latency_seconds",
+    ):
         ds.series[fam] = {}
     for k in range(1, vms + 1):
         key = (f"web-{k:02d}", "scsi0:1")
@@ -51,15 +63,20 @@ def ramp_dataset(vms: int = 8, storage_scale: float = 1.0, guest: bool = True, n
             w = lagged(ops * 0.3 * scale, 30)
             ds.series[f"{view}_read_ops"][key] = np.where(on | (rel >= (k - 1) * STEP_S), r, np.nan)
             ds.series[f"{view}_write_ops"][key] = np.where(on, w, np.nan)
-            lat = lagged(4.0 / per_vm, 30)                 # closed loop at QD4: 4 in flight per VM
+            lat = lagged(4.0 / per_vm, 30)  # closed loop at QD4: 4 in flight per VM
             for d in ("read", "write"):
                 ds.series[f"{view}_{d}_latency_seconds"][key] = np.where(on, lat, np.nan)
     return ds
 
 
 def context(ds: Dataset, steps: list[ramps.Step] | None = None) -> ReportContext:
-    ctx = ReportContext(api=PromAPI("http://127.0.0.1:9"), start=float(ds.times[0]), end=float(ds.times[-1]),
-                        step=STEP, config=load_config())
+    ctx = ReportContext(
+        api=PromAPI("http://127.0.0.1:9"),
+        start=float(ds.times[0]),
+        end=float(ds.times[-1]),
+        step=STEP,
+        config=load_config(),
+    )
     ctx.shared["dataset"] = ds
     if steps is not None:
         ctx.shared["steps"] = steps
@@ -86,7 +103,7 @@ def test_section_has_the_sentence_tables_and_a_figure_with_data():
     assert "<b>guest (fio):</b> Throughput at 8 VMs is" in sec.html
     assert "peaked at about 16," in sec.html
     assert "The VM (vCenter) and storage (Stargate) views measured the same plateaus" in sec.html
-    assert sec.html.count("<tr><td>") == 8                       # one plateau row per step
+    assert sec.html.count("<tr><td>") == 8  # one plateau row per step
     [fig] = sec.figures
     assert fig.svg.startswith("<svg") and fig.svg.count("<path") > 50
     assert fig.csv.startswith("view,kind,concurrency,iops,std\nguest,plateau,1,")
@@ -103,7 +120,7 @@ def test_a_view_that_differs_is_fitted_and_drawn_apart():
     assert "<b>storage (Stargate) differs</b> by more than 5%" in sec.html
     csv = sec.figures[0].csv
     assert csv.count("storage,plateau,") == 8 and csv.count("storage,fit,") == 30
-    assert csv.count("vm,plateau,") == 0                         # the VM view agrees: not drawn again
+    assert csv.count("vm,plateau,") == 0  # the VM view agrees: not drawn again
 
 
 def test_without_a_guest_view_the_vms_with_io_in_vcenter_count():
@@ -116,7 +133,7 @@ def test_without_a_guest_view_the_vms_with_io_in_vcenter_count():
 def test_too_short_a_ramp_says_so_instead_of_a_curve():
     sec = scaling.scaling_section(context(ramp_dataset(vms=3)))
     assert "No scalability fit: 3 concurrency levels measured, at least 4 are needed" in sec.html
-    [fig] = sec.figures                                          # the points, and no curve through them
+    [fig] = sec.figures  # the points, and no curve through them
     assert fig.csv.count("guest,plateau,") == 3 and ",fit," not in fig.csv
 
 
@@ -140,14 +157,15 @@ def test_the_plateau_means_are_the_settled_totals_and_in_flight_follows_littles_
     for p, x, q in zip(s.plateaus, s.views["guest"].throughput, s.views["vm"].in_flight):
         n = round(p.concurrency)
         assert x == pytest.approx(float(usl.usl(np.array([n]), SIGMA, KAPPA, GAMMA)[0]), rel=1e-9)
-        assert q == pytest.approx(4 * n, rel=1e-9)        # QD4 per VM: 4 N in flight
+        assert q == pytest.approx(4 * n, rel=1e-9)  # QD4 per VM: 4 N in flight
     sec = scaling.scaling_section(context(ramp_dataset(noise=0.0)))
     assert "<th>in flight, VM</th>" in sec.html
-    assert sec.csv["scalability-plateaus.csv"].splitlines()[3].endswith(",12")   # 3 VMs: 12 in flight
+    assert sec.csv["scalability-plateaus.csv"].splitlines()[3].endswith(",12")  # 3 VMs: 12 in flight
 
 
 def test_report_cli_refuses_bad_steps_before_querying(tmp_path, capsys):
     from ioparallax.report import cli
+
     rc = cli.main(["--prometheus", "http://127.0.0.1:9", "--steps", "0,3m,x", "-o", str(tmp_path / "r.html")])
     assert rc == 2
     assert "--steps: expected OFFSET or OFFSET=CONCURRENCY (e.g. 3m=2), got 'x'" in capsys.readouterr().err

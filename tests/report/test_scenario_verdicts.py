@@ -30,18 +30,24 @@ def test_every_library_scenario_states_its_verdicts(name):
 
 def test_unlisted_traps_are_ok_and_per_disk_entries_override():
     data = raw("clean-oltp")
-    data["expect"]["verdicts"] = {"hygiene": "Distorted", "disks": {"oltp-02 scsi0:1": {"hygiene": "OK", "bursts": "Not measurable"}}}
+    data["expect"]["verdicts"] = {
+        "hygiene": "Distorted",
+        "disks": {"oltp-02 scsi0:1": {"hygiene": "OK", "bursts": "Not measurable"}},
+    }
     got = parse_scenario(data, "x.yaml").expected_verdicts()
     assert got[("oltp-01", "scsi0:1")] == {**dict.fromkeys(TRAPS, "OK"), "hygiene": "Distorted"}
     assert got[("oltp-02", "scsi0:1")] == {**dict.fromkeys(TRAPS, "OK"), "bursts": "Not measurable"}
 
 
-@pytest.mark.parametrize("verdicts,key,message", [
-    ({"zero_write": "Distorted"}, "expect.verdicts.zero_write", "unknown trap"),
-    ({"zero_writes": "distorted"}, "expect.verdicts.zero_writes", "expected one of OK, Distorted, Not measurable"),
-    ({"disks": {"nope scsi0:1": {"bursts": "OK"}}}, "expect.verdicts.disks.nope scsi0:1", "no such VM disk"),
-    ({"disks": {"oltp-01 scsi0:1": {"bursts": "Fine"}}}, "bursts", "expected one of"),
-])
+@pytest.mark.parametrize(
+    "verdicts,key,message",
+    [
+        ({"zero_write": "Distorted"}, "expect.verdicts.zero_write", "unknown trap"),
+        ({"zero_writes": "distorted"}, "expect.verdicts.zero_writes", "expected one of OK, Distorted, Not measurable"),
+        ({"disks": {"nope scsi0:1": {"bursts": "OK"}}}, "expect.verdicts.disks.nope scsi0:1", "no such VM disk"),
+        ({"disks": {"oltp-01 scsi0:1": {"bursts": "Fine"}}}, "bursts", "expected one of"),
+    ],
+)
 def test_bad_verdicts_name_the_key(verdicts, key, message):
     data = copy.deepcopy(raw("clean-oltp"))
     data["expect"]["verdicts"] = verdicts

@@ -12,8 +12,8 @@ from ioparallax.report.data import Dataset
 from ioparallax.report.verdicts import DiskInput, State, hygiene
 
 T = load_config().thresholds
-N = 75                      # a 75 s range at a 1 s step
-SETTLE = 81                 # 1m window + 20 s vCenter sample + 1 step
+N = 75  # a 75 s range at a 1 s step
+SETTLE = 81  # 1m window + 20 s vCenter sample + 1 step
 BUSY = 50 * 2**20
 A, B = ("web-01", "scsi0:1"), ("web-02", "scsi0:1")
 
@@ -21,7 +21,7 @@ A, B = ("web-01", "scsi0:1"), ("web-02", "scsi0:1")
 def decay(last: int, n: int = N) -> np.ndarray:
     """Busy until index ``last`` (the window forgetting I/O from before the range), then 0."""
     out = np.zeros(n)
-    out[:last + 1] = np.linspace(BUSY, BUSY / 20, last + 1)
+    out[: last + 1] = np.linspace(BUSY, BUSY / 20, last + 1)
     return out
 
 
@@ -30,9 +30,15 @@ def dataset(vm_b: np.ndarray, storage_b: np.ndarray, guest_b: np.ndarray | None 
     guest = {A: busy}
     if guest_b is not None:
         guest[B] = guest_b
-    return Dataset(times=np.arange(N, dtype=float), settle_points=SETTLE,
-                   series={"guest_read_bytes": guest, "vm_read_bytes": {A: busy, B: vm_b},
-                           "storage_read_bytes": {A: busy, B: storage_b}})
+    return Dataset(
+        times=np.arange(N, dtype=float),
+        settle_points=SETTLE,
+        series={
+            "guest_read_bytes": guest,
+            "vm_read_bytes": {A: busy, B: vm_b},
+            "storage_read_bytes": {A: busy, B: storage_b},
+        },
+    )
 
 
 def test_windows_tail_of_io_before_the_range_is_idle_not_judged():
@@ -43,13 +49,18 @@ def test_windows_tail_of_io_before_the_range_is_idle_not_judged():
 
 def test_io_after_the_windows_settled_is_judged_even_without_a_fio_job():
     vm_b = decay(55)
-    vm_b[-5:] = BUSY            # I/O well after the windows' memory of the range's start
+    vm_b[-5:] = BUSY  # I/O well after the windows' memory of the range's start
     ds = dataset(vm_b, decay(58))
     assert not ds.tail_only(B) and ds.disks() == [A, B]
     # A 3-minute range: busy at 100 s, past the settle steps.
-    ds = Dataset(times=np.arange(180.0), settle_points=SETTLE,
-                 series={"guest_read_bytes": {A: np.full(180, float(BUSY))},
-                         "vm_read_bytes": {A: np.full(180, float(BUSY)), B: np.where(np.arange(180) == 100, BUSY, 0.0)}})
+    ds = Dataset(
+        times=np.arange(180.0),
+        settle_points=SETTLE,
+        series={
+            "guest_read_bytes": {A: np.full(180, float(BUSY))},
+            "vm_read_bytes": {A: np.full(180, float(BUSY)), B: np.where(np.arange(180) == 100, BUSY, 0.0)},
+        },
+    )
     assert ds.disks() == [A, B]
 
 
@@ -61,8 +72,11 @@ def test_a_disk_with_a_fio_job_in_the_range_is_judged():
 
 
 def test_without_any_guest_view_nothing_is_dropped():
-    ds = Dataset(times=np.arange(N, dtype=float), settle_points=SETTLE,
-                 series={"vm_read_bytes": {A: decay(55)}, "storage_read_bytes": {A: decay(58)}})
+    ds = Dataset(
+        times=np.arange(N, dtype=float),
+        settle_points=SETTLE,
+        series={"vm_read_bytes": {A: decay(55)}, "storage_read_bytes": {A: decay(58)}},
+    )
     assert ds.disks() == [A]
 
 

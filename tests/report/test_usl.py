@@ -45,7 +45,7 @@ def test_specsdm91_matches_r_usl_summary():
     assert sig(r.kappa.stderr) == 0.0000199
     assert sig(r.gamma.stderr) == 14.2
     assert r.df == 4
-    assert sig(r.residual_se) == 82.8          # tests/sigma.Rout.save: signif(sigma(u), 3) 82.8
+    assert sig(r.residual_se) == 82.8  # tests/sigma.Rout.save: signif(sigma(u), 3) 82.8
 
 
 def test_specsdm91_peak_and_limit_match_r_usl():
@@ -85,7 +85,7 @@ def test_raytracer_first_six_matches_r_usl_coefficients_and_intervals():
     t = stats.t.ppf(0.975, 3)
     assert r.kappa.low == pytest.approx(r.kappa.value - t * r.kappa.stderr)
     assert r.kappa.high == pytest.approx(r.kappa.value + t * r.kappa.stderr)
-    assert r.sigma.low == 0.0                   # clipped to the bound: sigma - t se < 0
+    assert r.sigma.low == 0.0  # clipped to the bound: sigma - t se < 0
 
 
 def test_raytracer_first_five_matches_r_usl():
@@ -104,7 +104,7 @@ def test_exact_curve_of_r_usl_coef_test_is_recovered():
 
 def test_xray_like_ramp_states_percent_linear_and_extrapolated_peak():
     # The shape of issue 12's example: 0.074 % contention, peak near 600 outstanding I/Os.
-    sigma, kappa, gamma = 0.00074, (1 - 0.00074) / 600 ** 2, 2500.0
+    sigma, kappa, gamma = 0.00074, (1 - 0.00074) / 600**2, 2500.0
     n = np.array([4, 8, 16, 32, 64, 128])
     r = usl.fit(n, usl.usl(n, sigma, kappa, gamma), unit="IO/s", what="outstanding I/Os")
     assert r.sigma.value == pytest.approx(sigma, rel=1e-4)
@@ -132,7 +132,7 @@ def test_gamma_fixed_normalises_on_the_smallest_step():
     x = usl.usl(n, 0.03, 0.001, 100.0)
     r = usl.fit(n, x, gamma_fixed=True)
     assert r.gamma_fixed and r.gamma.stderr is None
-    assert r.gamma.value == pytest.approx(x[0] / 2)     # X(2) / 2, not the true 100
+    assert r.gamma.value == pytest.approx(x[0] / 2)  # X(2) / 2, not the true 100
     assert r.sigma.value > 0 and r.kappa.value > 0
     free = usl.fit(n, x)
     assert free.gamma.value == pytest.approx(100.0, rel=1e-6)
@@ -141,11 +141,14 @@ def test_gamma_fixed_normalises_on_the_smallest_step():
 
 # -- degenerate ramps: a statement, never a curve ----------------------------------------------
 
+
 def test_fewer_than_four_levels_gives_no_fit():
     r = usl.fit([1, 2, 3, 3], [10, 19, 27, 26], unit="IO/s", what="VMs")
     assert not r.ok and r.sigma is None
-    assert r.statement == ("No scalability fit: 3 concurrency levels measured, at least 4 are needed "
-                           "(three coefficients and one more to judge them); run a longer ramp.")
+    assert r.statement == (
+        "No scalability fit: 3 concurrency levels measured, at least 4 are needed "
+        "(three coefficients and one more to judge them); run a longer ramp."
+    )
     with pytest.raises(ValueError, match="no USL curve"):
         r.predict([1, 2])
 
@@ -189,12 +192,15 @@ def test_four_points_warn_of_wide_intervals():
     assert any("intervals rest on 1 residual degree of freedom" in note for note in r.notes)
 
 
-@pytest.mark.parametrize("n, x, message", [
-    ([1, 2], [1], "2 concurrency values but 1 throughput values"),
-    ([1, 0, 2, 3], [1, 1, 2, 3], "point 2: concurrency must be > 0, got 0"),
-    ([1, 2, 3, 4], [1, -2, 2, 3], "point 2: throughput must be >= 0, got -2"),
-    ([1, 2, float("nan"), 4], [1, 2, 3, 4], "point 3: concurrency nan and throughput 3.0 must be numbers"),
-])
+@pytest.mark.parametrize(
+    "n, x, message",
+    [
+        ([1, 2], [1], "2 concurrency values but 1 throughput values"),
+        ([1, 0, 2, 3], [1, 1, 2, 3], "point 2: concurrency must be > 0, got 0"),
+        ([1, 2, 3, 4], [1, -2, 2, 3], "point 2: throughput must be >= 0, got -2"),
+        ([1, 2, float("nan"), 4], [1, 2, 3, 4], "point 3: concurrency nan and throughput 3.0 must be numbers"),
+    ],
+)
 def test_bad_points_raise_a_named_error(n, x, message):
     with pytest.raises(usl.UslInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         usl.fit(n, x)

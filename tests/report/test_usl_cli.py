@@ -23,8 +23,9 @@ def run(tmp_path: Path, text: str, *extra: str, capsys) -> tuple[int, str, str]:
 
 
 def test_prints_coefficients_intervals_peak_asymptote_and_sentence(tmp_path, capsys):
-    rc, out, err = run(tmp_path, "concurrency,throughput\n" + SPECSDM91, "--unit", "scripts/h",
-                       "--what", "users", capsys=capsys)
+    rc, out, err = run(
+        tmp_path, "concurrency,throughput\n" + SPECSDM91, "--unit", "scripts/h", "--what", "users", capsys=capsys
+    )
     assert rc == 0 and err == ""
     assert "USL fit of 7 points from" in out and "Student's t on 4 degrees of freedom" in out
     assert "sigma (contention)   0.02773      [0.002402, 0.05305]" in out
@@ -36,28 +37,33 @@ def test_prints_coefficients_intervals_peak_asymptote_and_sentence(tmp_path, cap
     assert "it peaked at about 1,880 scripts/h near 96.5 users" in out
 
 
-@pytest.mark.parametrize("text", [
-    SPECSDM91,                                                         # no header
-    "# from the book\nload;users;throughput\n".replace("load;users;", "load;") + SPECSDM91.replace(",", ";"),
-    "throughput\tconcurrency\n" + "".join(f"{x}\t{n}\n" for n, x in
-                                          (ln.split(",") for ln in SPECSDM91.split())),
-    "\ufeffconcurrency,throughput\r\n" + SPECSDM91.replace("\n", "\r\n") + "\n\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        SPECSDM91,  # no header
+        "# from the book\nload;users;throughput\n".replace("load;users;", "load;") + SPECSDM91.replace(",", ";"),
+        "throughput\tconcurrency\n" + "".join(f"{x}\t{n}\n" for n, x in (ln.split(",") for ln in SPECSDM91.split())),
+        "\ufeffconcurrency,throughput\r\n" + SPECSDM91.replace("\n", "\r\n") + "\n\n",
+    ],
+)
 def test_accepts_header_or_none_any_separator_and_column_order(tmp_path, capsys, text):
     rc, out, _ = run(tmp_path, text, capsys=capsys)
     assert rc == 0
     assert "N* = 96.52" in out
 
 
-@pytest.mark.parametrize("text, message", [
-    ("1,10\n2,19\nthree,27\n", "points.csv:3: concurrency 'three' is not a number"),
-    ("concurrency,throughput\n1,10\n2\n", "points.csv:3: expected 2 columns (concurrency, throughput), got 1"),
-    ("1,10\n0,19\n", "points.csv:2: concurrency must be > 0, got 0"),
-    ("1,10\n2,-19\n", "points.csv:2: throughput must be >= 0, got -19"),
-    ("1,10\n2,nan\n", "points.csv:2: throughput 'nan' is not a number"),
-    ("concurrency,throughput\n", "points.csv: no points (only a header, blank lines or comments)"),
-    ("", "points.csv: no points (the file is empty)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1,10\n2,19\nthree,27\n", "points.csv:3: concurrency 'three' is not a number"),
+        ("concurrency,throughput\n1,10\n2\n", "points.csv:3: expected 2 columns (concurrency, throughput), got 1"),
+        ("1,10\n0,19\n", "points.csv:2: concurrency must be > 0, got 0"),
+        ("1,10\n2,-19\n", "points.csv:2: throughput must be >= 0, got -19"),
+        ("1,10\n2,nan\n", "points.csv:2: throughput 'nan' is not a number"),
+        ("concurrency,throughput\n", "points.csv: no points (only a header, blank lines or comments)"),
+        ("", "points.csv: no points (the file is empty)"),
+    ],
+)
 def test_bad_csv_names_file_and_line_and_exits_2(tmp_path, capsys, text, message):
     rc, out, err = run(tmp_path, text, capsys=capsys)
     assert rc == 2 and out == ""

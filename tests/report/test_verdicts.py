@@ -24,7 +24,7 @@ from ioparallax.report.verdicts import (
 
 T = load_config().thresholds
 N = 60
-BUSY = 50 * 2**20          # 50 MiB/s: well above busy_bytes_per_second
+BUSY = 50 * 2**20  # 50 MiB/s: well above busy_bytes_per_second
 
 
 def const(v: float, n: int = N) -> np.ndarray:
@@ -36,15 +36,23 @@ def nan(n: int = N) -> np.ndarray:
 
 
 def storage(**kw) -> DiskInput:
-    base = dict(storage_read_bytes=const(BUSY), storage_write_bytes=const(BUSY),
-                read_zero=const(0.0), write_zero=const(0.0), read_zero_measurable=const(1),
-                write_zero_measurable=const(1), read_cache=const(0.1), working_set_to_cache=const(10.0),
-                rmw_read_to_write=const(0.0))
+    base = dict(
+        storage_read_bytes=const(BUSY),
+        storage_write_bytes=const(BUSY),
+        read_zero=const(0.0),
+        write_zero=const(0.0),
+        read_zero_measurable=const(1),
+        write_zero_measurable=const(1),
+        read_cache=const(0.1),
+        working_set_to_cache=const(10.0),
+        rmw_read_to_write=const(0.0),
+    )
     base.update(kw)
     return DiskInput(**base)
 
 
 # -- zero reads / writes ------------------------------------------------------------------------
+
 
 def test_zero_reads_distorted_above_threshold_with_the_mean_share():
     v = zero_reads(storage(read_zero=const(0.4)), T)
@@ -52,8 +60,9 @@ def test_zero_reads_distorted_above_threshold_with_the_mean_share():
     assert v.anchor == "ioparallaxzeroheavyreads"
 
 
-@pytest.mark.parametrize("share,state", [(T.zero_read_ratio, State.OK), (T.zero_read_ratio + 1e-9, State.DISTORTED),
-                                         (0.0, State.OK)])
+@pytest.mark.parametrize(
+    "share,state", [(T.zero_read_ratio, State.OK), (T.zero_read_ratio + 1e-9, State.DISTORTED), (0.0, State.OK)]
+)
 def test_zero_reads_edge(share, state):
     assert zero_reads(storage(read_zero=const(share)), T).state is state
 
@@ -79,7 +88,7 @@ def test_zero_writes_not_measurable_without_oplog_zero():
 
 
 def test_zero_not_measurable_when_the_storage_view_is_missing():
-    inp = DiskInput(missing_views={"storage": "every target of up{job=\"stargate\"} was down"})
+    inp = DiskInput(missing_views={"storage": 'every target of up{job="stargate"} was down'})
     for verdict in (zero_reads(inp, T), zero_writes(inp, T), cache_fit(inp, T)):
         assert verdict.state is State.NOT_MEASURABLE
         assert "storage view (Stargate exporter) missing" in verdict.sentence
@@ -91,6 +100,7 @@ def test_zero_reads_not_measurable_when_the_page_has_no_zero_source():
 
 
 # -- cache fit ------------------------------------------------------------------------------------
+
 
 def test_cache_fit_distorted_when_reads_from_cache_and_working_set_fits():
     v = cache_fit(storage(read_cache=const(0.95), working_set_to_cache=const(0.4)), T)
@@ -116,9 +126,15 @@ def test_cache_fit_not_measurable_without_working_set():
 
 # -- bursts ---------------------------------------------------------------------------------------
 
+
 def guest_vm(iodepth: float, outstanding: float, **kw) -> DiskInput:
-    base = dict(vm_bytes=const(BUSY), guest_bytes=const(BUSY), iodepth=const(iodepth),
-                vm_outstanding=const(outstanding), buffered=const(0))
+    base = dict(
+        vm_bytes=const(BUSY),
+        guest_bytes=const(BUSY),
+        iodepth=const(iodepth),
+        vm_outstanding=const(outstanding),
+        buffered=const(0),
+    )
     base.update(kw)
     return DiskInput(**base)
 
@@ -137,8 +153,9 @@ def test_bursts_ratio_of_means_not_mean_of_ratios():
     assert v.state is State.OK and v.value == pytest.approx(32 / outstanding.mean())
 
 
-@pytest.mark.parametrize("outstanding,state", [(32 / T.burstiness_ratio, State.OK),
-                                               (32 / T.burstiness_ratio * 0.999, State.DISTORTED)])
+@pytest.mark.parametrize(
+    "outstanding,state", [(32 / T.burstiness_ratio, State.OK), (32 / T.burstiness_ratio * 0.999, State.DISTORTED)]
+)
 def test_bursts_edge(outstanding, state):
     assert bursts(guest_vm(32, outstanding), T).state is state
 
@@ -166,6 +183,7 @@ def test_bursts_not_measurable_without_fio_job():
 
 # -- views agree ----------------------------------------------------------------------------------
 
+
 def test_views_agree_ok_and_distorted():
     ok = views_agree(DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * 1.1), storage_bytes=const(BUSY)), T)
     assert ok.state is State.OK
@@ -173,8 +191,15 @@ def test_views_agree_ok_and_distorted():
     assert bad.state is State.DISTORTED and bad.value == pytest.approx(2) and "guest" in bad.sentence
 
 
-@pytest.mark.parametrize("r,state", [(T.views_bytes_ratio, State.OK), (T.views_bytes_ratio * 1.001, State.DISTORTED),
-                                     (1 / T.views_bytes_ratio, State.OK), (1 / T.views_bytes_ratio * 0.999, State.DISTORTED)])
+@pytest.mark.parametrize(
+    "r,state",
+    [
+        (T.views_bytes_ratio, State.OK),
+        (T.views_bytes_ratio * 1.001, State.DISTORTED),
+        (1 / T.views_bytes_ratio, State.OK),
+        (1 / T.views_bytes_ratio * 0.999, State.DISTORTED),
+    ],
+)
 def test_views_agree_edges(r, state):
     assert views_agree(DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * r)), T).state is state
 
@@ -192,6 +217,7 @@ def test_views_agree_not_measurable_without_vm_view():
 
 
 # -- misalignment ---------------------------------------------------------------------------------
+
 
 def test_misaligned_partition_is_distorted():
     v = misalignment(DiskInput(partitions={"sdb1": 1536.0}), T)
@@ -211,8 +237,10 @@ def test_storage_rmw_heuristic_on_a_write_only_disk():
     assert v.state is State.NOT_MEASURABLE
 
 
-@pytest.mark.parametrize("rmw,state", [(T.misaligned_read_to_write_ratio, State.OK),
-                                       (T.misaligned_read_to_write_ratio * 1.01, State.DISTORTED)])
+@pytest.mark.parametrize(
+    "rmw,state",
+    [(T.misaligned_read_to_write_ratio, State.OK), (T.misaligned_read_to_write_ratio * 1.01, State.DISTORTED)],
+)
 def test_rmw_edge(rmw, state):
     v = misalignment(storage(partitions={}, storage_read_bytes=const(0), rmw_read_to_write=const(rmw)), T)
     assert v.state is state
@@ -225,6 +253,7 @@ def test_misalignment_not_measurable_without_guest_and_storage():
 
 # -- hygiene --------------------------------------------------------------------------------------
 
+
 def test_hygiene():
     assert hygiene(DiskInput(hygiene_problems=set()), T).state is State.OK
     v = hygiene(DiskInput(hygiene_problems={"zero_buffers"}), T)
@@ -236,9 +265,19 @@ def test_hygiene():
 
 
 def test_judge_gives_every_trap_in_order():
-    out = judge(storage(vm_bytes=const(BUSY), guest_bytes=const(BUSY), storage_bytes=const(BUSY),
-                        iodepth=const(4), vm_outstanding=const(4), buffered=const(0), partitions={},
-                        hygiene_problems=set()), T)
+    out = judge(
+        storage(
+            vm_bytes=const(BUSY),
+            guest_bytes=const(BUSY),
+            storage_bytes=const(BUSY),
+            iodepth=const(4),
+            vm_outstanding=const(4),
+            buffered=const(0),
+            partitions={},
+            hygiene_problems=set(),
+        ),
+        T,
+    )
     assert list(out) == ["views_agree", "zero_reads", "zero_writes", "cache_fit", "bursts", "misalignment", "hygiene"]
     assert {k for k, v in out.items() if v.state is not State.OK} == set()
 
@@ -251,25 +290,29 @@ def test_misalignment_without_vcenter_says_why_the_guest_cannot_be_matched():
 
 # -- views agree at a ramp step (a fio job that started less than the settling time ago) ---------
 
-SETTLE = 85.0                   # 1m window + 20 s vCenter sample + a 5 s step
+SETTLE = 85.0  # 1m window + 20 s vCenter sample + a 5 s step
 
 
 def joins_at(k: int, n: int = N, step: float = 5.0) -> DiskInput:
     """A VM disk whose fio job starts at step ``k`` (a VM joining a ramp): fio's rate per run second is
     full at once, the VM and storage 1m rates climb over the window (and vCenter's sample) after it."""
     i = np.arange(n, dtype=float)
-    age = (i - k) * step                                 # seconds the job has run at each step
-    climb = np.clip((age - 20) / 60, 0, 1)               # the VM's 1m rate, 20 s behind
+    age = (i - k) * step  # seconds the job has run at each step
+    climb = np.clip((age - 20) / 60, 0, 1)  # the VM's 1m rate, 20 s behind
     guest = np.where(age >= 0, float(BUSY), np.nan)
-    return DiskInput(guest_bytes=guest, vm_bytes=BUSY * climb, storage_bytes=BUSY * np.clip(age / 60, 0, 1),
-                     job_elapsed=np.where(age >= 0, age, np.nan), settle_seconds=SETTLE)
+    return DiskInput(
+        guest_bytes=guest,
+        vm_bytes=BUSY * climb,
+        storage_bytes=BUSY * np.clip(age / 60, 0, 1),
+        job_elapsed=np.where(age >= 0, age, np.nan),
+        settle_seconds=SETTLE,
+    )
 
 
 def test_views_agree_leaves_out_the_steps_before_a_joining_job_settled():
-    inp = joins_at(35)                                  # 120 s of the job in the range
+    inp = joins_at(35)  # 120 s of the job in the range
     # Without the job's age (an exporter without fio_job_elapsed_seconds) the climb reads Distorted...
-    old = views_agree(DiskInput(guest_bytes=inp.guest_bytes, vm_bytes=inp.vm_bytes,
-                                storage_bytes=inp.storage_bytes), T)
+    old = views_agree(DiskInput(guest_bytes=inp.guest_bytes, vm_bytes=inp.vm_bytes, storage_bytes=inp.storage_bytes), T)
     assert old.state is State.DISTORTED and old.value > T.views_bytes_ratio
     # ...with it, the steps where the job had run less than 85 s are left out and the rest agree exactly.
     v = views_agree(inp, T)
@@ -282,13 +325,13 @@ def test_views_agree_leaves_out_the_steps_before_a_joining_job_settled():
 
 def test_views_agree_still_distorted_after_the_join_when_the_views_differ():
     inp = joins_at(10)
-    inp.guest_bytes = inp.guest_bytes * 1.5            # a settled disagreement is not hidden
+    inp.guest_bytes = inp.guest_bytes * 1.5  # a settled disagreement is not hidden
     v = views_agree(inp, T)
     assert v.state is State.DISTORTED and v.value == pytest.approx(1.5) and "left out" in v.sentence
 
 
 def test_views_agree_not_measurable_when_the_job_never_settles():
-    inp = joins_at(N - 10)                              # joins 50 s before the range's end
+    inp = joins_at(N - 10)  # joins 50 s before the range's end
     v = views_agree(inp, T)
     assert v.state is State.NOT_MEASURABLE and v.number == ""
     assert "no settled step" in v.sentence and "a fio job had run less than the settling time" in v.sentence
@@ -297,7 +340,12 @@ def test_views_agree_not_measurable_when_the_job_never_settles():
 def test_views_agree_judges_steps_without_a_running_job():
     # Steps without a running job (the job's age absent: no job, or one that finished) are judged as
     # before: only a known young age leaves a step out.
-    inp = DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY), storage_bytes=const(BUSY),
-                    job_elapsed=nan(), settle_seconds=SETTLE)
+    inp = DiskInput(
+        vm_bytes=const(BUSY),
+        guest_bytes=const(BUSY),
+        storage_bytes=const(BUSY),
+        job_elapsed=nan(),
+        settle_seconds=SETTLE,
+    )
     v = views_agree(inp, T)
     assert v.state is State.OK and "left out" not in v.sentence

@@ -38,8 +38,9 @@ def test_check_mode_reports_a_stale_file(tmp_path, capsys):
 
 
 def test_promtool_accepts_the_generated_rules():
-    res = subprocess.run(["promtool", "check", "rules", *map(str, sorted(ALERTS.glob("*.rules.yml")))],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["promtool", "check", "rules", *map(str, sorted(ALERTS.glob("*.rules.yml")))], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS: 15 rules found" in res.stdout
 
@@ -123,12 +124,18 @@ def test_rules_use_only_rules_defined_earlier_or_exporter_metrics():
 
 def recorded_names_in(expr: str) -> set[str]:
     import re
+
     return set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", expr))
 
 
 def test_the_config_drives_thresholds_selectors_and_windows():
-    cfg = load_config(overrides={"thresholds": {"zero_read_ratio": 0.25}, "windows": {"rate": "30s"},
-                                 "selectors": {"stargate": 'job="cvm"'}})
+    cfg = load_config(
+        overrides={
+            "thresholds": {"zero_read_ratio": 0.25},
+            "windows": {"rate": "30s"},
+            "selectors": {"stargate": 'job="cvm"'},
+        }
+    )
     text = rule_files(cfg)["ioparallax-alerts.rules.yml"] + rule_files(cfg)["ioparallax.rules.yml"]
     assert "vdisk:ioparallax_read_zero:ratio > 0.25" in text
     assert "vm_disk:ioparallax_guest_read_bytes:rate30s" in text and ":rate1m" not in text
@@ -139,21 +146,24 @@ def test_the_node_selector_picks_the_guests_node_exporter_and_defaults_when_abse
     text = rule_files(load_config(overrides={"selectors": {"node": 'job="guest-os"'}}))["ioparallax.rules.yml"]
     assert 'rate(node_disk_writes_completed_total{job="guest-os"}[1m])' in text and 'job="guest-node"' not in text
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    del data["selectors"]["node"]          # a config from before the guest OS view
+    del data["selectors"]["node"]  # a config from before the guest OS view
     assert parse_config(data, "old.yml").selectors.node == 'job="guest-node"'
 
 
-@pytest.mark.parametrize("patch, key", [
-    ({"thresholds": {"zero_read_ratio": 1.5}}, "thresholds.zero_read_ratio"),
-    ({"windows": {"rate": "five minutes"}}, "windows.rate"),
-    ({"windows": {"rate": "1m1h"}}, "windows.rate"),          # promtool rejects it (units largest first)
-    ({"for": {"zero_heavy": "1.5m"}}, "for.zero_heavy"),      # no decimals in Prometheus' grammar
-    ({"windows": {"agreement": "30s"}}, "windows.agreement"),
-    ({"selectors": {"fio": "job=fio"}}, "selectors.fio"),
-    ({"for": {"zero_heavy": 300}}, "for.zero_heavy"),
-    ({"thresholds": {"zero_reads": 0.1}}, "thresholds.zero_reads"),
-    ({"dashboards": {"uid_prefix": "has spaces"}}, "dashboards.uid_prefix"),
-])
+@pytest.mark.parametrize(
+    "patch, key",
+    [
+        ({"thresholds": {"zero_read_ratio": 1.5}}, "thresholds.zero_read_ratio"),
+        ({"windows": {"rate": "five minutes"}}, "windows.rate"),
+        ({"windows": {"rate": "1m1h"}}, "windows.rate"),  # promtool rejects it (units largest first)
+        ({"for": {"zero_heavy": "1.5m"}}, "for.zero_heavy"),  # no decimals in Prometheus' grammar
+        ({"windows": {"agreement": "30s"}}, "windows.agreement"),
+        ({"selectors": {"fio": "job=fio"}}, "selectors.fio"),
+        ({"for": {"zero_heavy": 300}}, "for.zero_heavy"),
+        ({"thresholds": {"zero_reads": 0.1}}, "thresholds.zero_reads"),
+        ({"dashboards": {"uid_prefix": "has spaces"}}, "dashboards.uid_prefix"),
+    ],
+)
 def test_config_errors_name_the_file_and_the_key(tmp_path, patch, key):
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     for section, values in patch.items():
@@ -192,8 +202,9 @@ def test_without_a_cluster_label_the_rules_are_unchanged_by_it():
 def test_per_cluster_adds_the_label_once_and_leaves_ignoring_and_group_left_alone():
     expr = "sum by (vm, disk) (a * on (vdisk_id) group_left (vm, disk) b) / ignoring (x) group_left () c"
     once = per_cluster(expr, "cluster")
-    assert once == ("sum by (cluster, vm, disk) (a * on (cluster, vdisk_id) group_left (vm, disk) b)"
-                    " / ignoring (x) group_left () c")
+    assert once == (
+        "sum by (cluster, vm, disk) (a * on (cluster, vdisk_id) group_left (vm, disk) b) / ignoring (x) group_left () c"
+    )
     assert per_cluster(once, "cluster") == once
     assert per_cluster("count by () (up)", "cluster") == "count by (cluster) (up)"
 
@@ -259,5 +270,8 @@ def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names)
     assert not missing, f"names no exporter exposes: {missing}"
     for source in ("stargate", "vcenter", "fio", "node"):
         assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
-    assert {"fio_guest_partition_aligned", "vcenter_virtual_disk_samples_total",
-            "stargate_vdisk_read_source_bytes_per_second"} <= used.keys()
+    assert {
+        "fio_guest_partition_aligned",
+        "vcenter_virtual_disk_samples_total",
+        "stargate_vdisk_read_source_bytes_per_second",
+    } <= used.keys()

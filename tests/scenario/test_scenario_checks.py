@@ -14,10 +14,25 @@ BASE = {
     "name": "t",
     "period": "60s",
     "cluster": {"cvms": ["cvm-1"]},
-    "vms": [{"name": "vm1", "disks": [{"streams": [{
-        "name": "s", "read_iops": 3500, "write_iops": 1500, "latency": "400us", "iodepth": 2,
-        "fio_options": {"direct": "1", "ioengine": "libaio"},
-    }]}]}],
+    "vms": [
+        {
+            "name": "vm1",
+            "disks": [
+                {
+                    "streams": [
+                        {
+                            "name": "s",
+                            "read_iops": 3500,
+                            "write_iops": 1500,
+                            "latency": "400us",
+                            "iodepth": 2,
+                            "fio_options": {"direct": "1", "ioengine": "libaio"},
+                        }
+                    ]
+                }
+            ],
+        }
+    ],
 }
 
 
@@ -41,7 +56,7 @@ def test_a_direct_steady_stream_asking_far_more_than_it_implies_warns_with_the_n
 
 
 def test_a_stream_implying_more_than_its_depth_allows_warns():
-    [w] = little_warnings(scenario(iodepth=1, latency="4ms"))      # 5,000 x 4 ms = 20 in flight
+    [w] = little_warnings(scenario(iodepth=1, latency="4ms"))  # 5,000 x 4 ms = 20 in flight
     assert "imply 20.00 in flight, more than iodepth 1 allows" in w
 
 

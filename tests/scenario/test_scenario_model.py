@@ -29,8 +29,9 @@ def test_every_library_scenario_loads_and_compiles(name):
     assert sc.name == name
     assert sc.disks, "a scenario without disks shows nothing"
     # Something happens in every scenario at some point of the period.
-    assert any(trace.second(d, t).read_ops + trace.second(d, t).write_ops > 0
-               for d in sc.disks for t in range(sc.period_s))
+    assert any(
+        trace.second(d, t).read_ops + trace.second(d, t).write_ops > 0 for d in sc.disks for t in range(sc.period_s)
+    )
     json.loads(trace.to_json())
 
 
@@ -90,22 +91,40 @@ def test_block_size_mix_parses_bssplit():
     assert BlockSizeMix.parse("1MiB").mean_bytes == 1024**2
 
 
-@pytest.mark.parametrize("mutate, key, words", [
-    (lambda d: d["vms"][0]["disks"][0]["streams"][0].update(zero_reads=1.5),
-     "vms[0].disks[0].streams[0].zero_reads", "between 0 and 1"),
-    (lambda d: d["vms"][0]["disks"][0]["streams"][0].update(read_iops="lots"),
-     "vms[0].disks[0].streams[0].read_iops", "expected a number"),
-    (lambda d: d["vms"][0]["disks"][0]["streams"][0].update(read_size="4q"),
-     "vms[0].disks[0].streams[0].read_size", "4KiB"),
-    (lambda d: d["vms"][0]["disks"][0].update(cvm="cvm-9"), "vms[0].disks[0].cvm", "unknown CVM"),
-    (lambda d: d["vms"][0]["disks"][0].update(unit="floppy0"), "vms[0].disks[0].unit", "scsi0:1"),
-    (lambda d: d["vms"][0]["disks"][0]["streams"][0].update(burst={"every": "20s", "length": "30s"}),
-     "vms[0].disks[0].streams[0].burst.length", "length"),
-    (lambda d: d["vms"][0]["disks"][0]["streams"][0].update(zero_read=0.3),
-     "vms[0].disks[0].streams[0].zero_read", "unknown key"),
-    (lambda d: d["cluster"].update(page_build=2019), "cluster.page_build", "2014"),
-    (lambda d: d.pop("cluster"), "cluster", "required"),
-])
+@pytest.mark.parametrize(
+    "mutate, key, words",
+    [
+        (
+            lambda d: d["vms"][0]["disks"][0]["streams"][0].update(zero_reads=1.5),
+            "vms[0].disks[0].streams[0].zero_reads",
+            "between 0 and 1",
+        ),
+        (
+            lambda d: d["vms"][0]["disks"][0]["streams"][0].update(read_iops="lots"),
+            "vms[0].disks[0].streams[0].read_iops",
+            "expected a number",
+        ),
+        (
+            lambda d: d["vms"][0]["disks"][0]["streams"][0].update(read_size="4q"),
+            "vms[0].disks[0].streams[0].read_size",
+            "4KiB",
+        ),
+        (lambda d: d["vms"][0]["disks"][0].update(cvm="cvm-9"), "vms[0].disks[0].cvm", "unknown CVM"),
+        (lambda d: d["vms"][0]["disks"][0].update(unit="floppy0"), "vms[0].disks[0].unit", "scsi0:1"),
+        (
+            lambda d: d["vms"][0]["disks"][0]["streams"][0].update(burst={"every": "20s", "length": "30s"}),
+            "vms[0].disks[0].streams[0].burst.length",
+            "length",
+        ),
+        (
+            lambda d: d["vms"][0]["disks"][0]["streams"][0].update(zero_read=0.3),
+            "vms[0].disks[0].streams[0].zero_read",
+            "unknown key",
+        ),
+        (lambda d: d["cluster"].update(page_build=2019), "cluster.page_build", "2014"),
+        (lambda d: d.pop("cluster"), "cluster", "required"),
+    ],
+)
 def test_errors_name_the_file_and_key(mutate, key, words):
     data = json.loads(json.dumps(MINIMAL))
     mutate(data)

@@ -55,8 +55,18 @@ def scenario_sim(processes):
 
     def start(trace_path, *flags, user=USER, password=PASSWORD, port=None):
         port = port or free_port()
-        argv = [SIM, "-trace", trace_path, "-listen", f"127.0.0.1:{port}", "-username", user,
-                "-password", password, *flags]
+        argv = [
+            SIM,
+            "-trace",
+            trace_path,
+            "-listen",
+            f"127.0.0.1:{port}",
+            "-username",
+            user,
+            "-password",
+            password,
+            *flags,
+        ]
         proc = processes.start(f"vcsim-scenario-{port}", argv)
         m = wait_for_line(proc, r"listening https://(127\.0\.0\.1:\d+)/sdk")
         return m.group(1), proc
@@ -71,9 +81,28 @@ def stock_vcsim(processes):
 
     def start(*flags):
         port = free_port()
-        argv = [STOCK, "-l", f"127.0.0.1:{port}", "-username", USER, "-password", PASSWORD,
-                "-dc", "1", "-cluster", "1", "-host", "1", "-standalone-host", "0", "-vm", "2", "-pg", "0",
-                *flags]
+        argv = [
+            STOCK,
+            "-l",
+            f"127.0.0.1:{port}",
+            "-username",
+            USER,
+            "-password",
+            PASSWORD,
+            "-dc",
+            "1",
+            "-cluster",
+            "1",
+            "-host",
+            "1",
+            "-standalone-host",
+            "0",
+            "-vm",
+            "2",
+            "-pg",
+            "0",
+            *flags,
+        ]
         proc = processes.start(f"vcsim-stock-{port}", argv)
         wait_for_line(proc, r"export GOVC_URL=")
         return f"127.0.0.1:{port}", proc
@@ -87,8 +116,12 @@ class Exporter:
         self.targets = targets
 
     def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
-        r = requests.get(f"{self.server.url}/probe", params={"target": target},
-                         headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)}, timeout=timeout + 30)
+        r = requests.get(
+            f"{self.server.url}/probe",
+            params={"target": target},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
+            timeout=timeout + 30,
+        )
         return r.status_code, r.text
 
     def probe(self, target: str, timeout: float = 10.0) -> dict:
@@ -135,13 +168,13 @@ def exporter(tmp_path, monkeypatch):
         targets.close()
 
 
-def insecure_config(user: str = USER, password_env: str = "VC_TEST_PASSWORD", allow_unlisted: bool = True,
-                    **extra) -> str:
+def insecure_config(
+    user: str = USER, password_env: str = "VC_TEST_PASSWORD", allow_unlisted: bool = True, **extra
+) -> str:
     """Defaults for the simulators (self-signed certificates). The simulators' ports are only
     known once they run, so these tests opt in to unlisted targets; the allow-list itself is
     tested in test_vcenter_security.py."""
-    lines = ["defaults:", f"  username: {user}", f"  password_env: {password_env}",
-             "  insecure_skip_verify: true"]
+    lines = ["defaults:", f"  username: {user}", f"  password_env: {password_env}", "  insecure_skip_verify: true"]
     lines += [f"  {k}: {v}" for k, v in extra.items()]
     lines.append(f"allow_unlisted_targets: {'true' if allow_unlisted else 'false'}")
     return "\n".join(lines) + "\n"

@@ -32,8 +32,15 @@ def test_latest_sample_and_identities(scenario_sim, bursty_trace, exporter):
     assert value(m, "vcenter_virtual_disk_sample_read_bytes_per_second", **labels) == 0, "zeros kept"
     assert value(m, "vcenter_virtual_disk_sample_timestamp_seconds", **labels) == T0
     disk = trace.disks[0]
-    info = value(m, "vcenter_virtual_disk_info", **labels, disk_uuid=disk.uuid, backing_file=disk.backing_file,
-                 datastore="ctr01", host="esx-01")
+    info = value(
+        m,
+        "vcenter_virtual_disk_info",
+        **labels,
+        disk_uuid=disk.uuid,
+        backing_file=disk.backing_file,
+        datastore="ctr01",
+        host="esx-01",
+    )
     assert info == 1
     assert value(m, "vcenter_vm_info", vm="burst-01", host="esx-01", power_state="poweredOn") == 1
     assert value(m, "vcenter_virtual_disk_capacity_bytes", **labels) == disk.capacity_bytes
@@ -67,7 +74,8 @@ def test_counters_integrate_every_sample_since_the_last_seen(scenario_sim, burst
     third = exp.probe(address)
     assert value(third, "vcenter_perf_new_samples") == 0
     assert value(third, "vcenter_virtual_disk_write_bytes_total", **labels) == value(
-        second, "vcenter_virtual_disk_write_bytes_total", **labels)
+        second, "vcenter_virtual_disk_write_bytes_total", **labels
+    )
 
 
 def test_exposition_passes_promtool(scenario_sim, postgres_trace, exporter):

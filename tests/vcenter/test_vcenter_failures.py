@@ -43,6 +43,7 @@ def test_wrong_password(scenario_sim, bursty_trace, exporter, caplog):
         code, text = exp.probe_text(address)
     assert code == 200
     from .conftest import parse_metrics
+
     _assert_down(parse_metrics(text), "login", "invalid user name or password")
     (line,) = _failure_logs(caplog, address)
     assert "invalid user name or password" in line
@@ -62,8 +63,9 @@ def test_vcenter_down(exporter, caplog):
 def test_tls_is_verified_by_default(scenario_sim, bursty_trace, exporter):
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    exp = exporter(f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n"
-                   f"targets:\n  {address}: {{}}\n", ENV)
+    exp = exporter(
+        f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\ntargets:\n  {address}: {{}}\n", ENV
+    )
     _assert_down(exp.probe(address), "tls", "certificate verification failed")
 
 
@@ -103,13 +105,16 @@ def test_unlisted_target_refused_when_configured(exporter):
     assert code == 400 and "unknown target" in text
 
 
-@pytest.mark.parametrize("text, key, message", [
-    ("defaults:\n  password_env: NOPE_NOT_SET\n", "defaults.password_env", "is not set"),
-    ("defaults:\n  pasword: x\n", "defaults.pasword", "unknown key"),
-    ("targets:\n  vc1:\n    timeout: soon\n", "targets.vc1.timeout", "duration"),
-    ("targets:\n  vc1:\n    perf_format: xml\n", "targets.vc1.perf_format", "csv"),
-    ("targets:\n  vc1:\n    password: a\n    password_env: B\n", "targets.vc1.password", "not both"),
-])
+@pytest.mark.parametrize(
+    "text, key, message",
+    [
+        ("defaults:\n  password_env: NOPE_NOT_SET\n", "defaults.password_env", "is not set"),
+        ("defaults:\n  pasword: x\n", "defaults.pasword", "unknown key"),
+        ("targets:\n  vc1:\n    timeout: soon\n", "targets.vc1.timeout", "duration"),
+        ("targets:\n  vc1:\n    perf_format: xml\n", "targets.vc1.perf_format", "csv"),
+        ("targets:\n  vc1:\n    password: a\n    password_env: B\n", "targets.vc1.password", "not both"),
+    ],
+)
 def test_config_errors_name_file_and_key(tmp_path, text, key, message):
     path = tmp_path / "vcenter.yml"
     path.write_text(text)
@@ -122,8 +127,9 @@ def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postg
     """16 QueryPerf calls, two in flight at once, all on an expired session: the session is
     re-established once and every VM is still collected."""
     path, _ = postgres_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-session-timeout", "1s",
-                              "-max-query-metrics", "15", "-vms", "15")
+    address, _ = scenario_sim(
+        path, "-freeze-at", FROZEN, "-session-timeout", "1s", "-max-query-metrics", "15", "-vms", "15"
+    )
     exp = exporter(insecure_config(), ENV)
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1 and value(m, "vcenter_perf_queries") == 16
@@ -133,7 +139,6 @@ def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postg
     assert value(m, "vcenter_perf_queries") == 16
     assert value(m, "vcenter_session_logins_total") == 2
     assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
-
 
 
 class DroppingProxy:

@@ -24,10 +24,16 @@ from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
 DATA = Path(__file__).parent / "data"
-SAMPLE_GAUGES = ("vcenter_virtual_disk_sample_write_bytes_per_second", "vcenter_virtual_disk_sample_read_ops_per_second",
-                 "vcenter_virtual_disk_sample_write_latency_seconds")
-COUNTERS = ("vcenter_virtual_disk_write_bytes_total", "vcenter_virtual_disk_write_ops_total",
-            "vcenter_virtual_disk_samples_total")
+SAMPLE_GAUGES = (
+    "vcenter_virtual_disk_sample_write_bytes_per_second",
+    "vcenter_virtual_disk_sample_read_ops_per_second",
+    "vcenter_virtual_disk_sample_write_latency_seconds",
+)
+COUNTERS = (
+    "vcenter_virtual_disk_write_bytes_total",
+    "vcenter_virtual_disk_write_ops_total",
+    "vcenter_virtual_disk_samples_total",
+)
 
 
 class Admin:
@@ -35,8 +41,9 @@ class Admin:
 
     def __init__(self, address: str):
         host, port = address.rsplit(":", 1)
-        self.si = SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD,
-                               sslContext=ssl._create_unverified_context())
+        self.si = SmartConnect(
+            host=host, port=int(port), user=USER, pwd=PASSWORD, sslContext=ssl._create_unverified_context()
+        )
 
     def vm(self, name: str) -> vim.VirtualMachine:
         content = self.si.content
@@ -157,8 +164,9 @@ def test_same_vm_name_in_two_folders_gives_no_duplicate_series(scenario_sim, bur
     finally:
         admin.close()
     assert code == 200
-    samples = [(s.name, tuple(sorted(s.labels.items()))) for fam in text_string_to_metric_families(text)
-               for s in fam.samples]
+    samples = [
+        (s.name, tuple(sorted(s.labels.items()))) for fam in text_string_to_metric_families(text) for s in fam.samples
+    ]
     duplicates = [k for k, n in Counter(samples).items() if n > 1]
     assert duplicates == []
     m = parse_metrics(text)
@@ -168,7 +176,6 @@ def test_same_vm_name_in_two_folders_gives_no_duplicate_series(scenario_sim, bur
         assert {dict(k)["vm_id"] for k in _series(m, name, vm="burst-01", disk="scsi0:1")} == ids, name
     result = promtool_check_metrics(text)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
-
 
 
 class FaultingProxy:
@@ -201,10 +208,12 @@ class FaultingProxy:
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                conn = http.client.HTTPSConnection(host, int(port), context=ssl._create_unverified_context(),
-                                                   timeout=30)
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "connection", "content-length")}
+                conn = http.client.HTTPSConnection(
+                    host, int(port), context=ssl._create_unverified_context(), timeout=30
+                )
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")
+                }
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
@@ -254,8 +263,9 @@ def test_vm_deleted_before_the_inventory_refresh(scenario_sim, bursty_trace, exp
         finally:
             admin.close()
         recorded = (DATA / "fault-managed-object-not-found.xml").read_bytes()
-        proxy.fault = (recorded.replace(b"PerformanceManager:PerfMgrNope", f"VirtualMachine:{moref}".encode())
-                       .replace(b'type="PerformanceManager">PerfMgrNope', f'type="VirtualMachine">{moref}'.encode()))
+        proxy.fault = recorded.replace(b"PerformanceManager:PerfMgrNope", f"VirtualMachine:{moref}".encode()).replace(
+            b'type="PerformanceManager">PerfMgrNope', f'type="VirtualMachine">{moref}'.encode()
+        )
         with caplog.at_level(logging.INFO, logger="ioparallax.exporters.vcenter.target"):
             after = exp.probe(proxy.address)
         assert proxy.faults_sent == 1

@@ -32,8 +32,7 @@ LATEST_SAMPLE_SERIES_PER_DISK = 15
 
 def _connect(address: str):
     host, port = address.rsplit(":", 1)
-    return SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD,
-                        sslContext=ssl._create_unverified_context())
+    return SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, sslContext=ssl._create_unverified_context())
 
 
 @pytest.mark.parametrize("simulator", ["scenario", "stock"])
@@ -56,8 +55,9 @@ def test_soap_inventory_equals_pyvmomis(simulator, scenario_sim, postgres_trace,
     assert all(d.datastore and d.backing_file and d.capacity_bytes > 0 and len(d.disk_uuid) == 36 for d in disks)
 
 
-def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(scenario_sim, bursty_trace,
-                                                                             exporter, caplog):
+def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(
+    scenario_sim, bursty_trace, exporter, caplog
+):
     """RetrievePropertiesEx takes 3 s: a probe with a 1.5 s budget before the first inventory is
     complete answers vcenter_up 0, kind warming_up, with one log line; once it is complete, probes
     are served from it in well under the 3 s a refresh takes, while refreshes run back to back
@@ -96,11 +96,11 @@ def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(sc
         assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
         assert m["vcenter_virtual_disk_write_bytes_total"]
         age = value(m, "vcenter_inventory_age_seconds")
-        if 1.3 <= age <= 3.7:   # a refresh began at age 1 s and ends at about 4 s
+        if 1.3 <= age <= 3.7:  # a refresh began at age 1 s and ends at about 4 s
             during.append(wall)
         time.sleep(0.3)
     assert len(during) >= 3, "no probe met a refresh"
-    assert max(during) < 2.0, during   # the 3 s refresh is not in the probe's path
+    assert max(during) < 2.0, during  # the 3 s refresh is not in the probe's path
 
 
 def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace, exporter):
@@ -115,8 +115,9 @@ def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace,
     admin = Admin(address)
     try:
         src = admin.vm("burst-01")
-        WaitForTask(src.CloneVM_Task(folder=src.parent, name="added-01",
-                                     spec=vim.vm.CloneSpec(location=vim.vm.RelocateSpec())))
+        WaitForTask(
+            src.CloneVM_Task(folder=src.parent, name="added-01", spec=vim.vm.CloneSpec(location=vim.vm.RelocateSpec()))
+        )
     finally:
         admin.close()
     deadline = time.monotonic() + 15
@@ -140,7 +141,7 @@ def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter):
     exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 1.5s\n", ENV)
     assert value(exp.probe(address), "vcenter_up") == 1
     time.sleep(1.0)
-    assert _trace_count(sim, "RetrievePropertiesEx") >= 2   # refreshed in the background
+    assert _trace_count(sim, "RetrievePropertiesEx") >= 2  # refreshed in the background
     deadline = time.monotonic() + 10
     while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -175,11 +176,18 @@ def test_latest_samples_switch_saves_15_series_per_vm_disk(scenario_sim, postgre
     assert set(full_counts.values()) == {31}
     assert set(lean_counts.values()) == {31 - LATEST_SAMPLE_SERIES_PER_DISK}
     gone = sorted(set(full) - set(lean))
-    assert gone == sorted(n for n in full if n.startswith("vcenter_virtual_disk_sample_")
-                          and n not in ("vcenter_virtual_disk_sample_timestamp_seconds",
-                                        "vcenter_virtual_disk_sample_interval_seconds"))
-    for name in ("vcenter_virtual_disk_write_bytes_total", "vcenter_virtual_disk_info",
-                 "vcenter_virtual_disk_sample_interval_seconds", "vcenter_virtual_disk_sample_timestamp_seconds"):
+    assert gone == sorted(
+        n
+        for n in full
+        if n.startswith("vcenter_virtual_disk_sample_")
+        and n not in ("vcenter_virtual_disk_sample_timestamp_seconds", "vcenter_virtual_disk_sample_interval_seconds")
+    )
+    for name in (
+        "vcenter_virtual_disk_write_bytes_total",
+        "vcenter_virtual_disk_info",
+        "vcenter_virtual_disk_sample_interval_seconds",
+        "vcenter_virtual_disk_sample_timestamp_seconds",
+    ):
         assert lean[name] == full[name], name
 
 
@@ -211,13 +219,20 @@ def test_sync_mode_still_collects(scenario_sim, bursty_trace, exporter):
     assert target._refresher is None
 
 
-@pytest.mark.parametrize("body, status, fragment", [
-    (b"<html>proxy error</html>", 502, "not a SOAP envelope"),
-    (b"not xml at all", 200, "is not XML"),
-    (b'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body>'
-     b'<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet/></objects></returnval>'
-     b"</RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>", 200, "object without obj"),
-])
+@pytest.mark.parametrize(
+    "body, status, fragment",
+    [
+        (b"<html>proxy error</html>", 502, "not a SOAP envelope"),
+        (b"not xml at all", 200, "is not XML"),
+        (
+            b'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body>'
+            b'<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet/></objects></returnval>'
+            b"</RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>",
+            200,
+            "object without obj",
+        ),
+    ],
+)
 def test_malformed_inventory_answers_give_a_clear_protocol_error(body, status, fragment):
     from ioparallax.exporters.vcenter.client import TargetError
     from ioparallax.exporters.vcenter.inventory_soap import parse_page

@@ -71,25 +71,28 @@ def refused_spellings(canary: Canary, listed: str) -> list[str]:
     """Ways to name the canary, or to smuggle it behind the listed target."""
     port = canary.port
     return [
-        canary.address,                                    # plainly unlisted
-        f"HTTPS://127.0.0.1:{port}/",                      # unlisted, odd spellings
+        canary.address,  # plainly unlisted
+        f"HTTPS://127.0.0.1:{port}/",  # unlisted, odd spellings
         f"127.0.0.1:{port}/sdk",
         f"LOCALHOST.:{port}",
         f"[::ffff:127.0.0.1]:{port}",
-        f"https://{listed}@127.0.0.1:{port}/",             # user info naming the listed one
+        f"https://{listed}@127.0.0.1:{port}/",  # user info naming the listed one
         f"{listed}@127.0.0.1:{port}",
         f"https://127.0.0.1:{port}#@{listed}",
         f"127.0.0.1:{port}/@{listed}",
         f"127.0.0.1:{port}?{listed}",
-        f"http://{listed}/",                               # the listed one over plain http
-        f"localhost:{listed.rsplit(':', 1)[1]}",           # the listed port under another name
+        f"http://{listed}/",  # the listed one over plain http
+        f"localhost:{listed.rsplit(':', 1)[1]}",  # the listed port under another name
         f"127.0.0.1:{port}\n{listed}",
     ]
 
 
 def _refusal_logged(caplog, target: str) -> bool:
-    return any("probe refused" in r.getMessage() and repr(target) in r.getMessage() for r in caplog.records
-               if r.levelno == logging.WARNING)
+    return any(
+        "probe refused" in r.getMessage() and repr(target) in r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING
+    )
 
 
 def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_trace, exporter, canary, caplog):
@@ -97,8 +100,10 @@ def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_tra
     listed simulator, however spelled, is one target with one session."""
     path, _ = bursty_trace
     listed, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    config = (f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n  insecure_skip_verify: true\n"
-              f"targets:\n  {listed}: {{}}\n")
+    config = (
+        f"defaults:\n  username: {USER}\n  password_env: VC_TEST_PASSWORD\n  insecure_skip_verify: true\n"
+        f"targets:\n  {listed}: {{}}\n"
+    )
     exp = exporter(config, ENV)
     with caplog.at_level(logging.WARNING):
         for target in refused_spellings(canary, listed):
@@ -130,23 +135,45 @@ def _self_signed(tmp_path):
     """A certificate for 127.0.0.1 that the exporter trusts through SSL_CERT_FILE (no config file,
     so no insecure_skip_verify)."""
     cert, key = tmp_path / "vc.pem", tmp_path / "vc.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
 def _start_exporter(processes, name, *args, env):
     port = free_port()
-    proc = processes.start(name, [venv_tool("vcenter-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                  *args], env=env)
+    proc = processes.start(
+        name, [venv_tool("vcenter-exporter"), f"--web.listen-address=127.0.0.1:{port}", *args], env=env
+    )
     proc.wait_for_output(r"listening on", 30)
     return f"http://127.0.0.1:{port}", proc
 
 
 def _probe(url, target):
-    r = requests.get(f"{url}/probe", params={"target": target},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30)
+    r = requests.get(
+        f"{url}/probe", params={"target": target}, headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30
+    )
     return r.status_code, r.text
 
 
@@ -157,16 +184,45 @@ def test_environment_credentials_need_a_target_list(processes, tmp_path, canary)
     _need(STOCK)
     cert, key = _self_signed(tmp_path)
     sim_port = free_port()
-    sim = processes.start("vcsim-tls", [STOCK, "-l", f"127.0.0.1:{sim_port}", "-username", USER, "-password",
-                                        PASSWORD, "-tlscert", cert, "-tlskey", key, "-dc", "1", "-cluster", "1",
-                                        "-host", "1", "-standalone-host", "0", "-vm", "1", "-pg", "0"])
+    sim = processes.start(
+        "vcsim-tls",
+        [
+            STOCK,
+            "-l",
+            f"127.0.0.1:{sim_port}",
+            "-username",
+            USER,
+            "-password",
+            PASSWORD,
+            "-tlscert",
+            cert,
+            "-tlskey",
+            key,
+            "-dc",
+            "1",
+            "-cluster",
+            "1",
+            "-host",
+            "1",
+            "-standalone-host",
+            "0",
+            "-vm",
+            "1",
+            "-pg",
+            "0",
+        ],
+    )
     sim.wait_for_output(r"export GOVC_URL=", 60)
     listed = f"127.0.0.1:{sim_port}"
-    env = {"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD, "SSL_CERT_FILE": str(cert),
-           "VCENTER_TARGETS": ""}
+    env = {"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD, "SSL_CERT_FILE": str(cert), "VCENTER_TARGETS": ""}
 
-    out = subprocess.run([venv_tool("vcenter-exporter"), "--web.listen-address=127.0.0.1:0"],
-                         env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [venv_tool("vcenter-exporter"), "--web.listen-address=127.0.0.1:0"],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 2
     assert "no targets listed" in out.stderr and "--vcenter.target" in out.stderr
 
@@ -193,8 +249,11 @@ def test_environment_credentials_need_a_target_list(processes, tmp_path, canary)
 
 
 def test_vcenter_targets_environment_variable(processes, canary):
-    env = {"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD,
-           "VCENTER_TARGETS": f"vc1.example.com, {canary.address}"}
+    env = {
+        "VCENTER_USERNAME": USER,
+        "VCENTER_PASSWORD": PASSWORD,
+        "VCENTER_TARGETS": f"vc1.example.com, {canary.address}",
+    }
     url, _ = _start_exporter(processes, "vcenter-exporter-env", env=env)
     assert _probe(url, "VC1.EXAMPLE.COM.:1")[0] == 400
     code, text = _probe(url, f"https://{canary.address}/")
@@ -237,9 +296,28 @@ def test_busy_targets_are_not_closed(scenario_sim, bursty_trace, exporter):
 
 
 HOSTILE_TARGETS = [
-    "h\u00e9st.example", "vc1%00", "vc1\nforged=1", "vc1:abc", "a" * 70 + ".example", "[::1]:abc",
-    "http://[::1]:abc/", "vc1:99999", "vc1:0", "::1", "[::1", "[zz]:1", "https://", "a b", "vc1:\uff11\uff12",
-    "\u202evc1", "2130706433", "127.1", "x" * 300, "gopher://127.0.0.1:1/", "vc1/../x", "vc1\\@127.0.0.1",
+    "h\u00e9st.example",
+    "vc1%00",
+    "vc1\nforged=1",
+    "vc1:abc",
+    "a" * 70 + ".example",
+    "[::1]:abc",
+    "http://[::1]:abc/",
+    "vc1:99999",
+    "vc1:0",
+    "::1",
+    "[::1",
+    "[zz]:1",
+    "https://",
+    "a b",
+    "vc1:\uff11\uff12",
+    "\u202evc1",
+    "2130706433",
+    "127.1",
+    "x" * 300,
+    "gopher://127.0.0.1:1/",
+    "vc1/../x",
+    "vc1\\@127.0.0.1",
 ]
 
 
@@ -268,8 +346,9 @@ def test_deployed_prometheus_targets_are_listed_in_the_exporter_config():
     from ioparallax.exporters.vcenter.config import load_config
     from tests.support import REPO
 
-    config = load_config(str(REPO / "deploy/exporters/vcenter.yml"),
-                         env={"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD})
+    config = load_config(
+        str(REPO / "deploy/exporters/vcenter.yml"), env={"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD}
+    )
     assert not config.allow_unlisted
     groups = yaml.safe_load((REPO / "deploy/prometheus/targets/vcenter.yml").read_text())
     targets = [t for g in groups for t in g["targets"]]

@@ -57,9 +57,15 @@ def test_burst_reads_20480_kbps_at_80_ms_in_its_20s_sample(scenario_sim, bursty_
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
     si = connect(address)
     vm = _vm(si, "burst-01")
-    names = ["virtualDisk.write.average", "virtualDisk.totalWriteLatency.average",
-             "virtualDisk.numberWriteAveraged.average", "virtualDisk.writeLatencyUS.latest",
-             "virtualDisk.writeOIO.latest", "virtualDisk.writeIOSize.latest", "virtualDisk.read.average"]
+    names = [
+        "virtualDisk.write.average",
+        "virtualDisk.totalWriteLatency.average",
+        "virtualDisk.numberWriteAveraged.average",
+        "virtualDisk.writeLatencyUS.latest",
+        "virtualDisk.writeOIO.latest",
+        "virtualDisk.writeIOSize.latest",
+        "virtualDisk.read.average",
+    ]
     result, by_key = _query(si, vm, names, intervalId=20, maxSample=3)
     (metric,) = result
     stamps = [s.timestamp.timestamp() for s in metric.sampleInfo]
@@ -83,12 +89,18 @@ def test_samples_follow_the_trace_per_disk_and_roll_up(scenario_sim, postgres_tr
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
     si = connect(address)
     vm = _vm(si, "pg-01")
-    names = ["virtualDisk.numberReadAveraged.average", "virtualDisk.read.average",
-             "virtualDisk.readLatencyUS.latest", "virtualDisk.totalReadLatency.average"]
+    names = [
+        "virtualDisk.numberReadAveraged.average",
+        "virtualDisk.read.average",
+        "virtualDisk.readLatencyUS.latest",
+        "virtualDisk.totalReadLatency.average",
+    ]
     result, by_key = _query(si, vm, names, intervalId=20, maxSample=2, format="csv")
     (metric,) = result
-    assert metric.sampleInfoCSV == (f"20,{dt.datetime.fromtimestamp(T0 - 20, dt.UTC):%Y-%m-%dT%H:%M:%SZ},"
-                                    f"20,{dt.datetime.fromtimestamp(T0, dt.UTC):%Y-%m-%dT%H:%M:%SZ}")
+    assert metric.sampleInfoCSV == (
+        f"20,{dt.datetime.fromtimestamp(T0 - 20, dt.UTC):%Y-%m-%dT%H:%M:%SZ},"
+        f"20,{dt.datetime.fromtimestamp(T0, dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+    )
     got = {(by_key[s.id.counterId], s.id.instance): [int(v) for v in s.value.split(",")] for s in metric.value}
     assert {i for _, i in got} == {d.unit for d in trace.disks if d.vm == "pg-01"}
     for disk in (d for d in trace.disks if d.vm == "pg-01"):
@@ -103,13 +115,13 @@ def test_samples_follow_the_trace_per_disk_and_roll_up(scenario_sim, postgres_tr
             assert got[(n, disk.unit)] == pytest.approx(expect[n], abs=1), (n, disk.unit)
 
     # 300 s roll-up: the mean of the fifteen 20 s values (an average of averages)
-    result, by_key = _query(si, vm, ["virtualDisk.read.average"], intervalId=300, maxSample=1,
-                            instance="scsi0:1")
+    result, by_key = _query(si, vm, ["virtualDisk.read.average"], intervalId=300, maxSample=1, instance="scsi0:1")
     (metric,) = result
     assert [s.timestamp.timestamp() for s in metric.sampleInfo] == [T0]
     disk = next(d for d in trace.disks if d.vm == "pg-01" and d.unit == "scsi0:1")
-    twenty = [round(trace.window(disk, e % trace.period, 20).read_bytes / 1024 / 20)
-              for e in range(T0 - 280, T0 + 1, 20)]
+    twenty = [
+        round(trace.window(disk, e % trace.period, 20).read_bytes / 1024 / 20) for e in range(T0 - 280, T0 + 1, 20)
+    ]
     assert list(metric.value[0].value) == [round(sum(twenty) / 15)]
 
 
@@ -132,10 +144,21 @@ def test_inventory_carries_the_scenario_identities(scenario_sim, postgres_trace,
     path, trace = postgres_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
     vms = collect_inventory(connect(address))
-    got = {(vm.name, d.instance): (d.backing_file, d.disk_uuid, d.datastore, d.capacity_bytes, vm.host)
-           for vm in vms for d in vm.disks}
-    expect = {(d.vm, d.unit): (d.backing_file, d.uuid, "ctr01", d.capacity_bytes,
-                               next(v.host for v in trace.scenario.vms if v.name == d.vm)) for d in trace.disks}
+    got = {
+        (vm.name, d.instance): (d.backing_file, d.disk_uuid, d.datastore, d.capacity_bytes, vm.host)
+        for vm in vms
+        for d in vm.disks
+    }
+    expect = {
+        (d.vm, d.unit): (
+            d.backing_file,
+            d.uuid,
+            "ctr01",
+            d.capacity_bytes,
+            next(v.host for v in trace.scenario.vms if v.name == d.vm),
+        )
+        for d in trace.disks
+    }
     assert got == expect
     assert all(vm.power_state == "poweredOn" for vm in vms)
 
@@ -145,8 +168,12 @@ def test_max_query_metrics_is_enforced(scenario_sim, postgres_trace, connect):
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "3")
     si = connect(address)
     vm = _vm(si, "pg-01")
-    names = ["virtualDisk.read.average", "virtualDisk.write.average",
-             "virtualDisk.numberReadAveraged.average", "virtualDisk.numberWriteAveraged.average"]
+    names = [
+        "virtualDisk.read.average",
+        "virtualDisk.write.average",
+        "virtualDisk.numberReadAveraged.average",
+        "virtualDisk.numberWriteAveraged.average",
+    ]
     with pytest.raises(vmodl.fault.InvalidArgument) as err:
         _query(si, vm, names, intervalId=20, maxSample=1)
     assert err.value.invalidProperty == "querySpec.size"

@@ -117,27 +117,46 @@ def test_managed_object_not_found_fault_keeps_its_name_in_the_cause():
 
 
 HTML_503 = b"<html><head><title>503 Service Unavailable</title></head><body>vpxd is starting</body></html>"
-ENVELOPE = (b'<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
-            b'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>%s</soapenv:Body></soapenv:Envelope>')
+ENVELOPE = (
+    b'<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
+    b'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>%s</soapenv:Body></soapenv:Envelope>'
+)
 
 
-@pytest.mark.parametrize("body, status, fragment", [
-    (_data("scenario-bursty-csv.xml")[:1000], 200, "is not XML"),
-    (b"", 200, "is not XML"),
-    (HTML_503, 500, "not a SOAP envelope: '<html><head><title>503 Service Unavailable"),
-    (ENVELOPE % b"", 200, "not a SOAP envelope"),
-    (ENVELOPE % b"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>vpxd overloaded"
-                b"</faultstring></soapenv:Fault>", 500, "QueryPerf SOAP fault (ServerFaultCode) vpxd overloaded"),
-    (ENVELOPE % b"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>odd</faultstring><detail>"
-                b'<NoSuchThingFault xsi:type="NoSuchThing"/></detail></soapenv:Fault>', 500, "NoSuchThing: odd"),
-    (ENVELOPE % b"<soapenv:Fault/>", 500, "QueryPerf SOAP fault (no faultcode) no faultstring"),
-    (_data("scenario-bursty-csv.xml").replace(b"20480,20480", b"20480,lots"), 200, "non-integer value"),
-    (_data("scenario-bursty-csv.xml").replace(b"<sampleInfoCSV>20,", b"<sampleInfoCSV>x,"), 200,
-     "unreadable sample info"),
-    (_data("scenario-bursty-csv.xml").replace(b'<entity type="VirtualMachine">vm-49</entity>', b""), 200,
-     "without an entity"),
-    (_data("scenario-bursty-csv.xml"), 500, "HTTP status 500 without a SOAP fault"),
-])
+@pytest.mark.parametrize(
+    "body, status, fragment",
+    [
+        (_data("scenario-bursty-csv.xml")[:1000], 200, "is not XML"),
+        (b"", 200, "is not XML"),
+        (HTML_503, 500, "not a SOAP envelope: '<html><head><title>503 Service Unavailable"),
+        (ENVELOPE % b"", 200, "not a SOAP envelope"),
+        (
+            ENVELOPE % b"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>vpxd overloaded"
+            b"</faultstring></soapenv:Fault>",
+            500,
+            "QueryPerf SOAP fault (ServerFaultCode) vpxd overloaded",
+        ),
+        (
+            ENVELOPE % b"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>odd</faultstring><detail>"
+            b'<NoSuchThingFault xsi:type="NoSuchThing"/></detail></soapenv:Fault>',
+            500,
+            "NoSuchThing: odd",
+        ),
+        (ENVELOPE % b"<soapenv:Fault/>", 500, "QueryPerf SOAP fault (no faultcode) no faultstring"),
+        (_data("scenario-bursty-csv.xml").replace(b"20480,20480", b"20480,lots"), 200, "non-integer value"),
+        (
+            _data("scenario-bursty-csv.xml").replace(b"<sampleInfoCSV>20,", b"<sampleInfoCSV>x,"),
+            200,
+            "unreadable sample info",
+        ),
+        (
+            _data("scenario-bursty-csv.xml").replace(b'<entity type="VirtualMachine">vm-49</entity>', b""),
+            200,
+            "without an entity",
+        ),
+        (_data("scenario-bursty-csv.xml"), 500, "HTTP status 500 without a SOAP fault"),
+    ],
+)
 def test_malformed_answers_give_a_clear_protocol_error(body, status, fragment):
     with pytest.raises(TargetError) as err:
         parse_query_perf(body, SCENARIO, status=status)
@@ -148,19 +167,24 @@ def test_malformed_answers_give_a_clear_protocol_error(body, status, fragment):
 def test_entities_are_not_expanded():
     """An answer is data: a DTD entity pointing at a local file is not resolved (were it, the
     VM's moref would be the file's first line and the answer would parse)."""
-    evil = (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/hostname">]>'
-            + (ENVELOPE % b'<QueryPerfResponse xmlns="urn:vim25"><returnval><entity type="VirtualMachine">&e;'
-                          b'</entity><sampleInfoCSV></sampleInfoCSV></returnval></QueryPerfResponse>'
-               ).split(b"?>", 1)[1])
+    evil = (
+        b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/hostname">]>'
+        + (
+            ENVELOPE % b'<QueryPerfResponse xmlns="urn:vim25"><returnval><entity type="VirtualMachine">&e;'
+            b"</entity><sampleInfoCSV></sampleInfoCSV></returnval></QueryPerfResponse>"
+        ).split(b"?>", 1)[1]
+    )
     with pytest.raises(TargetError) as err:
         parse_query_perf(evil, SCENARIO)
     assert "without an entity" in err.value.cause
 
 
 def test_request_body_asks_for_samples_after_since_in_wsdl_order():
-    reqs = [EntityRequest("vm-1", ("*",), None),
-            EntityRequest("vm-<2>", ('scsi0:0', 'a&"b'), T0 + 0.25),
-            EntityRequest("vm-3", ("scsi0:1",), float(T0))]
+    reqs = [
+        EntityRequest("vm-1", ("*",), None),
+        EntityRequest("vm-<2>", ("scsi0:0", 'a&"b'), T0 + 0.25),
+        EntityRequest("vm-3", ("scsi0:1",), float(T0)),
+    ]
     body = query_perf_body("PerfMgr", reqs, [171, 174], "csv")
     root = etree.fromstring(body)
     ns = {"s": "http://schemas.xmlsoap.org/soap/envelope/", "v": "urn:vim25"}
@@ -169,12 +193,20 @@ def test_request_body_asks_for_samples_after_since_in_wsdl_order():
     specs = qp.findall("v:querySpec", namespaces=ns)
     assert [s.findtext("v:entity", namespaces=ns) for s in specs] == ["vm-1", "vm-<2>", "vm-3"]
     assert [etree.QName(c).localname for c in specs[0]] == [
-        "entity", "maxSample", "metricId", "metricId", "intervalId", "format"]
+        "entity",
+        "maxSample",
+        "metricId",
+        "metricId",
+        "intervalId",
+        "format",
+    ]
     assert [etree.QName(c).localname for c in specs[1]][:2] == ["entity", "startTime"]
     assert specs[1].findtext("v:startTime", namespaces=ns) == "2027-01-15T08:00:00.250000Z"
     assert specs[2].findtext("v:startTime", namespaces=ns) == "2027-01-15T08:00:00Z"
-    ids = [(m.findtext("v:counterId", namespaces=ns), m.findtext("v:instance", namespaces=ns))
-           for m in specs[1].findall("v:metricId", namespaces=ns)]
+    ids = [
+        (m.findtext("v:counterId", namespaces=ns), m.findtext("v:instance", namespaces=ns))
+        for m in specs[1].findall("v:metricId", namespaces=ns)
+    ]
     assert ids == [("171", "scsi0:0"), ("174", "scsi0:0"), ("171", 'a&"b'), ("174", 'a&"b')]
     assert specs[0].findtext("v:intervalId", namespaces=ns) == "20"
     assert specs[0].findtext("v:format", namespaces=ns) == "csv"
@@ -182,13 +214,17 @@ def test_request_body_asks_for_samples_after_since_in_wsdl_order():
 
 # -- disk UUIDs ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, normal", [
-    ("6000C29A-1D5C-7F4B-4E2A-1C8C0E0B6A91", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),  # vCenter's backing
-    ("6000c29a1d5c7f4b4e2a1c8c0e0b6a91", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),      # the guest's serial
-    (" 60 00 C2 9a 1d 5c 7f 4b 4e 2a 1c 8c 0e 0b 6a 91 ", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),
-    ("Not-A-UUID", "not-a-uuid"),
-    ("", ""),
-])
+
+@pytest.mark.parametrize(
+    "raw, normal",
+    [
+        ("6000C29A-1D5C-7F4B-4E2A-1C8C0E0B6A91", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),  # vCenter's backing
+        ("6000c29a1d5c7f4b4e2a1c8c0e0b6a91", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),  # the guest's serial
+        (" 60 00 C2 9a 1d 5c 7f 4b 4e 2a 1c 8c 0e 0b 6a 91 ", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91"),
+        ("Not-A-UUID", "not-a-uuid"),
+        ("", ""),
+    ],
+)
 def test_disk_uuid_normalised(raw, normal):
     assert normalize_disk_uuid(raw) == normal
 
@@ -196,9 +232,14 @@ def test_disk_uuid_normalised(raw, normal):
 def test_inventory_disk_uuid_is_lowercase_from_a_mixed_case_backing():
     ctrl = vim.vm.device.ParaVirtualSCSIController(key=1000, busNumber=0)
     disk = vim.vm.device.VirtualDisk(
-        key=2000, controllerKey=1000, unitNumber=1, capacityInKB=1024,
+        key=2000,
+        controllerKey=1000,
+        unitNumber=1,
+        capacityInKB=1024,
         deviceInfo=vim.Description(label="Hard disk 2", summary=""),
         backing=vim.vm.device.VirtualDisk.FlatVer2BackingInfo(
-            fileName="[ctr01] vm/vm_1.vmdk", diskMode="persistent", uuid="6000C29A-1D5C-7F4B-4E2A-1C8C0E0B6A91"))
+            fileName="[ctr01] vm/vm_1.vmdk", diskMode="persistent", uuid="6000C29A-1D5C-7F4B-4E2A-1C8C0E0B6A91"
+        ),
+    )
     (d,) = disks_from_devices([ctrl, disk], {})
     assert (d.instance, d.disk_uuid) == ("scsi0:1", "6000c29a-1d5c-7f4b-4e2a-1c8c0e0b6a91")

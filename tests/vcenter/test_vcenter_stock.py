@@ -41,7 +41,8 @@ def test_stock_vcsim_csv(stock_vcsim, exporter):
         after = value(m2, "vcenter_virtual_disk_write_bytes_total", vm=vm, disk=disk)
         assert after >= before
         assert value(m2, "vcenter_virtual_disk_sample_timestamp_seconds", vm=vm, disk=disk) >= value(
-            m, "vcenter_virtual_disk_sample_timestamp_seconds", vm=vm, disk=disk)
+            m, "vcenter_virtual_disk_sample_timestamp_seconds", vm=vm, disk=disk
+        )
 
 
 def test_stock_vcsim_normal_format_drops_zero_series(stock_vcsim, exporter):
@@ -51,8 +52,10 @@ def test_stock_vcsim_normal_format_drops_zero_series(stock_vcsim, exporter):
     assert value(m, "vcenter_up") == 1
     # the all-zero counters come back with no value at all: counted, and not shown as 0
     assert value(m, "vcenter_perf_empty_series") > 0
-    assert "vcenter_virtual_disk_sample_write_latency_seconds" not in m or not m[
-        "vcenter_virtual_disk_sample_write_latency_seconds"]
+    assert (
+        "vcenter_virtual_disk_sample_write_latency_seconds" not in m
+        or not m["vcenter_virtual_disk_sample_write_latency_seconds"]
+    )
     for vm, disk in _disks(m):
         # read/write rates carry (noisy, non-zero) data and are reported
         assert value(m, "vcenter_virtual_disk_sample_write_bytes_per_second", vm=vm, disk=disk) > 0

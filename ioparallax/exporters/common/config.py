@@ -74,8 +74,9 @@ class Section:
 
     _MISSING = object()
 
-    def get(self, name: str, kind: type | tuple[type, ...] | Callable[[Any], T] = object,
-            default: Any = _MISSING) -> Any:
+    def get(
+        self, name: str, kind: type | tuple[type, ...] | Callable[[Any], T] = object, default: Any = _MISSING
+    ) -> Any:
         self._seen.add(name)
         if name not in self.data or self.data[name] is None:
             if default is Section._MISSING:
@@ -125,17 +126,32 @@ class Section:
 
 
 def _names(kinds: tuple[type, ...]) -> str:
-    words = {int: "an integer", float: "a number", str: "a string", bool: "a boolean",
-             list: "a list", dict: "a mapping"}
+    words = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a mapping",
+    }
     return " or ".join(words.get(k, k.__name__) for k in kinds)
 
 
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 1024, "kb": 1024, "kib": 1024,
-    "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
-    "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
-    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "tib": 1024**4,
 }
 
 
@@ -150,7 +166,7 @@ def parse_bytes(value: Any) -> int:
         return int(value)
     text = str(value).strip().lower().replace(" ", "")
     num = text.rstrip("kmgtib")
-    unit = text[len(num):]
+    unit = text[len(num) :]
     if unit not in _UNITS or not num:
         raise ValueError(f"expected a size such as 4KiB or 1MiB, got {value!r}")
     try:
@@ -165,8 +181,15 @@ def parse_bytes(value: Any) -> int:
 # -- durations: the one grammar of the project (exporters, simulators, mixin, report) ----------
 
 #: Prometheus' units, largest first, in seconds (a year is 365 days, as Prometheus counts it).
-_PROMETHEUS_UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1),
-                     ("ms", 0.001))
+_PROMETHEUS_UNITS = (
+    ("y", 365 * 86400),
+    ("w", 7 * 86400),
+    ("d", 86400),
+    ("h", 3600),
+    ("m", 60),
+    ("s", 1),
+    ("ms", 0.001),
+)
 #: Prometheus' duration grammar (prometheus/common ``model.ParseDuration``): whole numbers, each
 #: unit at most once and from the largest down: ``1h30m``, ``500ms``, ``2d``, ``1w``, ``1y``.
 _PROMETHEUS_DURATION = re.compile("".join(f"(?:([0-9]+){unit})?" for unit, _ in _PROMETHEUS_UNITS))
@@ -216,7 +239,7 @@ def parse_duration(value: Any) -> float:
 
 def _single_unit_seconds(text: str) -> float | None:
     number, unit = text, ""
-    for suffix in ("us", "ms", "s", "m", "h"):   # "ms" and "us" before "s"
+    for suffix in ("us", "ms", "s", "m", "h"):  # "ms" and "us" before "s"
         if text.endswith(suffix):
             number, unit = text[: -len(suffix)], suffix
             break

@@ -79,8 +79,9 @@ class Family:
         self.lines: list[str] = []
 
     def add(self, labels: str, value: float) -> None:
-        self.lines.append(f"{self.name}{{{labels}}} {format_value(value)}\n" if labels
-                          else f"{self.name} {format_value(value)}\n")
+        self.lines.append(
+            f"{self.name}{{{labels}}} {format_value(value)}\n" if labels else f"{self.name} {format_value(value)}\n"
+        )
 
     def write(self, parts: list[str]) -> None:
         parts.append(header(self.name, self.kind, self.help))
@@ -105,14 +106,14 @@ class GaugeHistogram:
         self.buckets = Family(name, "histogram", help_text)
         self.gcount = Family(f"{name}_gcount", "gauge", help_text)
         self.gsum = Family(f"{name}_gsum", "gauge", help_text)
-        self._les: dict[tuple[float, ...], list[str]] = {}   # bounds -> their written `le="..."}`
+        self._les: dict[tuple[float, ...], list[str]] = {}  # bounds -> their written `le="..."}`
 
     def add(self, labels: str, bounds: Sequence[float], counts: Iterable[float], total: float) -> None:
         """One histogram: ``bounds`` ascending upper bounds (the last +Inf), ``counts`` per
         bucket (not cumulative), ``total`` the sum of the observations."""
         key = tuple(bounds)
         les = self._les.get(key)
-        if les is None:   # the same few bound lists for every row: written once
+        if les is None:  # the same few bound lists for every row: written once
             les = self._les[key] = [f'le="{floatToGoString(b)}"}} ' for b in key]
         prefix = f"{self.name}_bucket{{{labels}," if labels else f"{self.name}_bucket{{"
         lines = self.buckets.lines
@@ -146,8 +147,7 @@ class Exposition:
         parts = self._parts
         parts.append(header(name, kind, help_text))
         fmt = format_value
-        parts.extend([f"{name}{{{labels}}} {fmt(v)}\n" if labels else f"{name} {fmt(v)}\n"
-                      for labels, v in samples])
+        parts.extend([f"{name}{{{labels}}} {fmt(v)}\n" if labels else f"{name} {fmt(v)}\n" for labels, v in samples])
 
     def add(self, *families: Family | GaugeHistogram) -> None:
         """Families filled sample by sample."""

@@ -27,10 +27,12 @@ def _escape_char(ch: str) -> str:
 # Characters escaped in any value: C0/C1 controls (Cc), format characters such as the bidi
 # overrides (Cf), Unicode line and paragraph separators (Zl, Zp; U+0085 NEL is Cc), as of Unicode
 # 14 (tests/common/test_logsetup.py checks the set against unicodedata).
-UNSAFE_CHARS = ("\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
-                "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd"
-                "\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
-                "\U000e0020-\U000e007f")
+UNSAFE_CHARS = (
+    "\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd"
+    "\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
 _UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
 _NEEDS_QUOTES = re.compile(r'[\s="\\]|^$')
 
@@ -45,14 +47,15 @@ def logfmt_value(value: object) -> str:
     text = str(value)
     if not _NEEDS_QUOTES.search(text) and not _UNSAFE.search(text):
         return text
-    return '"' + _UNSAFE.sub(lambda m: _escape_char(m.group()),
-                             text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+    return '"' + _UNSAFE.sub(lambda m: _escape_char(m.group()), text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = (f'ts={self.formatTime(record, "%Y-%m-%dT%H:%M:%S")} level={record.levelname.lower()} '
-                f'logger={logfmt_value(record.name)} msg={logfmt_value(record.getMessage())}')
+        line = (
+            f"ts={self.formatTime(record, '%Y-%m-%dT%H:%M:%S')} level={record.levelname.lower()} "
+            f"logger={logfmt_value(record.name)} msg={logfmt_value(record.getMessage())}"
+        )
         if record.exc_info:
             line += f" exc={logfmt_value(self.formatException(record.exc_info))}"
         return line
@@ -77,9 +80,18 @@ def setup_logging(level: str = "info", fmt: str = "logfmt") -> None:
 
 
 def add_logging_args(parser) -> None:
-    parser.add_argument("--log.level", dest="log_level", default="info",
-                        choices=["debug", "info", "warning", "error"],
-                        help="only log messages with the given severity or above (default: %(default)s)")
-    parser.add_argument("--log.format", dest="log_format", default="logfmt", choices=["logfmt", "text"],
-                        help="output format of log messages (one line per event, values escaped so no "
-                             "input can start a line; default: %(default)s)")
+    parser.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="only log messages with the given severity or above (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log.format",
+        dest="log_format",
+        default="logfmt",
+        choices=["logfmt", "text"],
+        help="output format of log messages (one line per event, values escaped so no "
+        "input can start a line; default: %(default)s)",
+    )

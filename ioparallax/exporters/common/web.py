@@ -100,14 +100,14 @@ CONTENT_TYPE_TEXT_004 = "text/plain; version=0.0.4; charset=utf-8"
 
 @dataclass
 class ExporterApp:
-    name: str                      # e.g. "stargate-exporter"
-    description: str               # one paragraph for the landing page
-    probe: ProbeHandler | None     # None: the exporter has no /probe (single-target)
+    name: str  # e.g. "stargate-exporter"
+    description: str  # one paragraph for the landing page
+    probe: ProbeHandler | None  # None: the exporter has no /probe (single-target)
     default_timeout: float = 10.0  # used when Prometheus sends no timeout header
     collectors: list[Collector] = field(default_factory=list)  # served on /metrics beside process metrics
     example_target: str = ""
     extra_links: list[tuple[str, str]] = field(default_factory=list)
-    config_text: str = ""          # shown on the landing page (never with secrets)
+    config_text: str = ""  # shown on the landing page (never with secrets)
     timeout_offset: float = DEFAULT_TIMEOUT_OFFSET  # --web.timeout-offset
 
     def landing_page(self) -> bytes:
@@ -193,7 +193,7 @@ def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, 
 
 
 def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, web: WebConfig | None = None):
-    extra = _one_registry(BuildInfoCollector(app.name), *app.collectors)   # <name>_build_info first
+    extra = _one_registry(BuildInfoCollector(app.name), *app.collectors)  # <name>_build_info first
     metrics_registry = _one_registry(_Registries(own_registry, extra))
     web = web or WebConfig()
     auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
@@ -212,8 +212,14 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                 self.send_header(name, value)
             super().end_headers()
 
-        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
-                  compressible: bool = False, extra_headers: Iterable[tuple[str, str]] = ()) -> None:
+        def _send(
+            self,
+            code: int,
+            body: bytes,
+            ctype: str = "text/plain; charset=utf-8",
+            compressible: bool = False,
+            extra_headers: Iterable[tuple[str, str]] = (),
+        ) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             if compressible:
@@ -242,8 +248,9 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                 if sep and auth.check(user, password):
                     return True
                 log.debug("basic auth failed for user=%s from %s", user, self.address_string())
-            self._send(401, b"Unauthorized\n",
-                       extra_headers=[("WWW-Authenticate", f'Basic realm="{realm}", charset="UTF-8"')])
+            self._send(
+                401, b"Unauthorized\n", extra_headers=[("WWW-Authenticate", f'Basic realm="{realm}", charset="UTF-8"')]
+            )
             return False
 
         def do_HEAD(self):
@@ -258,7 +265,7 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
                     return
                 try:
                     url = urlsplit(self.path)
-                except ValueError:      # e.g. an unclosed "[" in an absolute URL
+                except ValueError:  # e.g. an unclosed "[" in an absolute URL
                     self._send(400, b"bad request: malformed URL\n")
                     return
                 if url.path == "/":
@@ -318,7 +325,7 @@ class ListenAddress:
     text: str
     family: socket.AddressFamily
     sockaddr: tuple
-    dual_stack: bool = False     # an IPv6 socket that also takes IPv4 connections
+    dual_stack: bool = False  # an IPv6 socket that also takes IPv4 connections
 
     @property
     def all_interfaces(self) -> bool:
@@ -375,9 +382,11 @@ class _Server(ThreadingHTTPServer):
             first = request.recv(1, socket.MSG_PEEK)
             if not first:
                 return
-            if first != b"\x16":   # not a TLS handshake record: most likely plain HTTP
-                request.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                                b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+            if first != b"\x16":  # not a TLS handshake record: most likely plain HTTP
+                request.sendall(
+                    b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                    b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+                )
                 return
             conn = self.tls.wrap_socket(request, server_side=True)
         except (OSError, ssl.SSLError) as exc:
@@ -479,33 +488,48 @@ class WebSettings:
 
 def listen_help(default_listen: str) -> str:
     port = default_listen.rpartition(":")[2]
-    return (f"address to serve on (default: {default_listen}, i.e. every interface, IPv4 and IPv6: anyone who "
-            f"can reach this host can scrape it; restrict it with --web.listen-address=127.0.0.1:{port} and "
-            "protect it with --web.config.file)")
+    return (
+        f"address to serve on (default: {default_listen}, i.e. every interface, IPv4 and IPv6: anyone who "
+        f"can reach this host can scrape it; restrict it with --web.listen-address=127.0.0.1:{port} and "
+        "protect it with --web.config.file)"
+    )
 
 
 def add_web_args(parser: argparse.ArgumentParser, default_listen: str, probe: bool = True) -> None:
     """--web.listen-address (left None when not given, so a config file can set it),
     --web.config.file and, for exporters with /probe, --web.timeout-offset."""
-    parser.add_argument("--web.listen-address", dest="listen", default=None, metavar="[HOST]:PORT",
-                        help=listen_help(default_listen))
-    parser.add_argument("--web.config.file", dest="web_config_file", default=None, metavar="FILE",
-                        help="exporter-toolkit web config (YAML): tls_server_config (cert_file, key_file, "
-                             "client_auth_type, client_ca_file, min_version) for HTTPS and basic_auth_users "
-                             "(user: bcrypt hash) for basic auth on every route; read at start-up")
+    parser.add_argument(
+        "--web.listen-address", dest="listen", default=None, metavar="[HOST]:PORT", help=listen_help(default_listen)
+    )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        default=None,
+        metavar="FILE",
+        help="exporter-toolkit web config (YAML): tls_server_config (cert_file, key_file, "
+        "client_auth_type, client_ca_file, min_version) for HTTPS and basic_auth_users "
+        "(user: bcrypt hash) for basic auth on every route; read at start-up",
+    )
     if probe:
-        parser.add_argument("--web.timeout-offset", dest="timeout_offset", type=float,
-                            default=DEFAULT_TIMEOUT_OFFSET, metavar="SECONDS",
-                            help="a probe ends this long before Prometheus' scrape timeout (from the "
-                                 "X-Prometheus-Scrape-Timeout-Seconds header, taken as at most "
-                                 f"{MAX_SCRAPE_TIMEOUT_SECONDS:g} s) (default: %(default)s)")
+        parser.add_argument(
+            "--web.timeout-offset",
+            dest="timeout_offset",
+            type=float,
+            default=DEFAULT_TIMEOUT_OFFSET,
+            metavar="SECONDS",
+            help="a probe ends this long before Prometheus' scrape timeout (from the "
+            "X-Prometheus-Scrape-Timeout-Seconds header, taken as at most "
+            f"{MAX_SCRAPE_TIMEOUT_SECONDS:g} s) (default: %(default)s)",
+        )
 
 
 def web_settings(args: argparse.Namespace, listen: str) -> WebSettings:
     """WebSettings from add_web_args' flags; ``listen`` is used when --web.listen-address is not given."""
-    return WebSettings(listen=getattr(args, "listen", None) or listen,
-                       config_file=getattr(args, "web_config_file", None),
-                       timeout_offset=getattr(args, "timeout_offset", DEFAULT_TIMEOUT_OFFSET))
+    return WebSettings(
+        listen=getattr(args, "listen", None) or listen,
+        config_file=getattr(args, "web_config_file", None),
+        timeout_offset=getattr(args, "timeout_offset", DEFAULT_TIMEOUT_OFFSET),
+    )
 
 
 _BIND_ERRORS: dict[int | None, str] = {

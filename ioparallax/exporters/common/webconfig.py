@@ -46,8 +46,10 @@ CLIENT_AUTH_TYPES = {
 _UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
 
 TLS_VERSIONS = {
-    "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3,
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
 }
 
 #: Response headers the toolkit lets a web config set, with the values it allows (None: any).
@@ -94,10 +96,12 @@ class WebConfig:
     def describe(self) -> str:
         if self.path is None:
             return "no web config: plain HTTP, no authentication"
-        tls = (f"TLS ({self.tls.min_version}+, client certificates: {self.tls.client_auth_type})"
-               if self.tls else "plain HTTP (no tls_server_config)")
-        auth = (f"basic auth for {len(self.basic_auth_users)} users" if self.basic_auth_users
-                else "no basic auth")
+        tls = (
+            f"TLS ({self.tls.min_version}+, client certificates: {self.tls.client_auth_type})"
+            if self.tls
+            else "plain HTTP (no tls_server_config)"
+        )
+        auth = f"basic auth for {len(self.basic_auth_users)} users" if self.basic_auth_users else "no basic auth"
         return f"web config {self.path}: {tls}, {auth}"
 
 
@@ -109,7 +113,7 @@ def load_web_config(path: str | os.PathLike[str] | None) -> WebConfig:
     path = str(path)
     root = Section(load_yaml(path), path)
     tls_section = root.section("tls_server_config")
-    tls = _tls_config(tls_section) if tls_section.data else None   # empty or null: no TLS, as in the toolkit
+    tls = _tls_config(tls_section) if tls_section.data else None  # empty or null: no TLS, as in the toolkit
     headers = _headers(root.section("http_server_config"))
     users = _users(root)
     for unsupported in ("rate_limit",):
@@ -121,14 +125,24 @@ def load_web_config(path: str | os.PathLike[str] | None) -> WebConfig:
         try:
             tls.context()
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(path, "tls_server_config", f"cannot load the certificate, key or CA file: "
-                                                         f"{getattr(exc, 'strerror', None) or exc}") from exc
+            raise ConfigError(
+                path,
+                "tls_server_config",
+                f"cannot load the certificate, key or CA file: {getattr(exc, 'strerror', None) or exc}",
+            ) from exc
     return config
 
 
 def _tls_config(sec: Section) -> TLSServerConfig:
-    for unsupported in ("cert", "key", "client_ca", "cipher_suites", "curve_preferences",
-                        "prefer_server_cipher_suites", "client_allowed_sans"):
+    for unsupported in (
+        "cert",
+        "key",
+        "client_ca",
+        "cipher_suites",
+        "curve_preferences",
+        "prefer_server_cipher_suites",
+        "client_allowed_sans",
+    ):
         if unsupported in sec.data:
             raise sec.error(unsupported, _NOT_SUPPORTED)
     cert_file = sec.get("cert_file", str, default="")
@@ -139,16 +153,20 @@ def _tls_config(sec: Section) -> TLSServerConfig:
         raise sec.error("key_file", "is required when tls_server_config is given")
     auth = sec.get("client_auth_type", str, default="NoClientCert")
     if auth in _UNVERIFIED_CLIENT_AUTH:
-        raise sec.error("client_auth_type", f"{auth} (a client certificate that is not verified) is not "
-                                            "supported; use RequireAndVerifyClientCert")
+        raise sec.error(
+            "client_auth_type",
+            f"{auth} (a client certificate that is not verified) is not supported; use RequireAndVerifyClientCert",
+        )
     if auth not in CLIENT_AUTH_TYPES:
         raise sec.error("client_auth_type", f"unknown value {auth!r} (one of {', '.join(CLIENT_AUTH_TYPES)})")
     ca = sec.get("client_ca_file", str, default=None)
     if auth != "NoClientCert" and not ca:
         raise sec.error("client_ca_file", f"is required with client_auth_type {auth}")
     if ca and auth == "NoClientCert":
-        raise sec.error("client_auth_type", "client_ca_file is set but client_auth_type is NoClientCert: "
-                                            "set RequireAndVerifyClientCert")
+        raise sec.error(
+            "client_auth_type",
+            "client_ca_file is set but client_auth_type is NoClientCert: set RequireAndVerifyClientCert",
+        )
     versions = {}
     for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
         v = sec.get(key, str, default=default)
@@ -158,12 +176,11 @@ def _tls_config(sec: Section) -> TLSServerConfig:
     if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
         raise sec.error("min_version", "is above max_version")
     sec.reject_unknown()
-    return TLSServerConfig(cert_file=cert_file, key_file=key_file, client_auth_type=auth, client_ca_file=ca,
-                           **versions)
+    return TLSServerConfig(cert_file=cert_file, key_file=key_file, client_auth_type=auth, client_ca_file=ca, **versions)
 
 
 def _headers(sec: Section) -> dict[str, str]:
-    sec.get("http2", bool, default=True)       # HTTP/2 is never served here; the setting is harmless
+    sec.get("http2", bool, default=True)  # HTTP/2 is never served here; the setting is harmless
     headers = sec.section("headers")
     out = {}
     for name in list(headers.data):
@@ -223,8 +240,9 @@ class BasicAuth:
         hashed = self.users.get(user)
         known = hashed is not None
         hashed = hashed if hashed is not None else _DECOY_HASH
-        key = hashlib.sha256(b"\0".join([user.encode("utf-8", "surrogateescape"),
-                                         password.encode("utf-8", "surrogateescape"), hashed])).digest()
+        key = hashlib.sha256(
+            b"\0".join([user.encode("utf-8", "surrogateescape"), password.encode("utf-8", "surrogateescape"), hashed])
+        ).digest()
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -232,7 +250,7 @@ class BasicAuth:
         if cached is None:
             try:
                 cached = bcrypt.checkpw(password.encode("utf-8", "surrogateescape"), hashed)
-            except ValueError:          # longer than bcrypt's 72 bytes: no hash can match it
+            except ValueError:  # longer than bcrypt's 72 bytes: no hash can match it
                 cached = False
             with self._lock:
                 self._cache[key] = cached

@@ -37,9 +37,9 @@ class Collectors:
     ``--no-collector.histograms``, ``--no-collector.trim``); the series each saves are in
     docs/fio.md, Series budget."""
 
-    percentiles: bool = True   # fio's own clat percentiles: 17 series per timed direction
-    histograms: bool = True    # the 19 finite clat buckets per timed direction (+Inf, _count, _sum stay)
-    trim: bool = True          # the trim direction, for jobs that trim (see trims())
+    percentiles: bool = True  # fio's own clat percentiles: 17 series per timed direction
+    histograms: bool = True  # the 19 finite clat buckets per timed direction (+Inf, _count, _sum stay)
+    trim: bool = True  # the trim direction, for jobs that trim (see trims())
 
 
 def trims(job: JobRecord, stats: DirectionStats) -> bool:
@@ -62,7 +62,7 @@ def _iodepth(value: str) -> float | None:
         depth = int(value, 0)
     except ValueError:
         return None
-    return float(depth) if 0 < depth < 2 ** 32 else None
+    return float(depth) if 0 < depth < 2**32 else None
 
 
 def _le(edge: float) -> str:
@@ -130,9 +130,15 @@ def _finite(name: str, value: float) -> float:
 
 
 class FioCollector(Collector):
-    def __init__(self, watcher: Watcher, hygiene: HygieneConfig | None = None,
-                 local_host: str | None = None, clock: Callable[[], float] = time.time,
-                 poll: bool = True, collectors: Collectors = Collectors()):
+    def __init__(
+        self,
+        watcher: Watcher,
+        hygiene: HygieneConfig | None = None,
+        local_host: str | None = None,
+        clock: Callable[[], float] = time.time,
+        poll: bool = True,
+        collectors: Collectors = Collectors(),
+    ):
         self.watcher = watcher
         self.collectors = collectors
         self.hygiene = hygiene or HygieneConfig()
@@ -142,7 +148,7 @@ class FioCollector(Collector):
         self._hist_cache: dict[int, tuple[Latency, list[int], int]] = {}
 
     def describe(self) -> Iterable[Metric]:
-        return []   # families depend on what the files hold; nothing to describe up front
+        return []  # families depend on what the files hold; nothing to describe up front
 
     def collect(self) -> Iterable[Metric]:
         start = time.monotonic()
@@ -152,7 +158,7 @@ class FioCollector(Collector):
             if self.poll:
                 self.watcher.poll()
             views = self.watcher.views()
-        except Exception:   # a bug must not take /metrics down: report fio_up 0 and log it
+        except Exception:  # a bug must not take /metrics down: report fio_up 0 and log it
             log.exception("reading fio output failed")
             views, ok = [], False
         if self.watcher.missing_paths:
@@ -162,13 +168,17 @@ class FioCollector(Collector):
             ok = self._isolated_source(fams, view, used) and ok
         self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
         yield from fams
-        up = GaugeMetricFamily("fio_up", "1 if every watched path and fio output file could be read "
-                               "on this scrape and no file is down, else 0 (fio_source_error_info and the "
-                               "log name the file and the cause).")
+        up = GaugeMetricFamily(
+            "fio_up",
+            "1 if every watched path and fio output file could be read "
+            "on this scrape and no file is down, else 0 (fio_source_error_info and the "
+            "log name the file and the cause).",
+        )
         up.add_metric([], 1.0 if ok else 0.0)
         yield up
-        dur = GaugeMetricFamily("fio_scrape_duration_seconds",
-                                "Seconds spent reading fio output and building this scrape.")
+        dur = GaugeMetricFamily(
+            "fio_scrape_duration_seconds", "Seconds spent reading fio output and building this scrape."
+        )
         dur.add_metric([], time.monotonic() - start)
         yield dur
 
@@ -191,44 +201,95 @@ class FioCollector(Collector):
 
     def _source(self, fams: _Families, v: SourceView, used: set[int]) -> None:
         src = [v.path]
-        fams.gauge("fio_source_up", "1 if the fio output file could be read on this scrape and its "
-                   "latest document was accepted; 0: see fio_source_error_info for why.",
-                   ["source"], src, 1.0 if v.up else 0.0)
+        fams.gauge(
+            "fio_source_up",
+            "1 if the fio output file could be read on this scrape and its "
+            "latest document was accepted; 0: see fio_source_error_info for why.",
+            ["source"],
+            src,
+            1.0 if v.up else 0.0,
+        )
         if v.reason is not None:
-            fams.gauge("fio_source_error_info", "Why the file is down (present only while "
-                       "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
-                       "invalid_value (a number fio cannot write: "
-                       "NaN, infinity, negative, beyond 2^64), too_large (a document above "
-                       "--fio.max-document-size), truncated (convert: the last document is cut off), "
-                       "internal_error. The log names the file and the cause. Value 1.",
-                       ["source", "reason"], src + [v.reason], 1.0)
+            fams.gauge(
+                "fio_source_error_info",
+                "Why the file is down (present only while "
+                "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
+                "invalid_value (a number fio cannot write: "
+                "NaN, infinity, negative, beyond 2^64), too_large (a document above "
+                "--fio.max-document-size), truncated (convert: the last document is cut off), "
+                "internal_error. The log names the file and the cause. Value 1.",
+                ["source", "reason"],
+                src + [v.reason],
+                1.0,
+            )
         for reason in REJECT_REASONS:
-            fams.counter("fio_source_rejected_documents_total", "fio documents rejected as garbage "
-                         "and not exported: invalid_value (a number fio cannot write), too_large "
-                         "(above --fio.max-document-size, skipped unread).", ["source", "reason"],
-                         src + [reason], v.rejected.get(reason, 0))
-        fams.counter("fio_source_records_total", "fio JSON documents (results or status records) read "
-                     "from the file.", ["source"], src, v.records)
-        fams.counter("fio_source_read_errors_total", "Failed attempts to read the file.", ["source"], src,
-                     v.read_errors)
-        fams.counter("fio_source_non_json_lines_total", "Lines skipped because they are not JSON (fio's "
-                     "'note:' and 'fio: io_u error' lines).", ["source"], src, v.non_json_lines)
-        fams.counter("fio_source_corrupt_documents_total", "Documents dropped because they could not be "
-                     "decoded (cut off or garbled).", ["source"], src, v.corrupt_documents)
-        fams.counter("fio_source_not_fio_documents_total", "Valid JSON documents that are not fio output.",
-                     ["source"], src, v.not_fio_documents)
-        fams.counter("fio_source_skipped_bytes_total", "Bytes of backlog skipped unread: with more "
-                     "than 64 MiB unread the exporter jumps to the latest records (they are cumulative); "
-                     "documents in the skipped part are not counted.", ["source"], src, v.skipped_bytes)
-        fams.counter("fio_source_resets_total", "Times the file was truncated or replaced and read again "
-                     "from the start.", ["source"], src, v.resets)
+            fams.counter(
+                "fio_source_rejected_documents_total",
+                "fio documents rejected as garbage "
+                "and not exported: invalid_value (a number fio cannot write), too_large "
+                "(above --fio.max-document-size, skipped unread).",
+                ["source", "reason"],
+                src + [reason],
+                v.rejected.get(reason, 0),
+            )
+        fams.counter(
+            "fio_source_records_total",
+            "fio JSON documents (results or status records) read from the file.",
+            ["source"],
+            src,
+            v.records,
+        )
+        fams.counter(
+            "fio_source_read_errors_total", "Failed attempts to read the file.", ["source"], src, v.read_errors
+        )
+        fams.counter(
+            "fio_source_non_json_lines_total",
+            "Lines skipped because they are not JSON (fio's 'note:' and 'fio: io_u error' lines).",
+            ["source"],
+            src,
+            v.non_json_lines,
+        )
+        fams.counter(
+            "fio_source_corrupt_documents_total",
+            "Documents dropped because they could not be decoded (cut off or garbled).",
+            ["source"],
+            src,
+            v.corrupt_documents,
+        )
+        fams.counter(
+            "fio_source_not_fio_documents_total",
+            "Valid JSON documents that are not fio output.",
+            ["source"],
+            src,
+            v.not_fio_documents,
+        )
+        fams.counter(
+            "fio_source_skipped_bytes_total",
+            "Bytes of backlog skipped unread: with more "
+            "than 64 MiB unread the exporter jumps to the latest records (they are cumulative); "
+            "documents in the skipped part are not counted.",
+            ["source"],
+            src,
+            v.skipped_bytes,
+        )
+        fams.counter(
+            "fio_source_resets_total",
+            "Times the file was truncated or replaced and read again from the start.",
+            ["source"],
+            src,
+            v.resets,
+        )
         rec = v.latest
         if rec is not None and rec.timestamp is not None:
-            fams.gauge("fio_source_last_record_timestamp_seconds", "Time fio wrote the latest record "
-                       "(timestamp_ms, else timestamp), seconds since the epoch.", ["source"], src,
-                       rec.timestamp)
+            fams.gauge(
+                "fio_source_last_record_timestamp_seconds",
+                "Time fio wrote the latest record (timestamp_ms, else timestamp), seconds since the epoch.",
+                ["source"],
+                src,
+                rec.timestamp,
+            )
         if not v.up or rec is None or not v.visible:
-            return   # never show the last values of an unreadable file as if they were fresh
+            return  # never show the last values of an unreadable file as if they were fresh
         prev_jobs = {}
         if v.previous is not None:
             prev_jobs = {(j.host, j.jobid, j.name): j for j in v.previous.jobs}
@@ -243,104 +304,195 @@ class FioCollector(Collector):
                 pstats = prev.directions.get(d) if prev is not None else None
                 self._direction(fams, d, stats, labels, job, prev, pstats, used)
 
-    def _job(self, fams: _Families, job: JobRecord, labels: list[str], v: SourceView,
-             version: str | None) -> None:
+    def _job(self, fams: _Families, job: JobRecord, labels: list[str], v: SourceView, version: str | None) -> None:
         o = job.options
         info = {
             "file": o.get("filename", o.get("directory", "")),
-            "rw": o.get("rw", ""), "bs": o.get("bs", ""), "iodepth": o.get("iodepth", ""),
-            "numjobs": o.get("numjobs", ""), "direct": "1" if is_direct(o) else "0",
+            "rw": o.get("rw", ""),
+            "bs": o.get("bs", ""),
+            "iodepth": o.get("iodepth", ""),
+            "numjobs": o.get("numjobs", ""),
+            "direct": "1" if is_direct(o) else "0",
             "ioengine": o.get("ioengine", ""),
         }
-        fams.gauge("fio_job_info", "Options of a fio job (global options merged in; empty when fio "
-                   "did not print the option, i.e. its default applies; direct is 1 for direct=1 or "
-                   "buffered=0). Value 1.", JOB_LABELS + INFO_OPTIONS + ["groupid", "version"],
-                   labels + [info[k] for k in INFO_OPTIONS]
-                   + ["" if job.groupid is None else str(job.groupid), version or ""], 1.0)
+        fams.gauge(
+            "fio_job_info",
+            "Options of a fio job (global options merged in; empty when fio "
+            "did not print the option, i.e. its default applies; direct is 1 for direct=1 or "
+            "buffered=0). Value 1.",
+            JOB_LABELS + INFO_OPTIONS + ["groupid", "version"],
+            labels + [info[k] for k in INFO_OPTIONS] + ["" if job.groupid is None else str(job.groupid), version or ""],
+            1.0,
+        )
         depth = _iodepth(o.get("iodepth", ""))
         if depth is not None:
-            fams.gauge("fio_job_iodepth", "The job's iodepth option as a number (1, fio's default, when "
-                       "not printed): the concurrency the job asks for, to compare with the concurrency "
-                       "a layer's throughput x latency implies (Little's law).", JOB_LABELS, labels, depth)
-        fams.gauge("fio_job_finished", "1 once the fio run that wrote this job has ended (its file "
-                   "stopped growing or the wrapped fio exited).", JOB_LABELS, labels,
-                   1.0 if v.finished else 0.0)
+            fams.gauge(
+                "fio_job_iodepth",
+                "The job's iodepth option as a number (1, fio's default, when "
+                "not printed): the concurrency the job asks for, to compare with the concurrency "
+                "a layer's throughput x latency implies (Little's law).",
+                JOB_LABELS,
+                labels,
+                depth,
+            )
+        fams.gauge(
+            "fio_job_finished",
+            "1 once the fio run that wrote this job has ended (its file stopped growing or the wrapped fio exited).",
+            JOB_LABELS,
+            labels,
+            1.0 if v.finished else 0.0,
+        )
         if v.finished and v.end_time is not None:
-            fams.gauge("fio_job_end_timestamp_seconds", "When the run ended: the time of its last "
-                       "record, seconds since the epoch.", JOB_LABELS, labels, v.end_time)
-        fams.gauge("fio_job_error", "fio's error code for the job (0: no error).", JOB_LABELS, labels,
-                   job.error)
+            fams.gauge(
+                "fio_job_end_timestamp_seconds",
+                "When the run ended: the time of its last record, seconds since the epoch.",
+                JOB_LABELS,
+                labels,
+                v.end_time,
+            )
+        fams.gauge("fio_job_error", "fio's error code for the job (0: no error).", JOB_LABELS, labels, job.error)
         if job.job_runtime_ms is not None:
-            fams.counter("fio_job_runtime_seconds_total", "Time the job has run (job_runtime).",
-                         JOB_LABELS, labels, job.job_runtime_ms / 1000.0)
+            fams.counter(
+                "fio_job_runtime_seconds_total",
+                "Time the job has run (job_runtime).",
+                JOB_LABELS,
+                labels,
+                job.job_runtime_ms / 1000.0,
+            )
         if job.elapsed_s is not None:
-            fams.gauge("fio_job_elapsed_seconds", "Seconds since the job started (elapsed).",
-                       JOB_LABELS, labels, job.elapsed_s)
+            fams.gauge(
+                "fio_job_elapsed_seconds", "Seconds since the job started (elapsed).", JOB_LABELS, labels, job.elapsed_s
+            )
         if job.eta_s is not None:
-            fams.gauge("fio_job_eta_seconds", "fio's estimate of the seconds left (eta); absent while "
-                       "fio has no estimate.", JOB_LABELS, labels, job.eta_s)
+            fams.gauge(
+                "fio_job_eta_seconds",
+                "fio's estimate of the seconds left (eta); absent while fio has no estimate.",
+                JOB_LABELS,
+                labels,
+                job.eta_s,
+            )
         if job.usr_cpu is not None:
-            fams.gauge("fio_job_cpu_user_ratio", "User CPU time of the job over its runtime (usr_cpu/100).",
-                       JOB_LABELS, labels, job.usr_cpu / 100.0)
+            fams.gauge(
+                "fio_job_cpu_user_ratio",
+                "User CPU time of the job over its runtime (usr_cpu/100).",
+                JOB_LABELS,
+                labels,
+                job.usr_cpu / 100.0,
+            )
         if job.sys_cpu is not None:
-            fams.gauge("fio_job_cpu_system_ratio", "System CPU time of the job over its runtime "
-                       "(sys_cpu/100).", JOB_LABELS, labels, job.sys_cpu / 100.0)
+            fams.gauge(
+                "fio_job_cpu_system_ratio",
+                "System CPU time of the job over its runtime (sys_cpu/100).",
+                JOB_LABELS,
+                labels,
+                job.sys_cpu / 100.0,
+            )
         if job.ctx is not None:
-            fams.counter("fio_job_context_switches_total", "Context switches of the job (ctx).",
-                         JOB_LABELS, labels, job.ctx)
+            fams.counter(
+                "fio_job_context_switches_total", "Context switches of the job (ctx).", JOB_LABELS, labels, job.ctx
+            )
         if job.majf is not None:
-            fams.counter("fio_job_major_page_faults_total", "Major page faults of the job (majf).",
-                         JOB_LABELS, labels, job.majf)
+            fams.counter(
+                "fio_job_major_page_faults_total", "Major page faults of the job (majf).", JOB_LABELS, labels, job.majf
+            )
         if job.minf is not None:
-            fams.counter("fio_job_minor_page_faults_total", "Minor page faults of the job (minf).",
-                         JOB_LABELS, labels, job.minf)
+            fams.counter(
+                "fio_job_minor_page_faults_total", "Minor page faults of the job (minf).", JOB_LABELS, labels, job.minf
+            )
         for level, pct in job.iodepth_level.items():
-            fams.gauge("fio_job_iodepth_level_ratio", "Share of the job's time with this many I/Os in "
-                       "flight (iodepth_level/100; fio floors tiny non-zero shares to 0.001).",
-                       JOB_LABELS + ["depth"], labels + [level], pct / 100.0)
+            fams.gauge(
+                "fio_job_iodepth_level_ratio",
+                "Share of the job's time with this many I/Os in "
+                "flight (iodepth_level/100; fio floors tiny non-zero shares to 0.001).",
+                JOB_LABELS + ["depth"],
+                labels + [level],
+                pct / 100.0,
+            )
         for problem in find_problems(job, self.hygiene, finished=v.finished):
-            fams.gauge("fio_job_hygiene_problem", "1 for each benchmark hygiene trap found in the job's "
-                       "options; see docs/hygiene.md for each problem.", JOB_LABELS + ["problem"],
-                       labels + [problem], 1.0)
+            fams.gauge(
+                "fio_job_hygiene_problem",
+                "1 for each benchmark hygiene trap found in the job's options; see docs/hygiene.md for each problem.",
+                JOB_LABELS + ["problem"],
+                labels + [problem],
+                1.0,
+            )
 
-    def _direction(self, fams: _Families, d: str, s: DirectionStats, labels: list[str], job: JobRecord,
-                   prev: JobRecord | None, ps: DirectionStats | None, used: set[int]) -> None:
+    def _direction(
+        self,
+        fams: _Families,
+        d: str,
+        s: DirectionStats,
+        labels: list[str],
+        job: JobRecord,
+        prev: JobRecord | None,
+        ps: DirectionStats | None,
+        used: set[int],
+    ) -> None:
         what = "unified (read+write+trim, unified_rw_reporting)" if d == "mixed" else d
         p = f"fio_{d}"
         fams.counter(f"{p}_ios_total", f"Completed {what} I/Os (total_ios).", JOB_LABELS, labels, s.total_ios)
         fams.counter(f"{p}_bytes_total", f"Bytes of {what} I/O (io_bytes).", JOB_LABELS, labels, s.io_bytes)
-        fams.counter(f"{p}_short_ios_total", f"Short {what} I/Os (short_ios).", JOB_LABELS, labels,
-                     s.short_ios)
-        fams.counter(f"{p}_dropped_ios_total", f"Dropped {what} I/Os (drop_ios).", JOB_LABELS, labels,
-                     s.drop_ios)
-        fams.gauge(f"{p}_iops", f"fio's own {what} IOPS, averaged since the job started (iops).",
-                   JOB_LABELS, labels, s.iops)
-        fams.gauge(f"{p}_bandwidth_bytes_per_second", f"fio's own {what} bandwidth, averaged since the "
-                   "job started (bw_bytes).", JOB_LABELS, labels, s.bw_bytes)
+        fams.counter(f"{p}_short_ios_total", f"Short {what} I/Os (short_ios).", JOB_LABELS, labels, s.short_ios)
+        fams.counter(f"{p}_dropped_ios_total", f"Dropped {what} I/Os (drop_ios).", JOB_LABELS, labels, s.drop_ios)
+        fams.gauge(
+            f"{p}_iops", f"fio's own {what} IOPS, averaged since the job started (iops).", JOB_LABELS, labels, s.iops
+        )
+        fams.gauge(
+            f"{p}_bandwidth_bytes_per_second",
+            f"fio's own {what} bandwidth, averaged since the job started (bw_bytes).",
+            JOB_LABELS,
+            labels,
+            s.bw_bytes,
+        )
         # per-interval numbers from the last two cumulative records: what fio saw in its own
         # status interval, not diluted by Prometheus' rate window
-        if (ps is not None and prev is not None and job.job_runtime_ms is not None
-                and prev.job_runtime_ms is not None and job.job_runtime_ms > prev.job_runtime_ms
-                and s.total_ios >= ps.total_ios):
+        if (
+            ps is not None
+            and prev is not None
+            and job.job_runtime_ms is not None
+            and prev.job_runtime_ms is not None
+            and job.job_runtime_ms > prev.job_runtime_ms
+            and s.total_ios >= ps.total_ios
+        ):
             dt = (job.job_runtime_ms - prev.job_runtime_ms) / 1000.0
-            fams.gauge(f"{p}_interval_iops", f"{what} IOPS over fio's last status interval (difference "
-                       "of the last two records over their job_runtime difference).", JOB_LABELS, labels,
-                       (s.total_ios - ps.total_ios) / dt)
-            fams.gauge(f"{p}_interval_bandwidth_bytes_per_second", f"{what} bandwidth over fio's last "
-                       "status interval.", JOB_LABELS, labels, (s.io_bytes - ps.io_bytes) / dt)
+            fams.gauge(
+                f"{p}_interval_iops",
+                f"{what} IOPS over fio's last status interval (difference "
+                "of the last two records over their job_runtime difference).",
+                JOB_LABELS,
+                labels,
+                (s.total_ios - ps.total_ios) / dt,
+            )
+            fams.gauge(
+                f"{p}_interval_bandwidth_bytes_per_second",
+                f"{what} bandwidth over fio's last status interval.",
+                JOB_LABELS,
+                labels,
+                (s.io_bytes - ps.io_bytes) / dt,
+            )
             if s.clat is not None and ps.clat is not None and s.clat.count > ps.clat.count:
                 mean = (s.clat.sum_ns - ps.clat.sum_ns) / (s.clat.count - ps.clat.count) * _NS
-                fams.gauge(f"{p}_interval_clat_mean_seconds", f"Mean {what} completion latency over "
-                           "fio's last status interval.", JOB_LABELS, labels, mean)
+                fams.gauge(
+                    f"{p}_interval_clat_mean_seconds",
+                    f"Mean {what} completion latency over fio's last status interval.",
+                    JOB_LABELS,
+                    labels,
+                    mean,
+                )
         for kind, lat in (("slat", s.slat), ("lat", s.lat)):
             if lat is not None:
-                fams.gauge(f"{p}_{kind}_mean_seconds", f"Mean {what} "
-                           f"{'submission' if kind == 'slat' else 'total (submission+completion)'} "
-                           f"latency since the job started ({kind}_ns.mean).", JOB_LABELS, labels,
-                           lat.mean_ns * _NS)
+                fams.gauge(
+                    f"{p}_{kind}_mean_seconds",
+                    f"Mean {what} "
+                    f"{'submission' if kind == 'slat' else 'total (submission+completion)'} "
+                    f"latency since the job started ({kind}_ns.mean).",
+                    JOB_LABELS,
+                    labels,
+                    lat.mean_ns * _NS,
+                )
         c = s.clat
         if c is None:
-            return   # absent (gtod_reduce, nothing completed): never exported as zero
+            return  # absent (gtod_reduce, nothing completed): never exported as zero
         buckets: list[tuple[str, float]] = []
         if c.bins is not None and self.collectors.histograms:
             cached = self._hist_cache.get(id(c))
@@ -354,20 +506,41 @@ class FioCollector(Collector):
             buckets.append(("+Inf", float(total)))
         else:
             buckets = [("+Inf", float(c.count))]
-        fams.add(HistogramMetricFamily, f"{p}_clat_seconds",
-                 f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
-                 "without json+ or with --no-collector.histograms), _sum = mean x N.", JOB_LABELS, labels, buckets,
-                 _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS))
+        fams.add(
+            HistogramMetricFamily,
+            f"{p}_clat_seconds",
+            f"{what} completion latency (clat_ns): buckets from json+ bins (only +Inf "
+            "without json+ or with --no-collector.histograms), _sum = mean x N.",
+            JOB_LABELS,
+            labels,
+            buckets,
+            _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS),
+        )
         shown: set[str] = set()
-        for q, ns in (c.percentiles if self.collectors.percentiles else ()):
+        for q, ns in c.percentiles if self.collectors.percentiles else ():
             label = f"{q * 100:g}"
             if label in shown:
-                continue   # "99.000000" and "99.0000001" print alike: one series, never two
+                continue  # "99.000000" and "99.0000001" print alike: one series, never two
             shown.add(label)
-            fams.gauge(f"{p}_clat_percentile_seconds", f"fio's own {what} completion latency "
-                       "percentiles (clat_ns.percentile; label in percent, e.g. 99.9), exact rather than bucketed.",
-                       JOB_LABELS + ["percentile"], labels + [label], ns * _NS)
-        fams.gauge(f"{p}_clat_min_seconds", f"Smallest {what} completion latency (clat_ns.min).",
-                   JOB_LABELS, labels, c.min_ns * _NS)
-        fams.gauge(f"{p}_clat_max_seconds", f"Largest {what} completion latency (clat_ns.max).",
-                   JOB_LABELS, labels, c.max_ns * _NS)
+            fams.gauge(
+                f"{p}_clat_percentile_seconds",
+                f"fio's own {what} completion latency "
+                "percentiles (clat_ns.percentile; label in percent, e.g. 99.9), exact rather than bucketed.",
+                JOB_LABELS + ["percentile"],
+                labels + [label],
+                ns * _NS,
+            )
+        fams.gauge(
+            f"{p}_clat_min_seconds",
+            f"Smallest {what} completion latency (clat_ns.min).",
+            JOB_LABELS,
+            labels,
+            c.min_ns * _NS,
+        )
+        fams.gauge(
+            f"{p}_clat_max_seconds",
+            f"Largest {what} completion latency (clat_ns.max).",
+            JOB_LABELS,
+            labels,
+            c.max_ns * _NS,
+        )

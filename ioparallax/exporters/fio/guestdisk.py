@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 
-SECTOR_BYTES = 512          # unit of sysfs 'start' and 'size', independent of the logical block size
+SECTOR_BYTES = 512  # unit of sysfs 'start' and 'size', independent of the logical block size
 ALIGNMENT_BYTES = 4096
 DEFAULT_EXCLUDE = r"^(ram|zram|fd|sr|md|dm-)\d*"
 
@@ -101,7 +101,7 @@ def _vpd_serial(path: str) -> str:
     if len(raw) < 4 or raw[1] != 0x80:
         return ""
     length = int.from_bytes(raw[2:4], "big")
-    return raw[4:4 + length].decode("ascii", errors="replace").strip("\x00 ")
+    return raw[4 : 4 + length].decode("ascii", errors="replace").strip("\x00 ")
 
 
 def _first(*values: str | None) -> str:
@@ -122,8 +122,11 @@ def read_disk(block_dir: str, name: str) -> Disk:
         logical_block_size=_read_int(os.path.join(q, "logical_block_size")),
         physical_block_size=_read_int(os.path.join(q, "physical_block_size")),
         max_request_bytes=max_kb * 1024 if max_kb is not None else None,
-        serial=_first(_read(os.path.join(d, "serial")), _read(os.path.join(d, "device", "serial")),
-                      _vpd_serial(os.path.join(d, "device", "vpd_pg80"))),
+        serial=_first(
+            _read(os.path.join(d, "serial")),
+            _read(os.path.join(d, "device", "serial")),
+            _vpd_serial(os.path.join(d, "device", "vpd_pg80")),
+        ),
         wwid=_first(_read(os.path.join(d, "wwid")), _read(os.path.join(d, "device", "wwid"))),
         model=_first(_read(os.path.join(d, "device", "model"))),
         vendor=_first(_read(os.path.join(d, "device", "vendor"))),
@@ -140,11 +143,14 @@ def read_disk(block_dir: str, name: str) -> Disk:
         if start is None:
             continue
         psize = _read_int(os.path.join(pdir, "size"))
-        disk.partitions.append(Partition(
-            name=entry, number=_read_int(os.path.join(pdir, "partition")),
-            start_bytes=start * SECTOR_BYTES,
-            size_bytes=psize * SECTOR_BYTES if psize is not None else None,
-        ))
+        disk.partitions.append(
+            Partition(
+                name=entry,
+                number=_read_int(os.path.join(pdir, "partition")),
+                start_bytes=start * SECTOR_BYTES,
+                size_bytes=psize * SECTOR_BYTES if psize is not None else None,
+            )
+        )
     return disk
 
 
@@ -190,27 +196,43 @@ class GuestDiskCollector(Collector):
             return
         self._last_error = None
         up.add_metric([], 1.0)
-        info = GaugeMetricFamily("fio_guest_disk_info", "Identity of a guest disk: serial (on VMware with "
-                                 "disk.EnableUUID, the virtual disk's UUID), "
-                                 "disk_uuid (the serial as a lower-case dashed UUID, as vcenter_virtual_disk_info "
-                                 "has it; empty when the serial is not a UUID), WWID, model, vendor. Value 1.",
-                                 labels=["disk", "serial", "disk_uuid", "wwid", "model", "vendor"])
-        size = GaugeMetricFamily("fio_guest_disk_size_bytes", "Size of the disk (sysfs size x 512).",
-                                 labels=["disk"])
-        lbs = GaugeMetricFamily("fio_guest_disk_logical_block_size_bytes",
-                                "Logical block size (queue/logical_block_size).", labels=["disk"])
-        pbs = GaugeMetricFamily("fio_guest_disk_physical_block_size_bytes",
-                                "Physical block size (queue/physical_block_size).", labels=["disk"])
-        maxreq = GaugeMetricFamily("fio_guest_disk_max_request_bytes", "Largest request the guest block "
-                                   "layer sends (queue/max_sectors_kb x 1024); larger I/Os are split.",
-                                   labels=["disk"])
-        pstart = GaugeMetricFamily("fio_guest_partition_start_bytes", "Start offset of the partition "
-                                   "(sysfs start x 512).", labels=["disk", "partition"])
-        psize = GaugeMetricFamily("fio_guest_partition_size_bytes", "Size of the partition (sysfs size "
-                                  "x 512).", labels=["disk", "partition"])
-        paligned = GaugeMetricFamily("fio_guest_partition_aligned", "1 if the partition starts on a "
-                                     "4096-byte boundary, 0 if misaligned (every 4 KiB write then "
-                                     "straddles two storage blocks).", labels=["disk", "partition"])
+        info = GaugeMetricFamily(
+            "fio_guest_disk_info",
+            "Identity of a guest disk: serial (on VMware with "
+            "disk.EnableUUID, the virtual disk's UUID), "
+            "disk_uuid (the serial as a lower-case dashed UUID, as vcenter_virtual_disk_info "
+            "has it; empty when the serial is not a UUID), WWID, model, vendor. Value 1.",
+            labels=["disk", "serial", "disk_uuid", "wwid", "model", "vendor"],
+        )
+        size = GaugeMetricFamily("fio_guest_disk_size_bytes", "Size of the disk (sysfs size x 512).", labels=["disk"])
+        lbs = GaugeMetricFamily(
+            "fio_guest_disk_logical_block_size_bytes", "Logical block size (queue/logical_block_size).", labels=["disk"]
+        )
+        pbs = GaugeMetricFamily(
+            "fio_guest_disk_physical_block_size_bytes",
+            "Physical block size (queue/physical_block_size).",
+            labels=["disk"],
+        )
+        maxreq = GaugeMetricFamily(
+            "fio_guest_disk_max_request_bytes",
+            "Largest request the guest block layer sends (queue/max_sectors_kb x 1024); larger I/Os are split.",
+            labels=["disk"],
+        )
+        pstart = GaugeMetricFamily(
+            "fio_guest_partition_start_bytes",
+            "Start offset of the partition (sysfs start x 512).",
+            labels=["disk", "partition"],
+        )
+        psize = GaugeMetricFamily(
+            "fio_guest_partition_size_bytes", "Size of the partition (sysfs size x 512).", labels=["disk", "partition"]
+        )
+        paligned = GaugeMetricFamily(
+            "fio_guest_partition_aligned",
+            "1 if the partition starts on a "
+            "4096-byte boundary, 0 if misaligned (every 4 KiB write then "
+            "straddles two storage blocks).",
+            labels=["disk", "partition"],
+        )
         for d in disks:
             info.add_metric([d.name, d.serial, d.disk_uuid, d.wwid, d.model, d.vendor], 1.0)
             if d.size_bytes is not None:
@@ -228,7 +250,8 @@ class GuestDiskCollector(Collector):
                 paligned.add_metric([d.name, p.name], 1.0 if p.aligned else 0.0)
         yield up
         yield from (info, size, lbs, pbs, maxreq, pstart, psize, paligned)
-        dur = GaugeMetricFamily("fio_guest_sysfs_scrape_duration_seconds",
-                                "Seconds spent reading guest disk facts from sysfs.")
+        dur = GaugeMetricFamily(
+            "fio_guest_sysfs_scrape_duration_seconds", "Seconds spent reading guest disk facts from sysfs."
+        )
         dur.add_metric([], time.monotonic() - start)
         yield dur

@@ -14,14 +14,31 @@ from bisect import bisect_left
 #: Upper edges in seconds, 10 us to 10 s in a 1-2.5-5 series; documented in docs/fio.md.
 #: +Inf is added by the exposition.
 LATENCY_EDGES_SECONDS: tuple[float, ...] = (
-    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
-    1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
-    1.0, 2.5, 5.0, 10.0,
+    10e-6,
+    25e-6,
+    50e-6,
+    100e-6,
+    250e-6,
+    500e-6,
+    1e-3,
+    2.5e-3,
+    5e-3,
+    10e-3,
+    25e-3,
+    50e-3,
+    100e-3,
+    250e-3,
+    500e-3,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
 )
 
 
-def cumulative_buckets(bins: dict[str, int], edges_s: tuple[float, ...] = LATENCY_EDGES_SECONDS
-                       ) -> tuple[list[int], int]:
+def cumulative_buckets(
+    bins: dict[str, int], edges_s: tuple[float, ...] = LATENCY_EDGES_SECONDS
+) -> tuple[list[int], int]:
     """Cumulative counts per edge (same order as ``edges_s``) and the total (the +Inf bucket)."""
     edges_ns = [e * 1e9 for e in edges_s]
     per_bucket = [0] * (len(edges_ns) + 1)
@@ -42,8 +59,9 @@ def cumulative_buckets(bins: dict[str, int], edges_s: tuple[float, ...] = LATENC
     return out, total
 
 
-def quantile_from_buckets(q: float, cumulative: list[int], total: int,
-                          edges_s: tuple[float, ...] = LATENCY_EDGES_SECONDS) -> float:
+def quantile_from_buckets(
+    q: float, cumulative: list[int], total: int, edges_s: tuple[float, ...] = LATENCY_EDGES_SECONDS
+) -> float:
     """The upper edge of the first bucket holding the q-quantile (what a test can bound fio's own
     percentile by); +inf if it lies above the last edge."""
     rank = q * total

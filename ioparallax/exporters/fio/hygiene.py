@@ -27,8 +27,8 @@ PROBLEMS = (
 
 @dataclass(frozen=True)
 class HygieneConfig:
-    cache_size_bytes: int | None = None   # None: the working-set check is off
-    scrape_interval_s: float = 15.0       # runtime must be at least 3 of these
+    cache_size_bytes: int | None = None  # None: the working-set check is off
+    scrape_interval_s: float = 15.0  # runtime must be at least 3 of these
     min_scrape_intervals: int = 3
 
 
@@ -45,14 +45,25 @@ def fio_size(value: str | None) -> int | None:
     if not m:
         return None
     size = float(m.group(1)) * 1024 ** _POW[m.group(2).lower()]
-    if not size < 2 ** 64:     # also infinity: beyond any size fio takes (a 400-digit "size")
+    if not size < 2**64:  # also infinity: beyond any size fio takes (a 400-digit "size")
         return None
     return int(size)
 
 
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|usec|ms|msec|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
-_TIME_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
-               "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_TIME_UNITS = {
+    None: 1.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "us": 1e-6,
+    "usec": 1e-6,
+    "ms": 1e-3,
+    "msec": 1e-3,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
 
 
 def fio_seconds(value: str | None) -> float | None:

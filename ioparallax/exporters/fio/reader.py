@@ -45,13 +45,13 @@ _decoder = json.JSONDecoder()
 class Latency:
     """One of fio's ``slat_ns``/``clat_ns``/``lat_ns`` blocks, in nanoseconds."""
 
-    count: int                               # N
+    count: int  # N
     min_ns: float
     max_ns: float
     mean_ns: float
     stddev_ns: float
-    percentiles: tuple[tuple[float, float], ...] = ()   # (quantile 0-1, value in ns), fio's own
-    bins: dict[str, int] | None = None      # json+ only: bucket midpoint (ns, as a string) -> count
+    percentiles: tuple[tuple[float, float], ...] = ()  # (quantile 0-1, value in ns), fio's own
+    bins: dict[str, int] | None = None  # json+ only: bucket midpoint (ns, as a string) -> count
 
     @property
     def sum_ns(self) -> float:
@@ -67,10 +67,10 @@ class DirectionStats:
     total_ios: int
     short_ios: int
     drop_ios: int
-    iops: float            # fio's average since the job started
-    bw_bytes: float        # B/s, fio's average since the job started
+    iops: float  # fio's average since the job started
+    bw_bytes: float  # B/s, fio's average since the job started
     runtime_ms: int
-    clat: Latency | None   # None: absent (no completions timed, e.g. gtod_reduce=1)
+    clat: Latency | None  # None: absent (no completions timed, e.g. gtod_reduce=1)
     slat: Latency | None
     lat: Latency | None
 
@@ -79,19 +79,19 @@ class DirectionStats:
 class JobRecord:
     """One job entry of a document. Identified by position, name and host, never by name alone."""
 
-    jobid: int                     # position among the jobs of its document (per host in client mode)
+    jobid: int  # position among the jobs of its document (per host in client mode)
     name: str
-    options: dict[str, str]        # global options merged with the job's own (job wins)
-    job_options: dict[str, str]    # the job's own options as fio printed them
+    options: dict[str, str]  # global options merged with the job's own (job wins)
+    job_options: dict[str, str]  # the job's own options as fio printed them
     directions: dict[str, DirectionStats]
-    hostname: str | None = None    # client/server mode only
+    hostname: str | None = None  # client/server mode only
     port: int | None = None
     groupid: int | None = None
     error: int = 0
-    eta_s: int | None = None       # None while fio prints INT_MAX, or absent (client mode)
+    eta_s: int | None = None  # None while fio prints INT_MAX, or absent (client mode)
     elapsed_s: int | None = None
     job_runtime_ms: int | None = None
-    usr_cpu: float | None = None   # percent, as fio prints it
+    usr_cpu: float | None = None  # percent, as fio prints it
     sys_cpu: float | None = None
     ctx: int | None = None
     majf: int | None = None
@@ -118,12 +118,12 @@ class FioRecord:
     """One fio JSON document: a final result or one cumulative status record."""
 
     version: str | None
-    timestamp: float | None        # seconds since the epoch (timestamp_ms if present)
+    timestamp: float | None  # seconds since the epoch (timestamp_ms if present)
     global_options: dict[str, str]
     jobs: list[JobRecord]
     client_mode: bool = False
     client_aggregates: list[JobRecord] = field(default_factory=list)  # "All clients" entries
-    interim_snapshots: int = 0     # client mode with --status-interval: snapshots before the last
+    interim_snapshots: int = 0  # client mode with --status-interval: snapshots before the last
 
 
 class NotFioDocument(ValueError):
@@ -138,11 +138,12 @@ class InvalidValue(ValueError):
 
 #: fio's counters and times are unsigned 64-bit integers (doubles for averages); anything larger
 #: is not fio output.
-MAX_VALUE = 2 ** 64
+MAX_VALUE = 2**64
 
 
 # --------------------------------------------------------------------------------------------
 # documents -> records (every number checked here, at the edge)
+
 
 def _shown(value: Any) -> str:
     if isinstance(value, int) and abs(value) > MAX_VALUE:
@@ -200,8 +201,8 @@ def parse_latency(block: Any, where: str = "latency") -> Latency | None:
             try:
                 q = float(key)
             except (TypeError, ValueError):
-                continue                      # not a percentile key: ignored, as before
-            if not 0.0 <= q <= 100.0:         # also NaN
+                continue  # not a percentile key: ignored, as before
+            if not 0.0 <= q <= 100.0:  # also NaN
                 raise InvalidValue(f"{where}.percentile key {key!r}: not a percentile (0-100)")
             v = _opt_num(value, f"{where}.percentile[{key!r}]")
             if v is not None:
@@ -211,9 +212,13 @@ def parse_latency(block: Any, where: str = "latency") -> Latency | None:
     if isinstance(bins, dict) and bins:
         _check_bins(bins, f"{where}.bins")
     return Latency(
-        count=n, min_ns=_num(block.get("min"), f"{where}.min"), max_ns=_num(block.get("max"), f"{where}.max"),
-        mean_ns=_num(block.get("mean"), f"{where}.mean"), stddev_ns=_num(block.get("stddev"), f"{where}.stddev"),
-        percentiles=percentiles, bins=bins if isinstance(bins, dict) else None,
+        count=n,
+        min_ns=_num(block.get("min"), f"{where}.min"),
+        max_ns=_num(block.get("max"), f"{where}.max"),
+        mean_ns=_num(block.get("mean"), f"{where}.mean"),
+        stddev_ns=_num(block.get("stddev"), f"{where}.stddev"),
+        percentiles=percentiles,
+        bins=bins if isinstance(bins, dict) else None,
     )
 
 
@@ -222,9 +227,14 @@ def _plain_percentiles(pct: dict[Any, Any]) -> bool:
     per-item path handles (and rejects) anything else."""
     values = pct.values()
     try:
-        return (set(map(type, values)) == {int} and min(values) >= 0 and max(values) <= MAX_VALUE
-                and "".join(pct).replace(".", "").isdigit()
-                and 0.0 <= min(map(float, pct)) and max(map(float, pct)) <= 100.0)
+        return (
+            set(map(type, values)) == {int}
+            and min(values) >= 0
+            and max(values) <= MAX_VALUE
+            and "".join(pct).replace(".", "").isdigit()
+            and 0.0 <= min(map(float, pct))
+            and max(map(float, pct)) <= 100.0
+        )
     except (TypeError, ValueError):
         return False
 
@@ -235,9 +245,14 @@ def _check_bins(bins: dict[Any, Any], where: str) -> None:
     counts = bins.values()
     try:
         # fio writes integer nanoseconds as keys and integer counts: checked with C-level calls
-        fine = (set(map(type, counts)) == {int} and min(counts) >= 0 and max(counts) <= MAX_VALUE
-                and "".join(bins).isdigit() and max(map(len, bins)) <= 19)
-    except TypeError:          # a key that is not a string
+        fine = (
+            set(map(type, counts)) == {int}
+            and min(counts) >= 0
+            and max(counts) <= MAX_VALUE
+            and "".join(bins).isdigit()
+            and max(map(len, bins)) <= 19
+        )
+    except TypeError:  # a key that is not a string
         fine = False
     if fine:
         return
@@ -259,7 +274,8 @@ def parse_direction(block: Any, where: str = "direction") -> DirectionStats | No
         total_ios=_int(block.get("total_ios"), f"{where}.total_ios"),
         short_ios=_int(block.get("short_ios"), f"{where}.short_ios"),
         drop_ios=_int(block.get("drop_ios"), f"{where}.drop_ios"),
-        iops=_num(block.get("iops"), f"{where}.iops"), bw_bytes=_num(block.get("bw_bytes"), f"{where}.bw_bytes"),
+        iops=_num(block.get("iops"), f"{where}.iops"),
+        bw_bytes=_num(block.get("bw_bytes"), f"{where}.bw_bytes"),
         runtime_ms=_int(block.get("runtime"), f"{where}.runtime"),
         clat=parse_latency(block.get("clat_ns"), f"{where}.clat_ns"),
         slat=parse_latency(block.get("slat_ns"), f"{where}.slat_ns"),
@@ -273,8 +289,7 @@ def _options(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str],
-              where: str | None = None) -> JobRecord:
+def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str], where: str | None = None) -> JobRecord:
     """One entry of ``jobs``/``client_stats``; global options are merged under the job's own.
     Raises :class:`InvalidValue` for a number fio cannot have written."""
     w = where or f"jobs[{jobid}]"
@@ -289,20 +304,26 @@ def parse_job(entry: dict[str, Any], jobid: int, global_options: dict[str, str],
     hostname = entry.get("hostname")
     level = entry.get("iodepth_level")
     return JobRecord(
-        jobid=jobid, name=str(entry.get("jobname", "")),
-        options={**global_options, **job_options}, job_options=job_options,
+        jobid=jobid,
+        name=str(entry.get("jobname", "")),
+        options={**global_options, **job_options},
+        job_options=job_options,
         directions=directions,
-        hostname=str(hostname) if hostname is not None else None, port=port,
-        groupid=_opt_int(entry.get("groupid"), f"{w}.groupid"), error=_int(entry.get("error"), f"{w}.error"),
+        hostname=str(hostname) if hostname is not None else None,
+        port=port,
+        groupid=_opt_int(entry.get("groupid"), f"{w}.groupid"),
+        error=_int(entry.get("error"), f"{w}.error"),
         eta_s=None if eta is None or eta >= ETA_UNKNOWN else eta,
         elapsed_s=_opt_int(entry.get("elapsed"), f"{w}.elapsed"),
         job_runtime_ms=_opt_int(entry.get("job_runtime"), f"{w}.job_runtime"),
         usr_cpu=_opt_num(entry.get("usr_cpu"), f"{w}.usr_cpu"),
         sys_cpu=_opt_num(entry.get("sys_cpu"), f"{w}.sys_cpu"),
-        ctx=_opt_int(entry.get("ctx"), f"{w}.ctx"), majf=_opt_int(entry.get("majf"), f"{w}.majf"),
+        ctx=_opt_int(entry.get("ctx"), f"{w}.ctx"),
+        majf=_opt_int(entry.get("majf"), f"{w}.majf"),
         minf=_opt_int(entry.get("minf"), f"{w}.minf"),
-        iodepth_level=({str(k): _num(v, f"{w}.iodepth_level[{k!r}]") for k, v in level.items()}
-                       if isinstance(level, dict) else {}),
+        iodepth_level=(
+            {str(k): _num(v, f"{w}.iodepth_level[{k!r}]") for k, v in level.items()} if isinstance(level, dict) else {}
+        ),
     )
 
 
@@ -321,8 +342,9 @@ def _client_period(entries: list[dict[str, Any]], anchor: int | None) -> int:
     """
     n = len(entries)
     names = [e.get("jobname") for e in entries]
-    runtimes = [r if isinstance(r := e.get("job_runtime"), (int, float)) and not isinstance(r, bool) else -1
-                for e in entries]
+    runtimes = [
+        r if isinstance(r := e.get("job_runtime"), (int, float)) and not isinstance(r, bool) else -1 for e in entries
+    ]
 
     def fits(k: int) -> bool:
         if k <= 0 or n % k:
@@ -378,13 +400,19 @@ def parse_document(doc: Any) -> FioRecord:
     version = doc.get("fio version")
     version = str(version) if version is not None else None
     if isinstance(doc.get("jobs"), list):
-        jobs = [parse_job(e, i, global_options)
-                for i, e in enumerate(e for e in doc["jobs"] if isinstance(e, dict))]
+        jobs = [parse_job(e, i, global_options) for i, e in enumerate(e for e in doc["jobs"] if isinstance(e, dict))]
         return FioRecord(version=version, timestamp=timestamp, global_options=global_options, jobs=jobs)
     if isinstance(doc.get("client_stats"), list):
         jobs, aggregates, interim = _client_jobs(doc["client_stats"], global_options)
-        return FioRecord(version=version, timestamp=timestamp, global_options=global_options, jobs=jobs,
-                         client_mode=True, client_aggregates=aggregates, interim_snapshots=interim)
+        return FioRecord(
+            version=version,
+            timestamp=timestamp,
+            global_options=global_options,
+            jobs=jobs,
+            client_mode=True,
+            client_aggregates=aggregates,
+            interim_snapshots=interim,
+        )
     raise NotFioDocument("neither 'jobs' nor 'client_stats' is a list: not fio JSON output")
 
 
@@ -411,7 +439,7 @@ _SPECIAL = rb'(?:[{}]|(?![ \t"\[\],:\-0-9]|true|false|null|\r?$))'
 _SPECIAL_IN_DOCUMENT = (re.compile(_SPECIAL, re.MULTILINE), re.compile(rb"\n" + _SPECIAL, re.MULTILINE))
 _DOCUMENT_START = (re.compile(rb"\{"), re.compile(rb"\n\{"))
 _BRACE_LINE = (re.compile(rb"[{}]"), re.compile(rb"\n[{}]"))
-_NON_BLANK_LINE = re.compile(rb'^[ \t\r\f\v]*[^\s]', re.MULTILINE)
+_NON_BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*[^\s]", re.MULTILINE)
 
 _OUTSIDE, _IN_DOCUMENT, _SKIPPING = 0, 1, 2
 
@@ -421,9 +449,9 @@ class StreamCounts:
     """What a :class:`DocumentStream` has seen so far (all cumulative)."""
 
     documents: int = 0
-    non_json_lines: int = 0      # lines skipped because they are not JSON (note:, fio: io_u error...)
-    corrupt_documents: int = 0   # documents that could not be decoded and were dropped
-    not_fio_documents: int = 0   # valid JSON that is not fio output
+    non_json_lines: int = 0  # lines skipped because they are not JSON (note:, fio: io_u error...)
+    corrupt_documents: int = 0  # documents that could not be decoded and were dropped
+    not_fio_documents: int = 0  # valid JSON that is not fio output
     oversized_documents: int = 0  # documents above the size bound, skipped unread
 
 
@@ -447,19 +475,19 @@ class DocumentStream:
     def __init__(self, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> None:
         self.counts = StreamCounts()
         self.max_document_bytes = max_document_bytes
-        self.cut_off_at: int | None = None   # finish(): byte offset of a document left incomplete
-        self.garbage_since_last_document: str | None = None   # 'corrupt' or 'too_large'
+        self.cut_off_at: int | None = None  # finish(): byte offset of a document left incomplete
+        self.garbage_since_last_document: str | None = None  # 'corrupt' or 'too_large'
         self._state = _OUTSIDE
-        self._doc: list[bytes] = []          # the document being written (JSON lines only)
+        self._doc: list[bytes] = []  # the document being written (JSON lines only)
         self._doc_len = 0
-        self._doc_start = 0                  # byte offset of its first line in the stream
-        self._partial: list[bytes] = []      # the line being written, when it must be kept
+        self._doc_start = 0  # byte offset of its first line in the stream
+        self._partial: list[bytes] = []  # the line being written, when it must be kept
         self._partial_len = 0
-        self._dropping_line = False          # the line being written is foreign and not kept
+        self._dropping_line = False  # the line being written is foreign and not kept
         self._dropped_nonblank = False
         self._count_dropped = False
-        self._offset = 0                     # bytes consumed so far (complete lines)
-        self._resync_from: int | None = None   # where input resumed after resync(), until a start
+        self._offset = 0  # bytes consumed so far (complete lines)
+        self._resync_from: int | None = None  # where input resumed after resync(), until a start
 
     @property
     def pending(self) -> int:
@@ -471,7 +499,7 @@ class DocumentStream:
             data = data.encode("utf-8", "surrogatepass")
         docs: list[dict[str, Any]] = []
         for i in range(0, len(data), _SLICE):
-            self._feed(data[i:i + _SLICE], docs)
+            self._feed(data[i : i + _SLICE], docs)
         self._try_partial(docs)
         return docs
 
@@ -496,7 +524,7 @@ class DocumentStream:
             self._partial, self._partial_len = [], 0
             self._line(line, docs)
         if self._state == _IN_DOCUMENT:
-            self._corrupt()       # cut off: fio killed, or the file truncated
+            self._corrupt()  # cut off: fio killed, or the file truncated
             self.cut_off_at = self._doc_start
         self._drop_document()
         self._state = _OUTSIDE
@@ -509,7 +537,7 @@ class DocumentStream:
             if nl < 0:
                 self._hold(data)
                 return
-            head, data = data[:nl], data[nl + 1:]
+            head, data = data[:nl], data[nl + 1 :]
             if self._dropping_line:
                 if self._count_dropped and (self._dropped_nonblank or head.strip()):
                     self.counts.non_json_lines += 1
@@ -541,7 +569,7 @@ class DocumentStream:
                 held += self._doc_len
             if held > self.max_document_bytes:
                 if self._state != _SKIPPING:
-                    self._oversized()            # a document (or one-line document) too large
+                    self._oversized()  # a document (or one-line document) too large
                 self._drop_line(count=False)
         if self._dropping_line:
             self._dropped_nonblank = self._dropped_nonblank or bool(piece.strip())
@@ -562,7 +590,7 @@ class DocumentStream:
         while pos < n:
             if self._state == _IN_DOCUMENT:
                 stop = _next_line(_SPECIAL_IN_DOCUMENT, buf, pos)
-                if stop != pos:                      # plain JSON lines: kept as one block
+                if stop != pos:  # plain JSON lines: kept as one block
                     if stop < 0:
                         last = buf.rfind(b"\n", pos, n)
                         if last < 0:
@@ -574,7 +602,7 @@ class DocumentStream:
                     continue
             elif self._state == _OUTSIDE:
                 stop = _next_line(_DOCUMENT_START if self._resync_from is None else _BRACE_LINE, buf, pos)
-                if stop != pos:                      # foreign lines between documents
+                if stop != pos:  # foreign lines between documents
                     if stop < 0:
                         last = buf.rfind(b"\n", pos, n)
                         if last < 0:
@@ -584,7 +612,7 @@ class DocumentStream:
                     self._offset += stop - pos
                     pos = stop
                     continue
-            else:                                    # skipping an oversized document
+            else:  # skipping an oversized document
                 stop = _next_line(_BRACE_LINE, buf, pos)
                 if stop != pos:
                     if stop < 0:
@@ -615,7 +643,7 @@ class DocumentStream:
             self._state = _OUTSIDE
         elif self._state == _IN_DOCUMENT:
             if first == b"{":
-                self._corrupt()   # the document before was cut off
+                self._corrupt()  # the document before was cut off
                 self._drop_document()
                 self._state = _OUTSIDE
             elif first == b"}":
@@ -628,7 +656,7 @@ class DocumentStream:
                 self._append(line + b"\n")
                 return
             else:
-                self.counts.non_json_lines += 1      # blank lines match _JSON_LINE
+                self.counts.non_json_lines += 1  # blank lines match _JSON_LINE
                 return
         if first == b"}" and self._resync_from is not None:
             # the end of a document whose start was skipped: if more than the bound of it was
@@ -674,7 +702,7 @@ class DocumentStream:
         decoded = _decode(b"".join(self._doc))
         if decoded is None:
             if compact:
-                return                               # a '}' ended an inner object: read on
+                return  # a '}' ended an inner object: read on
             self._corrupt()
         else:
             found, trailing = decoded
@@ -696,8 +724,9 @@ class DocumentStream:
             return
         first = self._partial[0][:1]
         last = self._partial[-1].rstrip()[-1:]
-        if last != b"}" or not ((self._state == _IN_DOCUMENT and first == b"}")
-                                or (self._state == _OUTSIDE and first == b"{")):
+        if last != b"}" or not (
+            (self._state == _IN_DOCUMENT and first == b"}") or (self._state == _OUTSIDE and first == b"{")
+        ):
             return
         line = b"".join(self._partial)
         decoded = _decode(b"".join(self._doc) + line)

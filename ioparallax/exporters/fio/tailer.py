@@ -55,15 +55,14 @@ REJECT_REASONS = ("invalid_value", "too_large")
 class TailResult:
     documents: list[dict]
     new_bytes: int
-    reset: str | None = None       # why the file was read again from the start, if it was
-    skipped: int = 0               # bytes of backlog skipped (see FileTailer.skip_backlog)
+    reset: str | None = None  # why the file was read again from the start, if it was
+    skipped: int = 0  # bytes of backlog skipped (see FileTailer.skip_backlog)
 
 
 class FileTailer:
     """Follows one file: new bytes since the last read, decoded into fio documents."""
 
-    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
-                 skip_backlog: bool = True):
+    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, skip_backlog: bool = True):
         self.path = path
         self.max_document_bytes = max_document_bytes
         #: With more than MAX_READ_BYTES unread (an exporter started late on a long stream), jump
@@ -72,19 +71,19 @@ class FileTailer:
         #: middle of the file. Off for ``convert``, which counts every record.
         self.skip_backlog = skip_backlog
         self.offset = 0
-        self.identity: tuple[int, int] | None = None   # (st_dev, st_ino)
+        self.identity: tuple[int, int] | None = None  # (st_dev, st_ino)
         self.mtime: float | None = None
         self.size = 0
         self.stream = DocumentStream(max_document_bytes)
-        self._seen: tuple[int, int, int, int] | None = None   # (dev, ino, size, mtime_ns) last read
-        self._prefix = b""             # the file's first bytes, up to PREFIX_BYTES
+        self._seen: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) last read
+        self._prefix = b""  # the file's first bytes, up to PREFIX_BYTES
 
     def _restart(self) -> None:
         counts = self.stream.counts
         self.offset = 0
         self._prefix = b""
         self.stream = DocumentStream(self.max_document_bytes)
-        self.stream.counts = counts    # counters are cumulative over the file's lifetime
+        self.stream.counts = counts  # counters are cumulative over the file's lifetime
 
     def read_new(self, max_bytes: int = MAX_READ_BYTES) -> TailResult:
         """Read what was appended since the last call. Raises OSError if the file cannot be read."""
@@ -101,7 +100,7 @@ class FileTailer:
         st = os.stat(self.path)
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
-            return                     # unchanged since the last read: nothing to do
+            return  # unchanged since the last read: nothing to do
         with open(self.path, "rb") as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
@@ -119,7 +118,7 @@ class FileTailer:
             self.identity = identity
             self.mtime = st.st_mtime
             self.size = st.st_size
-            self._seen = None          # set again once the read succeeded
+            self._seen = None  # set again once the read succeeded
             skipped = 0
             window = 2 * self.max_document_bytes + CHUNK_BYTES
             if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):
@@ -136,13 +135,12 @@ class FileTailer:
                 if not data:
                     break
                 if len(self._prefix) < PREFIX_BYTES and self.offset == len(self._prefix):
-                    self._prefix += data[:PREFIX_BYTES - len(self._prefix)]
+                    self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
                 self.offset += len(data)
                 budget -= len(data)
-                yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset,
-                                 skipped=skipped)
+                yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset, skipped=skipped)
                 reset, skipped = None, 0
-            if self.offset >= st.st_size:   # else more to read on the next poll
+            if self.offset >= st.st_size:  # else more to read on the next poll
                 self._seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if reset:
                 yield TailResult(documents=[], new_bytes=0, reset=reset)
@@ -158,15 +156,15 @@ class SourceState:
     previous: FioRecord | None = None
     records: int = 0
     read_errors: int = 0
-    reason: str | None = None         # why the file is down (one of REASONS); None: up
-    detail: str | None = None         # the cause in words, as logged
+    reason: str | None = None  # why the file is down (one of REASONS); None: up
+    detail: str | None = None  # the cause in words, as logged
     rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REJECT_REASONS, 0))
-    corrupt_seen: int = 0             # the stream's corrupt_documents when last looked at
-    skipped_bytes: int = 0            # backlog skipped unread (FileTailer.skip_backlog)
+    corrupt_seen: int = 0  # the stream's corrupt_documents when last looked at
+    skipped_bytes: int = 0  # backlog skipped unread (FileTailer.skip_backlog)
     resets: int = 0
-    last_growth: float = 0.0          # wall time the file last grew (mtime)
-    record_spacing_s: float | None = None   # seconds between the last two records
-    process_running: bool | None = None     # wrapper mode: is the fio writing it still running?
+    last_growth: float = 0.0  # wall time the file last grew (mtime)
+    record_spacing_s: float | None = None  # seconds between the last two records
+    process_running: bool | None = None  # wrapper mode: is the fio writing it still running?
 
     @property
     def up(self) -> bool:
@@ -182,10 +180,10 @@ class SourceState:
 class WatchConfig:
     paths: list[str]
     pattern: str = "*.json"
-    retention_s: float = 15 * 60.0     # finished jobs stay visible this long after they ended
-    idle_s: float = 10.0               # a file idle this long (and 3 record spacings) is finished
-    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES   # larger documents are skipped
-    skip_backlog: bool = True          # see FileTailer.skip_backlog
+    retention_s: float = 15 * 60.0  # finished jobs stay visible this long after they ended
+    idle_s: float = 10.0  # a file idle this long (and 3 record spacings) is finished
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES  # larger documents are skipped
+    skip_backlog: bool = True  # see FileTailer.skip_backlog
 
 
 @dataclass
@@ -204,9 +202,9 @@ class SourceView:
     corrupt_documents: int
     not_fio_documents: int
     resets: int
-    visible: bool                     # False once a finished run is older than the retention
-    reason: str | None = None         # why the file is down (REASONS)
-    rejected: dict[str, int] = field(default_factory=dict)   # REJECT_REASONS -> documents
+    visible: bool  # False once a finished run is older than the retention
+    reason: str | None = None  # why the file is down (REASONS)
+    rejected: dict[str, int] = field(default_factory=dict)  # REJECT_REASONS -> documents
     skipped_bytes: int = 0
 
 
@@ -242,7 +240,7 @@ class Watcher:
             elif os.path.exists(path):
                 found.append(path)
             elif path in self.process_running:
-                continue   # the wrapper's fio has not created its output file yet
+                continue  # the wrapper's fio has not created its output file yet
             else:
                 missing.append(f"{path}: no such file or directory")
         for m in missing:
@@ -250,7 +248,7 @@ class Watcher:
                 log.warning("watched path cannot be read: %s", m)
         self._logged_missing = set(missing)
         self.missing_paths = missing
-        return list(dict.fromkeys(found))   # a file both named and inside a watched directory: once
+        return list(dict.fromkeys(found))  # a file both named and inside a watched directory: once
 
     # ---- reading
     def poll(self) -> None:
@@ -265,13 +263,13 @@ class Watcher:
                 state = self.sources.get(path)
                 if state is None:
                     state = self.sources[path] = SourceState(
-                        path=path, tailer=FileTailer(path, self.config.max_document_bytes,
-                                                     self.config.skip_backlog))
+                        path=path, tailer=FileTailer(path, self.config.max_document_bytes, self.config.skip_backlog)
+                    )
                 running = self.process_running.get(path)
                 try:
                     state.process_running = running() if running is not None else None
                     self._read(state)
-                except Exception as exc:   # a bug must cost only this file, never the scrape
+                except Exception as exc:  # a bug must cost only this file, never the scrape
                     log.exception("reading fio output file %s failed", path)
                     self._down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
 
@@ -285,15 +283,19 @@ class Watcher:
                     docs = stream.finish()
                     state.records += len(docs)
                     if stream.cut_off_at is not None:
-                        state.corrupt_seen += 1     # reported below as truncated, not as corrupt
+                        state.corrupt_seen += 1  # reported below as truncated, not as corrupt
                     self._records(state, docs, stream)
                 except Exception as exc:
                     log.exception("reading fio output file %s failed", state.path)
                     self._down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
                     continue
                 if stream.cut_off_at is not None:
-                    self._down(state, "truncated", f"the document starting at byte {stream.cut_off_at} "
-                               "is cut off (fio killed, or the file truncated)")
+                    self._down(
+                        state,
+                        "truncated",
+                        f"the document starting at byte {stream.cut_off_at} "
+                        "is cut off (fio killed, or the file truncated)",
+                    )
 
     def mark_failed(self, path: str, reason: str, detail: str) -> None:
         """The collector could not expose the file's latest record: down until a new one comes."""
@@ -310,7 +312,7 @@ class Watcher:
             else:
                 log.warning("fio output file %s is down (%s): %s", state.path, reason, detail)
         state.reason, state.detail = reason, detail
-        if reason != "unreadable":     # an unreadable file keeps its place; its data is hidden
+        if reason != "unreadable":  # an unreadable file keeps its place; its data is hidden
             state.latest = state.previous = None
 
     def _up(self, state: SourceState) -> None:
@@ -348,11 +350,15 @@ class Watcher:
                     state.record_spacing_s = None
                     tail = []
                     if state.reason not in (None, "unreadable"):
-                        self._up(state)   # judged again on the new content
+                        self._up(state)  # judged again on the new content
                 if part.skipped:
                     state.skipped_bytes += part.skipped
-                    log.info("fio output file %s: skipped %d bytes of backlog to read its latest records "
-                             "(records are cumulative)", state.path, part.skipped)
+                    log.info(
+                        "fio output file %s: skipped %d bytes of backlog to read its latest records "
+                        "(records are cumulative)",
+                        state.path,
+                        part.skipped,
+                    )
                 state.records += len(part.documents)
                 tail = (tail + part.documents)[-2:]
         except OSError as exc:
@@ -388,11 +394,18 @@ class Watcher:
             state.rejected["too_large"] += oversized
         garbage = stream.garbage_since_last_document
         if garbage == "too_large" and oversized > 0:
-            self._down(state, "too_large", f"a document above {stream.max_document_bytes} bytes "
-                       "(--fio.max-document-size) was skipped unread")
+            self._down(
+                state,
+                "too_large",
+                f"a document above {stream.max_document_bytes} bytes (--fio.max-document-size) was skipped unread",
+            )
         elif garbage == "corrupt" and corrupt > 0:
-            self._down(state, "corrupt", "the latest document cannot be decoded as JSON (garbled, "
-                       "cut off, a number of over 4300 digits or nesting too deep)")
+            self._down(
+                state,
+                "corrupt",
+                "the latest document cannot be decoded as JSON (garbled, "
+                "cut off, a number of over 4300 digits or nesting too deep)",
+            )
         if state.latest and state.previous and state.latest.timestamp and state.previous.timestamp:
             spacing = state.latest.timestamp - state.previous.timestamp
             if spacing > 0:
@@ -422,13 +435,26 @@ class Watcher:
                         end_time = s.latest.timestamp
                 visible = not (finished and end_time is not None and now - end_time > self.config.retention_s)
                 c = s.tailer.stream.counts
-                out.append(SourceView(
-                    path=path, up=s.up, latest=s.latest, previous=s.previous, finished=finished,
-                    end_time=end_time, records=s.records, read_errors=s.read_errors,
-                    non_json_lines=c.non_json_lines, corrupt_documents=c.corrupt_documents,
-                    not_fio_documents=c.not_fio_documents, resets=s.resets, visible=visible,
-                    reason=s.reason, rejected=dict(s.rejected), skipped_bytes=s.skipped_bytes,
-                ))
+                out.append(
+                    SourceView(
+                        path=path,
+                        up=s.up,
+                        latest=s.latest,
+                        previous=s.previous,
+                        finished=finished,
+                        end_time=end_time,
+                        records=s.records,
+                        read_errors=s.read_errors,
+                        non_json_lines=c.non_json_lines,
+                        corrupt_documents=c.corrupt_documents,
+                        not_fio_documents=c.not_fio_documents,
+                        resets=s.resets,
+                        visible=visible,
+                        reason=s.reason,
+                        rejected=dict(s.rejected),
+                        skipped_bytes=s.skipped_bytes,
+                    )
+                )
         return out
 
 

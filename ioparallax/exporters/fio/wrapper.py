@@ -48,8 +48,9 @@ class FioRun:
         self.argv = argv
         self.output_path = output_path
         self._stdout = open(output_path, "wb") if stdout_to_file else subprocess.DEVNULL
-        self.popen = subprocess.Popen(argv, stdout=self._stdout, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        self.popen = subprocess.Popen(
+            argv, stdout=self._stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         log.info("started fio pid=%d output=%s: %s", self.popen.pid, output_path, " ".join(argv))
         self._stderr = threading.Thread(target=self._log_stderr, name="fio-stderr", daemon=True)
         self._stderr.start()
@@ -72,7 +73,7 @@ class FioRun:
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
         self._stderr.join(5)
-        if not isinstance(self._stdout, int):   # an open file, not subprocess.DEVNULL
+        if not isinstance(self._stdout, int):  # an open file, not subprocess.DEVNULL
             self._stdout.close()
         return code
 
@@ -104,7 +105,9 @@ class FioRunCollector(Collector):
         yield running
         code = self.run.exit_code
         if code is not None:
-            g = GaugeMetricFamily("fio_run_exit_code", "Exit code of the fio started by 'fio-exporter "
-                                  "run' (negative: killed by that signal).")
+            g = GaugeMetricFamily(
+                "fio_run_exit_code",
+                "Exit code of the fio started by 'fio-exporter run' (negative: killed by that signal).",
+            )
             g.add_metric([], float(code))
             yield g

@@ -20,7 +20,7 @@ _LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
 
 @dataclass(frozen=True)
 class TargetAddress:
-    host: str   # lowercase DNS name without the trailing dot, dotted IPv4, or IPv6 (no brackets)
+    host: str  # lowercase DNS name without the trailing dot, dotted IPv4, or IPv6 (no brackets)
     port: int
 
     @property
@@ -52,11 +52,14 @@ def _hostname(text: str, target: str) -> str:
         raise ValueError(f"bad host name in target {target!r} (1-253 characters)")
     for label in labels:
         if not _LABEL.fullmatch(label):
-            raise ValueError(f"bad host name {text!r} in target {target!r}: each dot-separated label is "
-                             "1-63 letters, digits, '-' or '_', not starting or ending with '-'")
+            raise ValueError(
+                f"bad host name {text!r} in target {target!r}: each dot-separated label is "
+                "1-63 letters, digits, '-' or '_', not starting or ending with '-'"
+            )
     if labels[-1].isdigit():  # 127.1 or 2130706433 would be read as an IPv4 address by the resolver
-        raise ValueError(f"bad host name {text!r} in target {target!r}: a numeric name that is not a "
-                         "dotted IPv4 address")
+        raise ValueError(
+            f"bad host name {text!r} in target {target!r}: a numeric name that is not a dotted IPv4 address"
+        )
     return name
 
 
@@ -65,8 +68,10 @@ def parse_target(target: str) -> TargetAddress:
     Raises ValueError with the reason for anything else."""
     text = target.strip()
     if not text.isascii() or not text.isprintable():
-        raise ValueError(f"target {target!r} contains non-ASCII or control characters "
-                         "(give an internationalised name in its xn-- form)")
+        raise ValueError(
+            f"target {target!r} contains non-ASCII or control characters "
+            "(give an internationalised name in its xn-- form)"
+        )
     scheme, sep, rest = text.partition("://")
     if sep:
         if scheme.lower() != "https":
@@ -75,13 +80,15 @@ def parse_target(target: str) -> TargetAddress:
     authority, slash, path = text.partition("/")
     path = slash + path
     if "@" in text:
-        raise ValueError(f"target {target!r} contains user info ('@'): credentials come from the "
-                         "exporter's configuration only")
+        raise ValueError(
+            f"target {target!r} contains user info ('@'): credentials come from the exporter's configuration only"
+        )
     if path not in ALLOWED_PATHS:
         raise ValueError(f"target {target!r}: a path other than /sdk is not allowed")
     if not authority or not _AUTHORITY.fullmatch(authority):
-        raise ValueError(f"target {target!r} is not host[:port] (letters, digits, '.', '-', '_', "
-                         "an [IPv6] literal and a port only)")
+        raise ValueError(
+            f"target {target!r} is not host[:port] (letters, digits, '.', '-', '_', an [IPv6] literal and a port only)"
+        )
     if authority.startswith("["):
         inside, bracket, after = authority[1:].partition("]")
         if not bracket or (after and not after.startswith(":")):

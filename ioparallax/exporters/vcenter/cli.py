@@ -99,8 +99,14 @@ class Targets:
         snap, shared = target.probe(probe.remaining())
         duration = time.monotonic() - start
         if snap.up:
-            log.debug("probe target=%s up=1 duration=%.3fs queries=%d new_samples=%d shared=%s",
-                      probe.target, duration, snap.queries, snap.new_samples, shared)
+            log.debug(
+                "probe target=%s up=1 duration=%.3fs queries=%d new_samples=%d shared=%s",
+                probe.target,
+                duration,
+                snap.queries,
+                snap.new_samples,
+                shared,
+            )
         else:
             log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
         return render_probe(probe.target, snap, duration, shared, self.config.latest_samples)
@@ -119,33 +125,63 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Credentials: per target in --config.file (password_env names an environment variable), or "
-               "VCENTER_USERNAME/VCENTER_PASSWORD for the targets listed with --vcenter.target or "
-               "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
-               "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
-               "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
-               "See docs/vcenter.md.")
+        "VCENTER_USERNAME/VCENTER_PASSWORD for the targets listed with --vcenter.target or "
+        "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
+        "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
+        "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
+        "See docs/vcenter.md.",
+    )
     add_web_args(p, DEFAULT_LISTEN)
-    p.add_argument("--config.file", dest="config_file", default=None,
-                   help="YAML file with targets, credentials, TLS and refresh settings (optional)")
-    p.add_argument("--vcenter.target", dest="targets", action="append", default=[], metavar="HOST[:PORT]",
-                   help="a vCenter that may be probed (repeatable; also VCENTER_TARGETS, comma-separated); "
-                        "it gets the default credentials (VCENTER_USERNAME/VCENTER_PASSWORD or the config "
-                        "file's defaults)")
-    p.add_argument("--vcenter.allow-unlisted-targets", dest="allow_unlisted", action="store_true",
-                   help="probe any ?target= with the default credentials: anyone who can reach the exporter "
-                        "can then make it send them to a host of their choice (logged as a warning at start-up)")
-    p.add_argument("--vcenter.session-idle-timeout", dest="session_idle_timeout", type=float, default=None,
-                   metavar="SECONDS", help="log out of a target not probed for this long "
-                                           "(default: session_idle_timeout in the config file, else 600)")
-    p.add_argument("--collector.latest-samples", dest="latest_samples", action=argparse.BooleanOptionalAction,
-                   default=None, help="expose the latest 20 s sample as gauges (vcenter_virtual_disk_sample_*: "
-                                      "15 series per VM disk that repeat what the counters integrate; the "
-                                      "vCenter-sample lines of the dashboards need them); "
-                                      "--no-collector.latest-samples saves them (default: latest_samples in "
-                                      "the config file, else on)")
-    p.add_argument("--probe.default-timeout", dest="default_timeout", type=float, default=10.0,
-                   help="seconds a probe may take when Prometheus sends no scrape timeout header "
-                        "(default: %(default)s)")
+    p.add_argument(
+        "--config.file",
+        dest="config_file",
+        default=None,
+        help="YAML file with targets, credentials, TLS and refresh settings (optional)",
+    )
+    p.add_argument(
+        "--vcenter.target",
+        dest="targets",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a vCenter that may be probed (repeatable; also VCENTER_TARGETS, comma-separated); "
+        "it gets the default credentials (VCENTER_USERNAME/VCENTER_PASSWORD or the config "
+        "file's defaults)",
+    )
+    p.add_argument(
+        "--vcenter.allow-unlisted-targets",
+        dest="allow_unlisted",
+        action="store_true",
+        help="probe any ?target= with the default credentials: anyone who can reach the exporter "
+        "can then make it send them to a host of their choice (logged as a warning at start-up)",
+    )
+    p.add_argument(
+        "--vcenter.session-idle-timeout",
+        dest="session_idle_timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="log out of a target not probed for this long "
+        "(default: session_idle_timeout in the config file, else 600)",
+    )
+    p.add_argument(
+        "--collector.latest-samples",
+        dest="latest_samples",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="expose the latest 20 s sample as gauges (vcenter_virtual_disk_sample_*: "
+        "15 series per VM disk that repeat what the counters integrate; the "
+        "vCenter-sample lines of the dashboards need them); "
+        "--no-collector.latest-samples saves them (default: latest_samples in "
+        "the config file, else on)",
+    )
+    p.add_argument(
+        "--probe.default-timeout",
+        dest="default_timeout",
+        type=float,
+        default=10.0,
+        help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
+    )
     add_logging_args(p)
     add_version_arg(p)
     return p
@@ -156,7 +192,7 @@ def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[Exp
     app = ExporterApp(
         name="vcenter-exporter",
         description="vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
-                    "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins.",
+        "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins.",
         probe=targets.probe,
         default_timeout=default_timeout,
         example_target=next(iter(config.targets), "vcenter.example.com"),
@@ -169,17 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        config = load_config(args.config_file, extra_targets=args.targets,
-                             allow_unlisted=True if args.allow_unlisted else None,
-                             session_idle_timeout=args.session_idle_timeout,
-                             latest_samples=args.latest_samples)
+        config = load_config(
+            args.config_file,
+            extra_targets=args.targets,
+            allow_unlisted=True if args.allow_unlisted else None,
+            session_idle_timeout=args.session_idle_timeout,
+            latest_samples=args.latest_samples,
+        )
     except (ConfigError, ValueError) as exc:
         log.error("configuration error: %s", exc)
         return 2
     if config.allow_unlisted:
-        log.warning("unlisted targets are allowed: any ?target= receives the default credentials "
-                    "(user %s); list the vCenters instead (--vcenter.target or targets: in the config file)",
-                    config.defaults.username or "(none)")
+        log.warning(
+            "unlisted targets are allowed: any ?target= receives the default credentials "
+            "(user %s); list the vCenters instead (--vcenter.target or targets: in the config file)",
+            config.defaults.username or "(none)",
+        )
     app, targets = make_app(config, args.default_timeout)
     log.info("%d targets configured", len(config.targets))
     try:

@@ -58,8 +58,11 @@ def describe_error(exc: BaseException) -> TargetError:
     if isinstance(exc, vim.fault.NoPermission):
         return TargetError(f"permission denied: {getattr(exc, 'privilegeId', '') or exc.msg}", "login")
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return TargetError(f"TLS certificate verification failed ({exc.verify_message}); "
-                           "give ca_file or set insecure_skip_verify for this target", "tls")
+        return TargetError(
+            f"TLS certificate verification failed ({exc.verify_message}); "
+            "give ca_file or set insecure_skip_verify for this target",
+            "tls",
+        )
     if isinstance(exc, ssl.SSLError):
         return TargetError(f"TLS error: {exc.reason or exc}", "tls")
     if isinstance(exc, ConnectionRefusedError):
@@ -76,8 +79,13 @@ def describe_error(exc: BaseException) -> TargetError:
 
 
 #: What a kept-alive connection closed by the server looks like on the next request.
-STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-                    ssl.SSLEOFError, ssl.SSLZeroReturnError)
+STALE_CONNECTION = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 
 
 class VCenterClient:
@@ -90,8 +98,7 @@ class VCenterClient:
     is discarded and the login done once too.
     """
 
-    def __init__(self, target: str, cfg: TargetConfig,
-                 connect: Callable[..., Any] = SmartConnect):
+    def __init__(self, target: str, cfg: TargetConfig, connect: Callable[..., Any] = SmartConnect):
         self.target = target
         self.cfg = cfg
         self.host, self.port = split_target(target)
@@ -103,9 +110,15 @@ class VCenterClient:
 
     def _login(self) -> Any:
         try:
-            si = self._connect_fn(host=self.host, port=self.port, user=self.cfg.username, pwd=self.cfg.password,
-                                  sslContext=ssl_context(self.cfg), httpConnectionTimeout=self.cfg.timeout,
-                                  connectionPoolTimeout=-1)
+            si = self._connect_fn(
+                host=self.host,
+                port=self.port,
+                user=self.cfg.username,
+                pwd=self.cfg.password,
+                sslContext=ssl_context(self.cfg),
+                httpConnectionTimeout=self.cfg.timeout,
+                connectionPoolTimeout=-1,
+            )
         except Exception as exc:
             raise describe_error(exc) from None
         self.logins += 1
@@ -114,7 +127,7 @@ class VCenterClient:
 
     def service_instance(self) -> Any:
         with self._lock:
-            if self._closed:   # a thread still running after close must not log in again
+            if self._closed:  # a thread still running after close must not log in again
                 raise TargetError("the session to this vCenter was closed", "error")
             if self._si is None:
                 self._si = self._login()
@@ -136,8 +149,9 @@ class VCenterClient:
                 if relogged:
                     return self._failed(exc, si)
                 relogged = True
-                log.info("session to %s is not authenticated (expired, or vCenter restarted), logging in again",
-                         self.target)
+                log.info(
+                    "session to %s is not authenticated (expired, or vCenter restarted), logging in again", self.target
+                )
                 self._discard(si)
                 si = self.service_instance()
             except STALE_CONNECTION as exc:
@@ -162,8 +176,7 @@ class VCenterClient:
             with self._lock:
                 if self._si is si:
                     self._si = None
-        elif isinstance(exc, (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException,
-                              ssl.SSLError)):
+        elif isinstance(exc, (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException, ssl.SSLError)):
             # A broken connection is not reused: the next probe connects afresh.
             self.reset()
         raise describe_error(exc) from None

@@ -12,35 +12,72 @@ DISK_LABELS = ["vm", "disk", "vm_id"]
 
 #: (metric suffix, DiskCounters attribute, HELP) for the integrated counters, per direction.
 COUNTERS = (
-    ("ops_total", "ops", "I/O operations completed, integrated from every 20 s sample "
-                         "(virtualDisk.number{Dir}Averaged.average x interval)."),
-    ("bytes_total", "bytes", "Bytes transferred, integrated from every 20 s sample "
-                             "(virtualDisk.{dir}.average KBps x 1024 x interval)."),
-    ("latency_seconds_total", "latency_seconds",
-     "Sum of the latencies of the I/Os completed (latency x ops, from virtualDisk.{dir}LatencyUS.latest, "
-     "else virtualDisk.total{Dir}Latency.average); divide its rate by the ops rate for the mean latency."),
-    ("outstanding_seconds_total", "outstanding_seconds",
-     "Outstanding I/Os integrated over time (virtualDisk.{dir}OIO.latest x interval), "
-     "like node_disk_io_time_weighted_seconds_total."),
+    (
+        "ops_total",
+        "ops",
+        "I/O operations completed, integrated from every 20 s sample "
+        "(virtualDisk.number{Dir}Averaged.average x interval).",
+    ),
+    (
+        "bytes_total",
+        "bytes",
+        "Bytes transferred, integrated from every 20 s sample (virtualDisk.{dir}.average KBps x 1024 x interval).",
+    ),
+    (
+        "latency_seconds_total",
+        "latency_seconds",
+        "Sum of the latencies of the I/Os completed (latency x ops, from virtualDisk.{dir}LatencyUS.latest, "
+        "else virtualDisk.total{Dir}Latency.average); divide its rate by the ops rate for the mean latency.",
+    ),
+    (
+        "outstanding_seconds_total",
+        "outstanding_seconds",
+        "Outstanding I/Os integrated over time (virtualDisk.{dir}OIO.latest x interval), "
+        "like node_disk_io_time_weighted_seconds_total.",
+    ),
 )
 
 #: (metric suffix, counter name template, scale to base units, HELP) for the latest-sample gauges.
 SAMPLE_GAUGES = (
-    ("ops_per_second", "virtualDisk.number{Dir}Averaged.average", 1.0,
-     "I/O operations per second averaged over the latest 20 s sample, as vCenter's chart shows it "
-     "(virtualDisk.number{Dir}Averaged.average)."),
-    ("bytes_per_second", "virtualDisk.{dir}.average", 1024.0,
-     "Bytes per second averaged over the latest 20 s sample (virtualDisk.{dir}.average, KBps x 1024)."),
-    ("latency_seconds", "virtualDisk.total{Dir}Latency.average", 1e-3,
-     "Mean latency of the I/Os completed in the latest 20 s sample, in vCenter's integer milliseconds "
-     "(virtualDisk.total{Dir}Latency.average; sub-ms latency reads 0)."),
-    ("latency_precise_seconds", "virtualDisk.{dir}LatencyUS.latest", 1e-6,
-     "Mean latency of the I/Os completed in the latest 20 s sample, microsecond resolution "
-     "(virtualDisk.{dir}LatencyUS.latest)."),
-    ("outstanding_ios", "virtualDisk.{dir}OIO.latest", 1.0,
-     "Average outstanding I/O requests in the latest 20 s sample (virtualDisk.{dir}OIO.latest)."),
-    ("io_size_bytes", "virtualDisk.{dir}IOSize.latest", 1.0,
-     "Average request size in the latest 20 s sample (virtualDisk.{dir}IOSize.latest)."),
+    (
+        "ops_per_second",
+        "virtualDisk.number{Dir}Averaged.average",
+        1.0,
+        "I/O operations per second averaged over the latest 20 s sample, as vCenter's chart shows it "
+        "(virtualDisk.number{Dir}Averaged.average).",
+    ),
+    (
+        "bytes_per_second",
+        "virtualDisk.{dir}.average",
+        1024.0,
+        "Bytes per second averaged over the latest 20 s sample (virtualDisk.{dir}.average, KBps x 1024).",
+    ),
+    (
+        "latency_seconds",
+        "virtualDisk.total{Dir}Latency.average",
+        1e-3,
+        "Mean latency of the I/Os completed in the latest 20 s sample, in vCenter's integer milliseconds "
+        "(virtualDisk.total{Dir}Latency.average; sub-ms latency reads 0).",
+    ),
+    (
+        "latency_precise_seconds",
+        "virtualDisk.{dir}LatencyUS.latest",
+        1e-6,
+        "Mean latency of the I/Os completed in the latest 20 s sample, microsecond resolution "
+        "(virtualDisk.{dir}LatencyUS.latest).",
+    ),
+    (
+        "outstanding_ios",
+        "virtualDisk.{dir}OIO.latest",
+        1.0,
+        "Average outstanding I/O requests in the latest 20 s sample (virtualDisk.{dir}OIO.latest).",
+    ),
+    (
+        "io_size_bytes",
+        "virtualDisk.{dir}IOSize.latest",
+        1.0,
+        "Average request size in the latest 20 s sample (virtualDisk.{dir}IOSize.latest).",
+    ),
 )
 
 
@@ -64,67 +101,139 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
     vm_info, disk_info, capacity = [], [], []
     disk_labels: dict[tuple[str, str], str] = {}
     for vm in s.vms:
-        vm_info.append((label_block(VM_INFO_LABELS, (vm.name, vm.moref, vm.host, vm.power_state, vm.uuid,
-                                                     vm.instance_uuid)), 1))
+        vm_info.append(
+            (label_block(VM_INFO_LABELS, (vm.name, vm.moref, vm.host, vm.power_state, vm.uuid, vm.instance_uuid)), 1)
+        )
         for d in vm.disks:
-            disk_info.append((label_block(DISK_INFO_LABELS, (vm.name, d.instance, vm.moref, d.label, d.disk_uuid,
-                                                             d.backing_file, d.datastore, vm.host)), 1))
+            disk_info.append(
+                (
+                    label_block(
+                        DISK_INFO_LABELS,
+                        (vm.name, d.instance, vm.moref, d.label, d.disk_uuid, d.backing_file, d.datastore, vm.host),
+                    ),
+                    1,
+                )
+            )
             labels = disk_labels[(vm.moref, d.instance)] = label_block(DISK_LABELS, (vm.name, d.instance, vm.moref))
             capacity.append((labels, d.capacity_bytes))
     out = Exposition()
-    out.family("vcenter_vm_info", "gauge", "Virtual machines (cached inventory): join on vm (vm_id, the "
-               "managed object id, tells apart VMs of the same name).", vm_info)
-    out.family("vcenter_virtual_disk_info", "gauge", "Virtual disks (cached inventory): join on vm and disk "
-               "(the controller address, e.g. scsi0:1) to disk_uuid (lowercase 8-4-4-4-12, as the guest's disk "
-               "serial), backing_file, datastore.", disk_info)
+    out.family(
+        "vcenter_vm_info",
+        "gauge",
+        "Virtual machines (cached inventory): join on vm (vm_id, the "
+        "managed object id, tells apart VMs of the same name).",
+        vm_info,
+    )
+    out.family(
+        "vcenter_virtual_disk_info",
+        "gauge",
+        "Virtual disks (cached inventory): join on vm and disk "
+        "(the controller address, e.g. scsi0:1) to disk_uuid (lowercase 8-4-4-4-12, as the guest's disk "
+        "serial), backing_file, datastore.",
+        disk_info,
+    )
     out.family("vcenter_virtual_disk_capacity_bytes", "gauge", "Virtual disk capacity (inventory).", capacity)
     text = out.text()
     s.render_cache["inventory"] = (s.vms, text, disk_labels)
     return text, disk_labels
 
 
-def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool,
-                 latest_samples: bool = True) -> bytes:
+def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, latest_samples: bool = True) -> bytes:
     """The exposition of one probe of one vCenter; ``latest_samples=False``
     (``--no-collector.latest-samples``) leaves out the latest-sample value gauges, 15 series per
     VM disk that repeat what the counters hold (the sample's timestamp and interval stay: the
     rules divide by the interval and the age of the data is read from the timestamp)."""
     out = Exposition()
     gauge = "gauge"
-    out.family("vcenter_up", gauge, "1 if the vCenter was collected in this probe, 0 if not "
-               "(see vcenter_probe_error_info and the exporter's log for the cause).", [("", 1 if s.up else 0)])
-    out.family("vcenter_scrape_duration_seconds", gauge,
-               "Seconds this probe took (waiting for a shared collection included).", [("", probe_duration)])
-    out.family("vcenter_probe_shared_collection", gauge, "1 if this probe joined a collection already running for "
-               "the target (overlapping probes share one collection).", [("", 1 if shared else 0)])
-    out.family("vcenter_probe_error_info", gauge, "Why this probe failed (absent when vcenter_up is 1).",
-               [] if s.up else [(label_block(("kind", "cause"), (s.kind, s.cause)), 1)])
-    out.family("vcenter_probe_errors_total", "counter", "Failed probes of this target since the exporter started, "
-               "by kind (login, tls, connect, timeout, protocol, error, warming_up: the first inventory was "
-               "not complete yet).",
-               [(f'kind="{k}"', s.errors.get(k, 0)) for k in ERROR_KINDS])
+    out.family(
+        "vcenter_up",
+        gauge,
+        "1 if the vCenter was collected in this probe, 0 if not "
+        "(see vcenter_probe_error_info and the exporter's log for the cause).",
+        [("", 1 if s.up else 0)],
+    )
+    out.family(
+        "vcenter_scrape_duration_seconds",
+        gauge,
+        "Seconds this probe took (waiting for a shared collection included).",
+        [("", probe_duration)],
+    )
+    out.family(
+        "vcenter_probe_shared_collection",
+        gauge,
+        "1 if this probe joined a collection already running for the target (overlapping probes share one collection).",
+        [("", 1 if shared else 0)],
+    )
+    out.family(
+        "vcenter_probe_error_info",
+        gauge,
+        "Why this probe failed (absent when vcenter_up is 1).",
+        [] if s.up else [(label_block(("kind", "cause"), (s.kind, s.cause)), 1)],
+    )
+    out.family(
+        "vcenter_probe_errors_total",
+        "counter",
+        "Failed probes of this target since the exporter started, "
+        "by kind (login, tls, connect, timeout, protocol, error, warming_up: the first inventory was "
+        "not complete yet).",
+        [(f'kind="{k}"', s.errors.get(k, 0)) for k in ERROR_KINDS],
+    )
     if not s.up:
         return out.render()  # never show stale values as fresh
 
-    out.family("vcenter_collection_duration_seconds", gauge,
-               "Seconds the collection (inventory if due, perf queries) took.", [("", s.duration)])
-    out.family("vcenter_inventory_age_seconds", gauge, "Age of the cached inventory (VMs, disks, hosts, "
-               "datastores); refreshed every inventory_refresh, in the background.", [("", s.inventory_age)])
-    out.family("vcenter_inventory_build_duration_seconds", gauge, "Seconds the last complete inventory read "
-               "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync).",
-               [("", s.inventory_build_seconds)])
-    out.family("vcenter_perf_queries", gauge, "QueryPerf calls made by this collection "
-               "(batched to respect config.vpxd.stats.maxQueryMetrics).", [("", s.queries)])
-    out.family("vcenter_perf_new_samples", gauge, "20 s disk samples integrated by this collection.",
-               [("", s.new_samples)])
-    out.family("vcenter_perf_misaligned_series", gauge, "Series left out because their value count did not match "
-               "the sample count (zeros dropped by the server).", [("", s.misaligned_series)])
-    out.family("vcenter_perf_empty_series", gauge, "Series that came back without any value (nothing shown for "
-               "them, no made-up 0).", [("", s.empty_series)])
-    out.family("vcenter_perf_missing_counters", gauge, "virtualDisk counters this vCenter does not offer.",
-               [("", len(s.missing_counters))])
-    out.family("vcenter_session_logins_total", "counter", "Logins to this vCenter since the exporter started "
-               "(one session is kept and re-established when it expires).", [("", s.logins)])
+    out.family(
+        "vcenter_collection_duration_seconds",
+        gauge,
+        "Seconds the collection (inventory if due, perf queries) took.",
+        [("", s.duration)],
+    )
+    out.family(
+        "vcenter_inventory_age_seconds",
+        gauge,
+        "Age of the cached inventory (VMs, disks, hosts, "
+        "datastores); refreshed every inventory_refresh, in the background.",
+        [("", s.inventory_age)],
+    )
+    out.family(
+        "vcenter_inventory_build_duration_seconds",
+        gauge,
+        "Seconds the last complete inventory read "
+        "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync).",
+        [("", s.inventory_build_seconds)],
+    )
+    out.family(
+        "vcenter_perf_queries",
+        gauge,
+        "QueryPerf calls made by this collection (batched to respect config.vpxd.stats.maxQueryMetrics).",
+        [("", s.queries)],
+    )
+    out.family(
+        "vcenter_perf_new_samples", gauge, "20 s disk samples integrated by this collection.", [("", s.new_samples)]
+    )
+    out.family(
+        "vcenter_perf_misaligned_series",
+        gauge,
+        "Series left out because their value count did not match the sample count (zeros dropped by the server).",
+        [("", s.misaligned_series)],
+    )
+    out.family(
+        "vcenter_perf_empty_series",
+        gauge,
+        "Series that came back without any value (nothing shown for them, no made-up 0).",
+        [("", s.empty_series)],
+    )
+    out.family(
+        "vcenter_perf_missing_counters",
+        gauge,
+        "virtualDisk counters this vCenter does not offer.",
+        [("", len(s.missing_counters))],
+    )
+    out.family(
+        "vcenter_session_logins_total",
+        "counter",
+        "Logins to this vCenter since the exporter started (one session is kept and re-established when it expires).",
+        [("", s.logins)],
+    )
 
     inventory_text, disk_labels = _inventory_section(s)
     out.append_text(inventory_text)
@@ -135,22 +244,40 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool,
     for direction in ("read", "write"):
         for suffix, attr, help_text in COUNTERS:
             field = f"{direction}_{attr}"
-            out.family(f"vcenter_virtual_disk_{direction}_{suffix}", "counter", _fmt(help_text, direction),
-                       [(lbl, getattr(c, field)) for lbl, c in rows])
-    out.family("vcenter_virtual_disk_seeks_total", "counter", "Seeks by distance class (small < 64 LBNs, "
-               "medium 64-8192, large > 8192), summed over every 20 s sample "
-               "(virtualDisk.{small,medium,large}Seeks.latest).",
-               [(f'{lbl},class="{cls}"', c.seeks[cls]) for lbl, c in rows for cls in SEEK_CLASSES])
-    out.family("vcenter_virtual_disk_samples_total", "counter", "20 s samples integrated into the counters.",
-               [(lbl, c.samples) for lbl, c in rows])
+            out.family(
+                f"vcenter_virtual_disk_{direction}_{suffix}",
+                "counter",
+                _fmt(help_text, direction),
+                [(lbl, getattr(c, field)) for lbl, c in rows],
+            )
+    out.family(
+        "vcenter_virtual_disk_seeks_total",
+        "counter",
+        "Seeks by distance class (small < 64 LBNs, "
+        "medium 64-8192, large > 8192), summed over every 20 s sample "
+        "(virtualDisk.{small,medium,large}Seeks.latest).",
+        [(f'{lbl},class="{cls}"', c.seeks[cls]) for lbl, c in rows for cls in SEEK_CLASSES],
+    )
+    out.family(
+        "vcenter_virtual_disk_samples_total",
+        "counter",
+        "20 s samples integrated into the counters.",
+        [(lbl, c.samples) for lbl, c in rows],
+    )
     with_latest = [(lbl, c.latest) for lbl, c in rows if c.latest is not None]
-    out.family("vcenter_virtual_disk_sample_timestamp_seconds", gauge,
-               "End of the newest 20 s sample integrated (vCenter's timestamp, Unix seconds); kept while the "
-               "disk exists, so its age shows a VM that stopped reporting.",
-               [(lbl, latest.timestamp) for lbl, latest in with_latest])
-    out.family("vcenter_virtual_disk_sample_interval_seconds", gauge,
-               "Length of the latest sample's interval (20 for realtime).",
-               [(lbl, latest.interval) for lbl, latest in with_latest])
+    out.family(
+        "vcenter_virtual_disk_sample_timestamp_seconds",
+        gauge,
+        "End of the newest 20 s sample integrated (vCenter's timestamp, Unix seconds); kept while the "
+        "disk exists, so its age shows a VM that stopped reporting.",
+        [(lbl, latest.timestamp) for lbl, latest in with_latest],
+    )
+    out.family(
+        "vcenter_virtual_disk_sample_interval_seconds",
+        gauge,
+        "Length of the latest sample's interval (20 for realtime).",
+        [(lbl, latest.interval) for lbl, latest in with_latest],
+    )
 
     if not latest_samples:
         return out.render()
@@ -159,13 +286,24 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool,
             name = _fmt(counter, direction)
             # no value from vCenter: nothing shown, never a made-up 0
             # only fresh samples (sample_max_age): a powered-off VM's last value is not shown as current
-            out.family(f"vcenter_virtual_disk_sample_{direction}_{suffix}", gauge, _fmt(help_text, direction),
-                       [(lbl, latest.values[name] * scale) for lbl, latest in fresh if name in latest.values])
+            out.family(
+                f"vcenter_virtual_disk_sample_{direction}_{suffix}",
+                gauge,
+                _fmt(help_text, direction),
+                [(lbl, latest.values[name] * scale) for lbl, latest in fresh if name in latest.values],
+            )
     seek_names = [(cls, f"virtualDisk.{cls}Seeks.latest") for cls in SEEK_CLASSES]
-    out.family("vcenter_virtual_disk_sample_seeks", gauge, "Seeks in the latest 20 s sample by distance class "
-               "(virtualDisk.{small,medium,large}Seeks.latest).",
-               [(f'{lbl},class="{cls}"', latest.values[name]) for lbl, latest in fresh
-                for cls, name in seek_names if name in latest.values])
+    out.family(
+        "vcenter_virtual_disk_sample_seeks",
+        gauge,
+        "Seeks in the latest 20 s sample by distance class (virtualDisk.{small,medium,large}Seeks.latest).",
+        [
+            (f'{lbl},class="{cls}"', latest.values[name])
+            for lbl, latest in fresh
+            for cls, name in seek_names
+            if name in latest.values
+        ],
+    )
     return out.render()
 
 

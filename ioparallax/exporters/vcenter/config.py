@@ -61,33 +61,38 @@ class TargetConfig:
 
     username: str = ""
     password: str = field(default="", repr=False)
-    password_source: str = ""          # "env VC1_PASSWORD", "file", "" (for messages)
+    password_source: str = ""  # "env VC1_PASSWORD", "file", "" (for messages)
     insecure_skip_verify: bool = False
     ca_file: str | None = None
     inventory_refresh: float = DEFAULT_INVENTORY_REFRESH
-    timeout: float = DEFAULT_TIMEOUT   # socket timeout of one SOAP call
+    timeout: float = DEFAULT_TIMEOUT  # socket timeout of one SOAP call
     max_query_metrics: int | None = None  # None: read config.vpxd.stats.maxQueryMetrics (default 256)
-    perf_format: str = "csv"            # csv is ~40 % cheaper to parse; "normal" for old servers
+    perf_format: str = "csv"  # csv is ~40 % cheaper to parse; "normal" for old servers
     sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
     inventory_mode: str = "background"
 
     def describe(self) -> str:
-        tls = "verification OFF (insecure_skip_verify)" if self.insecure_skip_verify else (
-            f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
-        return (f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
-                f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
-                f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
-                f"inventory_mode={self.inventory_mode}")
+        tls = (
+            "verification OFF (insecure_skip_verify)"
+            if self.insecure_skip_verify
+            else (f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
+        )
+        return (
+            f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
+            f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
+            f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
+            f"inventory_mode={self.inventory_mode}"
+        )
 
 
 @dataclass(frozen=True)
 class ExporterConfig:
     defaults: TargetConfig
-    targets: dict[str, TargetConfig]   # by normalised key (address.target_key)
+    targets: dict[str, TargetConfig]  # by normalised key (address.target_key)
     allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
     path: str | None = None
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
-    latest_samples: bool = True   # False: the latest-sample gauges are not exposed (series budget)
+    latest_samples: bool = True  # False: the latest-sample gauges are not exposed (series budget)
 
     def target(self, key: str) -> TargetConfig | None:
         """The settings of a normalised target key, or None when it may not be probed."""
@@ -98,15 +103,19 @@ class ExporterConfig:
     def refusal(self, key: str) -> str:
         """Why ``key`` is refused (for the 400 answer and the log line)."""
         where = f"--config.file {self.path}" if self.path else "--vcenter.target / VCENTER_TARGETS"
-        return (f"target {key} is not listed in {where}, and unlisted targets are refused "
-                "(credentials are only sent to listed targets)")
+        return (
+            f"target {key} is not listed in {where}, and unlisted targets are refused "
+            "(credentials are only sent to listed targets)"
+        )
 
     def describe(self) -> str:
-        lines = [f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
-                 f"defaults: {self.defaults.describe()}",
-                 f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
-                 f"session idle timeout: {self.session_idle_timeout:g}s",
-                 f"latest-sample gauges: {'on' if self.latest_samples else 'off'}"]
+        lines = [
+            f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
+            f"defaults: {self.defaults.describe()}",
+            f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
+            f"session idle timeout: {self.session_idle_timeout:g}s",
+            f"latest-sample gauges: {'on' if self.latest_samples else 'off'}",
+        ]
         lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
         return "\n".join(lines)
 
@@ -153,17 +162,30 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     if mode not in INVENTORY_MODES:
         raise sec.error("inventory_mode", f"expected one of {', '.join(INVENTORY_MODES)}, got {mode!r}")
     sec.reject_unknown()
-    return replace(base, username=username, password=password, password_source=source,
-                   insecure_skip_verify=insecure, ca_file=ca_file, inventory_refresh=refresh,
-                   timeout=timeout, max_query_metrics=mqm, perf_format=fmt, sample_max_age=max_age,
-                   inventory_mode=mode)
+    return replace(
+        base,
+        username=username,
+        password=password,
+        password_source=source,
+        insecure_skip_verify=insecure,
+        ca_file=ca_file,
+        inventory_refresh=refresh,
+        timeout=timeout,
+        max_query_metrics=mqm,
+        perf_format=fmt,
+        sample_max_age=max_age,
+        inventory_mode=mode,
+    )
 
 
 def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
     env = dict(os.environ) if env is None else env
     password = env.get("VCENTER_PASSWORD", "")
-    return TargetConfig(username=env.get("VCENTER_USERNAME", ""), password=password,
-                        password_source="env VCENTER_PASSWORD" if password else "")
+    return TargetConfig(
+        username=env.get("VCENTER_USERNAME", ""),
+        password=password,
+        password_source="env VCENTER_PASSWORD" if password else "",
+    )
 
 
 def env_targets(env: dict[str, str]) -> list[str]:
@@ -171,9 +193,14 @@ def env_targets(env: dict[str, str]) -> list[str]:
     return [t for t in re.split(r"[,\s]+", env.get("VCENTER_TARGETS", "")) if t]
 
 
-def load_config(path: str | None, env: dict[str, str] | None = None, extra_targets: Sequence[str] = (),
-                allow_unlisted: bool | None = None, session_idle_timeout: float | None = None,
-                latest_samples: bool | None = None) -> ExporterConfig:
+def load_config(
+    path: str | None,
+    env: dict[str, str] | None = None,
+    extra_targets: Sequence[str] = (),
+    allow_unlisted: bool | None = None,
+    session_idle_timeout: float | None = None,
+    latest_samples: bool | None = None,
+) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key.
 
     ``extra_targets`` (``--vcenter.target``) and ``VCENTER_TARGETS`` are listed beside the file's
@@ -218,8 +245,18 @@ def load_config(path: str | None, env: dict[str, str] | None = None, extra_targe
     if latest_samples is not None:
         latest = latest_samples
     if not allow and not targets:
-        raise ConfigError(source, "targets", "no targets listed and unlisted targets are refused: list the "
-                          "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
-                          "opt in to any target with --vcenter.allow-unlisted-targets")
-    return ExporterConfig(defaults=defaults, targets=targets, allow_unlisted=allow, path=path and str(path),
-                          session_idle_timeout=idle, latest_samples=latest)
+        raise ConfigError(
+            source,
+            "targets",
+            "no targets listed and unlisted targets are refused: list the "
+            "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
+            "opt in to any target with --vcenter.allow-unlisted-targets",
+        )
+    return ExporterConfig(
+        defaults=defaults,
+        targets=targets,
+        allow_unlisted=allow,
+        path=path and str(path),
+        session_idle_timeout=idle,
+        latest_samples=latest,
+    )

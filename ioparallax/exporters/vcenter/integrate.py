@@ -21,9 +21,9 @@ class DiskCounters:
     write_ops: float = 0.0
     read_bytes: float = 0.0
     write_bytes: float = 0.0
-    read_latency_seconds: float = 0.0       # sum over ops of their latency
+    read_latency_seconds: float = 0.0  # sum over ops of their latency
     write_latency_seconds: float = 0.0
-    read_outstanding_seconds: float = 0.0   # integral of outstanding I/Os over time
+    read_outstanding_seconds: float = 0.0  # integral of outstanding I/Os over time
     write_outstanding_seconds: float = 0.0
     seeks: dict[str, float] = field(default_factory=lambda: {"small": 0.0, "medium": 0.0, "large": 0.0})
     samples: int = 0
@@ -32,12 +32,25 @@ class DiskCounters:
 
 
 # Counter names per direction, built once (integrate() runs for every new sample of every disk).
-_READ = ("virtualDisk.numberReadAveraged.average", "virtualDisk.read.average",
-         "virtualDisk.readLatencyUS.latest", "virtualDisk.totalReadLatency.average", "virtualDisk.readOIO.latest")
-_WRITE = ("virtualDisk.numberWriteAveraged.average", "virtualDisk.write.average",
-          "virtualDisk.writeLatencyUS.latest", "virtualDisk.totalWriteLatency.average", "virtualDisk.writeOIO.latest")
-_SEEKS = (("small", "virtualDisk.smallSeeks.latest"), ("medium", "virtualDisk.mediumSeeks.latest"),
-          ("large", "virtualDisk.largeSeeks.latest"))
+_READ = (
+    "virtualDisk.numberReadAveraged.average",
+    "virtualDisk.read.average",
+    "virtualDisk.readLatencyUS.latest",
+    "virtualDisk.totalReadLatency.average",
+    "virtualDisk.readOIO.latest",
+)
+_WRITE = (
+    "virtualDisk.numberWriteAveraged.average",
+    "virtualDisk.write.average",
+    "virtualDisk.writeLatencyUS.latest",
+    "virtualDisk.totalWriteLatency.average",
+    "virtualDisk.writeOIO.latest",
+)
+_SEEKS = (
+    ("small", "virtualDisk.smallSeeks.latest"),
+    ("medium", "virtualDisk.mediumSeeks.latest"),
+    ("large", "virtualDisk.largeSeeks.latest"),
+)
 
 
 def _amounts(v: dict[str, int], names: tuple[str, ...], width: int) -> tuple[float, float, float, float]:
@@ -52,9 +65,12 @@ def _amounts(v: dict[str, int], names: tuple[str, ...], width: int) -> tuple[flo
     us = get(us_name)
     lat = us / 1e6 if us is not None else (ms / 1e3 if (ms := get(ms_name)) is not None else None)
     oio = get(oio_name)
-    return (ops or 0, kbps * 1024.0 * width if kbps is not None else 0,
-            lat * ops if lat is not None and ops is not None else 0,
-            oio * width if oio is not None else 0)
+    return (
+        ops or 0,
+        kbps * 1024.0 * width if kbps is not None else 0,
+        lat * ops if lat is not None and ops is not None else 0,
+        oio * width if oio is not None else 0,
+    )
 
 
 def integrate(state: DiskCounters, samples: list[Sample]) -> int:

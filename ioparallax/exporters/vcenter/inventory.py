@@ -11,8 +11,14 @@ from typing import Any
 
 from pyVmomi import vim, vmodl
 
-VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.uuid", "config.instanceUuid",
-                 "config.hardware.device"]
+VM_PROPERTIES = [
+    "name",
+    "runtime.host",
+    "runtime.powerState",
+    "config.uuid",
+    "config.instanceUuid",
+    "config.hardware.device",
+]
 
 #: performance counter instance prefix of each controller type (instance = prefix + bus:unit)
 CONTROLLER_PREFIXES: tuple[tuple[Any, str], ...] = (
@@ -25,17 +31,17 @@ CONTROLLER_PREFIXES: tuple[tuple[Any, str], ...] = (
 
 @dataclass(frozen=True)
 class VirtualDisk:
-    instance: str         # performance counter instance and controller address: scsi0:1
-    label: str            # "Hard disk 2"
-    backing_file: str     # "[ctr01] vm/vm_1.vmdk"
-    disk_uuid: str        # backing UUID, normalised (see normalize_disk_uuid): the guest's disk serial
+    instance: str  # performance counter instance and controller address: scsi0:1
+    label: str  # "Hard disk 2"
+    backing_file: str  # "[ctr01] vm/vm_1.vmdk"
+    disk_uuid: str  # backing UUID, normalised (see normalize_disk_uuid): the guest's disk serial
     datastore: str
     capacity_bytes: int
 
 
 @dataclass(frozen=True)
 class VirtualMachine:
-    moref: str            # vm-42
+    moref: str  # vm-42
     name: str
     host: str
     power_state: str
@@ -82,14 +88,16 @@ def disks_from_devices(devices: Iterable[Any] | None, datastore_names: dict[str,
             continue  # a disk without a controller address has no performance instance
         backing = dev.backing
         ds_ref = getattr(backing, "datastore", None)
-        disks.append(VirtualDisk(
-            instance=f"{ctrl}:{dev.unitNumber}",
-            label=(dev.deviceInfo.label if dev.deviceInfo else "") or "",
-            backing_file=getattr(backing, "fileName", "") or "",
-            disk_uuid=normalize_disk_uuid(getattr(backing, "uuid", "") or ""),
-            datastore=datastore_names.get(_moid(ds_ref), ""),
-            capacity_bytes=int(getattr(dev, "capacityInBytes", 0) or (dev.capacityInKB or 0) * 1024),
-        ))
+        disks.append(
+            VirtualDisk(
+                instance=f"{ctrl}:{dev.unitNumber}",
+                label=(dev.deviceInfo.label if dev.deviceInfo else "") or "",
+                backing_file=getattr(backing, "fileName", "") or "",
+                disk_uuid=normalize_disk_uuid(getattr(backing, "uuid", "") or ""),
+                datastore=datastore_names.get(_moid(ds_ref), ""),
+                capacity_bytes=int(getattr(dev, "capacityInBytes", 0) or (dev.capacityInKB or 0) * 1024),
+            )
+        )
     disks.sort(key=lambda d: d.instance)
     return tuple(disks)
 
@@ -103,15 +111,17 @@ def inventory_from_objects(objects: Iterable[tuple[str, str, dict[str, Any]]]) -
     for kind, moref, p in objects:
         if kind != "VirtualMachine" or "name" not in p:
             continue
-        vms.append(VirtualMachine(
-            moref=moref,
-            name=p["name"],
-            host=hosts.get(_moid(p.get("runtime.host")), ""),
-            power_state=str(p.get("runtime.powerState", "") or ""),
-            uuid=p.get("config.uuid", "") or "",
-            instance_uuid=p.get("config.instanceUuid", "") or "",
-            disks=disks_from_devices(p.get("config.hardware.device"), datastores),
-        ))
+        vms.append(
+            VirtualMachine(
+                moref=moref,
+                name=p["name"],
+                host=hosts.get(_moid(p.get("runtime.host")), ""),
+                power_state=str(p.get("runtime.powerState", "") or ""),
+                uuid=p.get("config.uuid", "") or "",
+                instance_uuid=p.get("config.instanceUuid", "") or "",
+                disks=disks_from_devices(p.get("config.hardware.device"), datastores),
+            )
+        )
     vms.sort(key=lambda v: (v.name, v.moref))
     return vms
 
@@ -121,18 +131,21 @@ def retrieve_objects(si: Any, page_size: int = 500) -> list[tuple[str, str, dict
     RetrievePropertiesEx / ContinueRetrievePropertiesEx."""
     content = si.content
     view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.VirtualMachine, vim.HostSystem, vim.Datastore], True)
+        content.rootFolder, [vim.VirtualMachine, vim.HostSystem, vim.Datastore], True
+    )
     try:
         pc = content.propertyCollector
         traversal = vmodl.query.PropertyCollector.TraversalSpec(
-            name="view", path="view", skip=False, type=vim.view.ContainerView)
+            name="view", path="view", skip=False, type=vim.view.ContainerView
+        )
         spec = vmodl.query.PropertyCollector.FilterSpec(
             objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=view, skip=True, selectSet=[traversal])],
             propSet=[
                 vmodl.query.PropertyCollector.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
                 vmodl.query.PropertyCollector.PropertySpec(type=vim.HostSystem, pathSet=["name"]),
                 vmodl.query.PropertyCollector.PropertySpec(type=vim.Datastore, pathSet=["name"]),
-            ])
+            ],
+        )
         out: list[tuple[str, str, dict[str, Any]]] = []
         result = pc.RetrievePropertiesEx([spec], vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=page_size))
         while result is not None:

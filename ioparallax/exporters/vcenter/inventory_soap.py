@@ -33,7 +33,8 @@ PAGE_SIZE = 1000
 _ENVELOPE_START = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'
     f'<soapenv:Envelope xmlns:soapenv="{SOAPENV}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-    'xmlns:xsd="http://www.w3.org/2001/XMLSchema"><soapenv:Body>')
+    'xmlns:xsd="http://www.w3.org/2001/XMLSchema"><soapenv:Body>'
+)
 _ENVELOPE_END = "</soapenv:Body></soapenv:Envelope>"
 
 
@@ -63,13 +64,16 @@ def retrieve_body(collector: str, view: str, page_size: int = PAGE_SIZE) -> byte
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         "<skip>false</skip></selectSet></objectSet>"
         f"</specSet><options><maxObjects>{int(page_size)}</maxObjects></options></RetrievePropertiesEx>"
-        f"{_ENVELOPE_END}").encode()
+        f"{_ENVELOPE_END}"
+    ).encode()
 
 
 def continue_body(collector: str, token: str) -> bytes:
-    return (f'{_ENVELOPE_START}<ContinueRetrievePropertiesEx xmlns="{VIM}">'
-            f'<_this type="PropertyCollector">{escape(collector)}</_this><token>{escape(token)}</token>'
-            f"</ContinueRetrievePropertiesEx>{_ENVELOPE_END}").encode()
+    return (
+        f'{_ENVELOPE_START}<ContinueRetrievePropertiesEx xmlns="{VIM}">'
+        f'<_this type="PropertyCollector">{escape(collector)}</_this><token>{escape(token)}</token>'
+        f"</ContinueRetrievePropertiesEx>{_ENVELOPE_END}"
+    ).encode()
 
 
 def _local(type_name: str | None) -> str:
@@ -132,17 +136,20 @@ def disks_from_device_xml(devices: Any, datastore_names: dict[str, str] | None) 
         try:
             capacity = int(cap_bytes) if cap_bytes and int(cap_bytes) else int(cap_kb or 0) * 1024
         except ValueError:
-            raise TargetError(f"inventory answer has a non-integer disk capacity ({cap_bytes!r}, {cap_kb!r})",
-                              "protocol") from None
+            raise TargetError(
+                f"inventory answer has a non-integer disk capacity ({cap_bytes!r}, {cap_kb!r})", "protocol"
+            ) from None
         ds = (_text(backing, _T_DATASTORE) or "").strip() if backing is not None else ""
-        disks.append(VirtualDisk(
-            instance=f"{ctrl}:{unit.strip()}",
-            label=(_text(info, _T_LABEL) or "") if info is not None else "",
-            backing_file=(_text(backing, _T_FILE) or "") if backing is not None else "",
-            disk_uuid=normalize_disk_uuid((_text(backing, _T_UUID) or "") if backing is not None else ""),
-            datastore=ds if datastore_names is None else datastore_names.get(ds, ""),
-            capacity_bytes=capacity,
-        ))
+        disks.append(
+            VirtualDisk(
+                instance=f"{ctrl}:{unit.strip()}",
+                label=(_text(info, _T_LABEL) or "") if info is not None else "",
+                backing_file=(_text(backing, _T_FILE) or "") if backing is not None else "",
+                disk_uuid=normalize_disk_uuid((_text(backing, _T_UUID) or "") if backing is not None else ""),
+                datastore=ds if datastore_names is None else datastore_names.get(ds, ""),
+                capacity_bytes=capacity,
+            )
+        )
     disks.sort(key=lambda d: d.instance)
     return tuple(disks)
 
@@ -153,8 +160,9 @@ def parse_page(body: bytes, status: int = 200) -> tuple[list[tuple[str, str, dic
     try:
         root = etree.fromstring(body, _PARSER)
     except etree.XMLSyntaxError as exc:
-        raise TargetError(f"inventory answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}",
-                          "protocol") from None
+        raise TargetError(
+            f"inventory answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
+        ) from None
     soap_body = root.find(_T_BODY)
     if soap_body is None or not len(soap_body):
         raise TargetError(f"inventory answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
@@ -210,19 +218,25 @@ def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]])
                 datastores[moref] = _value_text(p.get("name"))
             elif kind == "VirtualMachine" and p.get("name") is not None:
                 # host and datastores by moref for now: they may come on a later page
-                vms.append(VirtualMachine(
-                    moref=moref,
-                    name=p["name"].text or "",
-                    host=_value_text(p.get("runtime.host")),
-                    power_state=_value_text(p.get("runtime.powerState")),
-                    uuid=_value_text(p.get("config.uuid")),
-                    instance_uuid=_value_text(p.get("config.instanceUuid")),
-                    disks=disks_from_device_xml(p.get("config.hardware.device"), None),
-                ))
-    out = [dataclasses.replace(vm, host=hosts.get(vm.host, ""),
-                               disks=tuple(dataclasses.replace(d, datastore=datastores.get(d.datastore, ""))
-                                           for d in vm.disks))
-           for vm in vms]
+                vms.append(
+                    VirtualMachine(
+                        moref=moref,
+                        name=p["name"].text or "",
+                        host=_value_text(p.get("runtime.host")),
+                        power_state=_value_text(p.get("runtime.powerState")),
+                        uuid=_value_text(p.get("config.uuid")),
+                        instance_uuid=_value_text(p.get("config.instanceUuid")),
+                        disks=disks_from_device_xml(p.get("config.hardware.device"), None),
+                    )
+                )
+    out = [
+        dataclasses.replace(
+            vm,
+            host=hosts.get(vm.host, ""),
+            disks=tuple(dataclasses.replace(d, datastore=datastores.get(d.datastore, "")) for d in vm.disks),
+        )
+        for vm in vms
+    ]
     out.sort(key=lambda v: (v.name, v.moref))
     return out
 
@@ -232,7 +246,8 @@ def collect_inventory_soap(si: Any) -> list[VirtualMachine]:
     pass over a ContainerView of the whole inventory."""
     content = si.content
     view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.VirtualMachine, vim.HostSystem, vim.Datastore], True)
+        content.rootFolder, [vim.VirtualMachine, vim.HostSystem, vim.Datastore], True
+    )
     try:
         return inventory_from_pages(_pages(si, content.propertyCollector._moId, view._moId))
     finally:

@@ -12,19 +12,19 @@ REALTIME_INTERVAL = 20
 
 #: The per-virtual-disk counters collected (group.name.rollup), see docs/vcenter.md.
 VIRTUAL_DISK_COUNTERS = (
-    "virtualDisk.read.average",                 # KBps
+    "virtualDisk.read.average",  # KBps
     "virtualDisk.write.average",
-    "virtualDisk.numberReadAveraged.average",   # IO/s
+    "virtualDisk.numberReadAveraged.average",  # IO/s
     "virtualDisk.numberWriteAveraged.average",
-    "virtualDisk.totalReadLatency.average",     # ms (integer)
+    "virtualDisk.totalReadLatency.average",  # ms (integer)
     "virtualDisk.totalWriteLatency.average",
-    "virtualDisk.readLatencyUS.latest",         # us
+    "virtualDisk.readLatencyUS.latest",  # us
     "virtualDisk.writeLatencyUS.latest",
-    "virtualDisk.readOIO.latest",               # outstanding I/Os
+    "virtualDisk.readOIO.latest",  # outstanding I/Os
     "virtualDisk.writeOIO.latest",
-    "virtualDisk.readIOSize.latest",            # bytes
+    "virtualDisk.readIOSize.latest",  # bytes
     "virtualDisk.writeIOSize.latest",
-    "virtualDisk.smallSeeks.latest",            # seeks in the interval
+    "virtualDisk.smallSeeks.latest",  # seeks in the interval
     "virtualDisk.mediumSeeks.latest",
     "virtualDisk.largeSeeks.latest",
 )
@@ -58,8 +58,8 @@ class EntityRequest:
     """What to ask for one VM: its disk instances (or "*") and the last sample already seen."""
 
     moref: str
-    instances: tuple[str, ...]      # explicit instances; ("*",) to let vCenter expand
-    since: float | None             # epoch seconds of the newest sample seen (exclusive)
+    instances: tuple[str, ...]  # explicit instances; ("*",) to let vCenter expand
+    since: float | None  # epoch seconds of the newest sample seen (exclusive)
 
 
 def batch_requests(requests: list[EntityRequest], n_counters: int, max_metrics: int) -> Iterator[list[EntityRequest]]:
@@ -79,7 +79,7 @@ def batch_requests(requests: list[EntityRequest], n_counters: int, max_metrics: 
 
 @dataclass
 class Sample:
-    timestamp: float                         # end of the interval, epoch seconds
+    timestamp: float  # end of the interval, epoch seconds
     interval: int
     values: dict[str, int] = field(default_factory=dict)  # counter name -> raw value
 
@@ -89,8 +89,8 @@ class ParseResult:
     # moref -> instance -> samples (ascending by timestamp)
     samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
     star_echoed: set[str] = field(default_factory=set)  # VMs whose answer had instance "*"
-    misaligned: int = 0      # series whose value count differs from the sample count (dropped)
-    empty: int = 0           # series with no value at all
+    misaligned: int = 0  # series whose value count differs from the sample count (dropped)
+    empty: int = 0  # series with no value at all
 
 
 _TS_CACHE: dict[str, float] = {}

@@ -36,12 +36,14 @@ _ENVELOPE_START = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'
     f'<soapenv:Envelope xmlns:soapenv="{SOAPENV}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
     'xmlns:xsd="http://www.w3.org/2001/XMLSchema">'
-    f'<soapenv:Body><QueryPerf xmlns="{VIM}"><_this type="PerformanceManager">')
+    f'<soapenv:Body><QueryPerf xmlns="{VIM}"><_this type="PerformanceManager">'
+)
 _ENVELOPE_END = "</QueryPerf></soapenv:Body></soapenv:Envelope>"
 
 #: No DTDs, no entities, no network: an answer is data, never instructions to the parser.
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True,
-                          remove_comments=True, remove_pis=True)
+_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, remove_comments=True, remove_pis=True
+)
 
 _T_BODY = f"{{{SOAPENV}}}Body"
 _T_FAULT = f"{{{SOAPENV}}}Fault"
@@ -74,8 +76,9 @@ def query_perf_body(perf_manager: str, requests: Iterable[EntityRequest], keys: 
             parts.append(f"<startTime>{_iso(req.since)}</startTime>")
         for inst in req.instances:
             inst_xml = escape(inst)
-            parts.extend(f"<metricId><counterId>{k}</counterId><instance>{inst_xml}</instance></metricId>"
-                         for k in keys)
+            parts.extend(
+                f"<metricId><counterId>{k}</counterId><instance>{inst_xml}</instance></metricId>" for k in keys
+            )
         parts.append(tail)
     parts.append(_ENVELOPE_END)
     return "".join(parts).encode("utf-8")
@@ -122,8 +125,9 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
     try:
         root = etree.fromstring(body, _PARSER)
     except etree.XMLSyntaxError as exc:
-        raise TargetError(f"QueryPerf answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}",
-                          "protocol") from None
+        raise TargetError(
+            f"QueryPerf answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
+        ) from None
     soap_body = root.find(_T_BODY)
     if soap_body is None or not len(soap_body):
         raise TargetError(f"QueryPerf answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
@@ -204,8 +208,9 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
                 else:
                     values = [int(v) for v in texts]
             except (TypeError, ValueError) as exc:
-                raise TargetError(f"QueryPerf answer for {moref} {instance} has a non-integer value ({exc})",
-                                  "protocol") from None
+                raise TargetError(
+                    f"QueryPerf answer for {moref} {instance} has a non-integer value ({exc})", "protocol"
+                ) from None
             if not values:
                 out.empty += 1
                 continue
@@ -235,9 +240,17 @@ def post(si: Any, body: bytes, method: str = "QueryPerf") -> tuple[int, bytes]:
     stub = si._stub
     conn = stub.GetConnection()
     try:
-        conn.request("POST", stub.path, body, {
-            "Cookie": stub.cookie, "SOAPAction": stub.versionId,
-            "Content-Type": "text/xml; charset=UTF-8", "User-Agent": "ioparallax-vcenter-exporter"})
+        conn.request(
+            "POST",
+            stub.path,
+            body,
+            {
+                "Cookie": stub.cookie,
+                "SOAPAction": stub.versionId,
+                "Content-Type": "text/xml; charset=UTF-8",
+                "User-Agent": "ioparallax-vcenter-exporter",
+            },
+        )
         resp = conn.getresponse()
         data = resp.read()
     except (OSError, http.client.HTTPException):
@@ -257,8 +270,9 @@ def post(si: Any, body: bytes, method: str = "QueryPerf") -> tuple[int, bytes]:
     return resp.status, data
 
 
-def query_perf(si: Any, perf_manager: str, requests: list[EntityRequest], keys: list[int],
-               key_names: dict[int, str], fmt: str) -> ParseResult:
+def query_perf(
+    si: Any, perf_manager: str, requests: list[EntityRequest], keys: list[int], key_names: dict[int, str], fmt: str
+) -> ParseResult:
     """One QueryPerf round trip for ``requests``, parsed."""
     status, data = post(si, query_perf_body(perf_manager, requests, keys, fmt))
     return parse_query_perf(data, key_names, status)

@@ -50,7 +50,7 @@ class DiskRow:
     vm: VirtualMachine
     disk_index: int
     counters: DiskCounters
-    fresh: bool = True   # the latest sample is recent enough to be shown as the current one
+    fresh: bool = True  # the latest sample is recent enough to be shown as the current one
 
 
 @dataclass
@@ -61,11 +61,11 @@ class Snapshot:
     cause: str = ""
     kind: str = ""
     duration: float = 0.0
-    finished: float = 0.0                      # time.monotonic() at the end
+    finished: float = 0.0  # time.monotonic() at the end
     vms: list[VirtualMachine] = field(default_factory=list)
     disks: list[DiskRow] = field(default_factory=list)
     inventory_age: float = 0.0
-    inventory_build_seconds: float = 0.0       # wall time of the last complete inventory build
+    inventory_build_seconds: float = 0.0  # wall time of the last complete inventory build
     queries: int = 0
     new_samples: int = 0
     misaligned_series: int = 0
@@ -80,8 +80,9 @@ class Snapshot:
 
 
 class Target:
-    def __init__(self, name: str, cfg: TargetConfig,
-                 client_factory: Callable[[str, TargetConfig], VCenterClient] = VCenterClient):
+    def __init__(
+        self, name: str, cfg: TargetConfig, client_factory: Callable[[str, TargetConfig], VCenterClient] = VCenterClient
+    ):
         self.name = name
         self.cfg = cfg
         self.client = client_factory(name, cfg)
@@ -90,13 +91,13 @@ class Target:
         self.inventory: list[VirtualMachine] | None = None
         self.inventory_at = 0.0
         self.keys: dict[str, int] | None = None
-        self.perf_manager: str | None = None   # the PerformanceManager's moref (for plain SOAP)
+        self.perf_manager: str | None = None  # the PerformanceManager's moref (for plain SOAP)
         self.max_metrics: int | None = cfg.max_query_metrics
-        self.star_ok = True   # False once the server echoes "*" back instead of expanding it
+        self.star_ok = True  # False once the server echoes "*" back instead of expanding it
         self.states: dict[tuple[str, str], DiskCounters] = {}
         self.render_cache: dict = {}
-        self._pool: ThreadPoolExecutor | None = None   # QueryPerf calls in flight (see _query_all)
-        self.errors: dict[str, int] = {}   # failed probes by kind
+        self._pool: ThreadPoolExecutor | None = None  # QueryPerf calls in flight (see _query_all)
+        self.errors: dict[str, int] = {}  # failed probes by kind
         self.collections = 0
         # Each ESXi host's clock as its samples show it (realtime samples are stamped by the
         # host): host -> (newest sample end seen, time.monotonic() when first seen).
@@ -107,12 +108,12 @@ class Target:
         self._closed = False
         self._refresh_asked = False
         self._building = False
-        self.inventory_error: TargetError | None = None   # the last build's failure, None after a success
+        self.inventory_error: TargetError | None = None  # the last build's failure, None after a success
         self.inventory_failures = 0
         self.inventory_generation = 0
         self.inventory_build_seconds = 0.0
         self.inventory_first_asked: float | None = None
-        self._applied: list[VirtualMachine] | None = None   # the inventory states/render cache follow
+        self._applied: list[VirtualMachine] | None = None  # the inventory states/render cache follow
         self._applied_at = 0.0
 
     def busy(self) -> bool:
@@ -142,18 +143,27 @@ class Target:
     def _late_snapshot(self, timeout: float) -> Snapshot:
         """What a probe whose collection did not finish in time answers."""
         with self._inv:
-            warming = (self.cfg.inventory_mode == "background" and self.inventory is None
-                       and self.inventory_first_asked is not None)
+            warming = (
+                self.cfg.inventory_mode == "background"
+                and self.inventory is None
+                and self.inventory_first_asked is not None
+            )
             since = time.monotonic() - (self.inventory_first_asked or time.monotonic())
             failures = self.inventory_failures
         if warming:
-            return Snapshot(up=False, kind="warming_up",
-                            cause=f"the first inventory of this vCenter is still being read (for {since:.0f}s"
-                                  + (f", {failures} failed attempts before" if failures else "")
-                                  + "); probes answer once it is complete")
-        return Snapshot(up=False, kind="timeout",
-                        cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
-                              "the collection continues in the background")
+            return Snapshot(
+                up=False,
+                kind="warming_up",
+                cause=f"the first inventory of this vCenter is still being read (for {since:.0f}s"
+                + (f", {failures} failed attempts before" if failures else "")
+                + "); probes answer once it is complete",
+            )
+        return Snapshot(
+            up=False,
+            kind="timeout",
+            cause=f"vCenter did not answer within the scrape timeout ({timeout:.1f}s); "
+            "the collection continues in the background",
+        )
 
     # -- background inventory -------------------------------------------------------------
     def _start_refresher(self) -> None:
@@ -193,19 +203,31 @@ class Target:
                     self.inventory_error = error
                     self.inventory_failures += 1
                 self._inv.notify_all()
-                delay = self.cfg.inventory_refresh if inv is not None else min(self.cfg.inventory_refresh,
-                                                                               INVENTORY_RETRY)
+                delay = (
+                    self.cfg.inventory_refresh if inv is not None else min(self.cfg.inventory_refresh, INVENTORY_RETRY)
+                )
             if inv is not None:
-                log.info("inventory of target=%s read: %d VMs, %d disks in %.2fs (%.2fs CPU)", self.name,
-                         len(inv), sum(len(vm.disks) for vm in inv), wall, cpu)
+                log.info(
+                    "inventory of target=%s read: %d VMs, %d disks in %.2fs (%.2fs CPU)",
+                    self.name,
+                    len(inv),
+                    sum(len(vm.disks) for vm in inv),
+                    wall,
+                    cpu,
+                )
             else:
                 assert error is not None
                 if self.inventory is not None:
-                    log.warning("inventory of target=%s failed kind=%s cause=%s; the last complete inventory "
-                                "stays in use", self.name, error.kind, error.cause)
+                    log.warning(
+                        "inventory of target=%s failed kind=%s cause=%s; the last complete inventory stays in use",
+                        self.name,
+                        error.kind,
+                        error.cause,
+                    )
                 else:  # the waiting probes report it (one line per failed probe)
-                    log.debug("first inventory of target=%s failed kind=%s cause=%s", self.name, error.kind,
-                              error.cause)
+                    log.debug(
+                        "first inventory of target=%s failed kind=%s cause=%s", self.name, error.kind, error.cause
+                    )
             with self._inv:
                 self._inv.wait_for(lambda: self._closed or self._refresh_asked, timeout=delay)
 
@@ -266,7 +288,7 @@ class Target:
                 self.inventory_build_seconds = self.inventory_at - start
         with self._inv:
             inv, inv_at = self.inventory, self.inventory_at
-        if inv is not None and inv is not self._applied:   # None only before the first inventory
+        if inv is not None and inv is not self._applied:  # None only before the first inventory
             self._applied, self._applied_at = inv, inv_at
             self.render_cache = {}
             alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
@@ -301,15 +323,18 @@ class Target:
         key_list = sorted(self.keys.values())
 
         snap = Snapshot(up=True)
-        inventory = self._applied   # the background thread may publish a newer one meanwhile
+        inventory = self._applied  # the background thread may publish a newer one meanwhile
         assert inventory is not None
         by_moref = {vm.moref: vm for vm in inventory}
         requests = []
         for vm in inventory:
             if vm.power_state != "poweredOn" or not vm.disks:
                 continue  # no realtime statistics for VMs that are not running
-            seen = [self.states[(vm.moref, d.instance)].last_timestamp
-                    for d in vm.disks if (vm.moref, d.instance) in self.states]
+            seen = [
+                self.states[(vm.moref, d.instance)].last_timestamp
+                for d in vm.disks
+                if (vm.moref, d.instance) in self.states
+            ]
             since = min((t for t in seen if t is not None), default=None)
             instances = ("*",) if self.star_ok else tuple(d.instance for d in vm.disks)
             requests.append(EntityRequest(vm.moref, instances, since))
@@ -332,11 +357,13 @@ class Target:
                     if parsed.star_echoed:
                         # The server did not expand "*" (stock vcsim): ask again, instance by instance.
                         if self.star_ok:
-                            log.info("%s does not expand instance '*'; querying disk instances explicitly",
-                                     self.name)
+                            log.info("%s does not expand instance '*'; querying disk instances explicitly", self.name)
                             self.star_ok = False
-                        retry.extend(EntityRequest(r.moref, tuple(d.instance for d in by_moref[r.moref].disks),
-                                                   r.since) for r in batch if r.moref in parsed.star_echoed)
+                        retry.extend(
+                            EntityRequest(r.moref, tuple(d.instance for d in by_moref[r.moref].disks), r.since)
+                            for r in batch
+                            if r.moref in parsed.star_echoed
+                        )
                     for moref, per_instance in parsed.samples.items():
                         for instance, samples in per_instance.items():
                             state = self.states.get((moref, instance))
@@ -363,8 +390,11 @@ class Target:
                 if state is not None and state.samples:
                     # Counters stay while the disk exists (rates fall to 0); the latest sample is
                     # shown only for a running VM whose samples keep up with its host's newest.
-                    fresh = (vm.moref in queried and state.last_timestamp is not None
-                             and state.last_timestamp >= oldest_fresh.get(vm.host, float("inf")))
+                    fresh = (
+                        vm.moref in queried
+                        and state.last_timestamp is not None
+                        and state.last_timestamp >= oldest_fresh.get(vm.host, float("inf"))
+                    )
                     snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
 
@@ -391,8 +421,9 @@ class Target:
         max_age = self.cfg.sample_max_age
         return {host: ts + (now - at) - max_age for host, (ts, at) in clocks.items()}
 
-    def _query_all(self, run: Callable[[list[EntityRequest]], ParseResult],
-                   batches: list[list[EntityRequest]]) -> Iterator[tuple[list[EntityRequest], ParseResult]]:
+    def _query_all(
+        self, run: Callable[[list[EntityRequest]], ParseResult], batches: list[list[EntityRequest]]
+    ) -> Iterator[tuple[list[EntityRequest], ParseResult]]:
         """(batch, answer) in batch order, with up to PERF_CONCURRENCY QueryPerf calls in flight:
         vCenter computes the next answers while this thread integrates the last one. On the
         first failure the queued calls are cancelled (nothing of them is integrated, so the
@@ -415,7 +446,7 @@ class Target:
 
     def close(self) -> None:
         with self._inv:
-            self._closed = True   # the inventory thread stops (and logs in no more)
+            self._closed = True  # the inventory thread stops (and logs in no more)
             self._inv.notify_all()
         with self._lock:
             pool, self._pool = self._pool, None
@@ -426,6 +457,7 @@ class Target:
 
 def _wanted() -> tuple[str, ...]:
     from .perf import VIRTUAL_DISK_COUNTERS
+
     return VIRTUAL_DISK_COUNTERS
 
 

@@ -23,20 +23,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="ioparallax-guest-simulator",
         description="Write, for each VM of a scenario, the fio --output-format=json+ --status-interval=1 "
-                    "stream a fio in that VM would write (one record a second, computed from the scenario's "
-                    "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
-                    "/proc/diskstats (block-layer requests, split at max_sectors_kb). "
-                    "See docs/scenarios.md.",
+        "stream a fio in that VM would write (one record a second, computed from the scenario's "
+        "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
+        "/proc/diskstats (block-layer requests, split at max_sectors_kb). "
+        "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
-               "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
-               "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys "
-               "--path.udev.data DIR/<vm>/udev).")
+        "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
+        "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys "
+        "--path.udev.data DIR/<vm>/udev).",
+    )
     p.add_argument("scenario", help="scenario name from the library or a YAML path")
     p.add_argument("--dir", required=True, help="output directory")
     p.add_argument("--vm", action="append", default=[], help="only these VMs (repeatable; default: all)")
     p.add_argument("--once", action="store_true", help="write one record per VM and exit")
-    p.add_argument("--manifest", metavar="PATH",
-                   help="also write {vm: {stream, sysfs, procfs, udev}} as JSON to this file once the trees exist")
+    p.add_argument(
+        "--manifest",
+        metavar="PATH",
+        help="also write {vm: {stream, sysfs, procfs, udev}} as JSON to this file once the trees exist",
+    )
     add_logging_args(p)
     add_version_arg(p)
     args = p.parse_args(argv)

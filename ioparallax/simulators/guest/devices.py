@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-SECTOR = 512               # bytes: sysfs sizes and diskstats' sector counts
-MAX_SECTORS_KB = 512       # what vmw_pvscsi disks show in Linux guests (queue/max_sectors_kb)
+SECTOR = 512  # bytes: sysfs sizes and diskstats' sector counts
+MAX_SECTORS_KB = 512  # what vmw_pvscsi disks show in Linux guests (queue/max_sectors_kb)
 
 #: Block major number of SCSI disks (sd); each disk takes 16 minors (whole disk + 15 partitions).
 SD_MAJOR = 8

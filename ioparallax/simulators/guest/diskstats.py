@@ -43,11 +43,23 @@ from .fio import GuestFio
 from .periodic import periodic_sum, prefix_sums
 
 FIELDS = (
-    "reads_completed", "reads_merged", "sectors_read", "ms_reading",
-    "writes_completed", "writes_merged", "sectors_written", "ms_writing",
-    "ios_in_progress", "ms_doing_io", "weighted_ms",
-    "discards_completed", "discards_merged", "sectors_discarded", "ms_discarding",
-    "flushes_completed", "ms_flushing",
+    "reads_completed",
+    "reads_merged",
+    "sectors_read",
+    "ms_reading",
+    "writes_completed",
+    "writes_merged",
+    "sectors_written",
+    "ms_writing",
+    "ios_in_progress",
+    "ms_doing_io",
+    "weighted_ms",
+    "discards_completed",
+    "discards_merged",
+    "sectors_discarded",
+    "ms_discarding",
+    "flushes_completed",
+    "ms_flushing",
 )
 
 
@@ -67,18 +79,23 @@ class _DiskSeries:
     read_ms: tuple[float, ...]
     write_ms: tuple[float, ...]
     busy_ms: tuple[float, ...]
-    inflight: tuple[float, ...]     # per second (not a prefix): average requests in flight
+    inflight: tuple[float, ...]  # per second (not a prefix): average requests in flight
 
 
 class GuestDiskstats:
     """``/proc/diskstats`` of every VM of a scenario."""
 
-    def __init__(self, trace: Trace, anchor: float | None = None, fio: GuestFio | None = None,
-                 max_request_bytes: int = MAX_SECTORS_KB * 1024):
+    def __init__(
+        self,
+        trace: Trace,
+        anchor: float | None = None,
+        fio: GuestFio | None = None,
+        max_request_bytes: int = MAX_SECTORS_KB * 1024,
+    ):
         self.trace = trace
         self.period = trace.period
         self.fio = fio or GuestFio(trace, anchor=anchor)
-        self.anchor = self.fio.anchor          # the guest's "boot": counters start here
+        self.anchor = self.fio.anchor  # the guest's "boot": counters start here
         self.max_request_bytes = max_request_bytes
         self.disks: dict[str, list[Disk]] = {vm.name: list(vm.disks) for vm in trace.scenario.vms}
         self._series: dict[str, _DiskSeries] = {d.key: self._disk_series(d) for d in trace.scenario.disks}
@@ -103,9 +120,16 @@ class GuestDiskstats:
                 wms[t] += w * fw * s.write_latency_s * 1000.0
         busy = [min(1000.0, rms[t] + wms[t]) for t in range(p)]
         inflight = [(rms[t] + wms[t]) / 1000.0 for t in range(p)]
-        return _DiskSeries(read_ops=prefix_sums(ro), write_ops=prefix_sums(wo), read_bytes=prefix_sums(rb),
-                           write_bytes=prefix_sums(wb), read_ms=prefix_sums(rms), write_ms=prefix_sums(wms),
-                           busy_ms=prefix_sums(busy), inflight=tuple(inflight))
+        return _DiskSeries(
+            read_ops=prefix_sums(ro),
+            write_ops=prefix_sums(wo),
+            read_bytes=prefix_sums(rb),
+            write_bytes=prefix_sums(wb),
+            read_ms=prefix_sums(rms),
+            write_ms=prefix_sums(wms),
+            busy_ms=prefix_sums(busy),
+            inflight=tuple(inflight),
+        )
 
     def fields(self, disk: Disk, T: int) -> dict[str, int]:
         """The 17 counters of ``disk`` in a snapshot at wall-clock second ``T``."""

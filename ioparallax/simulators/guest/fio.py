@@ -43,8 +43,7 @@ PLAT_VAL = 1 << PLAT_BITS
 PLAT_NR = 29 * PLAT_VAL
 
 #: fio's default ``percentile_list``.
-PERCENTILES = (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5,
-               99.9, 99.95, 99.99)
+PERCENTILES = (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
 
 #: Latency share keys fio prints in ``latency_ns``/``latency_us`` and ``latency_ms``.
 LAT_KEYS = ("2", "4", "10", "20", "50", "100", "250", "500", "750", "1000")
@@ -121,7 +120,7 @@ class _Series:
     write_ops: tuple[float, ...]
     read_bytes: tuple[float, ...]
     write_bytes: tuple[float, ...]
-    read_lat: tuple[float, ...]     # sum of latencies, seconds
+    read_lat: tuple[float, ...]  # sum of latencies, seconds
     write_lat: tuple[float, ...]
 
 
@@ -131,10 +130,10 @@ class Job:
 
     name: str
     disk: Disk
-    streams: list[tuple[int, Stream]]   # (index on the disk, stream)
-    continuous: bool                    # runs across periods without stopping
-    start: int                          # period second it starts (windowed jobs)
-    end: int                            # period second it ends (windowed jobs)
+    streams: list[tuple[int, Stream]]  # (index on the disk, stream)
+    continuous: bool  # runs across periods without stopping
+    start: int  # period second it starts (windowed jobs)
+    end: int  # period second it ends (windowed jobs)
     options: dict[str, str]
     iodepth: int
 
@@ -146,7 +145,7 @@ class GuestFio:
         self.trace = trace
         self.period = trace.period
         now = int(time.time() if anchor is None else anchor)
-        self.anchor = now - now % self.period   # continuous jobs started at this period's start
+        self.anchor = now - now % self.period  # continuous jobs started at this period's start
         self._series: dict[tuple[str, int], _Series] = {}
         self.jobs: dict[str, list[Job]] = {}
         for vm in trace.scenario.vms:
@@ -166,7 +165,8 @@ class GuestFio:
         r = [s.read_iops * a for a in act]
         w = [s.write_iops * a for a in act]
         return _Series(
-            read_ops=prefix_sums(r), write_ops=prefix_sums(w),
+            read_ops=prefix_sums(r),
+            write_ops=prefix_sums(w),
             read_bytes=prefix_sums([x * s.read_size.mean_bytes for x in r]),
             write_bytes=prefix_sums([x * s.write_size.mean_bytes for x in w]),
             read_lat=prefix_sums([x * s.read_latency_s for x in r]),
@@ -198,8 +198,16 @@ class GuestFio:
             depth = int(options["iodepth"])
         except ValueError:
             depth = first.iodepth
-        return Job(name=name, disk=disk, streams=members, continuous=all(covered), start=start, end=end,
-                   options=options, iodepth=depth)
+        return Job(
+            name=name,
+            disk=disk,
+            streams=members,
+            continuous=all(covered),
+            start=start,
+            end=end,
+            options=options,
+            iodepth=depth,
+        )
 
     # -- records ------------------------------------------------------------------------
     def _cum(self, prefix: tuple[float, ...], a: int, b: int) -> float:
@@ -235,21 +243,30 @@ class GuestFio:
         runtime_ms = (until - start) * 1000
         directions = {}
         for d in ("read", "write"):
-            ops = sum(self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_ops"), start, until)
-                      for si, _ in job.streams)
-            nbytes = sum(self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_bytes"), start, until)
-                         for si, _ in job.streams)
-            lat = sum(self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_lat"), start, until)
-                      for si, _ in job.streams)
+            ops = sum(
+                self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_ops"), start, until) for si, _ in job.streams
+            )
+            nbytes = sum(
+                self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_bytes"), start, until)
+                for si, _ in job.streams
+            )
+            lat = sum(
+                self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_lat"), start, until) for si, _ in job.streams
+            )
             parts = []
             for si, s in job.streams:
                 n = self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_ops"), start, until)
                 if n > 0:
                     mean = s.read_latency_s if d == "read" else s.write_latency_s
                     parts.append((n, lognormal_bins(mean, s.latency_sigma)))
-            directions[d] = _direction(ops, nbytes, lat, parts, runtime_ms,
-                                       any((s.read_iops if d == "read" else s.write_iops) > 0
-                                           for _, s in job.streams))
+            directions[d] = _direction(
+                ops,
+                nbytes,
+                lat,
+                parts,
+                runtime_ms,
+                any((s.read_iops if d == "read" else s.write_iops) > 0 for _, s in job.streams),
+            )
         # Buffered I/O is submitted synchronously (libaio included): fio sees one I/O in flight
         # whatever iodepth asks for, and its iodepth_level says so.
         depth_key = _depth_key(job.iodepth if is_direct(job.options) else 1)
@@ -335,8 +352,15 @@ def _direction(ops: float, nbytes: float, lat_s: float, parts, runtime_ms: int, 
             while j < len(PERCENTILES) and cum >= PERCENTILES[j] / 100.0 * n:
                 percentiles[f"{PERCENTILES[j]:.6f}"] = vals[idx]
                 j += 1
-        clat = {"min": lo, "max": hi, "mean": round(mean, 6), "stddev": round(math.sqrt(var), 6), "N": n,
-                "percentile": percentiles, "bins": {str(vals[i]): bins[i] for i in order}}
+        clat = {
+            "min": lo,
+            "max": hi,
+            "mean": round(mean, 6),
+            "stddev": round(math.sqrt(var), 6),
+            "N": n,
+            "percentile": percentiles,
+            "bins": {str(vals[i]): bins[i] for i in order},
+        }
         lat = {"min": lo, "max": hi, "mean": round(mean, 6), "stddev": round(math.sqrt(var), 6), "N": n}
     else:
         clat = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
@@ -396,5 +420,8 @@ def _latency_shares(clats: list[dict]) -> dict[str, dict[str, float]]:
                     out[keys[-1]] += n
         return {k: round(100.0 * c / total, 6) for k, c in out.items()}
 
-    return {"ns": shares(LAT_KEYS, 1, 0), "us": shares(LAT_KEYS, 1000, 1000),
-            "ms": shares(LAT_MS_KEYS, 1_000_000, 1_000_000)}
+    return {
+        "ns": shares(LAT_KEYS, 1, 0),
+        "us": shares(LAT_KEYS, 1000, 1000),
+        "ms": shares(LAT_MS_KEYS, 1_000_000, 1_000_000),
+    }

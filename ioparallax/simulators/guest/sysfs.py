@@ -78,7 +78,13 @@ def write_udev(vm: Vm, root: str | os.PathLike[str]) -> Path:
     root.mkdir(parents=True)
     for d in vm.disks:
         minor = minor_of(d.guest_device)
-        props = {"ID_VENDOR": "VMware", "ID_MODEL": "Virtual_disk", "ID_REVISION": "2.0",
-                 "ID_SERIAL_SHORT": serial(d), "ID_WWN": f"0x{serial(d)[:16]}", "ID_TYPE": "disk"}
+        props = {
+            "ID_VENDOR": "VMware",
+            "ID_MODEL": "Virtual_disk",
+            "ID_REVISION": "2.0",
+            "ID_SERIAL_SHORT": serial(d),
+            "ID_WWN": f"0x{serial(d)[:16]}",
+            "ID_TYPE": "disk",
+        }
         _write(root / f"b{SD_MAJOR}:{minor}", "\n".join(f"E:{k}={v}" for k, v in props.items()))
     return root

@@ -47,8 +47,9 @@ def vm_diskstats(out_dir: str | os.PathLike[str], vm: str) -> Path:
 
 
 class GuestWriter:
-    def __init__(self, trace: Trace, out_dir: str | os.PathLike[str], vms: list[str] | None = None,
-                 anchor: float | None = None):
+    def __init__(
+        self, trace: Trace, out_dir: str | os.PathLike[str], vms: list[str] | None = None, anchor: float | None = None
+    ):
         self.trace = trace
         self.out_dir = Path(out_dir)
         self.fio = GuestFio(trace, anchor=anchor)
@@ -71,8 +72,12 @@ class GuestWriter:
             diskstats = vm_diskstats(self.out_dir, vm.name)
             diskstats.parent.mkdir(parents=True, exist_ok=True)
             udev = write_udev(vm, self.out_dir / vm.name / "udev")
-            out[vm.name] = {"stream": str(stream), "sysfs": str(sysfs), "procfs": str(diskstats.parent),
-                            "udev": str(udev)}
+            out[vm.name] = {
+                "stream": str(stream),
+                "sysfs": str(sysfs),
+                "procfs": str(diskstats.parent),
+                "udev": str(udev),
+            }
         return out
 
     def write(self, T: int) -> None:
@@ -92,7 +97,7 @@ class GuestWriter:
             diskstats = vm_diskstats(self.out_dir, vm.name)
             tmp = diskstats.with_suffix(".new")
             tmp.write_text(self.diskstats.text(vm.name, T))
-            os.replace(tmp, diskstats)       # a reader sees the old or the new file, whole
+            os.replace(tmp, diskstats)  # a reader sees the old or the new file, whole
 
     def run(self, stop: threading.Event | None = None, after: int | None = None) -> None:
         """Write a record at every wall-clock second (after ``after``, already written) until
@@ -109,7 +114,7 @@ class GuestWriter:
             if delay > 0 and stop.wait(delay):
                 break
             now = int(time.time())
-            if now > T + 5:          # suspended or starved: catch up to now, not record by record
+            if now > T + 5:  # suspended or starved: catch up to now, not record by record
                 log.warning("skipped %d seconds of records", now - T)
                 T = now
             self.write(T)

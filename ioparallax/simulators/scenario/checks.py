@@ -58,10 +58,11 @@ def little_warnings(scenario: Scenario, tolerance: float = LITTLE_TOLERANCE) -> 
                         out.append(
                             f"{where}: buffered I/O (fio direct not 1): iodepth {depth} will not be reached, "
                             f"buffered libaio submits synchronously; the rates imply {implied:.1f} in flight "
-                            f"(asked/implied {ratio:.1f}). Set direct: \"1\", or a sync engine with numjobs.")
+                            f'(asked/implied {ratio:.1f}). Set direct: "1", or a sync engine with numjobs.'
+                        )
                     continue
                 if s.burst is not None:
-                    continue    # bursty: judged by the burstiness rule, not here
+                    continue  # bursty: judged by the burstiness rule, not here
                 paced = sorted(k for k in PACING_OPTIONS if k in s.fio_options)
                 if ratio > tolerance and not paced:
                     fix = "Lower iodepth, raise the IOPS or latency, or pace" if depth > 1 else "Pace"
@@ -69,11 +70,13 @@ def little_warnings(scenario: Scenario, tolerance: float = LITTLE_TOLERANCE) -> 
                         f"{where}: iodepth {depth} but {s.read_iops + s.write_iops:g} IO/s at the stream's "
                         f"latency imply {implied:.2f} in flight (Little's law; asked/implied {ratio:.1f}, "
                         f"tolerance {tolerance:g}): a steady fio job keeps its depth full. {fix} the job "
-                        "(fio_options rate_iops or thinktime).")
+                        "(fio_options rate_iops or thinktime)."
+                    )
                 elif ratio < 1 / tolerance:
                     out.append(
                         f"{where}: {s.read_iops + s.write_iops:g} IO/s at the stream's latency imply "
                         f"{implied:.2f} in flight, more than iodepth {depth} allows (Little's law; "
                         f"implied/asked {1 / ratio:.1f}, tolerance {tolerance:g}). Raise iodepth or "
-                        "lower the IOPS or latency.")
+                        "lower the IOPS or latency."
+                    )
     return out

@@ -18,16 +18,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-scenario",
         description="Scenarios are the one ground truth of the simulated cluster: the Stargate pages, "
-                    "vCenter samples and fio streams are all computed from them. See docs/scenarios.md.",
+        "vCenter samples and fio streams are all computed from them. See docs/scenarios.md.",
     )
     add_version_arg(parser)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list the scenario library")
-    p = sub.add_parser("check", help="validate scenario files (errors name the file and key) and warn where a "
-                                     "stream's iodepth, IOPS and latency contradict Little's law")
+    p = sub.add_parser(
+        "check",
+        help="validate scenario files (errors name the file and key) and warn where a "
+        "stream's iodepth, IOPS and latency contradict Little's law",
+    )
     p.add_argument("scenarios", nargs="+", help="library names or YAML paths")
-    p.add_argument("--tolerance", type=float, default=LITTLE_TOLERANCE,
-                   help="asked iodepth over ops/s x latency outside [1/x, x] warns (default: %(default)s)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=LITTLE_TOLERANCE,
+        help="asked iodepth over ops/s x latency outside [1/x, x] warns (default: %(default)s)",
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings")
     p = sub.add_parser("identities", help="print the identity map (VM disk <-> vdisk <-> guest device) as JSON")
     p.add_argument("scenario")

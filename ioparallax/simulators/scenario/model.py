@@ -92,23 +92,23 @@ class Stream:
     write_iops: float
     read_size: BlockSizeMix
     write_size: BlockSizeMix
-    read_random: float          # categorizer's view: share of read ops that are random
+    read_random: float  # categorizer's view: share of read ops that are random
     write_random: float
-    zero_reads: float           # share of read bytes that are zeros (or never written)
-    zero_writes: float          # share of written bytes that are all-zero blocks
-    read_latency_s: float       # mean frontend latency
+    zero_reads: float  # share of read bytes that are zeros (or never written)
+    zero_writes: float  # share of written bytes that are all-zero blocks
+    read_latency_s: float  # mean frontend latency
     write_latency_s: float
-    latency_sigma: float        # spread of the log-normal latency distribution
-    iodepth: int                # fio iodepth (what the guest was told to keep outstanding)
+    latency_sigma: float  # spread of the log-normal latency distribution
+    iodepth: int  # fio iodepth (what the guest was told to keep outstanding)
     working_set_bytes: int
-    start: int                  # active in [start, end) of the period
+    start: int  # active in [start, end) of the period
     end: int
     burst: Burst | None
-    data_tier: str              # where non-cached data lives: "ssd" or "hdd"
-    ilm_ramp_s: int             # seconds for ILM to move cold data up (0: none)
+    data_tier: str  # where non-cached data lives: "ssd" or "hdd"
+    ilm_ramp_s: int  # seconds for ILM to move cold data up (0: none)
     fio_options: dict[str, str]  # extra job options as fio prints them in its JSON
-    job: str = ""               # fio job in the guest; streams of a disk sharing it are one job
-                                # (phases of one workload, e.g. its latency before and after contention)
+    job: str = ""  # fio job in the guest; streams of a disk sharing it are one job
+    # (phases of one workload, e.g. its latency before and after contention)
 
     def active(self, t: int) -> bool:
         if not (self.start <= t < self.end):
@@ -130,17 +130,17 @@ class Disk:
     """A virtual disk and its identity in each layer."""
 
     vm: str
-    index: int                  # position in the VM's disk list
-    unit: str                   # vCenter instance, e.g. scsi0:1
+    index: int  # position in the VM's disk list
+    unit: str  # vCenter instance, e.g. scsi0:1
     capacity_bytes: int
-    backing_file: str           # "[datastore] vm/vm_1.vmdk"
-    uuid: str                   # virtual disk UUID (what the guest sees as serial with disk.EnableUUID)
-    guest_device: str           # sdb
+    backing_file: str  # "[datastore] vm/vm_1.vmdk"
+    uuid: str  # virtual disk UUID (what the guest sees as serial with disk.EnableUUID)
+    guest_device: str  # sdb
     partition_start_bytes: int  # guest partition offset (1536: misaligned)
-    vdisk_id: int               # Stargate vdisk id
-    vdisk_name: str             # "NFS:<n>" as the Stargate page shows it
+    vdisk_id: int  # Stargate vdisk id
+    vdisk_name: str  # "NFS:<n>" as the Stargate page shows it
     vdisk_uuid: str
-    cvm: str                    # initial hosting CVM
+    cvm: str  # initial hosting CVM
     moves: tuple[tuple[int, str], ...]  # (period second, CVM) where the vdisk moves
     streams: tuple[Stream, ...]
 
@@ -172,9 +172,9 @@ class Vm:
 class Cluster:
     name: str
     cvms: tuple[str, ...]
-    dram_cache_bytes: int       # per CVM cache a vdisk's working set can live in
-    hybrid: bool                # HDD tier present
-    page_build: int             # Stargate page variant: 2014, 2015 or 2016
+    dram_cache_bytes: int  # per CVM cache a vdisk's working set can live in
+    hybrid: bool  # HDD tier present
+    page_build: int  # Stargate page variant: 2014, 2015 or 2016
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,7 @@ class Scenario:
         """(vm, disk unit) -> trap -> the report's expected verdict (``expect.verdicts``): the
         scenario-wide states, then the per-disk ones; every trap not listed is OK."""
         from ioparallax.report.verdicts import TRAPS
+
         spec = self.expect.get("verdicts", {}) or {}
         base = dict.fromkeys(TRAPS, "OK")
         base.update({k: v for k, v in spec.items() if k != "disks"})
@@ -319,6 +320,7 @@ def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
     if "verdicts" not in expect:
         return expect
     from ioparallax.report.verdicts import TRAPS
+
     vsec = root.section("expect").section("verdicts")
     disks = {f"{vm.name} {d.unit}" for vm in vms for d in vm.disks}
 
@@ -408,30 +410,35 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
             names = [s.name for s in streams]
             if len(set(names)) != len(names):
                 raise dsec.error("streams", f"stream names must be unique on a disk: {names}")
-            disks.append(Disk(
-                vm=vm_name,
-                index=di,
-                unit=unit,
-                capacity_bytes=dsec.get("capacity", parse_bytes, default=100 * 1024**3),
-                backing_file=dsec.get("backing_file", str,
-                                      default=f"[ctr01] {vm_name}/{vm_name}{'' if di == 0 else f'_{di}'}.vmdk"),
-                uuid=dsec.get("uuid", str, default=_vmware_uuid(name, vm_name, unit)),
-                guest_device=dsec.get("guest_device", str, default=f"sd{chr(ord('a') + di)}"),
-                partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
-                vdisk_id=vdisk_id,
-                vdisk_name=dsec.get("vdisk_name", str, default=f"NFS:{vdisk_id + 30000000}"),
-                vdisk_uuid=_uuid("vdisk", name, vdisk_id),
-                cvm=cvm,
-                moves=tuple(sorted(moves)),
-                streams=streams,
-            ))
+            disks.append(
+                Disk(
+                    vm=vm_name,
+                    index=di,
+                    unit=unit,
+                    capacity_bytes=dsec.get("capacity", parse_bytes, default=100 * 1024**3),
+                    backing_file=dsec.get(
+                        "backing_file", str, default=f"[ctr01] {vm_name}/{vm_name}{'' if di == 0 else f'_{di}'}.vmdk"
+                    ),
+                    uuid=dsec.get("uuid", str, default=_vmware_uuid(name, vm_name, unit)),
+                    guest_device=dsec.get("guest_device", str, default=f"sd{chr(ord('a') + di)}"),
+                    partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
+                    vdisk_id=vdisk_id,
+                    vdisk_name=dsec.get("vdisk_name", str, default=f"NFS:{vdisk_id + 30000000}"),
+                    vdisk_uuid=_uuid("vdisk", name, vdisk_id),
+                    cvm=cvm,
+                    moves=tuple(sorted(moves)),
+                    streams=streams,
+                )
+            )
             dsec.reject_unknown()
-        vms.append(Vm(
-            name=vm_name,
-            host=vsec.get("host", str, default=f"esx-{(len(vms) % len(cluster.cvms)) + 1:02d}"),
-            guest_os=vsec.get("guest_os", str, default="Linux"),
-            disks=tuple(disks),
-        ))
+        vms.append(
+            Vm(
+                name=vm_name,
+                host=vsec.get("host", str, default=f"esx-{(len(vms) % len(cluster.cvms)) + 1:02d}"),
+                guest_os=vsec.get("guest_os", str, default="Linux"),
+                disks=tuple(disks),
+            )
+        )
         vsec.reject_unknown()
     if len({v.name for v in vms}) != len(vms):
         raise root.error("vms", "VM names must be unique")

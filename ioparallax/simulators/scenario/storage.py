@@ -34,24 +34,33 @@ KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
 
-RATE_WINDOW_S = 3            # rates and histograms: the last 3 complete seconds
+RATE_WINDOW_S = 3  # rates and histograms: the last 3 complete seconds
 WSS_WINDOWS_S = (120, 3600)  # "2 min" and "1 hr" working set columns
 UPMIGRATION_WINDOWS_S = (300, 3600, 86400)
-OPLOG_DRAIN_TAU_S = 20.0     # oplog content drains exponentially with this time constant
-OPLOG_CAPACITY_BYTES = 6 * GiB   # per-vdisk oplog cap
-OPLOG_READ_SHARE_MAX = 0.5   # reads of data still in the oplog: at most half of non-zero reads
+OPLOG_DRAIN_TAU_S = 20.0  # oplog content drains exponentially with this time constant
+OPLOG_CAPACITY_BYTES = 6 * GiB  # per-vdisk oplog cap
+OPLOG_READ_SHARE_MAX = 0.5  # reads of data still in the oplog: at most half of non-zero reads
 ZERO_READ_OPLOG_SHARE = 0.08  # of zero reads, share answered by Oplog Zero (2.7 of 35.7 % published)
-SSD_CACHE_FACTOR = 4.0       # DRAM + flash content cache together hold 4x the DRAM cache
+SSD_CACHE_FACTOR = 4.0  # DRAM + flash content cache together hold 4x the DRAM cache
 LARGE_WRITE_BYTES = 64 * KiB  # sequential writes at least this large bypass the oplog
 EXTENT_GROUP_BYTES = 4 * MiB  # unit ILM moves up
-LOCALIZE_S = 300.0           # after a vdisk moves, remote estore reads fall to 0 over this time
+LOCALIZE_S = 300.0  # after a vdisk moves, remote estore reads fall to 0 over this time
 MISALIGNED_SIGMA_EXTRA = 0.25  # write latency tail widens on a misaligned disk (heuristic)
-RMW_BLOCK_BYTES = 4 * KiB    # a misaligned write reads the two partial 4 KiB blocks it straddles
+RMW_BLOCK_BYTES = 4 * KiB  # a misaligned write reads the two partial 4 KiB blocks it straddles
 
 # Canonical read sources (fine grained; the page variants fold them into their own rows).
 READ_SOURCES = (
-    "oplog", "extent_cache", "cache_dram", "cache_ssd", "estore_ssd", "estore_ssd_remote",
-    "estore_hdd", "estore_hdd_remote", "block_store", "estore_zero", "oplog_zero",
+    "oplog",
+    "extent_cache",
+    "cache_dram",
+    "cache_ssd",
+    "estore_ssd",
+    "estore_ssd_remote",
+    "estore_hdd",
+    "estore_hdd_remote",
+    "block_store",
+    "estore_zero",
+    "oplog_zero",
 )
 WRITE_DESTINATIONS = ("oplog", "oplog_zero", "estore_ssd", "estore_hdd", "block_store")
 
@@ -113,8 +122,9 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def lognormal_buckets(mean: float, sigma: float,
-                      edges: Sequence[float] = LATENCY_BUCKET_EDGES_S) -> list[tuple[float, float]]:
+def lognormal_buckets(
+    mean: float, sigma: float, edges: Sequence[float] = LATENCY_BUCKET_EDGES_S
+) -> list[tuple[float, float]]:
     """(probability, conditional mean) per bucket of a log-normal with this mean and sigma."""
     out = []
     if sigma <= 0:
@@ -157,8 +167,9 @@ def _histogram(parts: Iterable[tuple[float, list[tuple[float, float]]]], nbucket
     return Histogram(tuple(counts), averages)
 
 
-def size_buckets(mix_parts: Sequence[tuple[int, float]],
-                 edges: Sequence[float] = SIZE_BUCKET_EDGES_B) -> list[tuple[float, float]]:
+def size_buckets(
+    mix_parts: Sequence[tuple[int, float]], edges: Sequence[float] = SIZE_BUCKET_EDGES_B
+) -> list[tuple[float, float]]:
     """(share of ops, mean size) per size bucket for a block size mix."""
     out = []
     for lo, hi in zip(edges, edges[1:]):
@@ -260,7 +271,7 @@ class VDiskStorageView:
     """Everything the Stargate pages show about one vdisk, unrounded."""
 
     disk: Disk
-    t: int                        # period second
+    t: int  # period second
     window_s: int
     read_ops_s: float = 0.0
     write_ops_s: float = 0.0
@@ -270,11 +281,11 @@ class VDiskStorageView:
     write_random_ops_s: float = 0.0
     read_zero_bytes_s: float = 0.0
     write_zero_bytes_s: float = 0.0
-    read_latency_s: float = 0.0   # op-weighted mean
+    read_latency_s: float = 0.0  # op-weighted mean
     write_latency_s: float = 0.0
     read_outstanding: float = 0.0  # time-average ops in flight (Little)
     write_outstanding: float = 0.0
-    read_sources: dict[str, float] = field(default_factory=dict)        # bytes/s, canonical
+    read_sources: dict[str, float] = field(default_factory=dict)  # bytes/s, canonical
     write_destinations: dict[str, float] = field(default_factory=dict)  # bytes/s, canonical
     rmw_read_bytes_s: float = 0.0  # back-end read-modify-write reads (misaligned heuristic)
     estore_outstanding: float = 0.0
@@ -427,8 +438,9 @@ class _WindowSums:
     write_size: _HistogramParts = field(default_factory=list)
 
 
-def _write_destinations_second(v: VDiskStorageView, sums: _WindowSums, s: Stream, wr: float,
-                               split: tuple[float, float], misaligned: bool) -> None:
+def _write_destinations_second(
+    v: VDiskStorageView, sums: _WindowSums, s: Stream, wr: float, split: tuple[float, float], misaligned: bool
+) -> None:
     """The ``wr`` writes of one second of a stream, split by write destination (Oplog Zero, the oplog,
     the extent store's SSD tier: ``split`` is the stream's write_split), with the read-modify-write
     reads of a misaligned disk."""
@@ -451,8 +463,9 @@ def _write_destinations_second(v: VDiskStorageView, sums: _WindowSums, s: Stream
         sums.estore_op_seconds += wr * 2 * s.write_latency_s
 
 
-def _add_stream_totals(v: VDiskStorageView, sums: _WindowSums, s: Stream, ops_r: float, ops_w: float,
-                       misaligned: bool) -> None:
+def _add_stream_totals(
+    v: VDiskStorageView, sums: _WindowSums, s: Stream, ops_r: float, ops_w: float, misaligned: bool
+) -> None:
     """Totals of one stream in the window (the trace's own numbers) and its histograms' parts."""
     v.read_ops_s += ops_r
     v.write_ops_s += ops_w
@@ -485,15 +498,25 @@ def _window_rates(v: VDiskStorageView, sums: _WindowSums, w: int) -> None:
     v.write_latency_hist = _histogram(sums.write_latency, 8)
     v.read_size_hist = _histogram(sums.read_size, 8)
     v.write_size_hist = _histogram(sums.write_size, 8)
-    for name in ("read_ops_s", "write_ops_s", "read_bytes_s", "write_bytes_s", "read_random_ops_s",
-                 "write_random_ops_s", "read_zero_bytes_s", "write_zero_bytes_s", "rmw_read_bytes_s"):
+    for name in (
+        "read_ops_s",
+        "write_ops_s",
+        "read_bytes_s",
+        "write_bytes_s",
+        "read_random_ops_s",
+        "write_random_ops_s",
+        "read_zero_bytes_s",
+        "write_zero_bytes_s",
+        "rmw_read_bytes_s",
+    ):
         setattr(v, name, getattr(v, name) / w)
     v.read_sources = {k: b / w for k, b in sums.read_sources.items()}
     v.write_destinations = {k: b / w for k, b in sums.write_destinations.items()}
 
 
-def _oplog_now(v: VDiskStorageView, level: Sequence[float], drained: Sequence[float], frag: float, t: int,
-               seconds: Sequence[int]) -> None:
+def _oplog_now(
+    v: VDiskStorageView, level: Sequence[float], drained: Sequence[float], frag: float, t: int, seconds: Sequence[int]
+) -> None:
     """Oplog: its level now (bytes and fragments), its drain over the window's ``seconds``."""
     v.oplog_bytes = level[t]
     v.oplog_fragments = level[t] / frag if frag else 0.0
@@ -548,6 +571,7 @@ class StorageModel:
         def c(x: int) -> float:
             q, r = divmod(x, p)
             return q * cum[p] + cum[r]
+
         return c(b) - c(a)
 
     def active_seconds(self, disk: Disk, si: int, end_abs: int, seconds: int) -> float:
@@ -646,8 +670,15 @@ class StorageModel:
         v.dedup_bytes = 0
         return v
 
-    def _stream_window(self, v: VDiskStorageView, sums: _WindowSums, disk: Disk, si: int,
-                       seconds: Sequence[int], level: Sequence[float]) -> tuple[float, float]:
+    def _stream_window(
+        self,
+        v: VDiskStorageView,
+        sums: _WindowSums,
+        disk: Disk,
+        si: int,
+        seconds: Sequence[int],
+        level: Sequence[float],
+    ) -> tuple[float, float]:
         """Adds where one stream's bytes of the window came from and went to; returns its read and
         write ops in the window."""
         s = disk.streams[si]
@@ -668,8 +699,9 @@ class StorageModel:
                 _write_destinations_second(v, sums, s, wr, split, misaligned=not disk.aligned)
         return ops_r, ops_w
 
-    def _read_sources_second(self, sums: _WindowSums, disk: Disk, s: Stream, sec: int, r: float,
-                             oplog_level: float) -> None:
+    def _read_sources_second(
+        self, sums: _WindowSums, disk: Disk, s: Stream, sec: int, r: float, oplog_level: float
+    ) -> None:
         """The ``r`` reads of one second of a stream, split by read source: zero buckets, the data still
         in the oplog, then the caches and extent store tiers (local or remote after a move)."""
         rs = sums.read_sources

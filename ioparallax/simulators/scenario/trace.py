@@ -35,11 +35,11 @@ class DiskSecond:
     write_bytes: float = 0.0
     read_zero_bytes: float = 0.0
     write_zero_bytes: float = 0.0
-    read_latency_sum_s: float = 0.0   # sum over ops of their latency (ops x mean latency)
+    read_latency_sum_s: float = 0.0  # sum over ops of their latency (ops x mean latency)
     write_latency_sum_s: float = 0.0
     read_random_ops: float = 0.0
     write_random_ops: float = 0.0
-    read_outstanding_s: float = 0.0   # integral of outstanding I/Os over time (Little: ops x latency)
+    read_outstanding_s: float = 0.0  # integral of outstanding I/Os over time (Little: ops x latency)
     write_outstanding_s: float = 0.0
 
     def add(self, other: DiskSecond) -> None:
@@ -101,8 +101,7 @@ class Trace:
         self._by_vdisk = {d.vdisk_id: d for d in self.disks}
         # activity[disk key][stream index][second] in 0..1
         self.activity: dict[str, list[list[float]]] = {
-            d.key: [[1.0 if s.active(t) else 0.0 for t in range(self.period)] for s in d.streams]
-            for d in self.disks
+            d.key: [[1.0 if s.active(t) else 0.0 for t in range(self.period)] for s in d.streams] for d in self.disks
         }
         # Per-second totals, precomputed: windows are sums over these.
         self._seconds: dict[str, list[DiskSecond]] = {}
@@ -192,30 +191,37 @@ class Trace:
             disks = []
             for d in vm.disks:
                 series = self._seconds[d.key]
-                disks.append({
-                    "unit": d.unit,
-                    "capacity_bytes": d.capacity_bytes,
-                    "backing_file": d.backing_file,
-                    "uuid": d.uuid,
-                    "vdisk_id": d.vdisk_id,
-                    "read_ops": [s.read_ops for s in series],
-                    "write_ops": [s.write_ops for s in series],
-                    "read_bytes": [s.read_bytes for s in series],
-                    "write_bytes": [s.write_bytes for s in series],
-                    "read_latency_s": [s.read_latency_s for s in series],
-                    "write_latency_s": [s.write_latency_s for s in series],
-                    "read_outstanding": [s.read_outstanding_s for s in series],
-                    "write_outstanding": [s.write_outstanding_s for s in series],
-                    "read_random_ratio": [s.read_random_ops / s.read_ops if s.read_ops else 0.0 for s in series],
-                    "write_random_ratio": [s.write_random_ops / s.write_ops if s.write_ops else 0.0 for s in series],
-                })
+                disks.append(
+                    {
+                        "unit": d.unit,
+                        "capacity_bytes": d.capacity_bytes,
+                        "backing_file": d.backing_file,
+                        "uuid": d.uuid,
+                        "vdisk_id": d.vdisk_id,
+                        "read_ops": [s.read_ops for s in series],
+                        "write_ops": [s.write_ops for s in series],
+                        "read_bytes": [s.read_bytes for s in series],
+                        "write_bytes": [s.write_bytes for s in series],
+                        "read_latency_s": [s.read_latency_s for s in series],
+                        "write_latency_s": [s.write_latency_s for s in series],
+                        "read_outstanding": [s.read_outstanding_s for s in series],
+                        "write_outstanding": [s.write_outstanding_s for s in series],
+                        "read_random_ratio": [s.read_random_ops / s.read_ops if s.read_ops else 0.0 for s in series],
+                        "write_random_ratio": [
+                            s.write_random_ops / s.write_ops if s.write_ops else 0.0 for s in series
+                        ],
+                    }
+                )
             vms.append({"name": vm.name, "host": vm.host, "guest_os": vm.guest_os, "disks": disks})
-        return json.dumps({
-            "scenario": sc.name,
-            "period_seconds": self.period,
-            "cluster": sc.cluster.name,
-            "vms": vms,
-        }, separators=(",", ":"))
+        return json.dumps(
+            {
+                "scenario": sc.name,
+                "period_seconds": self.period,
+                "cluster": sc.cluster.name,
+                "vms": vms,
+            },
+            separators=(",", ":"),
+        )
 
 
 def compile_scenario(scenario: Scenario) -> Trace:
