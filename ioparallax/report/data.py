@@ -78,8 +78,8 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         f"rmw_read_to_write:ratio{w}",
     ):
         out[name.split(":")[0]] = f"max by (vm, disk) ({ctx.rule('vdisk:ioparallax_' + name)})"
-    # The youngest running fio job per VM disk (finished jobs keep their last elapsed): views_agree
-    # leaves out the steps before it has run the settling time (verdicts.unsettled).
+    # The youngest running fio job per VM disk (finished jobs keep their last elapsed): views_agree and
+    # bursts leave out the steps before it has run the settling time (verdicts.unsettled).
     out["job_elapsed"] = (
         f"min by (vm, disk) ((fio_job_elapsed_seconds{ctx.sel('fio')} unless on ({FIO_JOB}) "
         f"(fio_job_finished{ctx.sel('fio')} == 1)) * on ({FIO_JOB}) group_left (vm, disk) "
@@ -148,6 +148,7 @@ class Dataset:
     # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
     settle_points: int = 0
     settle_seconds: float = 0.0
+    rate_window: str = ""  # the config's windows.rate, named where the settling time is explained
 
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
@@ -267,6 +268,7 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
     from ioparallax.report.scaling import settle_seconds
 
     ds.settle_seconds = settle_seconds(ctx)
+    ds.rate_window = ctx.config.w
     ds.settle_points = int(math.ceil(ds.settle_seconds / ctx.step))
     return ds
 

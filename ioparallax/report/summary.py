@@ -83,6 +83,7 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         partitions=partitions(ds, key),
         job_elapsed=g("job_elapsed"),
         settle_seconds=ds.settle_seconds,
+        rate_window=ds.rate_window,
     )
     runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
     if runs_fio:
@@ -204,7 +205,8 @@ def verdicts_section(ctx: ReportContext) -> Section:
         parts.append(
             f'<p class="note">No fio job in the range, not judged: '
             f"{esc(', '.join(f'{vm} {disk}' for vm, disk in tail))}. Their VM and storage views "
-            f"show I/O only in the range's first minute or so, then none: the rules' windows "
+            f"show I/O only in the range's first {ds.settle_seconds:.0f} s or so, then none: the rules' "
+            f"{esc(ds.rate_window)} windows "
             f"(and vCenter's 20 s samples) still counting I/O that ended before the range.</p>"
         )
     return Section(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeGuard
 
 import numpy as np
 
@@ -86,9 +87,11 @@ class DiskInput:
     hygiene_problems: set[str] | None = None  # fio_job_hygiene_problem problems seen in the range
     # Seconds the youngest running fio job on the disk had run (fio_job_elapsed_seconds), and how long
     # the VM and storage views' windows take to fill after a job starts (report.scaling.settle_seconds):
-    # views_agree leaves out the steps where a job had run less than that.
+    # views_agree and bursts leave out the steps where a job had run less than that. rate_window is
+    # the config's windows.rate the rules were made with ("1m"), for the words that name the cause.
     job_elapsed: np.ndarray | None = None
     settle_seconds: float = 0.0
+    rate_window: str = ""
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -113,7 +116,8 @@ def si_bytes(x: float) -> str:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _has(a: np.ndarray | None) -> bool:
+def _has(a: np.ndarray | None) -> TypeGuard[np.ndarray]:
+    """The series exists and has a value at some step (a TypeGuard: where it holds, ``a`` is an array)."""
     return a is not None and bool(np.any(~np.isnan(a)))
 
 
@@ -156,7 +160,8 @@ BUSY = "busy_bytes_per_second"
 
 def unsettled(inp: DiskInput) -> np.ndarray:
     """Steps at which a fio job on the disk had run less than the settling time: its rate per second
-    of run time reads full at once, while the VM and storage views' 1m rates still climb (a ramp
+    of run time reads full at once, while the VM and storage views' rates over the rules' window (and
+    vCenter's 20 s sample) still climb, and so does the VM view's Little's-law concurrency (a ramp
     step: a VM joins, a job starts mid-range). False where no job runs or its age is unknown."""
     if inp.job_elapsed is None or inp.settle_seconds <= 0:
         return np.zeros(0 if inp.vm_bytes is None else inp.vm_bytes.size, dtype=bool)
@@ -164,13 +169,19 @@ def unsettled(inp: DiskInput) -> np.ndarray:
         return inp.job_elapsed < inp.settle_seconds
 
 
-def settling_words(settle: float) -> str:
-    """The cause, in the words of docs/report.md and the runbook."""
-    return (
-        f"a fio job had run less than the settling time ({settle:.0f} s: the rules' 1m window, a "
-        f"20 s vCenter sample and a step), so the VM and storage views' 1m rates were still climbing "
-        f"while fio's rate per second of run time read full at once"
+def settling_words(settle: float, window: str = "", *, little: bool = False) -> str:
+    """The cause, in the words of docs/report.md and the runbook. ``window``: the config's windows.rate
+    (the rules' rate window), "" when unknown. ``little``: for the bursts verdict (Little's law)."""
+    rules = f"the rules' {window} rate window" if window else "the rules' rate window"
+    rates = f"{window} rates" if window else "rates"
+    effect = (
+        f"the concurrency the VM view implies (its {rates} of latency) was still climbing while the "
+        "asked queue depth was there at once"
+        if little
+        else f"the VM and storage views' {rates} were still climbing while fio's rate per second of run "
+        "time read full at once"
     )
+    return f"a fio job had run less than the settling time ({settle:.0f} s: {rules}, a 20 s vCenter sample and a step), so {effect}"
 
 
 def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
@@ -198,10 +209,12 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
             return _nm(
                 trap,
                 f"no settled step: at each of the {left_out} steps at which the VM view saw the "
-                f"disk busy, {settling_words(inp.settle_seconds)}",
+                f"disk busy, {settling_words(inp.settle_seconds, inp.rate_window)}",
                 thr,
             )
-        notes.append(f"{left_out} of {int(busy.sum())} busy steps left out: {settling_words(inp.settle_seconds)}")
+        notes.append(
+            f"{left_out} of {int(busy.sum())} busy steps left out: {settling_words(inp.settle_seconds, inp.rate_window)}"
+        )
         busy = busy & ~young
     ratios: dict[str, float] = {}
     for name, series in (("guest", inp.guest_bytes), ("storage", inp.storage_bytes)):
@@ -357,7 +370,10 @@ def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
 
 
 def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
-    """Little's law over the range: the asked queue depth over the VM-implied concurrency."""
+    """Little's law over the range: the asked queue depth over the VM-implied concurrency, over the
+    settled steps (:func:`unsettled`): the asked depth is there from a job's first step, while the VM
+    view's concurrency (latency integrated over the rules' rate window, from 20 s samples) climbs
+    from 0 over the settling time, so a joining job's first steps read as bursts."""
     trap = "bursts"
     thr = f"asked / implied QD > {t.burstiness_ratio:g}"
     if why := _missing(inp, "guest", "vm"):
@@ -376,6 +392,19 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
             f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s) while a fio job ran.",
             TRAPS[trap][1],
         )
+    young = unsettled(inp)
+    tail = ""
+    if young.size and (busy & young).any():
+        left_out = int((busy & young).sum())
+        words = settling_words(inp.settle_seconds, inp.rate_window, little=True)
+        if not (busy & ~young).any():
+            return _nm(
+                trap,
+                f"no settled step: at each of the {left_out} steps at which the VM view saw the disk busy, {words}",
+                thr,
+            )
+        tail = f" ({left_out} of {int(busy.sum())} busy steps left out: {words})"
+        busy = busy & ~young
     implied = _fmean(inp.vm_outstanding[busy])
     asked = _fmean(inp.iodepth[busy])
     value = asked / implied if implied > 0 else math.inf
@@ -388,7 +417,7 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
             thr,
             f"Not measurable: asked queue depth not reached (buffered I/O): the fio job runs with "
             f"direct=0, so libaio submits synchronously and QD {asked:.0f} was never in flight "
-            f"(VM view: {implied:.1f}); the ratio says nothing about bursts.",
+            f"(VM view: {implied:.1f}); the ratio says nothing about bursts{tail}.",
             BUFFERED_ANCHOR,
             value,
         )
@@ -400,7 +429,7 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
             thr,
             f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
             f'comes in bursts that vCenter\'s 20 s samples average away (high latency, "low" '
-            f"throughput).",
+            f"throughput){tail}.",
             TRAPS[trap][1],
             value,
         )
@@ -410,7 +439,7 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
         ratio(value),
         thr,
         f"The VM view's throughput x latency accounts for the "
-        f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O.",
+        f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O{tail}.",
         TRAPS[trap][1],
         value,
     )
@@ -460,8 +489,8 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
                 )
     if inp.partitions is None and heuristic is None:
         why = _missing(inp, "guest", "storage")
-        if not why and "vm" in inp.missing_views:
-            why = "the guest's devices are matched to VM disks by vCenter's disk UUID, and the " + _missing(inp, "vm")
+        if not why and (vm_why := _missing(inp, "vm")):
+            why = "the guest's devices are matched to VM disks by vCenter's disk UUID, and the " + vm_why
         return _nm(trap, why or "no partition offsets from the guest and no write-only load on storage", thr)
     parts = (
         "Partitions on the 4 KiB grid"

@@ -349,3 +349,86 @@ def test_views_agree_judges_steps_without_a_running_job():
     )
     v = views_agree(inp, T)
     assert v.state is State.OK and "left out" not in v.sentence
+
+
+def test_settling_sentence_names_the_configs_rate_window():
+    # A config with windows.rate 2m settles in 145 s (2m + 20 s + a 5 s step): the sentence names the
+    # window the rules were made with, not the shipped 1m.
+    inp = joins_at(10)
+    inp.settle_seconds, inp.rate_window = 145.0, "2m"
+    v = views_agree(inp, T)
+    assert "settling time (145 s: the rules' 2m rate window, a 20 s vCenter sample and a step)" in v.sentence
+    assert "2m rates were still climbing" in v.sentence and "1m" not in v.sentence
+    b = bursts(joins_at_qd(10, asked=32, true_ratio=1, settle=145.0, window="2m"), T)
+    assert "the rules' 2m rate window" in b.sentence and "1m" not in b.sentence
+
+
+def test_settling_sentence_from_the_dataset_the_report_fetched():
+    # summary.disk_input hands the verdicts the window data.fetch took from the config (ctx.config.w).
+    from ioparallax.report.data import Dataset
+    from ioparallax.report.summary import disk_input
+
+    ds = Dataset(times=np.arange(N) * 5.0, settle_seconds=145.0, rate_window="2m")
+    assert disk_input(ds, ("vm1", "scsi0:1")).rate_window == "2m"
+
+
+# -- bursts at a ramp step: the same bias as views_agree had --------------------------------------
+
+
+def joins_at_qd(k: int, asked: float, true_ratio: float, settle: float = SETTLE, window: str = "") -> DiskInput:
+    """A direct fio job at QD ``asked`` that starts at step ``k``: the asked depth is there at once
+    (vm_disk:ioparallax_guest_iodepth:sum is a gauge), the VM view's Little's-law concurrency
+    (rate of latency x ops over the 1m window, from 20 s samples published late) climbs from 0 with
+    the VM's bytes; settled, it is ``asked / true_ratio``."""
+    inp = joins_at(k)
+    climb = inp.vm_bytes / BUSY
+    age = inp.job_elapsed
+    inp.iodepth = np.where(age >= 0, asked, np.nan)
+    inp.vm_outstanding = asked / true_ratio * climb
+    inp.buffered = np.where(age >= 0, 0.0, np.nan)
+    inp.settle_seconds, inp.rate_window = settle, window
+    return inp
+
+
+def _without_age(inp: DiskInput) -> DiskInput:
+    """The same series without the job's age (an exporter without fio_job_elapsed_seconds, or the
+    verdict before it left unsettled steps out)."""
+    return DiskInput(
+        vm_bytes=inp.vm_bytes, guest_bytes=inp.guest_bytes, iodepth=inp.iodepth, vm_outstanding=inp.vm_outstanding
+    )
+
+
+def test_bursts_steady_job_joining_near_the_end_is_not_called_bursts():
+    # Steady QD 32 (asked = implied once settled) joining 35 s before the range's end: the VM view is
+    # busy at 25, 30, 35 s of the job's age, its implied concurrency then 1/12 to 1/4 of the asked
+    # depth: the range's Little's law reads 6, "bursts", on a steady disk.
+    inp = joins_at_qd(N - 8, asked=32, true_ratio=1)
+    old = bursts(_without_age(inp), T)
+    assert old.state is State.DISTORTED and old.value == pytest.approx(6.0)
+    v = bursts(inp, T)
+    assert v.state is State.NOT_MEASURABLE and v.number == ""
+    assert "no settled step: at each of the 3 steps" in v.sentence
+    assert "the concurrency the VM view implies" in v.sentence and "asked queue depth was there at once" in v.sentence
+
+
+def test_bursts_mid_range_join_biases_the_ratio_of_means_upwards():
+    # A truly moderate burstiness of 4 (below 5) joining mid-range (120 s of the job in the range):
+    # the 12 climbing steps pull the VM's mean concurrency down to 0.725 of its settled value, and
+    # the range reads 4 / 0.725 = 5.5: Distorted. Over the settled steps it is 4 exactly.
+    inp = joins_at_qd(35, asked=32, true_ratio=4)
+    old = bursts(_without_age(inp), T)
+    assert old.state is State.DISTORTED and old.value == pytest.approx(4 / 0.725)
+    v = bursts(inp, T)
+    assert v.state is State.OK and v.value == pytest.approx(4.0), v.sentence
+    assert "12 of 20 busy steps left out: a fio job had run less than the settling time (85 s" in v.sentence
+
+
+def test_bursts_still_distorted_when_a_joining_job_really_bursts():
+    # Leaving the climb out hides no real burst: a 1 s burst every 20 s (ratio 20) stays Distorted.
+    v = bursts(joins_at_qd(10, asked=32, true_ratio=20), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(20) and "left out" in v.sentence
+
+
+def test_bursts_judges_steps_without_a_running_job_age():
+    v = bursts(guest_vm(32, 1.6, job_elapsed=nan(), settle_seconds=SETTLE), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(20) and "left out" not in v.sentence
