@@ -51,6 +51,7 @@ class Thresholds:
     working_set_to_cache_ratio: float
     cvm_cache_bytes: float
     burstiness_ratio: float
+    asked_to_implied_iodepth_ratio: float
     views_bytes_ratio: float
     misaligned_read_to_write_ratio: float
     misaligned_frontend_read_to_write_ratio: float
@@ -164,6 +165,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         working_set_to_cache_ratio=_number(t, "working_set_to_cache_ratio"),
         cvm_cache_bytes=_number(t, "cvm_cache_bytes", 1),
         burstiness_ratio=_number(t, "burstiness_ratio", 1),
+        asked_to_implied_iodepth_ratio=_number(t, "asked_to_implied_iodepth_ratio", 1),
         views_bytes_ratio=_number(t, "views_bytes_ratio", 1),
         misaligned_read_to_write_ratio=_number(t, "misaligned_read_to_write_ratio", 0, 1),
         misaligned_frontend_read_to_write_ratio=_number(t, "misaligned_frontend_read_to_write_ratio", 0, 1),

@@ -791,7 +791,7 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 "IoparallaxAskedQueueDepthNotReached",
                 "warning",
                 f.burst,
-                f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w} > {t.burstiness_ratio:g}\n"
+                f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w} > {t.asked_to_implied_iodepth_ratio:g}\n"
                 f"and on (vm, disk) vm_disk:ioparallax_guest_buffered_io:bool == 1\n"
                 f"and on (vm, disk) {both_bytes(w)} > {busy}",
                 "Asked queue depth not reached (buffered I/O).",

@@ -161,6 +161,7 @@ def test_the_node_selector_picks_the_guests_node_exporter_and_defaults_when_abse
         ({"selectors": {"fio": "job=fio"}}, "selectors.fio"),
         ({"for": {"zero_heavy": 300}}, "for.zero_heavy"),
         ({"thresholds": {"zero_reads": 0.1}}, "thresholds.zero_reads"),
+        ({"thresholds": {"asked_to_implied_iodepth_ratio": 0.5}}, "thresholds.asked_to_implied_iodepth_ratio"),
         ({"dashboards": {"uid_prefix": "has spaces"}}, "dashboards.uid_prefix"),
     ],
 )
@@ -173,6 +174,37 @@ def test_config_errors_name_the_file_and_the_key(tmp_path, patch, key):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(path) in str(err.value) and key in str(err.value)
+
+
+OVERRIDE_TESTS = Path(__file__).resolve().parent / "promtool"
+
+
+def test_asked_queue_depth_alert_has_its_own_threshold_defaulting_to_the_burst_one():
+    # Its own key, shipped at 5 like burstiness_ratio, so the committed rules are as before.
+    t = load_config().thresholds
+    assert t.asked_to_implied_iodepth_ratio == 5 == t.burstiness_ratio
+    cfg = load_config(overrides={"thresholds": {"asked_to_implied_iodepth_ratio": 10}})
+    rules = {r.alert: r.expr for g in alert_groups(cfg) for r in g.rules}
+    assert "vm_disk:ioparallax_asked_to_implied_iodepth:ratio1m > 10\n" in rules["IoparallaxAskedQueueDepthNotReached"]
+    assert "vm_disk:ioparallax_burstiness:ratio1m > 5\n" in rules["IoparallaxBurstAveragedAway"]
+
+
+def test_promtool_asked_queue_depth_at_a_non_default_threshold(tmp_path):
+    # The rules generated with the override, next to a copy of the promtool file that expects it: a
+    # buffered disk at ratio 8 silent, one at 12 firing; the burst alert still judges at 5.
+    from ioparallax.mixin.rules import write_rule_files
+
+    cfg = load_config(overrides={"thresholds": {"asked_to_implied_iodepth_ratio": 10}})
+    write_rule_files(cfg, tmp_path)
+    name = "asked-queue-depth-threshold.test.yml"
+    (tmp_path / name).write_text((OVERRIDE_TESTS / name).read_text())
+    res = subprocess.run(["promtool", "test", "rules", name], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+    # The same file fails against the shipped threshold (5): the ratio-8 buffered disk fires there.
+    write_rule_files(load_config(), tmp_path)
+    res = subprocess.run(["promtool", "test", "rules", name], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode != 0 and "buf8-01" in res.stdout + res.stderr, res.stdout + res.stderr
 
 
 def _all_rules(cfg) -> list:
