@@ -14,8 +14,8 @@ from ioparallax.report.summary import dataset, verdicts
 
 
 def _mean(ds: Dataset, key: Key, *fams: str) -> float:
-    arrays = [ds.get(f, key) for f in fams]
-    arrays = [a for a in arrays if a is not None]
+    found = [ds.get(f, key) for f in fams]
+    arrays = [a for a in found if a is not None]
     if not arrays:
         return math.nan
     stacked = np.vstack(arrays)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure as MplFigure
@@ -33,11 +34,11 @@ from ioparallax.report.figures import (
 )
 from ioparallax.report.sections import Figure, ReportContext, Section, esc
 from ioparallax.report.summary import dataset, disk_anchor, fmt_time, guest_devices, partitions, verdict_cell, verdicts
-from ioparallax.report.verdicts import TRAPS
+from ioparallax.report.verdicts import TRAPS, Verdict
 
 ZERO_SOURCES = ("zero",)
 TITLES = {"ops": "Operations (IO/s)", "bytes": "Throughput (bytes/s)", "latency_seconds": "Mean latency"}
-LAYER_STYLE = {
+LAYER_STYLE: dict[str, dict[str, Any]] = {
     "guest": {"lw": 4.5, "alpha": 0.45},
     "guest_os": {"lw": 1.2, "ls": ":"},
     "vm": {"lw": 2.2, "alpha": 0.9},
@@ -45,10 +46,12 @@ LAYER_STYLE = {
 }  # any source/destination whose name contains it (estore_zero, oplog_zero, zero)
 
 
-_WORK: tuple | None = None  # (ctx, dataset, verdicts, other) for the forked workers
+# (ctx, dataset, verdicts, other) for the forked workers, set by disk_sections while they run.
+_WORK: tuple[ReportContext, Dataset, dict[Key, dict[str, Verdict]], tuple[ReportContext, Dataset] | None] | None = None
 
 
 def _one(key: Key) -> Section:
+    assert _WORK is not None, "set by disk_sections before any page is drawn"
     ctx, ds, table, other = _WORK
     return disk_section(ctx, ds, key, table.get(key, {}), other)
 
@@ -396,7 +399,7 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
             promql,
         )
     fig, axes = reused("latency", lambda: _new(figsize=(10.5, 2.9), nrows=1, ncols=2))
-    rows = []
+    rows: list[tuple[str, str, str, str]] = []
     for ax, d in zip(axes, DIRECTIONS):
         drawn = False
         for view, color in (("guest", COLORS["guest"]), ("storage", COLORS["storage"])):

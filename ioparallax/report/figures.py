@@ -15,7 +15,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import matplotlib
 
@@ -26,7 +26,7 @@ from matplotlib import _text_helpers as _mtext_helpers, text as _mtext, textpath
 from matplotlib.backends import backend_svg as _svg  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
-from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator  # noqa: E402
+from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator, TickHelper  # noqa: E402
 
 # One colour per view, the dashboards' (ioparallax/mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
 COLORS = {
@@ -209,7 +209,8 @@ def _convert_path(self, path, transform=None, clip=None, simplify=None, sketch=N
         d = path_data(cleaned.vertices, cleaned.codes)
     if d is None:
         d = (
-            _svg._path.convert_to_string(
+            # matplotlib/_path.pyi (3.11) leaves out convert_to_string, which the C extension has.
+            _svg._path.convert_to_string(  # type: ignore[attr-defined]
                 path, transform, clip, simplify, sketch, 1, [b"M", b"L", b"Q", b"C", b"z"], False
             )
             .decode("ascii")
@@ -225,7 +226,9 @@ _GLYPH_DATA: dict[tuple[bytes, bytes | None], str] = {}
 
 
 if callable(getattr(getattr(_svg, "RendererSVG", None), "_convert_path", None)) and hasattr(_svg, "_path"):
-    _svg.RendererSVG._convert_path = _convert_path  # private API: without it, six decimals
+    # private API: without it, six decimals. setattr: a patch of a method, which mypy rightly refuses
+    # as an assignment.
+    setattr(_svg.RendererSVG, "_convert_path", _convert_path)  # noqa: B010
 
 
 # Text drawn as paths is measured and laid out anew in each figure (matplotlib caches both per
@@ -245,6 +248,7 @@ def _text_metrics(renderer, text, fontprop, ismath, dpi):
     # savefig draws through a MixedModeRenderer around the SVG renderer (its _renderer).
     if isinstance(getattr(renderer, "_renderer", renderer), _svg.RendererSVG):
         return _svg_text_metrics(text, fontprop.copy(), ismath, dpi)
+    assert _figure_text_metrics is not None, "installed only where matplotlib has it"
     return _figure_text_metrics(renderer, text, fontprop, ismath, dpi)
 
 
@@ -282,8 +286,10 @@ if (
     and hasattr(_mtext_helpers, "layout")
     and hasattr(_mtextpath.TextToPath, "_get_glyph_repr")
 ):
-    _mtext._get_text_metrics_with_cache = _text_metrics  # private API: a speed-up only
-    _mtextpath.TextToPath.get_glyphs_with_font = _cached_glyphs_with_font
+    # private API: a speed-up only. setattr: text.pyi leaves out the private function, and mypy
+    # rightly refuses the assignment of a method.
+    setattr(_mtext, "_get_text_metrics_with_cache", _text_metrics)  # noqa: B010
+    setattr(_mtextpath.TextToPath, "get_glyphs_with_font", _cached_glyphs_with_font)  # noqa: B010
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -319,6 +325,14 @@ def fmt_ops(x: float, _pos: object = None) -> str:
     return f"{x:.3g}"
 
 
+def _view_interval(helper: TickHelper) -> tuple[float, float]:
+    """The view limits of the axis a locator or formatter draws on (matplotlib attaches it first)."""
+    if helper.axis is None:
+        raise ValueError(f"{type(helper).__name__} used before matplotlib attached it to an axis")
+    vmin, vmax = helper.axis.get_view_interval()
+    return vmin, vmax
+
+
 class BytesLocator(Locator):
     """Round ticks in the IEC unit of the axis (0, 10, 20 MiB/s), not in bytes (38.1 MiB/s)."""
 
@@ -326,7 +340,7 @@ class BytesLocator(Locator):
         self.inner = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])
 
     def __call__(self):
-        vmin, vmax = self.axis.get_view_interval()
+        vmin, vmax = _view_interval(self)
         return self.tick_values(vmin, vmax)
 
     def tick_values(self, vmin: float, vmax: float):
@@ -387,7 +401,7 @@ class TimeLocator(Locator):
     """Ticks on round clock times (every 5 s ... 1 week), about six per axis."""
 
     def __call__(self):
-        vmin, vmax = self.axis.get_view_interval()
+        vmin, vmax = _view_interval(self)
         return self.tick_values(vmin, vmax)
 
     def tick_values(self, vmin: float, vmax: float):
@@ -412,7 +426,7 @@ class TimeFormatter(Formatter):
     """UTC clock times in the format of the axis' tick step (time_format)."""
 
     def __call__(self, x: float, pos: object = None) -> str:
-        vmin, vmax = self.axis.get_view_interval()
+        vmin, vmax = _view_interval(self)
         return datetime.fromtimestamp(x, UTC).strftime(time_format(vmin, vmax))
 
 
@@ -479,7 +493,8 @@ def thin(ax, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[idx], y[idx]
 
 
-def has_data(a: np.ndarray | None) -> bool:
+def has_data(a: np.ndarray | None) -> TypeGuard[np.ndarray]:
+    """The series exists and has a value at some step (a TypeGuard: where it holds, ``a`` is an array)."""
     return a is not None and bool(np.any(~np.isnan(a)))
 
 

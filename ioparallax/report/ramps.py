@@ -30,6 +30,9 @@ import numpy as np
 
 from ioparallax.report.promapi import parse_seconds
 
+#: A series of samples: a list of numbers or a 1-D numpy array (the report passes arrays).
+Series = Sequence[float] | np.ndarray
+
 
 @dataclass(frozen=True)
 class Plateau:
@@ -61,9 +64,7 @@ class Step:
     concurrency: float | None = None
 
 
-def _arrays(
-    times: Sequence[float], concurrency: Sequence[float], throughput: Sequence[float]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _arrays(times: Series, concurrency: Series, throughput: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.asarray(times, dtype=float).ravel()
     c = np.asarray(concurrency, dtype=float).ravel()
     x = np.asarray(throughput, dtype=float).ravel()
@@ -113,9 +114,9 @@ def _stats(t: np.ndarray, c: np.ndarray, x: np.ndarray, concurrency: float | Non
 
 
 def find_plateaus(
-    times: Sequence[float],
-    concurrency: Sequence[float],
-    throughput: Sequence[float],
+    times: Series,
+    concurrency: Series,
+    throughput: Series,
     *,
     settle: float,
     min_length: float,
@@ -177,9 +178,9 @@ def find_plateaus(
 
 
 def plateaus_from_steps(
-    times: Sequence[float],
-    concurrency: Sequence[float] | None,
-    throughput: Sequence[float],
+    times: Series,
+    concurrency: Series | None,
+    throughput: Series,
     steps: Sequence[Step],
     *,
     range_start: float,

@@ -312,7 +312,7 @@ def _fit_table(s: Scaling) -> str:
             + f"<td>{'-' if f.r_squared is None else f'{f.r_squared:.4f}'}</td><td>{esc(peak)}</td><td>{esc(amdahl)}</td>"
             f"<td>{100 * (f.linear_share or 0):.0f} %</td></tr>"
         )
-    level = next((s.views[v].fit.level for v in s.views if s.views[v].fit), 0.95)
+    level = next((vw.fit.level for vw in s.views.values() if vw.fit), 0.95)
     return (
         "<table class='kv usl'><thead><tr><th>view</th><th>sigma (contention)</th><th>kappa (coherency)</th>"
         f"<th>gamma (IO/s at 1)</th><th>R squared</th><th>peak</th><th>Amdahl ceiling</th>"
@@ -404,7 +404,7 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
             ax.plot(grid, curve, style, color=color, label=f"{LABELS[v]}: USL fit (R\u00b2 {f.r_squared:.3f})")
             for g, c in zip(grid[::10], curve[::10]):
                 rows.append([v, "fit", f"{g:.6g}", f"{c:.6g}", ""])
-            if f.peak_n is not None and f.peak_n <= top_n:
+            if f.peak_n is not None and f.peak_x is not None and f.peak_n <= top_n:  # set together
                 ax.plot(
                     [f.peak_n],
                     [f.peak_x],
@@ -414,7 +414,7 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
                     ls="none",
                     label=f"{LABELS[v]}: peak {fmt_ops(f.peak_x)} IO/s at {f.peak_n:.3g} {s.what}",
                 )
-    if primary and primary.ok:
+    if primary and primary.ok and primary.gamma is not None:  # an ok fit has its coefficients
         g = primary.gamma.value
         y_max = max(y_max, float(np.max(primary.predict(grid))))
         ax.plot(grid, g * grid, ":", color="#616161", lw=1.1, label=f"linear: {fmt_ops(g)} IO/s per one")

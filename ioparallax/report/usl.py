@@ -235,12 +235,12 @@ def _solve(
     upper = [SIGMA_MAX, np.inf] + ([np.inf] if free_gamma else [])
 
     def model_jac(p: np.ndarray) -> np.ndarray:
-        g = p[2] if free_gamma else gamma
+        g = p[2] if gamma is None else gamma
         j = _jacobian(n, p[0], p[1], g)
         return j if free_gamma else j[:, :2]
 
     def resid(p: np.ndarray) -> np.ndarray:
-        return usl(n, p[0], p[1], p[2] if free_gamma else gamma) - x
+        return usl(n, p[0], p[1], p[2] if gamma is None else gamma) - x
 
     starts = [list(start)]
     # The R package's customary start (sigma 0.01, kappa 0.0001) as a second opinion.
