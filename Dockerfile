@@ -9,7 +9,10 @@ RUN useradd --system --uid 65532 --home /nonexistent ioparallax
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY ioparallax ./ioparallax
-RUN pip install --no-cache-dir . && rm -rf /src \
+# The git commit the image is built from, for --version and <exporter>_build_info (no .git in the
+# image): `docker-compose build --build-arg REVISION=$(git rev-parse HEAD)`, or IOPARALLAX_REVISION.
+ARG REVISION=unknown
+RUN printf '%s\n' "$REVISION" > ioparallax/REVISION && pip install --no-cache-dir . && rm -rf /src \
     && mkdir -p /var/lib/guests && chown 65532 /var/lib/guests
 # /var/lib/guests: the demo's guest simulator writes there (a named volume takes this owner).
 USER 65532

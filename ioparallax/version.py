@@ -3,9 +3,10 @@
 
 - version: the installed distribution's (``importlib.metadata``, the ``version`` of pyproject.toml);
 - revision: the git commit when the code runs from a git checkout (``git rev-parse HEAD`` in the
-  directory holding this package, once per process, with a timeout), else ``unknown``. An
-  installed wheel carries no commit, and the directory is checked for its own ``.git`` so that a
-  venv inside some other checkout never reports that checkout's commit;
+  directory holding this package, once per process, with a timeout); else the commit stamped into
+  the package at build time (``ioparallax/REVISION``, written by the Docker image's ``REVISION``
+  build arg); else ``unknown``. The directory is checked for its own ``.git`` so that a venv inside
+  some other checkout never reports that checkout's commit;
 - the Python version the program runs on.
 
 Nothing here raises: a missing distribution or git gives ``unknown``.
@@ -34,6 +35,8 @@ GIT_TIMEOUT = 2.0
 UNKNOWN = "unknown"
 
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
+#: The commit a build stamped into the package (one line), where there is no checkout to ask.
+_STAMP = Path(__file__).resolve().with_name("REVISION")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -46,11 +49,12 @@ def version() -> str:
 
 
 @functools.cache
-def revision(root: Path = _SOURCE_ROOT) -> str:
-    """The git commit of the checkout at ``root`` (the directory holding this package), or
-    ``unknown``: not a checkout, no git, git refusing the directory, or slower than GIT_TIMEOUT."""
+def revision(root: Path = _SOURCE_ROOT, stamp: Path = _STAMP) -> str:
+    """The git commit of the checkout at ``root`` (the directory holding this package); outside a
+    checkout the commit in ``stamp`` if it holds one; else ``unknown``: no stamp, no git, git
+    refusing the directory, or slower than GIT_TIMEOUT."""
     if not (root / ".git").exists():
-        return UNKNOWN
+        return _stamped(stamp)
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
@@ -63,6 +67,14 @@ def revision(root: Path = _SOURCE_ROOT) -> str:
         return UNKNOWN
     sha = out.stdout.decode("ascii", "replace").strip()
     return sha if out.returncode == 0 and _SHA.fullmatch(sha) else UNKNOWN
+
+
+def _stamped(stamp: Path) -> str:
+    try:
+        sha = stamp.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return UNKNOWN
+    return sha if _SHA.fullmatch(sha) else UNKNOWN
 
 
 def python_version() -> str:

@@ -102,6 +102,17 @@ def test_revision_is_unknown_outside_a_checkout_and_inside_someone_elses(tmp_pat
     assert v.revision.__wrapped__(site) == "unknown"
 
 
+def test_revision_outside_a_checkout_is_the_stamped_commit_if_it_is_one(tmp_path):
+    stamp = tmp_path / "REVISION"
+    assert v.revision.__wrapped__(tmp_path, stamp) == "unknown"  # no stamp
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    stamp.write_text(sha + "\n")
+    assert v.revision.__wrapped__(tmp_path, stamp) == sha
+    for junk in ("unknown", "", "not-a-commit", sha[:12], sha + "0"):
+        stamp.write_text(junk)
+        assert v.revision.__wrapped__(tmp_path, stamp) == "unknown", junk
+
+
 def test_revision_is_unknown_without_commits_without_git_or_when_git_hangs(tmp_path, monkeypatch):
     _git(tmp_path, "init", "-q")  # a checkout with no commit: HEAD does not resolve
     assert v.revision.__wrapped__(tmp_path) == "unknown"

@@ -93,6 +93,8 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(REPO / "ioparallax", src / "ioparallax", ignore=shutil.ignore_patterns("__pycache__"))
+    stamped = "0123456789abcdef0123456789abcdef01234567"
+    (src / "ioparallax" / "REVISION").write_text(stamped + "\n")  # as the Docker build stamps it
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
@@ -160,7 +162,7 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
         out = subprocess.run(
             [venv / "bin" / prog, "--version"], check=True, capture_output=True, text=True, cwd=tmp_path, timeout=60
         ).stdout
-        assert out.startswith(f"{prog} 0.1.0 (revision "), (prog, out)
+        assert out.startswith(f"{prog} 0.1.0 (revision {stamped}, python "), (prog, out)
     # The packaged data: the scenarios and the mixin's config, read from site-packages.
     listed = subprocess.run(
         [venv / "bin" / "ioparallax-scenario", "list"],
@@ -189,4 +191,4 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     )
     wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=exporter)
     body = loopback_get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    assert "fio_exporter_build_info{" in body and 'version="0.1.0"' in body
+    assert "fio_exporter_build_info{" in body and 'version="0.1.0"' in body and f'revision="{stamped}"' in body
