@@ -254,10 +254,10 @@ def free_port() -> int:
     scrape, a probe) could take it in between ("address already in use"); below it, only a process
     asking for that very port can. Port 0's answer when no port below is free."""
     ephemeral = _ephemeral_ports()
-    low = 10000 if ephemeral.start > 20000 else None
+    below = range(10000, ephemeral.start) if ephemeral.start > 20000 else range(0)
     with _handed_out_lock:
-        for _ in range(200 if low is not None else 0):
-            port = random.randrange(low, ephemeral.start)
+        for _ in range(200 if below else 0):
+            port = random.choice(below)
             if port in _handed_out:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -227,14 +227,20 @@ class Stack:
             self._start_victoria_metrics()
         self._start_prometheus(merge_jobs(scrape))
 
-    def _cluster_parts(self) -> list[ClusterPart]:
-        """The scenarios as clusters, named; ValueError (naming the scenario) for a name used twice."""
+    def resolved_cluster_label(self) -> str:
+        """The target label naming the cluster: ``cluster_label``, or when it is None
+        ioparallax/mixin/config.yml's, read on first use (start does) and kept in ``cluster_label``."""
         if self.cluster_label is None:
             from ioparallax.mixin.config import load_config
 
             self.cluster_label = load_config().cluster_label
+        return self.cluster_label
+
+    def _cluster_parts(self) -> list[ClusterPart]:
+        """The scenarios as clusters, named; ValueError (naming the scenario) for a name used twice."""
+        label = self.resolved_cluster_label()
         specs = cluster_specs(self.scenarios or [self.scenario])
-        if not self.cluster_label and (len(specs) > 1 or any(cluster for _, cluster in specs)):
+        if not label and (len(specs) > 1 or any(cluster for _, cluster in specs)):
             raise ValueError(
                 "named or several clusters need a cluster label: cluster_label is '' in ioparallax/mixin/config.yml"
             )
@@ -332,7 +338,7 @@ class Stack:
         part.exporters.append(exp.url.split("://", 1)[1])
         # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
         targets = [u.split("://", 1)[1] for u in cvms.values()]
-        return [self._probe_scrape("stargate", exp.url, targets, labels=part.labels(self.cluster_label))]
+        return [self._probe_scrape("stargate", exp.url, targets, labels=part.labels(self.resolved_cluster_label()))]
 
     def _start_vcenter(self, part: ClusterPart) -> list[dict[str, Any]]:
         """The scenario vCenter simulator (Go, govmomi) and the vCenter exporter probing it."""
@@ -390,7 +396,7 @@ class Stack:
                 exp.url,
                 [f"127.0.0.1:{sim_port}"],
                 interval=self.vcenter_scrape_interval,
-                labels=part.labels(self.cluster_label),
+                labels=part.labels(self.resolved_cluster_label()),
             )
         ]
 
@@ -477,7 +483,9 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
+            static.append(
+                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
+            )
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
             # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
             port = free_port()
@@ -498,7 +506,9 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.cluster_label, vm=vm)})
+            node_static.append(
+                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
+            )
         for proc in procs:
             self._wait_http(proc, "/metrics")
         job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
@@ -579,7 +589,7 @@ class Stack:
         port = pick_port("prometheus", self.fixed_ports)
         # The fio exporter serves its target data on /metrics, so it is scraped once, as "fio".
         exporters = [
-            {"targets": part.exporters, "labels": part.labels(self.cluster_label)}
+            {"targets": part.exporters, "labels": part.labels(self.resolved_cluster_label())}
             for part in self.clusters
             if part.exporters
         ]
@@ -819,7 +829,8 @@ class Stack:
         from ioparallax.mixin.queries import dashboard_coverage
 
         blocks = []
-        for cluster in self.named_clusters or [None]:
+        clusters: list[str | None] = [*self.named_clusters] or [None]
+        for cluster in clusters:
             at = f"cluster {cluster}, " if cluster else ""
             try:
                 cov = dashboard_coverage(
@@ -998,7 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
         print(stack.report(), flush=True)
         print("\nPress Ctrl-C to stop everything." if not args.duration else "", flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
-        seen = {alert_line(a, stack.cluster_label) for a in stack.alerts() if a["state"] == "firing"}
+        label = stack.resolved_cluster_label()
+        seen = {alert_line(a, label) for a in stack.alerts() if a["state"] == "firing"}
         next_poll = time.monotonic() + 5
         while deadline is None or time.monotonic() < deadline:
             for proc in stack.procs:
@@ -1008,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + 5
                 try:
-                    now = {alert_line(a, stack.cluster_label) for a in stack.alerts() if a["state"] == "firing"}
+                    now = {alert_line(a, label) for a in stack.alerts() if a["state"] == "firing"}
                 except requests.RequestException:
                     now = seen
                 for line in sorted(now - seen):

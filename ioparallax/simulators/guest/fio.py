@@ -352,7 +352,7 @@ def _direction(ops: float, nbytes: float, lat_s: float, parts, runtime_ms: int, 
             while j < len(PERCENTILES) and cum >= PERCENTILES[j] / 100.0 * n:
                 percentiles[f"{PERCENTILES[j]:.6f}"] = vals[idx]
                 j += 1
-        clat = {
+        clat: dict[str, object] = {
             "min": lo,
             "max": hi,
             "mean": round(mean, 6),
@@ -361,7 +361,13 @@ def _direction(ops: float, nbytes: float, lat_s: float, parts, runtime_ms: int, 
             "percentile": percentiles,
             "bins": {str(vals[i]): bins[i] for i in order},
         }
-        lat = {"min": lo, "max": hi, "mean": round(mean, 6), "stddev": round(math.sqrt(var), 6), "N": n}
+        lat: dict[str, object] = {
+            "min": lo,
+            "max": hi,
+            "mean": round(mean, 6),
+            "stddev": round(math.sqrt(var), 6),
+            "N": n,
+        }
     else:
         clat = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
         lat = dict(clat)
