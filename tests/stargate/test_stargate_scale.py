@@ -165,6 +165,38 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
         assert str(f) in str(exc.value) and key in str(exc.value)
 
 
+@pytest.mark.parametrize("cores, workers", [(1, 0), (2, 2), (3, 3), (4, 4), (64, 4)])
+def test_parse_workers_default_to_the_usable_cores_up_to_four(cores, workers, monkeypatch):
+    """Without --stargate.parse-workers or parse_workers:, one worker per usable core (at most
+    4; none on one core, where a worker would only add a copy of the parse)."""
+    from ioparallax.exporters.stargate import parsepool
+    monkeypatch.setattr(parsepool, "usable_cores", lambda: cores)
+    assert parsepool.default_workers() == workers
+
+
+def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
+    """The real command with no worker setting: on this machine's cores it starts
+    default_workers() workers (0 on one core), and its probe answers as the in-process path."""
+    from ioparallax.exporters.stargate.parsepool import default_workers
+    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+    cfg = tmp_path / "stargate.yml"
+    cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n")
+    port = free_port()
+    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+                                                f"--config.file={cfg}", "--log.level=info"], tmp_path)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-2"]},
+                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30)
+        assert r.status_code == 200
+        assert lines(r.content) == lines(StargateCollector(run(cluster, cluster.urls["cvm-2"], None)).render())
+    finally:
+        proc.stop()
+    workers = default_workers()
+    log_text = proc.log_path.read_text()
+    assert (f"pages parsed by {workers} worker processes" if workers else "parse_workers 0") in log_text, log_text
+
+
 def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
     """The real command: --stargate.parse-workers starts the workers, the --no-collector flags
     drop their families, and a probe answers as the in-process path does."""

@@ -16,7 +16,7 @@ from ioparallax.exporters.common.web import BadRequest, ExporterApp, Probe, add_
 from ioparallax.version import add_version_arg
 
 from .exposition import Collectors, StargateCollector
-from .parsepool import DEFAULT_WORKERS, ParsePool, usable_cores
+from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from .probe import DEFAULT_CONCURRENCY, probe
 from .targets import TargetError, TargetPolicy, parse_target
@@ -52,8 +52,8 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
                                     # series per vdisk)
   source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
                                     # destination (the bytes/s series stay)
-  parse_workers: 0                  # processes parsing pages for all probes (default 0: in the
-                                    # probe's threads), see --stargate.parse-workers
+  parse_workers: 2                  # processes parsing pages for all probes (default: the usable
+                                    # cores, at most 4; 0 on one core), see --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -222,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="detail pages fetched at once per probe (default: %(default)s)")
     parser.add_argument("--stargate.parse-workers", dest="parse_workers", type=int, default=None, metavar="N",
                         help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
-                             "can use more than one core (~55 MB each in the bench); for hosts with 4 or more cores "
-                             "(%d here): on 2 cores they measured no faster. 0 parses in each probe's threads "
-                             "(default: parse_workers: in --config.file, else %d)" % (usable_cores(), DEFAULT_WORKERS))
+                             "use every core (~55 MB each in the bench); 0 parses in each probe's threads "
+                             "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
+                             "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()))
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
     c.add_argument("--collector.histograms", dest="histograms", action=argparse.BooleanOptionalAction, default=None,
                    help="the four gauge histograms (read/write latency, read/write size): 40 series per vdisk; "
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
         return 2
     workers = args.parse_workers if args.parse_workers is not None else \
-        config.parse_workers if config.parse_workers is not None else DEFAULT_WORKERS
+        config.parse_workers if config.parse_workers is not None else default_workers()
     if not 0 <= workers <= MAX_PARSE_WORKERS:
         print(f"error: --stargate.parse-workers must be 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr)
         return 2
