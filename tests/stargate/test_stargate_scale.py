@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import requests
@@ -43,14 +44,24 @@ def ports(cluster) -> tuple[int, ...]:
 
 
 def run(cluster, target: str, pool: ParsePool | None, discover: bool = False, seconds: float = 20.0):
-    return probe(HttpClient(), target, time.monotonic() + seconds, discover=discover, parse_pool=pool,
-                 policy=TargetPolicy(["127.0.0.1"]), discovery_ports=ports(cluster))
+    return probe(
+        HttpClient(),
+        target,
+        time.monotonic() + seconds,
+        discover=discover,
+        parse_pool=pool,
+        policy=TargetPolicy(["127.0.0.1"]),
+        discovery_ports=ports(cluster),
+    )
 
 
 def lines(body: bytes) -> list[str]:
     """Sample lines, without the probe's duration (the only value that differs between runs)."""
-    return [ln for ln in body.decode().splitlines()
-            if ln and not ln.startswith("#") and not ln.startswith("stargate_scrape_duration_seconds")]
+    return [
+        ln
+        for ln in body.decode().splitlines()
+        if ln and not ln.startswith("#") and not ln.startswith("stargate_scrape_duration_seconds")
+    ]
 
 
 def test_synthetic_cluster_deals_vdisks_over_its_cvms(cluster):
@@ -70,6 +81,7 @@ def test_parse_workers_give_the_in_process_answer(cluster, pool, discover):
 
 def test_concurrent_probes_share_the_workers(cluster, pool):
     from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(CVMS) as ex:
         results = list(ex.map(lambda url: run(cluster, url, pool), cluster.urls.values()))
     assert [r.up for r in results] == [True] * CVMS
@@ -83,7 +95,7 @@ def test_deadline_with_workers_gives_up_0_and_keeps_the_workers(cluster, pool, c
     r = run(cluster, cluster.urls["cvm-1"], pool, discover=True, seconds=0.05)
     assert not r.up and "deadline exceeded" in r.error and not r.details
     assert "deadline exceeded" in caplog.text
-    time.sleep(0.5)        # batches already in a worker finish; their answers are dropped
+    time.sleep(0.5)  # batches already in a worker finish; their answers are dropped
     assert sorted(pool.pids()) == before, "a worker was lost or replaced after an abandoned probe"
     again = run(cluster, cluster.urls["cvm-1"], pool, discover=True)
     assert again.up and len(again.details) == VDISKS and not again.detail_errors
@@ -133,11 +145,15 @@ def test_series_budget_per_vdisk_with_each_switch(cluster):
     no_ratio = StargateCollector(r, collectors=Collectors(source_ratios=False)).render()
     neither = StargateCollector(r, collectors=Collectors(histograms=False, source_ratios=False)).render()
     fams = per_vdisk(full)
-    hist = ("stargate_vdisk_read_latency_seconds", "stargate_vdisk_write_latency_seconds",
-            "stargate_vdisk_read_size_bytes", "stargate_vdisk_write_size_bytes")
-    assert [fams[h] / VDISKS for h in hist] == [10, 10, 10, 10]      # 8 buckets, _gcount, _gsum
+    hist = (
+        "stargate_vdisk_read_latency_seconds",
+        "stargate_vdisk_write_latency_seconds",
+        "stargate_vdisk_read_size_bytes",
+        "stargate_vdisk_write_size_bytes",
+    )
+    assert [fams[h] / VDISKS for h in hist] == [10, 10, 10, 10]  # 8 buckets, _gcount, _gsum
     ratios = fams["stargate_vdisk_read_source_ratio"] + fams["stargate_vdisk_write_destination_ratio"]
-    assert ratios / VDISKS == 11                                      # 7 read sources + 4 write destinations
+    assert ratios / VDISKS == 11  # 7 read sources + 4 write destinations
     assert series_per_vdisk(full, VDISKS) == 98
     assert series_per_vdisk(no_hist, VDISKS) == 58
     assert series_per_vdisk(no_ratio, VDISKS) == 87
@@ -157,8 +173,12 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
     cfg = load_config(str(f))
     assert (cfg.histograms, cfg.source_ratios, cfg.parse_workers) == (False, False, 0)
     assert load_config(None).parse_workers is None and load_config(None).histograms is True
-    for text, key in (("histograms: 0\n", "histograms"), ("parse_workers: -1\n", "parse_workers"),
-                      ("parse_workers: true\n", "parse_workers"), ("source_ratio: false\n", "source_ratio")):
+    for text, key in (
+        ("histograms: 0\n", "histograms"),
+        ("parse_workers: -1\n", "parse_workers"),
+        ("parse_workers: true\n", "parse_workers"),
+        ("source_ratio: false\n", "source_ratio"),
+    ):
         f.write_text(text)
         with pytest.raises(ConfigError) as exc:
             load_config(str(f))
@@ -170,6 +190,7 @@ def test_parse_workers_default_to_the_usable_cores_up_to_four(cores, workers, mo
     """Without --stargate.parse-workers or parse_workers:, one worker per usable core (at most
     4; none on one core, where a worker would only add a copy of the parse)."""
     from ioparallax.exporters.stargate import parsepool
+
     monkeypatch.setattr(parsepool, "usable_cores", lambda: cores)
     assert parsepool.default_workers() == workers
 
@@ -179,15 +200,28 @@ def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
     default_workers() workers (0 on one core), and its probe answers as the in-process path."""
     from ioparallax.exporters.stargate.parsepool import default_workers
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
     cfg = tmp_path / "stargate.yml"
     cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n")
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                f"--config.file={cfg}", "--log.level=info"], tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [
+            venv_tool("stargate-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={cfg}",
+            "--log.level=info",
+        ],
+        tmp_path,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-2"]},
-                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30)
+        r = requests.get(
+            f"http://127.0.0.1:{port}/probe",
+            params={"target": cluster.urls["cvm-2"]},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
+            timeout=30,
+        )
         assert r.status_code == 200
         assert lines(r.content) == lines(StargateCollector(run(cluster, cluster.urls["cvm-2"], None)).render())
     finally:
@@ -201,22 +235,89 @@ def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
     """The real command: --stargate.parse-workers starts the workers, the --no-collector flags
     drop their families, and a probe answers as the in-process path does."""
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
     cfg = tmp_path / "stargate.yml"
     cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\nhistograms: true\n")
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                f"--config.file={cfg}", "--stargate.parse-workers=2",
-                                                "--no-collector.histograms", "--no-collector.source-ratios",
-                                                "--log.level=info"], tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [
+            venv_tool("stargate-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={cfg}",
+            "--stargate.parse-workers=2",
+            "--no-collector.histograms",
+            "--no-collector.source-ratios",
+            "--log.level=info",
+        ],
+        tmp_path,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"], "discover": "true"},
-                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30)
+        r = requests.get(
+            f"http://127.0.0.1:{port}/probe",
+            params={"target": cluster.urls["cvm-1"], "discover": "true"},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
+            timeout=30,
+        )
         assert r.status_code == 200 and "stargate_up 1.0" in r.text
         assert series_per_vdisk(r.content, VDISKS) == 47
-        assert r.text.count('stargate_vdisk_detail_up{') == VDISKS and " 0.0\n" not in r.text.split("stargate_vdisk_detail_up", 1)[1].split("#", 1)[0]
+        assert (
+            r.text.count("stargate_vdisk_detail_up{") == VDISKS
+            and " 0.0\n" not in r.text.split("stargate_vdisk_detail_up", 1)[1].split("#", 1)[0]
+        )
     finally:
         proc.stop()
     log_text = proc.log_path.read_text()
     assert "pages parsed by 2 worker processes" in log_text
     assert "collectors switched off: histograms, source-ratios" in log_text
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out |= {int(c) for c in (task / "children").read_text().split()}
+    return out
+
+
+def test_workers_exit_when_the_exporter_is_killed(cluster, tmp_path):
+    """SIGKILL leaves the exporter no chance to shut its pool down: the workers (children of
+    multiprocessing's fork server, which no parent-death signal reaches) watch the exporter and
+    exit, and with them the fork server and the resource tracker. Nothing is left behind."""
+    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
+    cfg = tmp_path / "stargate.yml"
+    cfg.write_text("targets: [127.0.0.1]\n")
+    port = free_port()
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [
+            venv_tool("stargate-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={cfg}",
+            "--stargate.parse-workers=2",
+        ],
+        tmp_path,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        helpers = _children(proc.pid)  # the resource tracker and the fork server
+        workers = set().union(*(_children(h) for h in helpers))
+        assert len(helpers) == 2 and len(workers) == 2, (helpers, workers)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.popen.wait(timeout=10)
+        left = helpers | workers
+        deadline = time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            left = {p for p in left if Path(f"/proc/{p}").exists() and "Z" not in _state(p)}
+            time.sleep(0.1)
+        assert not left, f"left running after the exporter was killed: {sorted(left)}"
+    finally:
+        proc.stop()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

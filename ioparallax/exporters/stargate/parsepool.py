@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import select
 import threading
 import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -68,13 +69,35 @@ def parse_details(pages: list[tuple[str, bytes]]) -> list[DetailResult]:
         except StargatePageError as exc:
             out.append((None, f"{href}: {exc}", 1))
         except Exception as exc:  # a bug must cost this vdisk, not the answer (never an HTTP 500)
-            out.append((None, f"{href}: internal error {exc.__class__.__name__}: "
-                              f"{traceback.format_exc(limit=-3)!r}", 0))
+            out.append(
+                (None, f"{href}: internal error {exc.__class__.__name__}: {traceback.format_exc(limit=-3)!r}", 0)
+            )
     return out
 
 
 def _warm() -> int:
     return os.getpid()
+
+
+def _exit_with(exporter: int) -> None:
+    """Worker initializer: exit as soon as the exporter that started the pool is gone, even when it
+    was killed (SIGKILL, OOM) and could not shut the pool down. The pool's workers are children of
+    multiprocessing's fork server, not of the exporter, so no parent-death signal reaches them; the
+    fork server and the resource tracker live as long as a worker holds their pipes, so they go too.
+    Linux' pidfd (5.3+) becomes readable when the process exits; elsewhere the pool's own shutdown
+    is what stops the workers."""
+    try:
+        fd = os.pidfd_open(exporter)
+    except ProcessLookupError:  # the exporter died while this worker started
+        os._exit(0)
+    except (AttributeError, OSError):
+        return
+
+    def watch() -> None:
+        select.select([fd], [], [])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-exporter", daemon=True).start()
 
 
 class ParsePool:
@@ -90,7 +113,12 @@ class ParsePool:
     def _new(self) -> ProcessPoolExecutor:
         # forkserver: workers are forked from a clean server process, never from this
         # multi-threaded one (fork would copy locks held by other threads).
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+        return ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("forkserver"),
+            initializer=_exit_with,
+            initargs=(os.getpid(),),
+        )
 
     def warm_up(self) -> None:
         """Start the workers now (each imports lxml: ~0.3 s), not in the first probe."""
@@ -136,11 +164,16 @@ class ParsePool:
     def _replace(self, broken: ProcessPoolExecutor | None, exc: BaseException) -> None:
         with self._lock:
             if broken is not None and broken is not self._executor:
-                return                     # another thread already replaced it
+                return  # another thread already replaced it
             if broken is None and not getattr(self._executor, "_broken", False):
                 return
-            log.warning("stargate parse workers failed (%s: %s); pages of this moment are parsed in the "
-                        "exporter's process, %d new workers started", exc.__class__.__name__, exc, self.workers)
+            log.warning(
+                "stargate parse workers failed (%s: %s); pages of this moment are parsed in the "
+                "exporter's process, %d new workers started",
+                exc.__class__.__name__,
+                exc,
+                self.workers,
+            )
             old, self._executor = self._executor, self._new()
         old.shutdown(wait=False, cancel_futures=True)
 
