@@ -40,7 +40,7 @@ from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY  # noqa: E40
 from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 BIN = Path(sys.executable).parent
-TIMEOUT = 60.0     # the scrape timeout sent: long, so that slow probes are measured, not cut
+TIMEOUT = 60.0  # the scrape timeout sent: long, so that slow probes are measured, not cut
 
 
 def cpu_seconds(pid: int) -> float:
@@ -100,9 +100,21 @@ def tree_pss_mb(pid: int) -> float:
 
 def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[str, str]]:
     urls = tmp / "urls.json"
-    proc = start("stargate-simulator", [BIN / "stargate-simulator", "--synthetic-vdisks", str(cvms * vdisks),
-                                        "--synthetic-cvms", str(cvms), "--freeze-at", str(time.time()),
-                                        "--urls-file", urls], tmp / "stargate-simulator.log")
+    proc = start(
+        "stargate-simulator",
+        [
+            BIN / "stargate-simulator",
+            "--synthetic-vdisks",
+            str(cvms * vdisks),
+            "--synthetic-cvms",
+            str(cvms),
+            "--freeze-at",
+            str(time.time()),
+            "--urls-file",
+            urls,
+        ],
+        tmp / "stargate-simulator.log",
+    )
     deadline = time.monotonic() + 90
     while not (urls.exists() and urls.read_text().strip()):
         if not proc.alive() or time.monotonic() > deadline:
@@ -116,9 +128,18 @@ def start_exporter(tmp: Path, ports: list[int], workers: int, concurrency: int) 
     cfg.write_text(json.dumps({"targets": ["127.0.0.1"], "discovery_ports": ports}))
     port = free_port()
     name = f"stargate-exporter-{workers}-{concurrency}"
-    proc = start(name, [BIN / "stargate-exporter", f"--web.listen-address=127.0.0.1:{port}",
-                        f"--config.file={cfg}", f"--stargate.parse-workers={workers}",
-                        f"--stargate.concurrency={concurrency}", "--log.level=warning"], tmp / f"{name}.log")
+    proc = start(
+        name,
+        [
+            BIN / "stargate-exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={cfg}",
+            f"--stargate.parse-workers={workers}",
+            f"--stargate.concurrency={concurrency}",
+            "--log.level=warning",
+        ],
+        tmp / f"{name}.log",
+    )
     base = f"http://127.0.0.1:{port}"
     wait_for_http(base + "/", 90, proc, status=200)
     return proc, base
@@ -127,8 +148,12 @@ def start_exporter(tmp: Path, ports: list[int], workers: int, concurrency: int) 
 def one_probe(base: str, target: str, discover: bool) -> tuple[float, int, int]:
     """(wall, series, vdisks with a detail view) of one probe; exits if the probe failed."""
     t0 = time.perf_counter()
-    r = requests.get(f"{base}/probe", params={"target": target, **({"discover": "true"} if discover else {})},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": str(TIMEOUT)}, timeout=TIMEOUT + 10)
+    r = requests.get(
+        f"{base}/probe",
+        params={"target": target, **({"discover": "true"} if discover else {})},
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": str(TIMEOUT)},
+        timeout=TIMEOUT + 10,
+    )
     wall = time.perf_counter() - t0
     lines = [ln for ln in r.text.splitlines() if ln and not ln.startswith("#")]
     if r.status_code != 200 or "stargate_up 1.0" not in lines:
@@ -140,14 +165,13 @@ def one_probe(base: str, target: str, discover: bool) -> tuple[float, int, int]:
 @dataclass
 class Round:
     walls: list[float]
-    cpu: float          # the exporter's processes
+    cpu: float  # the exporter's processes
     sim_cpu: float
     series: int
-    load: float         # 1-minute load average at the end of the round
+    load: float  # 1-minute load average at the end of the round
 
 
-def measure(proc: Process, sim: Process, base: str, targets: list[str],
-            discover: bool, vdisks: int) -> Round:
+def measure(proc: Process, sim: Process, base: str, targets: list[str], discover: bool, vdisks: int) -> Round:
     c0, s0 = tree_cpu(proc.pid), cpu_seconds(sim.pid)
     if discover:
         results = [one_probe(base, targets[0], True)]
@@ -166,16 +190,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="measured runs per side and mode (default: %(default)s)")
     ap.add_argument("--cvms", type=int, default=16, help="simulated CVMs (default: %(default)s)")
     ap.add_argument("--vdisks-per-cvm", type=int, default=250, help="default: %(default)s")
-    ap.add_argument("--workers", type=int, default=default_workers() or 2,
-                    help="parse workers of the new default's side (default: the exporter's default here, "
-                         "%(default)s)")
-    ap.add_argument("--low-concurrency", type=int, default=0,
-                    help="a third side: in-process with --stargate.concurrency N (fewer threads per probe; "
-                         "default: %(default)s, left out)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers() or 2,
+        help="parse workers of the new default's side (default: the exporter's default here, %(default)s)",
+    )
+    ap.add_argument(
+        "--low-concurrency",
+        type=int,
+        default=0,
+        help="a third side: in-process with --stargate.concurrency N (fewer threads per probe; "
+        "default: %(default)s, left out)",
+    )
     args = ap.parse_args(argv)
     total = args.cvms * args.vdisks_per_cvm
-    sides = {"old default: in-process (parse_workers 0)": (0, DEFAULT_CONCURRENCY),
-             f"new default: parse_workers {args.workers}": (args.workers, DEFAULT_CONCURRENCY)}
+    sides = {
+        "old default: in-process (parse_workers 0)": (0, DEFAULT_CONCURRENCY),
+        f"new default: parse_workers {args.workers}": (args.workers, DEFAULT_CONCURRENCY),
+    }
     if args.low_concurrency:
         sides[f"in-process, concurrency {args.low_concurrency}"] = (0, args.low_concurrency)
     rounds: dict[tuple[str, str], list[Round]] = {}
@@ -189,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, (workers, concurrency) in sides.items():
                 exporters[name] = start_exporter(Path(tmp), ports, workers, concurrency)
-            for proc, base in exporters.values():   # warm-up: fills the simulator's page cache
+            for proc, base in exporters.values():  # warm-up: fills the simulator's page cache
                 measure(proc, sim, base, targets, False, total)
                 measure(proc, sim, base, targets, True, total)
             for _ in range(args.runs):
-                for name, (proc, base) in exporters.items():   # the sides alternate, under the same load
+                for name, (proc, base) in exporters.items():  # the sides alternate, under the same load
                     for mode, discover in (("per-CVM", False), ("discover", True)):
                         rounds.setdefault((name, mode), []).append(measure(proc, sim, base, targets, discover, total))
             for name, (proc, _) in exporters.items():
@@ -202,23 +235,31 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stop_all([proc for proc, _ in exporters.values()] + [sim], timeout=15)
 
-    print(f"stargate cluster bench: {args.cvms} CVMs x {args.vdisks_per_cvm} vdisks ({total} vdisks), "
-          f"{os.cpu_count()} cores, {args.runs} runs per side, simulator clock frozen")
+    print(
+        f"stargate cluster bench: {args.cvms} CVMs x {args.vdisks_per_cvm} vdisks ({total} vdisks), "
+        f"{os.cpu_count()} cores, {args.runs} runs per side, simulator clock frozen"
+    )
     print("  per-CVM: all CVMs probed at once (one probe per CVM); discover: one discover=true probe")
     print("  wall: per probe, min/median/max within a run; cpu: the exporter's processes in that run")
     for (name, mode), rs in rounds.items():
         print(f"\n  {name}, {mode}:")
         for i, r in enumerate(rs, 1):
-            print(f"    run {i}: wall min {min(r.walls):5.2f} median {statistics.median(r.walls):5.2f} "
-                  f"max {max(r.walls):5.2f} s  cpu {r.cpu:5.2f} s  simulator cpu {r.sim_cpu:4.2f} s  "
-                  f"series {r.series}  load {r.load:4.1f}")
+            print(
+                f"    run {i}: wall min {min(r.walls):5.2f} median {statistics.median(r.walls):5.2f} "
+                f"max {max(r.walls):5.2f} s  cpu {r.cpu:5.2f} s  simulator cpu {r.sim_cpu:4.2f} s  "
+                f"series {r.series}  load {r.load:4.1f}"
+            )
         worst = [max(r.walls) for r in rs]
-        print(f"    slowest probe over runs: min {min(worst):5.2f} s  median {statistics.median(worst):5.2f} s;  "
-              f"cpu min {min(r.cpu for r in rs):5.2f} s  median {statistics.median([r.cpu for r in rs]):5.2f} s")
+        print(
+            f"    slowest probe over runs: min {min(worst):5.2f} s  median {statistics.median(worst):5.2f} s;  "
+            f"cpu min {min(r.cpu for r in rs):5.2f} s  median {statistics.median([r.cpu for r in rs]):5.2f} s"
+        )
     print()
     for name in sides:
-        print(f"  peak RSS {name}: {rss[name]:6.1f} MB (sum of VmHWM over the exporter's processes; "
-              f"PSS after the runs {pss[name]:6.1f} MB)")
+        print(
+            f"  peak RSS {name}: {rss[name]:6.1f} MB (sum of VmHWM over the exporter's processes; "
+            f"PSS after the runs {pss[name]:6.1f} MB)"
+        )
     base_name, *others = list(sides)
     for ours_name in others:
         for mode in ("per-CVM", "discover"):
@@ -226,18 +267,22 @@ def main(argv: list[str] | None = None) -> int:
             o = statistics.median([max(r.walls) for r in rounds[(ours_name, mode)]])
             bc = statistics.median([r.cpu for r in rounds[(base_name, mode)]])
             oc = statistics.median([r.cpu for r in rounds[(ours_name, mode)]])
-            print(f"  {ours_name} against {base_name}, {mode}: slowest probe (median over runs) "
-                  f"{b:5.2f} s -> {o:5.2f} s = {b / o:4.2f}x; cpu {bc:5.2f} s -> {oc:5.2f} s = {bc / oc:4.2f}x")
+            print(
+                f"  {ours_name} against {base_name}, {mode}: slowest probe (median over runs) "
+                f"{b:5.2f} s -> {o:5.2f} s = {b / o:4.2f}x; cpu {bc:5.2f} s -> {oc:5.2f} s = {bc / oc:4.2f}x"
+            )
     for name in sides:
         rs = rounds[(name, "per-CVM")]
         worst = [max(r.walls) for r in rs]
         met = sum(w < 5 for w in worst)
-        print(f"  target (every concurrent per-CVM probe < 5 s), {name}: "
-              f"{'met' if met == len(rs) else 'NOT met'} in {met} of {len(rs)} runs (slowest probe min "
-              f"{min(worst):.2f} s, median {statistics.median(worst):.2f} s; exporter CPU per vdisk "
-              f"{statistics.median([r.cpu for r in rs]) / total * 1000:.2f} ms, simulator "
-              f"{statistics.median([r.sim_cpu for r in rs]):.2f} s; load average over the runs "
-              f"{min(r.load for r in rs):.1f}-{max(r.load for r in rs):.1f})")
+        print(
+            f"  target (every concurrent per-CVM probe < 5 s), {name}: "
+            f"{'met' if met == len(rs) else 'NOT met'} in {met} of {len(rs)} runs (slowest probe min "
+            f"{min(worst):.2f} s, median {statistics.median(worst):.2f} s; exporter CPU per vdisk "
+            f"{statistics.median([r.cpu for r in rs]) / total * 1000:.2f} ms, simulator "
+            f"{statistics.median([r.sim_cpu for r in rs]):.2f} s; load average over the runs "
+            f"{min(r.load for r in rs):.1f}-{max(r.load for r in rs):.1f})"
+        )
     return 0
 
 

@@ -40,8 +40,14 @@ RUNS = 3
 
 def start_simulator(tmp: Path, live_clock: bool) -> tuple[Process, str]:
     urls = tmp / "urls.json"
-    cmd = [str(Path(sys.executable).parent / "stargate-simulator"), "clean-oltp",
-           "--synthetic-vdisks", str(VDISKS), "--urls-file", str(urls)]
+    cmd = [
+        str(Path(sys.executable).parent / "stargate-simulator"),
+        "clean-oltp",
+        "--synthetic-vdisks",
+        str(VDISKS),
+        "--urls-file",
+        str(urls),
+    ]
     if not live_clock:
         cmd += ["--freeze-at", str(time.time())]
     proc = start("stargate-simulator", cmd, tmp / "stargate-simulator.log")
@@ -62,7 +68,7 @@ def cpu_seconds(pid: int) -> float:
 
 def exporter_probe(client: HttpClient, url: str, concurrency: int) -> int:
     result = probe(client, url, time.monotonic() + 30, concurrency=concurrency)
-    text = StargateCollector(result).render()   # the body the exporter answers /probe with
+    text = StargateCollector(result).render()  # the body the exporter answers /probe with
     assert result.up and len(result.details) == VDISKS and not result.detail_errors, result.detail_errors
     return len(text)
 
@@ -91,34 +97,49 @@ def measure(runs: int, sim_pid: int, fn, *args) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--live-clock", action="store_true",
-                    help="let the simulator re-render its pages every clock second")
-    ap.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                    help="the exporter's --stargate.concurrency (default: %(default)s, the exporter's default)")
+    ap.add_argument(
+        "--live-clock", action="store_true", help="let the simulator re-render its pages every clock second"
+    )
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="the exporter's --stargate.concurrency (default: %(default)s, the exporter's default)",
+    )
     ap.add_argument("--baseline-runs", type=int, default=1, help="runs of the slow baseline (default: %(default)s)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         sim, url = start_simulator(Path(tmp), args.live_clock)
         try:
             client = HttpClient()
-            exporter_probe(client, url, args.concurrency)   # warm-up (fills the simulator's page cache)
+            exporter_probe(client, url, args.concurrency)  # warm-up (fills the simulator's page cache)
             main_page_bytes = len(requests.get(url + "/", timeout=30).content)
             ours_wall, ours_cpu, ours_sim = measure(RUNS, sim.pid, exporter_probe, client, url, args.concurrency)
             ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             base_wall, base_cpu, base_sim = measure(args.baseline_runs, sim.pid, baseline_probe, url)
         finally:
             sim.stop(timeout=10)
-    clock = "live clock: pages re-rendered each second" if args.live_clock else "frozen clock: pages served from its cache"
-    print(f"stargate probe of one CVM with {VDISKS} vdisks (main page + {VDISKS} detail pages), "
-          f"{os.cpu_count()} cores, simulator with {clock}")
-    print(f"  exporter  wall {ours_wall:6.2f} s  cpu {ours_cpu:6.2f} s  peak RSS {ours_rss:6.1f} MB  "
-          f"(best of {RUNS}, concurrency {args.concurrency}; RSS measured before the baseline ran)")
+    clock = (
+        "live clock: pages re-rendered each second" if args.live_clock else "frozen clock: pages served from its cache"
+    )
+    print(
+        f"stargate probe of one CVM with {VDISKS} vdisks (main page + {VDISKS} detail pages), "
+        f"{os.cpu_count()} cores, simulator with {clock}"
+    )
+    print(
+        f"  exporter  wall {ours_wall:6.2f} s  cpu {ours_cpu:6.2f} s  peak RSS {ours_rss:6.1f} MB  "
+        f"(best of {RUNS}, concurrency {args.concurrency}; RSS measured before the baseline ran)"
+    )
     print(f"            simulator cpu in that probe {ours_sim:5.2f} s")
-    print(f"  baseline  wall {base_wall:6.2f} s  cpu {base_cpu:6.2f} s  (best of {args.baseline_runs}: sequential, "
-          f"new connection per page, html.parser; simulator cpu {base_sim:5.2f} s)")
+    print(
+        f"  baseline  wall {base_wall:6.2f} s  cpu {base_cpu:6.2f} s  (best of {args.baseline_runs}: sequential, "
+        f"new connection per page, html.parser; simulator cpu {base_sim:5.2f} s)"
+    )
     print(f"  ratio     wall {base_wall / ours_wall:5.1f}x  cpu {base_cpu / ours_cpu:5.1f}x")
-    print(f"  main page {main_page_bytes / 1000:.0f} kB: the default body_size_limit "
-          f"({DEFAULT_BODY_SIZE_LIMIT / 2**20:g} MiB) is {DEFAULT_BODY_SIZE_LIMIT / main_page_bytes:.1f}x it")
+    print(
+        f"  main page {main_page_bytes / 1000:.0f} kB: the default body_size_limit "
+        f"({DEFAULT_BODY_SIZE_LIMIT / 2**20:g} MiB) is {DEFAULT_BODY_SIZE_LIMIT / main_page_bytes:.1f}x it"
+    )
     ok = ours_wall < 2.0 and ours_rss < 150 and base_wall / ours_wall >= 5
     print(f"  targets (< 2 s wall, < 150 MB RSS, >= 5x wall): {'met' if ok else 'NOT met'}")
     return 0

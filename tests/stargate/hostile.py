@@ -58,15 +58,19 @@ def set_cell(main: str, vdisk_id: int, column: str, value: str) -> str:
     raise KeyError(vdisk_id)
 
 
-def set_links(main: str, vdisk_href: Callable[[str], str] | None = None,
-              cluster: list[str] | None = None) -> str:
+def set_links(main: str, vdisk_href: Callable[[str], str] | None = None, cluster: list[str] | None = None) -> str:
     """Rewrite the vdisk links (``vdisk_href(old) -> new``) and/or the Cluster State links."""
     if vdisk_href is not None:
         main = re.sub(r'href="(/vdisk_stats[^"]*)"', lambda m: f'href="{vdisk_href(m.group(1))}"', main)
     if cluster is not None:
         rows = "".join(f'<tr><td>{i}</td><td><a href="{u}">{u}</a></td><td></td></tr>' for i, u in enumerate(cluster))
-        main = re.sub(r"(Cluster(&nbsp;| |\xa0)State.*?<table[^>]*>\s*<tr><th>.*?</tr>).*?(</table>)",
-                      lambda m: m.group(1) + rows + m.group(3), main, count=1, flags=re.S)
+        main = re.sub(
+            r"(Cluster(&nbsp;| |\xa0)State.*?<table[^>]*>\s*<tr><th>.*?</tr>).*?(</table>)",
+            lambda m: m.group(1) + rows + m.group(3),
+            main,
+            count=1,
+            flags=re.S,
+        )
     return main
 
 
@@ -189,7 +193,7 @@ def trickle(data: bytes, every: float = 0.2) -> Iterator[bytes]:
     """``data`` a byte at a time, ``every`` seconds apart (each read of the client gets a byte
     well within any per-read timeout)."""
     for i in range(len(data)):
-        yield data[i:i + 1]
+        yield data[i : i + 1]
         time.sleep(every)
 
 

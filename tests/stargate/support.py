@@ -55,7 +55,11 @@ class RequestsClient:
                         raise DeadlineExceeded(f"{url}: deadline exceeded while reading the page")
                 return bytes(body)
         except requests.exceptions.ConnectionError as exc:
-            cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed: {exc.__class__.__name__}"
+            cause = (
+                "connection refused"
+                if "refused" in str(exc).lower()
+                else f"connection failed: {exc.__class__.__name__}"
+            )
             raise FetchError(f"{url}: {cause}") from None
         except requests.exceptions.Timeout:
             raise DeadlineExceeded(f"{url}: deadline exceeded (no answer in time)") from None

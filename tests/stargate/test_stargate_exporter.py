@@ -39,21 +39,29 @@ def sim_ports(cluster) -> tuple[int, ...]:
 
 @pytest.fixture(scope="module")
 def exporter(zero_heavy):
-    srv = ExporterServer(make_app(8, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0,
-                                  discovery_ports=sim_ports(zero_heavy)), "127.0.0.1", 0).start()
+    srv = ExporterServer(
+        make_app(8, {"1000": {"vm": "bench-01", "disk": "scsi0:1"}}, 5.0, discovery_ports=sim_ports(zero_heavy)),
+        "127.0.0.1",
+        0,
+    ).start()
     yield srv
     srv.stop()
 
 
 def scrape(exporter, target, timeout="4", **params):
-    r = requests.get(exporter.url + "/probe", params={"target": target, **params},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout}, timeout=30)
+    r = requests.get(
+        exporter.url + "/probe",
+        params={"target": target, **params},
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout},
+        timeout=30,
+    )
     assert r.status_code == 200, r.text
     return r.text
 
 
 def samples(text: str, name: str) -> dict[tuple, float]:
     from prometheus_client.parser import text_string_to_metric_families
+
     out = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -86,7 +94,7 @@ def test_parser_reads_every_build(build):
         assert detail.vdisk_id == row.vdisk_id
         zero = {"zero", "estore_zero", "oplog_zero"}
         zero_ratio = sum(r for n, (_, r) in detail.read_sources.items() if n in zero)
-        assert zero_ratio == pytest.approx(0.357, abs=0.011)   # percents are whole numbers on the page
+        assert zero_ratio == pytest.approx(0.357, abs=0.011)  # percents are whole numbers on the page
         assert sum(c for c in detail.read_latency.counts) == pytest.approx(truth.read_ops, abs=1)
         if build == 2015:
             assert "zero" in detail.read_sources and "extent_cache" in detail.read_sources
@@ -103,15 +111,18 @@ def test_probe_with_discovery_exports_each_vdisk_once(zero_heavy, exporter):
     ids = sorted(dict(k)["vdisk_id"] for k in infos)
     assert ids == sorted(str(d.vdisk_id) for d in zero_heavy.scenario.disks)
     # Mapping file labels reach the info metric.
-    assert one(text, "stargate_vdisk_info", vdisk_id="1000")  == 1
+    assert one(text, "stargate_vdisk_info", vdisk_id="1000") == 1
     assert ("vm", "bench-01") in next(k for k in infos if ("vdisk_id", "1000") in k)
     # Exact values from the scenario: 9000 reads/s of 8 KiB, zero share of read bytes 35.7 %.
     assert one(text, "stargate_vdisk_read_ops_per_second", vdisk_id="1000") == 9000
     assert one(text, "stargate_vdisk_read_bytes_per_second", vdisk_id="1000") == 9000 * 8192
-    src = {dict(k)["source"]: v for k, v in samples(text, "stargate_vdisk_read_source_bytes_per_second").items()
-           if ("vdisk_id", "1000") in k}
+    src = {
+        dict(k)["source"]: v
+        for k, v in samples(text, "stargate_vdisk_read_source_bytes_per_second").items()
+        if ("vdisk_id", "1000") in k
+    }
     zero = src["estore_zero"] + src["oplog_zero"]
-    assert zero / sum(src.values()) == pytest.approx(0.357, abs=0.02)   # MB/s are whole numbers on the page
+    assert zero / sum(src.values()) == pytest.approx(0.357, abs=0.02)  # MB/s are whole numbers on the page
     assert one(text, "stargate_vdisk_write_destination_ratio", vdisk_id="1000", destination="oplog_zero") == 0.40
     assert one(text, "stargate_vdisk_read_latency_seconds_gcount", vdisk_id="1000") == 27000
     result = promtool_check_metrics(text)
@@ -124,13 +135,16 @@ def test_single_cvm_probe_shows_only_its_vdisks(zero_heavy, exporter):
     assert sorted(dict(k)["vdisk_id"] for k in samples(text, "stargate_vdisk_info")) == sorted(hosted)
 
 
-@pytest.mark.parametrize("mode, kw, cause", [
-    ("http_500", {}, "HTTP 500"),
-    ("garbage", {}, "cvm"),
-    ("truncated", {}, "cvm"),
-    ("slow", {"delay": 6}, "deadline exceeded"),
-    ("refused", {}, "connection refused"),
-])
+@pytest.mark.parametrize(
+    "mode, kw, cause",
+    [
+        ("http_500", {}, "HTTP 500"),
+        ("garbage", {}, "cvm"),
+        ("truncated", {}, "cvm"),
+        ("slow", {"delay": 6}, "deadline exceeded"),
+        ("refused", {}, "connection refused"),
+    ],
+)
 def test_target_failures_give_up_0_and_a_log_line(mode, kw, cause, exporter, caplog):
     with StargateCluster("zero-heavy", clock=lambda: FROZEN) as cluster:
         target = cluster.urls["cvm-1"].split("://")[1]
@@ -167,9 +181,21 @@ def test_failing_detail_page_marks_only_that_vdisk():
 
 def test_moving_vdisk_is_counted_once():
     base = {
-        "name": "moving", "period": "60s", "cluster": {"cvms": ["cvm-1", "cvm-2"]},
-        "vms": [{"name": "vm1", "disks": [{"cvm": "cvm-1", "moves": [{"at": "30s", "to": "cvm-2"}],
-                                            "streams": [{"read_iops": 100, "write_iops": 0}]}]}],
+        "name": "moving",
+        "period": "60s",
+        "cluster": {"cvms": ["cvm-1", "cvm-2"]},
+        "vms": [
+            {
+                "name": "vm1",
+                "disks": [
+                    {
+                        "cvm": "cvm-1",
+                        "moves": [{"at": "30s", "to": "cvm-2"}],
+                        "streams": [{"read_iops": 100, "write_iops": 0}],
+                    }
+                ],
+            }
+        ],
     }
     sc = parse_scenario(base)
     t = [FROZEN - FROZEN % 60 + 29.5]
@@ -178,20 +204,28 @@ def test_moving_vdisk_is_counted_once():
 
         from ioparallax.exporters.stargate.probe import probe
         from tests.stargate.support import RequestsClient
+
         session = rq.Session()
         # Read cvm-1's main page before the move, let the vdisk move, then discover: cvm-2 lists it too.
         real_get = session.get
 
         def get(url, **kw):
             r = real_get(url, **kw)
-            t[0] = FROZEN - FROZEN % 60 + 30.5   # the move happens right after the first page
+            t[0] = FROZEN - FROZEN % 60 + 30.5  # the move happens right after the first page
             return r
+
         session.get = get
-        result = probe(RequestsClient(session), cluster.urls["cvm-1"], time.monotonic() + 5, discover=True,
-                       discovery_ports=sim_ports(cluster))
+        result = probe(
+            RequestsClient(session),
+            cluster.urls["cvm-1"],
+            time.monotonic() + 5,
+            discover=True,
+            discovery_ports=sim_ports(cluster),
+        )
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
         from ioparallax.exporters.stargate.exposition import StargateCollector
+
         text = StargateCollector(result).render().decode()
         assert len(samples(text, "stargate_vdisk_info")) == 1
         assert len(samples(text, "stargate_vdisk_read_ops_per_second")) == 1
@@ -200,7 +234,7 @@ def test_moving_vdisk_is_counted_once():
 @given(st.text(max_size=400) | st.binary(max_size=400).map(lambda b: b.decode("latin-1")))
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_parser_raises_only_its_own_error(text):
-    page = text.encode("utf-8", "replace")      # the parser takes bytes, as fetched (lone surrogates: "?")
+    page = text.encode("utf-8", "replace")  # the parser takes bytes, as fetched (lone surrogates: "?")
     for fn in (lambda: parse_main_page(page, "http://x/"), lambda: parse_vdisk_page(page)):
         try:
             fn()
@@ -276,7 +310,7 @@ def test_odd_colspan_gives_the_parsers_own_error_or_a_page(span):
     try:
         page = parse_main_page(main.encode(), "http://x/")
     except StargatePageError as exc:
-        assert "no column" in str(exc)      # the header no longer lines up: named, not a crash
+        assert "no column" in str(exc)  # the header no longer lines up: named, not a crash
     else:
         assert page.vdisks
 
@@ -295,6 +329,7 @@ def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
     from ioparallax.exporters.stargate.exposition import StargateCollector
     from ioparallax.exporters.stargate.probe import probe
     from ioparallax.exporters.stargate.transport import HttpClient
+
     result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
     tricky = 'db "prod"\\new\nline'
     text = StargateCollector(result, {"1000": {"vm": tricky, "disk": "scsi0:1"}}).render().decode()
@@ -303,8 +338,9 @@ def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
     # le as client_python (and, for 1 MiB, client_golang) writes it: exact, never "%g"'s 1.04858e+06.
     les = {dict(k)["le"] for k in samples(text, "stargate_vdisk_write_size_bytes_bucket") if ("vdisk_id", "1000") in k}
     assert les == {"4096.0", "8192.0", "16384.0", "32768.0", "65536.0", "524288.0", "1.048576e+06", "+Inf"}
-    assert one(text, "stargate_vdisk_write_size_bytes_bucket", vdisk_id="1000", le="+Inf") == \
-        one(text, "stargate_vdisk_write_size_bytes_gcount", vdisk_id="1000")
+    assert one(text, "stargate_vdisk_write_size_bytes_bucket", vdisk_id="1000", le="+Inf") == one(
+        text, "stargate_vdisk_write_size_bytes_gcount", vdisk_id="1000"
+    )
     result = promtool_check_metrics(text)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -322,6 +358,7 @@ def test_blank_working_set_label_is_not_an_index_error():
 
 def test_allow_list_matches_patterns_ips_and_cidrs():
     from ioparallax.exporters.stargate.targets import TargetPolicy
+
     p = TargetPolicy(["10.0.0.0/24", "fd00::/64", "cvm-*.example.com", "192.0.2.7"])
     assert p.allows("10.0.0.5") and p.allows("fd00::5") and p.allows("CVM-1.Example.com") and p.allows("192.0.2.7")
     assert not p.allows("10.0.1.5") and not p.allows("fd01::5") and not p.allows("cvm-1.example.com.evil.net")
@@ -333,20 +370,23 @@ def test_allow_list_matches_patterns_ips_and_cidrs():
 
 def test_limits_and_allow_list_config_errors_name_file_and_key(tmp_path):
     f = tmp_path / "sg.yml"
-    f.write_text("targets: [10.0.0.0/24, cvm-*.lab]\nbody_size_limit: 8MiB\nmax_pages_per_probe: 100\n"
-                 "discovery_ports: [2010]\n")
+    f.write_text(
+        "targets: [10.0.0.0/24, cvm-*.lab]\nbody_size_limit: 8MiB\nmax_pages_per_probe: 100\ndiscovery_ports: [2010]\n"
+    )
     cfg = load_mapping_config(f)
     assert cfg.targets == ["10.0.0.0/24", "cvm-*.lab"] and not cfg.allow_unlisted
     assert cfg.limits.body_size_limit == 8 * 1024 * 1024 and cfg.limits.max_pages == 100
     assert cfg.discovery_ports == (2010,) and cfg.policy().allows("10.0.0.9")
-    for text, where in (("targets: [10.0.0.0/33]\n", r"sg.yml: targets\[0\]: .*neither a CIDR"),
-                        ("targets: [{a: 1}]\n", r"targets\[0\]: expected a host pattern"),
-                        ("body_size_limit: lots\n", r"body_size_limit: expected a size"),
-                        ("body_size_limit: 10\n", r"body_size_limit: at least 1KiB"),
-                        ("max_pages_per_probe: 0\n", r"max_pages_per_probe: expected an integer from 1"),
-                        ("discovery_ports: [70000]\n", r"discovery_ports\[0\]: expected a port"),
-                        ("allow_unlisted_targets: yes please\n", r"allow_unlisted_targets: expected a boolean"),
-                        ("target: [10.0.0.1]\n", r"target: unknown key")):
+    for text, where in (
+        ("targets: [10.0.0.0/33]\n", r"sg.yml: targets\[0\]: .*neither a CIDR"),
+        ("targets: [{a: 1}]\n", r"targets\[0\]: expected a host pattern"),
+        ("body_size_limit: lots\n", r"body_size_limit: expected a size"),
+        ("body_size_limit: 10\n", r"body_size_limit: at least 1KiB"),
+        ("max_pages_per_probe: 0\n", r"max_pages_per_probe: expected an integer from 1"),
+        ("discovery_ports: [70000]\n", r"discovery_ports\[0\]: expected a port"),
+        ("allow_unlisted_targets: yes please\n", r"allow_unlisted_targets: expected a boolean"),
+        ("target: [10.0.0.1]\n", r"target: unknown key"),
+    ):
         f.write_text(text)
         with pytest.raises(ConfigError, match=where):
             load_mapping_config(f)
@@ -354,6 +394,7 @@ def test_limits_and_allow_list_config_errors_name_file_and_key(tmp_path):
 
 def load_mapping_config(path):
     from ioparallax.exporters.stargate.cli import load_config
+
     return load_config(str(path))
 
 
@@ -361,6 +402,7 @@ def load_mapping_config(path):
 @settings(max_examples=300, deadline=None)
 def test_target_parser_raises_only_its_own_error(text):
     from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, cluster_cvms, parse_target
+
     try:
         t = parse_target(text)
     except TargetError:
@@ -371,9 +413,11 @@ def test_target_parser_raises_only_its_own_error(text):
 
 def test_exporter_without_an_allow_list_refuses_every_target_and_says_so_at_start(tmp_path, zero_heavy):
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}"],
-                          tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}"], tmp_path
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": zero_heavy.urls["cvm-1"]}, timeout=10)
@@ -384,9 +428,12 @@ def test_exporter_without_an_allow_list_refuses_every_target_and_says_so_at_star
     assert "no targets allowed: every probe is refused" in log_text and "refused: host 127.0.0.1" in log_text
     # The flag (or STARGATE_TARGETS) lists them.
     port = free_port()
-    proc = ManagedProcess("stargate-exporter-2", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                  "--stargate.target=10.9.9.0/24"], tmp_path,
-                          env={"STARGATE_TARGETS": "127.0.0.1, cvm-*.lab"})
+    proc = ManagedProcess(
+        "stargate-exporter-2",
+        [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}", "--stargate.target=10.9.9.0/24"],
+        tmp_path,
+        env={"STARGATE_TARGETS": "127.0.0.1, cvm-*.lab"},
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": zero_heavy.urls["cvm-1"]}, timeout=10)

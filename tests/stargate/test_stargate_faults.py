@@ -36,7 +36,7 @@ from tests.stargate.hostile import (
 )
 from tests.support import promtool_check_metrics
 
-SCRAPE_TIMEOUT = 2.0          # the header Prometheus sends; the exporter's deadline is 0.5 s less
+SCRAPE_TIMEOUT = 2.0  # the header Prometheus sends; the exporter's deadline is 0.5 s less
 MB50 = 50 * 1024 * 1024
 
 
@@ -50,6 +50,7 @@ def detail_answer(details):
     def answer(path: str) -> bytes:
         vid = int(path.split("id=")[1].split("&")[0])
         return response(details[vid].encode())
+
     return answer
 
 
@@ -64,6 +65,7 @@ def site(main: str | bytes, details, **overrides):
         if kind in overrides:
             return overrides[kind](path)
         return response(body) if kind == "/" else det(path)
+
     return answer
 
 
@@ -73,10 +75,12 @@ def exporter():
     servers = []
 
     def make(policy: TargetPolicy | None = None, limits: Limits = Limits(), ports: tuple[int, ...] = ()):
-        srv = ExporterServer(make_app(4, {}, 10.0, policy or TargetPolicy(["127.0.0.1"]), limits, ports),
-                             "127.0.0.1", 0).start()
+        srv = ExporterServer(
+            make_app(4, {}, 10.0, policy or TargetPolicy(["127.0.0.1"]), limits, ports), "127.0.0.1", 0
+        ).start()
         servers.append(srv)
         return srv
+
     yield make
     for srv in servers:
         srv.stop()
@@ -86,21 +90,30 @@ def scrape(srv, target: str, timeout: float = SCRAPE_TIMEOUT, **params) -> tuple
     """One probe as Prometheus sends it; every probe must answer within the deadline (the
     timeout less 0.5 s) plus 0.5 s."""
     start = time.monotonic()
-    r = requests.get(srv.url + "/probe", params={"target": target, **params},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)}, timeout=30)
+    r = requests.get(
+        srv.url + "/probe",
+        params={"target": target, **params},
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
+        timeout=30,
+    )
     took = time.monotonic() - start
     assert took < timeout, f"probe of {target!r} took {took:.2f} s, past the deadline plus 0.5 s"
     return r.status_code, r.text, took
 
 
 def series(text: str) -> list[tuple[str, tuple]]:
-    return [(s.name, tuple(sorted(s.labels.items())))
-            for fam in text_string_to_metric_families(text) for s in fam.samples]
+    return [
+        (s.name, tuple(sorted(s.labels.items()))) for fam in text_string_to_metric_families(text) for s in fam.samples
+    ]
 
 
 def value(text: str, name: str, **labels) -> float:
-    got = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-           if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    got = [
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
     assert len(got) == 1, (name, labels, got)
     return got[0]
 
@@ -135,25 +148,45 @@ def probe_threads() -> list[threading.Thread]:
 # ------------------------------------------------------------------ the target's server misbehaves
 def _trickle_body(main, details):
     body = main.encode()
-    return site(main, details, **{"/": lambda p: iter([response(b"", headers=[("Content-Length", str(len(body)))]),
-                                                       *trickle(body[:200])])})
+    return site(
+        main,
+        details,
+        **{"/": lambda p: iter([response(b"", headers=[("Content-Length", str(len(body)))]), *trickle(body[:200])])},
+    )
 
 
 FAULTS = {
     # mode: (answer builder, cause in the log line)
     "trickle_body": (_trickle_body, "deadline exceeded"),
-    "trickle_headers": (lambda m, d: site(m, d, **{"/": lambda p: trickle(response(m.encode())[:300])}),
-                        "deadline exceeded"),
-    "trickle_detail": (lambda m, d: site(m, d, **{"/vdisk_stats": lambda p: trickle(response(d[1000].encode()))}),
-                       "vdisk detail views pending"),
-    "content_length_x": (lambda m, d: site(m, d, **{"/": lambda p: response(m.encode(), headers=[("Content-Length", "x")])}),
-                         "bad Content-Length"),
-    "content_length_doubled": (lambda m, d: site(m, d, **{"/": lambda p: response(
-        m.encode(), headers=[("Content-Length", str(len(m))), ("Content-Length", str(len(m) + 5))])}),
-        "bad Content-Length"),
+    "trickle_headers": (
+        lambda m, d: site(m, d, **{"/": lambda p: trickle(response(m.encode())[:300])}),
+        "deadline exceeded",
+    ),
+    "trickle_detail": (
+        lambda m, d: site(m, d, **{"/vdisk_stats": lambda p: trickle(response(d[1000].encode()))}),
+        "vdisk detail views pending",
+    ),
+    "content_length_x": (
+        lambda m, d: site(m, d, **{"/": lambda p: response(m.encode(), headers=[("Content-Length", "x")])}),
+        "bad Content-Length",
+    ),
+    "content_length_doubled": (
+        lambda m, d: site(
+            m,
+            d,
+            **{
+                "/": lambda p: response(
+                    m.encode(), headers=[("Content-Length", str(len(m))), ("Content-Length", str(len(m) + 5))]
+                )
+            },
+        ),
+        "bad Content-Length",
+    ),
     "bad_status_line": (lambda m, d: site(m, d, **{"/": lambda p: b"HTTP/1.1 abc\r\n\r\n"}), "BadStatusLine"),
-    "header_flood": (lambda m, d: site(m, d, **{"/": lambda p: response(
-        m.encode(), headers=[(f"X-{i}", "y") for i in range(200)])}), "more than 100 headers"),
+    "header_flood": (
+        lambda m, d: site(m, d, **{"/": lambda p: response(m.encode(), headers=[(f"X-{i}", "y") for i in range(200)])}),
+        "more than 100 headers",
+    ),
     "huge_page_with_length": (lambda m, d: site(m, d, **{"/": lambda p: huge(MB50, True)}), "body_size_limit"),
     "huge_page_streamed": (lambda m, d: site(m, d, **{"/": lambda p: huge(MB50, False)}), "body_size_limit"),
     "huge_detail_page": (lambda m, d: site(m, d, **{"/vdisk_stats": lambda p: huge(MB50, False)}), "body_size_limit"),
@@ -184,7 +217,9 @@ def test_abandoned_fetches_end_soon_after_the_deadline(pages, exporter):
     """A trickling detail page: the probe does not wait for its fetch threads, and their sockets
     are shut down at the deadline, so ten such probes leave no busy thread behind."""
     main, details = pages
-    with HostileStargate(site(main, details, **{"/vdisk_stats": lambda p: trickle(response(details[1000].encode()))})) as fake:
+    with HostileStargate(
+        site(main, details, **{"/vdisk_stats": lambda p: trickle(response(details[1000].encode()))})
+    ) as fake:
         srv = exporter()
         for _ in range(3):
             status, text, took = scrape(srv, fake.target, timeout=1.0)
@@ -229,16 +264,20 @@ def test_odd_vdisk_ids_reject_their_row_only(pages, exporter, caplog):
 
 def test_garbage_detail_views_mark_their_vdisk_only(pages, exporter, caplog):
     main, details = pages
-    bad = {**details,
-           1000: set_bucket(details[1000], "Frontend Read Latency", "-5"),
-           1001: set_bucket(details[1001], "Write Size Distribution", "nan")}
+    bad = {
+        **details,
+        1000: set_bucket(details[1000], "Frontend Read Latency", "-5"),
+        1001: set_bucket(details[1001], "Write Size Distribution", "nan"),
+    }
     caplog.set_level(logging.WARNING)
     with HostileStargate(site(main, bad)) as fake:
         status, text, _ = scrape(exporter(), fake.target)
     assert status == 200
     assert value(text, "stargate_up") == 1 and value(text, "stargate_rejected_rows") == 2
     assert [value(text, "stargate_vdisk_detail_up", vdisk_id=str(v)) for v in (1000, 1001, 1002)] == [0, 0, 1]
-    assert not [s for s in series(text) if s[0].startswith("stargate_vdisk_read_latency") and ("vdisk_id", "1000") in s[1]]
+    assert not [
+        s for s in series(text) if s[0].startswith("stargate_vdisk_read_latency") and ("vdisk_id", "1000") in s[1]
+    ]
     assert value(text, "stargate_vdisk_read_latency_seconds_gcount", vdisk_id="1002") >= 0
     logged(caplog, fake.target, "vdisk 1000", "negative")
     logged(caplog, fake.target, "vdisk 1001", "not finite")
@@ -264,10 +303,16 @@ def test_foreign_vdisk_links_are_never_followed(pages, exporter, caplog):
     (all of loopback) would admit them: the same-server rule alone refuses them."""
     main, details = pages
     state = {}
-    with HostileStargate(lambda p: state["answer"](p)) as fake, \
-            Canary("127.0.0.2", fake.port) as other_host, Canary("127.0.0.1") as other_port:
-        hrefs = {"1000": f"http://127.0.0.2:{fake.port}", "1001": f"http://127.0.0.1:{other_port.port}",
-                 "1002": f"gopher://127.0.0.1:{other_port.port}"}
+    with (
+        HostileStargate(lambda p: state["answer"](p)) as fake,
+        Canary("127.0.0.2", fake.port) as other_host,
+        Canary("127.0.0.1") as other_port,
+    ):
+        hrefs = {
+            "1000": f"http://127.0.0.2:{fake.port}",
+            "1001": f"http://127.0.0.1:{other_port.port}",
+            "1002": f"gopher://127.0.0.1:{other_port.port}",
+        }
         page = set_links(main, vdisk_href=lambda h: hrefs[h.split("id=")[1].split("&")[0]] + h)
         state["answer"] = site(page, details)
         caplog.set_level(logging.WARNING)
@@ -285,12 +330,19 @@ def test_foreign_vdisk_links_are_never_followed(pages, exporter, caplog):
 def test_discovery_follows_only_listed_cvms_on_the_stargate_port(pages, exporter, caplog):
     main, details = pages
     state = {}
-    with HostileStargate(lambda p: state["answer"](p)) as fake, \
-            Canary("127.0.0.2", fake.port) as unlisted, Canary("127.0.0.1") as other_port:
-        links = [f"http://127.0.0.2:{fake.port}",             # a host not on the allow-list
-                 f"http://127.0.0.1:{other_port.port}",         # not the Stargate port
-                 f"gopher://127.0.0.1:{fake.port}", "file:///etc/passwd",
-                 f"http://user@127.0.0.1:{other_port.port}/", "http://[::1"]
+    with (
+        HostileStargate(lambda p: state["answer"](p)) as fake,
+        Canary("127.0.0.2", fake.port) as unlisted,
+        Canary("127.0.0.1") as other_port,
+    ):
+        links = [
+            f"http://127.0.0.2:{fake.port}",  # a host not on the allow-list
+            f"http://127.0.0.1:{other_port.port}",  # not the Stargate port
+            f"gopher://127.0.0.1:{fake.port}",
+            "file:///etc/passwd",
+            f"http://user@127.0.0.1:{other_port.port}/",
+            "http://[::1",
+        ]
         state["answer"] = site(set_links(main, cluster=links), details)
         caplog.set_level(logging.WARNING)
         status, text, took = scrape(exporter(TargetPolicy(["127.0.0.1"])), fake.target, discover="true")
@@ -311,15 +363,24 @@ def test_duplicate_cluster_state_entries_are_probed_once(pages, exporter):
     main, details = pages
     state = {}
     with HostileStargate(lambda p: state["answer"](p)) as a, HostileStargate(site(main, details)) as b:
-        links = [f"http://{a.target}", f"http://{b.target}", f"http://{b.target}/", f"HTTP://{b.target}",
-                 f"http://{b.target}"]
+        links = [
+            f"http://{a.target}",
+            f"http://{b.target}",
+            f"http://{b.target}/",
+            f"HTTP://{b.target}",
+            f"http://{b.target}",
+        ]
         state["answer"] = site(set_links(main, cluster=links), details)
         status, text, _ = scrape(exporter(ports=(b.port,)), a.target, discover="true")
         assert b.requests.count("/") == 1
     assert status == 200 and value(text, "stargate_up") == 1
     assert sorted(dict(s[1])["cvm"] for s in series(text) if s[0] == "stargate_cvm_up") == sorted([a.target, b.target])
     # Both list the same vdisks: merged by id, each once.
-    assert sorted(dict(s[1])["vdisk_id"] for s in series(text) if s[0] == "stargate_vdisk_info") == ["1000", "1001", "1002"]
+    assert sorted(dict(s[1])["vdisk_id"] for s in series(text) if s[0] == "stargate_vdisk_info") == [
+        "1000",
+        "1001",
+        "1002",
+    ]
     check_exposition(text)
 
 
@@ -327,8 +388,10 @@ def test_trickling_cluster_cvm_gives_up_0_within_the_deadline(pages, exporter, c
     main, details = pages
     state = {}
     caplog.set_level(logging.WARNING)
-    with HostileStargate(lambda p: state["answer"](p)) as a, \
-            HostileStargate(site(main, details, **{"/": lambda p: trickle(response(main.encode()))})) as b:
+    with (
+        HostileStargate(lambda p: state["answer"](p)) as a,
+        HostileStargate(site(main, details, **{"/": lambda p: trickle(response(main.encode()))})) as b,
+    ):
         state["answer"] = site(set_links(main, cluster=[f"http://{b.target}"]), details)
         status, text, _ = scrape(exporter(ports=(b.port,)), a.target, discover="true")
     assert status == 200 and value(text, "stargate_up") == 0
@@ -349,19 +412,22 @@ def test_unlisted_target_is_refused_with_400_and_a_log_line(exporter, caplog):
     logged(caplog, f"127.0.0.2:{canary.port}", "refused", "allow-list")
 
 
-@pytest.mark.parametrize("target, cause", [
-    ("gopher://127.0.0.1:{port}/", "scheme 'gopher' not allowed"),
-    ("file:///etc/passwd", "scheme 'file' not allowed"),
-    ("http://127.0.0.1:{port}/é", "not ASCII"),
-    ("http://[::1]:abc/", "not a URL"),
-    ("a" * 70 + ".example.com", "DNS label of 70 characters"),
-    ("127.0.0.1:{port}\x00", "control character"),
-    ("http://127.0.0.1:{port}/%00", "NUL"),
-    ("127.0.0.1:{port}\nlevel=error msg=forged", "control character"),
-    ("http://user:pw@127.0.0.1:{port}/", "user information"),
-    ("127.1:{port}", "neither a dotted IPv4 address"),
-    ("127.0.0.1:99999", "not a URL"),
-])
+@pytest.mark.parametrize(
+    "target, cause",
+    [
+        ("gopher://127.0.0.1:{port}/", "scheme 'gopher' not allowed"),
+        ("file:///etc/passwd", "scheme 'file' not allowed"),
+        ("http://127.0.0.1:{port}/é", "not ASCII"),
+        ("http://[::1]:abc/", "not a URL"),
+        ("a" * 70 + ".example.com", "DNS label of 70 characters"),
+        ("127.0.0.1:{port}\x00", "control character"),
+        ("http://127.0.0.1:{port}/%00", "NUL"),
+        ("127.0.0.1:{port}\nlevel=error msg=forged", "control character"),
+        ("http://user:pw@127.0.0.1:{port}/", "user information"),
+        ("127.1:{port}", "neither a dotted IPv4 address"),
+        ("127.0.0.1:99999", "not a URL"),
+    ],
+)
 def test_malformed_targets_give_up_0_and_no_connection(target, cause, exporter, caplog):
     caplog.set_level(logging.WARNING)
     with Canary("127.0.0.1") as canary:
@@ -398,21 +464,30 @@ def test_exporter_process_refuses_unlisted_targets_and_never_buffers_a_huge_page
     log line, and a 50 MB page (streamed without Content-Length) fails the probe at
     body_size_limit without the process' peak memory growing by anything near 50 MB."""
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
     main, details = pages
     cfg = tmp_path / "stargate.yml"
     cfg.write_text("targets: [127.0.0.1]\nbody_size_limit: 1MiB\n")
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                f"--config.file={cfg}"], tmp_path)
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg}"],
+        tmp_path,
+    )
     state = {"answer": site(main, details)}
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         with HostileStargate(lambda p: state["answer"](p)) as fake, Canary("127.0.0.2") as canary:
 
             def get(target):
-                return requests.get(f"http://127.0.0.1:{port}/probe", params={"target": target},
-                                    headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"}, timeout=30)
-            r = get(fake.target)                         # a normal probe first: the baseline peak
+                return requests.get(
+                    f"http://127.0.0.1:{port}/probe",
+                    params={"target": target},
+                    headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"},
+                    timeout=30,
+                )
+
+            r = get(fake.target)  # a normal probe first: the baseline peak
             assert r.status_code == 200 and value(r.text, "stargate_up") == 1
             before = _vm_hwm_kib(proc.pid)
             state["answer"] = site(main, details, **{"/": lambda p: huge(MB50, False)})

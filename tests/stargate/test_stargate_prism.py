@@ -41,12 +41,18 @@ def names_for(cluster, cvm="cvm-1", password=PASSWORD, **kw) -> VDiskNames:
 
 def expected(cluster):
     """vdisk id -> (vdisk uuid, vm, disk address, VM disk uuid) from the scenario itself."""
-    return {str(d.vdisk_id): (d.vdisk_uuid, d.vm, pages.disk_address(d), d.uuid.lower()) for d in cluster.scenario.disks}
+    return {
+        str(d.vdisk_id): (d.vdisk_uuid, d.vm, pages.disk_address(d), d.uuid.lower()) for d in cluster.scenario.disks
+    }
 
 
 def scrape(server, target, timeout="4"):
-    r = requests.get(server.url + "/probe", params={"target": target, "discover": "true"},
-                     headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout}, timeout=30)
+    r = requests.get(
+        server.url + "/probe",
+        params={"target": target, "discover": "true"},
+        headers={"X-Prometheus-Scrape-Timeout-Seconds": timeout},
+        timeout=30,
+    )
     assert r.status_code == 200, r.text
     return r.text
 
@@ -71,8 +77,8 @@ def test_prism_names_reach_vdisk_info_and_yaml_wins(cluster):
     assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 1
     labels = vm_labels(text)
     assert labels["1000"] == (truth["1000"][1], truth["1000"][2]) == ("bench-01", "scsi.1")
-    assert disk_uuids(text)["1000"] == truth["1000"][3]       # Prism's device_uuid: vCenter's disk UUID
-    assert labels["1001"] == ("hand-mapped", "scsi0:7")       # the hand mapping wins over Prism
+    assert disk_uuids(text)["1000"] == truth["1000"][3]  # Prism's device_uuid: vCenter's disk UUID
+    assert labels["1001"] == ("hand-mapped", "scsi0:7")  # the hand mapping wins over Prism
     assert disk_uuids(text)["1001"] == ""
     assert set(labels) == set(truth)
 
@@ -83,7 +89,7 @@ def test_lookup_joins_by_uuid_and_by_id_only_without_uuid(cluster):
     uuid, vm, disk, disk_uuid = expected(cluster)["1000"]
     want = {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}
     assert names.lookup("1000", uuid.upper()) == want
-    assert names.lookup("1000", "") == want                                 # row without a UUID: by id
+    assert names.lookup("1000", "") == want  # row without a UUID: by id
     # Another cluster's vdisk with the same id but its own UUID is not labelled.
     assert names.lookup("1000", "00000000-0000-0000-0000-000000000000") == {}
 
@@ -92,12 +98,15 @@ def assert_no_password(caplog):
     assert PASSWORD not in caplog.text
 
 
-@pytest.mark.parametrize("mode, kw, cause", [
-    ("http_500", {}, "HTTP 500"),
-    ("garbage", {}, "not JSON"),
-    ("truncated", {}, "not JSON"),
-    ("slow", {"delay": 3}, "timed out after 1.0 s"),
-])
+@pytest.mark.parametrize(
+    "mode, kw, cause",
+    [
+        ("http_500", {}, "HTTP 500"),
+        ("garbage", {}, "not JSON"),
+        ("truncated", {}, "not JSON"),
+        ("slow", {"delay": 3}, "timed out after 1.0 s"),
+    ],
+)
 def test_prism_faults_keep_the_mapping_and_are_logged_once(cluster, caplog, mode, kw, cause):
     names = names_for(cluster, timeout=1.0)
     assert names.refresh() is True and names.prism_up
@@ -109,7 +118,7 @@ def test_prism_faults_keep_the_mapping_and_are_logged_once(cluster, caplog, mode
     assert names.lookup("1000", uuid) == {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}, "the mapping stays as it was"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and cause in warnings[0] and "keeping the mapping" in warnings[0], warnings
-    names.refresh()                                  # the same cause again: not a second warning
+    names.refresh()  # the same cause again: not a second warning
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
     assert_no_password(caplog)
     cluster.clear_faults()
@@ -140,7 +149,7 @@ def test_refused_prism_never_fails_the_probe(cluster, caplog):
     assert one(text, "stargate_up") == 1 and one(text, "stargate_prism_up") == 0
     labels = vm_labels(text)
     assert labels.pop("1000") == ("from-yaml", "")
-    assert labels and set(labels.values()) == {("", "")}        # YAML-only: the others unnamed
+    assert labels and set(labels.values()) == {("", "")}  # YAML-only: the others unnamed
     assert "connection refused" in caplog.text and "YAML mapping only" in caplog.text
     assert_no_password(caplog)
 
@@ -187,13 +196,19 @@ def test_refresh_interval_caches_the_inventory(cluster):
 
 def test_config_section(tmp_path):
     env = {"PRISM_PASSWORD": PASSWORD, "PRISM_USERNAME": USER}
-    cfg = prism_config(Section({"url": "10.0.0.10", "username_env": "PRISM_USERNAME",
-                                "password_env": "PRISM_PASSWORD"}, "x.yml", "prism"), env)
+    cfg = prism_config(
+        Section(
+            {"url": "10.0.0.10", "username_env": "PRISM_USERNAME", "password_env": "PRISM_PASSWORD"}, "x.yml", "prism"
+        ),
+        env,
+    )
     assert cfg.url == "https://10.0.0.10:9440" and cfg.tls_verify is True
     assert cfg.username == USER and cfg.password == PASSWORD
     assert PASSWORD not in repr(cfg)
     assert cfg.timeout == 5.0 and cfg.refresh_interval == 300.0
-    off = prism_config(Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism"))
+    off = prism_config(
+        Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism")
+    )
     assert off.tls_verify is False and off.refresh_interval == 60.0
     with pytest.raises(ConfigError, match=r"x.yml: prism.password_env: environment variable NOPE is not set"):
         prism_config(Section({"url": "p", "username": "u", "password_env": "NOPE"}, "x.yml", "prism"), {})
@@ -204,8 +219,7 @@ def test_config_section(tmp_path):
     with pytest.raises(ConfigError, match=r"prism.tls_verfy: unknown key"):
         prism_config(Section({"url": "p", "tls_verfy": False}, "x.yml", "prism"))
     f = tmp_path / "stargate.yml"
-    f.write_text('prism: {url: "https://p:9440", username: u, password: pw}\n'
-                 'vdisks:\n  "1000": {vm: a}\n')
+    f.write_text('prism: {url: "https://p:9440", username: u, password: pw}\nvdisks:\n  "1000": {vm: a}\n')
     both = load_config(str(f))
     assert both.prism.endpoint == "https://p:9440/PrismGateway/services/rest/v2.0/virtual_disks"
     assert both.vdisks == {"1000": {"vm": "a", "disk": "", "disk_uuid": ""}}
@@ -213,24 +227,43 @@ def test_config_section(tmp_path):
 
 def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(cluster, tmp_path):
     from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+
     cfg = tmp_path / "stargate.yml"
-    cfg.write_text(f"prism:\n  url: {cluster.urls['cvm-2']}\n  username_env: SG_PRISM_USER\n"
-                   "  password_env: SG_PRISM_PASSWORD\n  timeout: 2s\n"
-                   f"targets: [127.0.0.1]\ndiscovery_ports: {list(sim_ports(cluster))}\n")
+    cfg.write_text(
+        f"prism:\n  url: {cluster.urls['cvm-2']}\n  username_env: SG_PRISM_USER\n"
+        "  password_env: SG_PRISM_PASSWORD\n  timeout: 2s\n"
+        f"targets: [127.0.0.1]\ndiscovery_ports: {list(sim_ports(cluster))}\n"
+    )
     port = free_port()
-    proc = ManagedProcess("stargate-exporter", [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}",
-                                                f"--config.file={cfg}", "--log.level=debug"],
-                          tmp_path, env={"SG_PRISM_USER": USER, "SG_PRISM_PASSWORD": PASSWORD})
+    proc = ManagedProcess(
+        "stargate-exporter",
+        [
+            venv_tool("stargate-exporter"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={cfg}",
+            "--log.level=debug",
+        ],
+        tmp_path,
+        env={"SG_PRISM_USER": USER, "SG_PRISM_PASSWORD": PASSWORD},
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"], "discover": "true"},
-                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"}, timeout=30)
+        r = requests.get(
+            f"http://127.0.0.1:{port}/probe",
+            params={"target": cluster.urls["cvm-1"], "discover": "true"},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"},
+            timeout=30,
+        )
         assert one(r.text, "stargate_prism_up") == 1
         assert vm_labels(r.text)["1000"] == ("bench-01", "scsi.1")
         cluster.set_fault("cvm-2", "http_500", only="prism")
         # Refreshed only after refresh_interval (5m): the next probe keeps the cached names.
-        r = requests.get(f"http://127.0.0.1:{port}/probe", params={"target": cluster.urls["cvm-1"]},
-                         headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"}, timeout=30)
+        r = requests.get(
+            f"http://127.0.0.1:{port}/probe",
+            params={"target": cluster.urls["cvm-1"]},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"},
+            timeout=30,
+        )
         assert one(r.text, "stargate_prism_up") == 1 and vm_labels(r.text)["1000"] == ("bench-01", "scsi.1")
     finally:
         proc.stop()
@@ -242,9 +275,10 @@ def test_exporter_process_reads_prism_credentials_from_env_and_never_logs_them(c
 
 def test_mapping_skips_entities_without_a_vm_and_odd_fields(cluster):
     from ioparallax.exporters.stargate.prism import mapping_from_virtual_disks
+
     real = cluster.prism_virtual_disks()["entities"]
     odd = [
-        {**real[0], "attached_vmname": None},                          # a volume group's disk
+        {**real[0], "attached_vmname": None},  # a volume group's disk
         {**real[1], "uuid": 42, "virtual_disk_id": "nonsense", "disk_address": None, "device_uuid": None},
     ]
     by_uuid, by_id = mapping_from_virtual_disks(odd)

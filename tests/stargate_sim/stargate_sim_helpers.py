@@ -20,15 +20,27 @@ def variant(name: str, **cluster: object) -> Scenario:
 
 def moving_scenario(page_build: int = 2016) -> Scenario:
     """Two VMs; vdisk 1000 moves from cvm-1 to cvm-2 at 300 s (and back at each period start)."""
-    stream = {"name": "oltp", "read_iops": 1000, "write_iops": 500, "size": "4KiB",
-              "read_latency": "500us", "write_latency": "2ms", "working_set": "500GiB"}
-    return parse_scenario({
-        "name": "moving",
-        "period": "600s",
-        "cluster": {"cvms": ["cvm-1", "cvm-2", "cvm-3"], "page_build": page_build},
-        "vms": [
-            {"name": "mover", "disks": [{"cvm": "cvm-1", "moves": [{"at": "300s", "to": "cvm-2"}],
-                                         "streams": [stream]}]},
-            {"name": "stayer", "disks": [{"cvm": "cvm-3", "streams": [stream]}]},
-        ],
-    }, "<moving>")
+    stream = {
+        "name": "oltp",
+        "read_iops": 1000,
+        "write_iops": 500,
+        "size": "4KiB",
+        "read_latency": "500us",
+        "write_latency": "2ms",
+        "working_set": "500GiB",
+    }
+    return parse_scenario(
+        {
+            "name": "moving",
+            "period": "600s",
+            "cluster": {"cvms": ["cvm-1", "cvm-2", "cvm-3"], "page_build": page_build},
+            "vms": [
+                {
+                    "name": "mover",
+                    "disks": [{"cvm": "cvm-1", "moves": [{"at": "300s", "to": "cvm-2"}], "streams": [stream]}],
+                },
+                {"name": "stayer", "disks": [{"cvm": "cvm-3", "streams": [stream]}]},
+            ],
+        },
+        "<moving>",
+    )

@@ -63,8 +63,12 @@ def test_rates_and_totals_are_the_traces(name):
             assert 0 <= v.busy_ratio < 1
             # Folded page rows of every build add up to the same totals.
             for build in (2014, 2015, 2016):
-                assert sum(b for _, b in fold(v.read_sources, READ_SOURCE_ROWS[build])) == pytest.approx(v.read_source_total)
-                assert sum(b for _, b in fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])) == pytest.approx(v.write_destination_total)
+                assert sum(b for _, b in fold(v.read_sources, READ_SOURCE_ROWS[build])) == pytest.approx(
+                    v.read_source_total
+                )
+                assert sum(b for _, b in fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])) == pytest.approx(
+                    v.write_destination_total
+                )
 
 
 @pytest.mark.parametrize("name", LIBRARY)
@@ -86,8 +90,12 @@ def test_histograms_count_the_ops_of_the_window(name):
                     # Count-weighted mean of the bucket averages is the trace mean (up to the
                     # integer split of counts).
                     assert h.average == pytest.approx(mean, rel=0.02)
-                for c, a, lo, hi in zip(h.counts, h.averages, (0, .001, .002, .005, .01, .02, .05, .1),
-                                        (.001, .002, .005, .01, .02, .05, .1, math.inf)):
+                for c, a, lo, hi in zip(
+                    h.counts,
+                    h.averages,
+                    (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
+                    (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, math.inf),
+                ):
                     if c:
                         assert lo <= a < hi
                     else:
@@ -138,17 +146,23 @@ def test_ilm_moves_reads_from_hdd_to_ssd_to_cache_and_counts_upmigrations():
     for t in (3, 30, 60, 90, 120, 150, 183, 250):
         v = model.view(disk, base + t)
         total = v.read_bytes_s
-        shares.append((t, v.read_sources["estore_hdd"] / total, v.read_sources["estore_ssd"] / total,
-                       (v.read_sources["cache_dram"] + v.read_sources["extent_cache"]) / total))
+        shares.append(
+            (
+                t,
+                v.read_sources["estore_hdd"] / total,
+                v.read_sources["estore_ssd"] / total,
+                (v.read_sources["cache_dram"] + v.read_sources["extent_cache"]) / total,
+            )
+        )
     hdd = [s[1] for s in shares]
     cache = [s[3] for s in shares]
-    assert hdd[0] > 0.95                                   # cold: from HDD
-    assert all(a > b for a, b in zip(hdd, hdd[1:6]))       # HDD share falls...
-    assert hdd[-2] == 0 and hdd[-1] == 0                   # ...to nothing after the 180 s ramp
-    assert all(a <= b for a, b in zip(cache, cache[1:]))   # cache warms
-    assert cache[-1] == pytest.approx(20 / 30)             # DRAM fit of 20 GiB cache / 30 GiB
+    assert hdd[0] > 0.95  # cold: from HDD
+    assert all(a > b for a, b in zip(hdd, hdd[1:6]))  # HDD share falls...
+    assert hdd[-2] == 0 and hdd[-1] == 0  # ...to nothing after the 180 s ramp
+    assert all(a <= b for a, b in zip(cache, cache[1:]))  # cache warms
+    assert cache[-1] == pytest.approx(20 / 30)  # DRAM fit of 20 GiB cache / 30 GiB
     mid = {s[0]: s for s in shares}[90]
-    assert mid[2] > mid[3]                                 # half way: more SSD than cache
+    assert mid[2] > mid[3]  # half way: more SSD than cache
     # Up-migrations: 30 GiB / 4 MiB extent groups per ramp, once per 300 s period.
     per_period = 30 * 1024**3 / EXTENT_GROUP_BYTES
     v = model.view(disk, base + 250)
@@ -220,8 +234,8 @@ def test_oplog_fills_during_checkpoint_bursts_and_drains_after():
     base = EPOCH - trace.now(EPOCH)
     levels = [model.view(data, base + t).oplog_bytes for t in range(60)]
     burst_end = 15
-    assert all(a < b for a, b in zip(levels[:burst_end], levels[1:burst_end + 1]))   # filling
-    assert all(a > b for a, b in zip(levels[burst_end + 1:59], levels[burst_end + 2:60]))  # draining
+    assert all(a < b for a, b in zip(levels[:burst_end], levels[1 : burst_end + 1]))  # filling
+    assert all(a > b for a, b in zip(levels[burst_end + 1 : 59], levels[burst_end + 2 : 60]))  # draining
     assert 0 < min(levels) and max(levels) <= OPLOG_CAPACITY_BYTES
     v = model.view(data, base + 10)
     assert v.oplog_fragments == pytest.approx(v.oplog_bytes / 8192)
@@ -262,7 +276,9 @@ def test_moves_make_estore_reads_remote_then_local_again():
     base = EPOCH - trace.now(EPOCH)
     v = model.view(mover, base + 303)
     assert v.hosted_by == "cvm-2"
-    assert v.read_sources["estore_ssd_remote"] > 0.9 * (v.read_sources["estore_ssd"] + v.read_sources["estore_ssd_remote"])
+    assert v.read_sources["estore_ssd_remote"] > 0.9 * (
+        v.read_sources["estore_ssd"] + v.read_sources["estore_ssd_remote"]
+    )
 
 
 def test_bursts_shorter_than_the_window_are_averaged():

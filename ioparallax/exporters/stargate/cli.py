@@ -78,11 +78,11 @@ See docs/stargate.md for every metric and its source field.
 class StargateConfig:
     vdisks: dict[str, dict[str, str]]
     prism: PrismConfig | None
-    targets: list[str] = field(default_factory=list)       # allow-list: host patterns, IPs, CIDRs
+    targets: list[str] = field(default_factory=list)  # allow-list: host patterns, IPs, CIDRs
     allow_unlisted: bool = False
     limits: Limits = Limits()
     discovery_ports: tuple[int, ...] = ()
-    parse_workers: int | None = None                        # None: the command line's (default: cores)
+    parse_workers: int | None = None  # None: the command line's (default: cores)
     histograms: bool = True
     source_ratios: bool = True
 
@@ -107,6 +107,7 @@ def _positive_int(name: str, maximum: int):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= maximum:
             raise ValueError(f"expected an integer from 1 to {maximum}, got {value!r}")
         return value
+
     return check
 
 
@@ -119,6 +120,7 @@ def _count(name: str, maximum: int):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
             raise ValueError(f"expected an integer from 0 to {maximum}, got {value!r}")
         return value
+
     return check
 
 
@@ -135,7 +137,9 @@ def load_config(path: str | None) -> StargateConfig:
     limit = root.get("body_size_limit", parse_bytes, default=DEFAULT_BODY_SIZE_LIMIT)
     if limit < 1024:
         raise root.error("body_size_limit", f"at least 1KiB, got {limit} bytes")
-    max_pages = root.get("max_pages_per_probe", _positive_int("max_pages_per_probe", 1_000_000), default=DEFAULT_MAX_PAGES)
+    max_pages = root.get(
+        "max_pages_per_probe", _positive_int("max_pages_per_probe", 1_000_000), default=DEFAULT_MAX_PAGES
+    )
     ports = root.get("discovery_ports", list, default=[])
     for i, port in enumerate(ports):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
@@ -149,20 +153,38 @@ def load_config(path: str | None) -> StargateConfig:
         entry = vd.section(str(vid))
         if not str(vid).isdigit():
             raise entry.error(None, "vdisk ids are integers")
-        out[str(vid)] = {"vm": entry.get("vm", str), "disk": entry.get("disk", str, default=""),
-                         "disk_uuid": entry.get("disk_uuid", str, default="").lower()}
+        out[str(vid)] = {
+            "vm": entry.get("vm", str),
+            "disk": entry.get("disk", str, default=""),
+            "disk_uuid": entry.get("disk_uuid", str, default="").lower(),
+        }
         entry.reject_unknown()
     vd.reject_unknown()
     prism = prism_config(root.section("prism"))
     root.reject_unknown()
-    return StargateConfig(out, prism, targets, allow_unlisted, Limits(limit, max_pages), tuple(ports), parse_workers,
-                          histograms, source_ratios)
+    return StargateConfig(
+        out,
+        prism,
+        targets,
+        allow_unlisted,
+        Limits(limit, max_pages),
+        tuple(ports),
+        parse_workers,
+        histograms,
+        source_ratios,
+    )
 
 
-def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], default_timeout: float,
-             policy: TargetPolicy | None = None, limits: Limits = Limits(),
-             discovery_ports: tuple[int, ...] = (), parse_pool: ParsePool | None = None,
-             collectors: Collectors = Collectors()) -> ExporterApp:
+def make_app(
+    concurrency: int,
+    names: VDiskNames | dict[str, dict[str, str]],
+    default_timeout: float,
+    policy: TargetPolicy | None = None,
+    limits: Limits = Limits(),
+    discovery_ports: tuple[int, ...] = (),
+    parse_pool: ParsePool | None = None,
+    collectors: Collectors = Collectors(),
+) -> ExporterApp:
     """The exporter's routes. ``policy``: which targets may be probed (default: loopback only;
     the command line builds it from ``targets:`` and the flags). ``parse_pool``: worker
     processes parsing the pages of every probe (None: parsed in the probe's threads).
@@ -179,17 +201,32 @@ def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], de
         try:
             host = parse_target(p.target).origin.host
         except TargetError:
-            host = None         # malformed: probe() answers stargate_up 0 and logs why
+            host = None  # malformed: probe() answers stargate_up 0 and logs why
         if host is not None and not policy.allows(host):
-            log.warning("stargate target %s refused: host %s is not on the targets allow-list (%s)",
-                        p.target, host, policy.describe())
-            raise BadRequest(f"target {p.target} is not on the exporter's targets allow-list "
-                             "(config targets:, --stargate.target, or --stargate.allow-unlisted-targets)")
+            log.warning(
+                "stargate target %s refused: host %s is not on the targets allow-list (%s)",
+                p.target,
+                host,
+                policy.describe(),
+            )
+            raise BadRequest(
+                f"target {p.target} is not on the exporter's targets allow-list "
+                "(config targets:, --stargate.target, or --stargate.allow-unlisted-targets)"
+            )
         # A stale Prism mapping is refreshed alongside the probe; the probe waits for it only
         # until its own deadline, then uses the mapping it has (the refresh finishes later).
         refresh = names.start_refresh_if_stale()
-        result = probe(client, p.target, p.deadline, discover=discover in ("true", "1"), concurrency=concurrency,
-                       limits=limits, policy=policy, discovery_ports=discovery_ports, parse_pool=parse_pool)
+        result = probe(
+            client,
+            p.target,
+            p.deadline,
+            discover=discover in ("true", "1"),
+            concurrency=concurrency,
+            limits=limits,
+            policy=policy,
+            discovery_ports=discovery_ports,
+            parse_pool=parse_pool,
+        )
         if refresh is not None:
             refresh.join(max(0.0, p.deadline - time.monotonic()))
         return StargateCollector(result, names, collectors).render()
@@ -197,45 +234,94 @@ def make_app(concurrency: int, names: VDiskNames | dict[str, dict[str, str]], de
     return ExporterApp(
         name="stargate-exporter",
         description="Nutanix Stargate (CVM port 2009) per-vdisk statistics: read sources with zero buckets, "
-                    "write destinations, categorizer, working sets, latency and size histograms.",
-        probe=handler, default_timeout=default_timeout, example_target="127.0.0.1:2009",
-        extra_links=[("/probe?target=127.0.0.1:2009&discover=true", "/probe?target=...&discover=true: the whole cluster")],
+        "write destinations, categorizer, working sets, latency and size histograms.",
+        probe=handler,
+        default_timeout=default_timeout,
+        example_target="127.0.0.1:2009",
+        extra_links=[
+            ("/probe?target=127.0.0.1:2009&discover=true", "/probe?target=...&discover=true: the whole cluster")
+        ],
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stargate-exporter", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="stargate-exporter",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_web_args(parser, DEFAULT_LISTEN)
-    parser.add_argument("--config.file", dest="config", default=None,
-                        help="YAML file: the CVMs that may be probed (targets:) and the probe's limits "
-                             "(body_size_limit:, max_pages_per_probe:); vdisk -> VM and disk names, by hand "
-                             "(vdisks:) and/or from Prism's v2 API (prism:); see below (optional)")
-    parser.add_argument("--stargate.target", dest="targets", action="append", default=[], metavar="PATTERN",
-                        help="allow probing CVMs whose host matches PATTERN: a host name pattern (cvm-*.example.com), "
-                             "an IP address or a CIDR (10.0.0.0/24); repeat, or list them in STARGATE_TARGETS "
-                             "(comma-separated) or the config file's targets:. Unlisted targets are refused (HTTP 400)")
-    parser.add_argument("--stargate.allow-unlisted-targets", dest="allow_unlisted", action="store_true", default=None,
-                        help="probe any target (the exporter then fetches from any host:port it is asked to; "
-                             "only on a trusted network)")
-    parser.add_argument("--stargate.concurrency", dest="concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                        help="detail pages fetched at once per probe (default: %(default)s)")
-    parser.add_argument("--stargate.parse-workers", dest="parse_workers", type=int, default=None, metavar="N",
-                        help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
-                             "use every core (~55 MB each in the bench); 0 parses in each probe's threads "
-                             "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
-                             "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()))
+    parser.add_argument(
+        "--config.file",
+        dest="config",
+        default=None,
+        help="YAML file: the CVMs that may be probed (targets:) and the probe's limits "
+        "(body_size_limit:, max_pages_per_probe:); vdisk -> VM and disk names, by hand "
+        "(vdisks:) and/or from Prism's v2 API (prism:); see below (optional)",
+    )
+    parser.add_argument(
+        "--stargate.target",
+        dest="targets",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="allow probing CVMs whose host matches PATTERN: a host name pattern (cvm-*.example.com), "
+        "an IP address or a CIDR (10.0.0.0/24); repeat, or list them in STARGATE_TARGETS "
+        "(comma-separated) or the config file's targets:. Unlisted targets are refused (HTTP 400)",
+    )
+    parser.add_argument(
+        "--stargate.allow-unlisted-targets",
+        dest="allow_unlisted",
+        action="store_true",
+        default=None,
+        help="probe any target (the exporter then fetches from any host:port it is asked to; "
+        "only on a trusted network)",
+    )
+    parser.add_argument(
+        "--stargate.concurrency",
+        dest="concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="detail pages fetched at once per probe (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--stargate.parse-workers",
+        dest="parse_workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
+        "use every core (~55 MB each in the bench); 0 parses in each probe's threads "
+        "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
+        "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()),
+    )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
-    c.add_argument("--collector.histograms", dest="histograms", action=argparse.BooleanOptionalAction, default=None,
-                   help="the four gauge histograms (read/write latency, read/write size): 40 series per vdisk; "
-                        "off empties the storage latency rules and the vdisk dashboard's histogram panels "
-                        "(default: on, or histograms: in --config.file)")
-    c.add_argument("--collector.source-ratios", dest="source_ratios", action=argparse.BooleanOptionalAction,
-                   default=None, help="Percent of each read source and write destination as _ratio series "
-                                      "(the bytes/s series stay; the mixin uses only those) "
-                                      "(default: on, or source_ratios: in --config.file)")
-    parser.add_argument("--probe.default-timeout", dest="timeout", type=float, default=10.0,
-                        help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)")
+    c.add_argument(
+        "--collector.histograms",
+        dest="histograms",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the four gauge histograms (read/write latency, read/write size): 40 series per vdisk; "
+        "off empties the storage latency rules and the vdisk dashboard's histogram panels "
+        "(default: on, or histograms: in --config.file)",
+    )
+    c.add_argument(
+        "--collector.source-ratios",
+        dest="source_ratios",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Percent of each read source and write destination as _ratio series "
+        "(the bytes/s series stay; the mixin uses only those) "
+        "(default: on, or source_ratios: in --config.file)",
+    )
+    parser.add_argument(
+        "--probe.default-timeout",
+        dest="timeout",
+        type=float,
+        default=10.0,
+        help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
+    )
     add_logging_args(parser)
     add_version_arg(parser)
     args = parser.parse_args(argv)
@@ -248,41 +334,62 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
         return 2
-    workers = args.parse_workers if args.parse_workers is not None else \
-        config.parse_workers if config.parse_workers is not None else default_workers()
+    workers = (
+        args.parse_workers
+        if args.parse_workers is not None
+        else config.parse_workers
+        if config.parse_workers is not None
+        else default_workers()
+    )
     if not 0 <= workers <= MAX_PARSE_WORKERS:
         print(f"error: --stargate.parse-workers must be 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr)
         return 2
     try:
         extra = [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t] + args.targets
-        policy = TargetPolicy(config.targets + extra,
-                              allow_any=config.allow_unlisted if args.allow_unlisted is None else True)
+        policy = TargetPolicy(
+            config.targets + extra, allow_any=config.allow_unlisted if args.allow_unlisted is None else True
+        )
     except ValueError as exc:
         print(f"error: --stargate.target / STARGATE_TARGETS: {exc}", file=sys.stderr)
         return 2
     if policy.allow_any:
         log.warning("unlisted targets allowed: this exporter fetches pages from any host:port named in ?target=")
     elif not policy.entries:
-        log.warning("no targets allowed: every probe is refused; list the CVMs with targets: in --config.file, "
-                    "--stargate.target or STARGATE_TARGETS")
+        log.warning(
+            "no targets allowed: every probe is refused; list the CVMs with targets: in --config.file, "
+            "--stargate.target or STARGATE_TARGETS"
+        )
     else:
         log.info("targets allowed: %s", policy.describe())
     names = VDiskNames(config.vdisks, PrismClient(config.prism) if config.prism else None)
     if config.prism:
         verify = config.prism.tls_verify
         plain = config.prism.url.startswith("http://")
-        log.info("vdisk names from Prism %s (%s, %s, refreshed every %.0f s) and %d hand-mapped vdisks",
-                 config.prism.endpoint, "with credentials" if config.prism.username else "without credentials",
-                 "plain HTTP, no TLS" if plain else "TLS NOT verified (tls_verify: false)" if verify is False else
-                 f"TLS verified against {verify}" if isinstance(verify, str) else "TLS verified",
-                 config.prism.refresh_interval, len(config.vdisks))
+        log.info(
+            "vdisk names from Prism %s (%s, %s, refreshed every %.0f s) and %d hand-mapped vdisks",
+            config.prism.endpoint,
+            "with credentials" if config.prism.username else "without credentials",
+            "plain HTTP, no TLS"
+            if plain
+            else "TLS NOT verified (tls_verify: false)"
+            if verify is False
+            else f"TLS verified against {verify}"
+            if isinstance(verify, str)
+            else "TLS verified",
+            config.prism.refresh_interval,
+            len(config.vdisks),
+        )
         if plain and config.prism.username:
             log.warning("prism.url is plain http://: the credentials cross the network unencrypted")
     collectors = Collectors(
         histograms=config.histograms if args.histograms is None else args.histograms,
-        source_ratios=config.source_ratios if args.source_ratios is None else args.source_ratios)
-    off = [name for name, on in (("histograms", collectors.histograms), ("source-ratios", collectors.source_ratios))
-           if not on]
+        source_ratios=config.source_ratios if args.source_ratios is None else args.source_ratios,
+    )
+    off = [
+        name
+        for name, on in (("histograms", collectors.histograms), ("source-ratios", collectors.source_ratios))
+        if not on
+    ]
     if off:
         log.info("collectors switched off: %s", ", ".join(off))
     parse_pool = None
@@ -293,8 +400,19 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log.info("pages parsed in the probes' threads (parse_workers 0)")
     try:
-        return serve(make_app(args.concurrency, names, args.timeout, policy, config.limits, config.discovery_ports,
-                              parse_pool, collectors), web_settings(args, DEFAULT_LISTEN))
+        return serve(
+            make_app(
+                args.concurrency,
+                names,
+                args.timeout,
+                policy,
+                config.limits,
+                config.discovery_ports,
+                parse_pool,
+                collectors,
+            ),
+            web_settings(args, DEFAULT_LISTEN),
+        )
     finally:
         if parse_pool is not None:
             parse_pool.close()

@@ -21,13 +21,19 @@ def _gauge(name: str, help_text: str) -> Family:
     return Family(name, "gauge", help_text)
 
 
-_SIMPLE = {   # VDiskRow attribute -> (metric, HELP naming the page's field)
+_SIMPLE = {  # VDiskRow attribute -> (metric, HELP naming the page's field)
     "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
-    "dedup_bytes": ("stargate_vdisk_dedup_bytes", "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale)."),
+    "dedup_bytes": (
+        "stargate_vdisk_dedup_bytes",
+        "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale).",
+    ),
     "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
     "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
     "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
-    "oplog_drain_bytes_per_second": ("stargate_vdisk_oplog_drain_bytes_per_second", "Oplog KB/s: the oplog drain rate, in bytes/s."),
+    "oplog_drain_bytes_per_second": (
+        "stargate_vdisk_oplog_drain_bytes_per_second",
+        "Oplog KB/s: the oplog drain rate, in bytes/s.",
+    ),
     "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
     "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
     "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
@@ -41,11 +47,23 @@ _SIMPLE = {   # VDiskRow attribute -> (metric, HELP naming the page's field)
     "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
 }
 
-_HISTOGRAMS = {   # VDiskDetail attribute -> (metric, HELP)
-    "read_latency": ("stargate_vdisk_read_latency_seconds", "Frontend Read Latency histogram of the page's recent window (not cumulative)."),
-    "write_latency": ("stargate_vdisk_write_latency_seconds", "Frontend Write Latency histogram of the page's recent window (not cumulative)."),
-    "read_size": ("stargate_vdisk_read_size_bytes", "Read Size Distribution of the page's recent window (not cumulative)."),
-    "write_size": ("stargate_vdisk_write_size_bytes", "Write Size Distribution of the page's recent window (not cumulative)."),
+_HISTOGRAMS = {  # VDiskDetail attribute -> (metric, HELP)
+    "read_latency": (
+        "stargate_vdisk_read_latency_seconds",
+        "Frontend Read Latency histogram of the page's recent window (not cumulative).",
+    ),
+    "write_latency": (
+        "stargate_vdisk_write_latency_seconds",
+        "Frontend Write Latency histogram of the page's recent window (not cumulative).",
+    ),
+    "read_size": (
+        "stargate_vdisk_read_size_bytes",
+        "Read Size Distribution of the page's recent window (not cumulative).",
+    ),
+    "write_size": (
+        "stargate_vdisk_write_size_bytes",
+        "Write Size Distribution of the page's recent window (not cumulative).",
+    ),
 }
 
 
@@ -54,8 +72,8 @@ class Collectors:
     """The expensive families that can be switched off (``--no-collector.histograms``,
     ``--no-collector.source-ratios``); the series each saves are in docs/stargate.md."""
 
-    histograms: bool = True       # the four gauge histograms: 40 series per vdisk
-    source_ratios: bool = True    # Percent of each read source / write destination (the bytes/s stay)
+    histograms: bool = True  # the four gauge histograms: 40 series per vdisk
+    source_ratios: bool = True  # Percent of each read source / write destination (the bytes/s stay)
 
 
 class StargateCollector:
@@ -63,8 +81,12 @@ class StargateCollector:
     between probes but the Prism mapping, which is inventory). ``vdisk_names``: a
     :class:`VDiskNames` (YAML and Prism), or a plain vdisk id -> {"vm", "disk"} mapping."""
 
-    def __init__(self, result: ProbeResult, vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None,
-                 collectors: Collectors = Collectors()):
+    def __init__(
+        self,
+        result: ProbeResult,
+        vdisk_names: VDiskNames | dict[str, dict[str, str]] | None = None,
+        collectors: Collectors = Collectors(),
+    ):
         self.result = result
         self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
         self.collectors = collectors
@@ -87,16 +109,25 @@ class StargateCollector:
             cvm_up.add(f'cvm="{cvm}"', 1.0 if c.page else 0.0)
             if c.page:
                 ov = c.page.overview
-                info.add(f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
-                         f'svm_id="{_lv(ov.get("SVM id", ""))}"', 1.0)
-        rejected = _gauge("stargate_rejected_rows", "Hosted VDisks rows and vdisk detail views of this probe rejected as "
-                                                    "garbage (non-finite, negative or absurd values, bad vdisk ids), "
-                                                    "each logged with the reason.")
+                info.add(
+                    f'cvm="{cvm}",build_version="{_lv(ov.get("Build version", ""))}",'
+                    f'svm_id="{_lv(ov.get("SVM id", ""))}"',
+                    1.0,
+                )
+        rejected = _gauge(
+            "stargate_rejected_rows",
+            "Hosted VDisks rows and vdisk detail views of this probe rejected as "
+            "garbage (non-finite, negative or absurd values, bad vdisk ids), "
+            "each logged with the reason.",
+        )
         rejected.add("", float(r.rejected))
         fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected]
         if self.names.prism_up is not None:
-            prism = _gauge("stargate_prism_up", "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
-                                                "cached as inventory for prism.refresh_interval) succeeded, else 0.")
+            prism = _gauge(
+                "stargate_prism_up",
+                "1 if the last Prism v2 virtual_disks request (vdisk -> VM names, "
+                "cached as inventory for prism.refresh_interval) succeeded, else 0.",
+            )
             prism.add("", 1.0 if self.names.prism_up else 0.0)
             fams.append(prism)
         if r.up:
@@ -105,30 +136,60 @@ class StargateCollector:
 
     def _vdisks(self) -> list[Family | GaugeHistogram]:
         r = self.result
-        vinfo = _gauge("stargate_vdisk_info", "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
-                                              "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).")
+        vinfo = _gauge(
+            "stargate_vdisk_info",
+            "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
+            "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).",
+        )
         simple = [(attr, _gauge(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
         outstanding = _gauge("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
         outstanding_b = _gauge("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
         detail_up = _gauge("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
-        src = _gauge("stargate_vdisk_read_source_bytes_per_second", "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).")
-        src_r = _gauge("stargate_vdisk_read_source_ratio", "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).")
-        dst = _gauge("stargate_vdisk_write_destination_bytes_per_second", "Write Destination: Data (MB/s) per destination, in bytes/s.")
-        dst_r = _gauge("stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1.")
-        rnd = _gauge("stargate_vdisk_random_ratio", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.")
-        seq = _gauge("stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1.")
-        wss = _gauge("stargate_vdisk_working_set_bytes", "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.")
-        upm = _gauge("stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window.")
-        hists = [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()] \
-            if self.collectors.histograms else []
+        src = _gauge(
+            "stargate_vdisk_read_source_bytes_per_second",
+            "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).",
+        )
+        src_r = _gauge(
+            "stargate_vdisk_read_source_ratio",
+            "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).",
+        )
+        dst = _gauge(
+            "stargate_vdisk_write_destination_bytes_per_second",
+            "Write Destination: Data (MB/s) per destination, in bytes/s.",
+        )
+        dst_r = _gauge(
+            "stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1."
+        )
+        rnd = _gauge(
+            "stargate_vdisk_random_ratio",
+            "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.",
+        )
+        seq = _gauge(
+            "stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1."
+        )
+        wss = _gauge(
+            "stargate_vdisk_working_set_bytes",
+            "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.",
+        )
+        upm = _gauge(
+            "stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window."
+        )
+        hists = (
+            [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()]
+            if self.collectors.histograms
+            else []
+        )
         ratios = self.collectors.source_ratios
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
             names = self.names.lookup(vid, row.uuid)
             v = f'vdisk_id="{_lv(vid)}"'
-            vinfo.add(f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
-                      f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
-                      f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}",'
-                      f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"', 1.0)
+            vinfo.add(
+                f'{v},vdisk_name="{_lv(row.name)}",vdisk_uuid="{_lv(row.uuid)}",'
+                f'cvm="{_lv(cvm_url.split("://", 1)[-1].rstrip("/"))}",'
+                f'vm="{_lv(names.get("vm", ""))}",disk="{_lv(names.get("disk", ""))}",'
+                f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"',
+                1.0,
+            )
             for attr, fam in simple:
                 fam.add(v, getattr(row, attr))
             outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)
@@ -164,7 +225,20 @@ class StargateCollector:
                 h = getattr(d, attr)
                 if h is not None:
                     hist.add(v, h.bounds, h.counts, h.sum)
-        out: list[Family | GaugeHistogram] = [vinfo, *(fam for _, fam in simple), outstanding, outstanding_b, detail_up,
-               src, *([src_r] if ratios else []), dst, *([dst_r] if ratios else []), rnd, seq, wss, upm]
+        out: list[Family | GaugeHistogram] = [
+            vinfo,
+            *(fam for _, fam in simple),
+            outstanding,
+            outstanding_b,
+            detail_up,
+            src,
+            *([src_r] if ratios else []),
+            dst,
+            *([dst_r] if ratios else []),
+            rnd,
+            seq,
+            wss,
+            upm,
+        ]
         out.extend(hist for _, hist in hists)
         return out

@@ -101,7 +101,7 @@ def _num(text: str, where: str, key: str = "") -> float:
     if not text:
         return 0.0
     try:
-        value = float(text)          # the common case: a plain number
+        value = float(text)  # the common case: a plain number
     except ValueError:
         t = text.strip().rstrip("%").strip()
         if not t:
@@ -111,7 +111,7 @@ def _num(text: str, where: str, key: str = "") -> float:
         except ValueError:
             where = f"{where}, {key}" if key else where
             raise StargatePageError(f"{where}: expected a number, got {text[:40]!r}") from None
-    if not 0.0 <= value <= MAX_VALUE:     # also false for nan
+    if not 0.0 <= value <= MAX_VALUE:  # also false for nan
         where = f"{where}, {key}" if key else where
         what = "not finite" if not math.isfinite(value) else "negative" if value < 0 else "absurdly large"
         raise StargatePageError(f"{where}: {text[:40]!r} is {what}")
@@ -137,6 +137,7 @@ def _link_joiner(base_url: str):
         if origin and href[:1] == "/" and href[1:2] != "/" and "/." not in href and "\\" not in href:
             return origin + href
         return _join(base_url, href)
+
     return join
 
 
@@ -223,7 +224,7 @@ class VDiskRow:
     vdisk_id: str
     name: str
     uuid: str
-    href: str                      # absolute URL of the vdisk's detail view (from the link)
+    href: str  # absolute URL of the vdisk's detail view (from the link)
     usage_bytes: float
     dedup_bytes: float
     oplog_bytes: float
@@ -250,10 +251,10 @@ class VDiskRow:
 @dataclass
 class MainPage:
     overview: dict[str, str]
-    cvm_urls: list[str]            # every CVM of the cluster (Cluster State links)
+    cvm_urls: list[str]  # every CVM of the cluster (Cluster State links)
     vdisks: list[VDiskRow]
-    hosted_title: str              # "Hosted VDisks" or "Hosted Active VDisks" (2014)
-    rejected: list[str] = field(default_factory=list)   # rows left out as garbage, with the reason
+    hosted_title: str  # "Hosted VDisks" or "Hosted Active VDisks" (2014)
+    rejected: list[str] = field(default_factory=list)  # rows left out as garbage, with the reason
 
 
 def _outstanding(text: str, where: str) -> tuple[float, float]:
@@ -292,24 +293,52 @@ def parse_main_page(html: bytes, base_url: str) -> MainPage:
             raise StargatePageError(f"Hosted VDisks table has no column {name!r} (columns: {', '.join(keys)})")
         return i
 
-    c = {n: col(n) for n in (
-        "VDisk Id", "VDisk Name", "Usage (GB)", "Dedup (GB)", "Oplog - KB", "Oplog - Fragments",
-        "Oplog - Ops/s", "Oplog - KB/s", "Outstanding ops - Read", "Outstanding ops - Write",
-        "Outstanding ops - Estore", "Ops/s - Read", "Ops/s - Write", "Ops/s - Error", "Ops/s - Random",
-        "KB/s - Read", "KB/s - Write", "Avg latency (usec)", "Avg op size", "Avg qlen", "% busy")}
+    c = {
+        n: col(n)
+        for n in (
+            "VDisk Id",
+            "VDisk Name",
+            "Usage (GB)",
+            "Dedup (GB)",
+            "Oplog - KB",
+            "Oplog - Fragments",
+            "Oplog - Ops/s",
+            "Oplog - KB/s",
+            "Outstanding ops - Read",
+            "Outstanding ops - Write",
+            "Outstanding ops - Estore",
+            "Ops/s - Read",
+            "Ops/s - Write",
+            "Ops/s - Error",
+            "Ops/s - Random",
+            "KB/s - Read",
+            "KB/s - Write",
+            "Avg latency (usec)",
+            "Avg op size",
+            "Avg qlen",
+            "% busy",
+        )
+    }
     vdisks = []
     rejected: list[str] = []
     join = _link_joiner(base_url)
     for r, row in enumerate(data):
         cells = _cells(row)
         if len(cells) < len(keys):
-            raise StargatePageError(f"Hosted VDisks row {r + 1} has {len(cells)} cells, expected {len(keys)} (page cut off?)")
+            raise StargatePageError(
+                f"Hosted VDisks row {r + 1} has {len(cells)} cells, expected {len(keys)} (page cut off?)"
+            )
         try:
             vdisks.append(_hosted_row(cells, c, f"Hosted VDisks row {r + 1}", join))
         except StargatePageError as exc:
             rejected.append(str(exc))
-    return MainPage(overview=overview, cvm_urls=cvm_urls, vdisks=vdisks, rejected=rejected,
-                    hosted_title="Hosted Active VDisks" if hosted_title == "hosted active vdisks" else "Hosted VDisks")
+    return MainPage(
+        overview=overview,
+        cvm_urls=cvm_urls,
+        vdisks=vdisks,
+        rejected=rejected,
+        hosted_title="Hosted Active VDisks" if hosted_title == "hosted active vdisks" else "Hosted VDisks",
+    )
 
 
 _VDISK_ID = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -328,18 +357,31 @@ def _hosted_row(cells: list, c: dict[str, int], where: str, join) -> VDiskRow:
     rd_ops, rd_bytes = _outstanding(txt[c["Outstanding ops - Read"]], where)
     wr_ops, wr_bytes = _outstanding(txt[c["Outstanding ops - Write"]], where)
     return VDiskRow(
-        vdisk_id=vdisk_id, name=name, uuid=uuid, href=join(links[0].get("href")),
-        usage_bytes=n("Usage (GB)") * GIB, dedup_bytes=n("Dedup (GB)") * GIB,
-        oplog_bytes=n("Oplog - KB") * KIB, oplog_fragments=n("Oplog - Fragments"),
-        oplog_drain_ops_per_second=n("Oplog - Ops/s"), oplog_drain_bytes_per_second=n("Oplog - KB/s") * KIB,
-        outstanding_read_ops=rd_ops, outstanding_read_bytes=rd_bytes,
-        outstanding_write_ops=wr_ops, outstanding_write_bytes=wr_bytes,
+        vdisk_id=vdisk_id,
+        name=name,
+        uuid=uuid,
+        href=join(links[0].get("href")),
+        usage_bytes=n("Usage (GB)") * GIB,
+        dedup_bytes=n("Dedup (GB)") * GIB,
+        oplog_bytes=n("Oplog - KB") * KIB,
+        oplog_fragments=n("Oplog - Fragments"),
+        oplog_drain_ops_per_second=n("Oplog - Ops/s"),
+        oplog_drain_bytes_per_second=n("Oplog - KB/s") * KIB,
+        outstanding_read_ops=rd_ops,
+        outstanding_read_bytes=rd_bytes,
+        outstanding_write_ops=wr_ops,
+        outstanding_write_bytes=wr_bytes,
         outstanding_estore_ops=n("Outstanding ops - Estore"),
-        read_ops_per_second=n("Ops/s - Read"), write_ops_per_second=n("Ops/s - Write"),
-        error_ops_per_second=n("Ops/s - Error"), random_ops_per_second=n("Ops/s - Random"),
-        read_bytes_per_second=n("KB/s - Read") * KIB, write_bytes_per_second=n("KB/s - Write") * KIB,
-        latency_seconds=n("Avg latency (usec)") / 1e6, op_size_bytes=n("Avg op size"),
-        queue_length=n("Avg qlen"), busy_ratio=n("% busy") / 100,
+        read_ops_per_second=n("Ops/s - Read"),
+        write_ops_per_second=n("Ops/s - Write"),
+        error_ops_per_second=n("Ops/s - Error"),
+        random_ops_per_second=n("Ops/s - Random"),
+        read_bytes_per_second=n("KB/s - Read") * KIB,
+        write_bytes_per_second=n("KB/s - Write") * KIB,
+        latency_seconds=n("Avg latency (usec)") / 1e6,
+        op_size_bytes=n("Avg op size"),
+        queue_length=n("Avg qlen"),
+        busy_ratio=n("% busy") / 100,
     )
 
 
@@ -355,7 +397,7 @@ class Histogram:
 
     bounds: tuple[float, ...]
     counts: list[float]
-    averages: list[float]      # base units (seconds or bytes)
+    averages: list[float]  # base units (seconds or bytes)
 
     @property
     def count(self) -> float:
@@ -381,10 +423,10 @@ class VDiskDetail:
     write_latency: Histogram | None = None
     read_size: Histogram | None = None
     write_size: Histogram | None = None
-    working_set_bytes: dict[tuple[str, str], float] = field(default_factory=dict)   # (kind, window)
-    read_sources: dict[str, tuple[float, float]] = field(default_factory=dict)      # name -> (bytes/s, ratio)
+    working_set_bytes: dict[tuple[str, str], float] = field(default_factory=dict)  # (kind, window)
+    read_sources: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (bytes/s, ratio)
     write_destinations: dict[str, tuple[float, float]] = field(default_factory=dict)
-    up_migrations: dict[str, float] = field(default_factory=dict)                   # window -> count
+    up_migrations: dict[str, float] = field(default_factory=dict)  # window -> count
 
 
 _NOT_HEADINGS = frozenset({"table", "tbody", "tr", "td", "th", "br", "a"})

@@ -38,10 +38,10 @@ DEFAULT_PORT = 9440
 
 @dataclass
 class PrismConfig:
-    url: str                                   # base, e.g. https://10.0.0.10:9440
+    url: str  # base, e.g. https://10.0.0.10:9440
     username: str = ""
     password: str = field(default="", repr=False)
-    tls_verify: bool | str = True              # True, False (explicit opt-out) or a CA bundle path
+    tls_verify: bool | str = True  # True, False (explicit opt-out) or a CA bundle path
     timeout: float = 5.0
     refresh_interval: float = 300.0
 
@@ -81,8 +81,14 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
     if refresh < 0:
         raise section.error("refresh_interval", "must not be negative")
     section.reject_unknown()
-    return PrismConfig(url=url, username=username, password=password, tls_verify=ca_file or verify,
-                       timeout=timeout, refresh_interval=refresh)
+    return PrismConfig(
+        url=url,
+        username=username,
+        password=password,
+        tls_verify=ca_file or verify,
+        timeout=timeout,
+        refresh_interval=refresh,
+    )
 
 
 class PrismError(Exception):
@@ -109,8 +115,9 @@ class PrismClient:
         try:
             r = self.session.get(url, timeout=timeout)
         except requests.exceptions.SSLError as exc:
-            raise PrismError(f"{url}: TLS error ({_reason(exc)}); set prism.ca_file, or tls_verify: false "
-                             "to opt out") from None
+            raise PrismError(
+                f"{url}: TLS error ({_reason(exc)}); set prism.ca_file, or tls_verify: false to opt out"
+            ) from None
         except requests.exceptions.Timeout:
             raise PrismError(f"{url}: timed out after {timeout:.1f} s") from None
         except requests.exceptions.ConnectionError as exc:
@@ -119,23 +126,30 @@ class PrismClient:
         except requests.RequestException as exc:
             raise PrismError(f"{url}: {exc.__class__.__name__}") from None
         if r.status_code in (401, 403):
-            raise PrismError(f"{url}: HTTP {r.status_code}, the credentials were refused"
-                             + ("" if self.cfg.username else " (no username configured)"))
+            raise PrismError(
+                f"{url}: HTTP {r.status_code}, the credentials were refused"
+                + ("" if self.cfg.username else " (no username configured)")
+            )
         if r.status_code != 200:
             raise PrismError(f"{url}: HTTP {r.status_code}")
         try:
             body = r.json()
         except ValueError:
-            raise PrismError(f"{url}: the answer is not JSON ({len(r.content)} bytes, "
-                             f"Content-Type {r.headers.get('Content-Type', 'none')})") from None
+            raise PrismError(
+                f"{url}: the answer is not JSON ({len(r.content)} bytes, "
+                f"Content-Type {r.headers.get('Content-Type', 'none')})"
+            ) from None
         entities = body.get("entities") if isinstance(body, dict) else None
         if not isinstance(entities, list):
             raise PrismError(f"{url}: the answer has no 'entities' list")
         meta = body.get("metadata")
         total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
         if isinstance(total, int) and total > len(entities):
-            log.warning("prism virtual_disks: %d of %d entities in the answer (a paged answer: only these are "
-                        "mapped)", len(entities), total)
+            log.warning(
+                "prism virtual_disks: %d of %d entities in the answer (a paged answer: only these are mapped)",
+                len(entities),
+                total,
+            )
         return [e for e in entities if isinstance(e, dict)]
 
 
@@ -153,8 +167,8 @@ def _reason(exc: Exception) -> str:
 @dataclass(frozen=True)
 class VDiskName:
     vm: str
-    disk: str            # Prism's disk_address, e.g. scsi.1 (bus.index, not vCenter's scsi0:1)
-    disk_uuid: str       # Prism's device_uuid: vCenter's virtual disk UUID, lowercase
+    disk: str  # Prism's disk_address, e.g. scsi.1 (bus.index, not vCenter's scsi0:1)
+    disk_uuid: str  # Prism's device_uuid: vCenter's virtual disk UUID, lowercase
 
 
 def mapping_from_virtual_disks(entities: list[dict[str, Any]]) -> tuple[dict[str, VDiskName], dict[str, VDiskName]]:
@@ -181,15 +195,19 @@ def mapping_from_virtual_disks(entities: list[dict[str, Any]]) -> tuple[dict[str
 class VDiskNames:
     """The vdisk -> VM/disk mapping of a probe: YAML entries first, then Prism's (cached)."""
 
-    def __init__(self, yaml_mapping: dict[str, dict[str, str]] | None = None,
-                 client: PrismClient | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        yaml_mapping: dict[str, dict[str, str]] | None = None,
+        client: PrismClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.yaml = yaml_mapping or {}
         self.client = client
         self.clock = clock
         self._by_uuid: dict[str, VDiskName] = {}
         self._by_id: dict[str, VDiskName] = {}
-        self._fetched_at: float | None = None     # last success
-        self._tried_at: float | None = None       # last attempt
+        self._fetched_at: float | None = None  # last success
+        self._tried_at: float | None = None  # last attempt
         self._last_error: str | None = None
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
@@ -226,14 +244,20 @@ class VDiskNames:
             try:
                 by_uuid, by_id = mapping_from_virtual_disks(self.client.virtual_disks(timeout))
             except Exception as exc:  # PrismError, or a surprise in the answer: never escapes
-                error = str(exc) if isinstance(exc, PrismError) else \
-                    f"{self.client.cfg.endpoint}: unexpected {exc.__class__.__name__} reading the answer"
+                error = (
+                    str(exc)
+                    if isinstance(exc, PrismError)
+                    else f"{self.client.cfg.endpoint}: unexpected {exc.__class__.__name__} reading the answer"
+                )
                 with self._lock:
                     self._tried_at = self.clock()
                     first = self._last_error != error
                     self._last_error = error
-                kept = f"keeping the mapping from {self.prism_age:.0f} s ago" if self._fetched_at is not None \
+                kept = (
+                    f"keeping the mapping from {self.prism_age:.0f} s ago"
+                    if self._fetched_at is not None
                     else "vdisk names from the YAML mapping only"
+                )
                 # One warning per new cause; a persisting one is repeated at debug level.
                 log.log(logging.WARNING if first else logging.DEBUG, "prism virtual_disks failed: %s; %s", error, kept)
                 return False

@@ -50,13 +50,13 @@ class CvmResult:
 class ProbeResult:
     target: str
     cvms: list[CvmResult]
-    vdisks: dict[str, tuple[str, VDiskRow]]              # vdisk id -> (cvm url, main-page row)
-    details: dict[str, VDiskDetail | None]              # vdisk id -> detail (None: failed)
+    vdisks: dict[str, tuple[str, VDiskRow]]  # vdisk id -> (cvm url, main-page row)
+    details: dict[str, VDiskDetail | None]  # vdisk id -> detail (None: failed)
     detail_errors: dict[str, str]
     duration: float
     up: bool
     error: str = ""
-    rejected: int = 0                                   # main-page rows and detail views rejected as garbage
+    rejected: int = 0  # main-page rows and detail views rejected as garbage
 
 
 #: Seconds kept for writing the exposition after the last fetch: a base, and per vdisk
@@ -79,10 +79,17 @@ def _await(futures: list[Future], budget: Budget, what: str) -> None:
         raise _Deadline(f"{len(pending)} of {len(futures)} {what} pending")
 
 
-def probe(client: PageClient, target: str, deadline: float, discover: bool = False,
-          concurrency: int = DEFAULT_CONCURRENCY, limits: Limits = Limits(),
-          policy: TargetPolicy | None = None, discovery_ports: tuple[int, ...] = (),
-          parse_pool: ParsePool | None = None) -> ProbeResult:
+def probe(
+    client: PageClient,
+    target: str,
+    deadline: float,
+    discover: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    limits: Limits = Limits(),
+    policy: TargetPolicy | None = None,
+    discovery_ports: tuple[int, ...] = (),
+    parse_pool: ParsePool | None = None,
+) -> ProbeResult:
     """One probe: never raises for anything the target, its pages or the target string do;
     ends by ``deadline`` (``time.monotonic()``) whatever the servers do, leaving fetches still
     running in abandoned threads whose sockets are shut down. ``policy`` decides which Cluster
@@ -122,8 +129,13 @@ def probe(client: PageClient, target: str, deadline: float, discover: bool = Fal
             try:
                 _await(futs, budget, "Cluster State CVM main pages")
             finally:
-                cvms.extend(cast(CvmResult, f.result()) if f.done() and not f.cancelled() else  # parse=True
-                            CvmResult(o.url, None, f"{o.url}: deadline exceeded", o) for o, f in zip(others, futs))
+                cvms.extend(
+                    cast(CvmResult, f.result())
+                    if f.done() and not f.cancelled()
+                    # parse=True
+                    else CvmResult(o.url, None, f"{o.url}: deadline exceeded", o)
+                    for o, f in zip(others, futs)
+                )
         for cvm in cvms[1:]:
             if cvm.page is None:
                 log.warning("stargate target %s: CVM main page failed: %s", target, cvm.error)
@@ -133,7 +145,7 @@ def probe(client: PageClient, target: str, deadline: float, discover: bool = Fal
         origins: dict[str, Origin] = {}
         rejected = 0
         for cvm in cvms:
-            if cvm.page is None or cvm.origin is None:   # a page read always has its origin
+            if cvm.page is None or cvm.origin is None:  # a page read always has its origin
                 continue
             for reason in cvm.page.rejected:
                 log.warning("stargate target %s: %s: row rejected as garbage: %s", target, cvm.url, reason)
@@ -142,14 +154,20 @@ def probe(client: PageClient, target: str, deadline: float, discover: bool = Fal
                 if row.vdisk_id not in vdisks:
                     vdisks[row.vdisk_id] = (cvm.url, row)
                     origins[row.vdisk_id] = cvm.origin
-        budget.deadline = min(budget.deadline, deadline - RENDER_RESERVE_SECONDS - RENDER_RESERVE_PER_VDISK * len(vdisks))
+        budget.deadline = min(
+            budget.deadline, deadline - RENDER_RESERVE_SECONDS - RENDER_RESERVE_PER_VDISK * len(vdisks)
+        )
         pages = len(cvms) + len(vdisks)
         if pages > limits.max_pages:
-            return failed(f"{len(cvms)} main pages and {len(vdisks)} vdisk detail views are over "
-                          f"max_pages_per_probe ({limits.max_pages}); nothing more fetched", cvms)
+            return failed(
+                f"{len(cvms)} main pages and {len(vdisks)} vdisk detail views are over "
+                f"max_pages_per_probe ({limits.max_pages}); nothing more fetched",
+                cvms,
+            )
         if parse_pool is None:
-            dfuts = {vid: pool.submit(_detail, client, origins[vid], row.href, budget)
-                     for vid, (_, row) in vdisks.items()}
+            dfuts = {
+                vid: pool.submit(_detail, client, origins[vid], row.href, budget) for vid, (_, row) in vdisks.items()
+            }
             _await(list(dfuts.values()), budget, "vdisk detail views")
             results = {vid: fut.result() for vid, fut in dfuts.items()}
         else:
@@ -173,21 +191,30 @@ def probe(client: PageClient, target: str, deadline: float, discover: bool = Fal
         if n < _LOGGED_DETAIL_ERRORS:
             log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
     if len(errors) > _LOGGED_DETAIL_ERRORS:
-        log.warning("stargate target %s: %d more vdisk detail views failed", target, len(errors) - _LOGGED_DETAIL_ERRORS)
+        log.warning(
+            "stargate target %s: %d more vdisk detail views failed", target, len(errors) - _LOGGED_DETAIL_ERRORS
+        )
     return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected)
 
 
-def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client: PageClient,
-                        vdisks: dict[str, tuple[str, VDiskRow]], origins: dict[str, Origin],
-                        budget: Budget) -> dict[str, DetailResult]:
+def _details_in_workers(
+    pool: ThreadPoolExecutor,
+    parse_pool: ParsePool,
+    client: PageClient,
+    vdisks: dict[str, tuple[str, VDiskRow]],
+    origins: dict[str, Origin],
+    budget: Budget,
+) -> dict[str, DetailResult]:
     """Fetch every detail view in the probe's threads; hand the pages to the parse workers in
     batches of DETAIL_BATCH as they arrive. A batch's pages are kept (to parse them here if its
     worker dies) only until its answer is in. _Deadline at the deadline (queued batches cancelled)."""
     results: dict[str, DetailResult] = {}
-    ffuts = {pool.submit(_fetch_detail, client, origins[vid], row.href, budget): (vid, row.href)
-             for vid, (_, row) in vdisks.items()}
+    ffuts = {
+        pool.submit(_fetch_detail, client, origins[vid], row.href, budget): (vid, row.href)
+        for vid, (_, row) in vdisks.items()
+    }
     total = len(ffuts)
-    pending: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []   # batches not yet answered
+    pending: list[tuple[list[str], list[tuple[str, bytes]], Future]] = []  # batches not yet answered
     vids: list[str] = []
     pages: list[tuple[str, bytes]] = []
 
@@ -209,10 +236,11 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
                 raise _Deadline(f"{left} of {total} vdisk detail views still being parsed") from None
             results.update(zip(bvids, out))
             pending.pop(0)
+
     try:
         try:
             for f in as_completed(ffuts, timeout=max(0.0, budget.remaining())):
-                vid, href = ffuts.pop(f)     # as_completed drops it too: its page is not kept
+                vid, href = ffuts.pop(f)  # as_completed drops it too: its page is not kept
                 body, err = f.result()
                 if body is None:
                     results[vid] = (None, err, 0)
@@ -234,8 +262,7 @@ def _details_in_workers(pool: ThreadPoolExecutor, parse_pool: ParsePool, client:
     return results
 
 
-def _fetch_detail(client: PageClient, origin: Origin, href: str,
-                  budget: Budget) -> tuple[bytes | None, str]:
+def _fetch_detail(client: PageClient, origin: Origin, href: str, budget: Budget) -> tuple[bytes | None, str]:
     """(the detail view's page, "") or (None, error)."""
     try:
         path = same_origin_link(origin, href)
@@ -250,8 +277,14 @@ def _fetch_detail(client: PageClient, origin: Origin, href: str,
         return None, f"{href}: internal error {exc.__class__.__name__}"
 
 
-def _main(client: PageClient, origin: Origin, path: str, budget: Budget,
-          parse: bool = True, parse_pool: ParsePool | None = None) -> CvmResult | tuple[CvmResult, bytes]:
+def _main(
+    client: PageClient,
+    origin: Origin,
+    path: str,
+    budget: Budget,
+    parse: bool = True,
+    parse_pool: ParsePool | None = None,
+) -> CvmResult | tuple[CvmResult, bytes]:
     """A CVM's main page, parsed; or (with ``parse=False``) the page to parse with _parse_main."""
     url = f"{origin.scheme}://{origin.netloc}{path}"
     try:
@@ -266,8 +299,9 @@ def _main(client: PageClient, origin: Origin, path: str, budget: Budget,
         return CvmResult(url, None, f"{url}: internal error {exc.__class__.__name__}", origin)
 
 
-def _parse_main(fetched: CvmResult | tuple[CvmResult, bytes], parse_pool: ParsePool | None = None,
-                budget: Budget | None = None) -> CvmResult:
+def _parse_main(
+    fetched: CvmResult | tuple[CvmResult, bytes], parse_pool: ParsePool | None = None, budget: Budget | None = None
+) -> CvmResult:
     if isinstance(fetched, CvmResult):
         return fetched
     cvm, body = fetched
@@ -286,8 +320,7 @@ def _parse_main(fetched: CvmResult | tuple[CvmResult, bytes], parse_pool: ParseP
     return cvm
 
 
-def _detail(client: PageClient, origin: Origin, href: str,
-            budget: Budget) -> tuple[VDiskDetail | None, str, int]:
+def _detail(client: PageClient, origin: Origin, href: str, budget: Budget) -> tuple[VDiskDetail | None, str, int]:
     """(detail, error, 1 if the view was rejected as garbage)."""
     try:
         path = same_origin_link(origin, href)

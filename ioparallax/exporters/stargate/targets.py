@@ -26,7 +26,7 @@ DEFAULT_PORT = 2009
 SCHEMES = ("http", "https")
 
 _LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
-_PATH_OK = re.compile(r"[!#-~]*", re.ASCII)          # printable ASCII, no space, no quote
+_PATH_OK = re.compile(r"[!#-~]*", re.ASCII)  # printable ASCII, no space, no quote
 
 
 class TargetError(ValueError):
@@ -38,7 +38,7 @@ class Origin:
     """Scheme, host and port: what "the same server" means for links."""
 
     scheme: str
-    host: str      # lower case; an IPv6 literal without brackets
+    host: str  # lower case; an IPv6 literal without brackets
     port: int
 
     @property
@@ -62,7 +62,7 @@ def _check_host(host: str) -> str:
     except ValueError:
         pass
     labels = host.rstrip(".").split(".")
-    if labels[-1].isdigit():   # 127.1 or 2130706433: a resolver reads these as IPv4 addresses
+    if labels[-1].isdigit():  # 127.1 or 2130706433: a resolver reads these as IPv4 addresses
         raise TargetError(f"{host!r} is neither a dotted IPv4 address nor a host name")
     if len(host) > 253:
         raise TargetError(f"host name of {len(host)} characters (at most 253)")
@@ -146,13 +146,16 @@ def same_origin_link(origin: Origin, url: str) -> str:
     malformed (the exporter follows links only on the server that showed them)."""
     link_origin, path = _split(url)
     if link_origin != origin:
-        raise TargetError(f"link to {link_origin.scheme}://{link_origin.netloc} is not on "
-                          f"{origin.scheme}://{origin.netloc} (links are followed on the same server only)")
+        raise TargetError(
+            f"link to {link_origin.scheme}://{link_origin.netloc} is not on "
+            f"{origin.scheme}://{origin.netloc} (links are followed on the same server only)"
+        )
     return path
 
 
-def cluster_cvms(target: Target, links: Iterable[str], policy: TargetPolicy,
-                 extra_ports: Iterable[int] = ()) -> tuple[list[Origin], list[str]]:
+def cluster_cvms(
+    target: Target, links: Iterable[str], policy: TargetPolicy, extra_ports: Iterable[int] = ()
+) -> tuple[list[Origin], list[str]]:
     """The other CVMs to probe for ``discover=true``: the Cluster State links of the target's own
     page, as origins on the Stargate port (2009, the target's, or one of ``extra_ports``), allowed
     by ``policy``, each once. Returns (origins, reasons for every link not followed)."""
@@ -167,10 +170,14 @@ def cluster_cvms(target: Target, links: Iterable[str], policy: TargetPolicy,
             refused.append(f"Cluster State link {link[:200]!r}: {exc}")
             continue
         if origin.scheme != target.origin.scheme:
-            refused.append(f"Cluster State link {link!r}: scheme {origin.scheme}, the target's is {target.origin.scheme}")
+            refused.append(
+                f"Cluster State link {link!r}: scheme {origin.scheme}, the target's is {target.origin.scheme}"
+            )
         elif origin.port not in ports:
-            refused.append(f"Cluster State link {link!r}: port {origin.port} is not the Stargate port "
-                           f"({' or '.join(str(p) for p in sorted(ports))})")
+            refused.append(
+                f"Cluster State link {link!r}: port {origin.port} is not the Stargate port "
+                f"({' or '.join(str(p) for p in sorted(ports))})"
+            )
         elif not policy.allows(origin.host):
             refused.append(f"Cluster State link {link!r}: host {origin.host} is not on the targets allow-list")
         elif origin not in seen:

@@ -64,8 +64,9 @@ class Budget:
     def take_page(self, url: str) -> None:
         with self._lock:
             if self.pages >= self.limits.max_pages:
-                raise FetchError(f"{url}: not fetched, the probe reached max_pages_per_probe "
-                                 f"({self.limits.max_pages} pages)")
+                raise FetchError(
+                    f"{url}: not fetched, the probe reached max_pages_per_probe ({self.limits.max_pages} pages)"
+                )
             self.pages += 1
 
     def connection(self, origin: Origin) -> http.client.HTTPConnection:
@@ -146,7 +147,7 @@ class HttpClient:
                 if conn.sock is None:
                     conn.timeout = left
                     conn.connect()
-                    if budget.aborted:           # aborted while connecting: not registered in time
+                    if budget.aborted:  # aborted while connecting: not registered in time
                         raise DeadlineExceeded(f"{url}: deadline exceeded while connecting")
                 conn.sock.settimeout(max(0.001, budget.remaining()))
                 conn.request("GET", path, headers={"Accept": "text/html"})
@@ -199,6 +200,5 @@ class HttpClient:
         if length is not None and len(body) < length:
             raise FetchError(f"{url}: response cut off ({len(body)} of {length} bytes)")
         if not resp.isclosed():
-            resp.read()     # nothing left to read: marks the response done, so the connection is reused
+            resp.read()  # nothing left to read: marks the response done, so the connection is reused
         return bytes(body)
-

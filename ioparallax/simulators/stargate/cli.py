@@ -35,23 +35,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="stargate-simulator",
         description="Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
-                    "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", nargs="?", default=None,
-                   help="scenario name from the library (clean-oltp, zero-heavy, ...) or a YAML path")
+        "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help="scenario name from the library (clean-oltp, zero-heavy, ...) or a YAML path",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address every CVM server binds (default %(default)s)")
-    p.add_argument("--port", dest="ports", action="append", default=[], metavar="[CVM=]PORT",
-                   help="port of a CVM: repeat, in CVM order, or as cvm-2=9002 (default: free ports)")
-    p.add_argument("--synthetic-vdisks", type=int, metavar="N",
-                   help="serve N generated vdisks, all hosted by the first CVM (benchmarks)")
-    p.add_argument("--synthetic-cvms", type=int, metavar="M",
-                   help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
-                        "round-robin over them (cluster-scale benchmarks)")
-    p.add_argument("--freeze-at", type=float, metavar="EPOCH",
-                   help="stop the clock at this Unix time (exact, repeatable pages)")
-    p.add_argument("--history-start", type=float, metavar="EPOCH",
-                   help="when the simulated Stargates started (default: now, or --freeze-at); "
-                        "the 1 hr working set reads 0 until an hour later")
+    p.add_argument(
+        "--port",
+        dest="ports",
+        action="append",
+        default=[],
+        metavar="[CVM=]PORT",
+        help="port of a CVM: repeat, in CVM order, or as cvm-2=9002 (default: free ports)",
+    )
+    p.add_argument(
+        "--synthetic-vdisks",
+        type=int,
+        metavar="N",
+        help="serve N generated vdisks, all hosted by the first CVM (benchmarks)",
+    )
+    p.add_argument(
+        "--synthetic-cvms",
+        type=int,
+        metavar="M",
+        help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
+        "round-robin over them (cluster-scale benchmarks)",
+    )
+    p.add_argument(
+        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable pages)"
+    )
+    p.add_argument(
+        "--history-start",
+        type=float,
+        metavar="EPOCH",
+        help="when the simulated Stargates started (default: now, or --freeze-at); "
+        "the 1 hr working set reads 0 until an hour later",
+    )
     p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
     add_logging_args(p)
     add_version_arg(p)
@@ -79,9 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("stargate_simulator")
     clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
-        sim = StargateCluster(args.scenario, host=args.host, ports=_ports(args.ports), clock=clock,
-                              vdisk_count=args.synthetic_vdisks, history_start=args.history_start,
-                              cvm_count=args.synthetic_cvms)
+        sim = StargateCluster(
+            args.scenario,
+            host=args.host,
+            ports=_ports(args.ports),
+            clock=clock,
+            vdisk_count=args.synthetic_vdisks,
+            history_start=args.history_start,
+            cvm_count=args.synthetic_cvms,
+        )
         sim.start()
     except (ConfigError, ValueError, OSError) as exc:
         print(f"stargate-simulator: error: {exc}", file=sys.stderr)
@@ -92,12 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         tmp = f"{args.urls_file}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(sim.urls, fh, indent=1)
-        os.replace(tmp, args.urls_file)     # whoever polls for the file reads it whole, never half-written
+        os.replace(tmp, args.urls_file)  # whoever polls for the file reads it whole, never half-written
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build,
-             len(sim.cvms), len(sim.trace.disks))
+    log.info(
+        "scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build, len(sim.cvms), len(sim.trace.disks)
+    )
     stop.wait()
     sim.stop()
     return 0
