@@ -58,8 +58,9 @@ $(BUILD)/vcsim:
 
 # ruff and mypy read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); go vet and gofmt
 # check the scenario vCenter simulator with the same Go toolchain deps-go builds it with.
-lint: deps-python ## ruff and mypy on the Python code, go vet and gofmt on the Go simulator
+lint: deps-python ## ruff (lint, format check) and mypy on the Python code, go vet and gofmt on the Go simulator
 	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 	cd ioparallax/simulators/vcenter && go vet ./...
 	@cd ioparallax/simulators/vcenter && unformatted=$$("$$(go env GOROOT)/bin/gofmt" -l .) && \

@@ -70,7 +70,9 @@ def half_up(x):
     return int(math.floor(x + 0.5))
 
 
-@pytest.mark.parametrize("build,title", [(2014, "Hosted Active VDisks"), (2015, "Hosted VDisks"), (2016, "Hosted VDisks")])
+@pytest.mark.parametrize(
+    "build,title", [(2014, "Hosted Active VDisks"), (2015, "Hosted VDisks"), (2016, "Hosted VDisks")]
+)
 def test_main_page_structure_per_build(build, title):
     s = sim(variant("zero-heavy", page_build=build))
     soup = BeautifulSoup(s.render_main("cvm-1"), "lxml")
@@ -78,12 +80,43 @@ def test_main_page_structure_per_build(build, title):
     table = table_after_banner(soup, title)
     trs = table.find_all("tr")
     top = [(th.get_text(), int(th.get("colspan", 1))) for th in cells(trs[0], "th")]
-    assert top == [("VDisk Id", 1), ("VDisk Name", 1), ("Usage (GB)", 1), ("Dedup (GB)", 1), ("Oplog", 4),
-                   ("Outstanding ops", 3), ("Ops/s", 4), ("KB/s", 2), ("Avg latency (usec)", 1),
-                   ("Avg op size", 1), ("Avg qlen", 1), ("% busy", 1)]
+    assert top == [
+        ("VDisk Id", 1),
+        ("VDisk Name", 1),
+        ("Usage (GB)", 1),
+        ("Dedup (GB)", 1),
+        ("Oplog", 4),
+        ("Outstanding ops", 3),
+        ("Ops/s", 4),
+        ("KB/s", 2),
+        ("Avg latency (usec)", 1),
+        ("Avg op size", 1),
+        ("Avg qlen", 1),
+        ("% busy", 1),
+    ]
     assert [th.get_text() for th in cells(trs[1], "th")] == [
-        "", "", "", "", "KB", "Fragments", "Ops/s", "KB/s", "Read", "Write", "Estore",
-        "Read", "Write", "Error", "Random", "Read", "Write", "", "", "", ""]
+        "",
+        "",
+        "",
+        "",
+        "KB",
+        "Fragments",
+        "Ops/s",
+        "KB/s",
+        "Read",
+        "Write",
+        "Estore",
+        "Read",
+        "Write",
+        "Error",
+        "Random",
+        "Read",
+        "Write",
+        "",
+        "",
+        "",
+        "",
+    ]
     rows = grouped_rows(table)
     hosted = s.hosted("cvm-1")
     assert [int(r["VDisk Id"].get_text()) for r in rows] == [d.vdisk_id for d in hosted]
@@ -95,7 +128,7 @@ def test_main_page_structure_per_build(build, title):
         assert r["Ops/s - Read"].get_text() == str(half_up(v.read_ops_s))
         assert r["Ops/s - Write"].get_text() == str(half_up(v.write_ops_s))
         assert r["Ops/s - Random"].get_text() == str(half_up(v.random_ops_s))
-        assert r["Ops/s - Error"].get_text() == ""           # zero: blank
+        assert r["Ops/s - Error"].get_text() == ""  # zero: blank
         assert r["Dedup (GB)"].get_text() == ""
         assert r["KB/s - Read"].get_text() == str(half_up(v.read_bytes_s / 1024))
         assert r["Avg latency (usec)"].get_text() == str(half_up(v.latency_s * 1e6))
@@ -106,10 +139,12 @@ def test_main_page_structure_per_build(build, title):
 
 
 def test_overview_and_cluster_state_list_every_cvm():
-    s = sim("buffered-qd")     # the library's 2015 page build
+    s = sim("buffered-qd")  # the library's 2015 page build
     soup = BeautifulSoup(s.render_main("cvm-2"), "lxml")
-    overview = {tr.find_all("td")[0].get_text(): tr.find_all("td")[1].get_text()
-                for tr in table_after_banner(soup, "Overview").find_all("tr")}
+    overview = {
+        tr.find_all("td")[0].get_text(): tr.find_all("td")[1].get_text()
+        for tr in table_after_banner(soup, "Overview").find_all("tr")
+    }
     assert overview["Stargate handle"] == s.cvms["cvm-2"].handle
     assert overview["Build version"] == pages.BUILD_VERSIONS[2015]
     state = table_after_banner(soup, "Cluster State")
@@ -133,9 +168,17 @@ def test_empty_and_idle_rows():
     assert grouped_rows(table_after_banner(soup, "Hosted VDisks")) == []
 
 
-SECTIONS = ("Ops and Randomness", "Frontend Read Latency", "Frontend Write Latency", "Read Size Distribution",
-            "Write Size Distribution", "Working Set Sizes", "Read Source", "Write Destination",
-            "Extent Group Up-Migration")
+SECTIONS = (
+    "Ops and Randomness",
+    "Frontend Read Latency",
+    "Frontend Write Latency",
+    "Read Size Distribution",
+    "Write Size Distribution",
+    "Working Set Sizes",
+    "Read Source",
+    "Write Destination",
+    "Extent Group Up-Migration",
+)
 
 
 @pytest.mark.parametrize("build", [2014, 2015, 2016])
@@ -158,12 +201,16 @@ def test_ops_and_randomness_values():
     v = s.view(d)
     soup = BeautifulSoup(s.render_detail("cvm-1", d.vdisk_id), "lxml")
     t = section_table(soup, d.vdisk_id, "Ops and Randomness")
-    rows = {tr.find_all("td")[0].get_text(): [c.get_text() for c in tr.find_all("td")[1:]]
-            for tr in t.find_all("tr")[1:]}
+    rows = {
+        tr.find_all("td")[0].get_text(): [c.get_text() for c in tr.find_all("td")[1:]] for tr in t.find_all("tr")[1:]
+    }
     assert [th.get_text() for th in t.find_all("th")] == ["", "Read", "Write", "Total"]
     assert rows["IOPS (kIO/s)"] == ["2", "1", "3"]
-    assert rows["IO Rate (MB/s)"] == [str(half_up(v.read_bytes_s / 2**20)), str(half_up(v.write_bytes_s / 2**20)),
-                                      str(half_up((v.read_bytes_s + v.write_bytes_s) / 2**20))]
+    assert rows["IO Rate (MB/s)"] == [
+        str(half_up(v.read_bytes_s / 2**20)),
+        str(half_up(v.write_bytes_s / 2**20)),
+        str(half_up((v.read_bytes_s + v.write_bytes_s) / 2**20)),
+    ]
     assert rows["Random %"] == ["100%", "100%", ""]
     assert rows["Sequential %"] == ["", "", ""]  # 0 % is blank
 
@@ -210,7 +257,9 @@ def test_histogram_tables_quirks_and_values():
     assert total[1] == str(int(v.write_latency_hist.average * 1e6))  # truncated
     counts, _ = check_histogram_table(section_table(soup, log.vdisk_id, "Frontend Read Latency"), "Read")
     assert counts == [0] * 8  # write-only vdisk: all blank
-    counts, total = check_histogram_table(section_table(soup, log.vdisk_id, "Write Size Distribution"), "Write", size=True)
+    counts, total = check_histogram_table(
+        section_table(soup, log.vdisk_id, "Write Size Distribution"), "Write", size=True
+    )
     # 16k/60:32k/40 -> 60 % in 16-32 kB, 40 % in 32-64 kB
     assert counts[3] == round(0.6 * sum(counts)) and counts[4] == sum(counts) - counts[3]
     t = section_table(soup, log.vdisk_id, "Write Size Distribution")
@@ -231,9 +280,31 @@ def test_read_source_and_write_destination_labels(build):
     rs = section_table(soup, d.vdisk_id, "Read Source")
     assert [th.get_text() for th in rs.find_all("th")] == ["Source", "Data (MB/s)", "Percent"]
     rows = source_rows(rs)
-    expected = {2016: ["Cache DRAM", "Estore SSD Local", "Estore SSD Remote", "Estore HDD", "Oplog", "Estore Zero",
-                       "Oplog Zero", "Total"]}.get(build, ["Oplog", "Extent cache", "Cache DRAM", "Cache SSD", "Estore SSD",
-                                                          "Estore HDD", "Block Store", "Zeroes", "Total"])
+    expected = {
+        2016: [
+            "Cache DRAM",
+            "Estore SSD Local",
+            "Estore SSD Remote",
+            "Estore HDD",
+            "Oplog",
+            "Estore Zero",
+            "Oplog Zero",
+            "Total",
+        ]
+    }.get(
+        build,
+        [
+            "Oplog",
+            "Extent cache",
+            "Cache DRAM",
+            "Cache SSD",
+            "Estore SSD",
+            "Estore HDD",
+            "Block Store",
+            "Zeroes",
+            "Total",
+        ],
+    )
     assert [r[0] for r in rows] == expected
     by = {r[0]: r for r in rows}
     total = v.read_source_total
@@ -260,6 +331,7 @@ def test_read_source_and_write_destination_labels(build):
 
 def fold_rows(v, build, kind):
     from ioparallax.simulators.scenario.storage import READ_SOURCE_ROWS, WRITE_DESTINATION_ROWS, fold
+
     if kind == "read":
         return fold(v.read_sources, READ_SOURCE_ROWS[build])
     return fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])
@@ -276,8 +348,8 @@ def test_working_sets_and_upmigration_tables():
     rows = source_rows(t)
     assert [r[0] for r in rows] == ["Read WSS (MB)", "Write WSS (MB)", "Union WSS (MB)"]
     assert rows[0][1] == str(half_up(v.wss[("read", 120)] / 2**20))
-    assert [r[2] for r in rows] == ["0", "0", "0"]     # less than an hour of history
-    assert rows[1][1] == "0"                            # no writes
+    assert [r[2] for r in rows] == ["0", "0", "0"]  # less than an hour of history
+    assert rows[1][1] == "0"  # no writes
     t = section_table(soup, d.vdisk_id, "Extent Group Up-Migration")
     assert t.find_all("th") == []
     rows = [[td.get_text() for td in tr.find_all("td")] for tr in t.find_all("tr")]
@@ -290,7 +362,9 @@ def test_detail_without_id_lists_every_hosted_vdisk_and_unknown_id_is_none():
     s = sim("zero-heavy")
     cvm = "cvm-1"
     soup = BeautifulSoup(s.render_detail(cvm, None), "lxml")
-    ids = {int(m.group(1)) for m in (re.match(r"VDisk (\d+) Read Source", h.get_text()) for h in soup.find_all("h4")) if m}
+    ids = {
+        int(m.group(1)) for m in (re.match(r"VDisk (\d+) Read Source", h.get_text()) for h in soup.find_all("h4")) if m
+    }
     assert ids == {d.vdisk_id for d in s.hosted(cvm)}
     other = next(d for d in s.scenario.disks if d.cvm_at(s.period_second()) != cvm)
     assert s.render_detail(cvm, other.vdisk_id) is None
@@ -301,13 +375,19 @@ def test_misaligned_write_only_vdisk_shows_read_source_without_reads():
     d = s.scenario.disks[1]
     cvm = d.cvm_at(s.period_second())
     soup = BeautifulSoup(s.render_detail(cvm, d.vdisk_id), "lxml")
-    ops = {tr.find_all("td")[0].get_text(): tr.find_all("td")[1].get_text()
-           for tr in section_table(soup, d.vdisk_id, "Ops and Randomness").find_all("tr")[1:]}
+    ops = {
+        tr.find_all("td")[0].get_text(): tr.find_all("td")[1].get_text()
+        for tr in section_table(soup, d.vdisk_id, "Ops and Randomness").find_all("tr")[1:]
+    }
     assert ops["IOPS (kIO/s)"] == "" and ops["IO Rate (MB/s)"] == ""
     rows = {r[0]: r for r in source_rows(section_table(soup, d.vdisk_id, "Read Source"))}
     assert rows["Estore SSD Local"][1:] == ["1", "100%"]
     main = BeautifulSoup(s.render_main(cvm), "lxml")
-    (r,) = [r for r in grouped_rows(table_after_banner(main, "Hosted VDisks")) if r["VDisk Id"].get_text() == str(d.vdisk_id)]
+    (r,) = [
+        r
+        for r in grouped_rows(table_after_banner(main, "Hosted VDisks"))
+        if r["VDisk Id"].get_text() == str(d.vdisk_id)
+    ]
     assert int(r["Outstanding ops - Estore"].get_text()) == 12
 
 

@@ -48,6 +48,7 @@ def cluster():
         sim = StargateCluster(scenario, **kw).start()
         started.append(sim)
         return sim
+
     yield make
     for sim in started:
         sim.stop()
@@ -121,7 +122,9 @@ def test_vars_text_regex_and_prism_over_http(cluster):
     r = requests.get(url + "/h/vars?format=text", timeout=5)
     assert r.headers["Content-Type"].startswith("text/plain")
     lines = dict(line.rsplit(" ", 1) for line in r.text.splitlines())
-    assert int(lines["stargate/vdisk/total/oplog_bytes"]) == round(sum(sim.view(d).oplog_bytes for d in sim.hosted("cvm-1")))
+    assert int(lines["stargate/vdisk/total/oplog_bytes"]) == round(
+        sum(sim.view(d).oplog_bytes for d in sim.hosted("cvm-1"))
+    )
     r = requests.get(url + "/h/vars", params={"format": "text", "regex": "oplog_bytes$"}, timeout=5)
     assert r.text and all(line.split()[0].endswith("oplog_bytes") for line in r.text.splitlines())
     assert requests.get(url + "/h/vars", params={"format": "text", "regex": "("}, timeout=5).status_code == 400
@@ -132,6 +135,7 @@ def test_vars_text_regex_and_prism_over_http(cluster):
 
 
 # -- faults -----------------------------------------------------------------------------------
+
 
 def test_fault_slow(cluster):
     sim = cluster("zero-heavy")
@@ -171,7 +175,7 @@ def test_fault_truncated_cuts_inside_a_table(cluster):
     assert full.startswith(body) and len(body) < len(full)
     assert b"</html>" not in body
     assert body.rfind(b"<table") > body.rfind(b"</table>")  # ends inside an open table
-    assert body.rfind(b"<tr>") > body.rfind(b"</tr>")        # ... in the middle of a row
+    assert body.rfind(b"<tr>") > body.rfind(b"</tr>")  # ... in the middle of a row
     assert requests.get(sim.urls["cvm-1"], timeout=5).content.endswith(b"</html>\n")  # main page intact
     # abort: the full length is announced, the connection drops half way
     sim.set_fault("cvm-1", "truncated", abort=True)
@@ -219,8 +223,12 @@ def test_fault_control_over_http(cluster):
     state = requests.get(one + "/-/sim/state", timeout=5).json()
     assert state["cvms"]["cvm-2"]["fault"]["mode"] == "http_500"
     assert state["period_second"] == EPOCH % 600 and state["cvms"]["cvm-1"]["hosted_vdisks"] == [1000]
-    for bad in ({"mode": "explode"}, {"cvm": "cvm-9", "mode": "slow", "delay": "1"}, {"mode": "slow"},
-                {"mode": "http_500", "only": "sideways"}):
+    for bad in (
+        {"mode": "explode"},
+        {"cvm": "cvm-9", "mode": "slow", "delay": "1"},
+        {"mode": "slow"},
+        {"mode": "http_500", "only": "sideways"},
+    ):
         r = requests.post(one + "/-/sim/fault", params=bad, timeout=5)
         assert r.status_code == 400 and r.text.strip()
     # refuse cvm-2 from cvm-1, then bring it back from cvm-1
@@ -246,6 +254,7 @@ def test_synthetic_vdisks_all_on_the_first_cvm(cluster):
 
 
 # -- CLI --------------------------------------------------------------------------------------
+
 
 def test_cli_serves_the_same_pages_as_the_api(processes, tmp_path: Path):
     urls_file = tmp_path / "urls.json"

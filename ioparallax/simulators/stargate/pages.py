@@ -28,8 +28,8 @@ from ioparallax.simulators.scenario.storage import (
     fold,
 )
 
-KB = 1024            # KB/s, Outstanding sizeKB, Oplog KB
-MB = 1024 * 1024     # MB/s (IO Rate, Data), WSS (MB)
+KB = 1024  # KB/s, Outstanding sizeKB, Oplog KB
+MB = 1024 * 1024  # MB/s (IO Rate, Data), WSS (MB)
 GB = 1024**3
 
 BUILD_VERSIONS = {
@@ -40,12 +40,24 @@ BUILD_VERSIONS = {
 MAIN_TITLE = {2014: "Hosted Active VDisks", 2015: "Hosted VDisks", 2016: "Hosted VDisks"}
 
 LATENCY_LABELS = (
-    "0 <= x < 1 ms", "1 ms <= x < 2 ms", "2 ms <= x < 5 ms", "5 ms <= x < 10 ms",
-    "10 ms <= x < 20 ms", "20 ms <= x < 50 ms", "50 ms <= x < 100 ms", "100 ms <= x < inf",
+    "0 <= x < 1 ms",
+    "1 ms <= x < 2 ms",
+    "2 ms <= x < 5 ms",
+    "5 ms <= x < 10 ms",
+    "10 ms <= x < 20 ms",
+    "20 ms <= x < 50 ms",
+    "50 ms <= x < 100 ms",
+    "100 ms <= x < inf",
 )
 SIZE_LABELS = (
-    "0 <= x < 4 kB", "4 kB <= x < 8 kB", "8 kB <= x < 16 kB", "16 kB <= x < 32 kB",
-    "32 kB <= x < 64 kB", "64 kB <= x < 512 kB", "512 kB <= x < 1 MB", "1 MB <= x < inf",
+    "0 <= x < 4 kB",
+    "4 kB <= x < 8 kB",
+    "8 kB <= x < 16 kB",
+    "16 kB <= x < 32 kB",
+    "32 kB <= x < 64 kB",
+    "64 kB <= x < 512 kB",
+    "512 kB <= x < 1 MB",
+    "1 MB <= x < inf",
 )
 BAR_CELLS = 20
 BAR_FILLED = '<td bgcolor="#3b6fb6" width="6"></td>'
@@ -110,8 +122,10 @@ def bar(percent: float) -> str:
 
 def banner(title: str) -> str:
     words = "&nbsp;".join(esc(w) for w in title.split())
-    return (f'<table width="100%" bgcolor="#d8d8d8" cellpadding="3"><tr><td align="center">'
-            f'<font size="+1">{words}</font></td></tr></table>\n')
+    return (
+        f'<table width="100%" bgcolor="#d8d8d8" cellpadding="3"><tr><td align="center">'
+        f'<font size="+1">{words}</font></td></tr></table>\n'
+    )
 
 
 def heading(build: int, text: str) -> str:
@@ -132,7 +146,7 @@ def row(cells: Iterable[str], tag: str = "td") -> str:
 @dataclass(frozen=True)
 class CvmInfo:
     name: str
-    handle: str          # ip:port
+    handle: str  # ip:port
     svm_id: int
     disks: tuple[tuple[int, int, int], ...]  # (disk id, avail bytes, total bytes)
 
@@ -186,8 +200,17 @@ HOSTED_HEADER = (
 )
 
 
-def render_main(*, build: int, cvm: CvmInfo, cluster: Sequence[CvmInfo], views: Sequence[VDiskStorageView],
-                start_time: float, now: float, content_cache_hit_pct: float, content_cache_mb: int) -> str:
+def render_main(
+    *,
+    build: int,
+    cvm: CvmInfo,
+    cluster: Sequence[CvmInfo],
+    views: Sequence[VDiskStorageView],
+    start_time: float,
+    now: float,
+    content_cache_hit_pct: float,
+    content_cache_mb: int,
+) -> str:
     out = ["<html><head><title>Stargate</title></head><body>\n"]
     out.append(banner("Overview"))
     started = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(start_time))
@@ -222,8 +245,9 @@ def render_main(*, build: int, cvm: CvmInfo, cluster: Sequence[CvmInfo], views: 
     out.append('<table border="1" cellpadding="2">\n')
     out.append(row(("VDisk Name", "Outstanding ops", "Ops/s", "KB/s"), "th"))
     for v in sorted(views, key=lambda v: v.disk.vdisk_name):
-        out.append(row((esc(v.disk.vdisk_name), num(v.qlen), num(v.ops_s),
-                        num((v.read_bytes_s + v.write_bytes_s) / KB))))
+        out.append(
+            row((esc(v.disk.vdisk_name), num(v.qlen), num(v.ops_s), num((v.read_bytes_s + v.write_bytes_s) / KB)))
+        )
     out.append("</table>\n")
 
     out.append(banner(MAIN_TITLE[build]))
@@ -243,20 +267,20 @@ def _kio(ops_s: float) -> str:
     return num(ops_s / 1000.0)
 
 
-def _histogram_table(h: Histogram, labels: Sequence[str], second_header: str, direction: str,
-                     scale: float) -> str:
+def _histogram_table(h: Histogram, labels: Sequence[str], second_header: str, direction: str, scale: float) -> str:
     out = ['<table border="1" cellpadding="2">\n']
     out.append(row(("Latency Range", second_header, f"Number of {direction} IOs", f"Percent of {direction} IOs"), "th"))
     percents = h.percents
     for label, count, avg, p in zip(labels, h.counts, h.averages, percents):
         if count:
-            out.append(f"<tr><td>{esc(label)}</td><td>{num(avg * scale)}</td><td>{count}</td><td>{pct(p)}</td>"
-                       f"{bar(p)}</tr>\n")
+            out.append(
+                f"<tr><td>{esc(label)}</td><td>{num(avg * scale)}</td><td>{count}</td><td>{pct(p)}</td>{bar(p)}</tr>\n"
+            )
         else:
             out.append(f"<tr><td>{esc(label)}</td><td></td><td></td><td></td>{_BARS[0]}</tr>\n")
     total = h.total
-    avg = str(int(h.average * scale)) if total else ""  # Total: count-weighted mean, truncated
-    out.append(row(("Total", avg, str(total) if total else "", "")))
+    mean = str(int(h.average * scale)) if total else ""  # Total: count-weighted mean, truncated
+    out.append(row(("Total", mean, str(total) if total else "", "")))
     out.append("</table>\n")
     return "".join(out)
 
@@ -279,12 +303,28 @@ def render_vdisk_sections(v: VDiskStorageView, build: int) -> str:
     out.append('<table border="1" cellpadding="2">\n')
     out.append(row(("", "Read", "Write", "Total"), "th"))
     out.append(row(("IOPS (kIO/s)", _kio(v.read_ops_s), _kio(v.write_ops_s), _kio(v.ops_s))))
-    out.append(row(("IO Rate (MB/s)", num(v.read_bytes_s / MB), num(v.write_bytes_s / MB),
-                    num((v.read_bytes_s + v.write_bytes_s) / MB))))
+    out.append(
+        row(
+            (
+                "IO Rate (MB/s)",
+                num(v.read_bytes_s / MB),
+                num(v.write_bytes_s / MB),
+                num((v.read_bytes_s + v.write_bytes_s) / MB),
+            )
+        )
+    )
     rr, wr = v.read_random_ratio, v.write_random_ratio
     out.append(row(("Random %", pct(None if rr is None else 100.0 * rr), pct(None if wr is None else 100.0 * wr), "")))
-    out.append(row(("Sequential %", pct(None if rr is None else 100.0 * (1 - rr)),
-                    pct(None if wr is None else 100.0 * (1 - wr)), "")))
+    out.append(
+        row(
+            (
+                "Sequential %",
+                pct(None if rr is None else 100.0 * (1 - rr)),
+                pct(None if wr is None else 100.0 * (1 - wr)),
+                "",
+            )
+        )
+    )
     out.append("</table>\n")
     # 2. Frontend latency
     out.append(heading(build, f"VDisk {vid} Frontend Read Latency"))
@@ -302,8 +342,15 @@ def render_vdisk_sections(v: VDiskStorageView, build: int) -> str:
     out.append(row(("", "2 min", "1 hr"), "th"))
     short, long_ = WSS_WINDOWS_S
     for kind, label in (("read", "Read WSS (MB)"), ("write", "Write WSS (MB)"), ("union", "Union WSS (MB)")):
-        out.append(row((label, str(int(math.floor(v.wss[(kind, short)] / MB + 0.5))),
-                        str(int(math.floor(v.wss[(kind, long_)] / MB + 0.5))))))
+        out.append(
+            row(
+                (
+                    label,
+                    str(int(math.floor(v.wss[(kind, short)] / MB + 0.5))),
+                    str(int(math.floor(v.wss[(kind, long_)] / MB + 0.5))),
+                )
+            )
+        )
     out.append("</table>\n")
     # 5. Read source, 6. Write destination
     out.append(heading(build, f"VDisk {vid} Read Source"))
@@ -328,8 +375,10 @@ def render_vdisk_page(views: Sequence[VDiskStorageView], build: int) -> str:
 
 
 def render_not_hosted(vdisk_id: int) -> str:
-    return (f"<html><head><title>VDisk Stats</title></head><body>\n{banner('VDisk Stats')}"
-            f"<p>VDisk {vdisk_id} is not hosted by this Stargate</p>\n</body></html>\n")
+    return (
+        f"<html><head><title>VDisk Stats</title></head><body>\n{banner('VDisk Stats')}"
+        f"<p>VDisk {vdisk_id} is not hosted by this Stargate</p>\n</body></html>\n"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -53,10 +53,10 @@ class Fault:
     ``prism``); ``vdisk`` to one vdisk's detail page; ``until`` (epoch, real time) ends it."""
 
     mode: str
-    delay: float = 0.0          # slow: seconds before answering
+    delay: float = 0.0  # slow: seconds before answering
     only: str = "all"
     vdisk: int | None = None
-    abort: bool = False         # truncated: announce the full length, then drop the connection
+    abort: bool = False  # truncated: announce the full length, then drop the connection
     until: float | None = None
 
     def applies(self, scope: str, vdisk: int | None) -> bool:
@@ -74,8 +74,9 @@ def _uuid(*parts: object) -> str:
     return str(uuidlib.UUID(bytes=digest[:16], version=4))
 
 
-def resolve_scenario(scenario_or_name: Scenario | str | os.PathLike[str] | None,
-                     vdisk_count: int | None, cvm_count: int | None = None) -> Scenario:
+def resolve_scenario(
+    scenario_or_name: Scenario | str | os.PathLike[str] | None, vdisk_count: int | None, cvm_count: int | None = None
+) -> Scenario:
     """A scenario object, a library name or YAML path; or, with ``vdisk_count``, a synthetic
     scenario of that many vdisks on the first CVM (keeping the given scenario's CVMs and build),
     or, with ``cvm_count`` too, dealt over that many generated CVMs."""
@@ -92,8 +93,13 @@ def resolve_scenario(scenario_or_name: Scenario | str | os.PathLike[str] | None,
         return base
     if base is None:
         return synthetic_scenario(vdisk_count, cvm_count=cvm_count)
-    return synthetic_scenario(vdisk_count, cvms=base.cluster.cvms, page_build=base.cluster.page_build,
-                              hybrid=base.cluster.hybrid, cvm_count=cvm_count)
+    return synthetic_scenario(
+        vdisk_count,
+        cvms=base.cluster.cvms,
+        page_build=base.cluster.page_build,
+        hybrid=base.cluster.hybrid,
+        cvm_count=cvm_count,
+    )
 
 
 class _Server(ThreadingHTTPServer):
@@ -131,6 +137,9 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body are separate writes: without TCP_NODELAY, Nagle's algorithm and the
     # client's delayed ACK stall every keep-alive response by ~40 ms.
     disable_nagle_algorithm = True
+    # http.server's own header buffer (created by send_response, not in typeshed): send_body appends
+    # the body to it so that headers and body go out in one write.
+    _headers_buffer: list[bytes]
     server_version = "StargateSim/1.0"
     sys_version = ""
     server: _Server
@@ -191,8 +200,9 @@ class CvmServer:
             httpd = _Server((self.host, self.port), self)
             self.port = httpd.server_address[1]
             self.httpd = httpd
-            self.thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                           name=f"stargate-sim-{self.name}", daemon=True)
+            self.thread = threading.Thread(
+                target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, name=f"stargate-sim-{self.name}", daemon=True
+            )
             self.thread.start()
             log.info("cvm=%s listening on %s", self.name, self.url)
 
@@ -222,11 +232,18 @@ class StargateCluster:
     otherwise), as real Prism does; None serves it without authentication.
     """
 
-    def __init__(self, scenario_or_name: Scenario | str | os.PathLike[str] | None = None, *,
-                 host: str = "127.0.0.1", ports: Sequence[int] | Mapping[str, int] | None = None,
-                 clock: Callable[[], float] = time.time, vdisk_count: int | None = None,
-                 history_start: float | None = None, prism_auth: tuple[str, str] | None = None,
-                 cvm_count: int | None = None):
+    def __init__(
+        self,
+        scenario_or_name: Scenario | str | os.PathLike[str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        ports: Sequence[int] | Mapping[str, int] | None = None,
+        clock: Callable[[], float] = time.time,
+        vdisk_count: int | None = None,
+        history_start: float | None = None,
+        prism_auth: tuple[str, str] | None = None,
+        cvm_count: int | None = None,
+    ):
         self.scenario = resolve_scenario(scenario_or_name, vdisk_count, cvm_count)
         self.prism_auth = prism_auth
         self.trace: Trace = compile_scenario(self.scenario)
@@ -246,9 +263,7 @@ class StargateCluster:
             if len(ports) != len(cvms):
                 raise ValueError(f"{len(ports)} ports for {len(cvms)} CVMs")
             port_of = dict(zip(cvms, map(int, ports)))
-        self.cvms: dict[str, CvmServer] = {
-            c: CvmServer(self, c, i, host, port_of[c]) for i, c in enumerate(cvms)
-        }
+        self.cvms: dict[str, CvmServer] = {c: CvmServer(self, c, i, host, port_of[c]) for i, c in enumerate(cvms)}
         self._hosting: dict[int, dict[str, list[Disk]]] = {}
         self._page_cache: dict[tuple, tuple[int, bytes, str]] = {}
         self._page_cache_second: int | None = None
@@ -304,8 +319,17 @@ class StargateCluster:
         return self.model.view(d, self.now() if now is None else now)
 
     # -- faults -----------------------------------------------------------------------------
-    def set_fault(self, cvm: str, mode: str, *, delay: float = 0.0, only: str = "all",
-                  vdisk: int | None = None, abort: bool = False, duration: float | None = None) -> None:
+    def set_fault(
+        self,
+        cvm: str,
+        mode: str,
+        *,
+        delay: float = 0.0,
+        only: str = "all",
+        vdisk: int | None = None,
+        abort: bool = False,
+        duration: float | None = None,
+    ) -> None:
         """Inject a fault on ``cvm``. ``refused`` closes the listening socket and open connections
         (the port refuses connections) until the fault is cleared."""
         if cvm not in self.cvms:
@@ -316,8 +340,9 @@ class StargateCluster:
             raise ValueError(f"unknown scope {only!r} (one of {', '.join(FAULT_SCOPES)})")
         if mode == "slow" and delay <= 0:
             raise ValueError("slow needs a delay above 0 seconds")
-        fault = Fault(mode, float(delay), only, vdisk, bool(abort),
-                      None if duration is None else time.time() + float(duration))
+        fault = Fault(
+            mode, float(delay), only, vdisk, bool(abort), None if duration is None else time.time() + float(duration)
+        )
         with self._faults_lock:
             self.faults[cvm] = fault
         log.info("cvm=%s fault=%s %s", cvm, mode, {k: v for k, v in asdict(fault).items() if k != "mode"})
@@ -375,16 +400,25 @@ class StargateCluster:
         now = self.now() if now is None else now
         views = [self.model.view(d, now) for d in self.hosted(cvm, now)]
         reads = sum(v.read_source_total - v.read_sources["estore_zero"] - v.read_sources["oplog_zero"] for v in views)
-        hits = sum(v.read_sources["cache_dram"] + v.read_sources["extent_cache"] + v.read_sources["cache_ssd"]
-                   for v in views)
-        cache_mb = min(self.scenario.cluster.dram_cache_bytes,
-                       sum(s.working_set_bytes for v in views for s in v.disk.streams)) // pages.MB
+        hits = sum(
+            v.read_sources["cache_dram"] + v.read_sources["extent_cache"] + v.read_sources["cache_ssd"] for v in views
+        )
+        cache_mb = (
+            min(self.scenario.cluster.dram_cache_bytes, sum(s.working_set_bytes for v in views for s in v.disk.streams))
+            // pages.MB
+        )
         infos = self._cvm_infos()
         me = next(i for i in infos if i.name == cvm)
-        return pages.render_main(build=self.build, cvm=me, cluster=infos, views=views,
-                                 start_time=self.start_time, now=now,
-                                 content_cache_hit_pct=100.0 * hits / reads if reads else 0.0,
-                                 content_cache_mb=int(cache_mb))
+        return pages.render_main(
+            build=self.build,
+            cvm=me,
+            cluster=infos,
+            views=views,
+            start_time=self.start_time,
+            now=now,
+            content_cache_hit_pct=100.0 * hits / reads if reads else 0.0,
+            content_cache_mb=int(cache_mb),
+        )
 
     def render_detail(self, cvm: str, vdisk_id: int | None, now: float | None = None) -> str | None:
         """The per-vdisk view; ``None`` when ``vdisk_id`` is not hosted by ``cvm``."""
@@ -407,8 +441,12 @@ class StargateCluster:
         views = [self.model.view(d, now) for d in hosted]
         now_i = int(math.floor(now))
         start = int(math.floor(self.start_time))
-        counters = {"stargate/vdisk/total/read_ops": 0, "stargate/vdisk/total/write_ops": 0,
-                    "stargate/vdisk/total/read_bytes": 0, "stargate/vdisk/total/write_bytes": 0}
+        counters = {
+            "stargate/vdisk/total/read_ops": 0,
+            "stargate/vdisk/total/write_ops": 0,
+            "stargate/vdisk/total/read_bytes": 0,
+            "stargate/vdisk/total/write_bytes": 0,
+        }
         for d in hosted:
             for si, s in enumerate(d.streams):
                 n = self.model.active_seconds(d, si, now_i, max(0, now_i - start))
@@ -428,34 +466,43 @@ class StargateCluster:
         entities = []
         for d in self.trace.disks:
             v = self.model.view(d, now)
-            entities.append({
-                "virtual_disk_id": f"{self.cluster_id}::{d.vdisk_id}",
-                "uuid": d.vdisk_uuid,
-                "device_uuid": d.uuid,
-                "nutanix_nfsfile_path": pages.nfs_file_path(d),
-                "disk_address": pages.disk_address(d),
-                "attached_vm_id": f"{self.cluster_id}::{self.vm_uuids[d.vm]}",
-                "attached_vm_uuid": self.vm_uuids[d.vm],
-                "attached_vmname": d.vm,
-                "attached_volume_group_id": None,
-                "disk_capacity_in_bytes": d.capacity_bytes,
-                "cluster_uuid": self.cluster_uuid,
-                "storage_container_id": f"{self.cluster_id}::1001",
-                "storage_container_uuid": self.container_uuid,
-                "flash_mode_enabled": False,
-                "data_source_url": None,
-                "stats": {
-                    "controller_num_read_iops": str(int(round(v.read_ops_s))),
-                    "controller_num_write_iops": str(int(round(v.write_ops_s))),
-                    "controller_read_io_bandwidth_kBps": str(int(round(v.read_bytes_s / 1024))),
-                    "controller_write_io_bandwidth_kBps": str(int(round(v.write_bytes_s / 1024))),
-                    "controller_avg_io_latency_usecs": str(int(round(v.latency_s * 1e6))),
-                },
-            })
+            entities.append(
+                {
+                    "virtual_disk_id": f"{self.cluster_id}::{d.vdisk_id}",
+                    "uuid": d.vdisk_uuid,
+                    "device_uuid": d.uuid,
+                    "nutanix_nfsfile_path": pages.nfs_file_path(d),
+                    "disk_address": pages.disk_address(d),
+                    "attached_vm_id": f"{self.cluster_id}::{self.vm_uuids[d.vm]}",
+                    "attached_vm_uuid": self.vm_uuids[d.vm],
+                    "attached_vmname": d.vm,
+                    "attached_volume_group_id": None,
+                    "disk_capacity_in_bytes": d.capacity_bytes,
+                    "cluster_uuid": self.cluster_uuid,
+                    "storage_container_id": f"{self.cluster_id}::1001",
+                    "storage_container_uuid": self.container_uuid,
+                    "flash_mode_enabled": False,
+                    "data_source_url": None,
+                    "stats": {
+                        "controller_num_read_iops": str(int(round(v.read_ops_s))),
+                        "controller_num_write_iops": str(int(round(v.write_ops_s))),
+                        "controller_read_io_bandwidth_kBps": str(int(round(v.read_bytes_s / 1024))),
+                        "controller_write_io_bandwidth_kBps": str(int(round(v.write_bytes_s / 1024))),
+                        "controller_avg_io_latency_usecs": str(int(round(v.latency_s * 1e6))),
+                    },
+                }
+            )
         n = len(entities)
-        return {"metadata": {"grand_total_entities": n, "total_entities": n, "count": n,
-                             "start_index": 0 if n else None, "end_index": n - 1 if n else None},
-                "entities": entities}
+        return {
+            "metadata": {
+                "grand_total_entities": n,
+                "total_entities": n,
+                "count": n,
+                "start_index": 0 if n else None,
+                "end_index": n - 1 if n else None,
+            },
+            "entities": entities,
+        }
 
     def state(self) -> dict[str, Any]:
         now = self.now()
@@ -465,10 +512,15 @@ class StargateCluster:
             "now": now,
             "period_second": self.period_second(now),
             "history_start": self.start_time,
-            "cvms": {name: {"url": c.url, "listening": c.listening,
-                            "hosted_vdisks": [d.vdisk_id for d in self.hosted(name, now)],
-                            "fault": asdict(self.faults[name]) if name in self.faults else None}
-                     for name, c in self.cvms.items()},
+            "cvms": {
+                name: {
+                    "url": c.url,
+                    "listening": c.listening,
+                    "hosted_vdisks": [d.vdisk_id for d in self.hosted(name, now)],
+                    "fault": asdict(self.faults[name]) if name in self.faults else None,
+                }
+                for name, c in self.cvms.items()
+            },
         }
 
     # -- HTTP -------------------------------------------------------------------------------
@@ -507,14 +559,16 @@ class StargateCluster:
                 h.send_body(500, b"<html><body>Internal Server Error</body></html>\n", "text/html")
                 return
             elif fault.mode == "garbage":
-                h.send_body(200, b"\x89\x00\xffGARBAGE\x1f\x8b" + hashlib.sha256(h.path.encode()).digest() * 64,
-                            "text/html")
+                h.send_body(
+                    200, b"\x89\x00\xffGARBAGE\x1f\x8b" + hashlib.sha256(h.path.encode()).digest() * 64, "text/html"
+                )
                 return
         if scope == "prism" and self.prism_auth is not None:
             expected = "Basic " + base64.b64encode(":".join(self.prism_auth).encode()).decode()
             if h.headers.get("Authorization", "") != expected:
-                h.send_body(401, b'{"message": "Authentication required.", "error_code": {"code": 401}}',
-                            "application/json")
+                h.send_body(
+                    401, b'{"message": "Authentication required.", "error_code": {"code": 401}}', "application/json"
+                )
                 return
         try:
             status, body, ctype = self._render(cvm.name, path, query, scope, vdisk)
@@ -540,8 +594,9 @@ class StargateCluster:
             body = body[:cut]
         h.send_body(status, body, ctype)
 
-    def _render(self, cvm: str, path: str, query: dict[str, list[str]], scope: str,
-                vdisk: int | None) -> tuple[int, bytes, str]:
+    def _render(
+        self, cvm: str, path: str, query: dict[str, list[str]], scope: str, vdisk: int | None
+    ) -> tuple[int, bytes, str]:
         html_type = "text/html; charset=utf-8"
         if scope in ("main", "detail"):
             # Pages only change with the clock's whole second: render each once per second.
@@ -573,8 +628,9 @@ class StargateCluster:
             return 200, json.dumps(self.prism_virtual_disks()).encode(), "application/json"
         return 404, b"<html><body>Not found</body></html>\n", html_type
 
-    def _render_page(self, cvm: str, query: dict[str, list[str]], scope: str, vdisk: int | None,
-                     now: float) -> tuple[int, bytes, str]:
+    def _render_page(
+        self, cvm: str, query: dict[str, list[str]], scope: str, vdisk: int | None, now: float
+    ) -> tuple[int, bytes, str]:
         html_type = "text/html; charset=utf-8"
         if scope == "main":
             return 200, self.render_main(cvm, now).encode(), html_type
@@ -588,6 +644,7 @@ class StargateCluster:
     def _control(self, h: _Handler, method: str, path: str, query: dict[str, list[str]]) -> None:
         def arg(name: str, default: str | None = None) -> str | None:
             return query.get(name, [default])[0]
+
         try:
             if path == "/-/sim/state" and method == "GET":
                 h.send_body(200, json.dumps(self.state(), indent=1).encode(), "application/json")
@@ -596,10 +653,15 @@ class StargateCluster:
                 cvm = arg("cvm") or h.server.cvm.name
                 vdisk = arg("vdisk")
                 duration = arg("duration")
-                self.set_fault(cvm, arg("mode") or "", delay=float(arg("delay", "0") or 0),
-                               only=arg("only", "all") or "all", vdisk=int(vdisk) if vdisk else None,
-                               abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
-                               duration=float(duration) if duration else None)
+                self.set_fault(
+                    cvm,
+                    arg("mode") or "",
+                    delay=float(arg("delay", "0") or 0),
+                    only=arg("only", "all") or "all",
+                    vdisk=int(vdisk) if vdisk else None,
+                    abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
+                    duration=float(duration) if duration else None,
+                )
                 h.send_body(200, b"ok\n", "text/plain")
                 return
             if path in ("/-/sim/clear", "/-/sim/fault") and method in ("POST", "DELETE"):
