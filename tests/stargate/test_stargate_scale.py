@@ -20,6 +20,7 @@ from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy
 from ioparallax.exporters.stargate.transport import HttpClient
 from ioparallax.simulators.stargate.server import StargateCluster
+from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 
 FROZEN = 1_700_000_000.0
 CVMS, VDISKS = 4, 48
@@ -195,29 +196,32 @@ def test_parse_workers_default_to_the_usable_cores_up_to_four(cores, workers, mo
     assert parsepool.default_workers() == workers
 
 
+def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess, str]:
+    """A real stargate-exporter with ``config`` as its file, started and answering: the process and
+    its base URL."""
+    cfg = tmp_path / "stargate.yml"
+    cfg.write_text(config)
+    port = free_port()
+    argv = [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg}", *flags]
+    proc = ManagedProcess("stargate-exporter", argv, tmp_path)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
     """The real command with no worker setting: on this machine's cores it starts
     default_workers() workers (0 on one core), and its probe answers as the in-process path."""
     from ioparallax.exporters.stargate.parsepool import default_workers
-    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 
-    cfg = tmp_path / "stargate.yml"
-    cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n")
-    port = free_port()
-    proc = ManagedProcess(
-        "stargate-exporter",
-        [
-            venv_tool("stargate-exporter"),
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg}",
-            "--log.level=info",
-        ],
-        tmp_path,
-    )
+    config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
+    proc, url = _exporter(tmp_path, config, "--log.level=info")
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         r = requests.get(
-            f"http://127.0.0.1:{port}/probe",
+            f"{url}/probe",
             params={"target": cluster.urls["cvm-2"]},
             headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
             timeout=30,
@@ -234,28 +238,12 @@ def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
 def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
     """The real command: --stargate.parse-workers starts the workers, the --no-collector flags
     drop their families, and a probe answers as the in-process path does."""
-    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
-
-    cfg = tmp_path / "stargate.yml"
-    cfg.write_text(f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\nhistograms: true\n")
-    port = free_port()
-    proc = ManagedProcess(
-        "stargate-exporter",
-        [
-            venv_tool("stargate-exporter"),
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg}",
-            "--stargate.parse-workers=2",
-            "--no-collector.histograms",
-            "--no-collector.source-ratios",
-            "--log.level=info",
-        ],
-        tmp_path,
-    )
+    config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\nhistograms: true\n"
+    flags = ("--stargate.parse-workers=2", "--no-collector.histograms", "--no-collector.source-ratios")
+    proc, url = _exporter(tmp_path, config, *flags, "--log.level=info")
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         r = requests.get(
-            f"http://127.0.0.1:{port}/probe",
+            f"{url}/probe",
             params={"target": cluster.urls["cvm-1"], "discover": "true"},
             headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
             timeout=30,
@@ -280,27 +268,12 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def test_workers_exit_when_the_exporter_is_killed(cluster, tmp_path):
+def test_workers_exit_when_the_exporter_is_killed(tmp_path):
     """SIGKILL leaves the exporter no chance to shut its pool down: the workers (children of
     multiprocessing's fork server, which no parent-death signal reaches) watch the exporter and
     exit, and with them the fork server and the resource tracker. Nothing is left behind."""
-    from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
-
-    cfg = tmp_path / "stargate.yml"
-    cfg.write_text("targets: [127.0.0.1]\n")
-    port = free_port()
-    proc = ManagedProcess(
-        "stargate-exporter",
-        [
-            venv_tool("stargate-exporter"),
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg}",
-            "--stargate.parse-workers=2",
-        ],
-        tmp_path,
-    )
+    proc, _ = _exporter(tmp_path, "targets: [127.0.0.1]\n", "--stargate.parse-workers=2")
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
         helpers = _children(proc.pid)  # the resource tracker and the fork server
         workers = set().union(*(_children(h) for h in helpers))
         assert len(helpers) == 2 and len(workers) == 2, (helpers, workers)
