@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -147,6 +150,23 @@ def test_fault_slow(cluster):
     assert requests.get(sim.urls["cvm-1"], timeout=5).status_code == 200
     with pytest.raises(ValueError):
         sim.set_fault("cvm-1", "slow")  # no delay
+
+
+def test_a_client_hanging_up_leaves_no_traceback(cluster, capsys):
+    """An exporter that gives up at its deadline resets the connection before the (slow) answer is
+    written: the simulator goes on serving, and prints no traceback for it."""
+    sim = cluster("zero-heavy")
+    sim.set_fault("cvm-1", "slow", delay=0.3)
+    host, port = urlsplit(sim.urls["cvm-1"]).hostname, urlsplit(sim.urls["cvm-1"]).port
+    for _ in range(3):
+        s = socket.create_connection((host, port), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        s.close()
+    time.sleep(1.0)  # the answers are written (and fail) after the delay
+    sim.clear_faults("cvm-1")
+    assert requests.get(sim.urls["cvm-1"], timeout=5).status_code == 200
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_fault_http_500_only_detail_and_one_vdisk(cluster):

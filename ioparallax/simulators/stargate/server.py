@@ -24,6 +24,7 @@ import math
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import uuid as uuidlib
@@ -121,6 +122,15 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self.sockets_lock:
                 self.open_sockets.discard(request)
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        # A client hanging up before its answer is written (an exporter at its probe deadline, a
+        # scrape cancelled) is routine here: one debug line, not socketserver's traceback on stderr.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("%s: client %s hung up: %s", self.cvm.name, client_address[0], exc)
+            return
+        super().handle_error(request, client_address)
 
     def drop_connections(self) -> None:
         with self.sockets_lock:
