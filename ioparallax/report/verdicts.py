@@ -184,6 +184,36 @@ def settling_words(settle: float, window: str = "", *, little: bool = False) -> 
     return f"a fio job had run less than the settling time ({settle:.0f} s: {rules}, a 20 s vCenter sample and a step), so {effect}"
 
 
+def _idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
+    return Verdict(
+        trap,
+        State.OK,
+        "idle",
+        thr,
+        f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s){when}.",
+        TRAPS[trap][1],
+    )
+
+
+def _settled(
+    inp: DiskInput, busy: np.ndarray, trap: str, thr: str, little: bool = False
+) -> tuple[np.ndarray, str] | Verdict:
+    """The busy steps after the fio jobs settled (:func:`unsettled`) and a note of how many were left
+    out ('' for none); Not measurable when no busy step is settled."""
+    young = unsettled(inp)
+    if not (young.size and (busy & young).any()):
+        return busy, ""
+    left_out = int((busy & young).sum())
+    words = settling_words(inp.settle_seconds, inp.rate_window, little=little)
+    if not (busy & ~young).any():
+        return _nm(
+            trap,
+            f"no settled step: at each of the {left_out} steps at which the VM view saw the disk busy, {words}",
+            thr,
+        )
+    return busy & ~young, f"{left_out} of {int(busy.sum())} busy steps left out: {words}"
+
+
 def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
     """Guest and storage bytes against the VM's, as ratios of the mean byte rates while busy, over the
     settled steps (:func:`unsettled`)."""
@@ -193,29 +223,12 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
         return _nm(trap, why or "the VM view has no bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t)
     if not busy.any():
-        return Verdict(
-            trap,
-            State.OK,
-            "idle",
-            thr,
-            f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s): nothing to compare.",
-            TRAPS[trap][1],
-        )
-    young = unsettled(inp)
-    notes: list[str] = []
-    if young.size and (busy & young).any():
-        left_out = int((busy & young).sum())
-        if not (busy & ~young).any():
-            return _nm(
-                trap,
-                f"no settled step: at each of the {left_out} steps at which the VM view saw the "
-                f"disk busy, {settling_words(inp.settle_seconds, inp.rate_window)}",
-                thr,
-            )
-        notes.append(
-            f"{left_out} of {int(busy.sum())} busy steps left out: {settling_words(inp.settle_seconds, inp.rate_window)}"
-        )
-        busy = busy & ~young
+        return _idle(trap, thr, t, ": nothing to compare")
+    settled = _settled(inp, busy, trap, thr)
+    if isinstance(settled, Verdict):
+        return settled
+    busy, left_out = settled
+    notes: list[str] = [left_out] if left_out else []
     ratios: dict[str, float] = {}
     for name, series in (("guest", inp.guest_bytes), ("storage", inp.storage_bytes)):
         if name in inp.missing_views or not _has(series):
@@ -384,27 +397,12 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
         return _nm(trap, "the VM view has no latency or bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t) & ~np.isnan(inp.iodepth) & ~np.isnan(inp.vm_outstanding)
     if not busy.any():
-        return Verdict(
-            trap,
-            State.OK,
-            "idle",
-            thr,
-            f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s) while a fio job ran.",
-            TRAPS[trap][1],
-        )
-    young = unsettled(inp)
-    tail = ""
-    if young.size and (busy & young).any():
-        left_out = int((busy & young).sum())
-        words = settling_words(inp.settle_seconds, inp.rate_window, little=True)
-        if not (busy & ~young).any():
-            return _nm(
-                trap,
-                f"no settled step: at each of the {left_out} steps at which the VM view saw the disk busy, {words}",
-                thr,
-            )
-        tail = f" ({left_out} of {int(busy.sum())} busy steps left out: {words})"
-        busy = busy & ~young
+        return _idle(trap, thr, t, " while a fio job ran")
+    settled = _settled(inp, busy, trap, thr, little=True)
+    if isinstance(settled, Verdict):
+        return settled
+    busy, left_out = settled
+    tail = f" ({left_out})" if left_out else ""
     implied = _fmean(inp.vm_outstanding[busy])
     asked = _fmean(inp.iodepth[busy])
     value = asked / implied if implied > 0 else math.inf
