@@ -176,6 +176,31 @@ def test_the_image_holds_every_package_the_project_installs():
         assert f"COPY {package} ./{package}" in dockerfile, f"the image lacks {package}/ (pip install . would skip it)"
 
 
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "ioparallax/simulators/vcenter/Dockerfile"])
+def test_dockerfile_copies_only_what_the_context_has_and_all_that_pip_install_needs(dockerfile):
+    """No Docker engine here: what a build would fail on is checked on the text. Both images are
+    built from the repository root (docker-compose.yml's context): every COPY source exists there
+    (the glob too), and an image that runs `pip install .` copies the files pyproject.toml makes
+    setuptools read (readme, license-files) and the package."""
+    import glob
+    import shlex
+    import tomllib
+
+    text = (REPO / dockerfile).read_text()
+    copies = [shlex.split(line)[1:] for line in text.splitlines() if line.startswith("COPY ")]
+    sources: list[str] = []
+    for args in copies:
+        if any(a.startswith("--from=") for a in args):
+            continue
+        for src in args[:-1]:
+            assert glob.glob(str(REPO / src)), f"{dockerfile}: COPY {src}: not in the build context"
+            sources.append(src)
+    if "pip install" in text:
+        project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+        needed = {"pyproject.toml", project["readme"], *project["license-files"], "ioparallax"}
+        assert needed <= set(sources), f"{dockerfile}: pip install . needs {sorted(needed - set(sources))}"
+
+
 # --- the long-term profile: VictoriaMetrics as Prometheus' remote_write target ----------------
 
 LONG_TERM_ENV = {"GRAFANA_ADMIN_PASSWORD": "s3cret", "PROMETHEUS_CONFIG": "prometheus-long-term.yml"}
