@@ -111,7 +111,7 @@ def _positive_int(name: str, maximum: int):
     return check
 
 
-#: More parse workers than this is a typo (each is a process of ~30 MB).
+#: More parse workers than this is a typo (each is a process of ~55 MB RSS).
 MAX_PARSE_WORKERS = 64
 
 
