@@ -62,11 +62,16 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     levels = sorted({round(p.concurrency) for p in s.plateaus})
     assert len(levels) >= LEVELS, levels
     assert all(abs(p.concurrency - round(p.concurrency)) < 0.05 for p in s.plateaus), s.plateaus
-    for view in ("guest", "vm", "storage"):  # every plateau's total is the law's, within 0.1 %
+    # Every plateau's total is the law's: within 0.1 % for the guest and storage views; within 1 % for
+    # the VM view, whose recorded rate1m over counters that grow in 20 s vCenter samples saws at some
+    # evaluation instants even on a flat plateau (a CI run's data at 1 s resolution: 15957, 13080,
+    # 13996 among 14388s, as a 1m window holds two or three samples), so a plateau's mean of ~30
+    # points came out 0.34 % low once (14338.95 against 14388).
+    for view, rel in (("guest", 1e-3), ("vm", 1e-2), ("storage", 1e-3)):
         for p, x in zip(s.plateaus, s.views[view].throughput):
             n = round(p.concurrency)
             per_vm = round(law["gamma"] / (1 + law["sigma"] * (n - 1) + law["kappa"] * n * (n - 1)))
-            assert x == pytest.approx(n * per_vm, rel=1e-3), (view, n, x)
+            assert x == pytest.approx(n * per_vm, rel=rel), (view, n, x)
     for view in ("guest", "vm", "storage"):
         f = s.views[view].fit
         assert f is not None and f.ok, (view, f and f.statement)
