@@ -262,9 +262,18 @@ def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
 
 
 def _children(pid: int) -> set[int]:
+    """The children of ``pid``, from each of its threads' list (a thread may end while they are
+    read: its children move to another thread, so the caller polls for the count it expects)."""
     out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out |= {int(c) for c in (task / "children").read_text().split()}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # the process is gone
+        return out
+    for task in tasks:
+        try:
+            out |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:  # the thread ended
+            continue
     return out
 
 
@@ -274,8 +283,13 @@ def test_workers_exit_when_the_exporter_is_killed(tmp_path):
     exit, and with them the fork server and the resource tracker. Nothing is left behind."""
     proc, _ = _exporter(tmp_path, "targets: [127.0.0.1]\n", "--stargate.parse-workers=2")
     try:
-        helpers = _children(proc.pid)  # the resource tracker and the fork server
-        workers = set().union(*(_children(h) for h in helpers))
+        deadline = time.monotonic() + 10
+        while True:
+            helpers = _children(proc.pid)  # the resource tracker and the fork server
+            workers = set().union(*(_children(h) for h in helpers))
+            if (len(helpers) == 2 and len(workers) == 2) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert len(helpers) == 2 and len(workers) == 2, (helpers, workers)
         os.kill(proc.pid, signal.SIGKILL)
         proc.popen.wait(timeout=10)
