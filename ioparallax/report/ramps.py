@@ -132,7 +132,8 @@ def find_plateaus(
     ``rel_tol``/``abs_tol``: how far the smoothed concurrency may stray from the plateau's median
     (the larger of ``rel_tol * level`` and ``abs_tol``); ``smooth``: the rolling median's samples.
     Plateaus at or below ``min_concurrency`` (idle) are left out. Samples closer than ``smooth // 2``
-    samples to a change are dropped too, since the rolling median blurs the change by that much.
+    samples to a change or to the series' end are dropped too, since the rolling median blurs a
+    change by that much.
     """
     t, c, x = _arrays(times, concurrency, throughput)
     if t.size == 0:
@@ -148,7 +149,9 @@ def find_plateaus(
         level = float(np.median(m[lo:hi]))
         if not math.isfinite(level) or level <= min_concurrency:
             return
-        first, last = t[lo] + settle, t[hi - 1] - (edge if hi < t.size else 0.0)
+        # The end is trimmed at the range's end too: a step in the last samples moves the centred
+        # median (a shorter window there) by less than the tolerance, so they would join the level.
+        first, last = t[lo] + settle, t[hi - 1] - edge
         sel = slice(lo, hi)
         inside = (t[sel] >= first) & (t[sel] <= last)
         if not inside.any():

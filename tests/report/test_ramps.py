@@ -122,3 +122,17 @@ def test_parse_steps_accepts_durations():
 def test_mismatched_series_are_refused():
     with pytest.raises(ValueError, match="series of different lengths: 3 times, 2 concurrency, 3 throughput"):
         ramps.find_plateaus([1, 2, 3], [1, 1], [1, 2, 3], settle=0, min_length=0)
+
+
+@pytest.mark.parametrize("after_step", [1, 2, 3])
+def test_a_step_in_the_last_samples_stays_out_of_the_last_plateau(after_step):
+    """The range ends ``after_step`` seconds after a step: the centred median there (a shorter
+    window) moves less than the tolerance, so those samples would join the old level and lift its
+    throughput by the new level's first instants (a CI run read a 6-VM plateau 0.7 % high)."""
+    t, n, x = staircase([5, 6, 7], noise=0.0, lag_s=1)  # throughput follows each step at once
+    end = 2 * STEP_S + after_step  # samples up to after_step seconds into the 7-VM step
+    got = ramps.find_plateaus(t[:end], n[:end], x[:end], settle=SETTLE_S, min_length=20)
+    assert [p.concurrency for p in got] == [5, 6]
+    truth = usl.usl(np.array([6]), 0.05, 0.02, 5000.0)[0]
+    assert got[-1].throughput == pytest.approx(truth, rel=1e-9)
+    assert got[-1].end < t[2 * STEP_S]
