@@ -325,6 +325,97 @@ def test_detail_values_come_from_the_leading_cells():
     assert again.read_latency == detail.read_latency and again.read_sources == detail.read_sources
 
 
+def _detail_pages(scenario: str, build: int) -> list[bytes]:
+    sim = StargateCluster(scenario_with_build(scenario, build), clock=lambda: FROZEN)
+    return [sim.render_detail(cvm, d.vdisk_id).encode() for cvm in sim.cvms for d in sim.hosted(cvm)]
+
+
+def _uncut(monkeypatch, page: bytes):
+    """parse_vdisk_page of the whole page (the bar-graph cut switched off), or its error."""
+    from ioparallax.exporters.stargate import parse
+
+    with monkeypatch.context() as m:
+        m.setattr(parse, "_cut_bar_graphs", lambda html: html)
+        try:
+            return parse_vdisk_page(page)
+        except StargatePageError as exc:
+            return str(exc)
+
+
+def _cut(page: bytes):
+    try:
+        return parse_vdisk_page(page)
+    except StargatePageError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("build", [2014, 2015, 2016])
+@pytest.mark.parametrize("scenario", ["zero-heavy", "postgres", "cache-hero"])
+def test_bar_graph_cut_reads_what_the_whole_page_reads(monkeypatch, scenario, build):
+    from ioparallax.exporters.stargate.parse import _cut_bar_graphs
+
+    for page in _detail_pages(scenario, build):
+        cut = _cut_bar_graphs(page)
+        # The four histograms' bar graphs (8 rows x 20 cells each) are gone, nothing else is.
+        assert page.count(b"<td") - cut.count(b"<td") == 4 * 8 * 20
+        assert cut.count(b"</tr>") == page.count(b"</tr>")
+        assert _cut(page) == _uncut(monkeypatch, page)
+        assert _cut(page).read_latency.count > 0 or _cut(page).write_latency.count > 0
+
+
+_BAR = '<td bgcolor="#3b6fb6" width="6"></td>'
+
+
+@pytest.mark.parametrize(
+    "change, kept",
+    [
+        (lambda p: p.replace(_BAR, f"\n  {_BAR}\n"), ""),  # whitespace between cells: cut
+        (lambda p: p.replace(_BAR, '<td bgcolor="#3b6fb6" width="6"> </td>'), ""),  # blank cells: cut
+        (lambda p: p.replace("</td></tr>", "</td>\n</tr>"), ""),
+        (lambda p: p.replace(_BAR, '<td bgcolor="#3b6fb6">7</td>'), ">7<"),  # text in a bar cell
+        (lambda p: p.replace(_BAR, '<td title="a>b"></td>'), "a>b"),  # ">" in an attribute
+        (lambda p: p.replace(_BAR, "< td></td>"), "< td>"),  # "< td>" is text, not a tag
+        (lambda p: p.replace(_BAR, "<td><b></b></td>"), "<b>"),  # another tag
+        (lambda p: p.replace("</tr>", "</TR>"), "*"),  # another dialect: parsed whole
+        (lambda p: p.replace("</tr>", ""), "*"),
+    ],
+    ids=["newlines", "blank", "newline-before-tr", "text", "gt-attr", "space-tag", "tag", "upper", "no-tr-end"],
+)
+def test_bar_graph_cut_leaves_rows_it_cannot_prove_empty(monkeypatch, change, kept):
+    """Rows whose end is not provably content-less ``<td>`` cells keep all their cells (``kept``:
+    markup that must survive the cut; ``*``: no row is cut), and the parse is the same."""
+    from ioparallax.exporters.stargate.parse import _cut_bar_graphs
+
+    original = _detail_pages("zero-heavy", 2015)[0].decode()
+    page = change(original).encode()
+    assert page != original.encode()
+    cut = _cut_bar_graphs(page)
+    if kept == "*":
+        assert cut == page
+    elif kept:
+        assert cut.count(kept.encode()) == page.count(kept.encode()) > 0
+        assert len(cut) < len(page)  # the rows with empty bar graphs only are still cut
+    else:
+        assert page.count(b"<td") - cut.count(b"<td") == 4 * 8 * 20
+    assert _cut(page) == _uncut(monkeypatch, page)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    at=st.integers(min_value=0, max_value=10**6),
+    text=st.text(alphabet='<>/td "=x\n', min_size=1, max_size=12),
+    times=st.integers(min_value=1, max_value=3),
+)
+def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
+    """Markup spliced anywhere into a real detail view (mostly into its bar graphs): the page
+    parses to the same records, or the same error, with the cut and without."""
+    page = _detail_pages("zero-heavy", 2016)[0]
+    for i in range(times):
+        pos = (at * (i + 7)) % len(page)
+        page = page[:pos] + text.encode() + page[pos:]
+    assert _cut(page) == _uncut(monkeypatch, page)
+
+
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
     from ioparallax.exporters.stargate.exposition import StargateCollector
     from ioparallax.exporters.stargate.probe import probe
