@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import requests
 
 from ioparallax.exporters.stargate.cli import load_config
@@ -34,6 +36,18 @@ class RequestsClient:
 
     def __init__(self, session: requests.Session) -> None:
         self.session = session
+
+    def get_many(
+        self, wanted: Sequence[tuple[Origin, str]], budget: Budget, concurrency: int = 1
+    ) -> Iterator[tuple[int, bytes | FetchError]]:
+        """The pages one after another (the tests that use this client hook the order)."""
+        for i, (origin, path) in enumerate(wanted):
+            try:
+                yield i, self.get(origin, path, budget)
+            except DeadlineExceeded as exc:
+                raise DeadlineExceeded(str(exc), len(wanted) - i) from None
+            except FetchError as exc:
+                yield i, exc
 
     def get(self, origin: Origin, path: str, budget: Budget) -> bytes:
         url = f"{origin.scheme}://{origin.netloc}{path}"

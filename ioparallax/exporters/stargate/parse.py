@@ -440,6 +440,22 @@ _WHITESPACE = b" \t\n\r\f"
 _CUT_MIN_ROW = 256
 
 
+def _empty_cells(t: bytes, raw: bytes | None = None) -> bool:
+    """``t`` is nothing but ``<td ...></td>`` cells: it starts with ``<td``, each ``</td>`` is
+    right after its cell's ``<td ...>`` and right before the next ``<td`` (or the end), and every
+    ``<`` and ``>`` in it is one of those tags' own (so no text, no other tag, no ``>`` in an
+    attribute). ``raw``: the text before whitespace was taken out of ``t``, whose ``<td`` and
+    ``</td>`` must all be there already (``< td>`` is text, not a tag)."""
+    n = t.count(b"></td><td") + 1
+    return (
+        t.startswith(b"<td")
+        and t.endswith(b"></td>")
+        and t.count(b"<") == 2 * n
+        and t.count(b">") == 2 * n
+        and (raw is None or (raw.count(b"<td") == n and raw.count(_TD_END) == n))
+    )
+
+
 def _cut_bar_graphs(html: bytes) -> bytes:
     """The page without the content-less cells that end its rows after their first four cells:
     the four histograms' 20-cell bar graphs are 640 of a detail view's ~985 elements, and lxml's
@@ -462,18 +478,10 @@ def _cut_bar_graphs(html: bytes) -> bytes:
         if len(parts) <= _LEADING_CELLS:
             continue
         tail = parts[_LEADING_CELLS]
-        t = tail.translate(None, _WHITESPACE)
-        n = t.count(b"></td><td") + 1  # each "</td>" right after its cell's "<td ...>"
-        if (
-            t.startswith(b"<td")
-            and t.endswith(b"></td>")
-            and t.count(b"<") == 2 * n  # no other tag, no "<" in text
-            and t.count(b">") == 2 * n  # no ">" in text or in an attribute
-            and tail.count(b"<td") == n  # no tag split by whitespace ("< td>" is text)
-            and tail.count(_TD_END) == n
-        ):
-            rows[i] = row[: len(row) - len(tail)]
-            changed = True
+        if not (_empty_cells(tail) or _empty_cells(tail.translate(None, _WHITESPACE), tail)):
+            continue
+        rows[i] = row[: len(row) - len(tail)]
+        changed = True
     return _TR_END.join(rows) if changed else html
 
 

@@ -143,19 +143,28 @@ class ParsePool:
             self._replace(None, exc)
             return parse_details(pages)
 
-    def main_page(self, body: bytes, url: str, timeout: float) -> MainPage:
-        """parse_main_page in a worker: StargatePageError as parse_main_page raises it,
-        TimeoutError at ``timeout`` (the parse is cancelled if it has not started)."""
+    def submit_main(self, body: bytes, url: str) -> Future:
+        """A future of ``parse_main_page(body, url)``; parsed in-process if the pool is broken."""
         executor = self._executor
         try:
-            fut = executor.submit(parse_main_page, body, url)
+            return executor.submit(parse_main_page, body, url)
         except (BrokenProcessPool, RuntimeError) as exc:
             self._replace(executor, exc)
-            return parse_main_page(body, url)
+            fut: Future = Future()
+            try:
+                fut.set_result(parse_main_page(body, url))
+            except Exception as err:  # StargatePageError (or a bug) as the worker would give it
+                fut.set_exception(err)
+            return fut
+
+    def main_result(self, fut: Future, body: bytes, url: str, timeout: float) -> MainPage:
+        """The main page parsed (StargatePageError as parse_main_page raises it); TimeoutError at
+        ``timeout`` (the parse is cancelled if it has not started); a worker that died while it
+        ran has the page parsed here."""
         try:
             return fut.result(timeout=timeout)
         except BrokenProcessPool as exc:
-            self._replace(executor, exc)
+            self._replace(None, exc)
             return parse_main_page(body, url)
         except TimeoutError:
             fut.cancel()
