@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,39 @@ def test_concurrent_probes_share_the_workers(cluster, pool):
     assert [r.up for r in results] == [True] * CVMS
     assert sorted(v for r in results for v in r.details) == sorted(str(d.vdisk_id) for d in cluster.trace.disks)
     assert all(d is not None for r in results for d in r.details.values())
+
+
+def test_a_probe_ahead_of_the_workers_waits_for_them(cluster, pool, monkeypatch):
+    """Back-pressure: a probe that fetches faster than the workers parse keeps at most
+    MAX_QUEUED_BATCHES + 1 batches of pages waiting, not all of its pages (memory)."""
+    from ioparallax.exporters.stargate import probe as probe_mod
+
+    queued, most = [0], [0]
+    submit, result = pool.submit_details, pool.details_result
+
+    def slow_submit(pages):
+        queued[0] += 1
+        most[0] = max(most[0], queued[0])
+        real, late = submit(pages), Future()
+
+        def answer() -> None:  # each batch answers 50 ms late: workers slower than the fetches
+            time.sleep(0.05)
+            late.set_result(real.result())
+
+        threading.Thread(target=answer, daemon=True).start()
+        return late
+
+    def counted_result(fut, pages, timeout):
+        out = result(fut, pages, timeout)
+        queued[0] -= 1
+        return out
+
+    monkeypatch.setattr(probe_mod, "DETAIL_BATCH", 2)  # 48 detail views: 24 batches
+    monkeypatch.setattr(pool, "submit_details", slow_submit)
+    monkeypatch.setattr(pool, "details_result", counted_result)
+    r = run(cluster, cluster.urls["cvm-1"], pool, discover=True)
+    assert r.up and len(r.details) == VDISKS and not r.detail_errors
+    assert most[0] == probe_mod.MAX_QUEUED_BATCHES + 1 and queued[0] == 0
 
 
 def test_deadline_with_workers_gives_up_0_and_keeps_the_workers(cluster, pool, caplog):

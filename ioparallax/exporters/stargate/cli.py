@@ -187,7 +187,7 @@ def make_app(
 ) -> ExporterApp:
     """The exporter's routes. ``policy``: which targets may be probed (default: loopback only;
     the command line builds it from ``targets:`` and the flags). ``parse_pool``: worker
-    processes parsing the pages of every probe (None: parsed in the probe's threads).
+    processes parsing the pages of every probe (None: parsed in the probe's thread).
     ``collectors``: the families switched on."""
     client = HttpClient()
     if not isinstance(names, VDiskNames):
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         dest="concurrency",
         type=int,
         default=DEFAULT_CONCURRENCY,
-        help="detail pages fetched at once per probe (default: %(default)s)",
+        help="pages requested at once per probe, each on its own keep-alive connection (default: %(default)s)",
     )
     parser.add_argument(
         "--stargate.parse-workers",
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="N",
         help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
-        "use every core (~55 MB each in the bench); 0 parses in each probe's threads "
+        "use every core (~55 MB each in the bench); 0 parses in each probe's thread "
         "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
         "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()),
     )
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_pool.warm_up()
         log.info("pages parsed by %d worker processes", workers)
     else:
-        log.info("pages parsed in the probes' threads (parse_workers 0)")
+        log.info("pages parsed in each probe's thread (parse_workers 0)")
     try:
         return serve(
             make_app(

@@ -1,13 +1,14 @@
 """Stargate pages parsed in worker processes, so that concurrent probes use every core.
 
-Parsing is most of a probe's CPU (~1 ms a detail view, ~0.35 ms of it Python walking lxml's
-tree under the interpreter lock), so probes running at once in one process (Prometheus scrapes
-every CVM at the same moment) queue on that lock. A :class:`ParsePool` is created once per
-exporter (``parse_workers``; by default one per usable core, see default_workers) and shared by every probe: the probe's
-threads still fetch the pages (deadline, size limit, allowed links: transport.py, targets.py);
-the bytes of a batch of pages go to a worker process, plain records (parse.py's dataclasses)
-come back. Batches, not single pages: handing one page over costs ~0.4 ms of the exporter's
-CPU, a batch of 16 ~0.1 ms a page (see docs/stargate.md).
+Parsing is most of a probe's CPU (~0.8 ms a detail view with its bar graphs cut, about half of
+it Python walking lxml's tree under the interpreter lock), so probes running at once in one
+process (Prometheus scrapes every CVM at the same moment) queue on that lock. A
+:class:`ParsePool` is created once per exporter (``parse_workers``; by default one per usable
+core, see default_workers) and shared by every probe: each probe still fetches its pages in its
+own thread (deadline, size limit, allowed links: transport.py, targets.py); the bytes of a batch
+of pages go to a worker process, plain records (parse.py's dataclasses) come back. Batches, not
+single pages: handing one page over costs ~0.4 ms of the exporter's CPU, a batch of 16 ~0.1 ms
+a page (see docs/stargate.md).
 
 A probe that reaches its deadline cancels its batches still queued; a batch already in a worker
 runs to its end (at most ``DETAIL_BATCH`` pages within ``body_size_limit``, well under a second)

@@ -59,6 +59,10 @@ class ProbeResult:
 #: (rendering a 1,000-vdisk probe takes ~0.12 s, see docs/stargate.md).
 RENDER_RESERVE_SECONDS = 0.05
 RENDER_RESERVE_PER_VDISK = 0.0002
+#: Batches of detail views one probe may have waiting for the parse workers; past that it stops
+#: fetching until the oldest is parsed, so a probe that fetches faster than the workers parse
+#: holds ~3 x 16 pages in memory, not all of its pages (bench/stargate_cluster.py: peak RSS).
+MAX_QUEUED_BATCHES = 3
 #: Per-vdisk failures logged one by one in a probe; the rest are summed up in one line.
 _LOGGED_DETAIL_ERRORS = 5
 
@@ -251,19 +255,20 @@ def _details(
             vids.clear()
             pages.clear()
 
-    def harvest(wait_all: bool) -> None:
+    def harvest_oldest() -> None:
         assert parse_pool is not None
-        while pending:
-            bvids, bpages, fut = pending[0]
-            if not wait_all and not fut.done():
-                return
-            try:
-                out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
-            except TimeoutError:
-                left = sum(len(b[0]) for b in pending)
-                raise _Deadline(f"{left} of {total} vdisk detail views still being parsed") from None
-            results.update(zip(bvids, out))
-            pending.pop(0)
+        bvids, bpages, fut = pending[0]
+        try:
+            out = parse_pool.details_result(fut, bpages, max(0.0, budget.remaining()))
+        except TimeoutError:
+            left = sum(len(b[0]) for b in pending)
+            raise _Deadline(f"{left} of {total} vdisk detail views still being parsed") from None
+        results.update(zip(bvids, out))
+        pending.pop(0)
+
+    def harvest(wait_all: bool) -> None:
+        while pending and (wait_all or pending[0][2].done()):
+            harvest_oldest()
 
     try:
         try:
@@ -279,6 +284,11 @@ def _details(
                     if len(pages) >= DETAIL_BATCH:
                         flush()
                         harvest(wait_all=False)
+                        if len(pending) > MAX_QUEUED_BATCHES:
+                            # Back-pressure: the workers are behind, so this probe fetches no
+                            # more pages until its oldest batch is parsed (its pages, not the
+                            # whole probe's, wait in memory).
+                            harvest_oldest()
         except DeadlineExceeded as exc:
             raise _Deadline(f"{exc.pending} of {total} vdisk detail views pending") from None
         if parse_pool is not None:
