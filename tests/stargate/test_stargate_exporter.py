@@ -532,3 +532,35 @@ def test_exporter_without_an_allow_list_refuses_every_target_and_says_so_at_star
     finally:
         proc.stop()
     assert "targets allowed: 127.0.0.1, cvm-*.lab, 10.9.9.0/24" in proc.log_path.read_text()
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    base=st.sampled_from(
+        [
+            "http://127.0.0.1:2009",
+            "HTTP://127.0.0.1:2009",
+            "http://127.0.0.1:2010",
+            "https://127.0.0.1:2009",
+            "http://127.0.0.1",
+        ]
+    ),
+    path=st.text(alphabet="ab09_.~/?=&+,;:-%#@ \\\"'[]!$()*\n", max_size=14),
+)
+def test_same_origin_link_fast_path_answers_as_the_full_check(base, path):
+    """Links the main page joins (origin + plain path) skip urlsplit; every link gets the answer
+    the full check gives: the path, or TargetError."""
+    from ioparallax.exporters.stargate.targets import TargetError, _split, parse_target, same_origin_link
+
+    origin = parse_target("127.0.0.1:2009").origin
+    url = base + "/" + path
+    try:
+        link_origin, full = _split(url)
+        expected = full if link_origin == origin else None
+    except TargetError:
+        expected = None
+    try:
+        got = same_origin_link(origin, url)
+    except TargetError:
+        got = None
+    assert got == expected

@@ -141,9 +141,18 @@ def resolve_link(page_url: str, href: str) -> str:
         return href
 
 
+#: A path (and query) that _split would return unchanged: the fast path of same_origin_link.
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_.~/?=&+,;:-]*(?<!\?)", re.ASCII)
+
+
 def same_origin_link(origin: Origin, url: str) -> str:
     """``url`` as a path to request from ``origin``; TargetError when it points elsewhere or is
     malformed (the exporter follows links only on the server that showed them)."""
+    # The usual link (a main page links every vdisk, as joined by parse.py): the origin's own
+    # "scheme://host:port" then a plain path, which _split would take apart to the same answer.
+    base = f"{origin.scheme}://{origin.netloc}"
+    if url.startswith(base) and _PLAIN_PATH.fullmatch(url, len(base)):
+        return url[len(base) :]
     link_origin, path = _split(url)
     if link_origin != origin:
         raise TargetError(

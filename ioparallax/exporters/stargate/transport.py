@@ -518,13 +518,29 @@ class HttpClient:
                 while queue and len(active) < max(1, concurrency):
                     i, (origin, path) = queue.popleft()
                     url = f"{origin.scheme}://{origin.netloc}{path}"
+                    ex = None
                     try:
                         budget.take_page(url)
                         ex = self._start(i, origin, path, url, limit, budget)
+                        if ex.state == "send":  # a kept-alive connection: send now, wait to read
+                            try:
+                                ex.step()
+                            except _Retry:
+                                retried.add(i)
+                                assert ex.conn is not None
+                                budget.discard(ex.conn)
+                                ex = self._start(i, origin, path, url, limit, budget, fresh=True)
                     except DeadlineExceeded:
                         raise DeadlineExceeded(f"{url}: deadline exceeded", len(queue) + len(active) + 1) from None
                     except FetchError as exc:
+                        if ex is not None and ex.conn is not None:
+                            budget.discard(ex.conn)
                         yield i, exc
+                        continue
+                    except OSError as exc:
+                        if ex is not None and ex.conn is not None:
+                            budget.discard(ex.conn)
+                        yield i, FetchError(f"{url}: {exc.__class__.__name__}: {str(exc)[:200]}")
                         continue
                     self._watch(sel, active, ex)
                 if not active:
