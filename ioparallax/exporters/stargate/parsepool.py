@@ -41,9 +41,9 @@ DetailResult = tuple[VDiskDetail | None, str, int]
 
 #: Workers by default on a host with two cores or more: the usable cores, at most this many (each
 #: is a process of ~55 MB RSS). On 2 cores bench/stargate_cluster.py measured 16 concurrent
-#: per-CVM probes of 250 vdisks each 1.7x faster with 2 workers than parsed in the probes'
-#: threads (the slowest 7.3 s against 12.7 s), for ~100 MB more memory (docs/stargate.md,
-#: Cluster scale): in-process, every probe's Python work queues on one interpreter lock.
+#: per-CVM probes of 250 vdisks each 1.8x faster with 2 workers than parsed in the probes'
+#: threads (the slowest 4.4 s against 7.9 s), for ~80 MB more PSS (docs/stargate.md, Cluster
+#: scale): in-process, every probe's Python work queues on one interpreter lock.
 DEFAULT_MAX_WORKERS = 4
 
 
