@@ -163,7 +163,10 @@ def test_refused_and_names(page):
             get(HttpClient(), parse_target(f"127.0.0.1:{port}").origin, "/", budget)
     with HostileStargate(lambda p: response(page)) as fake:
         budget = Budget(time.monotonic() + 5)
-        assert get(HttpClient(), parse_target(f"localhost:{fake.port}").origin, "/", budget) == page
+        origin = parse_target(f"localhost:{fake.port}").origin
+        got = dict(HttpClient().get_many([(origin, f"/{i}") for i in range(6)], budget, 3))
+        assert list(got.values()) == [page] * 6 and len(fake.threads) == 3
+        assert list(budget.resolved) == ["localhost"]  # resolved once for the probe's 3 connections
         budget.close()
 
 
@@ -253,3 +256,20 @@ def test_https_pages_are_verified(page, tls_cert, monkeypatch):
         assert list(got.values()) == [page] * 3
     finally:
         lsock.close()
+
+
+def test_a_name_whose_first_address_refuses_is_tried_at_the_next(page, monkeypatch):
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        with HostileStargate(lambda p: response(page)) as fake:
+            addrs = [("127.0.0.1", dead.getsockname()[1]), ("127.0.0.1", fake.port)]
+
+            def getaddrinfo(host, port, *args, **kw):
+                assert host == "cvm.test"
+                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", a) for a in addrs]
+
+            monkeypatch.setattr(transport.socket, "getaddrinfo", getaddrinfo)
+            budget = Budget(time.monotonic() + 5)
+            origin = parse_target(f"cvm.test:{fake.port}").origin
+            assert get(HttpClient(), origin, "/", budget) == page
+            budget.close()

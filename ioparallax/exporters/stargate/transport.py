@@ -102,6 +102,7 @@ class Budget:
         self._lock = threading.Lock()
         self._idle: dict[Origin, list[_Conn]] = {}
         self._open: set[_Conn] = set()
+        self.resolved: dict[str, list[tuple]] = {}  # host name -> its addresses, for this probe
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -458,7 +459,7 @@ def _strerror(err: int) -> str:
 
 def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
     """The origin's socket addresses; a name is resolved in a helper thread so that a resolver
-    that hangs costs the probe its deadline, not more."""
+    that hangs costs the probe its deadline, not more, and once per probe (the budget keeps it)."""
     try:
         ip = ipaddress.ip_address(origin.host)
     except ValueError:
@@ -466,6 +467,9 @@ def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
     else:
         family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
         return [(family, (origin.host, origin.port))]
+    known = budget.resolved.get(origin.host)
+    if known is not None:
+        return [(fam, (addr[0], origin.port, *addr[2:])) for fam, addr in known]
     out: list = []
     failed: list[BaseException] = []
     done = threading.Event()
@@ -486,6 +490,7 @@ def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
     if failed or not out:
         cause = failed[0] if failed else "no address"
         raise FetchError(f"{origin.url}: cannot resolve {origin.host!r}: {cause}")
+    budget.resolved[origin.host] = out
     return out
 
 
@@ -571,7 +576,16 @@ class HttpClient:
                         self._watch(sel, active, ex)
                         continue
                     except FetchError as exc:
+                        connecting = ex.state == "connect"
                         self._unwatch(sel, active, ex, budget, keep=False)
+                        if connecting and ex.addrs and not budget.aborted:  # the name's next address
+                            try:
+                                self._connect(ex, wanted[ex.index][0], budget)
+                            except FetchError as again:
+                                yield ex.index, again
+                                continue
+                            self._watch(sel, active, ex)
+                            continue
                         if budget.aborted:
                             raise DeadlineExceeded(
                                 f"{ex.url}: deadline exceeded", len(active) + len(queue) + 1
@@ -636,17 +650,26 @@ class HttpClient:
             return ex
         if budget.remaining() <= 0:
             raise DeadlineExceeded(f"{url}: deadline exceeded before the request")
+        ex.addrs = list(_addresses(origin, budget))
+        HttpClient._connect(ex, origin, budget)
+        return ex
+
+    @staticmethod
+    def _connect(ex: _Exchange, origin: Origin, budget: Budget) -> None:
+        """Start connecting to the exchange's next address (its others stay in ``ex.addrs``,
+        tried in turn when this one fails, as socket.create_connection does)."""
         last: FetchError | None = None
-        for family, addr in _addresses(origin, budget):
+        while ex.addrs:
+            family, addr = ex.addrs.pop(0)
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setblocking(False)
             err = sock.connect_ex(addr)
             if err not in (0, errno.EINPROGRESS):
                 sock.close()
-                last = FetchError(
-                    f"{url}: connection refused"
+                last = ex.fail(
+                    "connection refused"
                     if err == errno.ECONNREFUSED
-                    else f"{url}: connection failed: {errno.errorcode.get(err, str(err))} ({_strerror(err)})"
+                    else f"connection failed: {errno.errorcode.get(err, str(err))} ({_strerror(err)})"
                 )
                 continue
             if origin.scheme == "https":
@@ -655,5 +678,5 @@ class HttpClient:
             ex.conn = _Conn(origin, sock)
             budget.opened(ex.conn)
             ex.state = "connect"
-            return ex
-        raise last or FetchError(f"{url}: no address to connect to")
+            return
+        raise last or ex.fail("no address to connect to")
