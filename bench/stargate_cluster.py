@@ -11,9 +11,9 @@ up to 4: ``--workers``); optionally a third one in-process with fewer fetch thre
 - **discover**: one ``discover=true`` probe of the whole cluster (4,000 vdisks),
 
 and the bench prints the probes' wall times (min/median/max), the exporter's CPU (its process
-and its workers) and its peak RSS (the sum over its processes), the series count, the
-simulator's CPU, the load average (other work on the same cores shows there), each side's
-ratios to the baseline, and whether the target is met.
+and its workers; and its own process' share: fetches and exposition), its peak RSS (the sum
+over its processes), the series count, the simulator's CPU, the load average (other work on the
+same cores shows there), each side's ratios to the baseline, and whether the target is met.
 Target (issue 15): every concurrent per-CVM probe under 5 s on 2 cores.
 
     .venv/bin/python bench/stargate_cluster.py [--runs 3] [--cvms 16] [--vdisks-per-cvm 250] [--workers N] [--low-concurrency 0]
@@ -166,23 +166,24 @@ def one_probe(base: str, target: str, discover: bool) -> tuple[float, int, int]:
 class Round:
     walls: list[float]
     cpu: float  # the exporter's processes
+    own_cpu: float  # the exporter's own process (fetches, exposition), without its workers
     sim_cpu: float
     series: int
     load: float  # 1-minute load average at the end of the round
 
 
 def measure(proc: Process, sim: Process, base: str, targets: list[str], discover: bool, vdisks: int) -> Round:
-    c0, s0 = tree_cpu(proc.pid), cpu_seconds(sim.pid)
+    c0, s0, o0 = tree_cpu(proc.pid), cpu_seconds(sim.pid), cpu_seconds(proc.pid)
     if discover:
         results = [one_probe(base, targets[0], True)]
     else:
         with ThreadPoolExecutor(len(targets)) as pool:
             results = list(pool.map(lambda t: one_probe(base, t, False), targets))
-    cpu, sim_cpu = tree_cpu(proc.pid) - c0, cpu_seconds(sim.pid) - s0
+    cpu, sim_cpu, own = tree_cpu(proc.pid) - c0, cpu_seconds(sim.pid) - s0, cpu_seconds(proc.pid) - o0
     got = sum(d for _, _, d in results)
     if got != vdisks:
         raise SystemExit(f"{got} vdisk detail views read, expected {vdisks}; the exporter's log:\n{proc.output()}")
-    return Round([w for w, _, _ in results], cpu, sim_cpu, sum(s for _, s, _ in results), os.getloadavg()[0])
+    return Round([w for w, _, _ in results], cpu, own, sim_cpu, sum(s for _, s, _ in results), os.getloadavg()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, r in enumerate(rs, 1):
             print(
                 f"    run {i}: wall min {min(r.walls):5.2f} median {statistics.median(r.walls):5.2f} "
-                f"max {max(r.walls):5.2f} s  cpu {r.cpu:5.2f} s  simulator cpu {r.sim_cpu:4.2f} s  "
+                f"max {max(r.walls):5.2f} s  cpu {r.cpu:5.2f} s (own process {r.own_cpu:4.2f} s)  "
+                f"simulator cpu {r.sim_cpu:4.2f} s  "
                 f"series {r.series}  load {r.load:4.1f}"
             )
         worst = [max(r.walls) for r in rs]
