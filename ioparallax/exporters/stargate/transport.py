@@ -204,6 +204,7 @@ class _Exchange:
         "chunk_left",
         "addrs",
         "handshake",
+        "fd",
     )
 
     def __init__(self, index: int, url: str, request: bytes, limit: int):
@@ -220,6 +221,7 @@ class _Exchange:
         self.chunk_left = -1  # chunked: bytes left in the current chunk (-1: a size line next)
         self.addrs: list[tuple] = []
         self.handshake = False
+        self.fd = -1  # the socket's descriptor while it is in the selector
 
     # ------------------------------------------------------------------------------- events
     def events(self) -> int:
@@ -602,7 +604,7 @@ class HttpClient:
                         continue
                     if body is None:
                         if key.events != ex.events():
-                            sel.modify(conn.sock, ex.events(), ex)
+                            sel.modify(ex.fd, ex.events(), ex)
                         continue
                     conn.served += 1
                     self._unwatch(sel, active, ex, budget, keep=ex.keep_alive)
@@ -616,18 +618,17 @@ class HttpClient:
     @staticmethod
     def _watch(sel: selectors.BaseSelector, active: dict[int, _Exchange], ex: _Exchange) -> None:
         assert ex.conn is not None
-        fd = ex.conn.sock.fileno()
-        active[fd] = ex
-        sel.register(fd, ex.events(), ex)
+        ex.fd = ex.conn.sock.fileno()
+        active[ex.fd] = ex
+        sel.register(ex.fd, ex.events(), ex)
 
     @staticmethod
     def _unwatch(
         sel: selectors.BaseSelector, active: dict[int, _Exchange], ex: _Exchange, budget: Budget, keep: bool
     ) -> None:
         assert ex.conn is not None
-        fd = ex.conn.sock.fileno()
-        sel.unregister(fd)
-        del active[fd]
+        sel.unregister(ex.fd)  # by the number it was registered with, even if the socket closed since
+        del active[ex.fd]
         if keep:
             budget.checkin(ex.conn)
         else:
