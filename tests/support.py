@@ -106,3 +106,17 @@ def drawn_data_paths(figure) -> list:
         if clipped and len(_NUMBER.findall(p.get("d", ""))) > 4:
             out.append(p)
     return out
+
+
+def self_signed_cert(directory: Path, name: str = "server") -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1 (CN and IP subject alternative name), valid one day,
+    written by openssl into ``directory``."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key

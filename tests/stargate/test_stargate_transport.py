@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from ioparallax.exporters.stargate import transport
 from ioparallax.exporters.stargate.targets import parse_target
 from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, get
 from tests.stargate.hostile import HostileStargate, real_pages, response
+from tests.support import self_signed_cert
 
 
 @pytest.fixture(scope="module")
@@ -179,32 +179,7 @@ def test_request_paths_are_checked(page):
 
 @pytest.fixture(scope="module")
 def tls_cert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cvm.pem", d / "cvm.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"), "cvm")
 
 
 def _tls_server(cert, key, body: bytes):

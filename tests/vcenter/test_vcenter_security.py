@@ -18,7 +18,7 @@ import time
 import pytest
 import requests
 
-from tests.support import free_port, venv_tool
+from tests.support import free_port, self_signed_cert, venv_tool
 
 from .conftest import PASSWORD, STOCK, USER, _need, insecure_config, parse_metrics, value
 from .test_vcenter_simulator import FROZEN
@@ -134,31 +134,7 @@ def test_unlisted_target_refused_message_names_the_fix(exporter, canary):
 def _self_signed(tmp_path):
     """A certificate for 127.0.0.1 that the exporter trusts through SSL_CERT_FILE (no config file,
     so no insecure_skip_verify)."""
-    cert, key = tmp_path / "vc.pem", tmp_path / "vc.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
+    return self_signed_cert(tmp_path, "vc")
 
 
 def _start_exporter(processes, name, *args, env):
