@@ -139,7 +139,7 @@ def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path)
         )
         procs.append(prom)
         api = f"http://127.0.0.1:{prom_port}"
-        wait_for_http(api + "/-/ready", proc=prom)
+        wait_for_http(api + "/-/ready", proc=prom, status=200)  # 503 while the TSDB opens
 
         deadline = time.monotonic() + 60
         health: dict[str, tuple[str, str]] = {}
