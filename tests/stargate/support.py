@@ -5,6 +5,7 @@
   :class:`ioparallax.exporters.stargate.transport.HttpClient`.
 - :func:`load_mapping`: the ``vdisks:`` hand mapping of a config file.
 - :func:`target_url`: a target string as the base URL a probe reads.
+- :func:`get`: one page through a page client.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import requests
 
 from ioparallax.exporters.stargate.cli import load_config
 from ioparallax.exporters.stargate.targets import Origin, parse_target
-from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError
+from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, PageClient
 
 _CHUNK = 64 * 1024
 
@@ -79,3 +80,12 @@ class RequestsClient:
             raise DeadlineExceeded(f"{url}: deadline exceeded (no answer in time)") from None
         except requests.RequestException as exc:
             raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+
+
+def get(client: PageClient, origin: Origin, path: str, budget: Budget) -> bytes:
+    """One page through ``client.get_many`` (its FetchError, or DeadlineExceeded, raised)."""
+    for _, got in client.get_many([(origin, path)], budget, 1):
+        if isinstance(got, FetchError):
+            raise got
+        return got
+    raise AssertionError("get_many answered nothing")

@@ -14,8 +14,9 @@ import pytest
 
 from ioparallax.exporters.stargate import transport
 from ioparallax.exporters.stargate.targets import parse_target
-from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits, get
+from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from tests.stargate.hostile import HostileStargate, real_pages, response
+from tests.stargate.support import get
 from tests.support import self_signed_cert
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
 from .parsepool import DETAIL_BATCH, DetailResult, ParsePool, parse_details
@@ -184,7 +186,7 @@ def _main_pages(
             if isinstance(got, FetchError):
                 cvm.error = str(got)
             elif parse_pool is None:
-                _parse_main(cvm, lambda body=got, url=cvm.url: parse_main_page(body, url))
+                _parse_main(cvm, parse_main_page, got, cvm.url)
             else:
                 parsing.append((cvm, got, parse_pool.submit_main(got, cvm.url)))
     except DeadlineExceeded as exc:
@@ -194,12 +196,7 @@ def _main_pages(
     for n, (cvm, body, fut) in enumerate(parsing):
         assert parse_pool is not None
         try:
-            _parse_main(
-                cvm,
-                lambda fut=fut, body=body, url=cvm.url: parse_pool.main_result(
-                    fut, body, url, max(0.0, budget.remaining())
-                ),
-            )
+            _parse_main(cvm, parse_pool.main_result, fut, body, cvm.url, max(0.0, budget.remaining()))
         except TimeoutError:
             for _, _, later in parsing[n:]:
                 later.cancel()
@@ -207,11 +204,11 @@ def _main_pages(
     return out
 
 
-def _parse_main(cvm: CvmResult, parse) -> None:
-    """``cvm.page = parse()``; a page that is not a Stargate main page, or a bug, is the CVM's
-    error (TimeoutError goes through: the deadline)."""
+def _parse_main(cvm: CvmResult, parse: Callable[..., MainPage], *args: Any) -> None:
+    """``cvm.page = parse(*args)``; a page that is not a Stargate main page, or a bug, is the
+    CVM's error (TimeoutError goes through: the deadline)."""
     try:
-        cvm.page = parse()
+        cvm.page = parse(*args)
     except StargatePageError as exc:
         cvm.error = f"{cvm.url}: {exc}"
     except TimeoutError:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import re
 import selectors
 import socket
@@ -92,14 +93,13 @@ class _Conn:
 
 
 class Budget:
-    """One probe's deadline (``time.monotonic()``), limits and keep-alive connections."""
+    """One probe's deadline (``time.monotonic()``), limits and keep-alive connections. Used by
+    the probe's own thread only (the fetches run there), so it needs no lock."""
 
     def __init__(self, deadline: float, limits: Limits = Limits()):
         self.deadline = deadline
         self.limits = limits
         self.pages = 0
-        self.aborted = False
-        self._lock = threading.Lock()
         self._idle: dict[Origin, list[_Conn]] = {}
         self._open: set[_Conn] = set()
         self.resolved: dict[str, list[tuple]] = {}  # host name -> its addresses, for this probe
@@ -108,51 +108,30 @@ class Budget:
         return self.deadline - time.monotonic()
 
     def take_page(self, url: str) -> None:
-        with self._lock:
-            if self.pages >= self.limits.max_pages:
-                raise FetchError(
-                    f"{url}: not fetched, the probe reached max_pages_per_probe ({self.limits.max_pages} pages)"
-                )
-            self.pages += 1
+        if self.pages >= self.limits.max_pages:
+            raise FetchError(
+                f"{url}: not fetched, the probe reached max_pages_per_probe ({self.limits.max_pages} pages)"
+            )
+        self.pages += 1
 
     def checkout(self, origin: Origin) -> _Conn | None:
         """An idle keep-alive connection to ``origin``, or None."""
-        with self._lock:
-            idle = self._idle.get(origin)
-            return idle.pop() if idle else None
+        idle = self._idle.get(origin)
+        return idle.pop() if idle else None
 
     def opened(self, conn: _Conn) -> None:
-        with self._lock:
-            if self.aborted:
-                conn.close()
-                raise DeadlineExceeded(f"{conn.origin.url}: deadline exceeded")
-            self._open.add(conn)
+        self._open.add(conn)
 
     def checkin(self, conn: _Conn) -> None:
-        with self._lock:
-            self._idle.setdefault(conn.origin, []).append(conn)
+        self._idle.setdefault(conn.origin, []).append(conn)
 
     def discard(self, conn: _Conn) -> None:
-        with self._lock:
-            self._open.discard(conn)
+        self._open.discard(conn)
         conn.close()
-
-    def abort(self) -> None:
-        """Give up: every socket of the probe is shut down, so a loop still waiting on one (in
-        another thread) wakes at once and ends."""
-        with self._lock:
-            self.aborted = True
-            conns = list(self._open)
-        for conn in conns:
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         """The probe is over: close every connection."""
-        with self._lock:
-            conns, self._open, self._idle = list(self._open), set(), {}
+        conns, self._open, self._idle = list(self._open), set(), {}
         for conn in conns:
             conn.close()
 
@@ -168,15 +147,6 @@ class PageClient(Protocol):
         FetchError that cost it). Raises DeadlineExceeded (``pending``: pages not answered) when
         the budget's deadline passes first."""
         ...
-
-
-def get(client: PageClient, origin: Origin, path: str, budget: Budget) -> bytes:
-    """One page (FetchError, or DeadlineExceeded, when it cannot be had)."""
-    for _, got in client.get_many([(origin, path)], budget, 1):
-        if isinstance(got, FetchError):
-            raise got
-        return got
-    raise AssertionError("get_many answered nothing")
 
 
 class _Retry(Exception):
@@ -252,7 +222,7 @@ class _Exchange:
             return
         if err == errno.ECONNREFUSED:
             raise self.fail("connection refused")
-        raise self.fail(f"connection failed: {errno.errorcode.get(err, str(err))} ({_strerror(err)})")
+        raise self.fail(f"connection failed: {errno.errorcode.get(err, str(err))} ({os.strerror(err)})")
 
     def _handshake(self) -> bool:
         assert self.conn is not None
@@ -453,12 +423,6 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "reason", None) or exc.__class__.__name__
 
 
-def _strerror(err: int) -> str:
-    import os
-
-    return os.strerror(err)
-
-
 def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
     """The origin's socket addresses; a name is resolved in a helper thread so that a resolver
     that hangs costs the probe its deadline, not more, and once per probe (the budget keeps it)."""
@@ -553,7 +517,7 @@ class HttpClient:
                 if not active:
                     break
                 left = budget.remaining()
-                if left <= 0 or budget.aborted:
+                if left <= 0:
                     raise DeadlineExceeded(
                         f"deadline exceeded, {len(active) + len(queue)} of {total} pending", len(active) + len(queue)
                     )
@@ -580,7 +544,7 @@ class HttpClient:
                     except FetchError as exc:
                         connecting = ex.state == "connect"
                         self._unwatch(sel, active, ex, budget, keep=False)
-                        if connecting and ex.addrs and not budget.aborted:  # the name's next address
+                        if connecting and ex.addrs:  # the name's next address
                             try:
                                 self._connect(ex, wanted[ex.index][0], budget)
                             except FetchError as again:
@@ -588,18 +552,10 @@ class HttpClient:
                                 continue
                             self._watch(sel, active, ex)
                             continue
-                        if budget.aborted:
-                            raise DeadlineExceeded(
-                                f"{ex.url}: deadline exceeded", len(active) + len(queue) + 1
-                            ) from None
                         yield ex.index, exc
                         continue
                     except OSError as exc:
                         self._unwatch(sel, active, ex, budget, keep=False)
-                        if budget.aborted:
-                            raise DeadlineExceeded(
-                                f"{ex.url}: deadline exceeded", len(active) + len(queue) + 1
-                            ) from None
                         yield ex.index, ex.fail(f"{exc.__class__.__name__}: {str(exc)[:200]}")
                         continue
                     if body is None:
@@ -670,7 +626,7 @@ class HttpClient:
                 last = ex.fail(
                     "connection refused"
                     if err == errno.ECONNREFUSED
-                    else f"connection failed: {errno.errorcode.get(err, str(err))} ({_strerror(err)})"
+                    else f"connection failed: {errno.errorcode.get(err, str(err))} ({os.strerror(err)})"
                 )
                 continue
             if origin.scheme == "https":
