@@ -10,8 +10,9 @@ soon as the limit is passed (or at once when its Content-Length says so), never 
 
 Why not http.client in a thread per request (what this was): 16 probes at once as Prometheus
 scrapes 16 CVMs meant 128 fetch threads handing one interpreter lock around (~80 futex calls a
-page) and http.client's per-response header parsing; for 4,000 pages the same fetches cost
-3.0 s of CPU that way and 0.8 s this way (docs/stargate.md, Cluster scale).
+page) and http.client's per-response header parsing; the exporter's own process (fetches and
+exposition) went from ~5.8 to ~2 s of CPU for 4,000 pages (docs/stargate.md, Cluster scale;
+``bench/stargate_cluster.py`` prints it as "own process").
 
 The response parser is HTTP/1.1's framing only, and strict where a hostile server could make
 it ambiguous: a status line ``HTTP/1.x NNN``, at most 100 header lines and 64 KiB of head,
