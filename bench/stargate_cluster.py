@@ -4,7 +4,7 @@ One stargate-simulator process serves 16 CVMs (``--synthetic-vdisks 4000 --synth
 clock frozen, so pages come from its cache after the warm-up). Real stargate-exporter processes
 run side by side: the old default (baseline: pages parsed in the probes' threads,
 ``--stargate.parse-workers 0``) and the new default (parse worker processes, one per usable core
-up to 4: ``--workers``); optionally a third one in-process with fewer fetch threads per probe
+up to 4: ``--workers``); optionally a third one in-process with fewer requests in flight per probe
 (``--low-concurrency N``). Each run, each exporter in turn gets
 
 - **per-CVM**: 16 probes at once, one per CVM (as Prometheus scrapes 16 targets), and
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "--low-concurrency",
         type=int,
         default=0,
-        help="a third side: in-process with --stargate.concurrency N (fewer threads per probe; "
+        help="a third side: in-process with --stargate.concurrency N (fewer requests in flight per probe; "
         "default: %(default)s, left out)",
     )
     args = ap.parse_args(argv)

@@ -604,7 +604,6 @@ class HttpClient:
         conn = None if fresh else budget.checkout(origin)
         if conn is not None:
             ex.conn = conn
-            ex.request = request
             return ex
         if budget.remaining() <= 0:
             raise DeadlineExceeded(f"{url}: deadline exceeded before the request")
