@@ -12,8 +12,8 @@ PYTEST_ARGS  ?=
 DEMO_ARGS    ?=
 
 # Debian packages and the command each one provides (checked before installing).
-DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux openssl victoria-metrics
-DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-exporter fio docker-compose sfdisk losetup openssl victoria-metrics
+DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux openssl victoria-metrics chromium poppler-utils
+DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-exporter fio docker-compose sfdisk losetup openssl victoria-metrics chromium pdftoppm
 
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
@@ -25,7 +25,7 @@ help: ## list the targets
 
 deps: deps-system deps-python deps-go ## install everything that is missing
 
-deps-system: ## Debian packages: Prometheus, Alertmanager, node_exporter, fio, docker-compose, VictoriaMetrics
+deps-system: ## Debian packages: Prometheus, Alertmanager, node_exporter, fio, docker-compose, VictoriaMetrics, Chromium, poppler-utils
 	@missing=0; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null || missing=1; done; \
 	if [ $$missing = 1 ]; then \
 	  echo ">> installing Debian packages: $(DEB_PACKAGES)"; \
