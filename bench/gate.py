@@ -19,10 +19,12 @@ Benches import it as ``import gate`` (``python bench/x.py`` puts bench/ first on
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -247,27 +249,66 @@ def tree_rss_mb(pid: int) -> float:
     return sum(_status_kb(p, "VmRSS:") for p in tree(pid)) / 1024
 
 
-def run_sampling_rss(
-    cmd: list[str], timeout: float, interval: float = 0.05
-) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``cmd`` to its end, sampling the sum of RSS over its process tree every ``interval``
-    seconds; (the completed process, the highest sum in MB). Worker processes that come and go are
-    counted while they live, which a VmHWM read at the end would miss."""
+def tree_pss_mb(pid: int) -> float:
+    """Sum of the proportional set size of the tree's processes now, in MB: a page shared by n
+    processes (a forked worker's inherited pages) counted 1/n in each, so the sum is the memory
+    the tree holds."""
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+        except OSError:
+            pass
+    return total / 1024
+
+
+@dataclass
+class Finished:
+    """A command run to its end by :func:`run_sampling_memory`."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss_mb: float  # the highest sum of RSS over the tree (shared pages counted in each process)
+    peak_pss_mb: float  # the highest sum of PSS over the tree (shared pages counted once)
+    cpu_seconds: float  # user + system CPU of the command and every child it waited for
+
+
+def run_sampling_memory(cmd: list[str], timeout: float, interval: float = 0.05) -> Finished:
+    """Run ``cmd`` to its end, sampling the sums of RSS and PSS over its process tree every
+    ``interval`` seconds. Worker processes that come and go are counted while they live, which a
+    VmHWM read at the end would miss."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0.0
+    peak_rss = peak_pss = 0.0
     deadline = time.monotonic() + timeout
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),  # type: ignore[union-attr]
+        threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),  # type: ignore[union-attr]
+    ]
+    for t in readers:
+        t.start()
     try:
         while proc.poll() is None:
-            peak = max(peak, tree_rss_mb(proc.pid))
+            peak_rss = max(peak_rss, tree_rss_mb(proc.pid))
+            peak_pss = max(peak_pss, tree_pss_mb(proc.pid))
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(cmd, timeout)
             time.sleep(interval)
-        out, err = proc.communicate()
+        for t in readers:
+            t.join()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Finished(proc.returncode, "".join(out), "".join(err), peak_rss, peak_pss, cpu)
 
 
 # ---- a CPU-bound neighbour

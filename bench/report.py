@@ -263,12 +263,20 @@ print(json.dumps({{"seconds": sec, "queries": r.queries, "disks": r.disks, "html
 """
 
 
-def run_report(url: str, start: int, end: int, repo: Path = REPO) -> dict:
+def run_report(url: str, start: int, end: int, repo: Path = REPO, prometheus_pid: int | None = None) -> dict:
     cmd = [sys.executable, "-c", CHILD.format(repo=str(repo), url=url, start=start, end=end)]
-    out, peak = gate.run_sampling_rss(cmd, timeout=600)
+    prom0 = gate.cpu_seconds(prometheus_pid) if prometheus_pid else 0.0
+    out = gate.run_sampling_memory(cmd, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "rss_mb": peak, "load": gate.load()}
+    return {
+        **json.loads(out.stdout.strip().splitlines()[-1]),
+        "rss_mb": out.peak_rss_mb,
+        "pss_mb": out.peak_pss_mb,
+        "cpu": out.cpu_seconds,
+        "prometheus_cpu": gate.cpu_seconds(prometheus_pid) - prom0 if prometheus_pid else float("nan"),
+        "load": gate.load(),
+    }
 
 
 def main() -> int:
@@ -332,10 +340,13 @@ def main() -> int:
                 for _ in range(args.runs):
                     if old_repo is not None:
                         old_runs.append(run_report(prom.url, end - HOUR, end, old_repo))
-                    runs.append(run_report(prom.url, end - HOUR, end))
+                    runs.append(run_report(prom.url, end - HOUR, end, prometheus_pid=prom.proc.pid))
                 if disks == args.disks and args.neighbour_runs:
                     with gate.neighbour():
-                        busy = [run_report(prom.url, end - HOUR, end) for _ in range(args.neighbour_runs)]
+                        busy = [
+                            run_report(prom.url, end - HOUR, end, prometheus_pid=prom.proc.pid)
+                            for _ in range(args.neighbour_runs)
+                        ]
             finally:
                 prom.stop()
             if old_runs:
@@ -348,9 +359,13 @@ def main() -> int:
                     f"{min(osecs) / min(nsecs):.2f}x (min), same load",
                     flush=True,
                 )
+            loads = [r["load"] for r in runs]
             results[disks] = dict(
-                seconds=gate.Runs([r["seconds"] for r in runs], [r["load"] for r in runs]),
-                rss=gate.Runs([r["rss_mb"] for r in runs], [r["load"] for r in runs]),
+                seconds=gate.Runs([r["seconds"] for r in runs], loads),
+                rss=gate.Runs([r["rss_mb"] for r in runs], loads),
+                pss=gate.Runs([r["pss_mb"] for r in runs], loads),
+                cpu=gate.Runs([r["cpu"] for r in runs], loads),
+                prometheus_cpu=gate.Runs([r["prometheus_cpu"] for r in runs], loads),
                 queries=runs[0]["queries"],
                 disks=runs[0]["disks"],
                 html=runs[0]["html_mb"],
@@ -359,7 +374,12 @@ def main() -> int:
             print(
                 f"  report: {r['disks']} VM disks, {r['queries']} queries, HTML {r['html']:.1f} MB\n"
                 f"    time {r['seconds'].describe('s')}\n"
-                f"    peak RSS of the process tree {r['rss'].describe('MB', '.0f')}",
+                f"    CPU of the report's processes {r['cpu'].describe('s')}, Prometheus' "
+                f"{r['prometheus_cpu'].describe('s')}: (report + Prometheus) / {gate.CORES} cores = "
+                f"{(r['cpu'].median + r['prometheus_cpu'].median) / gate.CORES:.1f} s, the least wall time "
+                f"these cores allow\n"
+                f"    peak RSS of the process tree {r['rss'].describe('MB', '.0f')}; "
+                f"peak PSS {r['pss'].describe('MB', '.0f')} (shared pages counted once)",
                 flush=True,
             )
             if busy:

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+import numpy as np
 import requests
 
 from ioparallax.exporters.common.config import parse_duration
@@ -22,6 +24,31 @@ log = logging.getLogger(__name__)
 
 class PromError(RuntimeError):
     """A query that failed: the message names the Prometheus URL, the query and the cause."""
+
+
+# A range answer decoded straight into typed values by msgspec (in C): each point a pair of floats
+# (strict=False reads Prometheus' "1.5" strings as floats), no per-point list, int and str objects
+# to make and convert again. Measured on the 77 MB of range answers of bench/report.py (100 VM
+# disks x 1 h), decoding and shaping took 0.70 s of CPU this way against 1.35 s with the json
+# module, 1.22 s with orjson and 1.39 s with msgspec untyped (all three then convert each point).
+# An answer of any other shape (a value such as "+Inf", which msgspec does not read as a float)
+# goes the json module's way.
+class _Series(msgspec.Struct):
+    metric: dict[str, str]
+    values: list[tuple[float, float]]
+
+
+class _Matrix(msgspec.Struct):
+    result: list[_Series]
+
+
+class _RangeAnswer(msgspec.Struct):
+    status: str
+    data: _Matrix
+    warnings: list[str] = []
+
+
+_RANGE_DECODER = msgspec.json.Decoder(_RangeAnswer, strict=False)
 
 
 @dataclass
@@ -38,17 +65,22 @@ class PromAPI:
             raise PromError(f"{self.url!r}: expected a Prometheus URL such as http://127.0.0.1:9090")
 
     def _get(self, path: str, params: dict[str, Any]) -> Any:
+        where = f"{self.url}{path}"
+        return self._answer(where, self._request(where, params), params)
+
+    def _request(self, where: str, params: dict[str, Any]) -> requests.Response:
         with self._lock:
             self.queries += 1
-        where = f"{self.url}{path}"
         try:
-            r = self.session.get(where, params=params, timeout=self.timeout)
+            return self.session.get(where, params=params, timeout=self.timeout)
         except requests.Timeout:
             raise PromError(f"{where}: no answer within {self.timeout:g} s") from None
         except requests.ConnectionError as e:
             raise PromError(f"{where}: cannot connect ({_short(e)})") from None
         except requests.RequestException as e:
             raise PromError(f"{where}: {_short(e)}") from None
+
+    def _answer(self, where: str, r: requests.Response, params: dict[str, Any]) -> Any:
         try:
             body = r.json()
         except ValueError:
@@ -80,6 +112,27 @@ class PromAPI:
         )
         return data.get("result", [])
 
+    def query_range_arrays(
+        self, expr: str, start: float, end: float, step: float
+    ) -> list[tuple[dict[str, str], np.ndarray]]:
+        """Range query as ``(labels, points)`` pairs, ``points`` a float array of shape (n, 2):
+        time and value of each point (what :meth:`query_range` answers, decoded in C)."""
+        where = f"{self.url}/api/v1/query_range"
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        r = self._request(where, params)
+        if r.status_code == 200:
+            try:
+                answer = _RANGE_DECODER.decode(r.content)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass
+            else:
+                if answer.status == "success":
+                    for w in answer.warnings:
+                        log.warning("%s: %s", where, w)
+                    return [(s.metric, _points(s.values)) for s in answer.data.result]
+        data = self._answer(where, r, params)
+        return [(s["metric"], _points([(float(t), float(v)) for t, v in s["values"]])) for s in data.get("result", [])]
+
     def scrape_interval(self) -> float | None:
         """The shortest scrape interval among the active targets (seconds), None if unknown."""
         try:
@@ -101,6 +154,10 @@ class PromAPI:
             return self._get("/api/v1/status/buildinfo", {})
         except PromError:
             return {}
+
+
+def _points(values: list[tuple[float, float]]) -> np.ndarray:
+    return np.array(values, dtype=float).reshape(-1, 2)
 
 
 def _short(e: Exception) -> str:

@@ -99,9 +99,10 @@ def test_the_process_tree_rss_counts_the_children():
         "import subprocess, sys; "
         "subprocess.run([sys.executable, '-c', 'import time; b = bytearray(60 * 2**20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(1)'])"
     )
-    done, peak = gate.run_sampling_rss([sys.executable, "-c", code], timeout=30)
+    done = gate.run_sampling_memory([sys.executable, "-c", code], timeout=30)
     assert done.returncode == 0
-    assert peak > 60
+    assert done.peak_rss_mb > 60 and done.peak_pss_mb > 60
+    assert done.cpu_seconds > 0
 
 
 def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
