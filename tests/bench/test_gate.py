@@ -117,7 +117,7 @@ def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
         "g = gate.Gate('b'); g.check('t', 1.0, below=2); sys.exit(g.verdict())\n" % str(REPO / "bench")
     )
     r = subprocess.run(
-        ["make", "-s", "-o", "deps", "bench", f"BENCHES={missing} {met}"],
+        ["make", "-s", "-o", "deps", "bench", f"BENCH_RUNS={missing} {met},--flag"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -126,9 +126,10 @@ def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
     assert r.returncode != 0
     assert "a: MISSED 1 of 1 targets: t" in r.stdout
     assert "b: all 1 targets met" in r.stdout  # the bench after the miss still ran
-    assert f"benches that missed a target: {missing}" in r.stdout
+    assert f"benches that missed a target: {missing};" in r.stdout
+    assert f">> {met} --flag" in r.stdout  # a run with arguments
     r = subprocess.run(
-        ["make", "-s", "-o", "deps", "bench", f"BENCHES={met}"], cwd=REPO, capture_output=True, text=True, timeout=60
+        ["make", "-s", "-o", "deps", "bench", f"BENCH_RUNS={met}"], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every bench met its targets" in r.stdout
