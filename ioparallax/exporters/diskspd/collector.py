@@ -41,7 +41,7 @@ _MS = 1e-3  # DiskSPD prints milliseconds with 3 decimals: seconds are rounded t
 
 @dataclass(frozen=True)
 class Collectors:
-    """What can be switched: ``all_percentiles`` exports the 107 percentiles DiskSPD's XML holds
+    """What can be switched: ``all_percentiles`` exports the 108 percentiles DiskSPD's XML holds
     per direction instead of the 15 its text output shows."""
 
     all_percentiles: bool = False
