@@ -31,7 +31,7 @@ CLEAN = [
 ]
 
 
-def run(argv, capsys) -> tuple[int, str, str]:
+def check_cli(argv, capsys) -> tuple[int, str, str]:
     code = cli.main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -49,7 +49,7 @@ def unknown(out: str) -> set[str]:
 
 
 def test_clean_diskspd_command_exits_0(capsys):
-    code, out, _ = run(CLEAN, capsys)
+    code, out, _ = check_cli(CLEAN, capsys)
     assert code == 0 and traps(out) == set() and "no hygiene trap found" in out
 
 
@@ -68,37 +68,37 @@ def test_clean_diskspd_command_exits_0(capsys):
     ids=["Z", "no-Z", "c", "no-Sh", "Sw-only", "Sm", "W0", "default-d"],
 )
 def test_each_diskspd_trap_is_flagged_alone(change, problem, capsys):
-    code, out, _ = run(change(CLEAN), capsys)
+    code, out, _ = check_cli(change(CLEAN), capsys)
     assert code == 1 and traps(out) == {problem}, out
     assert "docs/runbook.md#ioparallaxdiskspdtargethygiene" in out
 
 
 def test_working_set_below_cache_needs_the_cache_size(capsys):
     small = CLEAN[:-1] + ["-f8G", CLEAN[-1]]
-    assert run(small, capsys)[0] == 0  # the check is off without --cache-size
-    code, out, _ = run(["--cache-size", "20GiB"] + small, capsys)
+    assert check_cli(small, capsys)[0] == 0  # the check is off without --cache-size
+    code, out, _ = check_cli(["--cache-size", "20GiB"] + small, capsys)
     assert code == 1 and traps(out) == {"working_set_below_cache"}
 
 
 @pytest.mark.parametrize("flags", [["-Su"], ["-S"], ["-h"], ["/Sh"], ["-Suw"]])
 def test_every_way_of_disabling_the_os_cache(flags, capsys):
     argv = [x for x in CLEAN if x != "-Sh"]
-    assert run(argv[:-1] + flags + argv[-1:], capsys)[0] == 0
+    assert check_cli(argv[:-1] + flags + argv[-1:], capsys)[0] == 0
 
 
 def test_zr_is_fine_and_read_only_tests_ignore_buffers(capsys):
-    assert run([x if x != "-Z10M" else "-Zr" for x in CLEAN], capsys)[0] == 0
+    assert check_cli([x if x != "-Z10M" else "-Zr" for x in CLEAN], capsys)[0] == 0
     read_only = [x for x in CLEAN if x not in ("-Z10M", "-w30")]
-    assert run(read_only, capsys)[0] == 0
+    assert check_cli(read_only, capsys)[0] == 0
 
 
 def test_physical_drive_and_volume_targets_are_not_created(capsys):
-    code, out, _ = run(CLEAN[:-1] + ["-c10G", "#1", "E:"], capsys)
+    code, out, _ = check_cli(CLEAN[:-1] + ["-c10G", "#1", "E:"], capsys)
     assert code == 0, out
 
 
 def test_seed_story_command_line_quoted_as_one_argument(capsys):
-    code, out, _ = run(["diskspd -c20G -t2 -o16 -b64K -r -w30 -W0 -d30 -L C:\\scratch\\testfile.dat"], capsys)
+    code, out, _ = check_cli(["diskspd -c20G -t2 -o16 -b64K -r -w30 -W0 -d30 -L C:\\scratch\\testfile.dat"], capsys)
     assert code == 1
     assert traps(out) == {"default_write_pattern", "reads_unwritten_file", "buffered_io", "no_warmup", "short_runtime"}
     assert "target C:\\scratch\\testfile.dat" in out
@@ -123,7 +123,7 @@ def test_sizes_and_blocks():
 def test_command_lines_diskspd_refuses_exit_2(argv, words, capsys):
     with pytest.raises(CommandLineError, match=words):
         parse_command(argv)
-    code, _, err = run(argv, capsys)
+    code, _, err = check_cli(argv, capsys)
     assert code == 2 and words in err and "Traceback" not in err
 
 
@@ -131,11 +131,11 @@ def test_command_lines_diskspd_refuses_exit_2(argv, words, capsys):
 
 
 def test_diskspd_result_file_says_cannot_tell_for_a_sequential_pattern(capsys):
-    code, out, _ = run([str(FIXTURES / "vm-seed-default-pattern.xml")], capsys)
+    code, out, _ = check_cli([str(FIXTURES / "vm-seed-default-pattern.xml")], capsys)
     assert code == 1
     assert unknown(out) == {"default_write_pattern"}
     assert "default_write_pattern" not in traps(out)
-    code, out, _ = run([str(FIXTURES / "vm-oltp-sh-z10m-utf16.xml")], capsys)
+    code, out, _ = check_cli([str(FIXTURES / "vm-oltp-sh-z10m-utf16.xml")], capsys)
     assert code == 0
 
 
@@ -144,16 +144,16 @@ def test_diskspd_x_profile_file(tmp_path, capsys):
     profile = text[text.index("<Profile>") : text.index("</Profile>") + len("</Profile>")]
     f = tmp_path / "sql.xml"
     f.write_text('<?xml version="1.0"?>\n' + profile)
-    assert run([str(f)], capsys)[0] == 0
+    assert check_cli([str(f)], capsys)[0] == 0
     f.write_text(profile.replace("<Warmup>60</Warmup>", "<Warmup>0</Warmup>"))
-    code, out, _ = run([str(f)], capsys)
+    code, out, _ = check_cli([str(f)], capsys)
     assert code == 1 and out.count("TRAP no_warmup") == 2  # both targets of the profile
 
 
 def test_command_line_in_a_script_file(tmp_path, capsys):
     f = tmp_path / "run.cmd"
     f.write_text("diskspd.exe -c10G -b8K -d60 -Sh -r C:\\t.dat\r\n")
-    code, out, _ = run([str(f)], capsys)
+    code, out, _ = check_cli([str(f)], capsys)
     assert code == 1 and traps(out) == {"reads_unwritten_file"}
 
 
@@ -177,7 +177,7 @@ iodepth=32
 def test_clean_fio_job_file_exits_0(tmp_path, capsys):
     f = tmp_path / "oltp.fio"
     f.write_text(JOB)
-    code, out, _ = run([str(f), "--cache-size", "20GiB"], capsys)
+    code, out, _ = check_cli([str(f), "--cache-size", "20GiB"], capsys)
     assert code == 0 and "job [oltp]" not in out
 
 
@@ -196,7 +196,7 @@ def test_clean_fio_job_file_exits_0(tmp_path, capsys):
 def test_each_fio_trap_is_flagged(change, problem, tmp_path, capsys):
     f = tmp_path / "job.fio"
     f.write_text(change(JOB))
-    code, out, _ = run([str(f), "--cache-size", "20GiB"], capsys)
+    code, out, _ = check_cli([str(f), "--cache-size", "20GiB"], capsys)
     assert code == 1 and traps(out) == {problem}, out
     assert "docs/runbook.md#ioparallaxfiojobhygiene" in out
 
@@ -204,7 +204,7 @@ def test_each_fio_trap_is_flagged(change, problem, tmp_path, capsys):
 def test_global_after_a_job_applies_to_later_jobs_only(tmp_path, capsys):
     f = tmp_path / "two.fio"
     f.write_text("[a]\nrw=read\nruntime=600\n[global]\ndirect=1\n[b]\nrw=read\nruntime=600\n")
-    code, out, _ = run([str(f)], capsys)
+    code, out, _ = check_cli([str(f)], capsys)
     assert code == 1 and "job [a]" in out and "job [b]" not in out
 
 
@@ -223,12 +223,12 @@ def test_global_after_a_job_applies_to_later_jobs_only(tmp_path, capsys):
 def test_unreadable_input_exits_2(content, words, tmp_path, capsys):
     f = tmp_path / "in.txt"
     f.write_bytes(content)
-    code, _, err = run([str(f)], capsys)
+    code, _, err = check_cli([str(f)], capsys)
     assert code == 2 and words in err, err
 
 
 def test_missing_file_exits_2(capsys):
-    code, _, err = run(["/nonexistent/job.fio"], capsys)
+    code, _, err = check_cli(["/nonexistent/job.fio"], capsys)
     assert code == 2 and "/nonexistent/job.fio" in err
 
 
@@ -243,7 +243,7 @@ def test_a_new_tool_joins_through_the_list(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "TOOLS", [*cli.TOOLS, cli.Tool("vdbench", "ioparallaxvdbenchhygiene", sniff, check_file)])
     f = tmp_path / "parmfile"
     f.write_text("sd=sd1,lun=/dev/sdb\n")
-    code, out, _ = run([str(f)], capsys)
+    code, out, _ = check_cli([str(f)], capsys)
     assert code == 1 and "vdbench" in out and "#ioparallaxvdbenchhygiene" in out
 
 

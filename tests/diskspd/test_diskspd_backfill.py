@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -14,7 +13,7 @@ import requests
 from ioparallax.exporters.diskspd.backfill import interval_samples, render
 from ioparallax.exporters.diskspd.reader import parse_bytes, targets_of
 from tests.diskspd.test_diskspd_exporter import FIXTURES
-from tests.support import free_port, venv_tool, wait_for_http
+from tests.support import free_port, require_tool, venv_tool, wait_for_http
 
 OLTP = FIXTURES / "vm-oltp-sh-z10m-utf16.xml"
 START = 1795165200.0 + 30  # RunTime + Warmup: the measurement's start
@@ -38,8 +37,8 @@ def test_no_runtime_no_backfill():
         list(interval_samples(parse_bytes(text.encode()), "x"))
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (make deps)")
 def test_promtool_creates_blocks_with_the_runs_timestamps(tmp_path):
+    require_tool("promtool")
     om = tmp_path / "run.om"
     tsdb = tmp_path / "tsdb"
     out = subprocess.run(
@@ -72,8 +71,8 @@ def test_promtool_creates_blocks_with_the_runs_timestamps(tmp_path):
     assert two == {"0", "1"}
 
 
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed (make deps)")
 def test_prometheus_serves_the_backfilled_blocks(tmp_path, processes):
+    require_tool("prometheus")
     data = tmp_path / "data"
     om = tmp_path / "run.om"
     out = subprocess.run(
@@ -88,7 +87,12 @@ def test_prometheus_serves_the_backfilled_blocks(tmp_path, processes):
     port = free_port()
     p = processes.start(
         "prometheus",
-        ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"]
+        [
+            require_tool("prometheus"),
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
         + ["--storage.tsdb.retention.time=100y"],
     )
     base = f"http://127.0.0.1:{port}"
@@ -105,8 +109,8 @@ def test_prometheus_serves_the_backfilled_blocks(tmp_path, processes):
     assert [got[START + 5 * i] for i in range(1, 13)] == [b.read for b in t.iops.buckets]
 
 
-@pytest.mark.skipif(shutil.which("victoria-metrics") is None, reason="victoria-metrics is not installed (make deps)")
 def test_victoriametrics_import_of_the_prometheus_format(tmp_path, processes):
+    require_tool("victoria-metrics")
     port = free_port()
     p = processes.start(
         "victoria-metrics",
