@@ -104,8 +104,10 @@ def _diskspd_command(argv: list[str], o: Options) -> list[Finding]:
         command = diskspd_check.parse_command(argv)
     except diskspd_check.CommandLineError as exc:
         raise InputError(f"DiskSPD command line: {exc}") from None
-    if command.xml_profile is not None and not command.targets:
-        raise InputError(f"DiskSPD command line: -X{command.xml_profile}: check the profile file itself")
+    if command.xml_profile is not None:  # the profile, not the command line, says what runs
+        raise InputError(
+            f"DiskSPD command line: -X{command.xml_profile}: check the profile file itself (ioparallax-check {command.xml_profile})"
+        )
     return _diskspd_findings(diskspd_check.specs_from_command(command), o)
 
 

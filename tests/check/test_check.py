@@ -150,6 +150,11 @@ def test_diskspd_x_profile_file(tmp_path, capsys):
     assert code == 1 and out.count("TRAP no_warmup") == 2  # both targets of the profile
 
 
+def test_x_profile_on_the_command_line_points_to_the_profile(capsys):
+    code, _, err = check_cli(["diskspd", "-Xsql.xml", "#1"], capsys)
+    assert code == 2 and "ioparallax-check sql.xml" in err
+
+
 def test_command_line_in_a_script_file(tmp_path, capsys):
     f = tmp_path / "run.cmd"
     f.write_text("diskspd.exe -c10G -b8K -d60 -Sh -r C:\\t.dat\r\n")

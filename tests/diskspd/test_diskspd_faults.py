@@ -162,6 +162,14 @@ def test_unreadable_file_and_missing_path(tmp_path, caplog):
         assert value(sm, "diskspd_source_error_info", source=str(locked), reason="unreadable") == 1.0
 
 
+def test_a_fifo_named_as_a_file_is_not_opened(tmp_path):
+    fifo = tmp_path / "run.xml"
+    os.mkfifo(fifo)
+    sm = samples(exposition(files_for(fifo, GOOD)))  # would block forever if opened
+    assert value(sm, "diskspd_source_error_info", source=str(fifo), reason="unreadable") == 1.0
+    assert value(sm, "diskspd_source_up", source=str(GOOD)) == 1.0
+
+
 def test_a_bug_while_exposing_one_file_costs_only_that_file(tmp_path, monkeypatch, caplog):
     d = tmp_path / "in"
     d.mkdir()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -137,6 +138,9 @@ class ResultFiles:
         except OSError as exc:
             state.read_errors += 1
             self._down(state, "unreadable", exc.strerror or str(exc))
+            return
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named as a file would block or never end
+            self._down(state, "unreadable", "not a regular file")
             return
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         recent = self.clock() - st.st_mtime < self.config.settle_s
