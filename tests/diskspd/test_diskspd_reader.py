@@ -172,6 +172,7 @@ def test_round_trip_through_the_writer():
         (lambda t: t.replace("<ReadCount>", "<ReadCount>-", 1), InvalidValue, "ReadCount = '-"),
         (lambda t: t.replace("<ReadBytes>", "<ReadBytes>9" + "9" * 30, 1), InvalidValue, "beyond 2^64"),
         (lambda t: t.replace("<TestTimeSeconds>120.00", "<TestTimeSeconds>nan", 1), InvalidValue, "not a finite"),
+        (lambda t: t.replace("<WriteRatio>0", "<WriteRatio>150", 1), InvalidValue, "percentage above 100"),
         (lambda t: t.replace("</Results>", "</Results><Results/>"), DiskspdError, "not well-formed"),
         (
             lambda t: (
@@ -197,6 +198,7 @@ def test_round_trip_through_the_writer():
         "negative",
         "beyond-2-64",
         "nan",
+        "write-ratio-150",
         "trailing-garbage",
         "entity-bomb",
         "external-entity",

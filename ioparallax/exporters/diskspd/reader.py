@@ -455,6 +455,15 @@ def _bool(el: etree._Element | None, name: str) -> bool:
     return _text(child).lower() == "true"
 
 
+def _percent(el: etree._Element, name: str) -> int | None:
+    """A percentage option (``WriteRatio``, ``RandomRatio``): 0-100, as DiskSPD's parser enforces."""
+    value = _int_text(el, name)
+    if value is not None and value > 100:
+        child = el.find(name)
+        raise InvalidValue(f"{_where(child if child is not None else el)} = {value}: a percentage above 100")
+    return value
+
+
 def parse_target_profile(el: etree._Element) -> TargetProfile:
     wbc = el.find("WriteBufferContent")
     pattern = _text(wbc.find("Pattern")) if wbc is not None else ""
@@ -478,12 +487,12 @@ def parse_target_profile(el: etree._Element) -> TargetProfile:
         random_data_size=_int_text(rds, "SizeInBytes") if rds is not None else None,
         random_data_file=(_text(rds.find("FilePath")) or None) if rds is not None else None,
         random_alignment=_int_text(el, "Random"),
-        random_ratio=_int_text(el, "RandomRatio"),
+        random_ratio=_percent(el, "RandomRatio"),
         stride_size=_int_text(el, "StrideSize"),
         interlocked_sequential=_bool(el, "InterlockedSequential"),
         thread_stride=_req_int(el, "ThreadStride", 0),
         request_count=_req_int(el, "RequestCount", 2),
-        write_ratio=min(_req_int(el, "WriteRatio", 0), 100),
+        write_ratio=_percent(el, "WriteRatio") or 0,
         threads_per_file=_req_int(el, "ThreadsPerFile", 1),
         throughput=_req_int(el, "Throughput", 0),
         throughput_unit="IOPS" if thr is not None and thr.get("unit") == "IOPS" else "bytes_per_ms",
