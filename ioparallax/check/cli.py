@@ -1,6 +1,7 @@
 """ioparallax-check: a benchmark's hygiene findings BEFORE the run, from the rules the exporters use.
 
     ioparallax-check job.fio                      # a fio job file
+    ioparallax-check fio --name=a --rw=randread --size=4g   # a fio command line
     ioparallax-check diskspd -b8K -d60 -Sh D:\\t.dat  # a DiskSPD command line (as typed)
     ioparallax-check "diskspd.exe -b8K -d60 D:\\t.dat" # ... or quoted as one argument
     ioparallax-check profile.xml                  # a DiskSPD -X profile or -Rxml result
@@ -85,6 +86,19 @@ def _fio_file(path: str, data: bytes, o: Options) -> list[Finding]:
     ]
 
 
+def _fio_command(argv: list[str], o: Options) -> list[Finding]:
+    try:
+        jobs = fio_check.parse_command(argv)
+    except fio_check.JobFileError as exc:
+        raise InputError(f"fio command line: {exc}") from None
+    config = FioConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
+    return [
+        Finding(f"job [{name}]", p, TRAP, fio_check.REASONS.get(p, p))
+        for name, problems in fio_check.check_jobs(jobs, config)
+        for p in problems
+    ]
+
+
 # ---- DiskSPD
 
 _DISKSPD = re.compile(r"(^|[\\/])diskspd(\.exe)?$", re.IGNORECASE)
@@ -141,7 +155,14 @@ TOOLS: list[Tool] = [
         _diskspd_command,
         lambda argv0: bool(_DISKSPD.search(argv0.strip("\"'"))),
     ),
-    Tool("fio", "ioparallaxfiojobhygiene", _fio_sniff, _fio_file),
+    Tool(
+        "fio",
+        "ioparallaxfiojobhygiene",
+        _fio_sniff,
+        _fio_file,
+        _fio_command,
+        lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
+    ),
 ]
 
 

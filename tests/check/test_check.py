@@ -206,6 +206,17 @@ def test_each_fio_trap_is_flagged(change, problem, tmp_path, capsys):
     assert "docs/runbook.md#ioparallaxfiojobhygiene" in out
 
 
+def test_fio_command_line(tmp_path, capsys):
+    argv = ["fio", "--direct=1", "--size=100g", "--runtime=600", "--time_based", "--name=a", "--rw=randread"]
+    assert check_cli(argv, capsys)[0] == 0
+    code, out, _ = check_cli(argv + ["--name=b", "--rw=write", "--zero_buffers", "--output=x.json"], capsys)
+    assert code == 1 and traps(out) == {"zero_buffers"} and "job [b]" in out and "job [a]" not in out
+    f = tmp_path / "j.fio"
+    f.write_text("[c]\nrw=read\nruntime=5\n")
+    code, out, _ = check_cli(["fio", "--direct=1", str(f)], capsys)
+    assert code == 1 and traps(out) == {"short_runtime"}
+
+
 def test_global_after_a_job_applies_to_later_jobs_only(tmp_path, capsys):
     f = tmp_path / "two.fio"
     f.write_text("[a]\nrw=read\nruntime=600\n[global]\ndirect=1\n[b]\nrw=read\nruntime=600\n")
