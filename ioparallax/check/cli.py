@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ioparallax.check import diskspd as diskspd_check, fio as fio_check
 from ioparallax.exporters.common.config import parse_bytes, parse_duration
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
-from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.exporters.diskspd.reader import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
 from ioparallax.version import add_version_arg
 
@@ -126,7 +126,10 @@ def _diskspd_command(argv: list[str], o: Options) -> list[Finding]:
 
 
 def _diskspd_sniff(path: str, head: bytes) -> bool:
-    text = head.replace(b"\x00", b"").decode("utf-8", errors="replace")
+    try:
+        text = decode(head)[0]
+    except DiskspdError:
+        return False
     return (
         "<Profile" in text
         or "<Results" in text
@@ -135,7 +138,10 @@ def _diskspd_sniff(path: str, head: bytes) -> bool:
 
 
 def _diskspd_file(path: str, data: bytes, o: Options) -> list[Finding]:
-    text = data.replace(b"\x00", b"").decode("utf-8", errors="replace").strip()
+    try:
+        text = decode(data)[0].strip()
+    except DiskspdError as exc:
+        raise InputError(f"{path}: {exc}") from None
     first = text.split(None, 1)[0] if text else ""
     if _DISKSPD.search(first.strip("\"'")):
         # a file holding a DiskSPD command line (a .cmd or .ps1 line)

@@ -160,6 +160,8 @@ def test_command_line_in_a_script_file(tmp_path, capsys):
     f.write_text("diskspd.exe -c10G -b8K -d60 -Sh -r C:\\t.dat\r\n")
     code, out, _ = check_cli([str(f)], capsys)
     assert code == 1 and traps(out) == {"reads_unwritten_file"}
+    f.write_bytes("\ufeffdiskspd -b8K -d60 -Sh -r C:\\t.dat\r\n".encode("utf-16-le"))  # PowerShell's Out-File
+    assert check_cli([str(f)], capsys)[0] == 0
 
 
 # ---- fio job files
