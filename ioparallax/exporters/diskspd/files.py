@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ioparallax.exporters.common.watchdir import display_name, list_files
 from ioparallax.exporters.diskspd.reader import (
@@ -85,7 +85,6 @@ class SourceView:
     mtime: float
     read_errors: int
     visible: bool
-    extra: dict = field(default_factory=dict)
 
 
 def run_end(result: DiskspdResult) -> float | None:
@@ -191,6 +190,8 @@ class ResultFiles:
             result.version or "-",
             len(result.spans),
         )
+        for note in result.notes:
+            log.warning("DiskSPD result file %s: %s", state.name, note)
 
     def _down(self, state: FileState, reason: str, detail: str, logged: bool = False) -> None:
         """The file is down: its data is no longer shown (never stale values as fresh)."""
