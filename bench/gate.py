@@ -157,7 +157,10 @@ class Gate:
         met = value < below if below is not None else value >= at_least  # type: ignore[operator]
         u = _unit(unit)
         target = f"{stat} < {below:g}{u}" if below is not None else f"{stat} >= {at_least:g}{u}"
-        line = f"  {what}: {runs.describe(unit, fmt)}  [target {target}: {'met' if met else 'MISSED'}]"
+        shown = runs.describe(unit, fmt)
+        if stat == "max" and len(runs.values) > 1:
+            shown += f", max {number(value, fmt)}{u}"
+        line = f"  {what}: {shown}  [target {target}: {'met' if met else 'MISSED'}]"
         print(line, flush=True)
         self.checks.append(Check(what, met, line))
         return met

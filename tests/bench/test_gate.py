@@ -59,6 +59,14 @@ def test_the_statistic_checked_is_the_one_named(stat, met):
     assert g.verdict() == (0 if met else 1)
 
 
+def test_a_max_target_prints_the_max(capsys):
+    g = gate.Gate("x")
+    g.check("slowest probe, every run", gate.of([2.0, 2.5, 5.5]), below=5, unit="s", stat="max")
+    out = capsys.readouterr().out
+    assert "min 2 / median 2.5 s over 3 runs" in out
+    assert ", max 5.5 s  [target max < 5 s: MISSED]" in out
+
+
 def test_a_bench_that_could_not_measure_fails(capsys):
     g = gate.Gate("bench/x.py")
     assert g.cannot_measure("fio is not installed") == 1
