@@ -67,6 +67,30 @@ _HISTOGRAMS = {  # VDiskDetail attribute -> (metric, HELP)
 }
 
 
+#: Series of stargate_parse_unknown_fields per probe at most; the rest are summed into one
+#: series with table="_other" (a page in a dialect we never saw must not flood Prometheus).
+MAX_UNKNOWN_SERIES = 20
+
+
+def _unknown_family(r: ProbeResult) -> Family:
+    fam = _gauge(
+        "stargate_parse_unknown_fields",
+        "Tables, rows, columns and cells on this probe's pages that ioparallax does not read "
+        "(page: main or vdisk; kind: table, row, column, cell): pages of the probe holding each "
+        "(a detail view's column names are checked on one page in 16). Each is logged once per "
+        "page build; capture the pages and report them (README: Reporting a page ioparallax misreads).",
+    )
+    ranked = sorted(r.unknown.items(), key=lambda kv: (-kv[1], kv[0]))
+    for (page, table, kind, item), pages in ranked[
+        : MAX_UNKNOWN_SERIES - 1 if len(ranked) > MAX_UNKNOWN_SERIES else None
+    ]:
+        fam.add(f'page="{page}",table="{_lv(table)}",kind="{kind}",item="{_lv(item)}"', float(pages))
+    if len(ranked) > MAX_UNKNOWN_SERIES:
+        rest = sum(pages for _, pages in ranked[MAX_UNKNOWN_SERIES - 1 :])
+        fam.add('page="",table="_other",kind="",item=""', float(rest))
+    return fam
+
+
 @dataclass(frozen=True)
 class Collectors:
     """The expensive families that can be switched off (``--no-collector.histograms``,
@@ -121,7 +145,7 @@ class StargateCollector:
             "each logged with the reason.",
         )
         rejected.add("", float(r.rejected))
-        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected]
+        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected, _unknown_family(r)]
         if self.names.prism_up is not None:
             prism = _gauge(
                 "stargate_prism_up",
