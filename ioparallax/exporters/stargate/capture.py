@@ -481,5 +481,10 @@ def read(path: str) -> Capture:
 
 
 def comparable(exposition: str) -> list[str]:
-    """The lines of an exposition that a replay must reproduce: all but the probe's duration."""
-    return [line for line in exposition.splitlines() if not line.startswith("stargate_scrape_duration_seconds ")]
+    """The sample lines of an exposition that a replay must reproduce: all but the probe's
+    duration (HELP and TYPE lines are left out: a reworded HELP is not a misread page)."""
+    return [
+        line
+        for line in exposition.splitlines()
+        if line and not line.startswith(("#", "stargate_scrape_duration_seconds "))
+    ]

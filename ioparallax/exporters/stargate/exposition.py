@@ -78,7 +78,7 @@ def _unknown_family(r: ProbeResult) -> Family:
         "Tables, rows, columns and cells on this probe's pages that ioparallax does not read "
         "(page: main or vdisk; kind: table, row, column, cell): pages of the probe holding each "
         "(a detail view's column names are checked on one page in 16). Each is logged once per "
-        "page build; capture the pages and report them (README: Reporting a page ioparallax misreads).",
+        "page build; capture the pages and report them (README: Reporting a page or answer ioparallax misreads).",
     )
     ranked = sorted(r.unknown.items(), key=lambda kv: (-kv[1], kv[0]))
     for (page, table, kind, item), pages in ranked[

@@ -210,19 +210,22 @@ def _coverage(
                 continue
             _LOGGED_UNKNOWN.add(logged)
         page, table, kind, item = key
+        what = (
+            f"a table {item!r}"
+            if kind == "table"
+            else f"a cell that is not a number in column {item!r} of table {table}"
+            if kind == "cell"
+            else f"a {kind} {item!r} in table {table}"
+        )
         log.warning(
-            "stargate target %s: %s page of build %r (%s) holds %s %r in table %s that ioparallax does not "
-            "read (counted in stargate_parse_unknown_fields; logged once per build): capture the pages "
-            "and report them, see 'Reporting a page or answer ioparallax misreads' in the README",
+            "stargate target %s: a %s page of build %r (%s) holds %s that ioparallax does not read "
+            "(counted in stargate_parse_unknown_fields; logged once per build): capture the pages and "
+            "report them, see 'Reporting a page or answer ioparallax misreads' in the README",
             target,
-            "a main" if page == "main" else "a vdisk detail",
+            "main" if page == "main" else "vdisk detail",
             build or "unknown",
             where,
-            {"table": "a table", "row": "a row", "column": "a column", "cell": "a cell that is not a number in column"}[
-                kind
-            ],
-            item,
-            table,
+            what,
         )
     return out
 
