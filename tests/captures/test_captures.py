@@ -45,9 +45,10 @@ def test_capture_replays_to_its_expected_metrics(path):
 def test_the_mutated_capture_shows_what_the_parser_does_not_read():
     _, metrics = replay(read(str(HERE / "mutated-extra-table-row-column.tar.gz")))
     text = metrics.decode()
+    assert "stargate_parse_unknown_fields 7.0" in text
     for line in (
-        'stargate_parse_unknown_fields{page="main",table="hosted_vdisks",kind="column",item="Latency (ms)"} 1.0',
-        'stargate_parse_unknown_fields{page="vdisk",table="read_source",kind="row",item="Cloud Tier"} 2.0',
-        'stargate_parse_unknown_fields{page="vdisk",table="erasure_coding",kind="table",item="erasure coding"} 2.0',
+        'stargate_parse_unknown_field_pages{page="main",table="hosted_vdisks",kind="column",item="Latency (ms)"} 1.0',
+        'stargate_parse_unknown_field_pages{page="vdisk",table="read_source",kind="row",item="Cloud Tier"} 2.0',
+        'stargate_parse_unknown_field_pages{page="vdisk",table="erasure_coding",kind="table",item="erasure coding"} 2.0',
     ):
         assert line in text

@@ -1,6 +1,6 @@
 """Parse coverage (issue 26): what a page holds that the parser does not read (a table, a row, a
 column, a cell) is reported in the parsed record, counted per probe in
-``stargate_parse_unknown_fields`` and logged once per page build; never dropped silently.
+``stargate_parse_unknown_fields`` and ``stargate_parse_unknown_field_pages`` and logged once per page build; never dropped silently.
 
 The pages are the simulator's (every build) and the same pages mutated with an extra table, row
 and column; the end-to-end cases run the real exporter against a fake Stargate on loopback.
@@ -181,10 +181,11 @@ def test_probe_counts_unknown_fields_and_logs_each_once(pages, exporter, caplog)
     with HostileStargate(mutated_site(pages)) as fake:
         status, text, _ = scrape(srv, fake.target)
         assert status == 200 and value(text, "stargate_up") == 1
+        assert value(text, "stargate_parse_unknown_fields") == 6
         unknown = {
             tuple(dict(labels)[k] for k in ("page", "table", "kind", "item")): value(text, name, **dict(labels))
             for name, labels in series(text)
-            if name == "stargate_parse_unknown_fields"
+            if name == "stargate_parse_unknown_field_pages"
         }
         assert unknown == {
             ("main", "hosted_vdisks", "column", "Latency (ms)"): 1,
@@ -210,7 +211,7 @@ def test_probe_counts_unknown_fields_and_logs_each_once(pages, exporter, caplog)
         assert all(fake.target in m and "Reporting a page" in m for m in lines)
         caplog.clear()
         status, text, _ = scrape(srv, fake.target)
-        assert value(text, "stargate_parse_unknown_fields", page="vdisk", table="read_source", kind="row") == 3
+        assert value(text, "stargate_parse_unknown_field_pages", page="vdisk", table="read_source", kind="row") == 3
         assert not [r for r in caplog.records if "does not read" in r.getMessage()], "logged once per build"
 
 
@@ -219,8 +220,9 @@ def test_clean_pages_export_no_unknown_series(pages, exporter):  # noqa: F811
     with HostileStargate(site(main, details)) as fake:
         _, text, _ = scrape(exporter(), fake.target)
     assert value(text, "stargate_up") == 1
-    assert "# TYPE stargate_parse_unknown_fields gauge" in text
-    assert not [s for s in series(text) if s[0] == "stargate_parse_unknown_fields"]
+    assert value(text, "stargate_parse_unknown_fields") == 0
+    assert "# TYPE stargate_parse_unknown_field_pages gauge" in text
+    assert not [s for s in series(text) if s[0] == "stargate_parse_unknown_field_pages"]
 
 
 def test_unknown_series_are_bounded_per_probe(pages, exporter):  # noqa: F811
@@ -235,9 +237,9 @@ def test_unknown_series_are_bounded_per_probe(pages, exporter):  # noqa: F811
     )
     with HostileStargate(site(main, details)) as fake:
         _, text, _ = scrape(exporter(), fake.target)
-    got = [dict(labels) for name, labels in series(text) if name == "stargate_parse_unknown_fields"]
+    got = [dict(labels) for name, labels in series(text) if name == "stargate_parse_unknown_field_pages"]
     assert len(got) == MAX_UNKNOWN_SERIES
-    assert value(text, "stargate_parse_unknown_fields", table="_other") == 30 - (MAX_UNKNOWN_SERIES - 1)
+    assert value(text, "stargate_parse_unknown_field_pages", table="_other") == 30 - (MAX_UNKNOWN_SERIES - 1)
     assert value(text, "stargate_vdisk_detail_up", vdisk_id="1000") == 1
     promtool_check_metrics(text)
     # The response is made of stable strings: the page's own column names, cut to 60 characters.

@@ -219,7 +219,7 @@ def _coverage(
         )
         log.warning(
             "stargate target %s: a %s page of build %r (%s) holds %s that ioparallax does not read "
-            "(counted in stargate_parse_unknown_fields; logged once per build): capture the pages and "
+            "(counted in stargate_parse_unknown_field_pages; logged once per build): capture the pages and "
             "report them, see 'Reporting a page or answer ioparallax misreads' in the README",
             target,
             "main" if page == "main" else "vdisk detail",
