@@ -7,7 +7,7 @@ what it replaces, so that the capture still parses and replays:
 
 | what | found | placeholder |
 |---|---|---|
-| UUIDs | anywhere (8-4-4-4-12 hex) | ``00000000-0000-4000-8000-00000000000N`` |
+| UUIDs | anywhere (8-4-4-4-12 hex, or 32 hex digits) | ``00000000-0000-4000-8000-00000000000N`` (without dashes if written without) |
 | IPv4 addresses | anywhere, not inside a longer dotted number (a build's ``5.10.0.1-``) | ``198.18.x.y`` (RFC 2544's benchmarking range) |
 | IPv6 addresses | anywhere (validated) | ``2001:db8::N`` (the documentation prefix) |
 | host names | in URLs (``scheme://host``) and given by the caller | ``host-N.invalid`` |
@@ -32,7 +32,10 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
-_UUID = r"(?<![0-9A-Za-z])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Za-z])"
+_UUID = (
+    r"(?<![0-9A-Za-z])(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+    r"|[0-9A-Fa-f]{32})(?![0-9A-Za-z])"
+)
 # Not preceded by a word character, a dot or a dash, nor followed by one or by ".digit": an
 # address, not a piece of a version number (5.10.0.1-stable) or of a longer dotted number.
 _IPV4 = r"(?<![\w.\-])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\w\-]|\.\d)"
@@ -123,8 +126,9 @@ class Anonymizer:
             return value
         if kind == "name":
             return self._map[self._literals[value.lower()]]
-        if kind == "uuid":
-            return self._placeholder(value.lower(), "uuid", "00000000-0000-4000-8000-{n:012x}")
+        if kind == "uuid":  # the same UUID with or without dashes: one placeholder, in its spelling
+            out = self._placeholder(value.lower().replace("-", ""), "uuid", "00000000-0000-4000-8000-{n:012x}")
+            return out if "-" in value else out.replace("-", "")
         if kind == "ipv4":
             return self._placeholder(value, "ipv4", None)
         try:

@@ -202,6 +202,11 @@ def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[Exp
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["capture"], ["replay"]):
+        from .capture import capture_main, replay_main
+
+        return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
