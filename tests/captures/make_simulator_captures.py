@@ -4,19 +4,22 @@ metrics, review the diff of each metrics.prom before committing):
     .venv/bin/python -m tests.captures.make_simulator_captures
 
 Each is written by the real ``stargate-exporter capture`` command against the Stargate
-simulator (clock frozen) or the fault suite's fake Stargate serving mutated simulator pages.
+simulator (clock frozen) or the fault suite's fake Stargate serving mutated simulator pages, and
+by ``vcenter-exporter capture`` against the scenario vCenter simulator (``make deps-go``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
 import yaml
 
 from ioparallax.exporters.stargate.capture_cli import capture_main
-from ioparallax.simulators.scenario import load_scenario
+from ioparallax.exporters.vcenter.capture import capture_main as vcenter_capture_main
+from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.hostile import FROZEN, HostileStargate, real_pages
 from tests.stargate.test_stargate_coverage import (
@@ -27,6 +30,7 @@ from tests.stargate.test_stargate_coverage import (
     extra_source_row,
 )
 from tests.stargate.test_stargate_faults import site
+from tests.support import BUILD, ManagedProcess, free_port
 
 HERE = Path(__file__).parent
 
@@ -53,7 +57,30 @@ def mutated_capture() -> None:
         assert capture_main(["--target", fake.target, "--stargate.target", "127.0.0.1", "-o", str(out)]) == 0
 
 
+def vcenter_capture(name: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        trace.write_text(compile_scenario(load_scenario(name)).to_json())
+        port = free_port()
+        argv = [str(BUILD / "vcsim-scenario"), "-trace", str(trace), "-listen", f"127.0.0.1:{port}"]
+        sim = ManagedProcess("vcsim-scenario", [*argv, "-username", "monitor", "-password", "capture"], Path(tmp))
+        try:
+            sim.wait_for_output(r"listening https://127\.0\.0\.1:\d+/sdk", timeout=120)
+            cfg = Path(tmp) / "vcenter.yml"
+            cfg.write_text(
+                "defaults:\n  username: monitor\n  password_env: CAPTURE_VC_PASSWORD\n  insecure_skip_verify: true\n"
+            )
+            os.environ["CAPTURE_VC_PASSWORD"] = "capture"
+            out = HERE / f"vcenter-simulator-{name}.tar.gz"
+            assert (
+                vcenter_capture_main(["--target", f"127.0.0.1:{port}", "--config.file", str(cfg), "-o", str(out)]) == 0
+            )
+        finally:
+            sim.stop()
+
+
 if __name__ == "__main__":
     simulator_capture("zero-heavy", 2016, discover=True)
     simulator_capture("ilm-upmigration", 2014, discover=False)
     mutated_capture()
+    vcenter_capture("postgres")

@@ -245,12 +245,13 @@ class _ReplayStub:
 
     def __init__(self, cap: Capture) -> None:
         self.cap = cap
-        self._lock = threading.Lock()
-        self._by_request: dict[bytes, list[Exchange]] = {}
-        self._by_method: dict[str, list[Exchange]] = {}
+        self._by_request: dict[bytes, Exchange] = {}
+        self._by_batch: dict[bytes, Exchange] = {}
+        self._by_method: dict[str, Exchange] = {}
         for ex in cap.exchanges:
-            self._by_request.setdefault(ex.request, []).append(ex)
-            self._by_method.setdefault(ex.method, []).append(ex)
+            self._by_request.setdefault(ex.request, ex)
+            self._by_batch.setdefault(_batch(ex.request), ex)
+            self._by_method.setdefault(ex.method, ex)
 
     def GetConnection(self) -> _Connection:  # noqa: N802 (pyvmomi's names)
         return _Connection(self)
@@ -262,19 +263,24 @@ class _ReplayStub:
         pass
 
     def answer(self, body: bytes) -> _Response:
+        """The answer recorded for this request; for the same QueryPerf batch asked from another
+        time (a later probe), the batch's answer (its samples are then already integrated);
+        else the first answer of the method (the inventory's first page, whose request names a
+        view of this session)."""
         m = _METHOD.search(body)
         method = m.group(1).decode() if m else "?"
-        with self._lock:
-            same = self._by_request.get(body)
-            ex = same.pop(0) if same else None
-            if ex is not None:
-                self._by_method[ex.method].remove(ex)
-            elif self._by_method.get(method):
-                ex = self._by_method[method].pop(0)
-                self._by_request[ex.request].remove(ex)
+        ex = self._by_request.get(body) or self._by_batch.get(_batch(body)) or self._by_method.get(method)
         if ex is None:
             raise TargetError(f"{method}: no such request in the capture {self.cap.source}", "protocol")
         return _Response(ex.status, ex.answer)
+
+
+_SINCE = re.compile(rb"<startTime>[^<]*</startTime>|<maxSample>[0-9]+</maxSample>")
+
+
+def _batch(request: bytes) -> bytes:
+    """A QueryPerf request without what changes from probe to probe (since when)."""
+    return _SINCE.sub(b"", request)
 
 
 def _counter(key: str, name: str) -> SimpleNamespace:
@@ -327,6 +333,24 @@ def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> 
         return render_probe(cap.target, snap, time.monotonic() - start, False, latest_samples)
     finally:
         target.close()
+
+
+def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
+    """``vcenter-exporter --replay``: (the exporter's config, with the capture's target as the
+    only target; the client factory answering from the capture)."""
+    from .address import target_key
+    from .config import ExporterConfig
+
+    cap = read(path)
+    m = cap.manifest
+    cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
+    config = ExporterConfig(
+        defaults=cfg,
+        targets={target_key(cap.target): cfg},
+        path=path,
+        latest_samples=True if latest_samples is None else latest_samples,
+    )
+    return config, lambda name, c: _ReplayClient(cap)
 
 
 def comparable(exposition: str) -> list[str]:
