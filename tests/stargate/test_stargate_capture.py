@@ -244,6 +244,23 @@ def test_manifest_records_each_fetch_and_failed_pages_replay_as_failed(tmp_path)
     assert 'stargate_vdisk_detail_up{vdisk_id="1000"} 1.0' in text
 
 
+def test_a_target_that_cannot_be_read_is_captured_too(tmp_path, capsys):
+    """A CVM that refuses the connection: exit 1, and the capture says what happened (a failing
+    CVM is worth reporting too); its replay is stargate_up 0."""
+    with Canary() as closed:
+        port = closed.port
+    out = tmp_path / "c.tar.gz"
+    rc = capture_main(["--target", f"127.0.0.1:{port}", "--stargate.target", "127.0.0.1", "-o", str(out)])
+    assert rc == 1 and "probe DOWN" in capsys.readouterr().out
+    cap = read(str(out))
+    assert cap.manifest["up"] is False and "connection refused" in cap.manifest["error"]
+    [page] = cap.manifest["pages"]
+    assert page["kind"] == "main" and page["status"] is None and "connection refused" in page["error"]
+    assert page["url"] == f"http://198.18.0.1:{port}/" and "127.0.0.1" not in json.dumps(cap.manifest)
+    result, metrics = replay(cap)
+    assert not result.up and "stargate_up 0.0" in metrics.decode()
+
+
 def test_capture_fetches_only_what_the_allow_list_allows(tmp_path, capsys):
     with Canary() as canary:
         out = tmp_path / "c.tar.gz"
