@@ -43,7 +43,7 @@ from ioparallax.version import revision, version
 
 from ..common.anonymize import Anonymizer
 from .exposition import Collectors, StargateCollector
-from .parse import _cells, _header_keys, _text
+from .parse import _cells, _header_keys, _rows, _text
 from .probe import DEFAULT_CONCURRENCY, ProbeResult, probe
 from .targets import Origin, TargetPolicy, parse_target
 from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
@@ -255,20 +255,22 @@ _HTML = lxml.etree.HTMLParser(remove_comments=True, encoding="utf-8")
 
 
 def learn(anon: Anonymizer, body: bytes) -> None:
-    """What a page names: hosts of its links, cells of its naming columns and Overview keys,
-    paths in its text. The build version is kept as it is."""
+    """What a page names: hosts of its links and URLs, cells of its naming columns and Overview
+    keys, paths in its text. The build version is kept as it is. (Most tables name nothing: a
+    table's header is looked at before its rows.)"""
+    anon.urls(body.decode("utf-8", "replace"))
     try:
         doc = lxml.etree.fromstring(body, _HTML)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
-        doc = None
-    if doc is None:
-        anon.urls(body.decode("utf-8", "replace"))
         return
-    for a in doc.iter("a"):
-        anon.urls(a.get("href") or "")
+    if doc is None:
+        return
     for table in doc.iter("table"):
-        keys, data = _header_keys(table)
-        if keys:
+        heads = [_text(th) for th in table.iter("th")]
+        if heads:
+            if not any(_NAMING.search(h) for h in heads):
+                continue
+            keys, data = _header_keys(table)
             naming = [(i, "vdisk" if "vdisk" in k.lower() else "name") for i, k in enumerate(keys) if _NAMING.search(k)]
             for row in data:
                 cells = _cells(row)
@@ -276,22 +278,21 @@ def learn(anon: Anonymizer, body: bytes) -> None:
                     if i < len(cells):
                         anon.name(_text(cells[i]), kind)
             continue
-        for row in data:  # a key | value table (Overview)
+        for row in _rows(table):  # a key | value table (Overview)
             cells = _cells(row, 3)
             if len(cells) != 2:
                 continue
-            key, value = _text(cells[0]), _text(cells[1])
+            key = _text(cells[0])
             if key.lower() == "build version":
-                anon.keep(value)
+                anon.keep(_text(cells[1]))
             elif _NAMING.search(key):
-                anon.name(value)
+                anon.name(_text(cells[1]))
     for text in doc.itertext():
         if "/" in text or "[" in text:
             for m in _TEXT_PATH.finditer(text):
                 anon.name(m.group(0))
             for m in _DATASTORE_PATH.finditer(text):
                 anon.name(m.group(0))
-        anon.urls(text)
 
 
 def anonymize(capture: Capture, redact: Sequence[str] = ()) -> Anonymizer:
