@@ -376,6 +376,11 @@ def test_anonymizer_is_consistent_and_keeps_numbers_and_versions():
     assert a.text(text) == out, "the same input, the same placeholder"
     # The same UUID written without dashes (a guest's disk serial) gets the same placeholder.
     assert a.text("a4cd55768fd348e693c49f72698125b5") == "00000000000040008000000000000001"
+    # Names that are prefixes of one another, each as a whole word; addresses that are not ones.
+    c = Anonymizer()
+    c.name("node-1")
+    c.name("Node-10")
+    assert c.text("node-1 NODE-10 node-100 xnode-1 300.1.1.1 1.2.3") == "name-1 name-2 node-100 xnode-1 300.1.1.1 1.2.3"
     # A name with no letter is never learnt (numbers are data).
     b = Anonymizer()
     b.name("1000")
