@@ -27,7 +27,7 @@ from ioparallax.exporters.vcenter.capture import (
     replay_setup,
     write,
 )
-from ioparallax.exporters.vcenter.cli import make_app
+from ioparallax.exporters.vcenter.cli import main as vcenter_main, make_app
 from ioparallax.exporters.vcenter.config import TargetConfig
 from ioparallax.exporters.vcenter.inventory_soap import inventory_from_pages, parse_page
 from tests.vcenter.conftest import PASSWORD, USER, compiled_trace
@@ -131,6 +131,7 @@ def test_a_file_that_is_not_a_capture_is_one_line(tmp_path, capsys):
     assert replay_main([str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err
+    assert vcenter_main(["--replay", str(bad)]) == 2
 
 
 def test_exporter_serves_a_capture_with_replay(scenario_sim, trace, tmp_path):
