@@ -117,6 +117,16 @@ def test_main_page_with_an_extra_table_row_and_column(pages):
     assert mutated.vdisks == plain.vdisks
 
 
+def test_main_page_with_a_table_no_banner_names(pages):
+    main, _ = pages
+    bare = main.replace(
+        "</body>", "<br><table><tr><td>x</td><td>1</td></tr><tr><td>y</td><td>2</td></tr></table></body>"
+    )
+    got = parse_main_page(bare.encode(), BASE)
+    assert got.unknown == [("untitled", "table", "(a table without a heading)")]
+    assert got.vdisks == parse_main_page(main.encode(), BASE).vdisks
+
+
 def test_detail_view_with_an_extra_table_row_and_column(pages):
     _, details = pages
     vid, html = next(iter(details.items()))

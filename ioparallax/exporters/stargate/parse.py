@@ -194,18 +194,28 @@ def _table_after(el):
     return None
 
 
-def _banner_tables(doc) -> dict[str, Any]:
-    """Banner title -> the data table that follows it."""
+def _banner_tables(doc, unclaimed: list | None = None) -> dict[str, Any]:
+    """Banner title -> the data table that follows it. ``unclaimed``: filled with the tables
+    that are neither a banner nor a banner's data table (nor inside one)."""
     out = {}
+    seen = []
+    banners = set()
     for t in doc.iter("table"):
+        seen.append(t)  # holding the element keeps its id() its own
         rows = _rows(t)
         if len(rows) != 1:
             continue
         cells = _cells(rows[0], 2)
         if len(cells) == 1:
+            banners.add(id(t))
             data = _table_after(t)
             if data is not None:
                 out[_text(cells[0]).lower()] = data
+    if unclaimed is not None and len(seen) > len(banners) + len(out):
+        claimed = banners | {id(t) for t in out.values()}
+        for t in seen:
+            if id(t) not in claimed and not any(id(a) in claimed for a in t.iterancestors("table")):
+                unclaimed.append(t)
     return out
 
 
@@ -340,11 +350,16 @@ def _outstanding(text: str, where: str) -> tuple[float, float]:
 
 def parse_main_page(html: bytes, base_url: str) -> MainPage:
     doc = _parse_html(html)
-    banners = _banner_tables(doc)
+    unclaimed: list = []
+    banners = _banner_tables(doc, unclaimed)
     hosted_title = next((t for t in ("hosted vdisks", "hosted active vdisks") if t in banners), None)
     if hosted_title is None:
         raise StargatePageError("no 'Hosted VDisks' table found (page cut off, or not a Stargate main page)")
     unknown = [_unknown(title, "table", title) for title in banners if title not in MAIN_TABLES]
+    for t in unclaimed:  # a data table no banner names
+        prev = t.getprevious()
+        title = _text(prev) if prev is not None and prev.tag not in ("table", "br") else ""
+        unknown.append(_unknown(title or "untitled", "table", title or "(a table without a heading)"))
     overview: dict[str, str] = {}
     if "overview" in banners:
         for row in _rows(banners["overview"]):
