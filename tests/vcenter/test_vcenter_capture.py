@@ -176,3 +176,19 @@ def test_answer_series_the_exporter_does_not_read_are_counted_and_logged(scenari
     unread = int(float(next(ln for ln in text.splitlines() if ln.startswith("vcenter_perf_unread_series ")).split()[1]))
     assert unread == 1 + 2  # one series of an unknown counter; both VMs' answers for an unknown instance
     assert any("'nvme3:7'" in r.getMessage() and "no disk of its inventory" in r.getMessage() for r in caplog.records)
+
+
+def test_inventory_disks_without_a_controller_address_are_counted_and_logged(scenario_sim, trace, caplog):
+    address, _ = scenario_sim(trace[0])
+    cap, live = capture(address, CFG)
+    assert "vcenter_inventory_unread_disks 0" in live.decode()
+    inv = next(ex for ex in cap.exchanges if ex.method == "RetrievePropertiesEx")
+    # One VM's disk points at a controller the VM does not have.
+    m = re.search(rb'type="VirtualDisk".*?<controllerKey>(\d+)</controllerKey>', inv.answer, re.S)
+    assert m
+    inv.answer = inv.answer[: m.start(1)] + b"987654" + inv.answer[m.end(1) :]
+    caplog.set_level(logging.INFO)
+    text = replay(cap).decode()
+    assert "vcenter_inventory_unread_disks 1" in text
+    assert text.count("vcenter_virtual_disk_info{") == live.decode().count("vcenter_virtual_disk_info{") - 1
+    assert any("have no controller address" in r.getMessage() for r in caplog.records)

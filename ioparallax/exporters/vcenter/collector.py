@@ -243,6 +243,13 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
         [("", s.unread_series)],
     )
     out.family(
+        "vcenter_inventory_unread_disks",
+        gauge,
+        "Virtual disks of the cached inventory left out: no controller address the exporter reads, so no "
+        "performance instance (logged once per VM).",
+        [("", s.unread_disks)],
+    )
+    out.family(
         "vcenter_session_logins_total",
         "counter",
         "Logins to this vCenter since the exporter started (one session is kept and re-established when it expires).",

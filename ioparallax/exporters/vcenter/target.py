@@ -73,6 +73,7 @@ class Snapshot:
     missing_counters: tuple[str, ...] = ()
     unmapped_counters: tuple[str, ...] = ()  # virtualDisk counters offered and not read
     unread_series: int = 0  # answer series not read: a counter not asked for, an unknown disk
+    unread_disks: int = 0  # inventory disks left out (no controller address read)
     star_expanded_by_server: bool = True
     logins: int = 0
     errors: dict[str, int] = field(default_factory=dict)
@@ -94,7 +95,8 @@ class Target:
         self.inventory_at = 0.0
         self.keys: dict[str, int] | None = None
         self.unmapped: tuple[str, ...] = ()
-        self._unread_logged: set[str] = set()  # answer instances not in the inventory, logged once
+        # Answer instances not in the inventory, and VMs with disks left out: logged once each.
+        self._unread_logged: set[str] = set()
         self.perf_manager: str | None = None  # the PerformanceManager's moref (for plain SOAP)
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True  # False once the server echoes "*" back instead of expanding it
@@ -394,6 +396,18 @@ class Target:
         snap.star_expanded_by_server = self.star_ok
         snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
         snap.unmapped_counters = self.unmapped
+        snap.unread_disks = sum(vm.unread_disks for vm in inventory)
+        unread = [vm for vm in inventory if vm.unread_disks and vm.moref not in self._unread_logged]
+        if unread and len(self._unread_logged) < 1000:
+            self._unread_logged.update(vm.moref for vm in unread)
+            log.info(
+                "vcenter target %s: %d virtual disks of %d VMs have no controller address the exporter reads "
+                "and are not shown (vcenter_inventory_unread_disks): %s",
+                self.name,
+                sum(vm.unread_disks for vm in unread),
+                len(unread),
+                ", ".join(f"{vm.name} ({vm.moref})" for vm in unread[:5]) + (", ..." if len(unread) > 5 else ""),
+            )
         snap.vms = inventory
         snap.render_cache = self.render_cache
         snap.inventory_age = time.monotonic() - self._applied_at
