@@ -267,7 +267,8 @@ class PrismSimulator:
                 with self._lock:
                     self.sessions.add(token)
                     self.logins += 1
-                return True, {"Set-Cookie": f"{SESSION_COOKIE}={token}; Path=/; Secure; HttpOnly"}
+                secure = "; Secure" if self.tls else ""  # a Secure cookie is never sent back over http
+                return True, {"Set-Cookie": f"{SESSION_COOKIE}={token}; Path=/{secure}; HttpOnly"}
         return False, {}
 
     def dispatch(self, h: _Handler, method: str) -> None:
