@@ -107,6 +107,7 @@ class Target:
         self.vms: list[parse.Vm] = []
         self.hosts: dict[str, str] = {}
         self.inventory_at: float | None = None  # time.monotonic() of the last VM list
+        self.vm_signature: frozenset | None = None  # (VM uuid, has no VM view) of its disks then
         self.newest_end: int | None = None
         self.clock: tuple[float, float] | None = None  # (Prism's Date, time.monotonic()) of the last answer
         self.new_samples = 0
@@ -209,8 +210,12 @@ class Target:
         ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
         records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
         now_mono = time.monotonic()
+        # The VM list is read when due, and at once when the disks say a VM changed: one
+        # appeared or went (deleted), or its VM view came or went (powered on or off).
+        signature = frozenset((r.vm_id, r.hypervisor.empty) for r in records)
+        changed = self.vm_signature is not None and signature != self.vm_signature
         inventory_due = self.vm_info and (
-            self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
+            changed or self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
         )
         vms, hosts = None, None
         if inventory_due:
@@ -232,6 +237,9 @@ class Target:
                 self.clock = (dates[-1], time.monotonic())
             if vms is not None and hosts is not None:
                 self.vms, self.hosts, self.inventory_at = vms, hosts, now_mono
+                self.vm_signature = signature
+            elif not self.vm_info:
+                self.vm_signature = signature
             self._apply(records, end)
         return ReadResult(True, requests=requests)
 
