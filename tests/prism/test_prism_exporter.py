@@ -162,3 +162,16 @@ def test_collector_switches(prism_sim, exporter):
     assert not any(n.startswith("prism_virtual_disk_controller_") for n in names)
     assert "prism_vm_info" not in names
     assert not any("/vms" in p for p in sim.requests), "no VM-list call when vm_info is off"
+
+
+def test_a_cluster_larger_than_a_page(prism_sim, exporter):
+    sim = prism_sim(vdisk_count=45, clock=lambda: FROZEN)
+    exp = exporter(config_yaml([sim.address], page_size=20))
+    m = exp.probe(sim.address)
+    assert len(series(m, "prism_virtual_disk_samples_total")) == 45
+    assert set(series(m, "prism_virtual_disk_samples_total")) == {1}
+    assert len(series(m, "prism_vm_info")) == 45
+    assert value(m, "prism_v2_requests") == 3 + 3 + 1  # virtual_disks, vms (3 pages each), hosts
+    m = exp.probe(sim.address)
+    assert value(m, "prism_v2_requests") == 3, "the VM list is cached"
+    assert set(series(m, "prism_virtual_disk_samples_total")) == {1}
