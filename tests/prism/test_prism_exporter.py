@@ -175,3 +175,32 @@ def test_a_cluster_larger_than_a_page(prism_sim, exporter):
     m = exp.probe(sim.address)
     assert value(m, "prism_v2_requests") == 3, "the VM list is cached"
     assert set(series(m, "prism_virtual_disk_samples_total")) == {1}
+
+
+def test_v4_storage_view_loses_no_sample_even_without_the_keeper(prism_sim, exporter):
+    """controller_api: v4 reads each disk's storage-view time series since its last sample: with
+    2-minute scrapes and no sample keeper, every controller sample is there once; the VM view
+    (v2 only, latest sample) then has one sample per scrape, as documented."""
+    clock = AcceleratedClock(FROZEN, SCALE)
+    sim = prism_sim("bursty-1m", clock=clock)
+    exp = exporter(config_yaml([sim.address], controller_api="v4", v2_sample_keeper="false"), time_scale=SCALE)
+    d = sim.scenario.disks[0]
+    labels = {"vm": d.vm, "vm_id": sim.model.vm_uuids[d.vm]}
+    m = exp.probe(sim.address)
+    first = int(value(m, "prism_virtual_disk_sample_timestamp_seconds", **labels))
+    assert value(m, "prism_virtual_disk_controller_write_ops_total", **labels) == truth(
+        sim, d, first, first, "controller_num_write_io"
+    )
+    t = clock()
+    for _ in range(3):
+        t += 120
+        clock.sleep_until(t)
+        m = exp.probe(sim.address)
+        assert value(m, "prism_up") == 1
+    last_v4 = sim.model.sample_end(clock()) // 30 * 30
+    ctrl = value(m, "prism_virtual_disk_controller_write_ops_total", **labels)
+    # every sample from the first to at least the one before the last probe, exactly once
+    candidates = [truth(sim, d, first, e, "controller_num_write_io") for e in range(last_v4 - 60, last_v4 + 1, 30)]
+    assert ctrl in candidates, (ctrl, candidates)
+    assert value(m, "prism_virtual_disk_samples_total", **labels) <= 4, "the VM view: one sample per scrape"
+    assert any("/api/vmm/v4" in p for p in sim.requests)

@@ -124,3 +124,19 @@ def test_same_named_vms_are_two_series():
     m = parse_metrics(render_probe("t", snap, 0.1).decode())
     assert len(series(m, "prism_virtual_disk_samples_total", vm="oltp-01", disk="scsi.1")) == 2
     assert value(m, "prism_virtual_disk_samples_total", vm_id="11111111-2222-4333-8444-555555555555") == 1
+
+
+def test_recorded_v4_disk_series():
+    doc = load("v4-disk-stats-noisy-neighbour.json")
+    series = parse.v4_disk_series(doc)
+    ends = [e for e, _ in series]
+    assert len(ends) == 4 and ends[-1] == 1_700_030_010
+    assert ends == sorted(ends) and all(b - a == 30 for a, b in zip(ends, ends[1:]))
+    for (end, a), t in zip(series, doc["data"]["stats"]):
+        assert a.write_ops == t["controllerNumWriteIo"]
+        assert a.read_bytes == t["controllerTotalReadIoSizeKb"] * 1024
+        assert a.span == 30.0
+    broken = {"data": {"stats": [{"timestamp": "yesterday"}, {"controllerNumIo": 3}, "x"]}}
+    assert parse.v4_disk_series(broken) == []
+    with pytest.raises(parse.ParseError):
+        parse.v4_disk_series({"data": {}})

@@ -21,7 +21,7 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from . import parse
@@ -31,6 +31,7 @@ from .config import SAMPLE_SECONDS, TargetConfig
 log = logging.getLogger(__name__)
 
 V2 = "/PrismGateway/services/rest/v2.0"
+V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
 #: Most pages one read may fetch (page_size x this disks).
@@ -64,6 +65,7 @@ class DiskState:
     last_end: int | None = None  # end of the newest sample integrated (Prism's clock)
     latest: parse.LatestSample | None = None
     latest_end: int | None = None  # end of the sample `latest` came from
+    controller_end: int | None = None  # controller_api v4: end of the newest v4 sample integrated
 
 
 @dataclass
@@ -241,7 +243,43 @@ class Target:
             elif not self.vm_info:
                 self.vm_signature = signature
             self._apply(records, end)
+            v4_work = list(self.disks.values()) if self.cfg.controller_api == "v4" else []
+            prism_now = self.prism_now()
+        if v4_work:
+            requests += self._read_v4(v4_work, end, prism_now)
         return ReadResult(True, requests=requests)
+
+    def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
+        """controller_api v4: each disk's storage-view samples since the last one integrated, from
+        the v4 time series (dated by their own timestamps: none lost while Prism keeps them).
+        A disk's first request starts one sample before the current one."""
+        if prism_now is None:
+            return 0
+        stop = parse.iso_time(prism_now)
+        # A disk seen for the first time starts with the current sample (no history before it).
+        current = end if end is not None else int(prism_now // SAMPLE_SECONDS) * SAMPLE_SECONDS - SAMPLE_SECONDS
+        floor = current - SAMPLE_SECONDS
+
+        def fetch(st: DiskState) -> tuple[DiskState, list[tuple[int, parse.Amounts]]]:
+            since = st.controller_end if st.controller_end is not None else floor
+            path = f"{V4_STATS}/{st.disk.vm_id}/disks/{st.disk.uuid}"
+            params = {
+                "$startTime": parse.iso_time(since),
+                "$endTime": stop,
+                "$samplingInterval": SAMPLE_SECONDS,
+                "$statType": "AVG",
+            }
+            return st, parse.v4_disk_series(self.client.get(path, params).doc)
+
+        with ThreadPoolExecutor(self.cfg.v4_concurrency, thread_name_prefix=f"v4 {self.name}") as pool:
+            results = list(pool.map(fetch, disks))
+        with self._lock:
+            for st, series in results:
+                for sample_end, amounts in series:
+                    if sample_end > (st.controller_end if st.controller_end is not None else floor):
+                        st.controller.add(amounts)
+                        st.controller_end = sample_end
+        return len(disks)
 
     def _apply(self, records: list[parse.VirtualDisk], end: int | None) -> None:
         """Under self._lock: the disks of this answer replace the known ones (a deleted disk's
@@ -258,7 +296,8 @@ class Target:
             if end is None or (st.last_end is not None and end <= st.last_end):
                 continue
             st.last_end = end
-            st.controller.add(r.controller)
+            if self.cfg.controller_api == "v2":
+                st.controller.add(r.controller)
             if not r.hypervisor.empty:
                 st.hypervisor.add(r.hypervisor)
                 st.samples += 1
