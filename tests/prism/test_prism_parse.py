@@ -132,7 +132,7 @@ def test_recorded_v4_disk_series():
     ends = [e for e, _ in series]
     assert len(ends) == 4 and ends[-1] == 1_700_030_010
     assert ends == sorted(ends) and all(b - a == 30 for a, b in zip(ends, ends[1:]))
-    for (end, a), t in zip(series, doc["data"]["stats"]):
+    for (_end, a), t in zip(series, doc["data"]["stats"]):
         assert a.write_ops == t["controllerNumWriteIo"]
         assert a.read_bytes == t["controllerTotalReadIoSizeKb"] * 1024
         assert a.span == 30.0
