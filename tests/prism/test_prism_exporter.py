@@ -204,3 +204,21 @@ def test_v4_storage_view_loses_no_sample_even_without_the_keeper(prism_sim, expo
     assert ctrl in candidates, (ctrl, candidates)
     assert value(m, "prism_virtual_disk_samples_total", **labels) <= 4, "the VM view: one sample per scrape"
     assert any("/api/vmm/v4" in p for p in sim.requests)
+
+
+def test_a_prism_that_publishes_late_is_detected(prism_sim, exporter, caplog):
+    """Prism publishes 15 s after a boundary, the exporter assumes 10 s: an answer dated 12 s
+    after the boundary still holds the previous sample and is integrated as the new one; the
+    next answer in the same sample shows other values: counted and logged with the fix."""
+    boundary = int(FROZEN) // 30 * 30
+    now = [boundary + 12.0]
+    sim = prism_sim("bursty-1m", clock=lambda: now[0], publish_delay=15)
+    exp = exporter(config_yaml([sim.address], v2_sample_keeper="false"))
+    m = exp.probe(sim.address)
+    assert value(m, "prism_v2_late_samples_total") == 0
+    now[0] = boundary + 20.0
+    m = exp.probe(sim.address)
+    assert value(m, "prism_v2_late_samples_total") == 1
+    assert "raise v2_sample_delay" in caplog.text
+    m = exp.probe(sim.address)
+    assert value(m, "prism_v2_late_samples_total") == 1, "counted once per sample"

@@ -163,6 +163,7 @@ class VirtualDisk:
     hypervisor: Amounts
     controller: Amounts
     latest: LatestSample | None
+    stats_hash: int = 0  # of the raw stats: two answers dated the same sample must agree
 
 
 def _text(e: dict[str, Any], key: str) -> str:
@@ -192,6 +193,7 @@ def virtual_disk(e: dict[str, Any]) -> VirtualDisk | None:
         hypervisor=amounts(stats, "hypervisor"),
         controller=amounts(stats, "controller"),
         latest=latest_sample(stats),
+        stats_hash=hash(tuple(stats.items())) if all(isinstance(v, str) or v is None for v in stats.values()) else 0,
     )
 
 

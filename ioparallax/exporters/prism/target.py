@@ -66,6 +66,7 @@ class DiskState:
     latest: parse.LatestSample | None = None
     latest_end: int | None = None  # end of the sample `latest` came from
     controller_end: int | None = None  # controller_api v4: end of the newest v4 sample integrated
+    last_hash: int = 0  # stats_hash of the answer integrated as last_end
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Snapshot:
     requests: int = 0  # HTTP requests of the read this probe waited for
     new_samples: int = 0  # disk samples integrated since the previous probe
     missed: int = 0
+    late: int = 0
     errors: dict[str, int] = field(default_factory=dict)
 
 
@@ -114,6 +116,8 @@ class Target:
         self.clock: tuple[float, float] | None = None  # (Prism's Date, time.monotonic()) of the last answer
         self.new_samples = 0
         self.missed = 0
+        self.late = 0  # samples that changed after they were integrated (v2_sample_delay too short)
+        self.late_end: int | None = None
         self.errors: dict[str, int] = {}
         self.no_date_logged = False
         self._closed = threading.Event()
@@ -153,6 +157,7 @@ class Target:
                 requests=result.requests,
                 new_samples=self.new_samples,
                 missed=self.missed,
+                late=self.late,
                 errors=dict(self.errors),
             )
             self.new_samples = 0
@@ -286,6 +291,7 @@ class Target:
         counters go with it), and sample ``end`` is integrated where it is new."""
         old = self.disks
         new: dict[str, DiskState] = {}
+        changed = 0  # disks whose sample `end` reads differently from when it was integrated
         for r in records:
             key = f"{r.vm_id}/{r.uuid}"
             st = old.get(key)
@@ -293,9 +299,11 @@ class Target:
                 st = DiskState(r)
             st.disk = r
             new[key] = st
+            if end is not None and end == st.last_end and r.stats_hash != st.last_hash:
+                changed += 1
             if end is None or (st.last_end is not None and end <= st.last_end):
                 continue
-            st.last_end = end
+            st.last_end, st.last_hash = end, r.stats_hash
             if self.cfg.controller_api == "v2":
                 st.controller.add(r.controller)
             if not r.hypervisor.empty:
@@ -304,6 +312,19 @@ class Target:
                 self.new_samples += 1
             st.latest, st.latest_end = r.latest, end
         self.disks = new
+        if changed and end != self.late_end:
+            # An earlier answer dated this sample held another one: Prism published it later
+            # than v2_sample_delay after the boundary (that earlier answer was its previous sample).
+            self.late_end = end
+            self.late += 1
+            log.warning(
+                "target=%s: the sample ending at %d changed after it was integrated (%d disks): Prism publishes "
+                "later than v2_sample_delay=%gs after a 30 s boundary; raise v2_sample_delay",
+                self.name,
+                end,
+                changed,
+                self.cfg.v2_sample_delay,
+            )
         if end is not None and (self.newest_end is None or end > self.newest_end):
             if self.newest_end is not None and end - self.newest_end > SAMPLE_SECONDS:
                 gap = int((end - self.newest_end) // SAMPLE_SECONDS) - 1
