@@ -222,3 +222,19 @@ def test_a_prism_that_publishes_late_is_detected(prism_sim, exporter, caplog):
     assert "raise v2_sample_delay" in caplog.text
     m = exp.probe(sim.address)
     assert value(m, "prism_v2_late_samples_total") == 1, "counted once per sample"
+
+
+def test_prism_process_restart(prism_sim, exporter):
+    """The server goes away (kept-alive connection reset) and comes back on the same port with no
+    sessions: the probe while it is down fails with the cause, the next one logs in again."""
+    sim = prism_sim(clock=lambda: FROZEN)
+    exp = exporter(config_yaml([sim.address]))
+    assert value(exp.probe(sim.address), "prism_up") == 1
+    sim.stop()
+    m = exp.probe(sim.address, timeout=3)
+    assert value(m, "prism_up") == 0 and value(m, "prism_probe_errors_total", kind="connect") == 1
+    sim.restart()
+    sim.start()
+    m = exp.probe(sim.address)
+    assert value(m, "prism_up") == 1
+    assert value(m, "prism_session_logins_total") == 2
