@@ -78,15 +78,7 @@ class PrismClient:
         """GET ``path``; JSON answer and Prism's Date. With a session cookie, the password is not
         sent; a 401 then means the session is gone: one retry with basic auth."""
         timeout = self.cfg.timeout if timeout is None else max(0.1, min(timeout, self.cfg.timeout))
-        has_session = bool(self.session.cookies)
-        r = self._request(path, params, timeout, auth=None if has_session else self._auth())
-        if not has_session and self._auth():
-            self.logins += 1
-        if r.status_code == 401 and has_session and self._auth():
-            log.info("prism %s: the session was refused (Prism restarted or it expired); logging in again", self.base)
-            self.session.cookies.clear()
-            r = self._request(path, params, timeout, auth=self._auth())
-            self.logins += 1
+        r = self._authenticated(path, params, timeout)
         if r.status_code in (401, 403):
             raise TargetError(
                 f"HTTP {r.status_code} from {path}: the credentials were refused"
@@ -105,6 +97,36 @@ class PrismClient:
                 "protocol",
             ) from None
         return Answer(doc, _date(r.headers.get("Date")), len(body))
+
+    def _jar(self) -> tuple:
+        return tuple(sorted(self.session.cookies.items()))
+
+    def _authenticated(self, path: str, params: dict[str, Any] | None, timeout: float) -> requests.Response:
+        """One login at a time: the first request (no session yet) and the one that finds the
+        session gone send the password; requests running beside them wait and use the session
+        it opens (so concurrent page requests open one session, not one each)."""
+        auth = self._auth()
+        if auth is None:
+            return self._request(path, params, timeout, None)
+        jar = self._jar()
+        if not jar:
+            with self._lock:
+                if not self._jar():
+                    self.logins += 1
+                    return self._request(path, params, timeout, auth)
+                jar = self._jar()
+        r = self._request(path, params, timeout, None)
+        if r.status_code != 401:
+            return r
+        with self._lock:
+            if self._jar() == jar:  # nobody logged in again meanwhile: this request does
+                log.info(
+                    "prism %s: the session was refused (Prism restarted or it expired); logging in again", self.base
+                )
+                self.session.cookies.clear()
+                self.logins += 1
+                return self._request(path, params, timeout, auth)
+        return self._request(path, params, timeout, None)  # with the session another request opened
 
     def _request(
         self, path: str, params: dict[str, Any] | None, timeout: float, auth: tuple[str, str] | None
