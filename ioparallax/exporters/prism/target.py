@@ -390,7 +390,7 @@ class Target:
                     log.debug(
                         "sample keeper of target=%s: read failed kind=%s cause=%s", self.name, result.kind, result.cause
                     )
-                wait = 2.0 if not result.ok else 1.0  # never a tight loop, whatever the dates say
+                wait = 5.0 if not result.ok else 1.0  # never a tight loop, whatever the dates say
             local = min(KEEPER_MAX_SLEEP, max(KEEPER_MIN_SLEEP, wait / self.time_scale))
             self._closed.wait(local)
 
