@@ -11,7 +11,7 @@ from ioparallax.simulators.prism.model import SAMPLE_SECONDS
 
 from .conftest import FROZEN, AcceleratedClock, config_yaml, series, value
 
-SCALE = 15.0  # simulated seconds per real second: a 30 s sample lasts 2 s
+SCALE = 10.0  # simulated seconds per real second: a 30 s sample lasts 3 s (slack for a loaded machine)
 
 
 def truth(sim, disk, first: int, last: int, key: str) -> float:
@@ -31,7 +31,7 @@ def test_every_sample_integrated_once(prism_sim, exporter, scrape_every):
         got = series(first, "prism_virtual_disk_sample_timestamp_seconds", vm=d.vm)
         start_end[d.vdisk_uuid] = int(got[0]) if got else None
     t = clock()
-    stop = t + 6 * SAMPLE_SECONDS
+    stop = t + 5 * SAMPLE_SECONDS
     while t < stop:
         t += scrape_every
         clock.sleep_until(t)
@@ -47,7 +47,7 @@ def test_every_sample_integrated_once(prism_sim, exporter, scrape_every):
         if first_end is None:  # the first probe came before the safe part of its sample
             first_end = last - SAMPLE_SECONDS * (int(value(m, "prism_virtual_disk_samples_total", **labels)) - 1)
         n = (last - first_end) // SAMPLE_SECONDS + 1
-        assert n >= 6
+        assert n >= 5
         assert value(m, "prism_virtual_disk_samples_total", **labels) == n, "each sample exactly once"
         ops = truth(sim, d, first_end, last, "hypervisor_num_write_io")
         assert value(m, "prism_virtual_disk_write_ops_total", **labels) == ops

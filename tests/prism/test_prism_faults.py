@@ -5,12 +5,11 @@ next probe after the fault is cleared is up again."""
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 import pytest
 
-from tests.support import self_signed_cert
+from tests.support import free_port, self_signed_cert
 
 from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
 
@@ -61,11 +60,7 @@ def test_faulty_prism(prism_sim, exporter, caplog, mode, kw, kind, cause):
 
 
 def test_prism_down(exporter, caplog):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there
-    target = f"127.0.0.1:{port}"
+    target = f"127.0.0.1:{free_port()}"  # nothing listens there
     exp = exporter(config_yaml([target]))
     _failed(exp, target, caplog, "connect", "connection refused")
 
