@@ -123,6 +123,8 @@ def test_no_stale_series_after_power_off_or_delete(prism_sim, exporter):
     assert series(m, "prism_virtual_disk_sample_read_ops_per_second", vm=off)
     ops = value(m, "prism_virtual_disk_read_ops_total", vm=off)
     sim.power_off(off)
+    m = exp.probe(sim.address)
+    assert value(m, "prism_v2_late_samples_total") == 0, "a published sample keeps its values"
     sim.delete_vm(gone)
     now[0] += 30
     m = exp.probe(sim.address)

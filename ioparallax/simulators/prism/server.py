@@ -233,10 +233,14 @@ class PrismSimulator:
         return name
 
     def power_off(self, vm: str) -> None:
+        """From the next sample on, the VM has no VM view and no I/O (the sample Prism serves now
+        keeps its values)."""
         self.model.powered_off.add(self._vm(vm))
+        self.model.powered_off_at[vm] = self.now()
 
     def power_on(self, vm: str) -> None:
         self.model.powered_off.discard(self._vm(vm))
+        self.model.powered_off_at.pop(vm, None)
 
     def delete_vm(self, vm: str) -> None:
         self.model.deleted.add(self._vm(vm))
