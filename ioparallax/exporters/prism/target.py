@@ -273,8 +273,8 @@ class Target:
 
     def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
         """controller_api v4: each disk's storage-view samples since the last one integrated, from
-        the v4 time series (dated by their own timestamps: none lost while Prism keeps them).
-        A disk's first request starts one sample before the current one."""
+        the v4 time series (dated by their own timestamps: none lost while Prism keeps them);
+        returns the requests made."""
         if prism_now is None:
             return 0
         stop = parse.iso_time(prism_now)
