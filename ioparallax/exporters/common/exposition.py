@@ -27,12 +27,33 @@ and are not checked here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.utils import floatToGoString
 
 _LABEL_VALUE_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def printable(value: str) -> str:
+    """``value`` as text UTF-8 can carry. A file name that is not valid UTF-8 comes from the OS
+    with each undecodable byte as a lone surrogate (Python's surrogateescape); JSON's ``\\ud800``
+    gives one too. UTF-8 cannot encode them, so one of them in a label value failed the whole
+    exposition (an HTTP 500 hiding every other series). Each byte is written ``\\xff`` (the way
+    the logs and ``ls -b`` show it), any other lone surrogate ``\\ud800``; other text is returned
+    as it is (the common case costs one ``isascii``)."""
+    if value.isascii():
+        return value
+    return _SURROGATE.sub(_escape_surrogate, value)
 
 
 def escape_label_value(value: object) -> str:
@@ -166,4 +187,7 @@ class Exposition:
         # Let the ~100,000 line strings go before encoding: the peak is then the lines and the
         # text, or the text and the bytes, not all three (~6 MB less for a 1,000-vdisk probe).
         self._parts = [text]
-        return text.encode("utf-8")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a source's JSON: see printable()
+            return printable(text).encode("utf-8")
