@@ -21,8 +21,9 @@ A bucket's ``le`` is a label value, not a number, to Prometheus 2.x: ``le="10485
 that client_golang writes (which differs only for whole numbers below 1e6: ``4096``).
 
 Escaping, as the format defines it: label values escape backslash, double quote and line feed;
-HELP text escapes backslash and line feed. Metric and label names are the callers' constants
-and are not checked here.
+HELP text escapes backslash and line feed. Before that, a label value's lone surrogates (text
+UTF-8 cannot carry: see :func:`printable`) are written as ``\\xff`` or ``\\ud800``. Metric and
+label names are the callers' constants and are not checked here.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def printable(value: str) -> str:
 
 
 def escape_label_value(value: object) -> str:
-    return str(value).translate(_LABEL_VALUE_ESCAPES)
+    return printable(str(value)).translate(_LABEL_VALUE_ESCAPES)
 
 
 def escape_help(text: str) -> str:
@@ -66,7 +67,7 @@ def escape_help(text: str) -> str:
 
 def label_block(names: Iterable[str], values: Iterable[object]) -> str:
     """``vm="a",disk="scsi0:1"`` (no braces): escape once, reuse for every family of a row."""
-    return ",".join(f'{n}="{str(v).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
+    return ",".join(f'{n}="{printable(str(v)).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
 
 
 def format_value(value: float) -> str:
@@ -187,7 +188,4 @@ class Exposition:
         # Let the ~100,000 line strings go before encoding: the peak is then the lines and the
         # text, or the text and the bytes, not all three (~6 MB less for a 1,000-vdisk probe).
         self._parts = [text]
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a source's JSON: see printable()
-            return printable(text).encode("utf-8")
+        return text.encode("utf-8")
