@@ -29,7 +29,7 @@ from ioparallax.exporters.common.webconfig import load_web_config
 from tests.support import ManagedProcess, free_port, venv_tool
 
 LIMITS = ServerLimits(read_header_timeout=1.0, idle_timeout=1.0, max_connections=4, tls_handshake_timeout=1.0)
-SLACK = 1.5  # seconds of scheduling slack on a shared 2-core machine
+SLACK = 3.0  # seconds of scheduling slack on a shared, loaded 2-core machine (before: held for ever)
 REQUEST = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
@@ -107,14 +107,14 @@ def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_header_deadline(server, c
         t0 = time.monotonic()
         sent = 0
         try:
-            for byte in REQUEST:  # 40 bytes at 10 per second: 4 s, four times the deadline
+            for byte in REQUEST:  # 40 bytes at 4 per second: 10 s, ten times the deadline
                 sock.sendall(bytes([byte]))
                 sent += 1
-                time.sleep(0.1)
+                time.sleep(0.25)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass
         took = time.monotonic() - t0 + _closed_within(sock, SLACK + 1)
-        assert sent < len(REQUEST) or took < LIMITS.read_header_timeout + SLACK
+        assert sent < len(REQUEST), "the whole request was taken"
         assert took < LIMITS.read_header_timeout + SLACK + 0.5, took
 
 
@@ -123,7 +123,7 @@ def test_keep_alive_serves_then_closes_when_idle(server, cert):
         for _ in range(3):  # kept alive across requests less than idle_timeout apart
             sock.sendall(REQUEST)
             assert _read_response(sock).startswith(b"HTTP/1.1 200")
-            time.sleep(LIMITS.idle_timeout / 3)
+            time.sleep(LIMITS.idle_timeout / 5)
         took = _closed_within(sock, LIMITS.idle_timeout + SLACK)
         assert took >= LIMITS.idle_timeout / 2
 
@@ -145,7 +145,7 @@ def test_connections_past_the_cap_are_refused_at_once_and_the_cap_frees(server, 
                 answer += chunk
         except ConnectionResetError:
             pass
-        assert time.monotonic() - t0 < 1.0  # refused at once, not queued
+        assert time.monotonic() - t0 < 2.0  # refused at once, not queued
         if server.web.tls is None:
             assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
         else:

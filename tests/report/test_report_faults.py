@@ -261,7 +261,7 @@ def test_one_deadline_per_request_not_per_read(prom, answer):
     t0 = time.monotonic()
     with pytest.raises(PromError, match=r"api/v1/query: no (complete )?answer within 2 s"):
         PromAPI(prom.url, timeout=2).query("x")
-    assert time.monotonic() - t0 < 3.5
+    assert time.monotonic() - t0 < 2 + 3  # the deadline, and slack for a loaded machine
 
 
 def test_a_silent_tcp_server_is_held_to_the_deadline():
@@ -272,7 +272,7 @@ def test_a_silent_tcp_server_is_held_to_the_deadline():
         t0 = time.monotonic()
         with pytest.raises(PromError, match="within 1 s"):
             PromAPI(url, timeout=1).query("x")
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < 1 + 3
 
 
 def test_the_deadline_leaves_the_client_usable(prom):
