@@ -195,6 +195,14 @@ class PromAPI:
                 watch.done = True
             timer.cancel()
             _current.watch = None
+        # What json.loads builds is ~60 bytes per list, object or string: "[[],[],...]" turns
+        # 60 MiB into 1.5 GB. A Prometheus answer has at most one per ~10 bytes (a sample is a list
+        # and a string in ~20), so more than one per 8 bytes of the cap is not one: refused unparsed.
+        values = raw.count(b"[") + raw.count(b"{") + raw.count(b'"') // 2
+        if values > self.max_answer_bytes // 8:
+            raise _err(
+                where, query, f"HTTP {status}, {values} JSON values in {len(raw)} bytes: not a Prometheus answer"
+            )
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError):
@@ -215,7 +223,7 @@ class PromAPI:
             raise _err(where, query, "the answer has no 'data'")
         return body["data"]
 
-    def _exchange(self, where: str, query: str | None, params: dict[str, Any], watch: _Watch) -> tuple[int, bytes]:
+    def _exchange(self, where: str, query: str | None, params: dict[str, Any], watch: _Watch) -> tuple[int, bytearray]:
         """GET ``where``: the status and the body, read within the deadline and the size cap."""
         cap = self.max_answer_bytes
         try:
@@ -285,7 +293,7 @@ class PromAPI:
         return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _read_body(r: requests.Response, cap: int, where: str, query: str | None) -> bytes:
+def _read_body(r: requests.Response, cap: int, where: str, query: str | None) -> bytearray:
     """The body, decompressed here (gzip or deflate) so that the cap holds for what is kept:
     a small compressed answer can inflate a thousandfold."""
     encoding = r.headers.get("Content-Encoding", "identity").strip().lower()
@@ -311,7 +319,7 @@ def _read_body(r: requests.Response, cap: int, where: str, query: str | None) ->
                 raise _err(where, query, f"the {encoding} answer cannot be decompressed ({e})") from None
         if len(body) > cap:
             raise over
-    return bytes(body)
+    return body
 
 
 # ---- the shape of answers -----------------------------------------------------------------

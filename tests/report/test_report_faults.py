@@ -222,6 +222,34 @@ def test_a_gzip_bomb_is_capped_on_what_it_inflates_to(prom):
     assert PromAPI(prom.url, timeout=5).query("x") == []
 
 
+def _raw(body: bytes) -> Answer:
+    def send(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    return send
+
+
+def test_an_answer_dense_in_json_values_is_refused_unparsed(prom):
+    """'[[],[],...]' under the cap would still cost ~25 bytes of memory per byte once parsed."""
+    head, tail = b'{"status":"success","data":{"resultType":"vector","result":[', b"]}}"
+    prom.answers["/api/v1/query"] = _raw(head + b"[]," * (3 * 2**20 // 3) + b"[]" + tail)
+    with pytest.raises(PromError, match=r"JSON values in \d+ bytes: not a Prometheus answer"):
+        PromAPI(prom.url, timeout=20, max_answer_bytes=4 * 2**20).query("x")
+    # a real answer of the same size is read: 100 series of ~1,500 samples
+    series = [
+        {"metric": {"vm": f"vm{i}", "disk": "scsi0:0"}, "values": [[1.7e9 + t, "12345.6"] for t in range(1500)]}
+        for i in range(100)
+    ]
+    body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
+    assert 2 * 2**20 < len(body) < 4 * 2**20
+    prom.answers["/api/v1/query_range"] = _raw(body)
+    assert len(PromAPI(prom.url, timeout=20, max_answer_bytes=4 * 2**20).query_range("x", 0, 1, 1)) == 100
+
+
 # ---- time: one deadline over the whole exchange
 
 
