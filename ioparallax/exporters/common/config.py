@@ -180,6 +180,11 @@ def prometheus_duration_seconds(text: str) -> float | None:
     m = _PROMETHEUS_DURATION.fullmatch(text)
     if not text or m is None:
         return None
+    # Prometheus holds a duration in Go's time.Duration, int64 nanoseconds: past ~292 years
+    # (106751d23h47m16s854ms) it refuses the text as out of range, and so does this.
+    nanoseconds = sum(int(n) * round(mult * 1e9) for n, (_, mult) in zip(m.groups(), _PROMETHEUS_UNITS) if n)
+    if nanoseconds > 2**63 - 1:
+        return None
     return float(sum(int(n) * mult for n, (_, mult) in zip(m.groups(), _PROMETHEUS_UNITS) if n))
 
 
