@@ -148,6 +148,14 @@ class _DeadlineAdapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        """Through an HTTP(S) proxy (HTTP_PROXY and the like) too; a SOCKS proxy keeps its own
+        connections, and there the deadline is requests' per-read timeout."""
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if type(manager) is urllib3.ProxyManager:
+            manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        return manager
+
 
 def _session() -> requests.Session:
     session = requests.Session()

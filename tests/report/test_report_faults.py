@@ -292,6 +292,20 @@ def test_one_deadline_per_request_not_per_read(prom, answer):
     assert time.monotonic() - t0 < 2 + 3  # the deadline, and slack for a loaded machine
 
 
+def test_the_deadline_holds_through_an_http_proxy(prom, monkeypatch):
+    """HTTP_PROXY routes the request through a proxy (here the scripted server, which answers a
+    proxied GET itself, a byte at a time): the deadline still covers the whole exchange."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", prom.url)
+    monkeypatch.setenv("http_proxy", prom.url)
+    prom.answers["/api/v1/query"] = _drip(True)
+    t0 = time.monotonic()
+    with pytest.raises(PromError, match=r"http://prometheus.invalid:9090/api/v1/query: no complete answer within 2 s"):
+        PromAPI("http://prometheus.invalid:9090", timeout=2).query("x")
+    assert time.monotonic() - t0 < 2 + 3
+
+
 def test_a_silent_tcp_server_is_held_to_the_deadline():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
