@@ -261,9 +261,20 @@ def test_the_flags_reach_a_real_exporter(tmp_path):
         ("--web.idle-timeout=-1s", "--web.idle-timeout: expected a duration above 0"),
     ],
 )
-def test_bad_limit_flags_are_one_clear_line(flag, message):
+@pytest.mark.parametrize(
+    "exporter, extra",
+    [
+        ("fio-exporter", ["--no-collector.guest-disk"]),
+        ("stargate-exporter", []),
+        ("vcenter-exporter", ["--vcenter.target=127.0.0.1:1"]),
+        ("diskspd-exporter", []),
+    ],
+)
+def test_bad_limit_flags_are_one_clear_line(exporter, extra, flag, message):
+    """Every exporter has the flags and hands them to the server (a value the server would
+    refuse, refused: the proof that it got there)."""
     res = subprocess.run(
-        [venv_tool("fio-exporter"), f"--web.listen-address=127.0.0.1:{free_port()}", "--no-collector.guest-disk", flag],
+        [venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", *extra, flag],
         capture_output=True,
         text=True,
         timeout=30,

@@ -16,17 +16,14 @@ unreadable file, garbage, a value fio cannot write, a bug it triggers) affects t
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
-from ioparallax.exporters.common.watchdir import list_files
+from ioparallax.exporters.common.watchdir import list_files, open_regular
 from ioparallax.exporters.fio.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -104,7 +101,7 @@ class FileTailer:
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
             return  # unchanged since the last read: nothing to do
-        with _open_regular(self.path) as fh:
+        with open_regular(self.path) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
             reset = None
@@ -147,37 +144,6 @@ class FileTailer:
                 self._seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if reset:
                 yield TailResult(documents=[], new_bytes=0, reset=reset)
-
-
-def _open_regular(path: str) -> BinaryIO:
-    """Open a regular file for reading; nothing else, and never wait. A FIFO named with
-    --fio.watch blocked open() (and so every scrape) until a writer came; a device (/dev/zero)
-    would be read without end. So the file is opened non-blocking and its type checked on the
-    open descriptor (no window between a check and the open); anything but a regular file is an
-    OSError, which makes the source down with reason ``unreadable`` and one log line."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({_file_type(mode)}); only fio output files are read")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _file_type(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return name
-    return f"file type {stat.S_IFMT(mode):o}"
 
 
 @dataclass
