@@ -86,8 +86,9 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 #: the next interval. One Prometheus holds one connection per target scraped at the same time.
 DEFAULT_MAX_CONNECTIONS = 256
 
-#: Seconds a send may make no progress before the connection is dropped (a client that stopped
-#: reading its answer); per send, so a large answer to a slow but reading client is not cut.
+#: Seconds to write one answer (Python's socket timeout bounds a whole sendall()) before the
+#: connection is dropped: a client that stopped reading. A 7 MB probe answer, uncompressed, needs
+#: ~120 KB/s for it; Prometheus asks for gzip, which shrinks it many times.
 SEND_STALL_TIMEOUT = 60.0
 
 #: gzip level of compressed answers: the fastest. A 1,000-vdisk probe is ~7 MB of very repetitive
