@@ -268,6 +268,7 @@ def test_the_flags_reach_a_real_exporter(tmp_path):
         ("stargate-exporter", []),
         ("vcenter-exporter", ["--vcenter.target=127.0.0.1:1"]),
         ("diskspd-exporter", []),
+        ("prism-exporter", ["--prism.target=127.0.0.1:1"]),
     ],
 )
 def test_bad_limit_flags_are_one_clear_line(exporter, extra, flag, message):

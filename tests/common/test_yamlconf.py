@@ -3,7 +3,7 @@ refuses what could make a small file cost gigabytes or hide a mistake (aliases, 
 deep nesting, huge or non-UTF-8 files) with one error naming the file, the line and the key,
 and no error ever prints a whole value.
 
-Each hostile file is tried on every reader: the four exporters' --config.file and
+Each hostile file is tried on every reader: the five exporters' --config.file and
 --web.config.file (real processes: exit 2, one error line, no traceback, within seconds), the
 scenario library's loader and the mixin config.
 """
@@ -101,6 +101,7 @@ _EXPORTERS = {
     "stargate-exporter": [],
     "vcenter-exporter": ["--vcenter.target=127.0.0.1:1"],
     "diskspd-exporter": [],
+    "prism-exporter": ["--prism.target=127.0.0.1:1"],
 }
 
 
