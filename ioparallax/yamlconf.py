@@ -8,8 +8,9 @@ with a :class:`ConfigError` naming the file, the line and, where there is one, t
   "billion laughs"); write the value out instead;
 - a key given twice in one mapping: PyYAML keeps the last silently, so a second
   ``basic_auth_users:`` would replace the first;
-- a file above :data:`MAX_YAML_BYTES`, nesting deeper than :data:`MAX_YAML_DEPTH`, and text that
-  is not UTF-8.
+- a file above :data:`MAX_YAML_BYTES`, nesting deeper than :data:`MAX_YAML_DEPTH`, text that is
+  not UTF-8, an integer above :data:`MAX_INT_BITS` bits, and a value PyYAML cannot convert
+  (``!!int x``, a timestamp in month 13), which raised a bare ValueError.
 
 Errors never print a whole value: :func:`cut` shortens what they quote, and a ConfigError's message
 is cut at :data:`MAX_MESSAGE_CHARS`.
@@ -30,6 +31,9 @@ MAX_YAML_BYTES = 4 * 1024 * 1024
 #: Deepest nesting of mappings and lists (the project's files nest 5 levels at most); deeper
 #: would exhaust PyYAML's recursion long before it means anything.
 MAX_YAML_DEPTH = 50
+
+#: Largest integer read, in bits (sizes in bytes and counts fit in 64).
+MAX_INT_BITS = 128
 
 #: A ConfigError's message is cut at this many characters (it is one log line).
 MAX_MESSAGE_CHARS = 400
@@ -110,6 +114,19 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A scalar PyYAML's constructors cannot convert raises ValueError, not a YAMLError: an
+        # integer of 5,000 digits (Python's 4,300-digit limit), !!timestamp 2026-13-45, !!int x.
+        try:
+            value = super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise _Refused(node.start_mark, f"cannot read this value: {cut_text(str(exc), 120)}") from None
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+            # 0x followed by 5,000 digits parses, and then cannot even be printed (str() refuses
+            # over 4,300 digits): no setting of the project is a number that large.
+            raise _Refused(node.start_mark, f"an integer of {value.bit_length()} bits is beyond any setting")
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first: dict[Any, Any] = {}  # key -> its yaml Mark

@@ -43,6 +43,15 @@ HOSTILE_YAML: dict[str, tuple[bytes, str]] = {
     "too_large": (b"# " + b"x" * (MAX_YAML_BYTES + 10) + b"\n", "larger than 4 MiB"),
     "python_tag": (b"a: !!python/object/apply:os.system [true]\n", "invalid YAML (line 1, column 4)"),
     "syntax_error": (b"a: [1, 2\n", "invalid YAML"),
+    # PyYAML's constructors raised a bare ValueError for these; a 5,000-digit hex integer parsed
+    # and then could not be printed in an error message
+    "int_5000_digits": (b"port: " + b"9" * 5000 + b"\n", "line 1, column 7: cannot read this value: Exceeds the limit"),
+    "hex_5000_digits": (b"port: 0x" + b"f" * 5000 + b"\n", "line 1, column 7: an integer of 20000 bits is beyond"),
+    "timestamp_month_13": (
+        b"at: !!timestamp 2026-13-45\n",
+        "line 1, column 5: cannot read this value: month must be in 1..12",
+    ),
+    "int_tag_on_text": (b"n: !!int x\n", "cannot read this value: invalid literal for int()"),
 }
 
 
