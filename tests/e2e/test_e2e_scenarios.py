@@ -141,7 +141,7 @@ def test_guest_view_recovers_the_trace(scenario_stack):
                 for k in keys
             ):
                 continue
-            truth = trace.window(disk, end=int(T2) % trace.period, seconds=int(T2 - T1))
+            truth = trace.window(disk, end=trace.now(T2), seconds=int(T2 - T1))
             n = len(keys)
             for d in ("read", "write"):
 
@@ -259,7 +259,7 @@ def test_vm_view_recovers_the_trace(scenario_stack):
     for d in trace.disks:
         s = samples[(d.vm, d.unit)]
         end = int(s["timestamp_seconds"])
-        truth = trace.window(d, end=end % trace.period, seconds=20)
+        truth = trace.window(d, end=trace.now(end), seconds=20)
         for dr in ("read", "write"):
             # every counter has a value in every sample (0 included): a missing one fails
             for name in (f"{dr}_bytes_per_second", f"{dr}_ops_per_second"):
@@ -303,7 +303,7 @@ def test_storage_view_recovers_the_trace(scenario_stack):
                 assert name in g, (d.key, vid, name, sorted(g))
 
         def matches(end: int) -> list[str]:
-            w = trace.window(d, end=end % trace.period, seconds=3)
+            w = trace.window(d, end=trace.now(end), seconds=3)
             bad = []
             for dr in ("read", "write"):
                 if abs(g[f"{dr}_ops_per_second"] - getattr(w, f"{dr}_ops") / 3) > 1:
