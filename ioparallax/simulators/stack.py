@@ -56,8 +56,10 @@ from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenari
 
 log = logging.getLogger("ioparallax.demo")
 
-# --from-start's origin is a multiple of vCenter's realtime sample interval.
-ORIGIN_GRID_S = 20
+# --from-start: period second 0 falls this long after the stack starts, when its Prometheus is up (a
+# start takes 5 to 20 s): the first step of a scenario (scaling-ramp's first VM) is seen whole, from
+# its beginning; before it the previous period's last seconds run.
+FROM_START_LEAD_S = 20
 
 # The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
 # the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
@@ -178,8 +180,8 @@ class Stack:
     alertmanager_webhook: str | None = None  # tests: receive alerts here
     long_term: bool = False  # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
-    # --from-start: every cluster's period second 0 falls at the stack's start (``origin``, Unix time,
-    # rounded down to 20 s): each cluster's simulators read one copy of its scenario with that origin
+    # --from-start: every cluster's period second 0 falls FROM_START_LEAD_S after the stack's start
+    # (``origin``, Unix time): each cluster's simulators read one copy of its scenario with that origin
     # (docs/scenarios.md "Time").
     from_start: bool = False
     origin: int | None = field(default=None, init=False)
@@ -226,10 +228,8 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
         if self.from_start:
-            # Rounded down to vCenter's 20 s sample grid, as the epoch is: steps of a whole number of
-            # samples (scaling-ramp's 120 s) start and end on sample boundaries, as with origin 0.
-            self.origin = int(time.time()) // ORIGIN_GRID_S * ORIGIN_GRID_S
-            log.info("origin=%d: every scenario's period second 0 is the stack's start", self.origin)
+            self.origin = int(time.time()) + FROM_START_LEAD_S
+            log.info("origin=%d: every scenario's period second 0, %d s from now", self.origin, FROM_START_LEAD_S)
         self.clusters = self._cluster_parts()
         self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
@@ -999,8 +999,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-start",
         action="store_true",
-        help="start each scenario's period when the demo starts (scaling-ramp begins at one VM) instead "
-        "of where the wall clock puts it (period second = Unix time mod period)",
+        help=f"start each scenario's period with the demo ({FROM_START_LEAD_S} s after the start, when "
+        "Prometheus is up: scaling-ramp begins at one VM) instead of where the wall clock puts it "
+        "(period second = Unix time mod period)",
     )
     add_version_arg(parser)
     args = parser.parse_args(argv)

@@ -4,10 +4,10 @@ finds the plateaus and fits sigma and kappa back within 10 %, in every view; the
 headless Chromium (a screenshot is kept in .run/report-artifacts/scalability.png).
 
 The ramp adds a VM every 120 s. The pool starts the stack ahead of its tests with the scenario's
-period second 0 at the stack's start (``from_start``, docs/scenarios.md "Time"), so the ramp begins at
-one VM and the four levels the fit needs (1 to 4 VMs, part of the rise) have settled plateaus about
-7.5 minutes after the start, every time: the test waits for the fourth level and then polls until
-the report finds them.
+period second 0 20 s after the stack's start, when its Prometheus is up (``from_start``,
+docs/scenarios.md "Time"), so the ramp begins at one VM and the four levels the fit needs (1 to 4
+VMs, part of the rise) have settled plateaus about 8 minutes after the start, every time: the test
+waits for the fourth VM and then polls until the report finds them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ LEVELS = 4
 
 def _fit_when_ready(stack, step: float, timeout: float) -> tuple[scaling.Scaling, float, float]:
     """Poll until the stack's history holds settled plateaus at LEVELS levels that the guest view can
-    fit. The stack's period second 0 is its start (``stack.origin``): nothing can be ready before the
+    fit. The stack's period second 0 is ``stack.origin`` (from_start): nothing can be ready before the
     LEVELS-th VM has joined, at ``origin + (LEVELS - 1) * step``; from then a poll every 10 s."""
     assert stack.origin is not None, "the scaling-ramp stack starts its period with the stack (from_start)"
     deadline = time.time() + timeout

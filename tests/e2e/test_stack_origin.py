@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ioparallax.simulators.scenario import load_scenario
-from ioparallax.simulators.stack import ORIGIN_GRID_S, Stack, main
+from ioparallax.simulators.stack import FROM_START_LEAD_S, Stack, main
 
 
 def test_every_cluster_gets_one_scenario_file_with_the_origin(tmp_path):
@@ -34,18 +34,19 @@ def test_without_from_start_the_library_file_and_its_origin_are_used(tmp_path):
     assert not (tmp_path / "scenario.origin.yaml").exists()
 
 
-def test_the_origin_is_the_start_on_the_20s_grid(tmp_path, monkeypatch):
+def test_the_origin_is_the_start_and_the_lead(tmp_path, monkeypatch):
     stack = Stack(scenario="scaling-ramp", workdir=tmp_path, cluster_label="cluster", from_start=True)
     for name in ("_start_stargate", "_start_vcenter", "_start_guests", "_start_node_exporter"):
         monkeypatch.setattr(stack, name, lambda *a: [])
     for name in ("_start_alertmanager", "_start_prometheus"):
         monkeypatch.setattr(stack, name, lambda *a: None)
-    before = time.time()
+    before = int(time.time())
     stack.start()
-    assert stack.origin is not None and stack.origin % ORIGIN_GRID_S == 0
-    assert before - ORIGIN_GRID_S < stack.origin <= time.time()
+    assert stack.origin is not None
+    assert before + FROM_START_LEAD_S <= stack.origin <= time.time() + FROM_START_LEAD_S
     assert stack.trace.origin == stack.origin
-    assert stack.trace.period_second(time.time()) < ORIGIN_GRID_S + 5  # the ramp's first VM runs
+    assert stack.trace.period_second(stack.origin + 119) == 119  # the ramp's first VM, from the origin
+    assert stack.trace.period_second(time.time()) >= 960 - FROM_START_LEAD_S  # the previous period's end
 
 
 def test_from_start_is_a_demo_flag(capsys):
