@@ -15,7 +15,9 @@ from ioparallax.simulators.stargate.server import StargateCluster
 
 from .stargate_sim_helpers import moving_scenario
 
-ORIGIN = 1_700_000_913  # not a multiple of any library period
+# A multiple of 60 s (the Prism path's 30 s samples keep their wall-clock grid), not of a period (300,
+# 600, 960 s): a page that ignored the origin would be 120, 420 or 180 s of its period off.
+ORIGIN = 1_700_000_820
 X = 1_800_000_123
 # The main page's rows that print the start time (wall clock): "Start time" and "Incarnation id".
 WALL_ROWS = re.compile(r"<tr><td><b>(Start time|Incarnation id)</b></td><td>[^<]*</td></tr>\n")
