@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="ioparallax-guest-simulator",
         description="Write, for each VM of a scenario, the fio --output-format=json+ --status-interval=1 "
         "stream a fio in that VM would write (one record a second, computed from the scenario's "
-        "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
+        "trace at the wall-clock time since its origin modulo its period), the VM's sysfs disk facts and its "
         "/proc/diskstats (block-layer requests, split at max_sectors_kb). "
         "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "

@@ -82,7 +82,7 @@ class GuestWriter:
 
     def write(self, T: int) -> None:
         """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats."""
-        period_index = T // self.trace.period
+        period_index = self.trace.period_index(T)
         for vm in self.vms:
             stream, _ = vm_paths(self.out_dir, vm.name)
             line = json.dumps(self.fio.record(vm.name, T), separators=(",", ":")) + "\n"

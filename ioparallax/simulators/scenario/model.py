@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.yamlconf import cut
 
@@ -187,6 +189,8 @@ class Scenario:
     vms: tuple[Vm, ...]
     source: str = ""
     expect: dict[str, Any] = field(default_factory=dict)  # what the views should show (docs/tests)
+    # The epoch second at which period second 0 falls (docs/scenarios.md "Time"); 0: the Unix epoch.
+    origin: int = 0
 
     @property
     def disks(self) -> list[Disk]:
@@ -374,6 +378,9 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
     period = _seconds(root, "period", 600)
     if period < 20:
         raise root.error("period", f"must be at least 20 s (one vCenter sample), got {period}")
+    origin = root.get("origin", object, default=0)
+    if isinstance(origin, bool) or not isinstance(origin, int) or origin < 0:
+        raise root.error("origin", f"expected a Unix time in whole seconds (0 or later), got {origin!r}")
     csec = root.section("cluster", required=True)
     cvms = csec.get("cvms", list)
     if not cvms or not all(isinstance(c, str) for c in cvms):
@@ -472,6 +479,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         vms=tuple(vms),
         source=str(path or ""),
         expect=_expect(root, vms),
+        origin=origin,
     )
     root.get("description", str, default="")
     root.reject_unknown()
@@ -496,3 +504,17 @@ def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
 def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     path = scenario_path(name_or_path)
     return parse_scenario(load_yaml(path), path)
+
+
+def write_with_origin(name_or_path: str | os.PathLike[str], origin: int, out: str | os.PathLike[str]) -> Path:
+    """Write to ``out`` a copy of a scenario whose period second 0 falls at Unix time ``origin``
+    (its ``origin`` key set, replacing any); returns ``out``. Every simulator of a cluster reads the
+    same copy, so they agree on the origin (``ioparallax-demo --from-start``)."""
+    src = scenario_path(name_or_path)
+    data = load_yaml(src)
+    if not isinstance(data, dict):
+        raise ConfigError(src, None, "expected a mapping at the top of a scenario")
+    text = yaml.safe_dump({**data, "origin": int(origin)}, sort_keys=False, allow_unicode=True)
+    dest = Path(out)
+    dest.write_text(f"# {src.resolve()}, its period second 0 at Unix time {int(origin)}\n{text}", encoding="utf-8")
+    return dest
