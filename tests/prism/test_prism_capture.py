@@ -232,3 +232,23 @@ def test_every_key_of_the_simulator_and_public_shape_is_known():
         with open(f"tests/prism/data/{name}") as f:
             ents, _ = parse.entities(json.load(f), name)
         assert parse.unknown_stats_keys(ents) == {}, name
+
+
+def test_a_refused_login_is_captured_and_replays_as_prism_up_0(sim, tmp_path, monkeypatch, capsys):
+    """A user whose exporter shows prism_up 0 sends a capture of that: the 401 is kept and its
+    replay fails the same way (kind login), with no password anywhere in the archive."""
+    monkeypatch.setenv("PRISM_USERNAME", USER)
+    monkeypatch.setenv("PRISM_PASSWORD", "wrong-Secret-42")
+    cfg = tmp_path / "prism.yml"
+    cfg.write_text("defaults:\n  scheme: http\n")
+    out = tmp_path / "cap.tar.gz"
+    assert capture_main(["--target", sim.address, "--config.file", str(cfg), "-o", str(out)]) == 1
+    assert "probe DOWN: HTTP 401" in capsys.readouterr().out
+    cap = read(str(out))
+    assert [ex.status for ex in cap.exchanges] and {ex.status for ex in cap.exchanges} == {401}
+    m = parse_metrics(replay(cap).decode())
+    assert value(m, "prism_up") == 0
+    assert value(m, "prism_probe_errors_total", kind="login") == 1
+    with tarfile.open(out) as tar:
+        blob = b"".join(tar.extractfile(x).read() for x in tar if x.isfile())  # type: ignore[union-attr]
+    assert b"wrong-Secret-42" not in blob and PASSWORD.encode() not in blob
