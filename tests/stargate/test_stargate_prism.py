@@ -341,3 +341,29 @@ def test_a_page_that_fails_fails_the_refresh_and_keeps_the_mapping(paged_prism, 
     assert not names.refresh(timeout=1.5)  # 3 pages of ~1 s: the whole list's deadline ends it
     assert time.monotonic() - start < 3.0
     assert names.lookup("", last)
+
+
+def test_the_stargate_simulators_prism_pages_too(cluster):
+    """The Stargate simulator's Prism path pages like the Prism simulator: the mapping asked one
+    disk per page names every vdisk of the scenario."""
+    truth = expected(cluster)
+    assert len(truth) >= 2
+    names = names_for(cluster, page_size=1)
+    assert names.refresh()
+    for vdisk_id, (uuid, vm, disk, disk_uuid) in truth.items():
+        assert names.lookup(vdisk_id, uuid) == {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}
+    r = requests.get(
+        cluster.urls["cvm-1"] + "/PrismGateway/services/rest/v2.0/virtual_disks",
+        params={"count": 1, "page": 2},
+        auth=(USER, PASSWORD),
+        timeout=10,
+    )
+    doc = r.json()
+    assert len(doc["entities"]) == 1 and doc["metadata"]["grand_total_entities"] == len(truth)
+    bad = requests.get(
+        cluster.urls["cvm-1"] + "/PrismGateway/services/rest/v2.0/virtual_disks",
+        params={"count": "x"},
+        auth=(USER, PASSWORD),
+        timeout=10,
+    )
+    assert bad.status_code == 400
