@@ -252,3 +252,49 @@ def test_a_refused_login_is_captured_and_replays_as_prism_up_0(sim, tmp_path, mo
     with tarfile.open(out) as tar:
         blob = b"".join(tar.extractfile(x).read() for x in tar if x.isfile())  # type: ignore[union-attr]
     assert b"wrong-Secret-42" not in blob and PASSWORD.encode() not in blob
+
+
+def test_a_real_shaped_hosts_answer_loses_its_names_serials_and_addresses():
+    """What a real Prism's hosts answer holds beside uuid and name (written by hand in the shape
+    of public v2.0 answers, not copied): serials of the block, node and disks, the management
+    server (vCenter) name, CVM/hypervisor/IPMI addresses; all replaced, the JSON still parses to
+    the same host map under the placeholders."""
+    from ioparallax.exporters.prism.capture import Capture, Exchange
+
+    host_uuid = "5d2a0b8e-7c1f-4e3a-9b6d-0123456789ab"
+    secrets = {
+        "NTNX-18SM3E420118-A": "name",
+        "18SM3E420118": "block_serial",
+        "ZM17BS012345": "serial",
+        "S3F3NX0K123456": "serial_number",
+        "vc1.corp.example": "management_server_name",
+        "10.1.2.3": "hypervisor_address",
+        "10.1.2.4": "service_vmexternal_ip",
+        "10.1.3.3": "ipmi_address",
+    }
+    entity = {
+        "uuid": host_uuid,
+        "name": "NTNX-18SM3E420118-A",
+        "serial": "ZM17BS012345",
+        "block_serial": "18SM3E420118",
+        "block_model_name": "NX-3060-G5",
+        "management_server_name": "vc1.corp.example",
+        "hypervisor_address": "10.1.2.3",
+        "service_vmexternal_ip": "10.1.2.4",
+        "ipmi_address": "10.1.3.3",
+        "num_cpu_cores": 24,
+        "disk_hardware_configs": {"1": {"serial_number": "S3F3NX0K123456", "mount_path": "/home/nutanix/data"}},
+    }
+    doc = {"metadata": {"grand_total_entities": 1, "count": 1}, "entities": [entity]}
+    ex = Exchange(
+        "/PrismGateway/services/rest/v2.0/hosts/", {}, 200, "application/json", "", json.dumps(doc).encode(), 0, 0
+    )
+    cap = Capture({"target": "prism1.corp.example:9440"}, [ex])
+    anonymize(cap)
+    text = cap.exchanges[0].answer.decode()
+    assert [s for s in secrets if s.lower() in text.lower()] == []
+    assert "prism1.corp.example" not in json.dumps(cap.manifest)
+    out = json.loads(text)
+    hosts = parse.hosts(out["entities"])
+    assert list(hosts.values()) == ["host-2"]  # host-1 is the Prism's own name
+    assert out["entities"][0]["num_cpu_cores"] == 24 and out["entities"][0]["block_model_name"] == "NX-3060-G5"

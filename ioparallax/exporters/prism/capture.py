@@ -177,6 +177,13 @@ NAME_KEYS = {
     "host_name": "host",
     "vdisk_name": "vdisk",
     "description": "text",
+    # The hosts answer holds the hardware's identity too (the exporter reads only uuid and name).
+    "management_server_name": "host",
+    "serial": "serial",
+    "block_serial": "serial",
+    "node_serial": "serial",
+    "serial_number": "serial",
+    "rackable_unit_serial": "serial",
 }
 #: Keys whose value is an NFS path (``/<container>/<dir>/<file>``).
 PATH_KEYS = frozenset({"nutanix_nfsfile_path", "nutanix_nfs_file_path", "ndfs_filepath", "nfs_file_path"})
