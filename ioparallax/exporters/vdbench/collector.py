@@ -32,7 +32,7 @@ HOST_LABELS = ["source", "run", "seq", "host"]
 _MS = 1e-3
 
 #: (flatfile column, metric suffix, scale to base units, HELP) of the per-row gauges, exported for
-#: the latest interval (``_interval_``) and the run's summary row (``_summary_``).
+#: the latest interval (``_interval_``) and the run's summary row (``_average_``).
 ROW_GAUGES: tuple[tuple[str, str, float, str], ...] = (
     ("rate", "iops", 1.0, "I/O operations per second (rate)"),
     ("mb/sec", "bandwidth_bytes_per_second", 1048576.0, "Bytes per second (MB/sec, MB = 2^20 bytes)"),
@@ -360,16 +360,16 @@ class VdbenchCollector(Collector):
         if run.summary is not None and run.summary.summary is not None:
             first, last = run.summary.summary
             fams.gauge(
-                f"{p}_summary_first_interval",
+                f"{p}_average_first_interval",
                 "First interval the summary row averages (avg_F-L).",
                 names,
                 labels,
                 first,
             )
             fams.gauge(
-                f"{p}_summary_last_interval", "Last interval the summary row averages (avg_F-L).", names, labels, last
+                f"{p}_average_last_interval", "Last interval the summary row averages (avg_F-L).", names, labels, last
             )
-            self._row(fams, f"{p}_summary", names, labels, run.summary, "over the run (its avg_F-L summary row)")
+            self._row(fams, f"{p}_average", names, labels, run.summary, "over the run (its avg_F-L summary row)")
 
     def _row(self, fams: _Families, p: str, names: list[str], labels: list[str], row: FlatRow, when: str) -> None:
         for col, suffix, scale, doc in ROW_GAUGES:

@@ -48,6 +48,11 @@ HEADER_WITHIN_BYTES = 256 * 1024
 FLATFILE = "flatfile.html"
 PARMFILE = "parmfile.html"
 
+#: Files of an output directory that are never host reports (others are sniffed: a host report
+#: is named after its hd= name, which may hold dots).
+NOT_HOST_REPORTS = (FLATFILE, PARMFILE, "summary.html", "totals.html", "logfile.html", "errorlog.html", "parmscan.html")
+NOT_HOST_SUFFIXES = (".histogram.html", ".var_adm_msgs.html", ".stdout.html")
+
 #: Why a file is down (``reason`` of ``vdbench_source_error_info``).
 REASONS = ("unreadable", "not_vdbench", "too_large", "truncated", "internal_error")
 
@@ -286,8 +291,8 @@ class DirectoryState:
         ("Host summary report(s) for host=hd1"), cached per file identity."""
         out = {}
         for name in names:
-            if not name.endswith(".html") or name in (FLATFILE, PARMFILE) or "." in name[:-5]:
-                continue  # hd1.histogram.html, hd1.var_adm_msgs.html: other reports
+            if not name.endswith(".html") or name in NOT_HOST_REPORTS or name.endswith(NOT_HOST_SUFFIXES):
+                continue
             full = os.path.join(self.path, name)
             try:
                 st = os.stat(full)
