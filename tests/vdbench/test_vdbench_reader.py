@@ -22,7 +22,7 @@ from ioparallax.exporters.vdbench.reader import (
     parse_vdbench_size,
     split_parameters,
 )
-from ioparallax.exporters.vdbench.tailer import Watcher, WatchConfig
+from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
 from tests.support import promtool_check_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
