@@ -60,7 +60,15 @@ def test_serve_over_tls_with_web_config(tmp_path, processes):
     port = free_port()
     proc = processes.start(
         EXPORTER,
-        [venv_tool(EXPORTER), "--web.listen-address", f"127.0.0.1:{port}", "--web.config.file", web, "--vdbench.watch", MULTI],
+        [
+            venv_tool(EXPORTER),
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--web.config.file",
+            web,
+            "--vdbench.watch",
+            MULTI,
+        ],
     )
     url = f"https://127.0.0.1:{port}/metrics"
     deadline = time.time() + 20
