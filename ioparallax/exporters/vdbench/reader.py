@@ -22,7 +22,6 @@ percentages 0-100 (converted to ratios by the collector).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -83,6 +82,9 @@ class InvalidLine(ValueError):
         self.reason = reason
 
 
+_MAX_VALUE = float(2**64)
+
+
 def number(token: str) -> float | None:
     """A vdbench number: None for ``n/a`` (not available); InvalidLine for anything vdbench does
     not print (NaN, infinity, text, a negative value)."""
@@ -92,7 +94,7 @@ def number(token: str) -> float | None:
         value = float(token)
     except ValueError:
         raise InvalidLine("not_a_number", f"{token[:40]!r} is not a number") from None
-    if not math.isfinite(value) or value < 0 or value >= 2**64:
+    if not 0.0 <= value < _MAX_VALUE:  # also NaN and infinity
         raise InvalidLine("invalid_value", f"{token[:40]!r} is not a value vdbench prints")
     return value
 
@@ -115,6 +117,7 @@ class FlatRow:
     summary: tuple[int, int] | None  # (first, last) interval averaged, for avg_F-L rows
     values: dict[str, float | None]  # NUMERIC_COLUMNS present in the header -> value (None: n/a)
     version: str | None = None
+    tod_s: float | None = None  # tod as seconds since midnight
 
     def get(self, column: str) -> float | None:
         return self.values.get(column)
@@ -129,49 +132,75 @@ class FlatfileParser:
     header: list[str] | None = None
     index: dict[str, int] = field(default_factory=dict)
     comment_lines: int = 0
+    _numeric: list[tuple[str, int]] = field(default_factory=list)  # numeric columns present
+    _run: int = 0
+    _interval: int = 0
+    _version: int | None = None
 
     def feed(self, line: str) -> FlatRow | None:
         """The row on this line, None for a comment/header/blank line; InvalidLine for garbage."""
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("*", "<")):
+        tokens = line.split()
+        if not tokens or tokens[0][0] in "*<":
             self.comment_lines += 1
             return None
-        tokens = stripped.split()
-        low = [t.lower() for t in tokens]
-        if low[0] == "tod" and "run" in low and "interval" in low:
-            missing = [c for c in REQUIRED_COLUMNS if c not in low]
-            if missing:
-                raise InvalidLine("bad_header", f"flatfile header lacks column(s) {', '.join(missing)}")
-            self.header = low
-            self.index = {name: i for i, name in enumerate(low)}
-            return None
-        if self.header is None:
+        if tokens[0].lower() == "tod":
+            low = [t.lower() for t in tokens]
+            if "run" in low and "interval" in low:
+                self._set_header(low)
+                return None
+        header = self.header
+        if header is None:
             raise InvalidLine("before_header", "a data line before the flatfile's column header")
-        if len(tokens) != len(self.header):
-            raise InvalidLine("wrong_column_count", f"{len(tokens)} columns where the header has {len(self.header)}")
-        idx = self.index
+        if len(tokens) != len(header):
+            raise InvalidLine("wrong_column_count", f"{len(tokens)} columns where the header has {len(header)}")
         tod = tokens[0]
-        if tod_seconds(tod) is None:
+        tod_s = tod_seconds(tod)
+        if tod_s is None:
             raise InvalidLine("not_a_number", f"tod {tod[:40]!r} is not a time of day")
-        run = tokens[idx["run"]]
-        iv = tokens[idx["interval"]]
+        iv = tokens[self._interval]
         interval: int | None = None
         summary: tuple[int, int] | None = None
-        m = _AVG.match(iv)
-        if m:
-            summary = (int(m.group(1)), int(m.group(2)))
-        elif iv.isdigit() and len(iv) < 10:
+        if iv.isdigit() and len(iv) < 10:
             interval = int(iv)
         else:
-            raise InvalidLine("not_a_number", f"interval {iv[:40]!r} is neither a number nor avg_F-L")
+            m = _AVG.match(iv)
+            if m is None:
+                raise InvalidLine("not_a_number", f"interval {iv[:40]!r} is neither a number nor avg_F-L")
+            summary = (int(m.group(1)), int(m.group(2)))
         values: dict[str, float | None] = {}
-        for name in NUMERIC_COLUMNS:
-            i = idx.get(name)
-            if i is not None:
-                values[name] = number(tokens[i])
-        vi = idx.get("version")
-        version = tokens[vi] if vi is not None and tokens[vi] != "n/a" else None
-        return FlatRow(run=run, tod=tod, interval=interval, summary=summary, values=values, version=version)
+        for name, i in self._numeric:
+            tok = tokens[i]
+            if tok == "n/a":
+                values[name] = None
+                continue
+            try:
+                v = float(tok)
+            except ValueError:
+                raise InvalidLine("not_a_number", f"{name} {tok[:40]!r} is not a number") from None
+            if not 0.0 <= v < _MAX_VALUE:  # also NaN and infinity
+                raise InvalidLine("invalid_value", f"{name} {tok[:40]!r} is not a value vdbench prints")
+            values[name] = v
+        version = tokens[self._version] if self._version is not None else None
+        return FlatRow(
+            run=tokens[self._run],
+            tod=tod,
+            interval=interval,
+            summary=summary,
+            values=values,
+            version=None if version == "n/a" else version,
+            tod_s=tod_s,
+        )
+
+    def _set_header(self, low: list[str]) -> None:
+        missing = [c for c in REQUIRED_COLUMNS if c not in low]
+        if missing:
+            raise InvalidLine("bad_header", f"flatfile header lacks column(s) {', '.join(missing)}")
+        self.header = low
+        self.index = {name: i for i, name in enumerate(low)}
+        self._numeric = [(name, self.index[name]) for name in NUMERIC_COLUMNS if name in self.index]
+        self._run = self.index["run"]
+        self._interval = self.index["interval"]
+        self._version = self.index.get("version")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,6 +278,7 @@ class SummaryTableParser:
         return FlatRow(
             run=self.run,
             tod=m.group(1),
+            tod_s=tod_seconds(m.group(1)),
             interval=None if am else int(iv),
             summary=(int(am.group(1)), int(am.group(2))) if am else None,
             values=values,

@@ -32,7 +32,6 @@ from ioparallax.exporters.vdbench.reader import (
     find_normal_percentile,
     parse_parmfile,
     sniff_host_report,
-    tod_seconds,
 )
 
 log = logging.getLogger(__name__)
@@ -196,7 +195,7 @@ class RunState:
     def add(self, row: FlatRow) -> None:
         """Integrate an interval row: ops = rate x interval seconds, bytes = MB/sec x 2^20 x
         seconds, response sums = mean response x ops (so that rate ratios give means)."""
-        tod = tod_seconds(row.tod)
+        tod = row.tod_s
         dt = self.interval_s
         if dt is None and tod is not None and self.last_tod is not None:
             diff = (tod - self.last_tod) % 86400.0  # a run across midnight
