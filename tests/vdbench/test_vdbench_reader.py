@@ -131,8 +131,9 @@ def test_real_multihost_run_counters_are_the_rows_integrated():
     assert value(sm, "vdbench_run_threads", **rd1) == 2
     assert value(sm, "vdbench_run_lun_size_bytes", **rd1) == 16 * 2**30
     assert value(sm, "vdbench_run_info", **rd1, xfersize=4096, rdpct=75, seekpct=100) == 1
-    # o_direct on the only sd, no compratio: no hygiene finding at all
+    # o_direct on the only sd, no compratio: no hygiene finding at all, and nothing undecided
     assert not has(sm, "vdbench_run_hygiene_problem")
+    assert not has(sm, "vdbench_run_hygiene_cannot_tell")
     check = promtool_check_metrics(text)
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
 
@@ -197,8 +198,12 @@ def test_real_single_host_flatfile_with_requested_data_reduction():
         problems = {
             dict(ls)["problem"] for (n, ls) in sm if n == "vdbench_run_hygiene_problem" and dict(ls)["run"] == run
         }
-        # no parmfile: buffered I/O cannot be told, so it is not claimed
+        # no parmfile: buffered I/O cannot be told, so it is not claimed, and said so
         assert problems == {"compratio_requested", "dedupratio_requested"}
+        cannot = {
+            dict(ls)["problem"] for (n, ls) in sm if n == "vdbench_run_hygiene_cannot_tell" and dict(ls)["run"] == run
+        }
+        assert cannot == {"buffered_io", "short_runtime"}
     # no interval= known: the tod spacing (about 1 s, vdbench's jitter) is the interval
     measured = value(sm, "vdbench_run_measured_seconds_total", source=src, run="rd1", seq=1)
     assert 58 < measured < 61

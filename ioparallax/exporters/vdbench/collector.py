@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 # The staged, lazily created families of the fio exporter: a directory whose exposition fails
 # half-way shows none of its series.
 from ioparallax.exporters.fio.collector import _Families
-from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_problems
+from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.reader import FlatRow
 from ioparallax.exporters.vdbench.tailer import LINE_REASONS, DirectoryState, RunState, Watcher
 
@@ -284,6 +284,16 @@ class VdbenchCollector(Collector):
                 "vdbench_run_hygiene_problem",
                 "1 for each benchmark hygiene trap found in what the run asked for; see docs/hygiene.md "
                 "for each problem.",
+                RUN_LABELS + ["problem"],
+                labels + [problem],
+                1.0,
+            )
+        for problem in run_cannot_tell(d.parmfile, run.name, requested, self.hygiene):
+            fams.gauge(
+                "vdbench_run_hygiene_cannot_tell",
+                "1 for each hygiene check that cannot decide for the run (no parmfile.html, or it lacks "
+                "the run's rd=: buffered_io, short_runtime; no size known: working_set_below_cache); "
+                "see docs/hygiene.md.",
                 RUN_LABELS + ["problem"],
                 labels + [problem],
                 1.0,

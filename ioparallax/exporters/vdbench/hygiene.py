@@ -205,6 +205,25 @@ def run_problems(
     return found
 
 
+def run_cannot_tell(
+    pf: Parmfile | None, rd: str, requested: dict[str, float | None], config: HygieneConfig
+) -> list[str]:
+    """Checks that cannot decide for this run (said so rather than passed as OK): buffered I/O
+    and a short run need the run's parmfile definitions; the working set needs a size."""
+    out: list[str] = []
+    known = pf is not None and rd in pf.rd
+    if not known:
+        out.append("buffered_io")
+    if config.cache_size_bytes:
+        lunsize = requested.get("lunsize")
+        lunsize_bytes = lunsize * 2**30 if lunsize is not None else None
+        if (working_set_bytes(pf, rd, lunsize_bytes) if known and pf is not None else lunsize_bytes) is None:
+            out.append("working_set_below_cache")
+    if not known:
+        out.append("short_runtime")
+    return out
+
+
 def normal_percentile_matches(stated_ms: float, mean_ms: float, stddev_ms: float, tolerance: float = 0.02) -> bool:
     """Whether a stated '95th percentile' is mean + 1.645 x stddev (within ``tolerance``)."""
     estimate = mean_ms + 1.645 * stddev_ms
