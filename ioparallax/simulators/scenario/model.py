@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid as uuidlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -384,6 +385,20 @@ def _volume(dsec: Section, index: int) -> str:
     return value
 
 
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _hostname(vsec: Section, default: str) -> str:
+    # One DNS label, as Windows' DNSHostName and Tools' guest.hostName give it (default: the VM name).
+    if "hostname" not in vsec.data:
+        vsec.get("hostname", str, default=default)
+        return default
+    value = vsec.get("hostname", str)
+    if not _HOSTNAME.fullmatch(value):
+        raise vsec.error("hostname", f"expected a host name (letters, digits, inner dashes), got {value!r}")
+    return value
+
+
 def _guest_os(vsec: Section) -> str:
     # Free text before issue 23 (default "Linux"): the two values the simulator models, any case.
     value = vsec.get("guest_os", str, default="linux")
@@ -545,7 +560,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 guest_os=guest_os,
                 disks=tuple(disks),
                 load_generator=generator,
-                hostname=vsec.get("hostname", str, default=vm_name),
+                hostname=_hostname(vsec, vm_name),
             )
         )
         vsec.reject_unknown()
