@@ -440,7 +440,8 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         cfg,
         "three-views",
         "ioparallax / Three views",
-        "One VM disk seen by the guest (fio, and its OS block layer by node_exporter), the VM "
+        "One VM disk seen by the guest (its load generator: fio, DiskSPD or vdbench; and its OS by "
+        "node_exporter or windows_exporter; 'Who measured' says which), the VM "
         "(vCenter) and the storage (Stargate): ops, "
         "bytes and latency overlaid per direction, the ratios between the views, and what a "
         "gap means.",
@@ -594,6 +595,37 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             ],
             w=12,
             limit=t.burstiness_ratio,
+        )
+    )
+    d.with_row(row("Who measured"))
+    d.with_panel(
+        tbl(
+            "Guest tools",
+            "Which load generator gives the guest view of each VM disk (vm_disk:ioparallax_guest_tool:info: "
+            "fio, diskspd, vdbench) and which exporter its guest OS view (vm_disk:ioparallax_guest_os_source:info: "
+            "node_exporter in Linux guests, windows_exporter in Windows guests).",
+            "none",
+            [
+                Q(e.rule("vm_disk:ioparallax_guest_tool:info"), instant=True, fmt="table"),
+                Q(e.rule("vm_disk:ioparallax_guest_os_source:info"), instant=True, fmt="table"),
+            ],
+            w=12,
+            h=6,
+            hide=("Time", "__name__", "Value", "Value #A", "Value #B"),
+        )
+    )
+    d.with_panel(
+        ts(
+            "Windows split I/Os",
+            "Share of the VM disk's I/Os that Windows split into several (windows_exporter split_ios_total over "
+            "reads and writes; vm_disk:ioparallax_guest_os_split_ios:ratio): near 1 on a partition off the "
+            f"4 KiB grid, about 0 aligned. A misalignment hint (IoparallaxGuestSplitIo above {t.split_io_ratio:g}, "
+            "dashed); Windows guests only.",
+            "percentunit",
+            [Q(e.ratio("guest_os_split_ios"), "{{vm}} {{disk}}")],
+            w=12,
+            h=6,
+            limit=t.split_io_ratio,
         )
     )
     d.with_row(row("What a gap means"))

@@ -12,6 +12,12 @@ The three views of one virtual disk are joined on the labels ``vm`` (the VM's na
   guest's node_exporter and fio-exporter targets carry the same ``vm`` target label, renamed
   ``guest`` (it names the guest, not yet the vCenter VM), so ``node_disk_*{guest, device}`` meets
   ``fio_guest_disk_info{guest, disk=device, disk_uuid}`` and, through ``disk_uuid``, the VM disk.
+- Windows guest OS view (windows_exporter's ``windows_physical_disk_*{disk}``, the counterpart of
+  node_exporter's diskstats): a Windows guest has no disk serial to meet ``disk_uuid``; its
+  ``windows_logical_disk_info{disk, volume}`` puts each volume on a disk number, its
+  ``windows_os_hostname{hostname}`` names the guest as VMware Tools reports it to vCenter, and
+  vCenter's ``vcenter_vm_guest_disk_info{hostname, disk_path, vm, disk}`` (``guest.disk``) puts the
+  volume on the VM disk.
 
 Recording rules are named ``level:metric:operation`` (``vm_disk:ioparallax_guest_read_bytes:rate1m``).
 Every rule has a comment in the generated file saying what it is.
@@ -95,6 +101,7 @@ class _Exprs:
         self.cfg = cfg
         self.w = cfg.windows.rate
         self.vc, self.fio, self.node = cfg.sel("vcenter"), cfg.sel("fio"), cfg.sel("node")
+        self.win = cfg.sel("windows")
 
     def st_metric(self, name: str, *matchers: str) -> str:
         return name + self.cfg.sel("stargate", *matchers)
@@ -142,6 +149,19 @@ class _Exprs:
             f'sum by (vm, disk) (\n  label_replace({expr}, "guest", "$1", "vm", "(.+)")\n'
             f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)"
         )
+
+    def win_sum(self, expr: str) -> str:
+        # windows_physical_disk_*{disk="1"} (or "1 D:" before windows_exporter 0.30) -> the VM disk,
+        # through the Windows disk's volume and vCenter's guest.disk (guest_device:...windows_disk:info).
+        return (
+            f'sum by (vm, disk) (\n  label_replace({expr}, "device", "$1", "disk", "([0-9]+).*")\n'
+            f"  * on (instance, job, device) group_left (vm, disk) guest_device:ioparallax_guest_windows_disk:info\n)"
+        )
+
+    def os_view(self, node_expr: str, win_expr: str) -> str:
+        # The guest OS view of a VM disk: node_exporter's diskstats in a Linux guest, or
+        # windows_exporter's physical disk in a Windows guest (a guest is one or the other).
+        return f"(\n{self.os_sum(node_expr)}\n)\nor\n(\n{self.win_sum(win_expr)}\n)"
 
     def both(self, layer: str, what: str, op: str) -> str:
         w = self.w
@@ -217,6 +237,22 @@ def _identity_joins(x: _Exprs) -> Group:
 )""",
                 record="guest_device:ioparallax_guest_os_disk:info",
             ),
+            Rule(
+                "A Windows guest's disk (windows_exporter's disk number, as device) with the VM disk it is: "
+                "windows_logical_disk_info puts a volume on the disk, windows_os_hostname names the guest as "
+                "VMware Tools reports it to vCenter (guest.hostName), and vCenter's guest.disk "
+                "(vcenter_vm_guest_disk_info) puts the volume (disk_path D:\\ for volume D:) on the VM disk. "
+                "Volumes spanning disks (disk 1;2) and mount points without a drive letter do not join.",
+                f"""max by (instance, job, device, vm, disk) (
+  label_replace({"windows_logical_disk_info" + cfg.sel("windows", 'disk=~"[0-9]+"')}, "device", "$1", "disk", "(.+)")
+  * on (instance, job) group_left (hostname) max by (instance, job, hostname) (windows_os_hostname{x.win})
+  * on (hostname, volume) group_left (vm, disk)
+    max by (hostname, volume, vm, disk) (
+      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
+    )
+)""",
+                record="guest_device:ioparallax_guest_windows_disk:info",
+            ),
         ],
     )
 
@@ -273,12 +309,21 @@ def _guest_fio_rates(x: _Exprs) -> Group:
             record="vm_disk:ioparallax_guest_buffered_io:bool",
         )
     )
-    return Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest)
+    guest.append(
+        Rule(
+            "Which load generator gives the guest view of the VM disk (tool: fio, diskspd, vdbench), for "
+            "dashboards and reports to say who measured.",
+            'label_replace(group by (vm, disk) (guest_job:ioparallax_vm_disk:info), "tool", "fio", "", "")',
+            record="vm_disk:ioparallax_guest_tool:info",
+        )
+    )
+    return Group("ioparallax.guest", "The guest view per VM disk: the load generator's jobs on that disk.", guest)
 
 
 def _guest_os_block_layer_rates(x: _Exprs) -> Group:
-    """The guest OS view: node_exporter's diskstats of each VM disk, after request splitting."""
-    node, w = x.node, x.w
+    """The guest OS view: node_exporter's diskstats (Linux, after request splitting) or
+    windows_exporter's physical disks (Windows) of each VM disk, and which of them measured."""
+    node, win, w = x.node, x.win, x.w
     guest_os: list[Rule] = []
     for d in DIRECTIONS:
         done, nbytes, time_ = (
@@ -286,33 +331,66 @@ def _guest_os_block_layer_rates(x: _Exprs) -> Group:
             if d == "read"
             else ("writes_completed", "written_bytes", "write_time_seconds")
         )
+        wdone, wbytes, wlat = f"{d}s_total", f"{d}_bytes_total", f"{d}_latency_seconds_total"
         guest_os += [
             Rule(
-                f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
-                "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
-                "a 1 MiB fio op is two 512 KiB requests).",
-                x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
+                f"Guest OS: {d} requests per second the guest OS completed on the VM disk (node_exporter "
+                "diskstats: a request larger than the device's max_sectors_kb is split, so a 1 MiB fio op is "
+                "two 512 KiB requests; windows_exporter's physical disk: requests above the class driver, "
+                "counted once).",
+                x.os_view(f"rate(node_disk_{done}_total{node}[{w}])", f"rate(windows_physical_disk_{wdone}{win}[{w}])"),
                 record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}",
             ),
             Rule(
-                f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
-                "keeps bytes: compare these across layers).",
-                x.os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
+                f"Guest OS: {d} bytes per second of the guest OS on the VM disk (splitting keeps bytes: "
+                "compare these across layers).",
+                x.os_view(
+                    f"rate(node_disk_{nbytes}_total{node}[{w}])", f"rate(windows_physical_disk_{wbytes}{win}[{w}])"
+                ),
                 record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}",
             ),
             Rule(
-                f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
-                "requests over requests completed).",
-                x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])")
+                f"Guest OS: mean {d} request latency in the guest OS (time spent on completed requests over "
+                "requests completed; Windows: the Avg. Disk sec/Read or sec/Write numerator over its count).",
+                "(\n"
+                + x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])")
                 + "\n/\n("
                 + x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])")
-                + " > 0)",
+                + " > 0)\n)\nor\n(\n"
+                + x.win_sum(f"rate(windows_physical_disk_{wlat}{win}[{w}])")
+                + "\n/\n("
+                + x.win_sum(f"rate(windows_physical_disk_{wdone}{win}[{w}])")
+                + " > 0)\n)",
                 record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}",
             ),
         ]
+    guest_os += [
+        Rule(
+            "Guest OS (Windows): the share of the VM disk's I/Os that Windows split into several "
+            "(windows_exporter split_ios_total over reads and writes): near 1 on a partition off the 4 KiB "
+            "grid, about 0 on an aligned, unfragmented test file. A misalignment hint (fragmentation splits too).",
+            x.win_sum(f"rate(windows_physical_disk_split_ios_total{win}[{w}])")
+            + "\n/\n("
+            + x.win_sum(
+                f"(rate(windows_physical_disk_reads_total{win}[{w}]) + rate(windows_physical_disk_writes_total{win}[{w}]))"
+            )
+            + " > 0)",
+            record=f"vm_disk:ioparallax_guest_os_split_ios:ratio{w}",
+        ),
+        Rule(
+            "Which exporter gives the guest OS view of the VM disk (source: node_exporter or windows_exporter), "
+            "for dashboards and reports to say who measured.",
+            "max by (vm, disk, source) (\n  label_replace(0 * group by (vm, disk) ("
+            + 'guest_device:ioparallax_guest_os_disk:info), "source", "node_exporter", "", "") + 1\n'
+            + "  or label_replace(0 * group by (vm, disk) ("
+            + 'guest_device:ioparallax_guest_windows_disk:info), "source", "windows_exporter", "", "") + 1\n)',
+            record="vm_disk:ioparallax_guest_os_source:info",
+        ),
+    ]
     return Group(
         "ioparallax.guest-os",
-        "The guest OS view per VM disk: the guest's block layer (node_exporter diskstats), after request splitting.",
+        "The guest OS view per VM disk: the guest's block layer (node_exporter diskstats, after request "
+        "splitting) or its Windows physical disk (windows_exporter).",
         guest_os,
     )
 
@@ -648,8 +726,8 @@ class _AlertKit:
 
 
 def _guest_fact_alerts(kit: _AlertKit) -> Group:
-    """Facts of the guest itself: partition alignment, fio job hygiene."""
-    f, fio, alert = kit.f, kit.fio, kit.alert
+    """Facts of the guest itself: partition alignment (and Windows' split I/Os), fio job hygiene."""
+    f, fio, alert, t, w, busy = kit.f, kit.fio, kit.alert, kit.t, kit.w, kit.busy
     return Group(
         "ioparallax-guest-alerts",
         "What the guest's own facts say (reliable signals).",
@@ -676,6 +754,22 @@ def _guest_fact_alerts(kit: _AlertKit) -> Group:
                 "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
                 "job file and run it again.",
                 "One alert per trap found in a job's options by the fio exporter.",
+            ),
+            alert(
+                "IoparallaxGuestSplitIo",
+                "info",
+                f.misaligned_partition,
+                f"vm_disk:ioparallax_guest_os_split_ios:ratio{w} > {t.split_io_ratio:g}\n"
+                f"and on (vm, disk) (\n  vm_disk:ioparallax_guest_os_read_bytes:rate{w}\n"
+                f"  + vm_disk:ioparallax_guest_os_write_bytes:rate{w}\n) > {busy}",
+                "Windows splits most of this disk's I/Os: a misaligned partition is suspected (hint).",
+                "Windows split {{ $value | humanizePercentage }} of the I/Os on {{ $labels.vm }} {{ $labels.disk }} "
+                "(windows_exporter split_ios_total): the signature of a partition off the 4 KiB grid (Windows "
+                "2003's 63 sectors, 1536 bytes) or of a fragmented test file. Check the partition offset "
+                "(Get-Partition | fl Offset: a multiple of 4096) before trusting the results; windows_exporter "
+                "does not show it.",
+                "Windows guest hint (windows_exporter has no partition offset): split I/Os over I/Os, disk busy.",
+                signal="heuristic",
             ),
         ],
     )

@@ -13,6 +13,7 @@ from .model import (  # noqa: F401
     BlockSizeMix,
     Cluster,
     Disk,
+    DiskspdOptions,
     Scenario,
     Stream,
     Vm,
