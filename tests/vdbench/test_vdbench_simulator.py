@@ -15,6 +15,7 @@ from ioparallax.simulators.guest.vdbench import (
     _vm_series,
     aggregate,
 )
+from ioparallax.simulators.guest.writer import GuestWriter
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from tests.vdbench.test_vdbench_reader import exposition, has, samples, value
 
@@ -115,3 +116,30 @@ def test_trace_run_reads_back_to_the_trace(tmp_path):
     assert value(sm, "vdbench_run_measured_seconds_total", **run) == 30
     assert value(sm, "vdbench_parmfile_sd_info", source=src, openflags="o_direct") == 1
     assert value(sm, "vdbench_parmfile_rd_info", source=src, rd="rd_oltp", interval="5", elapsed="30") == 1
+
+
+def test_guest_writer_writes_the_vdbench_scenario_run(tmp_path):
+    """vdbench-multihost: the guest simulator writes one vdbench run over the three workers
+    (no fio stream), which the exporter reads as three hosts with the trace's numbers."""
+    trace = compile_scenario(load_scenario("vdbench-multihost"))
+    writer = GuestWriter(trace, tmp_path)
+    paths = writer.setup()
+    assert {where["vdbench"] for where in paths.values()} == {str(tmp_path / "vdbench" / "vdbench-multihost")}
+    assert not any("stream" in where for where in paths.values())
+    T0 = 1_764_151_200
+    for T in range(T0, T0 + 21):
+        writer.write(T)
+    sm = samples(exposition(tmp_path / "vdbench"))
+    src = str(tmp_path / "vdbench" / "vdbench-multihost")
+    for vm in trace.scenario.vms:
+        s = _vm_series(trace, vm)
+        labels = {"source": src, "run": "rd1", "seq": 1, "host": vm.name}
+        assert value(sm, "vdbench_host_read_ops_total", **labels) == pytest.approx(
+            periodic_sum(s.reads, trace.period, T0, T0 + 20), rel=1e-3
+        )
+        assert value(sm, "vdbench_host_interval_queue_depth", **labels) == pytest.approx(
+            (s.read_lat[1] + s.write_lat[1]), abs=0.05
+        )
+    assert value(sm, "vdbench_run_intervals_total", source=src, run="rd1") == 20
+    assert value(sm, "vdbench_up") == 1
+    assert not has(sm, "vdbench_run_hygiene_problem")

@@ -178,7 +178,8 @@ def parmfile_text(runs: list[RunDefinition], hosts: list[str]) -> str:
     for r in runs:
         flags = f",openflags={r.openflags}" if r.openflags else ""
         host = ",host=hd*" if hosts else ""
-        lines.append(f"sd=sd_{r.name}{host},lun={r.lun}{flags},size={r.lunsize_gib:g}g")
+        per_lun = r.lunsize_gib / max(1, len(hosts))  # lunsize is all LUNs; size= is one host's LUN
+        lines.append(f"sd=sd_{r.name}{host},lun={r.lun}{flags},size={per_lun:g}g")
     lines.append("")
     for r in runs:
         lines.append(f"wd=wd_{r.name},sd=sd_{r.name},xfersize={r.xfersize},rdpct={r.rdpct:g},seekpct={r.seekpct:g}")

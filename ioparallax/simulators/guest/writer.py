@@ -10,6 +10,13 @@ Layout under the output directory, per Linux VM::
                                    node_exporter --path.procfs=<dir>/<vm>/proc)
     <dir>/<vm>/udev/b8:16...       udev's database entries of the disks (--path.udev.data)
 
+the VMs whose ``load_generator`` is vdbench are the hosts of one multi-host vdbench run
+(``hd=<vm>``, as HCIBench and X-Ray drive their workers), its output directory::
+
+    <dir>/vdbench/<scenario>/      parmfile.html, flatfile.html (a row every interval), a host
+                                   report <vm>.html per VM, summary.html (for vdbench-exporter
+                                   --vdbench.watch <dir>/vdbench)
+
 and per Windows VM::
 
     <dir>/<vm>/windows/windows_exporter.prom   windows_exporter's disk and host name metrics,
@@ -26,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -35,6 +43,7 @@ from ioparallax.simulators.scenario import Trace
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
 from .sysfs import write_tree, write_udev
+from .vdbench import TraceVdbench
 from .windows import GuestWindows
 
 log = logging.getLogger("ioparallax.guest")
@@ -81,6 +90,9 @@ class GuestWriter:
             raise ValueError(f"no VM {', '.join(unknown)} in scenario {trace.scenario.name} ({', '.join(names)})")
         self.vms = [vm for vm in trace.scenario.vms if not vms or vm.name in vms]
         self._period_of: dict[str, int] = {}
+        hosts = [vm.name for vm in self.vms if vm.load_generator == "vdbench"]
+        self.vdbench_dir = self.out_dir / "vdbench" / trace.scenario.name
+        self.vdbench = TraceVdbench(trace, self.vdbench_dir, hosts, run="rd1", interval=1) if hosts else None
 
     def setup(self) -> dict[str, dict[str, str]]:
         """Write the sysfs trees and start fresh stream files; returns, per VM, its ``os`` and
@@ -110,11 +122,18 @@ class GuestWriter:
             }
             if vm.load_generator == "fio":
                 out[vm.name]["stream"] = str(stream)
+        for vm in self.vms:
+            if self.vdbench is not None and vm.load_generator == "vdbench":
+                out[vm.name]["vdbench"] = str(self.vdbench_dir)  # one run directory for all its hosts
+        if self.vdbench is not None:
+            shutil.rmtree(self.vdbench_dir, ignore_errors=True)  # a new run: vdbench starts a fresh directory
         return out
 
     def write(self, T: int) -> None:
         """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats."""
         period_index = T // self.trace.period
+        if self.vdbench is not None:
+            self.vdbench.write(T)
         for vm in self.vms:
             if vm.windows:
                 _replace(vm_windows_prom(self.out_dir, vm.name), self.windows.text(vm.name, T))
