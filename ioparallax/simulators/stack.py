@@ -464,6 +464,8 @@ class Stack:
         procs = []
         taken: set[int] = set()
         for i, (vm, where) in enumerate(paths.items()):
+            if "stream" not in where:
+                continue  # no fio in this VM (its load generator is vdbench or DiskSPD)
             port = pick_port("fio-exporter", self.fixed_ports and i == 0)
             while port in taken:  # exporters not yet listening: do not hand out a port twice
                 port = free_port()
@@ -486,6 +488,9 @@ class Stack:
             static.append(
                 {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
             )
+        for vm, where in paths.items():
+            if "procfs" not in where:
+                continue  # a Windows VM: no /proc/diskstats
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
             # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
             port = free_port()
@@ -509,12 +514,38 @@ class Stack:
             node_static.append(
                 {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
             )
+        vdbench_static: list[dict[str, Any]] = []
+        for run_dir in dict.fromkeys(where["vdbench"] for where in paths.values() if "vdbench" in where):
+            # One vdbench run over the VMs whose load generator is vdbench, read by one exporter as
+            # on an HCIBench/X-Ray controller; its per-host series carry the VM as ``host``.
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            proc = self._start(
+                part.proc("vdbench-exporter"),
+                [
+                    BIN / "vdbench-exporter",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--vdbench.watch={run_dir}",
+                    f"--vdbench.cache-size={cache}",
+                    f"--vdbench.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            vdbench_static.append(
+                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label())}
+            )
         for proc in procs:
             self._wait_http(proc, "/metrics")
         job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
         if self.fio_scrape_interval:
             job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
-        return [job, {"job_name": "guest-node", "static_configs": node_static}]
+        jobs = [job, {"job_name": "guest-node", "static_configs": node_static}]
+        if vdbench_static:
+            jobs.append({"job_name": "vdbench", "static_configs": vdbench_static})
+        return jobs
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)

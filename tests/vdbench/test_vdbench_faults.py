@@ -269,3 +269,20 @@ def test_parsers_raise_nothing_but_invalid_line(lines):
             except InvalidLine:
                 pass
     parse_parmfile("\n".join(lines))
+
+
+def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
+    """Results copied with their 2016 mtimes are shown for the retention from when they were found,
+    then only their health series remain."""
+    shutil.copytree(MULTI, tmp_path / "old")  # copy2: the files keep their old times
+    now = [1_800_000_000.0]
+    w = Watcher(WatchConfig(paths=[str(tmp_path)], retention_s=900), clock=lambda: now[0])
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VdbenchCollector(w))
+    sm = samples(generate_latest(registry).decode())
+    assert value(sm, "vdbench_run_average_iops", run="rd2") == GOOD_RD2_AVG
+    assert value(sm, "vdbench_source_finished") == 1
+    now[0] += 901
+    sm = samples(generate_latest(registry).decode())
+    assert not has(sm, "vdbench_run_average_iops")
+    assert value(sm, "vdbench_source_up") == 1

@@ -181,7 +181,7 @@ def test_real_parmfile_as_run():
     assert pf.hd["hd2"]["system"] == "172.17.1.76"
     assert pf.hd["hd2"]["shell"] == "vdbench"  # hd=default merged in
     sm = samples(exposition(MULTI))
-    assert value(sm, "vdbench_parmfile_sd_info", sd="sd1", lun="/dev/sdb", openflags="o_direct") == 1
+    assert value(sm, "vdbench_parmfile_sd_info", sd="sd1", lun="/dev/sdb", openflags="o_direct", hosts="hd*") == 1
     assert value(sm, "vdbench_parmfile_rd_info", rd="rd2", iorate="500", elapsed="60", interval="1") == 1
     assert value(sm, "vdbench_parmfile_wd_info", wd="wd51", range="(61.47,61.78)") == 1
 

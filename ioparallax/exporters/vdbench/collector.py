@@ -67,6 +67,9 @@ SD_INFO = ["lun", "openflags", "size", "range", "host", "threads"]
 WD_INFO = ["sd", "xfersize", "rdpct", "seekpct", "range", "skew", "rhpct", "whpct"]
 RD_INFO = ["wd", "iorate", "elapsed", "interval", "warmup", "threads", "forthreads", "forxfersize", "forrdpct"]
 GENERAL_INFO = ["compratio", "dedupratio", "dedupunit", "data_errors"]
+#: Parameter names given another label name: an sd='s host= (``hd*``, a pattern of hd= names) is
+#: not the ``host`` of the vdbench_host_* series (one host's name).
+_LABEL = {"host": "hosts"}
 
 
 def _text(name: str) -> str:
@@ -253,7 +256,7 @@ class VdbenchCollector(Collector):
                     f"vdbench_parmfile_{kind}_info",
                     f"A {kind}= definition as run (parmfile.html, {kind}=default merged in; raw vdbench "
                     "values, empty: not given). Value 1.",
-                    ["source", kind] + keys,
+                    ["source", kind] + [_LABEL.get(k, k) for k in keys],
                     src + [name] + [entry.get(k, "") for k in keys],
                     1.0,
                 )

@@ -282,6 +282,7 @@ class DirectoryState:
         self._report_files: dict[str, SmallFile] = {}
         self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
         self.last_growth = 0.0
+        self.first_seen = 0.0  # when the watcher found the directory (its clock)
         self.read_errors = 0
 
     # ---- discovery of the files of the directory
@@ -588,6 +589,7 @@ class Watcher:
                 d = self.dirs.get(path)
                 if d is None:
                     d = self.dirs[path] = DirectoryState(path)
+                    d.first_seen = self.clock()
                     log.info("reading vdbench output directory %s", path)
                 try:
                     d.poll()
@@ -611,6 +613,8 @@ class Watcher:
             for path in sorted(self.dirs):
                 d = self.dirs[path]
                 finished = now - d.last_growth > self.config.idle_s
-                visible = not finished or now - d.last_growth <= self.config.retention_s
+                # retention counts from the last change or, for results copied in with their old
+                # mtimes (scp -p, rsync -a), from when the exporter found them
+                visible = not finished or now - max(d.last_growth, d.first_seen) <= self.config.retention_s
                 out.append((d, finished, visible))
             return out
