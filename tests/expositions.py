@@ -11,6 +11,11 @@
   served by Debian's node_exporter textfile collector as the stack serves them (no windows_exporter
   runs on Linux; the simulator writes its names, labels and types).
 
+- diskspd: ``diskspd-exporter convert`` of a DiskSPD result the guest simulator wrote for the
+  diskspd-zero-read scenario (the document the exporter reads in the stack);
+- vdbench: ``vdbench-exporter convert`` of the vdbench fixtures (a real two-host run and Flat.java's
+  formats, tests/vdbench/fixtures).
+
 The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
 which vcenter_vm_guest_disk_info comes from.
 
@@ -191,8 +196,7 @@ def _windows_exposition(tmp) -> str:
     diskspd-zero-read), through node_exporter's textfile collector as the stack's job guest-windows."""
     from ioparallax.simulators.guest.writer import GuestWriter
 
-    if shutil.which("prometheus-node-exporter") is None:
-        pytest.skip("node_exporter is not installed (apt-get install prometheus-node-exporter)")
+    require_tool("prometheus-node-exporter")
     writer = GuestWriter(compile_scenario(load_scenario("diskspd-zero-read")), tmp / "wguests", vms=["winbench-01"])
     where = writer.setup()["winbench-01"]
     writer.write(writer.fio.anchor + 60)
@@ -215,3 +219,24 @@ def _windows_exposition(tmp) -> str:
         return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:
         proc.stop()
+
+
+def _diskspd_exposition(tmp) -> str:
+    from ioparallax.simulators.guest.diskspd import GuestDiskspd
+
+    sim = GuestDiskspd(compile_scenario(load_scenario("diskspd-zero-read")), anchor=1_800_000_000)
+    doc = tmp / "WINBENCH01-1800000000.xml"
+    doc.write_text(sim.document("winbench-01", 1_800_000_000), encoding="utf-8")
+    r = subprocess.run(
+        [venv_tool("diskspd-exporter"), "convert", str(doc)], check=True, capture_output=True, text=True, timeout=60
+    )
+    return r.stdout
+
+
+def _vdbench_exposition(tmp) -> str:
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "vdbench" / "fixtures"
+    dirs = sorted(str(p) for p in fixtures.iterdir() if p.is_dir())
+    r = subprocess.run([venv_tool("vdbench-exporter"), "convert", *dirs], capture_output=True, text=True, timeout=60)
+    return r.stdout

@@ -160,8 +160,7 @@ TOOLS: list[Tool] = [
         lambda argv0: bool(_DISKSPD.search(argv0.strip("\"'"))),
     ),
     Tool("fio", "ioparallaxfiojobhygiene", _fio_sniff, _fio_file),
-    # the vdbench findings are described in the same runbook section as fio's (docs/runbook.md)
-    Tool("vdbench", "ioparallaxfiojobhygiene", _vdbench_sniff, _vdbench_file),
+    Tool("vdbench", "ioparallaxbenchmarkhygiene", _vdbench_sniff, _vdbench_file),
 ]
 
 

@@ -35,6 +35,8 @@ class Selectors:
     exporters: str
     node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
     windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
+    diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
+    vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         exporters=_selector(s, "exporters"),
         node=_selector(s, "node", Selectors.node),
         windows=_selector(s, "windows", Selectors.windows),
+        diskspd=_selector(s, "diskspd", Selectors.diskspd),
+        vdbench=_selector(s, "vdbench", Selectors.vdbench),
     )
     s.reject_unknown()
 

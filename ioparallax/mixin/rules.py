@@ -19,6 +19,11 @@ The three views of one virtual disk are joined on the labels ``vm`` (the VM's na
   vCenter's ``vcenter_vm_guest_disk_info{hostname, disk_path, vm, disk}`` (``guest.disk``) puts the
   volume on the VM disk.
 
+- Guest view from DiskSPD (``diskspd_*``, the results of finished runs): a target's ``host`` is
+  DiskSPD's ``ComputerName`` and its path names the volume (``D:\\...``), so it meets
+  ``vcenter_vm_guest_disk_info{hostname, disk_path}`` like a Windows volume; only each host's
+  newest run, while it is recent, counts as the guest's current view.
+
 Recording rules are named ``level:metric:operation`` (``vm_disk:ioparallax_guest_read_bytes:rate1m``).
 Every rule has a comment in the generated file saying what it is.
 """
@@ -35,6 +40,9 @@ from ioparallax.mixin.cluster import per_cluster
 from ioparallax.mixin.config import MixinConfig
 
 DIRECTIONS = ("read", "write")
+# What identifies one DiskSPD target of one run (the exporter's labels plus the target's).
+DS_TARGET = "instance, job, host, source, timespan, target_id, target"
+DS_RUN = "instance, job, host, source"
 # What identifies one fio job (fio's own labels plus the target's).
 FIO_JOB = "instance, job, jobname, jobid, host, source"
 # A raw guest block device in a fio job's filename (partitions map to their disk).
@@ -102,6 +110,7 @@ class _Exprs:
         self.w = cfg.windows.rate
         self.vc, self.fio, self.node = cfg.sel("vcenter"), cfg.sel("fio"), cfg.sel("node")
         self.win = cfg.sel("windows")
+        self.ds = cfg.sel("diskspd")
 
     def st_metric(self, name: str, *matchers: str) -> str:
         return name + self.cfg.sel("stargate", *matchers)
@@ -149,6 +158,19 @@ class _Exprs:
             f'sum by (vm, disk) (\n  label_replace({expr}, "guest", "$1", "vm", "(.+)")\n'
             f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)"
         )
+
+    def diskspd_sum(self, expr: str) -> str:
+        # A DiskSPD target's figures of the current run (each host's newest, while recent) -> the VM disk.
+        return (
+            f"sum by (vm, disk) (\n  ({expr})\n  * on ({DS_TARGET}) group_left (vm, disk) "
+            f"guest_target:ioparallax_diskspd_vm_disk:info\n"
+            f"  and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n)"
+        )
+
+    def guest_view(self, fio_expr: str, diskspd_expr: str) -> str:
+        # The guest view of a VM disk from its load generator: fio's jobs, or DiskSPD's current run
+        # (a disk is measured by one of them; fio wins where both are).
+        return f"(\n{fio_expr}\n)\nor\n(\n{diskspd_expr}\n)"
 
     def win_sum(self, expr: str) -> str:
         # windows_physical_disk_*{disk="1"} (or "1 D:" before windows_exporter 0.30) -> the VM disk,
@@ -253,50 +275,106 @@ def _identity_joins(x: _Exprs) -> Group:
 )""",
                 record="guest_device:ioparallax_guest_windows_disk:info",
             ),
+            Rule(
+                "A DiskSPD target with the VM disk it runs on: the run's host (DiskSPD's ComputerName) is the "
+                "guest's host name vCenter shows (guest.hostName), the target path's drive letter (D:\\test.dat: "
+                "D:) is a volume of vCenter's guest.disk, on the VM disk. Physical drive targets (#1) and paths "
+                "without a drive letter do not join.",
+                f"""group by ({DS_TARGET}, vm, disk) (
+  label_replace(
+    label_replace(diskspd_target_block_size_bytes{x.ds}, "hostname", "$1", "host", "(.+)"),
+    "volume", "$1", "target", "([A-Za-z]:).*"
+  )
+  * on (hostname, volume) group_left (vm, disk)
+    max by (hostname, volume, vm, disk) (
+      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
+    )
+)""",
+                record="guest_target:ioparallax_diskspd_vm_disk:info",
+            ),
+            Rule(
+                "Each DiskSPD host's current run: its newest result (RunTime), while it ended less than three "
+                "of its test times ago. DiskSPD writes a result only when a run ends, so the guest view of a "
+                "DiskSPD disk is the last finished run; an older one, or a result copied off long after, is "
+                "history (its -D series backfilled), not the current view.",
+                f"""group by ({DS_RUN}) (
+  (
+    diskspd_run_start_timestamp_seconds{x.ds}
+    == on (host) group_left () max by (host) (diskspd_run_start_timestamp_seconds{x.ds})
+  )
+  and on (host, source)
+  (
+    max by (host, source) (diskspd_run_start_timestamp_seconds{x.ds})
+    + on (host, source) sum by (host, source) (
+      diskspd_timespan_warmup_seconds{x.ds} + diskspd_timespan_test_seconds{x.ds} + diskspd_timespan_cooldown_seconds{x.ds}
+    )
+    > on (host, source) (time() - 3 * sum by (host, source) (diskspd_timespan_test_seconds{x.ds}))
+  )
+)""",
+                record="guest_run:ioparallax_diskspd_current:info",
+            ),
         ],
     )
 
 
 def _guest_fio_rates(x: _Exprs) -> Group:
-    """The guest view: fio's jobs on each VM disk (ops, bytes, latency, asked queue depth, buffered I/O)."""
-    fio, w = x.fio, x.w
+    """The guest view: the load generator on each VM disk, fio's jobs or DiskSPD's current run (ops,
+    bytes, latency, asked queue depth, buffered I/O, which tool)."""
+    fio, ds, w = x.fio, x.ds, x.w
     guest: list[Rule] = []
     for d in DIRECTIONS:
         guest += [
             Rule(
-                f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
-                "second of the jobs' run time in the window (exact from a job's first record on).",
-                x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                f"Guest: {d} I/Os per second the load generator completed on the VM disk: fio's jobs per "
+                "second of their run time in the window (exact from a job's first record on), or DiskSPD's "
+                "current run (its count over its test time).",
+                x.guest_view(
+                    x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")), x.diskspd_sum(f"diskspd_{d}_iops{ds}")
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}",
             ),
             Rule(
-                f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
-                x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                f"Guest: {d} bytes per second of the load generator on the VM disk (as above).",
+                x.guest_view(
+                    x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                    x.diskspd_sum(f"diskspd_{d}_bandwidth_bytes_per_second{ds}"),
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}",
             ),
             Rule(
-                f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
-                x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])")
-                + "\n/\n("
-                + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])")
-                + " > 0)",
+                f"Guest: op-weighted mean {d} completion latency on the VM disk (fio clat; DiskSPD -L).",
+                x.guest_view(
+                    x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])")
+                    + "\n/\n("
+                    + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])")
+                    + " > 0)",
+                    x.diskspd_sum(f"diskspd_{d}_latency_seconds_total{ds}")
+                    + "\n/\n("
+                    + x.diskspd_sum(f"diskspd_{d}_ios_total{ds}")
+                    + " > 0)",
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}",
             ),
         ]
     guest.append(
         Rule(
-            "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
-            x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+            "Guest: the concurrency the load generator asks for on the VM disk (sum of iodepth of running fio "
+            "jobs; DiskSPD: RequestCount x threads of the current run's targets).",
+            x.guest_view(
+                x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+                x.diskspd_sum(f"diskspd_target_outstanding_ios{ds}"),
+            ),
             record="vm_disk:ioparallax_guest_iodepth:sum",
         )
     )
     # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
     guest.append(
         Rule(
-            "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
-            "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
-            "when every running job is direct.",
-            f"""max by (vm, disk) (
+            "Guest: 1 when the load generator does buffered I/O on the VM disk (fio direct=0: the guest page "
+            "cache in between, and buffered libaio is synchronous, so the asked iodepth is never reached; "
+            "DiskSPD without -Sh/-Su: os_cache on), 0 when every running job or target is direct.",
+            f"""(
+max by (vm, disk) (
   (
     (
       max by ({FIO_JOB}) (0 * {"fio_job_info" + x.cfg.sel("fio", 'direct="0"')} + 1)
@@ -305,6 +383,18 @@ def _guest_fio_rates(x: _Exprs) -> Group:
     unless on ({FIO_JOB}) (fio_job_finished{fio} == 1)
   )
   * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
+)
+)
+or
+(
+max by (vm, disk) (
+  (
+    max by ({DS_TARGET}) (0 * {"diskspd_target_info" + x.cfg.sel("diskspd", 'os_cache="on"')} + 1)
+    or max by ({DS_TARGET}) (0 * diskspd_target_info{ds})
+  )
+  * on ({DS_TARGET}) group_left (vm, disk) guest_target:ioparallax_diskspd_vm_disk:info
+  and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info
+)
 )""",
             record="vm_disk:ioparallax_guest_buffered_io:bool",
         )
@@ -313,7 +403,10 @@ def _guest_fio_rates(x: _Exprs) -> Group:
         Rule(
             "Which load generator gives the guest view of the VM disk (tool: fio, diskspd, vdbench), for "
             "dashboards and reports to say who measured.",
-            'label_replace(group by (vm, disk) (guest_job:ioparallax_vm_disk:info), "tool", "fio", "", "")',
+            'label_replace(group by (vm, disk) (guest_job:ioparallax_vm_disk:info), "tool", "fio", "", "")\n'
+            "or\nlabel_replace(\n  group by (vm, disk) (\n    guest_target:ioparallax_diskspd_vm_disk:info\n"
+            f"    and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n  ),\n"
+            '  "tool", "diskspd", "", ""\n)',
             record="vm_disk:ioparallax_guest_tool:info",
         )
     )
@@ -530,12 +623,19 @@ def _view_ratios(x: _Exprs) -> Group:
         ),
         Rule(
             "Peak to average: the highest per-interval guest throughput fio reported in the window (its "
-            "status interval, 1 s in the demo) over the highest 20 s vCenter sample. Sampled, so a lower "
-            "bound of the real ratio when scrapes are slower than fio's interval.",
+            "status interval, 1 s in the demo; DiskSPD: the busiest -D interval of the current run, reads and "
+            "writes, x block size) over the highest 20 s vCenter sample. Sampled, so a lower bound of the "
+            "real ratio when scrapes are slower than fio's interval.",
             "(\n"
-            + x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])")
-            + "\n+\n"
-            + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
+            + x.guest_view(
+                x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])")
+                + "\n+\n"
+                + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])"),
+                x.diskspd_sum(
+                    f"(diskspd_read_interval_iops_max{x.ds} + diskspd_write_interval_iops_max{x.ds})"
+                    f" * diskspd_target_block_size_bytes{x.ds}"
+                ),
+            )
             + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
             f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
             record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}",
@@ -634,8 +734,13 @@ def _agreement_window_rates(x: _Exprs) -> Group:
         x.vm_sampled_seconds(a),
         Rule(
             f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
-            f"run time over the agreement window ({a}).",
-            " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+            f"run time over the agreement window ({a}); DiskSPD: its current run's.",
+            x.guest_view(
+                " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+                x.diskspd_sum(
+                    f"diskspd_read_bandwidth_bytes_per_second{x.ds} + diskspd_write_bandwidth_bytes_per_second{x.ds}"
+                ),
+            ),
             record=f"vm_disk:ioparallax_guest_bytes:rate{a}",
         ),
         Rule(
@@ -754,6 +859,19 @@ def _guest_fact_alerts(kit: _AlertKit) -> Group:
                 "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
                 "job file and run it again.",
                 "One alert per trap found in a job's options by the fio exporter.",
+            ),
+            alert(
+                "IoparallaxBenchmarkHygiene",
+                "warning",
+                f.hygiene,
+                f'label_replace(diskspd_target_hygiene_problem{kit.cfg.sel("diskspd")} == 1, "tool", "diskspd", "", "")\n'
+                f'or label_replace(vdbench_run_hygiene_problem{kit.cfg.sel("vdbench")} == 1, "tool", "vdbench", "", "")',
+                "A DiskSPD or vdbench result was measured with a benchmark trap.",
+                "The {{ $labels.tool }} result {{ $labels.source }} has the hygiene problem {{ $labels.problem }} "
+                "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
+                "command line or parameter file (check it first with ioparallax-check) and run it again.",
+                "One alert per trap the DiskSPD or vdbench exporter found in a result (the fio alert's "
+                "counterpart; checks the result cannot decide are not alerts).",
             ),
             alert(
                 "IoparallaxGuestSplitIo",

@@ -3,8 +3,10 @@
 ``ioparallax-demo`` (what ``make demo`` runs) starts, all bound to 127.0.0.1:
 
 - the simulators, fed by one scenario: one Stargate server per CVM, the vCenter simulator, the
-  guest simulator (per VM, the fio status stream and sysfs disk facts of that guest);
-- the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per VM;
+  guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
+  Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
+- the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per Linux
+  VM, the diskspd exporter for the DiskSPD results;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
 - with ``--long-term``, Debian's VictoriaMetrics (single node) as Prometheus' remote_write target:
@@ -68,6 +70,8 @@ PREFERRED_PORTS = {
     "stargate-exporter": 9761,
     "vcenter-exporter": 9762,
     "fio-exporter": 9763,  # the first VM's; the others get free ports
+    "diskspd-exporter": 9765,
+    "vdbench-exporter": 9766,
     "victoria-metrics": 8428,
 }
 
@@ -459,24 +463,54 @@ class Stack:
             time.sleep(0.1)
         paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
         cache = part.trace.scenario.cluster.dram_cache_bytes
+        label = self.resolved_cluster_label()
         static: list[dict[str, Any]] = []
         node_static: list[dict[str, Any]] = []
+        windows_static: list[dict[str, Any]] = []
         procs = []
         taken: set[int] = set()
-        for i, (vm, where) in enumerate(paths.items()):
-            if "stream" not in where:
-                continue  # no fio in this VM (its load generator is vdbench or DiskSPD)
-            port = pick_port("fio-exporter", self.fixed_ports and i == 0)
-            while port in taken:  # exporters not yet listening: do not hand out a port twice
+
+        def port_for(name: str, preferred: bool = False) -> int:
+            # exporters not yet listening: do not hand out a port twice
+            port = pick_port(name, self.fixed_ports and preferred)
+            while port in taken:
                 port = free_port()
             taken.add(port)
+            return port
+
+        first_fio = True
+        for vm, where in paths.items():
+            if "windows" in where:
+                # The Windows guest OS view: windows_exporter's metrics, written by the guest
+                # simulator as a textfile and served by node_exporter's textfile collector (no
+                # windows_exporter runs on Linux; the names, labels and types are its).
+                port = port_for("guest-windows")
+                proc = self._start(
+                    part.proc(f"guest-windows-exporter-{vm}"),
+                    [
+                        "prometheus-node-exporter",
+                        f"--web.listen-address=127.0.0.1:{port}",
+                        "--collector.disable-defaults",
+                        "--collector.textfile",
+                        f"--collector.textfile.directory={where['windows']}",
+                    ],
+                    url=f"http://127.0.0.1:{port}",
+                )
+                procs.append(proc)
+                windows_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+                continue
+            port = port_for("fio-exporter", first_fio)
+            first_fio = False
+            # Every Linux guest gets a fio exporter: its sysfs disk facts (fio_guest_disk_info) join
+            # the guest OS view to the VM disks even where another tool than fio runs.
+            watch = [f"--fio.watch={where['stream']}"] if "stream" in where else []
             proc = self._start(
                 part.proc(f"fio-exporter-{vm}"),
                 [
                     BIN / "fio-exporter",
                     "serve",
                     f"--web.listen-address=127.0.0.1:{port}",
-                    f"--fio.watch={where['stream']}",
+                    *watch,
                     f"--fio.host={vm}",
                     f"--collector.sysfs={where['sysfs']}",
                     f"--fio.cache-size={cache}",
@@ -485,18 +519,10 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            static.append(
-                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
-            )
-        for vm, where in paths.items():
-            if "procfs" not in where:
-                continue  # a Windows VM: no /proc/diskstats
+            static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
             # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
-            port = free_port()
-            while port in taken:
-                port = free_port()
-            taken.add(port)
+            port = port_for("guest-node-exporter")
             proc = self._start(
                 part.proc(f"guest-node-exporter-{vm}"),
                 [
@@ -511,40 +537,68 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            node_static.append(
-                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
+            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+        jobs: list[dict[str, Any]] = []
+        results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
+        if results:
+            # DiskSPD's results, copied off the Windows guests to one directory on a collector host:
+            # one diskspd exporter reads them all. Retention keeps the last few runs (the rules take
+            # each host's newest); its scrape interval is the demo's.
+            port = port_for("diskspd-exporter", True)
+            proc = self._start(
+                part.proc("diskspd-exporter"),
+                [
+                    BIN / "diskspd-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    *(f"--diskspd.watch={r}" for r in results),
+                    "--diskspd.retention=5m",
+                    f"--diskspd.cache-size={cache}",
+                    f"--diskspd.scrape-interval={self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
             )
-        vdbench_static: list[dict[str, Any]] = []
-        for run_dir in dict.fromkeys(where["vdbench"] for where in paths.values() if "vdbench" in where):
+            procs.append(proc)
+            jobs.append(
+                {
+                    "job_name": "diskspd",
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+                }
+            )
+        vdbench_runs = list(dict.fromkeys(where["vdbench"] for where in paths.values() if "vdbench" in where))
+        if vdbench_runs:
             # One vdbench run over the VMs whose load generator is vdbench, read by one exporter as
             # on an HCIBench/X-Ray controller; its per-host series carry the VM as ``host``.
-            port = free_port()
-            while port in taken:
-                port = free_port()
-            taken.add(port)
+            port = port_for("vdbench-exporter", True)
             proc = self._start(
                 part.proc("vdbench-exporter"),
                 [
                     BIN / "vdbench-exporter",
                     f"--web.listen-address=127.0.0.1:{port}",
-                    f"--vdbench.watch={run_dir}",
+                    *(f"--vdbench.watch={r}" for r in vdbench_runs),
                     f"--vdbench.cache-size={cache}",
                     f"--vdbench.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
                 ],
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            vdbench_static.append(
-                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label())}
+            jobs.append(
+                {
+                    "job_name": "vdbench",
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+                }
             )
         for proc in procs:
             self._wait_http(proc, "/metrics")
-        job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
-        if self.fio_scrape_interval:
-            job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
-        jobs = [job, {"job_name": "guest-node", "static_configs": node_static}]
-        if vdbench_static:
-            jobs.append({"job_name": "vdbench", "static_configs": vdbench_static})
+        if static:
+            job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
+            if self.fio_scrape_interval:
+                job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
+            jobs.append(job)
+        if node_static:
+            jobs.append({"job_name": "guest-node", "static_configs": node_static})
+        if windows_static:
+            jobs.append({"job_name": "guest-windows", "static_configs": windows_static})
         return jobs
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:

@@ -15,7 +15,10 @@ from the scenario file, not listed by hand per result:
 - the firing-alerts table must have data in the scenarios that expect alerts (``expect.alerts``);
 - the hygiene table must have data where IoparallaxFioJobHygiene is expected and be empty elsewhere;
 - the write zero share may be empty on a 2014/2015 page build (no Oplog Zero row: not measurable),
-  and the burstiness ratio where a fio job on the VM disk is buffered (not judged there).
+  and the burstiness ratio where a fio job on the VM disk is buffered (not judged there);
+- a query of one tool's or one guest OS's own series is empty where the VM disk is measured by
+  another (fio's ``fio_*`` and its job join on a DiskSPD disk; node_exporter's and the Linux sysfs
+  facts on a Windows guest; Windows' split I/Os on a Linux guest).
 """
 
 from __future__ import annotations
@@ -110,8 +113,17 @@ def not_measured(e: Expr, stack: Stack, values: dict[str, str]) -> bool:
         and "vdisk:ioparallax_write_zero_measurable:bool" not in names
     ):
         return True
+    (vm,) = [v for v in sc.vms if v.name == values["vm"]]
+    if vm.load_generator != "fio" and (
+        any(n.startswith("fio_") for n in names) or "guest_job:ioparallax_vm_disk:info" in names
+    ):
+        return True
+    if vm.windows and any(n.startswith("node_") or n == "guest_device:ioparallax_guest_os_disk:info" for n in names):
+        return True
+    if not vm.windows and any("guest_os_split_ios" in n or n.startswith("windows_") for n in names):
+        return True
     disk = stack.trace.disk(f"{values['vm']}/{values['disk']}")
-    buffered = any(not is_direct(s.fio_options) for s in disk.streams)
+    buffered = vm.load_generator == "fio" and any(not is_direct(s.fio_options) for s in disk.streams)
     return buffered and any(n.startswith("vm_disk:ioparallax_burstiness:") for n in names)
 
 

@@ -2,7 +2,6 @@
 by the real node_exporter's textfile collector as the stack does."""
 
 import json
-import shutil
 
 import pytest
 import requests
@@ -11,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ioparallax.simulators.guest.windows import GuestWindows, disk_number
 from ioparallax.simulators.guest.writer import GuestWriter
 from ioparallax.simulators.scenario import compile_scenario, parse_scenario
-from tests.support import ManagedProcess, free_port, promtool_check_metrics, wait_for_http
+from tests.support import ManagedProcess, free_port, promtool_check_metrics, require_tool, wait_for_http
 
 T0 = 1_700_000_400  # a multiple of the 60 s period: the guest "booted" at T0
 
@@ -146,6 +145,7 @@ def test_writer_keeps_linux_and_windows_apart(tmp_path, trace):
         "os": "windows",
         "load_generator": "diskspd",
         "windows": str(tmp_path / "sql-01" / "windows"),
+        "diskspd": str(tmp_path / "diskspd"),
     }
     assert set(paths["linux-01"]) == {"os", "load_generator", "stream", "sysfs", "procfs", "udev"}
     writer.write(T0 + 5)
@@ -155,8 +155,7 @@ def test_writer_keeps_linux_and_windows_apart(tmp_path, trace):
 
 
 def test_node_exporter_textfile_collector_serves_it(tmp_path, trace):
-    if shutil.which("prometheus-node-exporter") is None:
-        pytest.skip("node_exporter is not installed")
+    require_tool("prometheus-node-exporter")
     writer = GuestWriter(trace, tmp_path, vms=["sql-01"], anchor=T0)
     where = writer.setup()["sql-01"]
     writer.write(T0 + 30)

@@ -301,7 +301,7 @@ def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names)
                     used.setdefault(name, rule.record or rule.alert)
     missing = {n: where for n, where in used.items() if n not in exposed}
     assert not missing, f"names no exporter exposes: {missing}"
-    for source in ("stargate", "vcenter", "fio", "node", "windows"):
+    for source in ("stargate", "vcenter", "fio", "node", "windows", "diskspd", "vdbench"):
         assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
     assert {
         "fio_guest_partition_aligned",

@@ -19,6 +19,10 @@ the VMs whose ``load_generator`` is vdbench are the hosts of one multi-host vdbe
 
 and per Windows VM::
 
+    <dir>/diskspd/<HOSTNAME>-<run start>.xml   DiskSPD's -Rxml document of each finished run
+                                   (load_generator diskspd; one directory for every VM, as on
+                                   the collector host the results are copied to)
+
     <dir>/<vm>/windows/windows_exporter.prom   windows_exporter's disk and host name metrics,
                                    rewritten every second (served by node_exporter's textfile
                                    collector: --collector.textfile.directory=<dir>/<vm>/windows)
@@ -40,6 +44,7 @@ from pathlib import Path
 
 from ioparallax.simulators.scenario import Trace
 
+from .diskspd import GuestDiskspd, write_finished_runs
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
 from .sysfs import write_tree, write_udev
@@ -51,6 +56,7 @@ log = logging.getLogger("ioparallax.guest")
 STREAM_NAME = "fio-status.json"
 DISKSTATS = Path("proc") / "diskstats"
 WINDOWS_PROM = Path("windows") / "windows_exporter.prom"
+DISKSPD_DIR = "diskspd"
 
 
 def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
@@ -84,11 +90,15 @@ class GuestWriter:
         self.fio = GuestFio(trace, anchor=anchor)
         self.diskstats = GuestDiskstats(trace, fio=self.fio)
         self.windows = GuestWindows(trace, fio=self.fio)
+        self.diskspd = GuestDiskspd(trace, fio=self.fio)
+        self._last_written: int | None = None
         names = [vm.name for vm in trace.scenario.vms]
         unknown = [v for v in (vms or []) if v not in names]
         if unknown:
             raise ValueError(f"no VM {', '.join(unknown)} in scenario {trace.scenario.name} ({', '.join(names)})")
         self.vms = [vm for vm in trace.scenario.vms if not vms or vm.name in vms]
+        mine = {vm.name for vm in self.vms}
+        self.diskspd.vms = {name: vm for name, vm in self.diskspd.vms.items() if name in mine}
         self._period_of: dict[str, int] = {}
         hosts = [vm.name for vm in self.vms if vm.load_generator == "vdbench"]
         self.vdbench_dir = self.out_dir / "vdbench" / trace.scenario.name
@@ -106,6 +116,12 @@ class GuestWriter:
                 prom.parent.mkdir(parents=True, exist_ok=True)
                 prom.unlink(missing_ok=True)
                 out[vm.name] = {**where, "windows": str(prom.parent)}
+                if vm.load_generator == "diskspd":
+                    results = self.out_dir / DISKSPD_DIR
+                    results.mkdir(parents=True, exist_ok=True)
+                    for old in results.glob(f"{vm.hostname}-*.xml"):
+                        old.unlink()
+                    out[vm.name]["diskspd"] = str(results)
                 continue
             stream, sysfs = vm_paths(self.out_dir, vm.name)
             write_tree(vm, sysfs)
@@ -130,10 +146,18 @@ class GuestWriter:
         return out
 
     def write(self, T: int) -> None:
-        """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats."""
+        """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats (Windows:
+        its windows_exporter textfile, and the DiskSPD documents of the runs that ended since the
+        last write)."""
         period_index = T // self.trace.period
         if self.vdbench is not None:
             self.vdbench.write(T)
+        if self.diskspd.vms:
+            results = self.out_dir / DISKSPD_DIR
+            results.mkdir(parents=True, exist_ok=True)
+            after = self._last_written if self._last_written is not None else T - 1
+            write_finished_runs(self.diskspd, results, after, T)
+        self._last_written = T
         for vm in self.vms:
             if vm.windows:
                 _replace(vm_windows_prom(self.out_dir, vm.name), self.windows.text(vm.name, T))
