@@ -184,6 +184,7 @@ def test_real_parmfile_as_run():
     assert value(sm, "vdbench_parmfile_sd_info", sd="sd1", lun="/dev/sdb", openflags="o_direct", hosts="hd*") == 1
     assert value(sm, "vdbench_parmfile_rd_info", rd="rd2", iorate="500", elapsed="60", interval="1") == 1
     assert value(sm, "vdbench_parmfile_wd_info", wd="wd51", range="(61.47,61.78)") == 1
+    assert value(sm, "vdbench_parmfile_hd_info", hd="hd1", system="172.17.1.235", shell="vdbench") == 1
 
 
 def test_real_single_host_flatfile_with_requested_data_reduction():

@@ -64,6 +64,7 @@ REQUESTED: tuple[tuple[str, str, float, str], ...] = (
 INFO_COLUMNS = ("xfersize", "threads", "rdpct", "rhpct", "whpct", "seekpct")
 
 SD_INFO = ["lun", "openflags", "size", "range", "host", "threads"]
+HD_INFO = ["system", "shell", "user", "vdbench"]
 WD_INFO = ["sd", "xfersize", "rdpct", "seekpct", "range", "skew", "rhpct", "whpct"]
 RD_INFO = ["wd", "iorate", "elapsed", "interval", "warmup", "threads", "forthreads", "forxfersize", "forrdpct"]
 GENERAL_INFO = ["compratio", "dedupratio", "dedupunit", "data_errors"]
@@ -250,7 +251,12 @@ class VdbenchCollector(Collector):
             src + [pf.general.get(k, "") for k in GENERAL_INFO],
             1.0,
         )
-        for kind, table, keys in (("sd", pf.sd, SD_INFO), ("wd", pf.wd, WD_INFO), ("rd", pf.rd, RD_INFO)):
+        for kind, table, keys in (
+            ("hd", pf.hd, HD_INFO),
+            ("sd", pf.sd, SD_INFO),
+            ("wd", pf.wd, WD_INFO),
+            ("rd", pf.rd, RD_INFO),
+        ):
             for name, entry in table.items():
                 fams.gauge(
                     f"vdbench_parmfile_{kind}_info",
