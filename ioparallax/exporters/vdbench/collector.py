@@ -42,6 +42,8 @@ ROW_GAUGES: tuple[tuple[str, str, float, str], ...] = (
     ("read_resp", "read_response_mean_seconds", _MS, "Mean read response time (read_resp, ms)"),
     ("write_resp", "write_response_mean_seconds", _MS, "Mean write response time (write_resp, ms)"),
     ("resp_max", "response_max_seconds", _MS, "Largest response time (resp_max, ms)"),
+    ("read_max", "read_response_max_seconds", _MS, "Largest read response time (read max, ms; vdbench 5.04.07)"),
+    ("write_max", "write_response_max_seconds", _MS, "Largest write response time (write max, ms; vdbench 5.04.07)"),
     ("resp_std", "response_stddev_seconds", _MS, "Standard deviation of the response times (resp_std, ms)"),
     ("queue_depth", "queue_depth", 1.0, "vdbench's average I/O queue depth (queue_depth; Little's law)"),
     ("cpu_used", "cpu_used_ratio", 0.01, "Host CPU busy, user+system (cpu_used/100)"),
