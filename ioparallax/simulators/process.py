@@ -256,10 +256,10 @@ def _share(ports: range) -> range:
     slices: list[tuple[int, int]] = []
     text = os.environ.get("IOPARALLAX_PORT_SHARE", "")
     if text:
-        i, sep, n = text.partition("/")
-        if not (sep and i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
+        index, sep, count_text = text.partition("/")
+        if not (sep and index.isdigit() and count_text.isdigit() and 0 <= int(index) < int(count_text)):
             raise ValueError(f"IOPARALLAX_PORT_SHARE: expected i/n with 0 <= i < n, got {text!r}")
-        slices.append((int(i), int(n)))
+        slices.append((int(index), int(count_text)))
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(worker[2:]) < int(count):
         slices.append((int(worker[2:]), int(count)))
