@@ -6,7 +6,7 @@
   guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
   Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
 - the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per Linux
-  VM, the diskspd exporter for the DiskSPD results;
+  VM, the diskspd exporter for the DiskSPD results, the vdbench exporter for the vdbench runs;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
 - with ``--long-term``, Debian's VictoriaMetrics (single node) as Prometheus' remote_write target:
@@ -71,6 +71,7 @@ PREFERRED_PORTS = {
     "vcenter-exporter": 9762,
     "fio-exporter": 9763,  # the first VM's; the others get free ports
     "diskspd-exporter": 9765,
+    "vdbench-exporter": 9766,
     "victoria-metrics": 8428,
 }
 
@@ -561,6 +562,30 @@ class Stack:
             jobs.append(
                 {
                     "job_name": "diskspd",
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+                }
+            )
+        outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
+        if outputs:
+            # vdbench's multi-host run (the controller's output directories, one per run): one
+            # vdbench exporter follows them live, scraped with the demo's interval.
+            port = port_for("vdbench-exporter", True)
+            proc = self._start(
+                part.proc("vdbench-exporter"),
+                [
+                    BIN / "vdbench-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    *(f"--vdbench.watch={o}" for o in outputs),
+                    f"--vdbench.cache-size={cache}",
+                    f"--vdbench.scrape-interval={self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            jobs.append(
+                {
+                    "job_name": "vdbench",
                     "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
                 }
             )

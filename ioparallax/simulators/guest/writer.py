@@ -12,6 +12,9 @@ Layout under the output directory, per Linux VM::
 
 and per Windows VM::
 
+    <dir>/vdbench/run-<period start>/          the vdbench multi-host run of the Linux VMs whose
+                                   load generator is vdbench (flatfile.html, parmfile.html,
+                                   <host name>.html per host; one directory per period)
     <dir>/diskspd/<HOSTNAME>-<run start>.xml   DiskSPD's -Rxml document of each finished run
                                    (load_generator diskspd; one directory for every VM, as on
                                    the collector host the results are copied to)
@@ -30,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -40,6 +44,7 @@ from .diskspd import GuestDiskspd, write_finished_runs
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
 from .sysfs import write_tree, write_udev
+from .vdbench_run import GuestVdbench
 from .windows import GuestWindows
 
 log = logging.getLogger("ioparallax.guest")
@@ -48,6 +53,7 @@ STREAM_NAME = "fio-status.json"
 DISKSTATS = Path("proc") / "diskstats"
 WINDOWS_PROM = Path("windows") / "windows_exporter.prom"
 DISKSPD_DIR = "diskspd"
+VDBENCH_DIR = "vdbench"
 
 
 def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
@@ -90,6 +96,7 @@ class GuestWriter:
         self.vms = [vm for vm in trace.scenario.vms if not vms or vm.name in vms]
         mine = {vm.name for vm in self.vms}
         self.diskspd.vms = {name: vm for name, vm in self.diskspd.vms.items() if name in mine}
+        self.vdbench = GuestVdbench(trace, self.out_dir / VDBENCH_DIR, int(self.fio.anchor), self.vms)
         self._period_of: dict[str, int] = {}
 
     def setup(self) -> dict[str, dict[str, str]]:
@@ -126,6 +133,11 @@ class GuestWriter:
             }
             if vm.load_generator == "fio":
                 out[vm.name]["stream"] = str(stream)
+            elif vm.load_generator == "vdbench":
+                out[vm.name]["vdbench"] = str(self.out_dir / VDBENCH_DIR)
+        if self.vdbench.vms:
+            shutil.rmtree(self.out_dir / VDBENCH_DIR, ignore_errors=True)
+            (self.out_dir / VDBENCH_DIR).mkdir(parents=True)
         return out
 
     def write(self, T: int) -> None:
@@ -138,6 +150,7 @@ class GuestWriter:
             results.mkdir(parents=True, exist_ok=True)
             after = self._last_written if self._last_written is not None else T - 1
             write_finished_runs(self.diskspd, results, after, T)
+        self.vdbench.write(T)
         self._last_written = T
         for vm in self.vms:
             if vm.windows:
