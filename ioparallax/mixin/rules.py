@@ -43,6 +43,11 @@ DIRECTIONS = ("read", "write")
 # What identifies one DiskSPD target of one run (the exporter's labels plus the target's).
 DS_TARGET = "instance, job, host, source, timespan, target_id, target"
 DS_RUN = "instance, job, host, source"
+# What identifies one host of one vdbench output directory (a multi-host run's hd=).
+VD_HOST = "instance, job, source, host"
+VD_RUN = "instance, job, source, run, seq"
+# A guest block device in a vdbench lun= (the device's name, as the guest's disk facts name it).
+VD_LUN_RE = r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)(p?[0-9]+)?"
 # What identifies one fio job (fio's own labels plus the target's).
 FIO_JOB = "instance, job, jobname, jobid, host, source"
 # A raw guest block device in a fio job's filename (partitions map to their disk).
@@ -111,6 +116,7 @@ class _Exprs:
         self.vc, self.fio, self.node = cfg.sel("vcenter"), cfg.sel("fio"), cfg.sel("node")
         self.win = cfg.sel("windows")
         self.ds = cfg.sel("diskspd")
+        self.vd = cfg.sel("vdbench")
 
     def st_metric(self, name: str, *matchers: str) -> str:
         return name + self.cfg.sel("stargate", *matchers)
@@ -167,10 +173,27 @@ class _Exprs:
             f"  and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n)"
         )
 
-    def guest_view(self, fio_expr: str, diskspd_expr: str) -> str:
-        # The guest view of a VM disk from its load generator: fio's jobs, or DiskSPD's current run
-        # (a disk is measured by one of them; fio wins where both are).
-        return f"(\n{fio_expr}\n)\nor\n(\n{diskspd_expr}\n)"
+    def vdbench_sum(self, expr: str) -> str:
+        # A vdbench host's series (one host of a multi-host run) -> the VM disk its lun is.
+        return (
+            f"sum by (vm, disk) (\n  ({expr})\n  * on ({VD_HOST}) group_left (vm, disk) "
+            f"guest_host:ioparallax_vdbench_vm_disk:info\n)"
+        )
+
+    def vdbench_per_run_second(self, counter: str, window: str | None = None) -> str:
+        # As fio's: a run that starts inside the window is not extrapolated; a finished run's
+        # counters stop, so it drops out (its measured seconds no longer grow).
+        window, vd = window or self.w, self.vd
+        return (
+            f"rate({counter}{vd}[{window}])\n  / on ({VD_HOST}, run, seq) "
+            f"(rate(vdbench_host_measured_seconds_total{vd}[{window}]) > 0)"
+        )
+
+    def guest_view(self, fio_expr: str, diskspd_expr: str, vdbench_expr: str | None = None) -> str:
+        # The guest view of a VM disk from its load generator: fio's jobs, DiskSPD's current run or
+        # vdbench's host (a disk is measured by one of them; fio wins where several are).
+        out = f"(\n{fio_expr}\n)\nor\n(\n{diskspd_expr}\n)"
+        return out + (f"\nor\n(\n{vdbench_expr}\n)" if vdbench_expr else "")
 
     def win_sum(self, expr: str) -> str:
         # windows_physical_disk_*{disk="1"} (or "1 D:" before windows_exporter 0.30) -> the VM disk,
@@ -313,6 +336,24 @@ def _identity_joins(x: _Exprs) -> Group:
 )""",
                 record="guest_run:ioparallax_diskspd_current:info",
             ),
+            Rule(
+                "A vdbench host (hd= of a multi-host run, named after the guest: the same name as the guest's "
+                "targets' vm label) with the VM disk its lun= is: the run's storage definition names the guest "
+                "device (lun=/dev/sdb), the guest's disk facts its serial, vCenter the VM disk. One lun per "
+                "output directory; a lun that is not a /dev block device does not join.",
+                f"""group by ({VD_HOST}, vm, disk) (
+  label_replace(
+    group by ({VD_HOST}) (vdbench_host_read_ops_total{x.vd})
+    * on (instance, job, source) group_left (device)
+      max by (instance, job, source, device) (
+        label_replace(vdbench_parmfile_sd_info{x.vd}, "device", "$1", "lun", "{VD_LUN_RE}")
+      ),
+    "guest", "$1", "host", "(.+)"
+  )
+  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info
+)""",
+                record="guest_host:ioparallax_vdbench_vm_disk:info",
+            ),
         ],
     )
 
@@ -329,7 +370,9 @@ def _guest_fio_rates(x: _Exprs) -> Group:
                 "second of their run time in the window (exact from a job's first record on), or DiskSPD's "
                 "current run (its count over its test time).",
                 x.guest_view(
-                    x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")), x.diskspd_sum(f"diskspd_{d}_iops{ds}")
+                    x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                    x.diskspd_sum(f"diskspd_{d}_iops{ds}"),
+                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_ops_total")),
                 ),
                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}",
             ),
@@ -338,6 +381,7 @@ def _guest_fio_rates(x: _Exprs) -> Group:
                 x.guest_view(
                     x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
                     x.diskspd_sum(f"diskspd_{d}_bandwidth_bytes_per_second{ds}"),
+                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_bytes_total")),
                 ),
                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}",
             ),
@@ -352,6 +396,10 @@ def _guest_fio_rates(x: _Exprs) -> Group:
                     + "\n/\n("
                     + x.diskspd_sum(f"diskspd_{d}_ios_total{ds}")
                     + " > 0)",
+                    x.vdbench_sum(f"rate(vdbench_host_{d}_response_seconds_total{x.vd}[{w}])")
+                    + "\n/\n("
+                    + x.vdbench_sum(f"rate(vdbench_host_{d}_ops_total{x.vd}[{w}])")
+                    + " > 0)",
                 ),
                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}",
             ),
@@ -363,6 +411,10 @@ def _guest_fio_rates(x: _Exprs) -> Group:
             x.guest_view(
                 x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
                 x.diskspd_sum(f"diskspd_target_outstanding_ios{ds}"),
+                x.vdbench_sum(
+                    f"(vdbench_host_finished{x.vd} == bool 0)\n"
+                    f"  * on ({VD_RUN}) group_left () vdbench_run_threads{x.vd}"
+                ),
             ),
             record="vm_disk:ioparallax_guest_iodepth:sum",
         )
@@ -372,7 +424,8 @@ def _guest_fio_rates(x: _Exprs) -> Group:
         Rule(
             "Guest: 1 when the load generator does buffered I/O on the VM disk (fio direct=0: the guest page "
             "cache in between, and buffered libaio is synchronous, so the asked iodepth is never reached; "
-            "DiskSPD without -Sh/-Su: os_cache on), 0 when every running job or target is direct.",
+            "DiskSPD without -Sh/-Su: os_cache on; vdbench without openflags=o_direct), 0 when every running "
+            "job or target is direct.",
             f"""(
 max by (vm, disk) (
   (
@@ -395,6 +448,16 @@ max by (vm, disk) (
   * on ({DS_TARGET}) group_left (vm, disk) guest_target:ioparallax_diskspd_vm_disk:info
   and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info
 )
+)
+or
+(
+max by (vm, disk) (
+  (
+    max by (instance, job, source) (0 * {"vdbench_parmfile_sd_info" + x.cfg.sel("vdbench", 'openflags!~".*o_direct.*"')} + 1)
+    or max by (instance, job, source) (0 * vdbench_parmfile_sd_info{x.vd})
+  )
+  * on (instance, job, source) group_right () guest_host:ioparallax_vdbench_vm_disk:info
+)
 )""",
             record="vm_disk:ioparallax_guest_buffered_io:bool",
         )
@@ -406,7 +469,9 @@ max by (vm, disk) (
             'label_replace(group by (vm, disk) (guest_job:ioparallax_vm_disk:info), "tool", "fio", "", "")\n'
             "or\nlabel_replace(\n  group by (vm, disk) (\n    guest_target:ioparallax_diskspd_vm_disk:info\n"
             f"    and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n  ),\n"
-            '  "tool", "diskspd", "", ""\n)',
+            '  "tool", "diskspd", "", ""\n)\n'
+            "or\nlabel_replace(\n  group by (vm, disk) (guest_host:ioparallax_vdbench_vm_disk:info),\n"
+            '  "tool", "vdbench", "", ""\n)',
             record="vm_disk:ioparallax_guest_tool:info",
         )
     )
@@ -635,6 +700,7 @@ def _view_ratios(x: _Exprs) -> Group:
                     f"(diskspd_read_interval_iops_max{x.ds} + diskspd_write_interval_iops_max{x.ds})"
                     f" * diskspd_target_block_size_bytes{x.ds}"
                 ),
+                x.vdbench_sum(f"max_over_time(vdbench_host_interval_bandwidth_bytes_per_second{x.vd}[{w}])"),
             )
             + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
             f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
@@ -739,6 +805,10 @@ def _agreement_window_rates(x: _Exprs) -> Group:
                 " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
                 x.diskspd_sum(
                     f"diskspd_read_bandwidth_bytes_per_second{x.ds} + diskspd_write_bandwidth_bytes_per_second{x.ds}"
+                ),
+                " + ".join(
+                    f"(\n{x.vdbench_sum(x.vdbench_per_run_second(f'vdbench_host_{d}_bytes_total', a))}\n)"
+                    for d in DIRECTIONS
                 ),
             ),
             record=f"vm_disk:ioparallax_guest_bytes:rate{a}",

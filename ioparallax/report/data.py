@@ -99,6 +99,10 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         f"or max by (vm, disk, problem) (diskspd_target_hygiene_problem{ctx.sel('diskspd')} "
         f"* on ({DS_TARGET}) group_left (vm, disk) {ds_target})"
     )
+    # vdbench's findings are per output directory (source), its hosts per VM disk: a many-to-many
+    # join PromQL cannot do, so both come as labelled series and meet in summary.disk_input.
+    out["vdbench_hygiene"] = f"max by (source, problem) (vdbench_run_hygiene_problem{ctx.sel('vdbench')})"
+    out["vdbench_disks"] = f"group by (source, vm, disk) ({ctx.rule('guest_host:ioparallax_vdbench_vm_disk:info')})"
     # Which tool measured the guest view, and which exporter the guest OS view (report cells say it).
     out["guest_tool"] = ctx.rule("vm_disk:ioparallax_guest_tool:info")
     out["guest_os_source"] = ctx.rule("vm_disk:ioparallax_guest_os_source:info")
@@ -252,7 +256,16 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             with lock:
                 ds.instant[fam] = result
             return
-        if fam in ("hygiene", "read_sources", "write_destinations", "alerts", "guest_tool", "guest_os_source"):
+        if fam in (
+            "hygiene",
+            "read_sources",
+            "write_destinations",
+            "alerts",
+            "guest_tool",
+            "guest_os_source",
+            "vdbench_hygiene",
+            "vdbench_disks",
+        ):
             shaped = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
             with lock:
                 ds.labelled[fam] = shaped

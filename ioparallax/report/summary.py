@@ -100,6 +100,14 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
             for m, v in ds.labelled.get("hygiene", [])
             if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1
         }
+        sources = {
+            m.get("source") for m, v in ds.labelled.get("vdbench_disks", []) if (m.get("vm"), m.get("disk")) == key
+        }
+        inp.hygiene_problems |= {
+            m.get("problem", "?")
+            for m, v in ds.labelled.get("vdbench_hygiene", [])
+            if m.get("source") in sources and np.nanmax(v, initial=0) >= 1
+        }
     return inp
 
 

@@ -555,12 +555,12 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
             # Judged over every step of the range: no step had a fio job (guest bytes or iodepth).
             return _nm(
                 trap,
-                f"no fio job or DiskSPD run measured this disk at any step of the range, while the VM view saw "
+                f"no fio job, DiskSPD run or vdbench host measured this disk at any step of the range, while the VM view saw "
                 f"it busy (above {si_bytes(t.busy_bytes_per_second)}/s) at {int(busy.sum())} of "
                 f"{busy.size} steps: I/O that no load generator in the guest explains",
                 thr,
             )
-        return _nm(trap, "no fio job or DiskSPD run on this disk", thr)
+        return _nm(trap, "no fio job, DiskSPD run or vdbench host on this disk", thr)
     problems = set(inp.hygiene_problems)
     if inp.buffered is not None and np.nan_to_num(inp.buffered, nan=0.0).max(initial=0) >= 1:
         problems.add("buffered_io")

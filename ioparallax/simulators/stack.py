@@ -6,7 +6,7 @@
   guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
   Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
 - the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per Linux
-  VM, the diskspd exporter for the DiskSPD results;
+  VM, the diskspd exporter for the DiskSPD results, the vdbench exporter for the vdbench runs;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
 - with ``--long-term``, Debian's VictoriaMetrics (single node) as Prometheus' remote_write target:
@@ -45,7 +45,6 @@ from urllib.parse import quote
 import requests
 import yaml
 
-from ioparallax.paths import ALERTS_DIR, workspace
 from ioparallax.simulators.process import (
     Process,
     free_port,
@@ -58,9 +57,8 @@ from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenari
 
 log = logging.getLogger("ioparallax.demo")
 
-# The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
-# the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
-BUILD = workspace() / ".build"
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / ".build"
 BIN = Path(sys.executable).parent
 
 # Preferred ports for the demo (the usual ones, so the URLs are familiar); a busy port falls back
@@ -166,7 +164,7 @@ class Stack:
     # scenario (the YAML's name) unless named with @.
     scenarios: list[str] = field(default_factory=list)
     cluster_label: str | None = None  # the target label naming the cluster; None: ioparallax/mixin/config.yml's
-    workdir: Path = workspace() / ".run" / "demo"
+    workdir: Path = REPO / ".run" / "demo"
     fixed_ports: bool = True  # try the familiar ports first (demo); tests pass False
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
@@ -567,19 +565,20 @@ class Stack:
                     "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
                 }
             )
-        vdbench_runs = list(dict.fromkeys(where["vdbench"] for where in paths.values() if "vdbench" in where))
-        if vdbench_runs:
-            # One vdbench run over the VMs whose load generator is vdbench, read by one exporter as
-            # on an HCIBench/X-Ray controller; its per-host series carry the VM as ``host``.
+        outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
+        if outputs:
+            # vdbench's multi-host run (the controller's output directories, one per run): one
+            # vdbench exporter follows them live, scraped with the demo's interval.
             port = port_for("vdbench-exporter", True)
             proc = self._start(
                 part.proc("vdbench-exporter"),
                 [
                     BIN / "vdbench-exporter",
+                    "serve",
                     f"--web.listen-address=127.0.0.1:{port}",
-                    *(f"--vdbench.watch={r}" for r in vdbench_runs),
+                    *(f"--vdbench.watch={o}" for o in outputs),
                     f"--vdbench.cache-size={cache}",
-                    f"--vdbench.scrape-interval={self.fio_scrape_interval or self.scrape_interval}",
+                    f"--vdbench.scrape-interval={self.scrape_interval}",
                 ],
                 url=f"http://127.0.0.1:{port}",
             )
@@ -648,7 +647,7 @@ class Stack:
         self._wait_http(proc, "/-/ready")
 
     def rule_files(self) -> list[Path]:
-        rules_dir = self.rules_dir if self.rules_dir is not None else ALERTS_DIR
+        rules_dir = self.rules_dir if self.rules_dir is not None else REPO / "alerts"
         rules = sorted(rules_dir.glob("*.rules.yml")) + sorted(rules_dir.glob("*.rules.yaml"))
         return rules + list(self.extra_rule_files)
 
@@ -1035,7 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workdir",
         type=Path,
-        default=workspace() / ".run" / "demo",
+        default=REPO / ".run" / "demo",
         help="state, generated configs and logs (default: %(default)s)",
     )
     parser.add_argument(

@@ -33,7 +33,6 @@ from ioparallax.exporters.fio.hygiene import is_direct
 from ioparallax.mixin.queries import JOINED_VM_DISKS
 from ioparallax.simulators.stack import Stack
 from tests.dashboards.promql import Expr, expressions, label_values_selector, metric_names, panels, substitute
-from tests.e2e.test_e2e_vdbench import expect_no_guest_view_from_vdbench
 from tests.support import REPO
 
 pytestmark = pytest.mark.e2e
@@ -140,9 +139,8 @@ def must_have_data(e: Expr, stack: Stack, busy: set[str], values: dict[str, str]
     return not dirs or (dirs <= busy if len(dirs) == 1 else bool(dirs & busy))
 
 
-def test_every_dashboard_query_returns_data(scenario_stack, request):
+def test_every_dashboard_query_returns_data(scenario_stack):
     stack = scenario_stack
-    expect_no_guest_view_from_vdbench(request, stack)
     values = joined_vm_disk(stack)
     busy = busy_directions(stack, values["vm"], values["disk"])
     every = expressions(DASHBOARDS)
@@ -173,9 +171,8 @@ def test_every_dashboard_query_returns_data(scenario_stack, request):
         assert stack.query(substitute(e.expr, values)) == [], stack.scenario
 
 
-def test_variables_offer_the_scenarios_vm_disks(scenario_stack, request):
+def test_variables_offer_the_scenarios_vm_disks(scenario_stack):
     stack = scenario_stack
-    expect_no_guest_view_from_vdbench(request, stack)
     values = joined_vm_disk(stack)
     vms = {r["metric"]["vm"] for r in stack.query("vcenter_virtual_disk_info")}
     assert values["vm"] in vms and vms <= {vm.name for vm in stack.trace.scenario.vms}

@@ -10,7 +10,6 @@ import pytest
 
 from ioparallax.report.report import make_report
 from ioparallax.report.summary import verdicts
-from tests.e2e.test_e2e_vdbench import expect_no_guest_view_from_vdbench
 
 pytestmark = pytest.mark.e2e
 
@@ -42,8 +41,7 @@ def report_of(stack):
     return make_report(prometheus=stack.urls["prometheus"], start=start, end=end)
 
 
-def test_report_verdicts_match_the_scenario(scenario_stack, request):
-    expect_no_guest_view_from_vdbench(request, scenario_stack)
+def test_report_verdicts_match_the_scenario(scenario_stack):
     sc = scenario_stack.trace.scenario
     result = report_of(scenario_stack)
     got = verdicts(result.context)

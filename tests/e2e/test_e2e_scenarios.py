@@ -724,8 +724,28 @@ def _diskspd_zero_read(stack: Stack, trace: Trace) -> None:
         assert scalar(stack, f"vm_disk:ioparallax_guest_os_split_ios:ratio1m{sel}") == 0  # aligned at 1 MiB
 
 
+def _vdbench_multihost(stack: Stack, trace: Trace) -> None:
+    """Each vdbench host of the multi-host run is its guest's view of its VM disk: the same bytes
+    as the guest OS and vCenter; the run's compratio is the hygiene finding."""
+    wait_running(stack, 90)
+    for vm in trace.scenario.vms:
+        sel = f'{{vm="{vm.name}",disk="scsi0:1"}}'
+        s = vm.disks[0].streams[0]
+        guest = scalar(stack, f"vm_disk:ioparallax_guest_read_ops:rate1m{sel}")
+        assert guest == pytest.approx(s.read_iops, rel=0.01), vm.name
+        for layer in ("guest_os", "vm"):
+            other = scalar(stack, f"vm_disk:ioparallax_{layer}_read_bytes:rate1m{sel}")
+            assert other == pytest.approx(s.read_iops * 4096, rel=0.03), (vm.name, layer)
+        lat = scalar(stack, f"vm_disk:ioparallax_guest_write_latency_seconds:mean1m{sel}")
+        assert lat == pytest.approx(s.write_latency_s, rel=0.01)
+        assert scalar(stack, f"vm_disk:ioparallax_guest_iodepth:sum{sel}") == s.iodepth
+        assert scalar(stack, f'vm_disk:ioparallax_guest_tool:info{{vm="{vm.name}",tool="vdbench"}}') == 1
+    assert at(stack, 'vdbench_run_hygiene_problem{problem="compratio_requested"}', time.time())
+
+
 DISAGREEMENTS = {
     "diskspd-zero-read": _diskspd_zero_read,
+    "vdbench-multihost": _vdbench_multihost,
     "bursty-1m": _bursty_1m,
     "zero-heavy": _zero_heavy,
     "cache-hero": _cache_hero,

@@ -6,17 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
-from ioparallax.simulators.guest.periodic import periodic_sum
-from ioparallax.simulators.guest.vdbench import (
-    HostInterval,
-    RunDefinition,
-    TraceVdbench,
-    VdbenchOutput,
-    _vm_series,
-    aggregate,
-)
-from ioparallax.simulators.guest.writer import GuestWriter
-from ioparallax.simulators.scenario import compile_scenario, load_scenario
+from ioparallax.simulators.guest.vdbench import HostInterval, RunDefinition, VdbenchOutput, aggregate
 from tests.vdbench.test_vdbench_reader import exposition, has, samples, value
 
 T0 = 1_764_151_200.0  # 2025-11-26 10:00 UTC
@@ -87,59 +77,3 @@ def test_single_host_buffered_compressible_run_is_flagged(tmp_path):
     assert not has(sm, "vdbench_host_read_ops_total")
     problems = {dict(ls)["problem"] for (n, ls) in sm if n == "vdbench_run_hygiene_problem"}
     assert problems == {"buffered_io", "compratio_requested", "working_set_below_cache"}
-
-
-def test_trace_run_reads_back_to_the_trace(tmp_path):
-    """A multi-host run over two VMs of a library scenario: the exporter's per-host counters are
-    the trace's own sums over the same seconds (within the host reports' printed precision)."""
-    trace = compile_scenario(load_scenario("clean-oltp"))
-    out = tmp_path / "vdb-oltp"
-    sim = TraceVdbench(trace, out, ["oltp-01", "oltp-02"], run="rd_oltp", interval=5, elapsed=30)
-    T0 = 1_764_151_200  # a period boundary of the 600 s scenario
-    for T in range(T0, T0 + 41):
-        sim.write(T)
-    sm = samples(exposition(tmp_path))
-    src = str(out)
-    series = {vm.name: _vm_series(trace, vm) for vm in trace.scenario.vms if vm.name in ("oltp-01", "oltp-02")}
-    for host, s in series.items():
-        labels = {"source": src, "run": "rd_oltp", "seq": 1, "host": host}
-        reads = periodic_sum(s.reads, trace.period, T0, T0 + 30)
-        lat = periodic_sum(s.read_lat, trace.period, T0, T0 + 30)
-        assert reads > 0
-        assert value(sm, "vdbench_host_read_ops_total", **labels) == pytest.approx(reads, rel=2e-3)
-        assert value(sm, "vdbench_host_read_response_seconds_total", **labels) == pytest.approx(lat, rel=5e-3)
-        assert value(sm, "vdbench_host_finished", **labels) == 1
-        assert value(sm, "vdbench_host_intervals_total", **labels) == 6  # 30 s of 5 s intervals
-        # the second run has begun and has its first 5 s interval (T0+30 .. T0+40: two)
-        assert value(sm, "vdbench_host_intervals_total", **{**labels, "seq": 2}) == 2
-    run = {"source": src, "run": "rd_oltp", "seq": 1}
-    assert value(sm, "vdbench_run_measured_seconds_total", **run) == 30
-    assert value(sm, "vdbench_parmfile_sd_info", source=src, openflags="o_direct") == 1
-    assert value(sm, "vdbench_parmfile_rd_info", source=src, rd="rd_oltp", interval="5", elapsed="30") == 1
-
-
-def test_guest_writer_writes_the_vdbench_scenario_run(tmp_path):
-    """vdbench-multihost: the guest simulator writes one vdbench run over the three workers
-    (no fio stream), which the exporter reads as three hosts with the trace's numbers."""
-    trace = compile_scenario(load_scenario("vdbench-multihost"))
-    writer = GuestWriter(trace, tmp_path)
-    paths = writer.setup()
-    assert {where["vdbench"] for where in paths.values()} == {str(tmp_path / "vdbench" / "vdbench-multihost")}
-    assert not any("stream" in where for where in paths.values())
-    T0 = 1_764_151_200
-    for T in range(T0, T0 + 21):
-        writer.write(T)
-    sm = samples(exposition(tmp_path / "vdbench"))
-    src = str(tmp_path / "vdbench" / "vdbench-multihost")
-    for vm in trace.scenario.vms:
-        s = _vm_series(trace, vm)
-        labels = {"source": src, "run": "rd1", "seq": 1, "host": vm.name}
-        assert value(sm, "vdbench_host_read_ops_total", **labels) == pytest.approx(
-            periodic_sum(s.reads, trace.period, T0, T0 + 20), rel=1e-3
-        )
-        assert value(sm, "vdbench_host_interval_queue_depth", **labels) == pytest.approx(
-            (s.read_lat[1] + s.write_lat[1]), abs=0.05
-        )
-    assert value(sm, "vdbench_run_intervals_total", source=src, run="rd1") == 20
-    assert value(sm, "vdbench_up") == 1
-    assert not has(sm, "vdbench_run_hygiene_problem")

@@ -7,9 +7,10 @@ with the interval table vdbench 5.04.07 prints, plus ``summary.html`` linking th
 vdbench's ``Flat.java`` (``%10.4f`` numbers, ``%10d`` counts, ``n/a``) and ``Report.java``'s
 interval lines; the flatfile row of a multi-host run is the hosts' aggregate, as vdbench's is.
 
-The numbers come from the caller (a test, or the scenario trace through :class:`TraceVdbench`,
-whose hosts are VMs of the scenario): per run, host and interval the I/O rate, MB/s, read share,
-response times and queue depth (:class:`HostInterval`). A file
+The numbers come from the caller (a test, or the scenario trace through
+:class:`~ioparallax.simulators.guest.vdbench_run.GuestVdbench`, whose hosts are the scenario's
+vdbench VMs): per run, host and interval the I/O rate, MB/s, read share, response times and
+queue depth (:class:`HostInterval`). A file
 appended a row at a time is what ``vdbench-exporter`` tails live; the rows read back through
 its reader to the same numbers within the printed precision (tests/vdbench/test_vdbench_simulator.py).
 """
@@ -21,10 +22,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from ioparallax.simulators.scenario import Trace, Vm
-
-from .periodic import periodic_sum, prefix_sums
 
 VDBENCH_VERSION = "vdbench50407"
 
@@ -370,147 +367,3 @@ class VdbenchOutput:
         avg = average(rows[first - 1 :])
         self._append("flatfile.html", flatfile_row(r, label, avg, when))
         return avg
-
-
-# ---------------------------------------------------------------------------------------------
-# From a scenario's trace: a multi-host vdbench run whose hosts are VMs of the scenario
-
-
-@dataclass(frozen=True)
-class _VmSeries:
-    """Prefix sums over one period of a VM's per-second numbers (all its disks and streams)."""
-
-    reads: tuple[float, ...]
-    writes: tuple[float, ...]
-    nbytes: tuple[float, ...]
-    read_lat: tuple[float, ...]  # seconds, sum of the reads' latencies
-    write_lat: tuple[float, ...]
-    lat_sq: tuple[float, ...]  # sum over ops of E[latency^2] (log-normal), seconds^2
-
-
-def _vm_series(trace: Trace, vm: Vm) -> _VmSeries:
-    p = trace.period
-    r, w, b, rl, wl, sq = ([0.0] * p for _ in range(6))
-    for disk in vm.disks:
-        for si, s in enumerate(disk.streams):
-            # log-normal with this mean and sigma: E[x^2] = mean^2 exp(sigma^2)
-            spread = math.exp(s.latency_sigma**2)
-            for t, a in enumerate(trace.activity[disk.key][si]):
-                if a <= 0:
-                    continue
-                ro, wo = s.read_iops * a, s.write_iops * a
-                r[t] += ro
-                w[t] += wo
-                b[t] += ro * s.read_size.mean_bytes + wo * s.write_size.mean_bytes
-                rl[t] += ro * s.read_latency_s
-                wl[t] += wo * s.write_latency_s
-                sq[t] += (ro * s.read_latency_s**2 + wo * s.write_latency_s**2) * spread
-    return _VmSeries(*(prefix_sums(x) for x in (r, w, b, rl, wl, sq)))
-
-
-class TraceVdbench:
-    """The vdbench output directory of a multi-host run over VMs of a scenario: each VM is a
-    vdbench host (``hd=<vm>``) whose intervals are the trace's numbers for all its disks.
-
-    ``write(T)`` appends, at each interval boundary, the interval ending at wall-clock second
-    ``T``: per host the trace's ops, bytes and latency sums over the interval (rate, MB/s, read%,
-    op-weighted mean response times, Little's-law queue depth, the pooled log-normal standard
-    deviation, a max estimated as the slowest stream's mean x e^(3 sigma)), and the flatfile row
-    of all hosts. One run (``rd=<run>``) goes on for ``elapsed`` seconds, ends with its summary
-    rows, and the next starts (``seq`` 2, 3... in the exporter)."""
-
-    def __init__(
-        self,
-        trace: Trace,
-        out_dir: str | os.PathLike[str],
-        vms: list[str],
-        run: str = "rd1",
-        interval: int = 1,
-        elapsed: int = 600,
-    ):
-        by_name = {vm.name: vm for vm in trace.scenario.vms}
-        unknown = [v for v in vms if v not in by_name]
-        if unknown or not vms:
-            raise ValueError(
-                f"vdbench hosts must be VMs of scenario {trace.scenario.name}: {', '.join(unknown) or 'none'}"
-            )
-        self.trace = trace
-        self.vms = [by_name[v] for v in vms]
-        self.interval = interval
-        self.elapsed = elapsed
-        first = next((s for vm in self.vms for d in vm.disks for s in d.streams), None)
-        direct = first is None or first.fio_options.get("direct", "1") not in ("0", "false")
-        ops = (first.read_iops + first.write_iops) if first is not None else 0.0
-        self.definition = RunDefinition(
-            name=run,
-            xfersize=int(
-                first.read_size.mean_bytes
-                if first and first.read_iops
-                else (first.write_size.mean_bytes if first else 4096)
-            ),
-            rdpct=100.0 * first.read_iops / ops if first is not None and ops > 0 else 0.0,
-            seekpct=100.0 * first.read_random if first is not None else 100.0,
-            threads=sum(s.iodepth for vm in self.vms for d in vm.disks for s in d.streams),
-            elapsed=elapsed,
-            interval=interval,
-            lun=f"/dev/{self.vms[0].disks[0].guest_device}" if self.vms[0].disks else "/dev/sdb",
-            lunsize_gib=sum(d.capacity_bytes for vm in self.vms for d in vm.disks) / 2**30,
-            openflags="o_direct" if direct else "",
-        )
-        self.output = VdbenchOutput(Path(out_dir), [self.definition], hosts=[vm.name for vm in self.vms])
-        self._series = {vm.name: _vm_series(trace, vm) for vm in self.vms}
-        self._run_start: int | None = None
-
-    def host_interval(self, vm: str, a: int, b: int) -> HostInterval:
-        """What host ``vm`` measured over absolute seconds [a, b)."""
-        s, p = self._series[vm], self.trace.period
-        reads = periodic_sum(s.reads, p, a, b)
-        writes = periodic_sum(s.writes, p, a, b)
-        ops = reads + writes
-        dt = b - a
-        rl = periodic_sum(s.read_lat, p, a, b)
-        wl = periodic_sum(s.write_lat, p, a, b)
-        mean = (rl + wl) / ops if ops > 0 else 0.0
-        var = max(periodic_sum(s.lat_sq, p, a, b) / ops - mean * mean, 0.0) if ops > 0 else 0.0
-        slowest = max(
-            (
-                max(st.read_latency_s, st.write_latency_s) * math.exp(3 * st.latency_sigma)
-                for d in next(v for v in self.vms if v.name == vm).disks
-                for st in d.streams
-            ),
-            default=0.0,
-        )
-        return HostInterval(
-            rate=ops / dt,
-            mb_per_s=periodic_sum(s.nbytes, p, a, b) / dt / 1048576,
-            read_pct=100.0 * reads / ops if ops > 0 else 0.0,
-            read_resp_ms=1000.0 * rl / reads if reads > 0 else 0.0,
-            write_resp_ms=1000.0 * wl / writes if writes > 0 else 0.0,
-            resp_max_ms=1000.0 * slowest if ops > 0 else 0.0,
-            resp_std_ms=1000.0 * math.sqrt(var),
-            queue_depth=(rl + wl) / dt,
-        )
-
-    def start(self, T: int) -> None:
-        """Write the directory's parmfile and headers and begin the first run at second ``T``."""
-        self.output.start()
-        self._begin(T)
-
-    def _begin(self, T: int) -> None:
-        self._run_start = T
-        self.output.begin_run(self.definition.name, T)
-
-    def write(self, T: int) -> None:
-        """Called every second: appends an interval when one ends at ``T``; ends the run after
-        ``elapsed`` seconds and begins the next."""
-        if self._run_start is None:
-            self.start(T)
-            return
-        since = T - self._run_start
-        if since <= 0 or since % self.interval:
-            return
-        a = T - self.interval
-        self.output.interval(self.definition.name, {vm.name: self.host_interval(vm.name, a, T) for vm in self.vms}, T)
-        if since >= self.elapsed:
-            self.output.end_run(self.definition.name, T)
-            self._begin(T)

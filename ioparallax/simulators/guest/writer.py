@@ -10,15 +10,11 @@ Layout under the output directory, per Linux VM::
                                    node_exporter --path.procfs=<dir>/<vm>/proc)
     <dir>/<vm>/udev/b8:16...       udev's database entries of the disks (--path.udev.data)
 
-the VMs whose ``load_generator`` is vdbench are the hosts of one multi-host vdbench run
-(``hd=<vm>``, as HCIBench and X-Ray drive their workers), its output directory::
-
-    <dir>/vdbench/<scenario>/      parmfile.html, flatfile.html (a row every interval), a host
-                                   report <vm>.html per VM, summary.html (for vdbench-exporter
-                                   --vdbench.watch <dir>/vdbench)
-
 and per Windows VM::
 
+    <dir>/vdbench/run-<period start>/          the vdbench multi-host run of the Linux VMs whose
+                                   load generator is vdbench (flatfile.html, parmfile.html,
+                                   <host name>.html per host; one directory per period)
     <dir>/diskspd/<HOSTNAME>-<run start>.xml   DiskSPD's -Rxml document of each finished run
                                    (load_generator diskspd; one directory for every VM, as on
                                    the collector host the results are copied to)
@@ -48,7 +44,7 @@ from .diskspd import GuestDiskspd, write_finished_runs
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
 from .sysfs import write_tree, write_udev
-from .vdbench import TraceVdbench
+from .vdbench_run import GuestVdbench
 from .windows import GuestWindows
 
 log = logging.getLogger("ioparallax.guest")
@@ -57,6 +53,7 @@ STREAM_NAME = "fio-status.json"
 DISKSTATS = Path("proc") / "diskstats"
 WINDOWS_PROM = Path("windows") / "windows_exporter.prom"
 DISKSPD_DIR = "diskspd"
+VDBENCH_DIR = "vdbench"
 
 
 def vm_paths(out_dir: str | os.PathLike[str], vm: str) -> tuple[Path, Path]:
@@ -99,10 +96,8 @@ class GuestWriter:
         self.vms = [vm for vm in trace.scenario.vms if not vms or vm.name in vms]
         mine = {vm.name for vm in self.vms}
         self.diskspd.vms = {name: vm for name, vm in self.diskspd.vms.items() if name in mine}
+        self.vdbench = GuestVdbench(trace, self.out_dir / VDBENCH_DIR, int(self.fio.anchor), self.vms)
         self._period_of: dict[str, int] = {}
-        hosts = [vm.name for vm in self.vms if vm.load_generator == "vdbench"]
-        self.vdbench_dir = self.out_dir / "vdbench" / trace.scenario.name
-        self.vdbench = TraceVdbench(trace, self.vdbench_dir, hosts, run="rd1", interval=1) if hosts else None
 
     def setup(self) -> dict[str, dict[str, str]]:
         """Write the sysfs trees and start fresh stream files; returns, per VM, its ``os`` and
@@ -138,11 +133,11 @@ class GuestWriter:
             }
             if vm.load_generator == "fio":
                 out[vm.name]["stream"] = str(stream)
-        for vm in self.vms:
-            if self.vdbench is not None and vm.load_generator == "vdbench":
-                out[vm.name]["vdbench"] = str(self.vdbench_dir)  # one run directory for all its hosts
-        if self.vdbench is not None:
-            shutil.rmtree(self.vdbench_dir, ignore_errors=True)  # a new run: vdbench starts a fresh directory
+            elif vm.load_generator == "vdbench":
+                out[vm.name]["vdbench"] = str(self.out_dir / VDBENCH_DIR)
+        if self.vdbench.vms:
+            shutil.rmtree(self.out_dir / VDBENCH_DIR, ignore_errors=True)
+            (self.out_dir / VDBENCH_DIR).mkdir(parents=True)
         return out
 
     def write(self, T: int) -> None:
@@ -150,13 +145,12 @@ class GuestWriter:
         its windows_exporter textfile, and the DiskSPD documents of the runs that ended since the
         last write)."""
         period_index = T // self.trace.period
-        if self.vdbench is not None:
-            self.vdbench.write(T)
         if self.diskspd.vms:
             results = self.out_dir / DISKSPD_DIR
             results.mkdir(parents=True, exist_ok=True)
             after = self._last_written if self._last_written is not None else T - 1
             write_finished_runs(self.diskspd, results, after, T)
+        self.vdbench.write(T)
         self._last_written = T
         for vm in self.vms:
             if vm.windows:

@@ -16,6 +16,7 @@ from .model import (  # noqa: F401
     DiskspdOptions,
     Scenario,
     Stream,
+    VdbenchOptions,
     Vm,
     list_scenarios,
     load_scenario,

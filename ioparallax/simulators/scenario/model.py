@@ -24,11 +24,12 @@ PAGE_BUILDS = (2014, 2015, 2016)
 GUEST_OSES = ("linux", "windows")
 #: Load generators the guest simulator writes results of (``load_generator``), and the guest
 #: operating systems each runs on in the simulation (fio on Windows writes no sysfs facts, so its
-#: guest-to-VM join is not simulated; DiskSPD is a Windows tool; vdbench is Java and runs on both).
+#: guest-to-VM join is not simulated; DiskSPD is a Windows tool; vdbench runs on both, but its
+#: join goes through the Linux guest's device, so only Linux vdbench guests are simulated).
 LOAD_GENERATORS: dict[str, tuple[str, ...]] = {
     "fio": ("linux",),
     "diskspd": ("windows",),
-    "vdbench": ("linux", "windows"),
+    "vdbench": ("linux",),
 }
 #: DiskSPD write buffer patterns as its XML profile names them (``WriteBufferContent/Pattern``).
 DISKSPD_PATTERNS = ("sequential", "zero", "random")
@@ -113,6 +114,15 @@ class DiskspdOptions:
 
 
 @dataclass(frozen=True)
+class VdbenchOptions:
+    """The vdbench parameters of a stream the trace does not give (``vdbench:`` in YAML)."""
+
+    openflags: str = "o_direct"  # sd=...,openflags=; "" for none (buffered)
+    compratio: float | None = None  # compratio= (data written compresses this much by design)
+    dedupratio: float | None = None
+
+
+@dataclass(frozen=True)
 class Stream:
     """One I/O stream on a disk (in the guest: one fio job)."""
 
@@ -137,6 +147,7 @@ class Stream:
     ilm_ramp_s: int  # seconds for ILM to move cold data up (0: none)
     fio_options: dict[str, str]  # extra job options as fio prints them in its JSON
     diskspd: DiskspdOptions | None = None  # how DiskSPD was run (load_generator diskspd)
+    vdbench: VdbenchOptions | None = None  # vdbench's parameters (load_generator vdbench)
     job: str = ""  # fio job in the guest; streams of a disk sharing it are one job
     # (phases of one workload, e.g. its latency before and after contention)
 
@@ -318,6 +329,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         raise s.error("data_tier", f"must be ssd or hdd, got {tier!r}")
     fio_opts = s.get("fio_options", dict, default={})
     diskspd = _parse_diskspd(s.section("diskspd")) if "diskspd" in s.data else None
+    vdbench = _parse_vdbench(s.section("vdbench")) if "vdbench" in s.data else None
     iops_total = read_iops + write_iops
     mean_lat = (read_iops * read_lat + write_iops * write_lat) / iops_total
     default_depth = max(1, round(iops_total * mean_lat))
@@ -343,6 +355,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
         fio_options={str(k): str(v) for k, v in fio_opts.items()},
         diskspd=diskspd,
+        vdbench=vdbench,
     )
     stream = replace(stream, job=s.get("job", str, default=stream.name))
     s.reject_unknown()
@@ -397,6 +410,24 @@ def _hostname(vsec: Section, default: str) -> str:
     if not _HOSTNAME.fullmatch(value):
         raise vsec.error("hostname", f"expected a host name (letters, digits, inner dashes), got {value!r}")
     return value
+
+
+def _parse_vdbench(sec: Section) -> VdbenchOptions:
+    """A stream's ``vdbench:`` parameters."""
+
+    def ratio(name: str) -> float | None:
+        value = sec.get(name, float, default=None)
+        if value is not None and value < 1:
+            raise sec.error(name, f"must be at least 1 (vdbench's data reduction ratio), got {value:g}")
+        return value
+
+    opts = VdbenchOptions(
+        openflags=sec.get("openflags", str, default="o_direct"),
+        compratio=ratio("compratio"),
+        dedupratio=ratio("dedupratio"),
+    )
+    sec.reject_unknown()
+    return opts
 
 
 def _guest_os(vsec: Section) -> str:
@@ -541,14 +572,15 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 f"{generator} on a {guest_os} guest is not simulated (use {hint}, or guest_os: "
                 f"{' or '.join(LOAD_GENERATORS[generator])})",
             )
-        if generator != "diskspd":
-            for disk in disks:
-                for si, stream in enumerate(disk.streams):
-                    if stream.diskspd is not None:
+        for disk in disks:
+            for si, stream in enumerate(disk.streams):
+                for tool, opts in (("diskspd", stream.diskspd), ("vdbench", stream.vdbench)):
+                    if opts is not None and generator != tool:
                         raise ConfigError(
                             path,
-                            f"{vsec.key}.disks[{disk.index}].streams[{si}].diskspd",
-                            f"DiskSPD options on a VM whose load_generator is {generator}",
+                            f"{vsec.key}.disks[{disk.index}].streams[{si}].{tool}",
+                            f"{'DiskSPD' if tool == 'diskspd' else 'vdbench'} options on a VM whose "
+                            f"load_generator is {generator}",
                         )
         volumes = [d.volume for d in disks]
         if guest_os == "windows" and len(set(volumes)) != len(volumes):
