@@ -286,3 +286,30 @@ def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
     sm = samples(generate_latest(registry).decode())
     assert not has(sm, "vdbench_run_average_iops")
     assert value(sm, "vdbench_source_up") == 1
+
+
+def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, caplog):
+    shutil.copy(SOLARIS / "flatfile.html", tree / "bad" / "flatfile.html")
+    s = Scraper(tree)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad") == 1500
+    real = tailer_module.DirectoryState.poll
+
+    def denied(self):
+        if self.path.endswith("bad"):
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", denied)
+    with caplog.at_level(logging.WARNING):
+        _, sm = s.scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_up", source=src) == 0
+    assert value(sm, "vdbench_source_error_info", source=src, file="", reason="unreadable") == 1
+    assert not has(sm, "vdbench_run_read_ops_total", source=src)  # never stale values as fresh
+    assert any(str(src) in r.getMessage() and "Permission denied" in r.getMessage() for r in caplog.records)
+    good_still_served(sm, tree)
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", real)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_source_up", source=src) == 1
+    assert value(sm, "vdbench_run_read_ops_total", source=src) == 1500

@@ -164,6 +164,8 @@ class VdbenchCollector(Collector):
                     src + [_text(fs.name), fs.reason],
                     1,
                 )
+        if d.error is not None:  # the directory itself: file ""
+            fams.gauge("vdbench_source_error_info", _ERR_HELP, ["source", "file", "reason"], src + ["", d.error[0]], 1)
         for name, reason, _ in d.small_file_errors:
             fams.gauge(
                 "vdbench_source_error_info", _ERR_HELP, ["source", "file", "reason"], src + [_text(name), reason], 1
@@ -229,8 +231,8 @@ class VdbenchCollector(Collector):
         pf = d.parmfile
         if pf is not None:
             self._parmfile(fams, d)
-        if not visible:
-            return  # a run finished longer ago than the retention: health only
+        if not visible or d.error is not None:
+            return  # finished longer ago than the retention, or unreadable now: health only
         for fs in d.files.values():
             if fs.reason in ("not_vdbench", "internal_error"):
                 continue  # never show a file judged garbage as data
@@ -406,5 +408,6 @@ _UP_HELP = (
 _ERR_HELP = (
     "Why a file of the directory is down (present only while it is): unreadable, not_vdbench (no "
     "vdbench column header), too_large (parmfile or summary above 4 MiB), truncated (convert: its last "
-    "line is cut off), internal_error. The log names the file and the cause. Value 1."
+    "line is cut off), internal_error; file is empty when the directory itself cannot be listed. The "
+    "log names the file and the cause. Value 1."
 )

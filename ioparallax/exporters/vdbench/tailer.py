@@ -283,6 +283,8 @@ class DirectoryState:
         self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
         self.last_growth = 0.0
         self.first_seen = 0.0  # when the watcher found the directory (its clock)
+        #: (reason, detail) while the directory itself cannot be read: its data is hidden
+        self.error: tuple[str, str] | None = None
         self.read_errors = 0
 
     # ---- discovery of the files of the directory
@@ -500,7 +502,9 @@ class DirectoryState:
 
     @property
     def up(self) -> bool:
-        return all(fs.reason is None for fs in self.files.values()) and not self.small_file_errors
+        return (
+            self.error is None and all(fs.reason is None for fs in self.files.values()) and not self.small_file_errors
+        )
 
     def finish(self) -> None:
         """End of input (convert): an unterminated last line is a truncated file."""
@@ -595,10 +599,17 @@ class Watcher:
                     d.poll()
                 except OSError as exc:
                     d.read_errors += 1
-                    log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
-                except Exception:
+                    if d.error is None:
+                        log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
+                    d.error = ("unreadable", exc.strerror or str(exc))
+                except Exception as exc:
                     d.read_errors += 1
                     log.exception("reading vdbench output directory %s failed", path)
+                    d.error = ("internal_error", f"{type(exc).__name__}: {exc}")
+                else:
+                    if d.error is not None:
+                        log.info("vdbench output directory %s is readable again", path)
+                    d.error = None
 
     def finish(self) -> None:
         with self.lock:
