@@ -388,3 +388,34 @@ def test_vdbench_50407_host_report_is_exported(tmp_path):
     assert value(sm, "vdbench_host_average_iops", **labels) == 104.5
     assert not has(sm, "vdbench_host_average_cpu_used_ratio", run="SD_format")
     assert value(sm, "vdbench_host_average_iops", host="localhost", run="SD_format", seq=1) == 0
+
+
+def test_real_run_totals_match_vdbench_totals_report():
+    """totals.html (vdbench's run totals over all hosts, 2-decimal table) and the flatfile's avg
+    rows the exporter reads agree: the runs parse to vdbench's own totals."""
+    p = SummaryTableParser()
+    totals = {}
+    for line in (MULTI / "totals.html").read_text().splitlines():
+        row = p.feed(line)
+        if row is not None:
+            totals[row.run] = row
+    assert sorted(totals) == ["rd1", "rd2", "rd3"] and all(r.summary == (2, 60) for r in totals.values())
+    sm = samples(exposition(MULTI))
+    for seq, run in enumerate(("rd1", "rd2", "rd3"), start=1):
+        t = totals[run].values
+        labels = {"source": str(MULTI), "run": run, "seq": seq}
+        assert value(sm, "vdbench_run_average_iops", **labels) == pytest.approx(t["rate"], abs=0.005)
+        assert value(sm, "vdbench_run_average_bandwidth_bytes_per_second", **labels) == pytest.approx(
+            t["mb/sec"] * 2**20, abs=0.005 * 2**20
+        )
+        assert value(sm, "vdbench_run_average_read_ratio", **labels) == pytest.approx(t["read%"] / 100, abs=5e-5)
+        for col, metric in (
+            ("resp", "response_mean"),
+            ("read_resp", "read_response_mean"),
+            ("write_resp", "write_response_mean"),
+            ("resp_max", "response_max"),
+            ("resp_std", "response_stddev"),
+        ):
+            got = value(sm, f"vdbench_run_average_{metric}_seconds", **labels)
+            assert got == pytest.approx(t[col] / 1000, abs=0.0005 / 1000), (run, col)
+        assert value(sm, "vdbench_run_average_queue_depth", **labels) == pytest.approx(t["queue_depth"], abs=0.05)
