@@ -241,7 +241,7 @@ def test_large_backlog_is_read_in_bounded_polls(tree, monkeypatch):
     (tree / "bad" / "flatfile.html").write_text(lines)
     shutil.copy(tree / "good" / "parmfile.html", tree / "bad")  # the same interval=1
     monkeypatch.setattr(tailer_module, "MAX_READ_BYTES", 4096)
-    monkeypatch.setattr(tailer_module.LineTailer.read_lines, "__defaults__", (4096,))
+    monkeypatch.setattr(tailer_module.LineTailer.read_chunks, "__defaults__", (4096,))
     s = Scraper(tree)
     polls = 0
     while True:
