@@ -1,6 +1,7 @@
 """ioparallax-check: a benchmark's hygiene findings BEFORE the run, from the rules the exporters use.
 
     ioparallax-check job.fio                      # a fio job file
+    ioparallax-check fio --name=a --rw=randread --size=4g   # a fio command line
     ioparallax-check diskspd -b8K -d60 -Sh D:\\t.dat  # a DiskSPD command line (as typed)
     ioparallax-check "diskspd.exe -b8K -d60 D:\\t.dat" # ... or quoted as one argument
     ioparallax-check profile.xml                  # a DiskSPD -X profile or -Rxml result
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench as vdbench_check
 from ioparallax.exporters.common.config import parse_bytes, parse_duration
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
-from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.exporters.diskspd.reader import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
 from ioparallax.version import add_version_arg
@@ -86,6 +87,19 @@ def _fio_file(path: str, data: bytes, o: Options) -> list[Finding]:
     ]
 
 
+def _fio_command(argv: list[str], o: Options) -> list[Finding]:
+    try:
+        jobs = fio_check.parse_command(argv)
+    except fio_check.JobFileError as exc:
+        raise InputError(f"fio command line: {exc}") from None
+    config = FioConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
+    return [
+        Finding(f"job [{name}]", p, TRAP, fio_check.REASONS.get(p, p))
+        for name, problems in fio_check.check_jobs(jobs, config)
+        for p in problems
+    ]
+
+
 # ---- DiskSPD
 
 _DISKSPD = re.compile(r"(^|[\\/])diskspd(\.exe)?$", re.IGNORECASE)
@@ -105,13 +119,18 @@ def _diskspd_command(argv: list[str], o: Options) -> list[Finding]:
         command = diskspd_check.parse_command(argv)
     except diskspd_check.CommandLineError as exc:
         raise InputError(f"DiskSPD command line: {exc}") from None
-    if command.xml_profile is not None and not command.targets:
-        raise InputError(f"DiskSPD command line: -X{command.xml_profile}: check the profile file itself")
+    if command.xml_profile is not None:  # the profile, not the command line, says what runs
+        raise InputError(
+            f"DiskSPD command line: -X{command.xml_profile}: check the profile file itself (ioparallax-check {command.xml_profile})"
+        )
     return _diskspd_findings(diskspd_check.specs_from_command(command), o)
 
 
 def _diskspd_sniff(path: str, head: bytes) -> bool:
-    text = head.replace(b"\x00", b"").decode("utf-8", errors="replace")
+    try:
+        text = decode(head)[0]
+    except DiskspdError:
+        return False
     return (
         "<Profile" in text
         or "<Results" in text
@@ -120,7 +139,10 @@ def _diskspd_sniff(path: str, head: bytes) -> bool:
 
 
 def _diskspd_file(path: str, data: bytes, o: Options) -> list[Finding]:
-    text = data.replace(b"\x00", b"").decode("utf-8", errors="replace").strip()
+    try:
+        text = decode(data)[0].strip()
+    except DiskspdError as exc:
+        raise InputError(f"{path}: {exc}") from None
     first = text.split(None, 1)[0] if text else ""
     if _DISKSPD.search(first.strip("\"'")):
         # a file holding a DiskSPD command line (a .cmd or .ps1 line)
@@ -159,7 +181,14 @@ TOOLS: list[Tool] = [
         _diskspd_command,
         lambda argv0: bool(_DISKSPD.search(argv0.strip("\"'"))),
     ),
-    Tool("fio", "ioparallaxfiojobhygiene", _fio_sniff, _fio_file),
+    Tool(
+        "fio",
+        "ioparallaxfiojobhygiene",
+        _fio_sniff,
+        _fio_file,
+        _fio_command,
+        lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
+    ),
     # the vdbench findings are described in the same runbook section as fio's (docs/runbook.md)
     Tool("vdbench", "ioparallaxfiojobhygiene", _vdbench_sniff, _vdbench_file),
 ]

@@ -51,6 +51,32 @@ def parse_job_file(text: str) -> list[JobRecord]:
     return jobs
 
 
+def parse_command(argv: list[str]) -> list[JobRecord]:
+    """The jobs of a fio command line (``fio --name=a --rw=read ... --name=b ...``): options before
+    the first ``--name`` are global; each ``--name`` starts a job; a bare ``--flag`` is set. A job
+    file named on the command line is read as well."""
+    text = []
+    section = "global"
+    lines: list[str] = [f"[{section}]"]
+    for arg in argv[1:]:
+        if arg.startswith("--"):
+            key, sep, value = arg[2:].partition("=")
+            if key == "name":
+                lines.append(f"[{value or 'job'}]")
+                continue
+            if key in ("output", "output-format", "status-interval", "section", "client", "server"):
+                continue  # fio's own switches, not job options
+            lines.append(f"{key}={value}" if sep else key)
+        elif not arg.startswith("-"):
+            try:
+                with open(arg, encoding="utf-8", errors="replace") as fh:
+                    text.append(fh.read())
+            except OSError as exc:
+                raise JobFileError(f"{arg}: {exc.strerror or exc}") from None
+    jobs_text = "\n".join(lines) + "\n" + "\n".join(text)
+    return parse_job_file(jobs_text)
+
+
 def looks_like_job_file(text: str) -> bool:
     return any(_SECTION.match(line.strip()) for line in text.splitlines()[:200])
 

@@ -126,7 +126,7 @@ def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
         dest="percentiles",
         metavar="text|all",
         help="latency percentiles exported: the 15 DiskSPD's text report shows (min, 25 ... 99, "
-        "3 to 9 nines, max) or all 107 of the XML (default: text)",
+        "3 to 9 nines, max) or all 108 of the XML (default: text)",
     )
     p.add_argument(
         "--config.file",

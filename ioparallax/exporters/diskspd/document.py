@@ -11,13 +11,11 @@ Used to build test fixtures and by simulators that stand in for a Windows VM run
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from xml.sax.saxutils import escape
 
 from ioparallax.exporters.diskspd.reader import (
     DiskspdResult,
     IopsSeries,
-    LatencyPercentile,
     LatencyStats,
     TargetProfile,
     ThreadTarget,
@@ -297,10 +295,3 @@ def write_document(r: DiskspdResult) -> str:
         _span(o, span, r.profiles[i] if i < len(r.profiles) else None)
     o.close("Results")
     return "\n".join(o.lines)
-
-
-def percentile_table(
-    values: Iterable[tuple[float, float | None, float | None, float | None]],
-) -> tuple[LatencyPercentile, ...]:
-    """``(percentile, read_ms, write_ms, total_ms)`` rows as the reader's records."""
-    return tuple(LatencyPercentile(p, r, w, t) for p, r, w, t in values)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ioparallax.exporters.common.watchdir import display_name, list_files
 from ioparallax.exporters.diskspd.reader import (
@@ -84,7 +85,6 @@ class SourceView:
     mtime: float
     read_errors: int
     visible: bool
-    extra: dict = field(default_factory=dict)
 
 
 def run_end(result: DiskspdResult) -> float | None:
@@ -138,6 +138,9 @@ class ResultFiles:
             state.read_errors += 1
             self._down(state, "unreadable", exc.strerror or str(exc))
             return
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named as a file would block or never end
+            self._down(state, "unreadable", "not a regular file")
+            return
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         recent = self.clock() - st.st_mtime < self.config.settle_s
         if seen == state.seen and not (state.incomplete and not recent):
@@ -187,6 +190,8 @@ class ResultFiles:
             result.version or "-",
             len(result.spans),
         )
+        for note in result.notes:
+            log.warning("DiskSPD result file %s: %s", state.name, note)
 
     def _down(self, state: FileState, reason: str, detail: str, logged: bool = False) -> None:
         """The file is down: its data is no longer shown (never stale values as fresh)."""

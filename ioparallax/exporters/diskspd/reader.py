@@ -419,37 +419,49 @@ def _req_int(el: etree._Element, name: str, default: int = 0) -> int:
     return default if v is None else v
 
 
-def _num_value(raw: str, where: str) -> float:
+def _num_value(raw: str, el: etree._Element, attr: str | None = None) -> float:
+    """A finite non-negative number below 2^64; the error names the element (computed only then)."""
     try:
         value = float(raw)
     except ValueError:
-        raise InvalidValue(f"{where} = {raw[:40]!r}: not a number") from None
-    if not math.isfinite(value):
-        raise InvalidValue(f"{where} = {raw[:40]!r}: not a finite number")
-    if value < 0:
-        raise InvalidValue(f"{where} = {raw[:40]!r}: negative")
-    if value >= MAX_COUNT:
-        raise InvalidValue(f"{where} = {raw[:40]!r}: beyond 2^64")
-    return value
+        value = math.nan
+        problem = "not a number"
+    else:
+        if math.isfinite(value) and 0 <= value < MAX_COUNT:
+            return value
+        problem = "not a finite number" if not math.isfinite(value) else "negative" if value < 0 else "beyond 2^64"
+    if problem == "not a number" and raw.lower() in ("nan", "inf", "-inf", "infinity"):
+        problem = "not a finite number"
+    where = _where(el) + (f"@{attr}" if attr else "")
+    raise InvalidValue(f"{where} = {raw[:40]!r}: {problem}")
 
 
 def _num_text(el: etree._Element | None, name: str) -> float | None:
     child = el.find(name) if el is not None else None
     if child is None or _text(child) == "":
         return None
-    return _num_value(_text(child), _where(child))
+    return _num_value(_text(child), child)
 
 
 def _num_attr(el: etree._Element, name: str) -> float | None:
     raw = el.get(name)
     if raw is None or raw.strip() == "":
         return None
-    return _num_value(raw.strip(), f"{_where(el)}@{name}")
+    return _num_value(raw.strip(), el, name)
 
 
 def _bool(el: etree._Element | None, name: str) -> bool:
     child = el.find(name) if el is not None else None
     return _text(child).lower() == "true"
+
+
+def _percent(el: etree._Element, name: str) -> int | None:
+    """A percentage option (``WriteRatio``, ``RandomRatio``): 0-100, as DiskSPD's parser enforces."""
+    value = _int_text(el, name)
+    if value is not None and value > 100:
+        child = el.find(name)
+        raise InvalidValue(f"{_where(child if child is not None else el)} = {value}: a percentage above 100")
+    return value
 
 
 def parse_target_profile(el: etree._Element) -> TargetProfile:
@@ -475,12 +487,12 @@ def parse_target_profile(el: etree._Element) -> TargetProfile:
         random_data_size=_int_text(rds, "SizeInBytes") if rds is not None else None,
         random_data_file=(_text(rds.find("FilePath")) or None) if rds is not None else None,
         random_alignment=_int_text(el, "Random"),
-        random_ratio=_int_text(el, "RandomRatio"),
+        random_ratio=_percent(el, "RandomRatio"),
         stride_size=_int_text(el, "StrideSize"),
         interlocked_sequential=_bool(el, "InterlockedSequential"),
         thread_stride=_req_int(el, "ThreadStride", 0),
         request_count=_req_int(el, "RequestCount", 2),
-        write_ratio=min(_req_int(el, "WriteRatio", 0), 100),
+        write_ratio=_percent(el, "WriteRatio") or 0,
         threads_per_file=_req_int(el, "ThreadsPerFile", 1),
         throughput=_req_int(el, "Throughput", 0),
         throughput_unit="IOPS" if thr is not None and thr.get("unit") == "IOPS" else "bytes_per_ms",
@@ -503,27 +515,58 @@ def parse_timespan_profile(el: etree._Element) -> TimeSpanProfile:
     )
 
 
+def _fast_bucket(a) -> IopsBucket | None:
+    """The common case, a bucket as DiskSPD prints it, without a call per attribute; None sends
+    anything unusual (a missing or odd value) to :func:`_checked_bucket`, which names the error."""
+    try:
+        sample = float(a["SampleMillisecond"])
+        read = float(a["Read"])
+        write = float(a["Write"])
+        total = float(a["Total"])
+        r_lat = a.get("ReadAvgLatencyMilliseconds")
+        w_lat = a.get("WriteAvgLatencyMilliseconds")
+        rl = float(r_lat) if r_lat is not None else 0.0
+        wl = float(w_lat) if w_lat is not None else 0.0
+    except (KeyError, ValueError):
+        return None
+    values = (sample, read, write, total, rl, wl)
+    if not (0.0 <= min(values) and max(values) < MAX_COUNT):  # NaN fails both
+        return None
+    return IopsBucket(
+        int(sample),
+        read,
+        write,
+        total,
+        read_latency_avg_ms=rl if r_lat is not None else None,
+        write_latency_avg_ms=wl if w_lat is not None else None,
+    )
+
+
+def _checked_bucket(b: etree._Element) -> IopsBucket | None:
+    sample = _num_attr(b, "SampleMillisecond")
+    if sample is None:
+        return None
+    read = _num_attr(b, "Read") or 0.0
+    write = _num_attr(b, "Write") or 0.0
+    total = _num_attr(b, "Total")
+    return IopsBucket(
+        sample_ms=int(sample),
+        read=read,
+        write=write,
+        total=read + write if total is None else total,
+        read_latency_avg_ms=_num_attr(b, "ReadAvgLatencyMilliseconds"),
+        write_latency_avg_ms=_num_attr(b, "WriteAvgLatencyMilliseconds"),
+    )
+
+
 def parse_iops(el: etree._Element | None) -> IopsSeries | None:
     if el is None:
         return None
     buckets = []
     for b in el.iter("Bucket"):
-        sample = _num_attr(b, "SampleMillisecond")
-        if sample is None:
-            continue
-        read = _num_attr(b, "Read") or 0.0
-        write = _num_attr(b, "Write") or 0.0
-        total = _num_attr(b, "Total")
-        buckets.append(
-            IopsBucket(
-                sample_ms=int(sample),
-                read=read,
-                write=write,
-                total=read + write if total is None else total,
-                read_latency_avg_ms=_num_attr(b, "ReadAvgLatencyMilliseconds"),
-                write_latency_avg_ms=_num_attr(b, "WriteAvgLatencyMilliseconds"),
-            )
-        )
+        bucket = _fast_bucket(b.attrib) or _checked_bucket(b)
+        if bucket is not None:
+            buckets.append(bucket)
     return IopsSeries(
         read_stddev=_num_text(el, "ReadIopsStdDev"),
         write_stddev=_num_text(el, "WriteIopsStdDev"),
