@@ -73,6 +73,7 @@ class ForDurations:
     views_disagree: str
     down: str
     scrape_slow: str
+    unread_fields: str
 
 
 @dataclass(frozen=True)
