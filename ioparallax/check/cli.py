@@ -189,7 +189,7 @@ TOOLS: list[Tool] = [
         _fio_command,
         lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
     ),
-    Tool("vdbench", "ioparallaxbenchmarkhygiene", _vdbench_sniff, _vdbench_file),
+    Tool("vdbench", "ioparallaxvdbenchrunhygiene", _vdbench_sniff, _vdbench_file),
 ]
 
 

@@ -931,17 +931,28 @@ def _guest_fact_alerts(kit: _AlertKit) -> Group:
                 "One alert per trap found in a job's options by the fio exporter.",
             ),
             alert(
-                "IoparallaxBenchmarkHygiene",
+                "IoparallaxDiskspdTargetHygiene",
                 "warning",
                 f.hygiene,
-                f'label_replace(diskspd_target_hygiene_problem{kit.cfg.sel("diskspd")} == 1, "tool", "diskspd", "", "")\n'
-                f'or label_replace(vdbench_run_hygiene_problem{kit.cfg.sel("vdbench")} == 1, "tool", "vdbench", "", "")',
-                "A DiskSPD or vdbench result was measured with a benchmark trap.",
-                "The {{ $labels.tool }} result {{ $labels.source }} has the hygiene problem {{ $labels.problem }} "
+                f"diskspd_target_hygiene_problem{kit.cfg.sel('diskspd')} == 1",
+                "A DiskSPD result was measured with a benchmark trap.",
+                "DiskSPD target {{ $labels.target }} of {{ $labels.host }} ({{ $labels.source }}) has the hygiene "
+                "problem {{ $labels.problem }} (see docs/hygiene.md): its numbers do not describe what the "
+                "application will get. Fix the command line (check it first with ioparallax-check) and run it again.",
+                "One alert per trap the DiskSPD exporter found in a result's target (the fio alert's counterpart; "
+                "checks the XML cannot decide, diskspd_target_hygiene_cannot_tell, are not alerts).",
+            ),
+            alert(
+                "IoparallaxVdbenchRunHygiene",
+                "warning",
+                f.hygiene,
+                f"vdbench_run_hygiene_problem{kit.cfg.sel('vdbench')} == 1",
+                "A vdbench run was measured with a benchmark trap.",
+                "vdbench run {{ $labels.run }} in {{ $labels.source }} has the hygiene problem {{ $labels.problem }} "
                 "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
-                "command line or parameter file (check it first with ioparallax-check) and run it again.",
-                "One alert per trap the DiskSPD or vdbench exporter found in a result (the fio alert's "
-                "counterpart; checks the result cannot decide are not alerts).",
+                "parameter file (check it first with ioparallax-check) and run it again.",
+                "One alert per trap the vdbench exporter found in a run (the fio alert's counterpart; checks the "
+                "output directory cannot decide, vdbench_run_hygiene_cannot_tell, are not alerts).",
             ),
             alert(
                 "IoparallaxGuestSplitIo",
@@ -1164,6 +1175,28 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "view is missing. fio_source_error_info{reason} says why (unreadable, corrupt, invalid_value, "
                 "too_large, truncated); the exporter's log names the file and the cause.",
                 "One watched fio output file is unreadable, corrupt or holds values fio cannot write.",
+            ),
+            alert(
+                "IoparallaxDiskspdSourceDown",
+                "warning",
+                f.down,
+                f"diskspd_source_up{kit.cfg.sel('diskspd')} == 0",
+                "A DiskSPD result file cannot be used.",
+                "The DiskSPD exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that run's guest "
+                "view is missing. diskspd_source_error_info{reason} says why (unreadable, corrupt, truncated, "
+                "not_diskspd, invalid_value, forbidden_markup, too_large); the exporter's log names the file.",
+                "One watched DiskSPD result is unreadable, cut off or not a DiskSPD -Rxml document.",
+            ),
+            alert(
+                "IoparallaxVdbenchSourceDown",
+                "warning",
+                f.down,
+                f"vdbench_source_up{kit.cfg.sel('vdbench')} == 0",
+                "A vdbench output directory cannot be used.",
+                "The vdbench exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that run's guest "
+                "view is missing. vdbench_source_error_info{file, reason} names the file and why (unreadable, "
+                "not_vdbench, too_large); the exporter's log names the file.",
+                "One watched vdbench output directory has a file that cannot be read or is not vdbench output.",
             ),
             alert(
                 "IoparallaxStargateUnreadFields",

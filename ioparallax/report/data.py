@@ -91,7 +91,7 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
     out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
     out["splitting"] = ctx.rule(f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}")
     # Hygiene findings of the load generator on the disk: fio's jobs, or DiskSPD's targets (each
-    # result's finding, as the IoparallaxBenchmarkHygiene alert sees them).
+    # result's finding, as IoparallaxDiskspdTargetHygiene sees them).
     ds_target = ctx.rule("guest_target:ioparallax_diskspd_vm_disk:info")
     out["hygiene"] = (
         f"max by (vm, disk, problem) (fio_job_hygiene_problem{ctx.sel('fio')} "

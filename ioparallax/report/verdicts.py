@@ -42,7 +42,8 @@ TRAPS: dict[str, tuple[str, str]] = {
 BUFFERED_ANCHOR = "ioparallaxaskedqueuedepthnotreached"
 MISALIGNED_IO_ANCHOR = "ioparallaxmisalignediosuspected"
 SPLIT_IO_ANCHOR = "ioparallaxguestsplitio"
-BENCHMARK_HYGIENE_ANCHOR = "ioparallaxbenchmarkhygiene"  # DiskSPD's and vdbench's findings
+#: The runbook section of each tool's hygiene alert.
+HYGIENE_ANCHORS = {"diskspd": "ioparallaxdiskspdtargethygiene", "vdbench": "ioparallaxvdbenchrunhygiene"}
 
 VIEW_NAMES = {
     "guest": "guest view (fio, DiskSPD or vdbench exporter)",
@@ -545,7 +546,7 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
 def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
     trap = "hygiene"
     tool = {"diskspd": "DiskSPD", "vdbench": "vdbench"}.get(inp.tool, "fio")
-    anchor = BENCHMARK_HYGIENE_ANCHOR if inp.tool in ("diskspd", "vdbench") else TRAPS[trap][1]
+    anchor = HYGIENE_ANCHORS.get(inp.tool, TRAPS[trap][1])
     thr = f"any {tool} hygiene problem"
     if why := _missing(inp, "guest"):
         return _nm(trap, why, thr)

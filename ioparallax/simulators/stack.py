@@ -864,11 +864,17 @@ class Stack:
             ),
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
             (
-                "all three views: bytes/s per VM disk (guest = fio, vm = vCenter, storage = Stargate)",
+                "guest: DiskSPD and vdbench hygiene findings",
+                "diskspd_target_hygiene_problem == 1 or vdbench_run_hygiene_problem == 1",
+            ),
+            ("guest: which tool measured each VM disk", "vm_disk:ioparallax_guest_tool:info"),
+            (
+                "all three views: bytes/s per VM disk (guest = fio/DiskSPD/vdbench, vm = vCenter, storage = Stargate)",
                 '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}',
             ),
             (
-                "guest: fio's ops beside the guest OS block layer's requests (node_exporter; 1 MiB I/O is split in two)",
+                "guest: the tool's ops beside the guest OS's requests (node_exporter: 1 MiB I/O is split in two; "
+                "windows_exporter: counted once)",
                 '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}',
             ),
             (

@@ -93,7 +93,11 @@ def test_writer_keeps_the_newest_runs_and_skips_a_backlog(tmp_path, trace):
     results = tmp_path / "diskspd"
     assert list(results.iterdir()) == []
     writer.write(T0 + 65)  # run 1 ended
-    assert sorted(p.name for p in results.iterdir()) == ["WINBENCH01-1800000000.xml", "WINBENCH02-1800000000.xml"]
+    assert sorted(p.name for p in results.iterdir()) == [
+        "WINBENCH01-1800000000.xml",
+        "WINBENCH02-1800000000.xml",
+        "WINLEGACY01-1800000000.xml",
+    ]
     writer.write(T0 + 65 * 20)  # suspended for 19 runs: the newest KEEP are written, not 19
     mine = sorted(results.glob("WINBENCH01-*.xml"))
     assert len(mine) == KEEP and mine[-1].name == f"WINBENCH01-{T0 + 65 * 19}.xml"

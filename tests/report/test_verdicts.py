@@ -455,6 +455,6 @@ def test_hygiene_names_the_tool_and_its_runbook_section():
         DiskInput(vm_bytes=busy, guest_bytes=busy, hygiene_problems={"reads_unwritten_file"}, tool="diskspd"), T
     )
     assert v.state is State.DISTORTED and v.number == "reads_unwritten_file"
-    assert v.anchor == "ioparallaxbenchmarkhygiene" and v.sentence.startswith("The DiskSPD result's options")
+    assert v.anchor == "ioparallaxdiskspdtargethygiene" and v.sentence.startswith("The DiskSPD result's options")
     v = hygiene(DiskInput(vm_bytes=busy, guest_bytes=busy, hygiene_problems=set(), tool="fio"), T)
     assert v.state is State.OK and v.anchor == "ioparallaxfiojobhygiene" and "fio job's" in v.sentence
