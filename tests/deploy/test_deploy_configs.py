@@ -43,6 +43,7 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
         "prism-exporter",
         "fio-exporter",
         "diskspd-exporter",
+        "vdbench-exporter",
     }
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
     assert demo == {

@@ -205,6 +205,7 @@ class Trace:
                 "backing_file": d.backing_file,
                 "disk_uuid": d.uuid,
                 "guest_device": d.guest_device,
+                "volume": d.volume,
                 "partition_start_bytes": d.partition_start_bytes,
                 "vdisk_id": d.vdisk_id,
                 "vdisk_name": d.vdisk_name,
@@ -233,6 +234,9 @@ class Trace:
                         "backing_file": d.backing_file,
                         "uuid": d.uuid,
                         "vdisk_id": d.vdisk_id,
+                        # what VMware Tools reports in guest.disk (diskPath); Windows volumes only:
+                        # the simulated Linux guests use raw devices (no file system to report)
+                        "guest_disk_path": f"{d.volume}\\" if vm.windows else "",
                         "read_ops": [s.read_ops for s in series],
                         "write_ops": [s.write_ops for s in series],
                         "read_bytes": [s.read_bytes for s in series],
@@ -247,7 +251,16 @@ class Trace:
                         ],
                     }
                 )
-            vms.append({"name": vm.name, "host": vm.host, "guest_os": vm.guest_os, "disks": disks})
+            vms.append(
+                {
+                    "name": vm.name,
+                    "host": vm.host,
+                    "guest_os": vm.guest_os,
+                    "hostname": vm.hostname,
+                    "load_generator": vm.load_generator,
+                    "disks": disks,
+                }
+            )
         return json.dumps(
             {
                 "scenario": sc.name,

@@ -18,10 +18,11 @@ type traceFile struct {
 }
 
 type traceVM struct {
-	Name    string      `json:"name"`
-	Host    string      `json:"host"`
-	GuestOS string      `json:"guest_os"`
-	Disks   []traceDisk `json:"disks"`
+	Name     string      `json:"name"`
+	Host     string      `json:"host"`
+	GuestOS  string      `json:"guest_os"` // "linux" or "windows" (older traces: free text)
+	Hostname string      `json:"hostname"` // what VMware Tools reports as guest.hostName
+	Disks    []traceDisk `json:"disks"`
 }
 
 type traceDisk struct {
@@ -30,6 +31,7 @@ type traceDisk struct {
 	BackingFile      string    `json:"backing_file"`
 	UUID             string    `json:"uuid"`
 	VdiskID          int64     `json:"vdisk_id"`
+	GuestDiskPath    string    `json:"guest_disk_path"` // guest.disk diskPath of its volume ("D:\\"); "" none
 	ReadOps          []float64 `json:"read_ops"`
 	WriteOps         []float64 `json:"write_ops"`
 	ReadBytes        []float64 `json:"read_bytes"`
