@@ -1,6 +1,5 @@
-"""PromAPI.query_range_arrays: the typed (msgspec) decoding of range answers gives the points that
-query_range gives, an answer it cannot type (+Inf, -Inf) the same through the json module, and a
-failed query the same PromError."""
+"""PromAPI.query_range_arrays: the points of query_range (shape-checked alike) as float arrays,
+"NaN", "+Inf" and "-Inf" included, and a failed query the same PromError."""
 
 from __future__ import annotations
 
@@ -66,7 +65,7 @@ def _matrix(values: list[list]) -> dict:
     "values",
     [
         [[1700000000, "1.5"], [1700000006.5, "0"], [1700000012, "1e-3"], [1700000018, "NaN"]],
-        [[1700000000, "+Inf"], [1700000006, "-Inf"], [1700000012, "2"]],  # not typed: the json module's way
+        [[1700000000, "+Inf"], [1700000006, "-Inf"], [1700000012, "2"]],
     ],
 )
 def test_arrays_hold_the_points_of_query_range(prometheus_answering, values):
