@@ -95,3 +95,20 @@ def test_warnings_are_logged(prometheus_answering, caplog):
     with caplog.at_level("WARNING"):
         api.query_range_arrays("x", 0, 1, 6)
     assert "metric might not be a counter" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ([[1700000000, "1_0"]], 'expected a sample \\[time, "value"\\]'),  # float() would take it
+        ([[1700000000, "1,2"]], 'expected a sample \\[time, "value"\\]'),
+        ([[1700000000, 1.5]], 'expected a sample \\[time, "value"\\]'),  # a number, not a string
+        ([[True, "1"]], 'expected a sample \\[time, "value"\\]'),
+    ],
+)
+def test_a_sample_prometheus_does_not_write_is_refused_as_query_range_refuses_it(prometheus_answering, values, message):
+    api = prometheus_answering(_matrix(values))
+    with pytest.raises(PromError, match=message):
+        api.query_range_arrays("x", 0, 1, 6)
+    with pytest.raises(PromError, match=message):
+        api.query_range("x", 0, 1, 6)
