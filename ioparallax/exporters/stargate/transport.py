@@ -17,6 +17,12 @@ page) and http.client's per-response header parsing; the exporter's own process 
 exposition) went from ~5.8 to ~2 s of CPU for 4,000 pages (docs/stargate.md, Cluster scale;
 ``bench/stargate_cluster.py`` prints it as "own process").
 
+Why not a library that runs many requests from one thread: the best one measured, libcurl's
+multi interface through pycurl, cost 12-16 % more CPU in the exporter's own process on the
+16-CVM cluster bench, with the same wall time (aiohttp, urllib3 and httpx cost far more a page);
+``bench/stargate_transport.py`` runs both side by side and fails when this one loses
+(docs/stargate.md, Transport).
+
 The response parser is HTTP/1.1's framing only, and strict where a hostile server could make
 it ambiguous: a status line ``HTTP/1.x NNN``, at most 100 header lines and 64 KiB of head,
 Content-Length (all copies equal) or chunked transfer coding (read to the connection's end when
