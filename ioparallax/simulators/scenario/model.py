@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+from ioparallax.yamlconf import cut
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
@@ -278,7 +279,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst = Burst(every, on, offset)
     tier = s.get("data_tier", str, default="ssd")
     if tier not in ("ssd", "hdd"):
-        raise s.error("data_tier", f"must be ssd or hdd, got {tier!r}")
+        raise s.error("data_tier", f"must be ssd or hdd, got {cut(tier)}")
     fio_opts = s.get("fio_options", dict, default={})
     iops_total = read_iops + write_iops
     mean_lat = (read_iops * read_lat + write_iops * write_lat) / iops_total
@@ -303,7 +304,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst=burst,
         data_tier=tier,
         ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
-        fio_options={str(k): str(v) for k, v in fio_opts.items()},
+        fio_options=_fio_options(s, fio_opts),
     )
     stream = replace(stream, job=s.get("job", str, default=stream.name))
     s.reject_unknown()
@@ -311,6 +312,27 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
 
 
 VERDICT_STATES = ("OK", "Distorted", "Not measurable")
+
+
+#: Longest fio option value taken from a scenario (fio's own options are short words and numbers).
+MAX_FIO_OPTION_CHARS = 256
+
+
+def _fio_options(sec: Section, options: dict[Any, Any]) -> dict[str, str]:
+    """``fio_options``: option name -> a scalar (a string, a number or a boolean), as fio prints
+    them in its JSON; a list or a mapping is refused rather than written out as its repr."""
+    out = {}
+    for name, value in options.items():
+        key = f"fio_options.{cut(name) if not isinstance(name, str) else name}"
+        if not isinstance(name, str) or not name:
+            raise sec.error(key, "an option name must be a non-empty string")
+        if not isinstance(value, (str, int, float)):
+            raise sec.error(key, f"expected a string or a number, got {type(value).__name__} {cut(value)}")
+        text = str(value)
+        if len(text) > MAX_FIO_OPTION_CHARS or "\n" in text:
+            raise sec.error(key, f"expected one line of at most {MAX_FIO_OPTION_CHARS} characters, got {cut(text)}")
+        out[name] = text
+    return out
 
 
 def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
