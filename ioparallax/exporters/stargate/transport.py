@@ -18,7 +18,7 @@ exposition) went from ~5.8 to ~2 s of CPU for 4,000 pages (docs/stargate.md, Clu
 ``bench/stargate_cluster.py`` prints it as "own process").
 
 Why not a library that runs many requests from one thread: the best one measured, libcurl's
-multi interface through pycurl, cost 12-16 % more CPU in the exporter's own process on the
+multi interface through pycurl, cost 9-16 % more CPU in the exporter's own process on the
 16-CVM cluster bench, with the same wall time (aiohttp, urllib3 and httpx cost far more a page);
 ``bench/stargate_transport.py`` runs both side by side and fails when this one loses
 (docs/stargate.md, Transport).
