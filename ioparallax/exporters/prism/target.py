@@ -36,6 +36,8 @@ V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
 #: Most pages one read may fetch (page_size x this disks).
 MAX_PAGES = 1000
+#: Most bytes the pages of one list may add up to (each answer is also capped: client.MAX_BODY_BYTES).
+MAX_READ_BYTES = 256 * 1024 * 1024
 #: Pages of one list asked for at once after the first.
 PAGE_CONCURRENCY = 2
 
@@ -203,24 +205,52 @@ class Target:
     def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
         """All pages of a v2.0 list: (entities, the Date of each page, requests made). The first
         page gives the total; the others are then asked for PAGE_CONCURRENCY at a time (Prism
-        builds one while the exporter receives another)."""
+        builds one while the exporter receives another).
+
+        A Prism whose paging lies ends the read with a ParseError, never a partial list shown as
+        complete nor an endless one: a total above MAX_PAGES pages, a page longer than asked for,
+        a page that only repeats entities already read (paging that does not advance), more than
+        MAX_READ_BYTES over the pages. A short or empty page ends the list early."""
         size = self.cfg.page_size
         first = self.client.get(path, {**(params or {}), "count": size, "page": 1})
         ents, total = parse.entities(first.doc, what)
+        _check_page(ents, size, what, 1)
         out, dates = list(ents), [first.date]
         if total is None or len(ents) >= total or len(ents) < size:
             return out, dates, 1
-        pages = min(MAX_PAGES, -(-total // size))
+        if total > MAX_PAGES * size:
+            raise parse.ParseError(
+                f"the {what} answer claims {total} entities, more than {MAX_PAGES} pages of {size} "
+                "(page_size): not read, rather than shown incomplete"
+            )
+        pages = -(-total // size)
+        seen = {_entity_key(e) for e in ents}
+        nbytes, requests = first.nbytes, 1
 
-        def get(page: int) -> tuple[list[dict], float | None]:
+        def get(page: int) -> tuple[list[dict], float | None, int]:
             ans = self.client.get(path, {**(params or {}), "count": size, "page": page})
-            return parse.entities(ans.doc, what)[0], ans.date
+            return parse.entities(ans.doc, what)[0], ans.date, ans.nbytes
 
         with ThreadPoolExecutor(PAGE_CONCURRENCY, thread_name_prefix=f"pages {self.name}") as pool:
-            for page_ents, date in pool.map(get, range(2, pages + 1)):
-                out.extend(page_ents)
-                dates.append(date)
-        return out, dates, pages
+            for batch in range(2, pages + 1, PAGE_CONCURRENCY):
+                numbers = range(batch, min(pages, batch + PAGE_CONCURRENCY - 1) + 1)
+                requests += len(numbers)
+                for page, (page_ents, date, n) in zip(numbers, pool.map(get, numbers), strict=True):
+                    _check_page(page_ents, size, what, page)
+                    nbytes += n
+                    if nbytes > MAX_READ_BYTES:
+                        raise parse.ParseError(f"the {what} pages add up to more than {MAX_READ_BYTES} bytes")
+                    keys = {_entity_key(e) for e in page_ents}
+                    if page_ents and keys <= seen:
+                        raise parse.ParseError(
+                            f"page {page} of {what} only repeats entities of earlier pages (Prism's paging does not advance)"
+                        )
+                    seen |= keys
+                    out.extend(page_ents)
+                    dates.append(date)
+                    if len(page_ents) < size:  # the end, before the total said
+                        return out, dates, requests
+        return out, dates, requests
 
     def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], int]:
         vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
@@ -253,7 +283,8 @@ class Target:
         if dates and dates[0] is None and not self.no_date_logged:
             self.no_date_logged = True
             log.warning(
-                "target=%s: Prism's answers carry no Date header; samples cannot be dated and are not integrated",
+                "target=%s: Prism's answers carry no usable Date header (missing, unreadable, or not in years 1971-9000); "
+                "samples cannot be dated and are not integrated",
                 self.name,
             )
         with self._lock:
@@ -397,6 +428,16 @@ class Target:
     def close(self) -> None:
         self._closed.set()
         self.client.close()
+
+
+def _check_page(ents: list[dict], size: int, what: str, page: int) -> None:
+    if len(ents) > size:
+        raise parse.ParseError(f"page {page} of {what} holds {len(ents)} entities, more than the {size} asked for")
+
+
+def _entity_key(e: dict) -> object:
+    uuid = e.get("uuid")
+    return uuid if isinstance(uuid, str) else id(e)
 
 
 def _copy(d: DiskState) -> DiskState:
