@@ -355,3 +355,41 @@ def test_no_credential_reaches_anyone_but_the_listed_target(hostile, exporter, c
         assert PASSWORD not in caplog.text
     finally:
         canary.close()
+
+
+def test_a_v4_sample_dated_in_the_future_does_not_stop_the_counters(hostile):
+    """controller_api v4: a tuple stamped 9999-12-31 was integrated and became the disk's newest
+    sample, so every real sample after it was ignored for good."""
+    from ioparallax.exporters.prism.target import Target
+
+    end = int(FROZEN // 30 * 30)
+    v4 = {"n": 0}
+
+    def iso(t: float) -> str:
+        return parse.iso_time(t)
+
+    def handler(path, q, h):
+        if path.startswith("/api/vmm/v4.0/"):
+            v4["n"] += 1
+            stats = [{"timestamp": iso(end), "controllerNumIo": 100, "controllerNumReadIo": 100}]
+            if v4["n"] == 1:
+                stats.append({"timestamp": "9999-12-31T23:59:59Z", "controllerNumIo": 5, "controllerNumReadIo": 5})
+            else:
+                stats = [{"timestamp": iso(end + 30), "controllerNumIo": 7, "controllerNumReadIo": 7}]
+            return answer({"data": {"stats": stats}})
+        return empty_inventory(path) or answer(listing([disk(1)], 1))
+
+    srv = hostile(handler)
+    cfg = TargetConfig(
+        username=USER, password=PASSWORD, scheme="http", timeout=1.0, controller_api="v4", v2_sample_keeper=False
+    )
+    t = Target(srv.address, cfg, vm_info=False)
+    try:
+        assert t.probe(3.0).up
+        (st,) = t.disks.values()
+        assert st.controller_end == end and st.controller.read_ops == 100
+        t.clock = (FROZEN + 30, time.monotonic())  # Prism's clock a sample later
+        t._read_v4([st], None, t.prism_now())
+        assert st.controller_end == end + 30 and st.controller.read_ops == 107
+    finally:
+        t.close()

@@ -329,6 +329,10 @@ class Target:
         with self._lock:
             for st, series in results:
                 for sample_end, amounts in series:
+                    if sample_end > prism_now + SAMPLE_SECONDS:
+                        # not ended yet by Prism's own clock (a timestamp in year 9999): taken, it
+                        # would hide every real sample after it for good
+                        continue
                     if sample_end > (st.controller_end if st.controller_end is not None else floor):
                         st.controller.add(amounts)
                         st.controller_end = sample_end
