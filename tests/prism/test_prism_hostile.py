@@ -393,3 +393,35 @@ def test_a_v4_sample_dated_in_the_future_does_not_stop_the_counters(hostile):
         assert st.controller_end == end + 30 and st.controller.read_ops == 107
     finally:
         t.close()
+
+
+def test_pages_adding_up_past_the_read_limit_are_refused(hostile, monkeypatch):
+    from ioparallax.exporters.prism import target as target_module
+
+    monkeypatch.setattr(target_module, "MAX_READ_BYTES", 1500)
+    srv = hostile(_paged(lambda p: listing([disk(2 * p), disk(2 * p + 1)], 20)))
+    cfg = TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=1.0, page_size=PAGE)
+    t = target_module.Target(srv.address, cfg, vm_info=False)
+    try:
+        snap = t.probe(3.0)
+        assert not snap.up and snap.kind == "protocol" and "add up to more than 1500 bytes" in snap.cause
+        assert len(srv.requests) < 10
+    finally:
+        t.close()
+
+
+def test_the_sample_keeper_and_reads_end_after_close_against_a_trickling_prism(hostile):
+    from ioparallax.exporters.prism.target import Target
+
+    srv = hostile(lambda path, q, h: _trickle(b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1000, 0.2))
+    cfg = TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=1.0)
+    t = Target(srv.address, cfg, vm_info=False)
+    snap = t.probe(0.5)
+    assert not snap.up and snap.kind == "timeout"
+    assert t._keeper is not None and t._keeper.is_alive()
+    t.close()
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and any(th.is_alive() and srv.address in th.name for th in threading.enumerate()):
+        time.sleep(0.05)
+    left = [th.name for th in threading.enumerate() if th.is_alive() and srv.address in th.name]
+    assert left == [], left
