@@ -34,6 +34,9 @@ class Selectors:
     fio: str
     exporters: str
     node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
+    windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
+    diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
+    vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Thresholds:
     misaligned_read_to_write_ratio: float
     misaligned_frontend_read_to_write_ratio: float
     scrape_duration_ratio: float
+    split_io_ratio: float = 0.5  # Windows guests: split I/Os over I/Os (misalignment hint)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,9 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         fio=_selector(s, "fio"),
         exporters=_selector(s, "exporters"),
         node=_selector(s, "node", Selectors.node),
+        windows=_selector(s, "windows", Selectors.windows),
+        diskspd=_selector(s, "diskspd", Selectors.diskspd),
+        vdbench=_selector(s, "vdbench", Selectors.vdbench),
     )
     s.reject_unknown()
 
@@ -171,6 +178,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         misaligned_read_to_write_ratio=_number(t, "misaligned_read_to_write_ratio", 0, 1),
         misaligned_frontend_read_to_write_ratio=_number(t, "misaligned_frontend_read_to_write_ratio", 0, 1),
         scrape_duration_ratio=_number(t, "scrape_duration_ratio", 0, 1),
+        split_io_ratio=_number(t, "split_io_ratio", 0, 1) if "split_io_ratio" in t.data else Thresholds.split_io_ratio,
     )
     t.reject_unknown()
 

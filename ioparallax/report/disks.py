@@ -147,7 +147,21 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         if parts
         else ""
     )
+
+    def seen(fam: str, label: str) -> str:
+        return ", ".join(
+            sorted(
+                {
+                    m.get(label, "")
+                    for m, v in ds.labelled.get(fam, [])
+                    if (m.get("vm"), m.get("disk")) == key and np.any(~np.isnan(v))
+                }
+            )
+        )
+
     rows = [
+        ("Measured by", seen("guest_tool", "tool"), "guest view's load generator (vm_disk:ioparallax_guest_tool:info)"),
+        ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
         ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
         ("Virtual disk", key[1] + (f" ({vc[0].get('label', '')})" if vc and vc[0].get("label") else ""), "vCenter"),
         ("Backing file", vc[0].get("backing_file", "") if vc else "", "vCenter"),

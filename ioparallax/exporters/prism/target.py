@@ -21,10 +21,12 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
-from . import parse
+from . import paging, parse
 from .client import PrismClient, TargetError
 from .config import SAMPLE_SECONDS, TargetConfig
 
@@ -34,12 +36,8 @@ V2 = "/PrismGateway/services/rest/v2.0"
 V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
-#: Most pages one read may fetch (page_size x this disks).
-MAX_PAGES = 1000
 #: Most bytes the pages of one list may add up to (each answer is also capped: client.MAX_BODY_BYTES).
 MAX_READ_BYTES = 256 * 1024 * 1024
-#: Pages of one list asked for at once after the first.
-PAGE_CONCURRENCY = 2
 
 
 @dataclass
@@ -91,6 +89,8 @@ class Snapshot:
     missed: int = 0
     late: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    unknown_keys: dict[str, int] = field(default_factory=dict)  # stats key -> entities (at most MAX_UNKNOWN_KEYS)
+    unknown_count: int = 0  # distinct unknown stats keys, all of them
 
 
 @dataclass
@@ -101,11 +101,24 @@ class ReadResult:
     requests: int = 0
 
 
+#: Unknown stats keys named per target (prism_parse_unknown_field_entities); more are counted in
+#: prism_parse_unknown_fields only.
+MAX_UNKNOWN_KEYS = 50
+
+
 class Target:
-    def __init__(self, name: str, cfg: TargetConfig, time_scale: float = 1.0, vm_info: bool = True):
+    def __init__(
+        self,
+        name: str,
+        cfg: TargetConfig,
+        time_scale: float = 1.0,
+        vm_info: bool = True,
+        client_factory: Callable[[str, TargetConfig], Any] = PrismClient,
+    ):
         self.name = name
         self.cfg = cfg
-        self.client = PrismClient(name, cfg)
+        # PrismClient, or (--replay, capture.replay) a stand-in answering from a capture.
+        self.client = client_factory(name, cfg)
         self.time_scale = time_scale
         self.vm_info = vm_info
         self._lock = threading.Lock()  # state below
@@ -124,6 +137,8 @@ class Target:
         self.late_end: int | None = None
         self.errors: dict[str, int] = {}
         self.no_date_logged = False
+        self.unknown_keys: dict[str, int] = {}  # stats key -> entities holding it, in the last read
+        self.unknown_logged: set[str] = set()
         self._closed = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -163,6 +178,8 @@ class Target:
                 missed=self.missed,
                 late=self.late,
                 errors=dict(self.errors),
+                unknown_keys=dict(sorted(self.unknown_keys.items())[:MAX_UNKNOWN_KEYS]),
+                unknown_count=len(self.unknown_keys),
             )
             self.new_samples = 0
             return snap
@@ -203,54 +220,20 @@ class Target:
 
     # -- the read -------------------------------------------------------------------------
     def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
-        """All pages of a v2.0 list: (entities, the Date of each page, requests made). The first
-        page gives the total; the others are then asked for PAGE_CONCURRENCY at a time (Prism
-        builds one while the exporter receives another).
+        """All pages of a v2.0 list: (entities, the Date of each page, requests made); at most
+        MAX_READ_BYTES over its pages (a ParseError past it)."""
+        nbytes = [0]
+        lock = threading.Lock()
 
-        A Prism whose paging lies ends the read with a ParseError, never a partial list shown as
-        complete nor an endless one: a total above MAX_PAGES pages, a page longer than asked for,
-        a page that only repeats entities already read (paging that does not advance), more than
-        MAX_READ_BYTES over the pages. A short or empty page ends the list early."""
-        size = self.cfg.page_size
-        first = self.client.get(path, {**(params or {}), "count": size, "page": 1})
-        ents, total = parse.entities(first.doc, what)
-        _check_page(ents, size, what, 1)
-        out, dates = list(ents), [first.date]
-        if total is None or len(ents) >= total or len(ents) < size:
-            return out, dates, 1
-        if total > MAX_PAGES * size:
-            raise parse.ParseError(
-                f"the {what} answer claims {total} entities, more than {MAX_PAGES} pages of {size} "
-                "(page_size): not read, rather than shown incomplete"
-            )
-        pages = -(-total // size)
-        seen = {_entity_key(e) for e in ents}
-        nbytes, requests = first.nbytes, 1
+        def get(p: dict[str, Any]) -> tuple[Any, float | None]:
+            ans = self.client.get(path, p)
+            with lock:
+                nbytes[0] += ans.nbytes
+                if nbytes[0] > MAX_READ_BYTES:
+                    raise parse.ParseError(f"the {what} pages add up to more than {MAX_READ_BYTES} bytes")
+            return ans.doc, ans.date
 
-        def get(page: int) -> tuple[list[dict], float | None, int]:
-            ans = self.client.get(path, {**(params or {}), "count": size, "page": page})
-            return parse.entities(ans.doc, what)[0], ans.date, ans.nbytes
-
-        with ThreadPoolExecutor(PAGE_CONCURRENCY, thread_name_prefix=f"pages {self.name}") as pool:
-            for batch in range(2, pages + 1, PAGE_CONCURRENCY):
-                numbers = range(batch, min(pages, batch + PAGE_CONCURRENCY - 1) + 1)
-                requests += len(numbers)
-                for page, (page_ents, date, n) in zip(numbers, pool.map(get, numbers), strict=True):
-                    _check_page(page_ents, size, what, page)
-                    nbytes += n
-                    if nbytes > MAX_READ_BYTES:
-                        raise parse.ParseError(f"the {what} pages add up to more than {MAX_READ_BYTES} bytes")
-                    keys = {_entity_key(e) for e in page_ents}
-                    if page_ents and keys <= seen:
-                        raise parse.ParseError(
-                            f"page {page} of {what} only repeats entities of earlier pages (Prism's paging does not advance)"
-                        )
-                    seen |= keys
-                    out.extend(page_ents)
-                    dates.append(date)
-                    if len(page_ents) < size:  # the end, before the total said
-                        return out, dates, requests
-        return out, dates, requests
+        return paging.list_all(get, what, self.cfg.page_size, params, name=self.name)
 
     def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], int]:
         vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
@@ -265,6 +248,7 @@ class Target:
             vm_list = pool.submit(self._vm_list) if due else None
             ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
             records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
+            unknown = parse.unknown_stats_keys(ents)
             listed = vm_list.result() if vm_list is not None else None
         # ... and at once when the disks say a VM changed: one appeared or went (deleted), or
         # its VM view came or went (powered on or off).
@@ -296,11 +280,37 @@ class Target:
             elif not self.vm_info:
                 self.vm_signature = signature
             self._apply(records, end)
+            self.unknown_keys = unknown
+            new_keys = sorted(set(unknown) - self.unknown_logged)
             v4_work = list(self.disks.values()) if self.cfg.controller_api == "v4" else []
             prism_now = self.prism_now()
+        if new_keys:
+            self._log_unknown(new_keys, unknown)
         if v4_work:
             requests += self._read_v4(v4_work, end, prism_now)
         return ReadResult(True, requests=requests)
+
+    def _log_unknown(self, keys: list[str], unknown: dict[str, int]) -> None:
+        """One line per unknown stats key and target, for as long as the exporter runs (the first
+        MAX_UNKNOWN_KEYS keys; then one line saying how many more)."""
+        room = MAX_UNKNOWN_KEYS - len(self.unknown_logged)
+        for key in keys[: max(0, room)]:
+            self.unknown_logged.add(key)
+            log.info(
+                "target=%s: virtual_disks stats key %r is not read by ioparallax (%d disks hold it); "
+                "if it matters, capture the answer and report it (prism-exporter capture, docs/prism.md)",
+                self.name,
+                key,
+                unknown[key],
+            )
+        if len(keys) > room and "" not in self.unknown_logged:
+            self.unknown_logged.add("")  # said once
+            log.info(
+                "target=%s: more stats keys not read by ioparallax than the %d named (%d in this answer)",
+                self.name,
+                MAX_UNKNOWN_KEYS,
+                len(unknown),
+            )
 
     def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
         """controller_api v4: each disk's storage-view samples since the last one integrated, from
@@ -432,16 +442,6 @@ class Target:
     def close(self) -> None:
         self._closed.set()
         self.client.close()
-
-
-def _check_page(ents: list[dict], size: int, what: str, page: int) -> None:
-    if len(ents) > size:
-        raise parse.ParseError(f"page {page} of {what} holds {len(ents)} entities, more than the {size} asked for")
-
-
-def _entity_key(e: dict) -> object:
-    uuid = e.get("uuid")
-    return uuid if isinstance(uuid, str) else id(e)
 
 
 def _copy(d: DiskState) -> DiskState:
