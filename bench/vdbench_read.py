@@ -13,6 +13,9 @@ Parts:
   floor.
 - ``incremental``: after the full read, one appended row read by the next poll, against the full
   read. Target: under 1 % of the full read (a scrape costs the new bytes, not the file).
+- ``memory``: the peak of Python's traced memory during the full read (tracemalloc): lines are
+  parsed a 1 MiB chunk at a time, so the peak does not grow with the file. Target: under
+  ``--max-peak-mib`` (default 10).
 
 Each figure is min / median over ``--repeat`` runs (default 5). Exits 1 when a target is missed.
 Run: .venv/bin/python bench/vdbench_read.py
@@ -26,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -103,6 +107,9 @@ def main() -> int:
     parser.add_argument(
         "--max-ratio", type=float, default=4.0, help="full read target vs the floor (default: %(default)s)"
     )
+    parser.add_argument(
+        "--max-peak-mib", type=float, default=10.0, help="peak traced memory of the full read (default: %(default)s)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="vdbench-bench-"))
     ok = True
@@ -137,6 +144,14 @@ def main() -> int:
         print(f"  one appended row: {min_median(inc, 1e3, 'ms')}   {share * 100:.3f} % of the full read (target < 1 %)")
         if share >= 0.01:
             print("  MISSED: an incremental read costs more than 1 % of a full read")
+            ok = False
+        tracemalloc.start()
+        exporter_read(d)
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        print(f"  peak traced memory of the full read: {peak:.1f} MiB (target < {args.max_peak_mib:g} MiB)")
+        if peak >= args.max_peak_mib:
+            print("  MISSED: the full read holds more than its target in memory")
             ok = False
     finally:
         shutil.rmtree(work, ignore_errors=True)

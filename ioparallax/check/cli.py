@@ -189,8 +189,7 @@ TOOLS: list[Tool] = [
         _fio_command,
         lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
     ),
-    # the vdbench findings are described in the same runbook section as fio's (docs/runbook.md)
-    Tool("vdbench", "ioparallaxfiojobhygiene", _vdbench_sniff, _vdbench_file),
+    Tool("vdbench", "ioparallaxvdbenchrunhygiene", _vdbench_sniff, _vdbench_file),
 ]
 
 

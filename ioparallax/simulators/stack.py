@@ -54,9 +54,14 @@ from ioparallax.simulators.process import (
     stop_all,
     wait_for_http,
 )
-from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path
+from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path, write_with_origin
 
 log = logging.getLogger("ioparallax.demo")
+
+# --from-start: period second 0 falls this long after the stack starts, when its Prometheus is up (a
+# start takes 5 to 20 s): the first step of a scenario (scaling-ramp's first VM) is seen whole, from
+# its beginning; before it the previous period's last seconds run.
+FROM_START_LEAD_S = 20
 
 # The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
 # the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
@@ -179,6 +184,11 @@ class Stack:
     alertmanager_webhook: str | None = None  # tests: receive alerts here
     long_term: bool = False  # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
+    # --from-start: every cluster's period second 0 falls FROM_START_LEAD_S after the stack's start
+    # (``origin``, Unix time): each cluster's simulators read one copy of its scenario with that origin
+    # (docs/scenarios.md "Time").
+    from_start: bool = False
+    origin: int | None = field(default=None, init=False)
     procs: list[Process] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
@@ -221,6 +231,9 @@ class Stack:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
+        if self.from_start:
+            self.origin = int(time.time()) + FROM_START_LEAD_S
+            log.info("origin=%d: every scenario's period second 0, %d s from now", self.origin, FROM_START_LEAD_S)
         self.clusters = self._cluster_parts()
         self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
@@ -252,9 +265,9 @@ class Stack:
             )
         parts: list[ClusterPart] = []
         for scenario, cluster in specs:
-            trace = compile_scenario(load_scenario(scenario))
+            loaded = load_scenario(scenario)
             if cluster is None and len(specs) > 1:
-                cluster = trace.scenario.name
+                cluster = loaded.name
                 if not _CLUSTER_NAME.fullmatch(cluster):
                     raise ValueError(
                         f"--scenario {scenario}: its name {cluster!r} cannot name a cluster (letters, "
@@ -268,7 +281,11 @@ class Stack:
             workdir = self.workdir if cluster is None else self.workdir / "clusters" / cluster
             workdir.mkdir(parents=True, exist_ok=True)
             # The simulators run in the workdir: a scenario file relative to here must reach them.
-            parts.append(ClusterPart(str(scenario_path(scenario).resolve()), cluster, workdir, trace))
+            source = scenario_path(scenario).resolve()
+            if self.origin is not None:  # one copy with the origin, read by all of the cluster's simulators
+                source = write_with_origin(source, self.origin, workdir / "scenario.origin.yaml")
+                loaded = load_scenario(source)
+            parts.append(ClusterPart(str(source), cluster, workdir, compile_scenario(loaded)))
         return parts
 
     def _kill_leftovers(self) -> None:
@@ -1071,6 +1088,13 @@ def main(argv: list[str] | None = None) -> int:
         help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
         "minutes, so a demo shows its alerts firing within a minute or two",
     )
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help=f"start each scenario's period with the demo ({FROM_START_LEAD_S} s after the start, when "
+        "Prometheus is up: scaling-ramp begins at one VM) instead of where the wall clock puts it "
+        "(period second = Unix time mod period)",
+    )
     add_version_arg(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -1084,7 +1108,13 @@ def main(argv: list[str] | None = None) -> int:
     rules_dir = None
     if args.quick_alerts:
         rules_dir = write_quick_alert_rules(args.workdir / "rules")
-    stack = Stack(scenarios=scenarios, workdir=args.workdir, rules_dir=rules_dir, long_term=args.long_term)
+    stack = Stack(
+        scenarios=scenarios,
+        workdir=args.workdir,
+        rules_dir=rules_dir,
+        long_term=args.long_term,
+        from_start=args.from_start,
+    )
     stopping = False
 
     def on_signal(signum, frame):

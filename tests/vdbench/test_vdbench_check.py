@@ -25,7 +25,7 @@ def test_traps_of_a_parmfile_are_flagged_before_the_run(tmp_path):
     assert "    TRAP working_set_below_cache: touches 2 GiB, less than the 8 GiB cache" in lines
     assert any(ln.startswith("    TRAP compratio_requested:") for ln in lines)
     assert any(ln.startswith("    TRAP dedupratio_requested:") for ln in lines)
-    assert lines[-1].startswith("5 trap(s), 0 cannot tell. Runbook: docs/runbook.md#ioparallaxfiojobhygiene")
+    assert lines[-1].startswith("5 trap(s), 0 cannot tell. Runbook: docs/runbook.md#ioparallaxvdbenchrunhygiene")
 
 
 def test_short_run_and_clean_file(tmp_path):

@@ -241,7 +241,7 @@ def test_large_backlog_is_read_in_bounded_polls(tree, monkeypatch):
     (tree / "bad" / "flatfile.html").write_text(lines)
     shutil.copy(tree / "good" / "parmfile.html", tree / "bad")  # the same interval=1
     monkeypatch.setattr(tailer_module, "MAX_READ_BYTES", 4096)
-    monkeypatch.setattr(tailer_module.LineTailer.read_lines, "__defaults__", (4096,))
+    monkeypatch.setattr(tailer_module.LineTailer.read_chunks, "__defaults__", (4096,))
     s = Scraper(tree)
     polls = 0
     while True:
@@ -269,3 +269,47 @@ def test_parsers_raise_nothing_but_invalid_line(lines):
             except InvalidLine:
                 pass
     parse_parmfile("\n".join(lines))
+
+
+def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
+    """Results copied with their 2016 mtimes are shown for the retention from when they were found,
+    then only their health series remain."""
+    shutil.copytree(MULTI, tmp_path / "old")  # copy2: the files keep their old times
+    now = [1_800_000_000.0]
+    w = Watcher(WatchConfig(paths=[str(tmp_path)], retention_s=900), clock=lambda: now[0])
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VdbenchCollector(w))
+    sm = samples(generate_latest(registry).decode())
+    assert value(sm, "vdbench_run_average_iops", run="rd2") == GOOD_RD2_AVG
+    assert value(sm, "vdbench_source_finished") == 1
+    now[0] += 901
+    sm = samples(generate_latest(registry).decode())
+    assert not has(sm, "vdbench_run_average_iops")
+    assert value(sm, "vdbench_source_up") == 1
+
+
+def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, caplog):
+    shutil.copy(SOLARIS / "flatfile.html", tree / "bad" / "flatfile.html")
+    s = Scraper(tree)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad") == 1500
+    real = tailer_module.DirectoryState.poll
+
+    def denied(self):
+        if self.path.endswith("bad"):
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", denied)
+    with caplog.at_level(logging.WARNING):
+        _, sm = s.scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_up", source=src) == 0
+    assert value(sm, "vdbench_source_error_info", source=src, file="", reason="unreadable") == 1
+    assert not has(sm, "vdbench_run_read_ops_total", source=src)  # never stale values as fresh
+    assert any(str(src) in r.getMessage() and "Permission denied" in r.getMessage() for r in caplog.records)
+    good_still_served(sm, tree)
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", real)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_source_up", source=src) == 1
+    assert value(sm, "vdbench_run_read_ops_total", source=src) == 1500

@@ -17,6 +17,7 @@ from ioparallax.exporters.vdbench.hygiene import HygieneConfig, normal_percentil
 from ioparallax.exporters.vdbench.reader import (
     FlatfileParser,
     InvalidLine,
+    SummaryTableParser,
     number,
     parse_parmfile,
     parse_vdbench_size,
@@ -181,9 +182,10 @@ def test_real_parmfile_as_run():
     assert pf.hd["hd2"]["system"] == "172.17.1.76"
     assert pf.hd["hd2"]["shell"] == "vdbench"  # hd=default merged in
     sm = samples(exposition(MULTI))
-    assert value(sm, "vdbench_parmfile_sd_info", sd="sd1", lun="/dev/sdb", openflags="o_direct") == 1
+    assert value(sm, "vdbench_parmfile_sd_info", sd="sd1", lun="/dev/sdb", openflags="o_direct", hosts="hd*") == 1
     assert value(sm, "vdbench_parmfile_rd_info", rd="rd2", iorate="500", elapsed="60", interval="1") == 1
     assert value(sm, "vdbench_parmfile_wd_info", wd="wd51", range="(61.47,61.78)") == 1
+    assert value(sm, "vdbench_parmfile_hd_info", hd="hd1", system="172.17.1.235", shell="vdbench") == 1
 
 
 def test_real_single_host_flatfile_with_requested_data_reduction():
@@ -326,3 +328,94 @@ def test_parmfile_findings_name_the_definition():
     assert parmfile_findings(clean, HygieneConfig(cache_size_bytes=8 * 2**30)) == []
     short = parse_parmfile("sd=sd1,lun=/dev/rdsk/c0t0d0s2\nwd=w,sd=sd1\nrd=r,wd=w,elapsed=20")
     assert [f.problem for f in parmfile_findings(short, HygieneConfig())] == ["short_runtime"]  # raw: unbuffered
+
+
+# ---------------------------------------------------------------------------------------------
+# vdbench 5.04.07's interval table (real console output): read and write max, NaN
+
+
+def test_vdbench_50407_table_with_read_write_max_and_nan():
+    lines = (FIXTURES / "vdbench50407-console" / "vdbench-t.txt").read_text().splitlines()
+    p = SummaryTableParser()
+    rows = []
+    for line in lines:
+        row = p.feed(line)
+        if row is not None:
+            rows.append(row)
+    assert [(r.run, r.interval, r.summary) for r in rows] == [
+        ("SD_format", 1, None),
+        ("SD_format", None, (2, 1)),
+        ("rd1", 1, None),
+        ("rd1", 2, None),
+        ("rd1", 3, None),
+        ("rd1", 4, None),
+        ("rd1", 5, None),
+        ("rd1", None, (2, 5)),
+    ]
+    fmt_avg, avg = rows[1].values, rows[-1].values
+    assert fmt_avg["cpu_used"] is None and fmt_avg["cpu_kernel"] is None  # printed NaN: no data
+    assert avg == {
+        "rate": 104.5,
+        "mb/sec": 0.10,
+        "bytes/io": 1024,
+        "read%": 50.72,
+        "resp": 0.012,
+        "read_resp": 0.010,
+        "write_resp": 0.015,
+        "read_max": 0.05,
+        "write_max": 0.12,
+        "resp_std": 0.007,
+        "queue_depth": 0.0,
+        "cpu_used": 4.6,
+        "cpu_kernel": 0.9,
+    }
+
+
+def test_vdbench_50407_host_report_is_exported(tmp_path):
+    """The real 5.04.07 table as a host report (its title line added): every line read, the
+    format run's NaN cpu absent, read/write max exported."""
+    table = (FIXTURES / "vdbench50407-console" / "vdbench-t.txt").read_text()
+    (tmp_path / "localhost.html").write_text("<pre>\nHost summary report(s) for host=localhost\n\n" + table)
+    (tmp_path / "parmfile.html").write_text(
+        "sd=sd1,lun=/tmp/quick_vdbench_test\nwd=wd1,sd=sd1\nrd=rd1,wd=wd1,iorate=100,elapsed=5,interval=1\n"
+    )
+    sm = samples(exposition(tmp_path))
+    labels = {"host": "localhost", "run": "rd1", "seq": 2}
+    assert value(sm, "vdbench_source_rejected_lines_total", file="localhost.html", reason="invalid_value") == 0
+    reads = sum(r * p / 100 for r, p in ((84, 53.57), (103, 52.43), (103, 51.46), (106, 50.94), (106, 48.11)))
+    assert value(sm, "vdbench_host_read_ops_total", **labels) == pytest.approx(reads)
+    assert value(sm, "vdbench_host_average_write_response_max_seconds", **labels) == pytest.approx(0.00012)
+    assert value(sm, "vdbench_host_average_iops", **labels) == 104.5
+    assert not has(sm, "vdbench_host_average_cpu_used_ratio", run="SD_format")
+    assert value(sm, "vdbench_host_average_iops", host="localhost", run="SD_format", seq=1) == 0
+
+
+def test_real_run_totals_match_vdbench_totals_report():
+    """totals.html (vdbench's run totals over all hosts, 2-decimal table) and the flatfile's avg
+    rows the exporter reads agree: the runs parse to vdbench's own totals."""
+    p = SummaryTableParser()
+    totals = {}
+    for line in (MULTI / "totals.html").read_text().splitlines():
+        row = p.feed(line)
+        if row is not None:
+            totals[row.run] = row
+    assert sorted(totals) == ["rd1", "rd2", "rd3"] and all(r.summary == (2, 60) for r in totals.values())
+    sm = samples(exposition(MULTI))
+    for seq, run in enumerate(("rd1", "rd2", "rd3"), start=1):
+        t = totals[run].values
+        labels = {"source": str(MULTI), "run": run, "seq": seq}
+        assert value(sm, "vdbench_run_average_iops", **labels) == pytest.approx(t["rate"], abs=0.005)
+        assert value(sm, "vdbench_run_average_bandwidth_bytes_per_second", **labels) == pytest.approx(
+            t["mb/sec"] * 2**20, abs=0.005 * 2**20
+        )
+        assert value(sm, "vdbench_run_average_read_ratio", **labels) == pytest.approx(t["read%"] / 100, abs=5e-5)
+        for col, metric in (
+            ("resp", "response_mean"),
+            ("read_resp", "read_response_mean"),
+            ("write_resp", "write_response_mean"),
+            ("resp_max", "response_max"),
+            ("resp_std", "response_stddev"),
+        ):
+            got = value(sm, f"vdbench_run_average_{metric}_seconds", **labels)
+            assert got == pytest.approx(t[col] / 1000, abs=0.0005 / 1000), (run, col)
+        assert value(sm, "vdbench_run_average_queue_depth", **labels) == pytest.approx(t["queue_depth"], abs=0.05)

@@ -42,6 +42,8 @@ ROW_GAUGES: tuple[tuple[str, str, float, str], ...] = (
     ("read_resp", "read_response_mean_seconds", _MS, "Mean read response time (read_resp, ms)"),
     ("write_resp", "write_response_mean_seconds", _MS, "Mean write response time (write_resp, ms)"),
     ("resp_max", "response_max_seconds", _MS, "Largest response time (resp_max, ms)"),
+    ("read_max", "read_response_max_seconds", _MS, "Largest read response time (read max, ms; vdbench 5.04.07)"),
+    ("write_max", "write_response_max_seconds", _MS, "Largest write response time (write max, ms; vdbench 5.04.07)"),
     ("resp_std", "response_stddev_seconds", _MS, "Standard deviation of the response times (resp_std, ms)"),
     ("queue_depth", "queue_depth", 1.0, "vdbench's average I/O queue depth (queue_depth; Little's law)"),
     ("cpu_used", "cpu_used_ratio", 0.01, "Host CPU busy, user+system (cpu_used/100)"),
@@ -64,9 +66,13 @@ REQUESTED: tuple[tuple[str, str, float, str], ...] = (
 INFO_COLUMNS = ("xfersize", "threads", "rdpct", "rhpct", "whpct", "seekpct")
 
 SD_INFO = ["lun", "openflags", "size", "range", "host", "threads"]
+HD_INFO = ["system", "shell", "user", "vdbench"]
 WD_INFO = ["sd", "xfersize", "rdpct", "seekpct", "range", "skew", "rhpct", "whpct"]
 RD_INFO = ["wd", "iorate", "elapsed", "interval", "warmup", "threads", "forthreads", "forxfersize", "forrdpct"]
 GENERAL_INFO = ["compratio", "dedupratio", "dedupunit", "data_errors"]
+#: Parameter names given another label name: an sd='s host= (``hd*``, a pattern of hd= names) is
+#: not the ``host`` of the vdbench_host_* series (one host's name).
+_LABEL = {"host": "hosts"}
 
 
 def _text(name: str) -> str:
@@ -158,6 +164,8 @@ class VdbenchCollector(Collector):
                     src + [_text(fs.name), fs.reason],
                     1,
                 )
+        if d.error is not None:  # the directory itself: file ""
+            fams.gauge("vdbench_source_error_info", _ERR_HELP, ["source", "file", "reason"], src + ["", d.error[0]], 1)
         for name, reason, _ in d.small_file_errors:
             fams.gauge(
                 "vdbench_source_error_info", _ERR_HELP, ["source", "file", "reason"], src + [_text(name), reason], 1
@@ -223,8 +231,8 @@ class VdbenchCollector(Collector):
         pf = d.parmfile
         if pf is not None:
             self._parmfile(fams, d)
-        if not visible:
-            return  # a run finished longer ago than the retention: health only
+        if not visible or d.error is not None:
+            return  # finished longer ago than the retention, or unreadable now: health only
         for fs in d.files.values():
             if fs.reason in ("not_vdbench", "internal_error"):
                 continue  # never show a file judged garbage as data
@@ -247,13 +255,18 @@ class VdbenchCollector(Collector):
             src + [pf.general.get(k, "") for k in GENERAL_INFO],
             1.0,
         )
-        for kind, table, keys in (("sd", pf.sd, SD_INFO), ("wd", pf.wd, WD_INFO), ("rd", pf.rd, RD_INFO)):
+        for kind, table, keys in (
+            ("hd", pf.hd, HD_INFO),
+            ("sd", pf.sd, SD_INFO),
+            ("wd", pf.wd, WD_INFO),
+            ("rd", pf.rd, RD_INFO),
+        ):
             for name, entry in table.items():
                 fams.gauge(
                     f"vdbench_parmfile_{kind}_info",
                     f"A {kind}= definition as run (parmfile.html, {kind}=default merged in; raw vdbench "
                     "values, empty: not given). Value 1.",
-                    ["source", kind] + keys,
+                    ["source", kind] + [_LABEL.get(k, k) for k in keys],
                     src + [name] + [entry.get(k, "") for k in keys],
                     1.0,
                 )
@@ -395,5 +408,6 @@ _UP_HELP = (
 _ERR_HELP = (
     "Why a file of the directory is down (present only while it is): unreadable, not_vdbench (no "
     "vdbench column header), too_large (parmfile or summary above 4 MiB), truncated (convert: its last "
-    "line is cut off), internal_error. The log names the file and the cause. Value 1."
+    "line is cut off), internal_error; file is empty when the directory itself cannot be listed. The "
+    "log names the file and the cause. Value 1."
 )

@@ -7,7 +7,8 @@ A vdbench output directory holds:
   Interval reqrate rate MB/sec ...``; vdbench 5.04.05+ adds ``timestamp`` after ``tod``), then one
   whitespace-separated row per interval and run, appended while the run goes on, and after each
   run's last interval its summary row (``Interval`` like ``avg_2-60``: the intervals averaged).
-  ``n/a`` means not available. Older builds lack ``read_resp``/``write_resp``/``queue_depth``/
+  ``n/a`` means not available, and so does ``NaN`` (Java's print of a value with no data, e.g.
+  the average of no interval). Older builds lack ``read_resp``/``write_resp``/``queue_depth``/
   ``compratio``/``dedupratio``; Solaris builds add ``ks_*`` kstat columns. Columns are found by
   name, never by position (Flat.java writes them in the order they were registered).
 - ``parmfile.html``: the parameter file as run (``sd=``, ``wd=``, ``rd=``, ``hd=`` lines and
@@ -39,6 +40,8 @@ NUMERIC_COLUMNS = (
     "read_resp",
     "write_resp",
     "resp_max",
+    "read_max",
+    "write_max",
     "resp_std",
     "xfersize",
     "threads",
@@ -88,7 +91,7 @@ _MAX_VALUE = float(2**64)
 def number(token: str) -> float | None:
     """A vdbench number: None for ``n/a`` (not available); InvalidLine for anything vdbench does
     not print (NaN, infinity, text, a negative value)."""
-    if token == "n/a":
+    if token == "n/a" or token == "NaN":  # NaN: Java's print of no data (an avg of no interval)
         return None
     try:
         value = float(token)
@@ -170,7 +173,7 @@ class FlatfileParser:
         values: dict[str, float | None] = {}
         for name, i in self._numeric:
             tok = tokens[i]
-            if tok == "n/a":
+            if tok == "n/a" or tok == "NaN":
                 values[name] = None
                 continue
             try:
@@ -209,6 +212,21 @@ class FlatfileParser:
 #: Layouts of the summary table by the number of values after the interval column, newest first
 #: (Report.java's interval line; vdbench 5.04 added read/write resp and then the queue depth).
 SUMMARY_LAYOUTS: dict[int, tuple[str, ...]] = {
+    13: (  # vdbench 5.04.07: read and write max instead of one resp max
+        "rate",
+        "mb/sec",
+        "bytes/io",
+        "read%",
+        "resp",
+        "read_resp",
+        "write_resp",
+        "read_max",
+        "write_max",
+        "resp_std",
+        "queue_depth",
+        "cpu_used",
+        "cpu_kernel",
+    ),
     12: (
         "rate",
         "mb/sec",

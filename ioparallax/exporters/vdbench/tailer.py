@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.vdbench.reader import (
@@ -92,13 +92,24 @@ class LineTailer:
         self._skipping = False
 
     def read_lines(self, max_bytes: int = MAX_READ_BYTES) -> tuple[list[bytes], str | None]:
-        """(complete new lines without their newline, why the file was read from the start or None).
-        Raises OSError when the file cannot be read."""
+        """All complete new lines at once (tests, small files); see :meth:`read_chunks`."""
+        lines: list[bytes] = []
+        reset = None
+        for part, why in self.read_chunks(max_bytes):
+            lines.extend(part)
+            reset = reset or why
+        return lines, reset
+
+    def read_chunks(self, max_bytes: int | None = None) -> Iterator[tuple[list[bytes], str | None]]:
+        """(complete new lines without their newline, why the file was read from the start or
+        None) per 1 MiB chunk read, so the caller parses a chunk before the next is read: memory
+        stays at a chunk's lines whatever the backlog. At most ``max_bytes`` (default
+        MAX_READ_BYTES) per call. Raises OSError when the file cannot be read."""
+        budget = MAX_READ_BYTES if max_bytes is None else max_bytes
         st = os.stat(self.path)
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
-            return [], None
-        lines: list[bytes] = []
+            return
         with open(self.path, "rb") as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
@@ -116,7 +127,6 @@ class LineTailer:
             self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
             self._seen = None
             fh.seek(self.offset)
-            budget = max_bytes
             while budget > 0:
                 data = fh.read(min(CHUNK_BYTES, budget))
                 if not data:
@@ -125,10 +135,12 @@ class LineTailer:
                     self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
                 self.offset += len(data)
                 budget -= len(data)
-                lines.extend(self._split(data))
+                yield self._split(data), reset
+                reset = None
+            if reset:
+                yield [], reset
             if self.offset >= st.st_size:
                 self._seen = seen
-        return lines, reset
 
     def _split(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []
@@ -282,6 +294,9 @@ class DirectoryState:
         self._report_files: dict[str, SmallFile] = {}
         self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
         self.last_growth = 0.0
+        self.first_seen = 0.0  # when the watcher found the directory (its clock)
+        #: (reason, detail) while the directory itself cannot be read: its data is hidden
+        self.error: tuple[str, str] | None = None
         self.read_errors = 0
 
     # ---- discovery of the files of the directory
@@ -348,21 +363,23 @@ class DirectoryState:
 
     def _read(self, fs: FileState) -> None:
         try:
-            lines, reset = fs.tailer.read_lines()
+            for lines, reset in fs.tailer.read_chunks():
+                if fs.reason == "unreadable":
+                    self._up(fs)
+                if reset:
+                    log.info("vdbench file %s %s: reading it again from the start", fs.tailer.path, reset)
+                    fs.resets += 1
+                    fs.runs = []
+                    fs.parser = FlatfileParser() if fs.name == FLATFILE else SummaryTableParser(host=fs.host)
+                    if fs.reason not in (None, "unreadable"):
+                        self._up(fs)
+                self._lines(fs, lines)
         except OSError as exc:
             fs.read_errors += 1
             self._down(fs, "unreadable", exc.strerror or str(exc))
             return
         if fs.reason == "unreadable":
             self._up(fs)
-        if reset:
-            log.info("vdbench file %s %s: reading it again from the start", fs.tailer.path, reset)
-            fs.resets += 1
-            fs.runs = []
-            fs.parser = FlatfileParser() if fs.name == FLATFILE else SummaryTableParser(host=fs.host)
-            if fs.reason not in (None, "unreadable"):
-                self._up(fs)
-        self._lines(fs, lines)
         too_long = fs.tailer.too_long - fs.rejected["too_long"]
         if too_long > 0:
             self._reject(fs, "too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
@@ -499,7 +516,9 @@ class DirectoryState:
 
     @property
     def up(self) -> bool:
-        return all(fs.reason is None for fs in self.files.values()) and not self.small_file_errors
+        return (
+            self.error is None and all(fs.reason is None for fs in self.files.values()) and not self.small_file_errors
+        )
 
     def finish(self) -> None:
         """End of input (convert): an unterminated last line is a truncated file."""
@@ -588,15 +607,23 @@ class Watcher:
                 d = self.dirs.get(path)
                 if d is None:
                     d = self.dirs[path] = DirectoryState(path)
+                    d.first_seen = self.clock()
                     log.info("reading vdbench output directory %s", path)
                 try:
                     d.poll()
                 except OSError as exc:
                     d.read_errors += 1
-                    log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
-                except Exception:
+                    if d.error is None:
+                        log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
+                    d.error = ("unreadable", exc.strerror or str(exc))
+                except Exception as exc:
                     d.read_errors += 1
                     log.exception("reading vdbench output directory %s failed", path)
+                    d.error = ("internal_error", f"{type(exc).__name__}: {exc}")
+                else:
+                    if d.error is not None:
+                        log.info("vdbench output directory %s is readable again", path)
+                    d.error = None
 
     def finish(self) -> None:
         with self.lock:
@@ -611,6 +638,8 @@ class Watcher:
             for path in sorted(self.dirs):
                 d = self.dirs[path]
                 finished = now - d.last_growth > self.config.idle_s
-                visible = not finished or now - d.last_growth <= self.config.retention_s
+                # retention counts from the last change or, for results copied in with their old
+                # mtimes (scp -p, rsync -a), from when the exporter found them
+                visible = not finished or now - max(d.last_growth, d.first_seen) <= self.config.retention_s
                 out.append((d, finished, visible))
             return out

@@ -24,9 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="ioparallax-guest-simulator",
         description="Write, for each VM of a scenario, the fio --output-format=json+ --status-interval=1 "
         "stream a fio in that VM would write (one record a second, computed from the scenario's "
-        "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
+        "trace at the wall-clock time since its origin modulo its period), the VM's sysfs disk facts and its "
         "/proc/diskstats (block-layer requests, split at max_sectors_kb); for each Windows VM, "
-        "windows_exporter's disk and host name metrics as a textfile. "
+        "windows_exporter's disk and host name metrics as a textfile; for the VMs whose load generator "
+        "is vdbench, one multi-host vdbench output directory (DIR/vdbench/<scenario>). "
         "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
         "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--manifest",
         metavar="PATH",
-        help="also write {vm: {os, load_generator, stream, sysfs, procfs, udev, windows}} as JSON to this "
+        help="also write {vm: {os, load_generator, stream, sysfs, procfs, udev, windows, vdbench}} as JSON to this "
         "file once the trees exist (each VM has the keys of its guest OS and load generator)",
     )
     add_logging_args(p)

@@ -184,7 +184,7 @@ class GuestDiskspd:
         for tg in targets:
             s, opts = tg.stream, tg.opts
             act = self.trace.activity[tg.disk.key][tg.stream_index]
-            per_second = [act[(t0 + i) % self.period] for i in range(run)]
+            per_second = [act[self.trace.period_second(t0 + i)] for i in range(run)]
             reads = [s.read_iops * a for a in per_second]
             writes = [s.write_iops * a for a in per_second]
             n_r, n_w = sum(reads), sum(writes)

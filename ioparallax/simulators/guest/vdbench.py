@@ -3,12 +3,14 @@
 :class:`VdbenchOutput` writes ``parmfile.html`` (the parameter file as run), ``flatfile.html``
 (the column comments and header, then one row per interval appended as the run goes on, then the
 run's ``avg_F-L`` summary row) and, for multi-host runs, a host report per host (``<hd name>.html``: ``hd1.html``...)
-with the interval table vdbench 5.04+ prints, plus ``summary.html`` linking them. Formats follow
+with the interval table vdbench 5.04.07 prints, plus ``summary.html`` linking them. Formats follow
 vdbench's ``Flat.java`` (``%10.4f`` numbers, ``%10d`` counts, ``n/a``) and ``Report.java``'s
 interval lines; the flatfile row of a multi-host run is the hosts' aggregate, as vdbench's is.
 
-The numbers come from the caller (the scenario trace, a test): per run, host and interval the
-I/O rate, MB/s, read share, response times and queue depth (:class:`HostInterval`). A file
+The numbers come from the caller (a test, or the scenario trace through
+:class:`~ioparallax.simulators.guest.vdbench_run.GuestVdbench`, whose hosts are the scenario's
+vdbench VMs): per run, host and interval the I/O rate, MB/s, read share, response times and
+queue depth (:class:`HostInterval`). A file
 appended a row at a time is what ``vdbench-exporter`` tails live; the rows read back through
 its reader to the same numbers within the printed precision (tests/vdbench/test_vdbench_simulator.py).
 """
@@ -173,7 +175,8 @@ def parmfile_text(runs: list[RunDefinition], hosts: list[str]) -> str:
     for r in runs:
         flags = f",openflags={r.openflags}" if r.openflags else ""
         host = ",host=hd*" if hosts else ""
-        lines.append(f"sd=sd_{r.name}{host},lun={r.lun}{flags},size={r.lunsize_gib:g}g")
+        per_lun = r.lunsize_gib / max(1, len(hosts))  # lunsize is all LUNs; size= is one host's LUN
+        lines.append(f"sd=sd_{r.name}{host},lun={r.lun}{flags},size={per_lun:g}g")
     lines.append("")
     for r in runs:
         lines.append(f"wd=wd_{r.name},sd=sd_{r.name},xfersize={r.xfersize},rdpct={r.rdpct:g},seekpct={r.seekpct:g}")
@@ -255,21 +258,26 @@ def flatfile_row(run: RunDefinition, interval: str | int, iv: HostInterval, when
 def _summary_table_header(when: float) -> str:
     date = time.strftime("%b %d, %Y", time.gmtime(when))
     return (
-        f"\n{date}  interval        i/o   MB/sec   bytes   read     resp     read    write     resp     resp queue  cpu%  cpu%\n"
-        "                             rate  1024**2     i/o    pct     time     resp     resp      max   stddev depth sys+u   sys\n"
+        f"\n{date}    interval        i/o   MB/sec   bytes   read     resp     read    write     read    write"
+        "     resp  queue  cpu%  cpu%\n"
+        "                               rate  1024**2     i/o    pct     time     resp     resp      max      max"
+        "   stddev  depth sys+u   sys\n"
     )
 
 
 def summary_line(interval: str | int, iv: HostInterval, when: float) -> str:
-    """One interval line of a host (or summary) report, as Report.java prints it."""
+    """One interval line of a host (or summary) report, as vdbench 5.04.07 prints it (read and
+    write max: the interval's max for a direction that had I/O)."""
     tm = time.gmtime(when)
     tod = time.strftime("%H:%M:%S", tm) + f".{int(when * 1000) % 1000:03d}"
     cpu = iv.cpu_used_pct if iv.cpu_used_pct is not None else 0.0
     sys_ = iv.cpu_sys_pct if iv.cpu_sys_pct is not None else 0.0
+    read_max = iv.resp_max_ms if iv.read_pct > 0 else 0.0
+    write_max = iv.resp_max_ms if iv.read_pct < 100 else 0.0
     return (
-        f"{tod} {interval!s:>9s} {iv.rate:10.2f} {iv.mb_per_s:8.2f} {iv.bytes_per_io:7d} {iv.read_pct:6.2f} "
-        f"{iv.resp_ms:8.3f} {iv.read_resp_ms:8.3f} {iv.write_resp_ms:8.3f} {iv.resp_max_ms:8.3f} "
-        f"{iv.resp_std_ms:8.3f} {iv.queue_depth:5.1f} {cpu:5.1f} {sys_:5.1f}\n"
+        f"{tod} {interval!s:>11s} {iv.rate:10.1f} {iv.mb_per_s:8.2f} {iv.bytes_per_io:7d} {iv.read_pct:6.2f} "
+        f"{iv.resp_ms:8.3f} {iv.read_resp_ms:8.3f} {iv.write_resp_ms:8.3f} {read_max:8.2f} {write_max:8.2f} "
+        f"{iv.resp_std_ms:8.3f} {iv.queue_depth:6.1f} {cpu:5.1f} {sys_:5.1f}\n"
     )
 
 

@@ -104,7 +104,7 @@ class GuestVdbench:
                 self._current.end_run(RUN_NAME, T)
             self._begin(start, T)
         assert self._current is not None
-        hosts = {vm.hostname: self.host_interval(vm, (T - 1) % self.period) for vm in self.vms}
+        hosts = {vm.hostname: self.host_interval(vm, self.trace.period_second(T - 1)) for vm in self.vms}
         self._current.interval(RUN_NAME, hosts, T)
 
     def _begin(self, start: int, T: int) -> None:

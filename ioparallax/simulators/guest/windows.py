@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from ioparallax.simulators.scenario import Disk, Trace, Vm
 
 from .fio import GuestFio
-from .periodic import periodic_sum, prefix_sums
+from .periodic import prefix_sums
 
 SYSTEM_DISK_BYTES = 60 * 1024**3
 FILESYSTEM = "NTFS"
@@ -136,12 +136,12 @@ class GuestWindows:
         start = min(int(self.anchor), T)
 
         def cum(prefix: tuple[float, ...]) -> float:
-            return periodic_sum(prefix, self.period, start, T)
+            return self.trace.periodic_sum(prefix, start, T)
 
         reads, writes = cum(s.reads), cum(s.writes)
         read_lat, write_lat = cum(s.read_latency), cum(s.write_latency)
         return {
-            "requests_queued": float(round(s.inflight[(T - 1) % self.period])) if T > start else 0.0,
+            "requests_queued": float(round(s.inflight[self.trace.period_second(T - 1)])) if T > start else 0.0,
             "read_bytes_total": float(int(cum(s.read_bytes) + 1e-6)),
             "reads_total": float(int(reads + 1e-6)),
             "write_bytes_total": float(int(cum(s.write_bytes) + 1e-6)),

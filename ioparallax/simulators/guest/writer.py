@@ -144,7 +144,7 @@ class GuestWriter:
         """Append every VM's record for wall-clock second ``T`` and rewrite its diskstats (Windows:
         its windows_exporter textfile, and the DiskSPD documents of the runs that ended since the
         last write)."""
-        period_index = T // self.trace.period
+        period_index = self.trace.period_index(T)
         if self.diskspd.vms:
             results = self.out_dir / DISKSPD_DIR
             results.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+from ioparallax.yamlconf import cut
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
@@ -234,6 +237,8 @@ class Scenario:
     vms: tuple[Vm, ...]
     source: str = ""
     expect: dict[str, Any] = field(default_factory=dict)  # what the views should show (docs/tests)
+    # The epoch second at which period second 0 falls (docs/scenarios.md "Time"); 0: the Unix epoch.
+    origin: int = 0
 
     @property
     def disks(self) -> list[Disk]:
@@ -326,7 +331,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst = Burst(every, on, offset)
     tier = s.get("data_tier", str, default="ssd")
     if tier not in ("ssd", "hdd"):
-        raise s.error("data_tier", f"must be ssd or hdd, got {tier!r}")
+        raise s.error("data_tier", f"must be ssd or hdd, got {cut(tier)}")
     fio_opts = s.get("fio_options", dict, default={})
     diskspd = _parse_diskspd(s.section("diskspd")) if "diskspd" in s.data else None
     vdbench = _parse_vdbench(s.section("vdbench")) if "vdbench" in s.data else None
@@ -353,7 +358,7 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst=burst,
         data_tier=tier,
         ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
-        fio_options={str(k): str(v) for k, v in fio_opts.items()},
+        fio_options=_fio_options(s, fio_opts),
         diskspd=diskspd,
         vdbench=vdbench,
     )
@@ -442,6 +447,27 @@ def _guest_os(vsec: Section) -> str:
 VERDICT_STATES = ("OK", "Distorted", "Not measurable")
 
 
+#: Longest fio option value taken from a scenario (fio's own options are short words and numbers).
+MAX_FIO_OPTION_CHARS = 256
+
+
+def _fio_options(sec: Section, options: dict[Any, Any]) -> dict[str, str]:
+    """``fio_options``: option name -> a scalar (a string, a number or a boolean), as fio prints
+    them in its JSON; a list or a mapping is refused rather than written out as its repr."""
+    out = {}
+    for name, value in options.items():
+        key = f"fio_options.{cut(name) if not isinstance(name, str) else name}"
+        if not isinstance(name, str) or not name:
+            raise sec.error(key, "an option name must be a non-empty string")
+        if not isinstance(value, (str, int, float)):
+            raise sec.error(key, f"expected a string or a number, got {type(value).__name__} {cut(value)}")
+        text = str(value)
+        if len(text) > MAX_FIO_OPTION_CHARS or "\n" in text:
+            raise sec.error(key, f"expected one line of at most {MAX_FIO_OPTION_CHARS} characters, got {cut(text)}")
+        out[name] = text
+    return out
+
+
 def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
     """``expect:``: free-form for the docs and tests, except ``verdicts`` (the report's expected
     verdicts, checked here so that a typo in a trap or a state fails when the scenario loads)."""
@@ -481,6 +507,9 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
     period = _seconds(root, "period", 600)
     if period < 20:
         raise root.error("period", f"must be at least 20 s (one vCenter sample), got {period}")
+    origin = root.get("origin", object, default=0)
+    if isinstance(origin, bool) or not isinstance(origin, int) or origin < 0:
+        raise root.error("origin", f"expected a Unix time in whole seconds (0 or later), got {origin!r}")
     csec = root.section("cluster", required=True)
     cvms = csec.get("cvms", list)
     if not cvms or not all(isinstance(c, str) for c in cvms):
@@ -606,6 +635,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         vms=tuple(vms),
         source=str(path or ""),
         expect=_expect(root, vms),
+        origin=origin,
     )
     root.get("description", str, default="")
     root.reject_unknown()
@@ -630,3 +660,17 @@ def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
 def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     path = scenario_path(name_or_path)
     return parse_scenario(load_yaml(path), path)
+
+
+def write_with_origin(name_or_path: str | os.PathLike[str], origin: int, out: str | os.PathLike[str]) -> Path:
+    """Write to ``out`` a copy of a scenario whose period second 0 falls at Unix time ``origin``
+    (its ``origin`` key set, replacing any); returns ``out``. Every simulator of a cluster reads the
+    same copy, so they agree on the origin (``ioparallax-demo --from-start``)."""
+    src = scenario_path(name_or_path)
+    data = load_yaml(src)
+    if not isinstance(data, dict):
+        raise ConfigError(src, None, "expected a mapping at the top of a scenario")
+    text = yaml.safe_dump({**data, "origin": int(origin)}, sort_keys=False, allow_unicode=True)
+    dest = Path(out)
+    dest.write_text(f"# {src.resolve()}, its period second 0 at Unix time {int(origin)}\n{text}", encoding="utf-8")
+    return dest

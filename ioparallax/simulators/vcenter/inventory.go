@@ -49,7 +49,7 @@ func plansFromTrace(t *traceFile) ([]vmPlan, error) {
 			}
 			p.disks = append(p.disks, diskPlan{
 				unit: d.Unit, capacityBytes: d.CapacityBytes, backingFile: d.BackingFile, uuid: d.UUID,
-				guestDiskPath: d.GuestDiskPath, series: seriesFromTrace(t.PeriodSeconds, d),
+				guestDiskPath: d.GuestDiskPath, series: seriesFromTrace(t.PeriodSeconds, t.OriginSeconds, d),
 			})
 		}
 		plans = append(plans, p)

@@ -9,8 +9,10 @@ import (
 // traceFile is the per-second ground truth written by `ioparallax-scenario compile`
 // (ioparallax/simulators/scenario/trace.py, Trace.to_json).
 type traceFile struct {
-	Scenario      string    `json:"scenario"`
-	PeriodSeconds int       `json:"period_seconds"`
+	Scenario      string `json:"scenario"`
+	PeriodSeconds int    `json:"period_seconds"`
+	// OriginSeconds is the Unix time at which period second 0 falls (absent: 0, the epoch).
+	OriginSeconds int64     `json:"origin_seconds"`
 	Cluster       string    `json:"cluster"`
 	VMs           []traceVM `json:"vms"`
 }
@@ -54,6 +56,9 @@ func loadTrace(path string) (*traceFile, error) {
 	if t.PeriodSeconds <= 0 {
 		return nil, fmt.Errorf("%s: period_seconds must be positive", path)
 	}
+	if t.OriginSeconds < 0 {
+		return nil, fmt.Errorf("%s: origin_seconds must be 0 or later, got %d", path, t.OriginSeconds)
+	}
 	for _, vm := range t.VMs {
 		for _, d := range vm.Disks {
 			for name, s := range map[string][]float64{
@@ -92,6 +97,7 @@ const (
 // over any wall-clock range is O(1) and exact (no float drift from summing epochs).
 type diskSeries struct {
 	period int64
+	origin int64                  // the Unix time at which period second 0 falls
 	prefix [nQuantities][]float64 // prefix[q][i] = sum of seconds [0, i) of the period
 }
 
@@ -107,8 +113,8 @@ func newDiskSeries(period int, perSecond func(q, t int) float64) *diskSeries {
 	return s
 }
 
-func seriesFromTrace(period int, d traceDisk) *diskSeries {
-	return newDiskSeries(period, func(q, t int) float64 {
+func seriesFromTrace(period int, origin int64, d traceDisk) *diskSeries {
+	s := newDiskSeries(period, func(q, t int) float64 {
 		switch q {
 		case qReadOps:
 			return d.ReadOps[t]
@@ -133,6 +139,8 @@ func seriesFromTrace(period int, d traceDisk) *diskSeries {
 		}
 		return 0
 	})
+	s.origin = origin
+	return s
 }
 
 func floorDiv(a, b int64) (int64, int64) {
@@ -144,10 +152,10 @@ func floorDiv(a, b int64) (int64, int64) {
 }
 
 // sum of quantity q over wall-clock seconds [a, b) (epoch seconds; second t is period second
-// t mod period, as every ioparallax simulator agrees).
+// (t - origin) mod period, as every ioparallax simulator agrees).
 func (s *diskSeries) sum(q int, a, b int64) float64 {
-	qa, ra := floorDiv(a, s.period)
-	qb, rb := floorDiv(b, s.period)
+	qa, ra := floorDiv(a-s.origin, s.period)
+	qb, rb := floorDiv(b-s.origin, s.period)
 	p := s.prefix[q]
 	return float64(qb-qa)*p[s.period] + p[rb] - p[ra]
 }
