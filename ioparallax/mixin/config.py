@@ -34,6 +34,7 @@ class Selectors:
     fio: str
     exporters: str
     node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
+    prism: str = 'job="prism"'  # prism-exporter /probe: the VM view on AHV clusters
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         fio=_selector(s, "fio"),
         exporters=_selector(s, "exporters"),
         node=_selector(s, "node", Selectors.node),
+        prism=_selector(s, "prism", Selectors.prism),
     )
     s.reject_unknown()
 
