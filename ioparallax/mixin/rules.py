@@ -188,8 +188,10 @@ class _Exprs:
             "VM: seconds of vCenter (or Prism) samples integrated per second of wall time (1 when no "
             f"sample is missed; the denominator of every VM rate over {window}).",
             self.vm(
-                lambda s: f"sum by (vm, disk) (\n  rate({s('samples_total')}[{window}])\n"
-                f"  * {s('sample_interval_seconds')}\n) > 0"
+                lambda s: (
+                    f"sum by (vm, disk) (\n  rate({s('samples_total')}[{window}])\n"
+                    f"  * {s('sample_interval_seconds')}\n) > 0"
+                )
             ),
             record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}",
         )
@@ -223,14 +225,15 @@ def _identity_joins(x: _Exprs) -> Group:
                 "Where the VM view of each VM disk comes from (vm_source: vcenter on ESXi, prism on AHV): "
                 "the dashboards and the report name it.",
                 x.vm(
-                    lambda s: "max by (vm, disk, vm_source) ("
-                    + f'label_replace({s("info")}, "vm_source", "{s.name}", "", ""))'
+                    lambda s: (
+                        "max by (vm, disk, vm_source) ("
+                        + f'label_replace({s("info")}, "vm_source", "{s.name}", "", ""))'
+                    )
                 ),
                 record="vm_disk:ioparallax_vm_source:info",
             ),
             Rule(
-                f"The VM view's sample period in seconds ({intervals}): the window its samples average "
-                "a burst over.",
+                f"The VM view's sample period in seconds ({intervals}): the window its samples average a burst over.",
                 x.vm(lambda s: f"max by (vm, disk) ({s('sample_interval_seconds')})"),
                 record="vm_disk:ioparallax_vm_sample_interval:seconds",
             ),
@@ -512,8 +515,10 @@ def _view_ratios(x: _Exprs) -> Group:
             + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
             + "\n)\n/\n("
             + x.vm(
-                lambda s: f"sum by (vm, disk) (max_over_time({s('sample_read_bytes_per_second')}[{w}])"
-                f" + max_over_time({s('sample_write_bytes_per_second')}[{w}]))"
+                lambda s: (
+                    f"sum by (vm, disk) (max_over_time({s('sample_read_bytes_per_second')}[{w}])"
+                    f" + max_over_time({s('sample_write_bytes_per_second')}[{w}]))"
+                )
             )
             + " > 0)",
             record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}",
@@ -620,9 +625,7 @@ def _agreement_window_rates(x: _Exprs) -> Group:
             f"VM: bytes per second, both directions, from every vCenter (or Prism) sample in the agreement "
             f"window ({a}).",
             "(\n"
-            + x.vm(
-                lambda s: " + ".join(f"sum by (vm, disk) (rate({s(f'{d}_bytes_total')}[{a}]))" for d in DIRECTIONS)
-            )
+            + x.vm(lambda s: " + ".join(f"sum by (vm, disk) (rate({s(f'{d}_bytes_total')}[{a}]))" for d in DIRECTIONS))
             + f"\n)\n/\n{sampled}",
             record=f"vm_disk:ioparallax_vm_bytes:rate{a}",
         ),

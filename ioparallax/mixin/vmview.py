@@ -28,11 +28,7 @@ TITLE = {"vcenter": "vCenter", "prism": "Prism"}
 PRISM_VIRTUAL_DISK = frozenset(
     [f"{d}_{q}_total" for d in ("read", "write") for q in ("ops", "bytes", "latency_seconds")]
     + ["samples_total", "sample_timestamp_seconds", "sample_interval_seconds", "info"]
-    + [
-        f"sample_{d}_{q}"
-        for d in ("read", "write")
-        for q in ("ops_per_second", "bytes_per_second", "latency_seconds")
-    ]
+    + [f"sample_{d}_{q}" for d in ("read", "write") for q in ("ops_per_second", "bytes_per_second", "latency_seconds")]
 )
 # vCenter series whose Prism counterpart has another name: Prism's latency is in microseconds,
 # so its one latency sample is as precise as vCenter's microsecond counter.
