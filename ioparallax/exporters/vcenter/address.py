@@ -30,9 +30,9 @@ class TargetAddress:
         return f"{host}:{self.port}"
 
 
-def _port(text: str, target: str) -> int:
+def _port(text: str, target: str, default: int = DEFAULT_PORT) -> int:
     if not text:
-        return DEFAULT_PORT
+        return default
     if not (text.isascii() and text.isdigit()) or len(text) > 5 or not 0 < int(text) < 65536:
         raise ValueError(f"bad port {text!r} in target {target!r} (expected 1-65535)")
     return int(text)
@@ -63,9 +63,12 @@ def _hostname(text: str, target: str) -> str:
     return name
 
 
-def parse_target(target: str) -> TargetAddress:
+def parse_target(
+    target: str, default_port: int = DEFAULT_PORT, allowed_paths: tuple[str, ...] = ALLOWED_PATHS
+) -> TargetAddress:
     """``host``, ``host:port``, ``[v6]:port``, ``https://host[:port][/sdk]`` -> TargetAddress.
-    Raises ValueError with the reason for anything else."""
+    Raises ValueError with the reason for anything else. ``default_port`` and ``allowed_paths``
+    let another HTTPS API (Prism: 9440, no path) use the same rules."""
     text = target.strip()
     if not text.isascii() or not text.isprintable():
         raise ValueError(
@@ -83,8 +86,9 @@ def parse_target(target: str) -> TargetAddress:
         raise ValueError(
             f"target {target!r} contains user info ('@'): credentials come from the exporter's configuration only"
         )
-    if path not in ALLOWED_PATHS:
-        raise ValueError(f"target {target!r}: a path other than /sdk is not allowed")
+    if path not in allowed_paths:
+        shown = " or ".join(p for p in allowed_paths if p not in ("", "/")) or "/"
+        raise ValueError(f"target {target!r}: a path other than {shown} is not allowed")
     if not authority or not _AUTHORITY.fullmatch(authority):
         raise ValueError(
             f"target {target!r} is not host[:port] (letters, digits, '.', '-', '_', an [IPv6] literal and a port only)"
@@ -97,11 +101,11 @@ def parse_target(target: str) -> TargetAddress:
             host = str(ipaddress.IPv6Address(inside))
         except ValueError:
             raise ValueError(f"target {target!r}: bad IPv6 address {inside!r}") from None
-        return TargetAddress(host, _port(after[1:], target))
+        return TargetAddress(host, _port(after[1:], target, default_port))
     if authority.count(":") > 1:
         raise ValueError(f"target {target!r}: an IPv6 address must be written in brackets, [::1]:443")
     name, _, port = authority.partition(":")
-    return TargetAddress(_hostname(name, target), _port(port, target))
+    return TargetAddress(_hostname(name, target), _port(port, target, default_port))
 
 
 def target_key(target: str) -> str:

@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ioparallax.simulators.scenario.model import Disk
+# Prism's names for a disk (its disk_address and NFS file) live with the Prism simulator.
+from ioparallax.simulators.prism.model import disk_address, nfs_file_path  # noqa: F401
 from ioparallax.simulators.scenario.storage import (
     READ_SOURCE_ROWS,
     UPMIGRATION_WINDOWS_S,
@@ -407,25 +408,3 @@ def vars_lines(views: Sequence[VDiskStorageView], counters: dict[str, int]) -> l
 
 def render_vars(lines: Sequence[tuple[str, int]]) -> str:
     return "".join(f"{k} {v}\n" for k, v in lines)
-
-
-# --------------------------------------------------------------------------------------------
-# Prism v2 virtual_disks
-
-
-def nfs_file_path(disk: Disk) -> str:
-    """``[ctr01] vm/vm_1.vmdk`` -> ``/ctr01/vm/vm_1-flat.vmdk`` (the NFS file Stargate serves)."""
-    text = disk.backing_file
-    if text.startswith("[") and "]" in text:
-        ds, _, rest = text[1:].partition("]")
-        rest = rest.strip()
-        if rest.endswith(".vmdk"):
-            rest = rest[:-5] + "-flat.vmdk"
-        return f"/{ds}/{rest}"
-    return text
-
-
-def disk_address(disk: Disk) -> str:
-    """``scsi0:1`` -> ``scsi.1`` (Prism's bus.index form)."""
-    bus, _, unit = disk.unit.partition(":")
-    return f"{bus.rstrip('0123456789')}.{unit}"

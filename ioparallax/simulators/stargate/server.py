@@ -27,13 +27,13 @@ import socket
 import sys
 import threading
 import time
-import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from ioparallax.simulators.prism.model import PrismModel
 from ioparallax.simulators.scenario.model import Disk, Scenario, load_scenario
 from ioparallax.simulators.scenario.storage import StorageModel, VDiskStorageView
 from ioparallax.simulators.scenario.trace import Trace, compile_scenario
@@ -68,11 +68,6 @@ class Fault:
         if self.vdisk is not None:
             return scope == "detail" and vdisk == self.vdisk
         return self.only in ("all", scope)
-
-
-def _uuid(*parts: object) -> str:
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return str(uuidlib.UUID(bytes=digest[:16], version=4))
 
 
 def resolve_scenario(
@@ -281,10 +276,11 @@ class StargateCluster:
         self._faults_lock = threading.Lock()
         self.request_counts: dict[tuple[str, str], int] = {}
         self._counts_lock = threading.Lock()
-        self.vm_uuids = {vm.name: _uuid("vm", self.scenario.name, vm.name) for vm in self.scenario.vms}
-        self.cluster_uuid = _uuid("cluster", self.scenario.name, self.scenario.cluster.name)
-        self.cluster_id = int(hashlib.sha256(self.cluster_uuid.encode()).hexdigest()[:12], 16)
-        self.container_uuid = _uuid("container", self.scenario.name, "ctr01")
+        self.prism = PrismModel(self.scenario, self.trace)
+        self.vm_uuids = self.prism.vm_uuids
+        self.cluster_uuid = self.prism.cluster_uuid
+        self.cluster_id = self.prism.cluster_id
+        self.container_uuid = self.prism.container_uuid
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> StargateCluster:
@@ -467,52 +463,10 @@ class StargateCluster:
         return pages.vars_lines(views, counters)
 
     def prism_virtual_disks(self, now: float | None = None) -> dict[str, Any]:
-        """Prism v2 ``GET /virtual_disks``: cluster-wide, one entity per virtual disk.
-
-        Mapping assumption (documented): ``uuid`` is the vdisk UUID Stargate prints in parentheses
-        after the vdisk name, and ``virtual_disk_id`` is ``<cluster id>::<Stargate vdisk id>``.
-        """
-        now = self.now() if now is None else now
-        entities = []
-        for d in self.trace.disks:
-            v = self.model.view(d, now)
-            entities.append(
-                {
-                    "virtual_disk_id": f"{self.cluster_id}::{d.vdisk_id}",
-                    "uuid": d.vdisk_uuid,
-                    "device_uuid": d.uuid,
-                    "nutanix_nfsfile_path": pages.nfs_file_path(d),
-                    "disk_address": pages.disk_address(d),
-                    "attached_vm_id": f"{self.cluster_id}::{self.vm_uuids[d.vm]}",
-                    "attached_vm_uuid": self.vm_uuids[d.vm],
-                    "attached_vmname": d.vm,
-                    "attached_volume_group_id": None,
-                    "disk_capacity_in_bytes": d.capacity_bytes,
-                    "cluster_uuid": self.cluster_uuid,
-                    "storage_container_id": f"{self.cluster_id}::1001",
-                    "storage_container_uuid": self.container_uuid,
-                    "flash_mode_enabled": False,
-                    "data_source_url": None,
-                    "stats": {
-                        "controller_num_read_iops": str(int(round(v.read_ops_s))),
-                        "controller_num_write_iops": str(int(round(v.write_ops_s))),
-                        "controller_read_io_bandwidth_kBps": str(int(round(v.read_bytes_s / 1024))),
-                        "controller_write_io_bandwidth_kBps": str(int(round(v.write_bytes_s / 1024))),
-                        "controller_avg_io_latency_usecs": str(int(round(v.latency_s * 1e6))),
-                    },
-                }
-            )
-        n = len(entities)
-        return {
-            "metadata": {
-                "grand_total_entities": n,
-                "total_entities": n,
-                "count": n,
-                "start_index": 0 if n else None,
-                "end_index": n - 1 if n else None,
-            },
-            "entities": entities,
-        }
+        """Prism v2 ``GET /virtual_disks``: cluster-wide, one entity per virtual disk, as the Prism
+        simulator serves it (:class:`~ioparallax.simulators.prism.model.PrismModel`: identities
+        and the 30 s ``hypervisor_*``/``controller_*`` samples)."""
+        return self.prism.virtual_disks(self.now() if now is None else now)
 
     def state(self) -> dict[str, Any]:
         now = self.now()

@@ -1,0 +1,150 @@
+"""Transport: GETs of one Prism over one ``requests.Session`` (keep-alive, its session cookie),
+with basic auth sent on the first request and again when Prism forgets the session (a restart,
+an expiry). Every failure becomes a :class:`TargetError` whose cause a user can act on and that
+never holds the password."""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+
+from .address import parse_prism_target
+from .config import TargetConfig
+
+log = logging.getLogger(__name__)
+
+#: Largest answer read (a 2,000-disk virtual_disks page of 500 is ~1 MB).
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class TargetError(Exception):
+    """A Prism that cannot be collected from; ``cause`` is short and names no secret."""
+
+    def __init__(self, cause: str, kind: str = "error"):
+        super().__init__(cause)
+        self.cause = cause
+        self.kind = kind  # login, tls, connect, timeout, protocol, error
+
+
+@dataclass
+class Answer:
+    doc: Any
+    date: float | None  # Prism's clock (the Date header), epoch seconds; None when absent
+    nbytes: int
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause: requests' messages repeat the URL and pool details."""
+    inner: BaseException = exc
+    for _ in range(10):
+        nxt = getattr(inner, "reason", None) or inner.__context__
+        if not isinstance(nxt, BaseException) or nxt is inner:
+            break
+        inner = nxt
+    text = str(inner)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "certificate verify failed: " + text.rpartition("certificate verify failed:")[2].strip(" ')\"")
+    return f"{inner.__class__.__name__}: {text}"[:200]
+
+
+class PrismClient:
+    def __init__(self, key: str, cfg: TargetConfig):
+        addr = parse_prism_target(key)
+        host = f"[{addr.host}]" if ":" in addr.host else addr.host
+        self.base = f"{cfg.scheme}://{host}:{addr.port}"
+        self.cfg = cfg
+        self.session = requests.Session()
+        self.session.headers["Accept"] = "application/json"
+        self.session.verify = cfg.ca_file if (cfg.tls_verify and cfg.ca_file) else cfg.tls_verify
+        if not cfg.tls_verify:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self.logins = 0  # requests that had to send the password (first, or after a lost session)
+        self._lock = threading.Lock()
+
+    def _auth(self) -> tuple[str, str] | None:
+        return (self.cfg.username, self.cfg.password) if self.cfg.username else None
+
+    def get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Answer:
+        """GET ``path``; JSON answer and Prism's Date. With a session cookie, the password is not
+        sent; a 401 then means the session is gone: one retry with basic auth."""
+        timeout = self.cfg.timeout if timeout is None else max(0.1, min(timeout, self.cfg.timeout))
+        has_session = bool(self.session.cookies)
+        r = self._request(path, params, timeout, auth=None if has_session else self._auth())
+        if not has_session and self._auth():
+            self.logins += 1
+        if r.status_code == 401 and has_session and self._auth():
+            log.info("prism %s: the session was refused (Prism restarted or it expired); logging in again", self.base)
+            self.session.cookies.clear()
+            r = self._request(path, params, timeout, auth=self._auth())
+            self.logins += 1
+        if r.status_code in (401, 403):
+            raise TargetError(
+                f"HTTP {r.status_code} from {path}: the credentials were refused"
+                + ("" if self.cfg.username else " (no username configured)"),
+                "login",
+            )
+        if r.status_code != 200:
+            raise TargetError(f"HTTP {r.status_code} from {path}", "protocol")
+        body = r.content
+        try:
+            doc = r.json()
+        except ValueError:
+            raise TargetError(
+                f"the answer of {path} is not JSON ({len(body)} bytes, "
+                f"Content-Type {r.headers.get('Content-Type', 'none')}; truncated or garbled)",
+                "protocol",
+            ) from None
+        return Answer(doc, _date(r.headers.get("Date")), len(body))
+
+    def _request(
+        self, path: str, params: dict[str, Any] | None, timeout: float, auth: tuple[str, str] | None
+    ) -> requests.Response:
+        url = self.base + path
+        try:
+            r = self.session.get(url, params=params, timeout=timeout, auth=auth, stream=True, allow_redirects=False)
+            length = r.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+                r.close()
+                raise TargetError(f"the answer of {path} is larger than {MAX_BODY_BYTES} bytes", "protocol")
+            r.content  # noqa: B018 - read the body inside the same error handling
+            return r
+        except requests.exceptions.SSLError as exc:
+            raise TargetError(
+                f"TLS error ({_reason(exc)}); give ca_file, or tls_verify: false for this target", "tls"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise TargetError(f"Prism did not answer {path} within {timeout:.1f}s", "timeout") from None
+        except requests.exceptions.ConnectionError as exc:
+            text = str(exc).lower()
+            if "refused" in text:
+                cause = "connection refused (Prism down or wrong port)"
+            elif "name or service not known" in text or "nodename nor servname" in text:
+                cause = "cannot resolve the host name"
+            else:
+                cause = f"connection failed ({_reason(exc)})"
+            raise TargetError(cause, "connect") from None
+        except requests.exceptions.ChunkedEncodingError as exc:
+            raise TargetError(f"the answer of {path} was cut short ({_reason(exc)})", "protocol") from None
+        except requests.RequestException as exc:
+            raise TargetError(f"request failed: {_reason(exc)}", "error") from None
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _date(header: str | None) -> float | None:
+    if not header:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.timestamp()

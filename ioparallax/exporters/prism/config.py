@@ -1,0 +1,272 @@
+"""Configuration of the Prism exporter: targets, credentials, TLS, sampling.
+
+A YAML file (``--config.file``)::
+
+    defaults:                         # applied to every listed target
+      username: monitor
+      password_env: PRISM_PASSWORD    # the password comes from this environment variable
+      timeout: 30s                    # one HTTP request
+      inventory_refresh: 60s          # VM list (host, power state)
+      page_size: 500                  # virtual_disks entities per request
+      v2_sample_delay: 10s            # an answer dated this long after a 30 s boundary is that sample
+      v2_sample_keeper: true          # read each 30 s sample even when no probe does
+    allow_unlisted_targets: false     # default: a ?target= not listed below is refused (HTTP 400)
+    latest_samples: true
+    session_idle_timeout: 10m
+    targets:
+      prism1.example.com:             # the ?target= value (host, host:port or https://host[:port]/)
+        password_env: PRISM1_PASSWORD
+      prism-lab.example.com:
+        username: lab
+        password: secret              # inline passwords are allowed but discouraged
+        tls_verify: false             # explicit opt-out of TLS certificate verification
+      10.0.0.50:
+        ca_file: /etc/ssl/prism-ca.pem
+
+Without a config file the credentials come from ``PRISM_USERNAME`` and ``PRISM_PASSWORD`` (TLS
+verification on), and the targets that may receive them are listed with ``--prism.target`` (or
+``PRISM_TARGETS``, comma-separated). Target names are compared in their normalised form
+(:mod:`.address`). Passwords are never logged nor shown on the landing page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+
+from .address import target_key
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_INVENTORY_REFRESH = 60.0
+DEFAULT_PAGE_SIZE = 500
+#: An answer dated (by Prism's Date header) at least this long after a 30 s boundary holds the
+#: sample that ended at that boundary: Prism's publish delay plus the answer's time must be less.
+DEFAULT_V2_SAMPLE_DELAY = 10.0
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
+SAMPLE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """How to reach one Prism. ``password`` is resolved, never printed (see ``describe``)."""
+
+    username: str = ""
+    password: str = field(default="", repr=False)
+    password_source: str = ""
+    tls_verify: bool = True
+    ca_file: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    inventory_refresh: float = DEFAULT_INVENTORY_REFRESH
+    page_size: int = DEFAULT_PAGE_SIZE
+    v2_sample_delay: float = DEFAULT_V2_SAMPLE_DELAY
+    v2_sample_keeper: bool = True
+    scheme: str = "https"  # "http": plain HTTP (a simulator; credentials then cross in clear text)
+
+    def describe(self) -> str:
+        tls = (
+            "none (scheme: http, credentials in clear text)"
+            if self.scheme == "http"
+            else "verification OFF (tls_verify: false)"
+            if not self.tls_verify
+            else (f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
+        )
+        pw = f"(set, {self.password_source})" if self.password else "(not set)"
+        return (
+            f"user={self.username or '(none)'} password={pw} tls={tls} timeout={self.timeout:g}s "
+            f"inventory_refresh={self.inventory_refresh:g}s page_size={self.page_size} "
+            f"v2_sample_delay={self.v2_sample_delay:g}s v2_sample_keeper={'on' if self.v2_sample_keeper else 'off'}"
+        )
+
+
+@dataclass(frozen=True)
+class Collectors:
+    """What a probe exposes beyond the counters (series budget, docs/prism.md)."""
+
+    latest_samples: bool = True  # prism_virtual_disk_sample_*: 6 gauges per disk
+    controller: bool = True  # prism_virtual_disk_controller_*: 6 counters per disk
+    vm_info: bool = True  # prism_vm_info and the VM list call
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    defaults: TargetConfig
+    targets: dict[str, TargetConfig]
+    allow_unlisted: bool = False
+    path: str | None = None
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    collectors: Collectors = Collectors()
+    #: Prism seconds per local second for the sample keeper's sleeps (tests with an accelerated
+    #: simulator clock); never from the file.
+    time_scale: float = 1.0
+
+    def target(self, key: str) -> TargetConfig | None:
+        if key in self.targets:
+            return self.targets[key]
+        return self.defaults if self.allow_unlisted else None
+
+    def refusal(self, key: str) -> str:
+        where = f"--config.file {self.path}" if self.path else "--prism.target / PRISM_TARGETS"
+        return (
+            f"target {key} is not listed in {where}, and unlisted targets are refused "
+            "(credentials are only sent to listed targets)"
+        )
+
+    def describe(self) -> str:
+        c = self.collectors
+        lines = [
+            f"config file: {self.path or '(none: credentials from PRISM_USERNAME/PRISM_PASSWORD)'}",
+            f"defaults: {self.defaults.describe()}",
+            f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
+            f"session idle timeout: {self.session_idle_timeout:g}s",
+            f"collectors: latest_samples={'on' if c.latest_samples else 'off'} "
+            f"controller={'on' if c.controller else 'off'} vm_info={'on' if c.vm_info else 'off'}",
+        ]
+        lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
+        return "\n".join(lines)
+
+
+def _duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return seconds
+
+
+def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
+    username = sec.get("username", str, default=base.username)
+    password, source = base.password, base.password_source
+    if "password" in sec.data and "password_env" in sec.data:
+        raise sec.error("password", "give either password or password_env, not both")
+    inline = sec.get("password", str, default=None)
+    if inline is not None:
+        password, source = inline, "inline in the config file"
+    var = sec.get("password_env", str, default=None)
+    if var is not None:
+        if var not in env:
+            raise sec.error("password_env", f"environment variable {var} is not set")
+        password, source = env[var], f"env {var}"
+    user_var = sec.get("username_env", str, default=None)
+    if user_var is not None:
+        if user_var not in env:
+            raise sec.error("username_env", f"environment variable {user_var} is not set")
+        username = env[user_var]
+    tls_verify = sec.get("tls_verify", bool, default=base.tls_verify)
+    ca_file = sec.get("ca_file", str, default=base.ca_file)
+    if ca_file is not None and not os.path.isfile(ca_file):
+        raise sec.error("ca_file", f"no such file: {ca_file}")
+    timeout = sec.get("timeout", _duration, default=base.timeout)
+    refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
+    page_size = sec.get("page_size", int, default=base.page_size)
+    if not 1 <= page_size <= 10000:
+        raise sec.error("page_size", f"expected 1-10000, got {page_size}")
+    delay = sec.get("v2_sample_delay", parse_duration, default=base.v2_sample_delay)
+    if not 0 <= delay <= SAMPLE_SECONDS - 5:
+        raise sec.error("v2_sample_delay", f"expected 0s-25s (inside a 30 s sample), got {delay:g}s")
+    keeper = sec.get("v2_sample_keeper", bool, default=base.v2_sample_keeper)
+    scheme = sec.get("scheme", str, default=base.scheme)
+    if scheme not in ("https", "http"):
+        raise sec.error("scheme", f"expected https (Prism) or http (a plain simulator), got {scheme!r}")
+    sec.reject_unknown()
+    return replace(
+        base,
+        username=username,
+        password=password,
+        password_source=source,
+        tls_verify=tls_verify,
+        ca_file=ca_file,
+        timeout=timeout,
+        inventory_refresh=refresh,
+        page_size=page_size,
+        v2_sample_delay=delay,
+        v2_sample_keeper=keeper,
+        scheme=scheme,
+    )
+
+
+def env_defaults(env: dict[str, str]) -> TargetConfig:
+    password = env.get("PRISM_PASSWORD", "")
+    return TargetConfig(
+        username=env.get("PRISM_USERNAME", ""),
+        password=password,
+        password_source="env PRISM_PASSWORD" if password else "",
+    )
+
+
+def env_targets(env: dict[str, str]) -> list[str]:
+    return [t for t in re.split(r"[,\s]+", env.get("PRISM_TARGETS", "")) if t]
+
+
+def load_config(
+    path: str | None,
+    env: dict[str, str] | None = None,
+    extra_targets: Sequence[str] = (),
+    allow_unlisted: bool | None = None,
+    session_idle_timeout: float | None = None,
+    latest_samples: bool | None = None,
+    controller: bool | None = None,
+    vm_info: bool | None = None,
+) -> ExporterConfig:
+    """Read and validate the config file; errors name the file and the key. Flags given on the
+    command line override the file."""
+    env = dict(os.environ) if env is None else env
+    base = env_defaults(env)
+    source = path or "the command line"
+    defaults, targets, allow, idle = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT
+    latest = True
+    if path is not None:
+        root = Section(load_yaml(path), path)
+        defaults = _read_target(root.section("defaults"), base, env)
+        allow = root.get("allow_unlisted_targets", bool, default=False)
+        idle = root.get("session_idle_timeout", _duration, default=idle)
+        latest = root.get("latest_samples", bool, default=latest)
+        tsec = root.section("targets")
+        for name in list(tsec.data):
+            if not isinstance(name, str) or not name.strip():
+                raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
+            try:
+                key = target_key(name)
+            except ValueError as exc:
+                raise tsec.error(name, str(exc)) from None
+            if key in targets:
+                raise tsec.error(name, f"the same target as another entry (both are {key})")
+            targets[key] = _read_target(tsec.section(name), defaults, env)
+        tsec.reject_unknown()
+        root.reject_unknown()
+    for name in [*extra_targets, *env_targets(env)]:
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            raise ConfigError(source, "--prism.target", str(exc)) from None
+        targets.setdefault(key, defaults)
+    if allow_unlisted is not None:
+        allow = allow or allow_unlisted
+    if session_idle_timeout is not None:
+        if not session_idle_timeout > 0:
+            raise ConfigError(source, "--prism.session-idle-timeout", f"must be positive, got {session_idle_timeout}")
+        idle = session_idle_timeout
+    collectors = Collectors(
+        latest_samples=latest if latest_samples is None else latest_samples,
+        controller=True if controller is None else controller,
+        vm_info=True if vm_info is None else vm_info,
+    )
+    if not allow and not targets:
+        raise ConfigError(
+            source,
+            "targets",
+            "no targets listed and unlisted targets are refused: list the Prism "
+            "addresses (--prism.target, PRISM_TARGETS or targets: in the config file), or "
+            "opt in to any target with --prism.allow-unlisted-targets",
+        )
+    return ExporterConfig(
+        defaults=defaults,
+        targets=targets,
+        allow_unlisted=allow,
+        path=path and str(path),
+        session_idle_timeout=idle,
+        collectors=collectors,
+    )

@@ -1,0 +1,238 @@
+"""Pure functions from what Prism answers to plain records (tested on recorded answers).
+
+Prism writes statistics as strings, ``"-1"`` for "not available". Here a ``-1``, a missing key,
+``null`` or anything that is not a finite number is *absent* (``None``): the exporter adds
+nothing for it and shows no gauge for it, never a made-up 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Prism's statistics period and the timespan assumed when a sample does not state its own.
+SAMPLE_SECONDS = 30.0
+
+
+class ParseError(ValueError):
+    """An answer whose shape is not Prism's (the cause names what is missing)."""
+
+
+def stat(stats: dict[str, Any], key: str) -> float | None:
+    """One statistic as a float, or None for ``-1``, missing, null, or not a finite number."""
+    raw = stats.get(key)
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    if value < 0 or not math.isfinite(value):  # -1: not available (no statistic is negative)
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class Amounts:
+    """One view's amounts in one sample (None: not available): ops, bytes, latency x ops in
+    seconds, per direction; ``span`` the sample's length in seconds."""
+
+    span: float
+    read_ops: float | None = None
+    write_ops: float | None = None
+    read_bytes: float | None = None
+    write_bytes: float | None = None
+    read_latency: float | None = None
+    write_latency: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(
+            v is None
+            for v in (
+                self.read_ops,
+                self.write_ops,
+                self.read_bytes,
+                self.write_bytes,
+                self.read_latency,
+                self.write_latency,
+            )
+        )
+
+
+def _diff(total: float | None, part: float | None) -> float | None:
+    return max(0.0, total - part) if total is not None and part is not None else None
+
+
+def amounts(stats: dict[str, Any], prefix: str) -> Amounts:
+    """The amounts of view ``prefix`` (``hypervisor`` or ``controller``) in a v2 stats map.
+
+    Counts in the sample are used when Prism gives them (``_num_read_io``,
+    ``_total_read_io_size_kbytes``, ``_total_io_size_kbytes`` less the read part), else the
+    rate times the sample's timespan. Latency x ops is the mean latency times the ops.
+    kB are KiB (1024 bytes), as the rest of Nutanix's statistics."""
+    s = stats
+    span_us = stat(s, f"{prefix}_timespan_usecs")
+    span = span_us / 1e6 if span_us else SAMPLE_SECONDS
+
+    def count(n_key: str, rate_key: str) -> float | None:
+        n = stat(s, n_key)
+        if n is not None:
+            return n
+        rate = stat(s, rate_key)
+        return rate * span if rate is not None else None
+
+    r_ops = count(f"{prefix}_num_read_io", f"{prefix}_num_read_iops")
+    w_ops = count(f"{prefix}_num_write_io", f"{prefix}_num_write_iops")
+    r_kb = stat(s, f"{prefix}_total_read_io_size_kbytes")
+    if r_kb is None:
+        bw = stat(s, f"{prefix}_read_io_bandwidth_kBps")
+        r_kb = bw * span if bw is not None else None
+    w_kb = _diff(stat(s, f"{prefix}_total_io_size_kbytes"), stat(s, f"{prefix}_total_read_io_size_kbytes"))
+    if w_kb is None:
+        bw = stat(s, f"{prefix}_write_io_bandwidth_kBps")
+        w_kb = bw * span if bw is not None else None
+    r_lat = stat(s, f"{prefix}_avg_read_io_latency_usecs")
+    w_lat = stat(s, f"{prefix}_avg_write_io_latency_usecs")
+    return Amounts(
+        span=span,
+        read_ops=r_ops,
+        write_ops=w_ops,
+        read_bytes=r_kb * 1024.0 if r_kb is not None else None,
+        write_bytes=w_kb * 1024.0 if w_kb is not None else None,
+        read_latency=r_lat / 1e6 * r_ops if r_lat is not None and r_ops is not None else None,
+        write_latency=w_lat / 1e6 * w_ops if w_lat is not None and w_ops is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class LatestSample:
+    """The hypervisor sample as Prism's charts show it, in base units (None: not available)."""
+
+    span: float
+    read_ops_per_second: float | None
+    write_ops_per_second: float | None
+    read_bytes_per_second: float | None
+    write_bytes_per_second: float | None
+    read_latency_seconds: float | None
+    write_latency_seconds: float | None
+
+
+def latest_sample(stats: dict[str, Any]) -> LatestSample | None:
+    """The VM view's rates and mean latencies of the sample; None when it has none at all."""
+
+    def scaled(key: str, factor: float) -> float | None:
+        v = stat(stats, key)
+        return v * factor if v is not None else None
+
+    span_us = stat(stats, "hypervisor_timespan_usecs")
+    sample = LatestSample(
+        span=span_us / 1e6 if span_us else SAMPLE_SECONDS,
+        read_ops_per_second=scaled("hypervisor_num_read_iops", 1.0),
+        write_ops_per_second=scaled("hypervisor_num_write_iops", 1.0),
+        read_bytes_per_second=scaled("hypervisor_read_io_bandwidth_kBps", 1024.0),
+        write_bytes_per_second=scaled("hypervisor_write_io_bandwidth_kBps", 1024.0),
+        read_latency_seconds=scaled("hypervisor_avg_read_io_latency_usecs", 1e-6),
+        write_latency_seconds=scaled("hypervisor_avg_write_io_latency_usecs", 1e-6),
+    )
+    values = (
+        sample.read_ops_per_second,
+        sample.write_ops_per_second,
+        sample.read_bytes_per_second,
+        sample.write_bytes_per_second,
+        sample.read_latency_seconds,
+        sample.write_latency_seconds,
+    )
+    return None if all(v is None for v in values) else sample
+
+
+@dataclass(frozen=True)
+class VirtualDisk:
+    """One entity of v2.0 ``virtual_disks``, attached to a VM."""
+
+    uuid: str  # the vmdisk uuid (= Stargate's vdisk UUID)
+    vm: str
+    vm_id: str  # the VM's uuid
+    disk: str  # disk_address, scsi.1
+    vdisk_id: str  # second part of virtual_disk_id
+    container: str  # first component of the NFS path (the container's name), else its uuid
+    nfs_path: str
+    capacity_bytes: float | None
+    hypervisor: Amounts
+    controller: Amounts
+    latest: LatestSample | None
+
+
+def _text(e: dict[str, Any], key: str) -> str:
+    v = e.get(key)
+    return v if isinstance(v, str) else ""
+
+
+def virtual_disk(e: dict[str, Any]) -> VirtualDisk | None:
+    """A record of one entity; None for entities not attached to a VM (volume groups, images)."""
+    vm, vm_id, uuid = _text(e, "attached_vmname"), _text(e, "attached_vm_uuid"), _text(e, "uuid")
+    if not vm or not vm_id or not uuid:
+        return None
+    stats = e.get("stats")
+    if not isinstance(stats, dict):
+        stats = {}
+    nfs = _text(e, "nutanix_nfsfile_path") or _text(e, "nutanix_nfs_file_path")
+    first = nfs.strip("/").partition("/")[0] if nfs.startswith("/") else ""
+    return VirtualDisk(
+        uuid=uuid.lower(),
+        vm=vm,
+        vm_id=vm_id.lower(),
+        disk=_text(e, "disk_address"),
+        vdisk_id=str(e.get("virtual_disk_id") or "").rpartition("::")[2],
+        container=first or _text(e, "storage_container_uuid"),
+        nfs_path=nfs,
+        capacity_bytes=stat(e, "disk_capacity_in_bytes"),
+        hypervisor=amounts(stats, "hypervisor"),
+        controller=amounts(stats, "controller"),
+        latest=latest_sample(stats),
+    )
+
+
+def entities(doc: Any, what: str) -> tuple[list[dict[str, Any]], int | None]:
+    """(entities, grand_total_entities or None) of a v2.0 list answer; ParseError otherwise."""
+    if not isinstance(doc, dict):
+        raise ParseError(f"the {what} answer is not a JSON object")
+    ents = doc.get("entities")
+    if not isinstance(ents, list):
+        raise ParseError(f"the {what} answer has no 'entities' list")
+    meta = doc.get("metadata")
+    total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int):
+        total = None
+    return [x for x in ents if isinstance(x, dict)], total
+
+
+@dataclass(frozen=True)
+class Vm:
+    uuid: str
+    name: str
+    power_state: str
+    host_uuid: str
+
+
+def vms(ents: list[dict[str, Any]]) -> list[Vm]:
+    out = []
+    for e in ents:
+        uuid, name = _text(e, "uuid"), _text(e, "name")
+        if uuid and name:
+            out.append(Vm(uuid.lower(), name, _text(e, "power_state"), _text(e, "host_uuid").lower()))
+    return out
+
+
+def hosts(ents: list[dict[str, Any]]) -> dict[str, str]:
+    """host uuid -> name."""
+    return {_text(e, "uuid").lower(): _text(e, "name") for e in ents if _text(e, "uuid") and _text(e, "name")}
+
+
+def sample_end(date: float, delay: float) -> int | None:
+    """The end of the 30 s sample an answer dated ``date`` (Prism's clock) holds, or None when
+    the answer is dated less than ``delay`` after a boundary: it may then still hold the
+    previous sample (see docs/prism.md, "Every 30 s sample exactly once")."""
+    end = int(math.floor(date / SAMPLE_SECONDS) * SAMPLE_SECONDS)
+    return end if date - end >= delay else None

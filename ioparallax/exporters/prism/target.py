@@ -1,0 +1,321 @@
+"""One Prism target: its client (session), the counters of its virtual disks, and the reads that
+probes and the sample keeper share.
+
+A *read* is the ``virtual_disks`` call (all pages) and, when due, the VM list. It is dated by
+Prism's ``Date`` header: an answer dated at least ``v2_sample_delay`` after a 30 s boundary holds
+the sample that ended at that boundary (:func:`.parse.sample_end`), and each disk integrates a
+sample only if it is newer than the last one it integrated, so overlapping reads, fast scrapes
+and the keeper never count a sample twice.
+
+Probes start a read (or join the one running) and wait for it until their deadline; a read that
+outlives the deadline finishes in the background and is integrated (the probe answers
+``prism_up 0`` with ``kind="timeout"``). The *sample keeper* thread, started at the first probe,
+makes sure each 30 s sample is read once even when no probe comes in its safe window (scrape
+intervals above 30 s): see docs/prism.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+from . import parse
+from .client import PrismClient, TargetError
+from .config import SAMPLE_SECONDS, TargetConfig
+
+log = logging.getLogger(__name__)
+
+V2 = "/PrismGateway/services/rest/v2.0"
+#: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
+KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
+#: Most pages one read may fetch (page_size x this disks).
+MAX_PAGES = 1000
+
+
+@dataclass
+class ViewCounters:
+    read_ops: float = 0.0
+    write_ops: float = 0.0
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+    read_latency: float = 0.0  # seconds: sum over ops of their latency
+    write_latency: float = 0.0
+
+    def add(self, a: parse.Amounts) -> None:
+        self.read_ops += a.read_ops or 0.0
+        self.write_ops += a.write_ops or 0.0
+        self.read_bytes += a.read_bytes or 0.0
+        self.write_bytes += a.write_bytes or 0.0
+        self.read_latency += a.read_latency or 0.0
+        self.write_latency += a.write_latency or 0.0
+
+
+@dataclass
+class DiskState:
+    disk: parse.VirtualDisk  # identity as last read
+    hypervisor: ViewCounters = field(default_factory=ViewCounters)
+    controller: ViewCounters = field(default_factory=ViewCounters)
+    samples: int = 0  # samples with VM-view values
+    last_end: int | None = None  # end of the newest sample integrated (Prism's clock)
+    latest: parse.LatestSample | None = None
+    latest_end: int | None = None  # end of the sample `latest` came from
+
+
+@dataclass
+class Snapshot:
+    """What a probe shows; copied under the target's lock."""
+
+    up: bool
+    kind: str = ""
+    cause: str = ""
+    disks: list[DiskState] = field(default_factory=list)
+    vms: list[parse.Vm] = field(default_factory=list)
+    hosts: dict[str, str] = field(default_factory=dict)
+    newest_end: int | None = None  # newest sample integrated by any disk
+    prism_now: float | None = None
+    logins: int = 0
+    requests: int = 0  # HTTP requests of the read this probe waited for
+    new_samples: int = 0  # disk samples integrated since the previous probe
+    missed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ReadResult:
+    ok: bool
+    kind: str = ""
+    cause: str = ""
+    requests: int = 0
+
+
+class Target:
+    def __init__(self, name: str, cfg: TargetConfig, time_scale: float = 1.0, vm_info: bool = True):
+        self.name = name
+        self.cfg = cfg
+        self.client = PrismClient(name, cfg)
+        self.time_scale = time_scale
+        self.vm_info = vm_info
+        self._lock = threading.Lock()  # state below
+        self._read_lock = threading.Lock()  # one read at a time
+        self._inflight: Future | None = None
+        self.disks: dict[str, DiskState] = {}
+        self.vms: list[parse.Vm] = []
+        self.hosts: dict[str, str] = {}
+        self.inventory_at: float | None = None  # time.monotonic() of the last VM list
+        self.newest_end: int | None = None
+        self.clock: tuple[float, float] | None = None  # (Prism's Date, time.monotonic()) of the last answer
+        self.new_samples = 0
+        self.missed = 0
+        self.errors: dict[str, int] = {}
+        self.no_date_logged = False
+        self._closed = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    # -- probes ---------------------------------------------------------------------------
+    def probe(self, timeout: float) -> Snapshot:
+        fut = self._start_read()
+        try:
+            result = fut.result(timeout=max(0.0, timeout))
+        except FutureTimeout:
+            result = ReadResult(
+                False,
+                "timeout",
+                f"Prism did not answer within the scrape timeout ({timeout:.1f}s); the read continues in the background",
+            )
+        self._start_keeper()
+        with self._lock:
+            if not result.ok:
+                self.errors[result.kind] = self.errors.get(result.kind, 0) + 1
+                return Snapshot(
+                    up=False,
+                    kind=result.kind,
+                    cause=result.cause,
+                    logins=self.client.logins,
+                    errors=dict(self.errors),
+                    missed=self.missed,
+                )
+            snap = Snapshot(
+                up=True,
+                disks=[_copy(d) for d in self.disks.values()],
+                vms=list(self.vms),
+                hosts=dict(self.hosts),
+                newest_end=self.newest_end,
+                prism_now=self.prism_now(),
+                logins=self.client.logins,
+                requests=result.requests,
+                new_samples=self.new_samples,
+                missed=self.missed,
+                errors=dict(self.errors),
+            )
+            self.new_samples = 0
+            return snap
+
+    def prism_now(self) -> float | None:
+        """Prism's clock now, from its last Date header (advanced by our monotonic clock)."""
+        if self.clock is None:
+            return None
+        date, at = self.clock
+        return date + (time.monotonic() - at) * self.time_scale
+
+    def busy(self) -> bool:
+        with self._lock:
+            return self._inflight is not None
+
+    def _start_read(self) -> Future:
+        with self._lock:
+            fut = self._inflight
+            if fut is None:
+                fut = self._inflight = Future()
+                threading.Thread(target=self._run, args=(fut,), name=f"read {self.name}", daemon=True).start()
+            return fut
+
+    def _run(self, fut: Future) -> None:
+        try:
+            with self._read_lock:
+                result = self._read()
+        except TargetError as exc:
+            result = ReadResult(False, exc.kind, exc.cause)
+        except parse.ParseError as exc:
+            result = ReadResult(False, "protocol", str(exc))
+        except Exception as exc:  # a bug must not kill the target: report it as this read's cause
+            log.exception("unexpected error reading %s", self.name)
+            result = ReadResult(False, "error", f"internal error: {exc.__class__.__name__}: {exc}")
+        with self._lock:
+            self._inflight = None
+        fut.set_result(result)
+
+    # -- the read -------------------------------------------------------------------------
+    def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
+        """All pages of a v2.0 list: (entities, the Date of each page, requests made)."""
+        size = self.cfg.page_size
+        out: list[dict] = []
+        dates: list[float | None] = []
+        page = 1
+        while True:
+            ans = self.client.get(path, {**(params or {}), "count": size, "page": page})
+            ents, total = parse.entities(ans.doc, what)
+            out.extend(ents)
+            dates.append(ans.date)
+            if total is None or len(out) >= total or not ents or page >= MAX_PAGES:
+                return out, dates, page
+            page += 1
+
+    def _read(self) -> ReadResult:
+        ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
+        records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
+        now_mono = time.monotonic()
+        inventory_due = self.vm_info and (
+            self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
+        )
+        vms, hosts = None, None
+        if inventory_due:
+            vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
+            host_ents, _, m = self._list(f"{V2}/hosts/", "hosts")
+            vms, hosts = parse.vms(vm_ents), parse.hosts(host_ents)
+            requests += n + m
+        # The sample the answer holds: every page must date the same safe sample.
+        ends = {parse.sample_end(d, self.cfg.v2_sample_delay) if d is not None else None for d in dates}
+        end = ends.pop() if len(ends) == 1 else None
+        if dates and dates[0] is None and not self.no_date_logged:
+            self.no_date_logged = True
+            log.warning(
+                "target=%s: Prism's answers carry no Date header; samples cannot be dated and are not integrated",
+                self.name,
+            )
+        with self._lock:
+            if dates and dates[-1] is not None:
+                self.clock = (dates[-1], time.monotonic())
+            if vms is not None and hosts is not None:
+                self.vms, self.hosts, self.inventory_at = vms, hosts, now_mono
+            self._apply(records, end)
+        return ReadResult(True, requests=requests)
+
+    def _apply(self, records: list[parse.VirtualDisk], end: int | None) -> None:
+        """Under self._lock: the disks of this answer replace the known ones (a deleted disk's
+        counters go with it), and sample ``end`` is integrated where it is new."""
+        old = self.disks
+        new: dict[str, DiskState] = {}
+        for r in records:
+            key = f"{r.vm_id}/{r.uuid}"
+            st = old.get(key)
+            if st is None:
+                st = DiskState(r)
+            st.disk = r
+            new[key] = st
+            if end is None or (st.last_end is not None and end <= st.last_end):
+                continue
+            st.last_end = end
+            st.controller.add(r.controller)
+            if not r.hypervisor.empty:
+                st.hypervisor.add(r.hypervisor)
+                st.samples += 1
+                self.new_samples += 1
+            st.latest, st.latest_end = r.latest, end
+        self.disks = new
+        if end is not None and (self.newest_end is None or end > self.newest_end):
+            if self.newest_end is not None and end - self.newest_end > SAMPLE_SECONDS:
+                gap = int((end - self.newest_end) // SAMPLE_SECONDS) - 1
+                self.missed += gap
+                log.warning(
+                    "target=%s: %d 30 s samples between %d and %d were not read (Prism unreachable?)",
+                    self.name,
+                    gap,
+                    self.newest_end,
+                    end,
+                )
+            self.newest_end = end
+
+    # -- the sample keeper ----------------------------------------------------------------
+    def _start_keeper(self) -> None:
+        if not self.cfg.v2_sample_keeper:
+            return
+        with self._lock:
+            if self._keeper is None and not self._closed.is_set():
+                self._keeper = threading.Thread(target=self._keep, name=f"sample keeper {self.name}", daemon=True)
+                self._keeper.start()
+
+    def _keeper_wait(self) -> float:
+        """Prism seconds until the keeper should check again (0: read now)."""
+        with self._lock:
+            now = self.prism_now()
+            newest = self.newest_end
+        if now is None:
+            return 5.0
+        boundary = math.floor(now / SAMPLE_SECONDS) * SAMPLE_SECONDS
+        due = boundary + self.cfg.v2_sample_delay + 1.0
+        if newest is not None and newest >= boundary:
+            return boundary + SAMPLE_SECONDS + self.cfg.v2_sample_delay + 1.0 - now
+        if now < due:
+            return due - now
+        if now - boundary > SAMPLE_SECONDS - 1.0:  # too late for this one: wait for the next
+            return boundary + SAMPLE_SECONDS + self.cfg.v2_sample_delay + 1.0 - now
+        return 0.0
+
+    def _keep(self) -> None:
+        while not self._closed.is_set():
+            wait = self._keeper_wait()
+            if wait <= 0:
+                result = self._start_read().result()
+                if not result.ok:
+                    log.debug(
+                        "sample keeper of target=%s: read failed kind=%s cause=%s", self.name, result.kind, result.cause
+                    )
+                wait = 2.0 if not result.ok else 1.0  # never a tight loop, whatever the dates say
+            local = min(KEEPER_MAX_SLEEP, max(KEEPER_MIN_SLEEP, wait / self.time_scale))
+            self._closed.wait(local)
+
+    def close(self) -> None:
+        self._closed.set()
+        self.client.close()
+
+
+def _copy(d: DiskState) -> DiskState:
+    """A copy the exposition can read while the next read updates the original."""
+    return dataclasses.replace(
+        d, hypervisor=dataclasses.replace(d.hypervisor), controller=dataclasses.replace(d.controller)
+    )

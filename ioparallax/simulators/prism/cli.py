@@ -1,0 +1,138 @@
+"""prism-simulator: serve a simulated Prism (v2.0 REST and v4 VMM stats) computed from a scenario."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.web import parse_listen_address
+from ioparallax.version import add_version_arg
+
+from .model import DEFAULT_PUBLISH_DELAY
+from .server import FAULT_MODES, PrismSimulator
+
+EPILOG = """\
+On start one line is printed on stdout (the demo stack reads it):
+  prism https://127.0.0.1:40123
+Paths: /PrismGateway/services/rest/v2.0/virtual_disks/ (?page=&count=),
+/PrismGateway/services/rest/v2.0/vms/?include_vm_disk_config=true,
+/api/vmm/v4.x/ahv/stats/vms/{vmExtId}/disks/{extId}?$startTime=&$endTime=&$samplingInterval=30&$statType=AVG
+Runtime controls (never authenticated, never faulted):
+  curl -X POST 'URL/-/sim/fault?mode=slow&delay=3[&only=v2|v4|vms|virtual_disks][&duration=10]'
+  curl -X POST 'URL/-/sim/clear'
+  curl -X POST 'URL/-/sim/vm?name=oltp-01&action=power_off|power_on|delete'
+  curl -X POST 'URL/-/sim/restart'        (forget sessions, as a Prism restart does)
+  curl 'URL/-/sim/state'
+Fault modes: %s. See docs/prism.md.
+""" % ", ".join(FAULT_MODES)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="prism-simulator",
+        description="Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
+        "storage view (controller_*) of a scenario as Prism's 30 s samples.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "scenario", nargs="?", default=None, help="scenario name from the library (clean-oltp, ...) or a YAML path"
+    )
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="address to serve on (default %(default)s: a free port on loopback)",
+    )
+    p.add_argument("--username", default="admin", help="basic auth user (default %(default)s)")
+    p.add_argument(
+        "--password-env",
+        metavar="VAR",
+        default=None,
+        help="environment variable holding the password; without it no authentication is asked",
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="certificate (PEM) to serve HTTPS, as Prism on 9440 does")
+    p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) of --tls-cert")
+    p.add_argument(
+        "--publish-delay",
+        type=float,
+        default=DEFAULT_PUBLISH_DELAY,
+        metavar="SECONDS",
+        help="a 30 s sample is served this long after its end (default %(default)s)",
+    )
+    p.add_argument("--synthetic-vdisks", type=int, metavar="N", help="serve N generated disks (benchmarks)")
+    p.add_argument(
+        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable answers)"
+    )
+    p.add_argument("--url-file", metavar="PATH", help='also write {"prism": url} as JSON to this file')
+    add_logging_args(p)
+    add_version_arg(p)
+    args = p.parse_args(argv)
+    if args.scenario is None and args.synthetic_vdisks is None:
+        p.error("give a scenario or --synthetic-vdisks N")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
+    if not args.publish_delay >= 0 or args.publish_delay >= 30:
+        p.error("--publish-delay: expected 0 <= seconds < 30")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    log = logging.getLogger("prism_simulator")
+    auth = None
+    if args.password_env:
+        if args.password_env not in os.environ:
+            print(f"prism-simulator: error: --password-env: {args.password_env} is not set", file=sys.stderr)
+            return 2
+        auth = (args.username, os.environ[args.password_env])
+    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
+    try:
+        host, port = parse_listen_address(args.listen)
+        sim = PrismSimulator(
+            args.scenario,
+            host=host or "127.0.0.1",
+            port=port,
+            clock=clock,
+            auth=auth,
+            tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
+            vdisk_count=args.synthetic_vdisks,
+            publish_delay=args.publish_delay,
+        )
+        sim.start()
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"prism-simulator: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"prism {sim.url}", flush=True)
+    if args.url_file:
+        tmp = f"{args.url_file}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"prism": sim.url}, fh)
+        os.replace(tmp, args.url_file)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info(
+        "scenario=%s vms=%d virtual_disks=%d auth=%s tls=%s",
+        sim.scenario.name,
+        len(sim.model.vm_uuids),
+        len(sim.trace.disks),
+        "basic" if auth else "none",
+        "on" if args.tls_cert else "off",
+    )
+    stop.wait()
+    sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

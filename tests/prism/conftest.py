@@ -1,0 +1,127 @@
+"""Fixtures of the Prism tests: the simulator in-process (its clock frozen or accelerated) and
+the exporter in-process on a free loopback port."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.prism.cli import Targets, make_app
+from ioparallax.exporters.prism.config import load_config
+from ioparallax.simulators.prism.server import PrismSimulator
+
+USER, PASSWORD = "monitor", "pr1sm-Secret!"
+ENV = {"PRISM_TEST_PASSWORD": PASSWORD}
+#: 10 s after a 30 s boundary of the simulated clock: a sample v2 answers can be dated by.
+FROZEN = 1_700_000_010.0 + 30 * 1000
+
+
+class AcceleratedClock:
+    """Simulated seconds that run ``scale`` times faster than real ones, from ``start``."""
+
+    def __init__(self, start: float, scale: float):
+        self.start, self.scale = start, scale
+        self.t0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.start + (time.monotonic() - self.t0) * self.scale
+
+    def sleep_until(self, sim_time: float) -> None:
+        while (left := sim_time - self()) > 0:
+            time.sleep(left / self.scale)
+
+
+@pytest.fixture
+def prism_sim():
+    """start(scenario, **kw) -> a running PrismSimulator (basic auth USER/PASSWORD), stopped after."""
+    started: list[PrismSimulator] = []
+
+    def start(scenario: str = "clean-oltp", **kw) -> PrismSimulator:
+        kw.setdefault("auth", (USER, PASSWORD))
+        sim = PrismSimulator(scenario, **kw).start()
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        sim.stop()
+
+
+def config_yaml(targets: list[str] | None = None, scheme: str = "http", **extra) -> str:
+    lines = ["defaults:", f"  username: {USER}", "  password_env: PRISM_TEST_PASSWORD", f"  scheme: {scheme}"]
+    lines += [f"  {k}: {v}" for k, v in extra.items()]
+    if targets:
+        lines.append("targets:")
+        lines += [f"  {t}: {{}}" for t in targets]
+    else:
+        lines.append("allow_unlisted_targets: true")
+    return "\n".join(lines) + "\n"
+
+
+class Exporter:
+    def __init__(self, server: ExporterServer, targets: Targets):
+        self.server = server
+        self.targets = targets
+
+    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
+        r = requests.get(
+            f"{self.server.url}/probe",
+            params={"target": target},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
+            timeout=timeout + 30,
+        )
+        return r.status_code, r.text
+
+    def probe(self, target: str, timeout: float = 10.0) -> dict:
+        code, text = self.probe_text(target, timeout)
+        assert code == 200, text
+        return parse_metrics(text)
+
+
+@pytest.fixture
+def exporter(tmp_path, monkeypatch) -> Callable[..., Exporter]:
+    """start(yaml_text, time_scale=1.0, **load_config flags) -> Exporter on a free loopback port."""
+    started = []
+
+    def start(yaml_text: str, time_scale: float = 1.0, env: dict[str, str] | None = None, **flags) -> Exporter:
+        for k, v in {**ENV, **(env or {})}.items():
+            monkeypatch.setenv(k, v)
+        path = tmp_path / f"prism-{len(started)}.yml"
+        path.write_text(yaml_text)
+        config = dataclasses.replace(load_config(str(path), **flags), time_scale=time_scale)
+        app, targets = make_app(config)
+        server = ExporterServer(app, "127.0.0.1", 0).start()
+        started.append((server, targets))
+        return Exporter(server, targets)
+
+    yield start
+    for server, targets in started:
+        server.stop()
+        targets.close()
+
+
+def parse_metrics(text: str) -> dict:
+    """{name: {frozenset(labels.items()): value}} of an exposition."""
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def value(metrics: dict, name: str, **labels) -> float:
+    series = metrics.get(name, {})
+    for key, v in series.items():
+        if all(dict(key).get(k) == val for k, val in labels.items()):
+            return v
+    raise KeyError(f"{name}{labels} not in {sorted(series)[:5]}")
+
+
+def series(metrics: dict, name: str, **labels) -> list[float]:
+    return [v for key, v in metrics.get(name, {}).items() if all(dict(key).get(k) == x for k, x in labels.items())]
