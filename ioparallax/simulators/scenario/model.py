@@ -175,6 +175,7 @@ class Vm:
     host: str
     guest_os: str
     disks: tuple[Disk, ...]
+    hypervisor: str = "esxi"  # the cluster's: what the guest sees of its disks depends on it
 
 
 @dataclass(frozen=True)
@@ -479,7 +480,8 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                     partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
                     vdisk_id=vdisk_id,
                     vdisk_name=dsec.get("vdisk_name", str, default=default_vdisk_name),
-                    vdisk_uuid=_uuid("vdisk", name, vdisk_id),
+                    # On AHV the vmdisk UUID Prism shows is the vdisk's UUID on Stargate's page too.
+                    vdisk_uuid=disk_uuid if ahv else _uuid("vdisk", name, vdisk_id),
                     cvm=cvm,
                     moves=tuple(sorted(moves)),
                     streams=streams,
@@ -494,6 +496,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 ),
                 guest_os=vsec.get("guest_os", str, default="Linux"),
                 disks=tuple(disks),
+                hypervisor=hypervisor,
             )
         )
         vsec.reject_unknown()
