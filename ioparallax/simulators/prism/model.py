@@ -62,7 +62,9 @@ def nfs_file_path(disk: Disk) -> str:
 
 
 def disk_address(disk: Disk) -> str:
-    """``scsi0:1`` -> ``scsi.1`` (Prism's bus.index form)."""
+    """``scsi0:1`` -> ``scsi.1`` (Prism's bus.index form); an AHV scenario's unit already is one."""
+    if ":" not in disk.unit:
+        return disk.unit
     bus, _, unit = disk.unit.partition(":")
     return f"{bus.rstrip('0123456789')}.{unit}"
 
