@@ -133,8 +133,9 @@ def concurrency_candidates(ds, n: int) -> list[tuple[str, str, np.ndarray]]:
 
 
 def settle_seconds(ctx: ReportContext) -> float:
-    """Seconds to drop after each step: the rules' rate window, vCenter's 20 s sample, one step."""
-    return parse_seconds(ctx.config.w) + VCENTER_SAMPLE_S + ctx.step
+    """Seconds to drop after each step: the rules' rate window, the VM view's sample (vCenter's 20 s,
+    Prism's 30 s: the longest the data has, ``vm_sample_seconds`` of the dataset), one step."""
+    return parse_seconds(ctx.config.w) + ctx.shared.get("vm_sample_seconds", VCENTER_SAMPLE_S) + ctx.step
 
 
 def scaling(ctx: ReportContext) -> Scaling | None:

@@ -85,6 +85,8 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         settle_seconds=ds.settle_seconds,
         rate_window=ds.rate_window,
     )
+    if key in ds.vm_source_of:
+        inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
     runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
     if runs_fio:
         inp.hygiene_problems = {

@@ -191,7 +191,7 @@ def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(n
         r'view missing: vm: every target of up\{job="vcenter"\} was down in the whole range', done.stdout
     ), done.stdout
     html = out.read_text()
-    assert "Views missing" in html and "VM view (vCenter exporter)" in html
+    assert "Views missing" in html and "VM view (vCenter or Prism exporter)" in html
     row = cells(html)[("bench-01", "scsi0:1")]
     # Views agree and bursts need the VM view; zero shares and cache fit (storage) do not. The guest's
     # partitions are matched to VM disks through vCenter's disk UUID: misalignment is not measurable.
