@@ -16,6 +16,6 @@ RUN printf '%s\n' "$REVISION" > ioparallax/REVISION && pip install --no-cache-di
     && mkdir -p /var/lib/guests && chown 65532 /var/lib/guests
 # /var/lib/guests: the demo's guest simulator writes there (a named volume takes this owner).
 USER 65532
-EXPOSE 9761 9762 9763
+EXPOSE 9761 9762 9763 9764
 ENTRYPOINT []
 CMD ["stargate-exporter", "--help"]

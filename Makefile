@@ -12,8 +12,8 @@ PYTEST_ARGS  ?=
 DEMO_ARGS    ?=
 
 # Debian packages and the command each one provides (checked before installing).
-DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux openssl victoria-metrics chromium poppler-utils
-DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-exporter fio docker-compose sfdisk losetup openssl victoria-metrics chromium pdftoppm
+DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter fio docker-compose fdisk util-linux mount openssl victoria-metrics chromium poppler-utils
+DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-exporter fio docker-compose sfdisk losetup partx amtool openssl victoria-metrics chromium pdftoppm
 
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3

@@ -14,15 +14,13 @@ The dashboards' and the rules' tests check every metric name they use against th
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
-import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
-from tests.support import BUILD, ManagedProcess, free_port, venv_tool
+from tests.support import BUILD, ManagedProcess, free_port, require_built, require_tool, venv_tool
 
 PASSWORD = "dash-Pa55"
 
@@ -60,8 +58,7 @@ def _vcenter_exposition(tmp) -> str:
     from ioparallax.exporters.vcenter.config import load_config as load_vc_config
 
     sim_bin = BUILD / "vcsim-scenario"
-    if not sim_bin.is_file() or sim_bin.stat().st_size == 0:
-        pytest.skip(f"{sim_bin} is not built: run `make deps-go`")
+    require_built(sim_bin)
     trace = tmp / "trace.json"
     trace.write_text(compile_scenario(load_scenario("zero-heavy")).to_json())
     port = free_port()
@@ -108,9 +105,7 @@ def _vcenter_exposition(tmp) -> str:
 
 
 def _fio_exposition(tmp) -> str:
-    fio = shutil.which("fio")
-    if fio is None:
-        pytest.skip("fio is not installed (apt-get install fio)")
+    fio = require_tool("fio")
     out = tmp / "fio-status.json"
     subprocess.run(
         [
@@ -158,8 +153,7 @@ def _node_exposition(tmp) -> str:
     """node_exporter's diskstats of a simulated guest (misaligned-01), as the stack's job guest-node."""
     from ioparallax.simulators.guest.writer import GuestWriter
 
-    if shutil.which("prometheus-node-exporter") is None:
-        pytest.skip("node_exporter is not installed (apt-get install prometheus-node-exporter)")
+    require_tool("prometheus-node-exporter")
     writer = GuestWriter(compile_scenario(load_scenario("misaligned")), tmp / "guests", vms=["misaligned-01"])
     where = writer.setup()["misaligned-01"]
     writer.write(writer.fio.anchor + 60)

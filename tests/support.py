@@ -15,6 +15,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "Process",
     "free_port",
     "promtool_check_metrics",
+    "require_built",
+    "require_tool",
     "venv_tool",
     "wait_for_http",
 ]
@@ -83,12 +87,32 @@ def venv_tool(name: str) -> str:
     return found
 
 
+def require_tool(name: str) -> str:
+    """The path of an external command the Makefile installs; the test FAILS (never skips) when it is
+    missing: `make test` installs every tool a test uses, so a missing one is a broken set-up (a
+    Makefile that forgot a package), which a skip would hide (tests/deploy/test_makefile_tools.py
+    checks that every tool looked up here is in the Makefile's package list)."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: `make deps` installs it (Makefile DEB_PACKAGES)", pytrace=False)
+    return path
+
+
+def require_built(path: Path) -> Path:
+    """A binary `make deps-go` builds (.build/); the test FAILS when it is missing or empty."""
+    if not path.is_file() or path.stat().st_size == 0:
+        pytest.fail(f"{path} is not built: `make deps-go` builds it", pytrace=False)
+    return path
+
+
 def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     """Run ``promtool check metrics`` on an exposition; returns the completed process.
 
     promtool exits non-zero on format errors and on lint problems (e.g. counters without
     ``_total``); callers assert on returncode and show stdout/stderr."""
-    return subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+    return subprocess.run(
+        [require_tool("promtool"), "check", "metrics"], input=text.encode(), capture_output=True, timeout=30
+    )
 
 
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")

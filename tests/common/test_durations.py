@@ -4,7 +4,7 @@ files and flags keep taking."""
 
 from __future__ import annotations
 
-import shutil
+import functools
 import subprocess
 from pathlib import Path
 
@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from ioparallax.exporters.common.config import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
 from ioparallax.report.promapi import parse_seconds
+from tests.support import require_tool
 
 UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
 
@@ -41,7 +42,15 @@ def promtool_accepts(durations: list[str], tmp_path: Path) -> dict[str, bool]:
     return taken
 
 
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (make deps)")
+def needs_promtool(test):
+    """The test runs promtool: it fails when promtool is missing (`make deps` installs it)."""
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        require_tool("promtool")
+        return test(*args, **kwargs)
+
+    return wrapper
 
 
 @needs_promtool

@@ -149,6 +149,11 @@ EXPORTERS = {
         {"VCENTER_USERNAME": "monitoring", "VCENTER_PASSWORD": "unused", "VCENTER_TARGETS": ""},
         "127.0.0.1:1",
     ),
+    "prism-exporter": (
+        ["--prism.target=127.0.0.1:1"],
+        {"PRISM_USERNAME": "monitoring", "PRISM_PASSWORD": "unused", "PRISM_TARGETS": ""},
+        "127.0.0.1:1",
+    ),
     "fio-exporter": (["serve", "--no-collector.guest-disk"], {}, None),
 }
 

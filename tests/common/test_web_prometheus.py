@@ -14,7 +14,7 @@ import pytest
 import requests
 import yaml
 
-from tests.support import REPO, ManagedProcess, free_port, venv_tool, wait_for_http
+from tests.support import REPO, ManagedProcess, free_port, require_tool, venv_tool, wait_for_http
 
 pytestmark = pytest.mark.e2e
 
@@ -57,8 +57,7 @@ def _cert(d: Path) -> tuple[Path, Path]:
 
 
 def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path):
-    if not shutil.which("prometheus"):
-        pytest.skip("prometheus is not installed: run `make deps`")
+    require_tool("prometheus")
     crt, key = _cert(tmp_path)
     web = tmp_path / "web.yml"
     web.write_text(

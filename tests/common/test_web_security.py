@@ -204,6 +204,7 @@ _MINIMAL_ARGS = {
     "fio-exporter": ["--no-collector.guest-disk"],
     "stargate-exporter": [],
     "vcenter-exporter": ["--vcenter.target=127.0.0.1:1"],
+    "prism-exporter": ["--prism.target=127.0.0.1:1"],
 }
 
 
@@ -219,7 +220,7 @@ def _one_error_line(res: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
-@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
+@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter", "prism-exporter"])
 def test_port_taken_exits_1_with_one_clear_line(exporter):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -247,7 +248,7 @@ def test_bad_listen_address_is_one_clear_line(listen, code, message):
     assert message in _one_error_line(res)
 
 
-@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
+@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter", "prism-exporter"])
 def test_bad_web_config_names_file_and_key(tmp_path, exporter):
     cfg = _web_config(tmp_path / "web.yml", "basic_auth_users:\n  prom: '$2y$10$x'\ntls_server_confg: {}\n")
     res = _run(
@@ -438,7 +439,7 @@ def test_no_input_to_the_http_layer_gives_500(stargate_any, request_line, allowe
     assert "Traceback" not in proc.output()
 
 
-@pytest.mark.parametrize("exporter", ["stargate-exporter", "vcenter-exporter"])
+@pytest.mark.parametrize("exporter", ["stargate-exporter", "vcenter-exporter", "prism-exporter"])
 @pytest.mark.parametrize(
     "flag, message",
     [
@@ -510,7 +511,7 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
         proc.stop()
 
 
-@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter"])
+@pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter", "prism-exporter"])
 def test_each_exporter_serves_tls_and_basic_auth(tmp_path, pki, exporter):
     port = free_port()
     cfg = _web_config(

@@ -10,7 +10,6 @@ the pool starts the stack ahead of its tests).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from bs4 import BeautifulSoup
 from ioparallax.report import chromium, scaling
 from ioparallax.report.report import context
 from tests.e2e.test_e2e_scenarios import prometheus_start, wait_running
-from tests.support import drawn_data_paths, venv_tool
+from tests.support import drawn_data_paths, require_tool, venv_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -109,7 +108,7 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     svg = section.select_one("figure#scalability-usl svg")
     figure = section.select_one("figure#scalability-usl")
     assert svg is not None and len(drawn_data_paths(figure)) >= 2  # the USL curve, the linear line
-    if shutil.which("chromium"):
+    if require_tool("chromium"):
         # The section cut out of the report with the report's own head (CSS, content policy): headless
         # Chromium screenshots of a fragment (#scalability) of a multi-megabyte page come out blank.
         alone = ARTIFACTS / "scalability.html"

@@ -7,36 +7,26 @@ Runs are 1-3 s on small files under pytest's temp dir (on this machine /tmp is e
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, free_port
+from tests.support import ManagedProcess, free_port, require_tool
 
-FIO = shutil.which("fio")
-NO_FIO = "fio is not installed (apt-get install fio, or make deps)"
-
-# Only the tests that run fio are skipped without it (`make test-fast` installs no Debian
-# packages): each asks for `fio_bin`, directly or through `fio_work` and the result fixtures.
-# The tests of recorded or hand-made input run everywhere. (A `pytestmark` in a conftest is
-# ignored by pytest, so the skip is a fixture.)
+# Only the tests that run fio ask for `fio_bin`, directly or through `fio_work` and the result
+# fixtures; without fio they fail (`make deps` installs it), the others run everywhere.
 
 
 @pytest.fixture(scope="session")
 def fio_bin() -> str:
-    """The fio binary; the test is skipped when fio is not installed."""
-    if FIO is None:
-        pytest.skip(NO_FIO)
-    return FIO
+    """The fio binary; the test fails when fio is not installed (tests/support.require_tool)."""
+    return require_tool("fio")
 
 
 def run_fio(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    if FIO is None:
-        pytest.skip(NO_FIO)
-    proc = subprocess.run([FIO, *args], cwd=cwd, capture_output=True, timeout=timeout)
+    proc = subprocess.run([require_tool("fio"), *args], cwd=cwd, capture_output=True, timeout=timeout)
     assert proc.returncode == 0, f"fio {' '.join(args)} failed: {proc.stderr.decode()}"
     return proc
 

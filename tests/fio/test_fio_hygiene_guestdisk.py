@@ -4,7 +4,6 @@ real loop devices with a partition starting at 1536 bytes)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from ioparallax.exporters.fio.guestdisk import GuestDiskCollector, read_disks
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, fio_seconds, fio_size
 from ioparallax.exporters.fio.reader import read_text
 from tests.fio.conftest import run_fio
-from tests.support import promtool_check_metrics
+from tests.support import promtool_check_metrics, require_tool
 
 TRAPS = """\
 [global]
@@ -168,8 +167,7 @@ def _loop_devices_usable() -> str | None:
     if os.geteuid() != 0:
         return "needs root to attach loop devices"
     for tool in ("losetup", "sfdisk", "partx"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
+        require_tool(tool)  # the Makefile installs them (fdisk, util-linux): missing is a failure
     if not os.path.exists("/dev/loop-control"):
         return "no /dev/loop-control in this container"
     return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from ioparallax.simulators.guest.fio import GuestFio, plat_idx_to_val, plat_val_
 from ioparallax.simulators.guest.sysfs import write_tree
 from ioparallax.simulators.guest.writer import GuestWriter, vm_paths
 from ioparallax.simulators.scenario import compile_scenario, list_scenarios, load_scenario
+from tests.support import require_tool
 
 # A fixed wall clock: the start of a period for every library scenario (600 s periods).
 T0 = 1_800_000_000 - 1_800_000_000 % 600
@@ -161,8 +161,7 @@ def test_job_options_name_the_raw_device_and_the_scenario_options():
 def test_record_has_the_shape_of_a_real_fio_json_plus_status_record(tmp_path):
     """Every key a real fio 3.33 prints (top level, job, direction, clat_ns) is in the simulated
     record, with the same JSON types."""
-    if shutil.which("fio") is None:
-        pytest.skip("fio is not installed (make deps installs it)")
+    require_tool("fio")
     out = tmp_path / "real.json"
     subprocess.run(
         [

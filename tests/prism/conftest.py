@@ -18,8 +18,8 @@ from ioparallax.simulators.prism.server import PrismSimulator
 
 USER, PASSWORD = "monitor", "pr1sm-Secret!"
 ENV = {"PRISM_TEST_PASSWORD": PASSWORD}
-#: 10 s after a 30 s boundary of the simulated clock: a sample v2 answers can be dated by.
-FROZEN = 1_700_000_010.0 + 30 * 1000
+#: 15 s after a 30 s boundary of the simulated clock (1_700_000_010 is one): v2 answers are dated.
+FROZEN = 1_700_000_010.0 + 15 + 30 * 1000
 
 
 class AcceleratedClock:

@@ -8,9 +8,9 @@ Screenshots of the summary and of one VM disk page, the HTML, the PDF and its pa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +20,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from ioparallax.report import chromium
-from tests.support import drawn_data_paths, venv_tool
+from tests.support import drawn_data_paths, require_tool, venv_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -29,10 +29,18 @@ ARTIFACTS = REPO / ".run" / "report-artifacts"
 WARMUP_S = 60
 RANGE_S = 75
 
-needs_chromium = pytest.mark.skipif(
-    shutil.which("chromium") is None or shutil.which("pdftoppm") is None,
-    reason="chromium and pdftoppm (Debian chromium, poppler-utils: make deps)",
-)
+
+def needs_chromium(test):
+    """The test uses headless Chromium and pdftoppm (Debian chromium, poppler-utils): it fails when
+    they are missing (`make deps` installs them), never skips."""
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        require_tool("chromium")
+        require_tool("pdftoppm")
+        return test(*args, **kwargs)
+
+    return wrapper
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from ioparallax.exporters.common.web import ExporterServer
 from ioparallax.exporters.vcenter.cli import make_app
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
-from tests.support import BUILD, ManagedProcess, free_port
+from tests.support import BUILD, ManagedProcess, free_port, require_built
 
 SIM = BUILD / "vcsim-scenario"
 STOCK = BUILD / "vcsim"
@@ -22,8 +22,7 @@ USER, PASSWORD = "monitor", "s3cret-Pa55"
 
 
 def _need(binary: Path) -> None:
-    if not binary.exists() or binary.stat().st_size == 0:
-        pytest.skip(f"{binary} is not built: run `make deps-go`")
+    require_built(binary)
 
 
 def wait_for_line(proc: ManagedProcess, pattern: str, timeout: float = 60.0) -> re.Match:

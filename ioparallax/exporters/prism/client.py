@@ -61,7 +61,11 @@ class PrismClient:
         self.cfg = cfg
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
-        self.session.verify = cfg.ca_file if (cfg.tls_verify and cfg.ca_file) else cfg.tls_verify
+        # No environment: REQUESTS_CA_BUNDLE would override ca_file and tls_verify, proxies would
+        # see the credentials, and ~/.netrc could add credentials of its own.
+        self.session.trust_env = False
+        self.verify: bool | str = cfg.ca_file if (cfg.tls_verify and cfg.ca_file) else cfg.tls_verify
+        self.session.verify = self.verify
         if not cfg.tls_verify:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.logins = 0  # requests that had to send the password (first, or after a lost session)
@@ -107,7 +111,9 @@ class PrismClient:
     ) -> requests.Response:
         url = self.base + path
         try:
-            r = self.session.get(url, params=params, timeout=timeout, auth=auth, stream=True, allow_redirects=False)
+            r = self.session.get(
+                url, params=params, timeout=timeout, auth=auth, stream=True, allow_redirects=False, verify=self.verify
+            )
             length = r.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
                 r.close()

@@ -93,6 +93,14 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
         "30 s samples of the cluster that no read could date safely (Prism unreachable for a whole sample).",
         [("", s.missed)],
     )
+    out.family(
+        "prism_v2_late_samples_total",
+        "counter",
+        "30 s samples whose values changed after an answer dated in their safe window was integrated: "
+        "Prism published them later than v2_sample_delay (raise it; the values integrated for them were "
+        "the previous sample's).",
+        [("", s.late)],
+    )
     if not s.up:
         return out.render()  # never show stale values as fresh
 

@@ -10,6 +10,8 @@ A YAML file (``--config.file``)::
       page_size: 500                  # virtual_disks entities per request
       v2_sample_delay: 10s            # an answer dated this long after a 30 s boundary is that sample
       v2_sample_keeper: true          # read each 30 s sample even when no probe does
+      controller_api: v2              # v4: storage view from v4 time series (AOS 6.8+), 1 request per disk
+      v4_concurrency: 8               # v4 requests in flight
     allow_unlisted_targets: false     # default: a ?target= not listed below is refused (HTTP 400)
     latest_samples: true
     session_idle_timeout: 10m
@@ -65,6 +67,8 @@ class TargetConfig:
     page_size: int = DEFAULT_PAGE_SIZE
     v2_sample_delay: float = DEFAULT_V2_SAMPLE_DELAY
     v2_sample_keeper: bool = True
+    controller_api: str = "v2"  # v4: the storage view from v4 time series, one request per disk
+    v4_concurrency: int = 8
     scheme: str = "https"  # "http": plain HTTP (a simulator; credentials then cross in clear text)
 
     def describe(self) -> str:
@@ -79,7 +83,8 @@ class TargetConfig:
         return (
             f"user={self.username or '(none)'} password={pw} tls={tls} timeout={self.timeout:g}s "
             f"inventory_refresh={self.inventory_refresh:g}s page_size={self.page_size} "
-            f"v2_sample_delay={self.v2_sample_delay:g}s v2_sample_keeper={'on' if self.v2_sample_keeper else 'off'}"
+            f"v2_sample_delay={self.v2_sample_delay:g}s v2_sample_keeper={'on' if self.v2_sample_keeper else 'off'} "
+            f"controller_api={self.controller_api}"
         )
 
 
@@ -168,6 +173,12 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     if not 0 <= delay <= SAMPLE_SECONDS - 5:
         raise sec.error("v2_sample_delay", f"expected 0s-25s (inside a 30 s sample), got {delay:g}s")
     keeper = sec.get("v2_sample_keeper", bool, default=base.v2_sample_keeper)
+    api = sec.get("controller_api", str, default=base.controller_api)
+    if api not in ("v2", "v4"):
+        raise sec.error("controller_api", f"expected v2 or v4, got {api!r}")
+    conc = sec.get("v4_concurrency", int, default=base.v4_concurrency)
+    if not 1 <= conc <= 64:
+        raise sec.error("v4_concurrency", f"expected 1-64, got {conc}")
     scheme = sec.get("scheme", str, default=base.scheme)
     if scheme not in ("https", "http"):
         raise sec.error("scheme", f"expected https (Prism) or http (a plain simulator), got {scheme!r}")
@@ -184,6 +195,8 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
         page_size=page_size,
         v2_sample_delay=delay,
         v2_sample_keeper=keeper,
+        controller_api=api,
+        v4_concurrency=conc,
         scheme=scheme,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 #: Prism's statistics period and the timespan assumed when a sample does not state its own.
@@ -162,6 +163,7 @@ class VirtualDisk:
     hypervisor: Amounts
     controller: Amounts
     latest: LatestSample | None
+    stats_hash: int = 0  # of the raw stats: two answers dated the same sample must agree
 
 
 def _text(e: dict[str, Any], key: str) -> str:
@@ -191,6 +193,7 @@ def virtual_disk(e: dict[str, Any]) -> VirtualDisk | None:
         hypervisor=amounts(stats, "hypervisor"),
         controller=amounts(stats, "controller"),
         latest=latest_sample(stats),
+        stats_hash=hash(tuple(stats.items())) if all(isinstance(v, str) or v is None for v in stats.values()) else 0,
     )
 
 
@@ -230,9 +233,58 @@ def hosts(ents: list[dict[str, Any]]) -> dict[str, str]:
     return {_text(e, "uuid").lower(): _text(e, "name") for e in ents if _text(e, "uuid") and _text(e, "name")}
 
 
+def iso_time(epoch: float) -> str:
+    """RFC 3339 UTC (v4's ``$startTime``/``$endTime``): ``2026-11-26T10:00:30Z``."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def sample_end(date: float, delay: float) -> int | None:
     """The end of the 30 s sample an answer dated ``date`` (Prism's clock) holds, or None when
     the answer is dated less than ``delay`` after a boundary: it may then still hold the
     previous sample (see docs/prism.md, "Every 30 s sample exactly once")."""
     end = int(math.floor(date / SAMPLE_SECONDS) * SAMPLE_SECONDS)
     return end if date - end >= delay else None
+
+
+#: v4 VmDiskStatsTuple fields (nutanix/ntnx-api-golang-clients, vmm-go-client
+#: models/vmm/v4/ahv/stats) and the v2.0 keys they carry the same value as.
+V4_DISK_FIELDS = {
+    "controllerNumIops": "controller_num_iops",
+    "controllerNumReadIops": "controller_num_read_iops",
+    "controllerNumWriteIops": "controller_num_write_iops",
+    "controllerNumIo": "controller_num_io",
+    "controllerNumReadIo": "controller_num_read_io",
+    "controllerNumWriteIo": "controller_num_write_io",
+    "controllerIoBandwidthKbps": "controller_io_bandwidth_kBps",
+    "controllerReadIoBandwidthKbps": "controller_read_io_bandwidth_kBps",
+    "controllerWriteIoBandwidthKbps": "controller_write_io_bandwidth_kBps",
+    "controllerAvgIoLatencyMicros": "controller_avg_io_latency_usecs",
+    "controllerAvgReadIoLatencyMicros": "controller_avg_read_io_latency_usecs",
+    "controllerAvgWriteIoLatencyMicros": "controller_avg_write_io_latency_usecs",
+    "controllerTotalIoTimeMicros": "controller_total_io_time_usecs",
+    "controllerTotalReadIoTimeMicros": "controller_total_read_io_time_usecs",
+    "controllerTotalIoSizeKb": "controller_total_io_size_kbytes",
+    "controllerTotalReadIoSizeKb": "controller_total_read_io_size_kbytes",
+    "controllerTimespanMicros": "controller_timespan_usecs",
+}
+
+
+def v4_disk_series(doc: Any) -> list[tuple[int, Amounts]]:
+    """(sample end, storage-view amounts) of a v4 ``GET .../stats/vms/{vm}/disks/{disk}``
+    answer, ascending; the tuple's ``timestamp`` is taken as its sample's end. Tuples without a
+    readable timestamp are skipped; a field left out (v4's "not available") is absent."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("stats"), list):
+        raise ParseError("the v4 disk stats answer has no data.stats list")
+    out = []
+    for t in data["stats"]:
+        if not isinstance(t, dict) or not isinstance(t.get("timestamp"), str):
+            continue
+        try:
+            end = int(round(datetime.fromisoformat(t["timestamp"].replace("Z", "+00:00")).timestamp()))
+        except ValueError:
+            continue
+        stats = {v2: t[v4] for v4, v2 in V4_DISK_FIELDS.items() if v4 in t}
+        out.append((end, amounts(stats, "controller")))
+    out.sort(key=lambda x: x[0])
+    return out

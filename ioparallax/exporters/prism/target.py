@@ -21,7 +21,7 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from . import parse
@@ -31,6 +31,7 @@ from .config import SAMPLE_SECONDS, TargetConfig
 log = logging.getLogger(__name__)
 
 V2 = "/PrismGateway/services/rest/v2.0"
+V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
 #: Most pages one read may fetch (page_size x this disks).
@@ -64,6 +65,8 @@ class DiskState:
     last_end: int | None = None  # end of the newest sample integrated (Prism's clock)
     latest: parse.LatestSample | None = None
     latest_end: int | None = None  # end of the sample `latest` came from
+    controller_end: int | None = None  # controller_api v4: end of the newest v4 sample integrated
+    last_hash: int = 0  # stats_hash of the answer integrated as last_end
 
 
 @dataclass
@@ -82,6 +85,7 @@ class Snapshot:
     requests: int = 0  # HTTP requests of the read this probe waited for
     new_samples: int = 0  # disk samples integrated since the previous probe
     missed: int = 0
+    late: int = 0
     errors: dict[str, int] = field(default_factory=dict)
 
 
@@ -107,10 +111,13 @@ class Target:
         self.vms: list[parse.Vm] = []
         self.hosts: dict[str, str] = {}
         self.inventory_at: float | None = None  # time.monotonic() of the last VM list
+        self.vm_signature: frozenset | None = None  # (VM uuid, has no VM view) of its disks then
         self.newest_end: int | None = None
         self.clock: tuple[float, float] | None = None  # (Prism's Date, time.monotonic()) of the last answer
         self.new_samples = 0
         self.missed = 0
+        self.late = 0  # samples that changed after they were integrated (v2_sample_delay too short)
+        self.late_end: int | None = None
         self.errors: dict[str, int] = {}
         self.no_date_logged = False
         self._closed = threading.Event()
@@ -150,6 +157,7 @@ class Target:
                 requests=result.requests,
                 new_samples=self.new_samples,
                 missed=self.missed,
+                late=self.late,
                 errors=dict(self.errors),
             )
             self.new_samples = 0
@@ -209,8 +217,12 @@ class Target:
         ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
         records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
         now_mono = time.monotonic()
+        # The VM list is read when due, and at once when the disks say a VM changed: one
+        # appeared or went (deleted), or its VM view came or went (powered on or off).
+        signature = frozenset((r.vm_id, r.hypervisor.empty) for r in records)
+        changed = self.vm_signature is not None and signature != self.vm_signature
         inventory_due = self.vm_info and (
-            self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
+            changed or self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
         )
         vms, hosts = None, None
         if inventory_due:
@@ -232,14 +244,54 @@ class Target:
                 self.clock = (dates[-1], time.monotonic())
             if vms is not None and hosts is not None:
                 self.vms, self.hosts, self.inventory_at = vms, hosts, now_mono
+                self.vm_signature = signature
+            elif not self.vm_info:
+                self.vm_signature = signature
             self._apply(records, end)
+            v4_work = list(self.disks.values()) if self.cfg.controller_api == "v4" else []
+            prism_now = self.prism_now()
+        if v4_work:
+            requests += self._read_v4(v4_work, end, prism_now)
         return ReadResult(True, requests=requests)
+
+    def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
+        """controller_api v4: each disk's storage-view samples since the last one integrated, from
+        the v4 time series (dated by their own timestamps: none lost while Prism keeps them).
+        A disk's first request starts one sample before the current one."""
+        if prism_now is None:
+            return 0
+        stop = parse.iso_time(prism_now)
+        # A disk seen for the first time starts with the current sample (no history before it).
+        current = end if end is not None else int(prism_now // SAMPLE_SECONDS) * SAMPLE_SECONDS - SAMPLE_SECONDS
+        floor = current - SAMPLE_SECONDS
+
+        def fetch(st: DiskState) -> tuple[DiskState, list[tuple[int, parse.Amounts]]]:
+            since = st.controller_end if st.controller_end is not None else floor
+            path = f"{V4_STATS}/{st.disk.vm_id}/disks/{st.disk.uuid}"
+            params = {
+                "$startTime": parse.iso_time(since),
+                "$endTime": stop,
+                "$samplingInterval": SAMPLE_SECONDS,
+                "$statType": "AVG",
+            }
+            return st, parse.v4_disk_series(self.client.get(path, params).doc)
+
+        with ThreadPoolExecutor(self.cfg.v4_concurrency, thread_name_prefix=f"v4 {self.name}") as pool:
+            results = list(pool.map(fetch, disks))
+        with self._lock:
+            for st, series in results:
+                for sample_end, amounts in series:
+                    if sample_end > (st.controller_end if st.controller_end is not None else floor):
+                        st.controller.add(amounts)
+                        st.controller_end = sample_end
+        return len(disks)
 
     def _apply(self, records: list[parse.VirtualDisk], end: int | None) -> None:
         """Under self._lock: the disks of this answer replace the known ones (a deleted disk's
         counters go with it), and sample ``end`` is integrated where it is new."""
         old = self.disks
         new: dict[str, DiskState] = {}
+        changed = 0  # disks whose sample `end` reads differently from when it was integrated
         for r in records:
             key = f"{r.vm_id}/{r.uuid}"
             st = old.get(key)
@@ -247,16 +299,32 @@ class Target:
                 st = DiskState(r)
             st.disk = r
             new[key] = st
+            if end is not None and end == st.last_end and r.stats_hash != st.last_hash:
+                changed += 1
             if end is None or (st.last_end is not None and end <= st.last_end):
                 continue
-            st.last_end = end
-            st.controller.add(r.controller)
+            st.last_end, st.last_hash = end, r.stats_hash
+            if self.cfg.controller_api == "v2":
+                st.controller.add(r.controller)
             if not r.hypervisor.empty:
                 st.hypervisor.add(r.hypervisor)
                 st.samples += 1
                 self.new_samples += 1
             st.latest, st.latest_end = r.latest, end
         self.disks = new
+        if changed and end != self.late_end:
+            # An earlier answer dated this sample held another one: Prism published it later
+            # than v2_sample_delay after the boundary (that earlier answer was its previous sample).
+            self.late_end = end
+            self.late += 1
+            log.warning(
+                "target=%s: the sample ending at %d changed after it was integrated (%d disks): Prism publishes "
+                "later than v2_sample_delay=%gs after a 30 s boundary; raise v2_sample_delay",
+                self.name,
+                end,
+                changed,
+                self.cfg.v2_sample_delay,
+            )
         if end is not None and (self.newest_end is None or end > self.newest_end):
             if self.newest_end is not None and end - self.newest_end > SAMPLE_SECONDS:
                 gap = int((end - self.newest_end) // SAMPLE_SECONDS) - 1

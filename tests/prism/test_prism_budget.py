@@ -1,0 +1,79 @@
+"""The series budget of docs/prism.md, counted from real expositions of the simulator: series
+per VM disk by family group and collector switch, per VM, per probe. The table in the docs is
+parsed and must match what is counted, so the docs cannot drift from the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import FROZEN, config_yaml
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "prism.md"
+PER_VM = {"prism_vm_info"}
+
+
+def _count(text: str, disks: int, vms: int) -> tuple[dict[str, float], int, int]:
+    per_family: dict[str, int] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            per_family[name] = per_family.get(name, 0) + 1
+    per_disk = {n: c / disks for n, c in per_family.items() if n.startswith("prism_virtual_disk")}
+    per_vm = sum(c for n, c in per_family.items() if n in PER_VM) // vms
+    per_probe = sum(c for n, c in per_family.items() if not n.startswith("prism_virtual_disk") and n not in PER_VM)
+    return per_disk, per_vm, per_probe
+
+
+def _docs_budget() -> dict[str, int]:
+    """{row label: series per disk} of the budget table in docs/prism.md."""
+    text = DOCS.read_text()
+    table = next(b for b in text.split("### Series budget", 1)[1].split("\n\n") if b.startswith("| family"))
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("*")] = int(re.sub(r"\D.*", "", cells[1].strip("*")))
+    return rows
+
+
+@pytest.mark.parametrize(
+    "flags, total_row",
+    [
+        ({}, "total"),
+        ({"latest_samples": False}, "without latest samples"),
+        ({"latest_samples": False, "controller": False}, "without latest samples and controller"),
+    ],
+)
+def test_series_per_disk_match_the_docs(prism_sim, exporter, flags, total_row):
+    sim = prism_sim("noisy-neighbour", clock=lambda: FROZEN)
+    exp = exporter(config_yaml([sim.address]), **flags)
+    code, text = exp.probe_text(sim.address)
+    assert code == 200
+    per_disk, per_vm, per_probe = _count(text, len(sim.scenario.disks), len(sim.scenario.vms))
+    assert all(v == 1 for v in per_disk.values()), per_disk  # each family: one series per disk
+    budget = _docs_budget()
+    assert sum(per_disk.values()) == budget[total_row]
+    groups = {
+        "VM-view counters: ops, bytes, latency, read and write; samples": [
+            n
+            for n in per_disk
+            if re.fullmatch(r"prism_virtual_disk_(read|write)_\w+_total|prism_virtual_disk_samples_total", n)
+        ],
+        "storage-view counters (`--no-collector.controller`)": [n for n in per_disk if "_controller_" in n],
+        "sample timestamp, interval, age": [
+            n for n in per_disk if n.endswith(("_timestamp_seconds", "_interval_seconds", "_age_seconds"))
+        ],
+        "`prism_virtual_disk_info`, `_capacity_bytes`": [
+            n for n in per_disk if n.endswith(("_info", "_capacity_bytes"))
+        ],
+        "latest-sample gauges (`--no-collector.latest-samples`)": [
+            n for n in per_disk if re.fullmatch(r"prism_virtual_disk_sample_(read|write)_\w+", n)
+        ],
+    }
+    for row, names in groups.items():
+        if names or not flags:
+            assert len(names) == budget[row], (row, names)
+    assert per_vm == budget["`prism_vm_info` (per VM)"]
+    assert per_probe == budget["per probe (per Prism)"]

@@ -1,0 +1,95 @@
+"""A Prism that fails in any way gives prism_up 0, prism_probe_error_info{kind,cause} and one log
+line naming the target and the cause, inside the probe's deadline, never an HTTP 500; and the
+next probe after the fault is cleared is up again."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from tests.support import self_signed_cert
+
+from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
+
+PROBE_TIMEOUT = 3.0
+
+
+def _failed(exp, target, caplog, kind: str, cause_part: str) -> dict:
+    with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.prism"):
+        start = time.monotonic()
+        code, text = exp.probe_text(target, timeout=PROBE_TIMEOUT)
+        took = time.monotonic() - start
+    assert code == 200, text
+    assert took < PROBE_TIMEOUT, f"answered after {took:.1f}s"
+    m = parse_metrics(text)
+    assert value(m, "prism_up") == 0
+    info = [dict(k) for k in m["prism_probe_error_info"]]
+    assert len(info) == 1 and info[0]["kind"] == kind, info
+    assert cause_part in info[0]["cause"], info
+    assert value(m, "prism_probe_errors_total", kind=kind) >= 1
+    assert not any(n.startswith("prism_virtual_disk") for n in m), "no per-disk series on a failed probe"
+    lines = [r.getMessage() for r in caplog.records if "probe failed" in r.getMessage()]
+    assert any(f"target={target}" in line and f"kind={kind}" in line and cause_part in line for line in lines), lines
+    assert PASSWORD not in caplog.text
+    return m
+
+
+@pytest.mark.parametrize(
+    "mode, kw, kind, cause",
+    [
+        ("http_500", {}, "protocol", "HTTP 500"),
+        ("garbage", {}, "protocol", "not JSON"),
+        ("truncated", {}, "protocol", "not JSON"),
+        ("refused", {}, "connect", "connection"),
+        ("slow", {"delay": 6}, "timeout", "scrape timeout"),
+    ],
+)
+def test_faulty_prism(prism_sim, exporter, caplog, mode, kw, kind, cause):
+    sim = prism_sim(clock=lambda: FROZEN)
+    exp = exporter(config_yaml([sim.address]))
+    assert value(exp.probe(sim.address), "prism_up") == 1
+    sim.set_fault(mode, **kw)
+    _failed(exp, sim.address, caplog, kind, cause)
+    sim.clear_faults()
+    if mode == "slow":
+        time.sleep(kw["delay"])  # the read that outlived the probe ends, then the next one is fresh
+    m = exp.probe(sim.address)
+    assert value(m, "prism_up") == 1 and "prism_probe_error_info" not in {n for n in m if m[n]}
+
+
+def test_prism_down(exporter, caplog):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    target = f"127.0.0.1:{port}"
+    exp = exporter(config_yaml([target]))
+    _failed(exp, target, caplog, "connect", "connection refused")
+
+
+def test_wrong_password(prism_sim, exporter, caplog):
+    sim = prism_sim(clock=lambda: FROZEN, auth=(USER, "another"))
+    exp = exporter(config_yaml([sim.address]))
+    _failed(exp, sim.address, caplog, "login", "HTTP 401")
+
+
+def test_untrusted_certificate(prism_sim, exporter, caplog, tmp_path):
+    cert, key = self_signed_cert(tmp_path, "prism")
+    sim = prism_sim(clock=lambda: FROZEN, tls=(str(cert), str(key)))
+    exp = exporter(config_yaml([sim.address], scheme="https"))
+    _failed(exp, sim.address, caplog, "tls", "certificate verify failed")
+    # The same Prism with its CA given, and with verification turned off on purpose:
+    ok = exporter(config_yaml([sim.address], scheme="https", ca_file=str(cert)))
+    assert value(ok.probe(sim.address), "prism_up") == 1
+    off = exporter(config_yaml([sim.address], scheme="https", tls_verify="false"))
+    assert value(off.probe(sim.address), "prism_up") == 1
+
+
+def test_vm_list_failure_fails_the_probe(prism_sim, exporter, caplog):
+    sim = prism_sim(clock=lambda: FROZEN)
+    sim.set_fault("http_500", only="vms")
+    exp = exporter(config_yaml([sim.address]))
+    _failed(exp, sim.address, caplog, "protocol", "HTTP 500 from /PrismGateway/services/rest/v2.0/vms/")
