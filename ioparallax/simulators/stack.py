@@ -366,8 +366,8 @@ class Stack:
         probing it, TLS verified against that certificate (``ca_file``), as against a real Prism."""
         cert, key = part.workdir / "prism-cert.pem", part.workdir / "prism-key.pem"
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
-            + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+            + ["-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
             check=True,
             capture_output=True,
             timeout=60,
@@ -403,15 +403,11 @@ class Stack:
         cfg_path = part.workdir / "prism-exporter.yml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         port = pick_port("prism-exporter", self.fixed_ports)
-        # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE (set on many hosts) override a session's
-        # CA file, so the exporter gets the same CA through them (prism-exporter's ca_file alone is
-        # not enough where they are set; reported on issue 22).
-        ca_env = {"REQUESTS_CA_BUNDLE": str(cert), "CURL_CA_BUNDLE": str(cert)}
         exp = self._start(
             part.proc("prism-exporter"),
             [BIN / "prism-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}"],
             url=f"http://127.0.0.1:{port}",
-            env=env | ca_env,
+            env=env,
         )
         self._wait_http(exp, "/metrics")
         part.exporters.append(exp.url.split("://", 1)[1])
