@@ -95,11 +95,12 @@ def remap(ds: Dataset, b_to_a: dict[Key, Key]) -> None:
     ds.series = {fam: rename(per_disk) for fam, per_disk in ds.series.items()}
     ds.vdisk_of = rename(ds.vdisk_of)
     ds.vm_source_of = rename(ds.vm_source_of)
-    for rows in ds.labelled.values():
-        for m, _ in rows:
-            k = (m.get("vm", ""), m.get("disk", ""))
-            if k in renames:
-                m["vm"], m["disk"] = renames[k]
+    labels = [m for rows in ds.labelled.values() for m, _ in rows]
+    labels += [r["metric"] for rows in ds.instant.values() for r in rows]  # identity chain, sources
+    for m in labels:
+        k = (m.get("vm", ""), m.get("disk", ""))
+        if k in renames:
+            m["vm"], m["disk"] = renames[k]
 
 
 def split_matchers(text: str) -> list[tuple[str, str]]:

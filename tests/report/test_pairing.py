@@ -69,8 +69,13 @@ def test_remap_renames_b_disks_to_their_a_names():
     ds.vdisk_of = {("oltp-01", "scsi.1"): "1000"}
     ds.vm_source_of = {("oltp-01", "scsi.1"): ("prism", 30.0)}
     ds.labelled = {"hygiene": [({"vm": "oltp-01", "disk": "scsi.1", "problem": "p"}, np.ones(3))]}
+    ds.instant = {
+        "guest_disk_info": [{"metric": {"vm": "oltp-01", "disk": "scsi.1", "device": "sdb"}, "value": [0, "1"]}]
+    }
     remap(ds, {("oltp-01", "scsi.1"): ("oltp-01", "scsi0:1")})
     assert set(ds.series["vm_read_bytes"]) == {("oltp-01", "scsi0:1"), ("x", "scsi.9")}
     assert ds.vdisk_of == {("oltp-01", "scsi0:1"): "1000"}
     assert ds.vm_source_of == {("oltp-01", "scsi0:1"): ("prism", 30.0)}
     assert ds.labelled["hygiene"][0][0]["disk"] == "scsi0:1"
+    # the identity chain (guest devices, partitions) follows: the disk page finds B's guest facts
+    assert ds.instant["guest_disk_info"][0]["metric"]["disk"] == "scsi0:1"
