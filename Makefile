@@ -66,11 +66,28 @@ lint: deps-python ## ruff (lint, format check) and mypy on the Python code, go v
 	@cd ioparallax/simulators/vcenter && unformatted=$$("$$(go env GOROOT)/bin/gofmt" -l .) && \
 	  if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted: $$unformatted" >&2; exit 1; fi
 
-test: deps ## install what is missing, then run every test
-	$(VPY) -m pytest $(PYTEST_ARGS)
+# The unit tests mostly wait on the real processes they start (Prometheus, promtool, simulators,
+# exporters), not on a core: TEST_WORKERS pytest-xdist workers run them. The e2e tests run beside
+# them in one more pytest process from the start (their stacks must age: rate windows, vCenter
+# samples, the scaling ramp), their output kept in .run/test-e2e.log and shown once the unit tests
+# are done. Each process picks ports from its own share (IOPARALLAX_PORT_SHARE, process.free_port).
+# Exit status 5 (no test selected, e.g. PYTEST_ARGS=tests/fio has no e2e test) counts as passed
+# unless neither process ran a test.
+TEST_WORKERS ?= 4
 
-test-fast: deps-python ## unit tests only (no real Prometheus, simulators or fio)
-	$(VPY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
+test: deps ## install what is missing, then run every test (unit tests in TEST_WORKERS workers beside the e2e tests)
+	@mkdir -p .run; \
+	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
+	echo ">> e2e tests started in the background (pid $$e2e, output: .run/test-e2e.log)"; \
+	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) $(PYTEST_ARGS); unit=$$?; \
+	echo ">> unit tests done (exit $$unit); the e2e tests' output:"; \
+	tail -n +1 --pid=$$e2e -f .run/test-e2e.log; wait $$e2e; e2e_rc=$$?; \
+	echo ">> unit tests: exit $$unit; e2e tests: exit $$e2e_rc"; \
+	if [ $$unit = 5 ] && [ $$e2e_rc = 5 ]; then exit 5; fi; \
+	[ $$unit = 0 -o $$unit = 5 ] && [ $$e2e_rc = 0 -o $$e2e_rc = 5 ]
+
+test-fast: deps-python ## unit tests only (no e2e stacks), in TEST_WORKERS workers
+	$(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=a or a,b: one cluster each; DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)

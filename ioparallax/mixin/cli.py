@@ -9,14 +9,18 @@ from pathlib import Path
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
 from ioparallax.mixin.rules import rule_files, write_rule_files
+from ioparallax.paths import PACKAGE, SOURCE_TREE
 from ioparallax.version import add_version_arg
 
-REPO = Path(__file__).resolve().parents[2]
+# In a checkout the committed files are regenerated in place; an installed wheel writes beside the
+# current directory unless --out says where.
+OUT_BASE = SOURCE_TREE if SOURCE_TREE is not None else Path(".")
 
 
 def _config_name(path: Path) -> str:
     try:
-        return str(path.resolve().relative_to(REPO))
+        # ioparallax/mixin/config.yml, as the generated files name it, installed or not
+        return str(path.resolve().relative_to(PACKAGE.parent))
     except ValueError:
         return str(path)
 
@@ -38,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     add_version_arg(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     p_rules = sub.add_parser("rules", help="write the recording rules and alerts")
-    p_rules.add_argument("--out", type=Path, default=REPO / "alerts", help="directory (default: %(default)s)")
+    p_rules.add_argument("--out", type=Path, default=OUT_BASE / "alerts", help="directory (default: %(default)s)")
     p_rules.add_argument(
         "--check",
         action="store_true",
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         "Prometheus' global evaluation_interval applies)",
     )
     p_dash = sub.add_parser("dashboards", help="write the Grafana dashboards (JSON)")
-    p_dash.add_argument("--out", type=Path, default=REPO / "dashboards", help="directory (default: %(default)s)")
+    p_dash.add_argument("--out", type=Path, default=OUT_BASE / "dashboards", help="directory (default: %(default)s)")
     args = parser.parse_args(argv)
 
     try:

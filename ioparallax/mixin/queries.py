@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DASHBOARDS_DIR = Path(__file__).resolve().parents[2] / "dashboards"
+from ioparallax.paths import DASHBOARDS_DIR
 
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 

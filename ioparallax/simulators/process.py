@@ -247,14 +247,37 @@ def _ephemeral_ports() -> range:
         return range(49152, 65536)
 
 
+def _share(ports: range) -> range:
+    """This process' share of ``ports`` when several test processes pick ports side by side (the
+    suite's unit and e2e runs, pytest-xdist's workers): ``IOPARALLAX_PORT_SHARE=i/n`` gives the
+    i-th of n equal slices, and an xdist worker (``PYTEST_XDIST_WORKER=gw<k>`` of
+    ``PYTEST_XDIST_WORKER_COUNT``) takes the k-th slice of that. Two processes then never hand out
+    the same port, which ``_handed_out`` alone guarantees only within one process."""
+    slices: list[tuple[int, int]] = []
+    text = os.environ.get("IOPARALLAX_PORT_SHARE", "")
+    if text:
+        index, sep, count_text = text.partition("/")
+        if not (sep and index.isdigit() and count_text.isdigit() and 0 <= int(index) < int(count_text)):
+            raise ValueError(f"IOPARALLAX_PORT_SHARE: expected i/n with 0 <= i < n, got {text!r}")
+        slices.append((int(index), int(count_text)))
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(worker[2:]) < int(count):
+        slices.append((int(worker[2:]), int(count)))
+    for i, n in slices:
+        size = len(ports) // n
+        ports = range(ports.start + i * size, ports.start + (i + 1) * size)
+    return ports
+
+
 def free_port() -> int:
     """A loopback port free now and not handed out before by this process. Stacks started side by
     side (the e2e tests) pick ports before their processes bind them, so the port is taken below
     the kernel's ephemeral range: there, any process binding port 0 or opening a connection (a
     scrape, a probe) could take it in between ("address already in use"); below it, only a process
-    asking for that very port can. Port 0's answer when no port below is free."""
+    asking for that very port can. Port 0's answer when no port below is free. Test processes
+    running side by side each pick from their own share of that range (``_share``)."""
     ephemeral = _ephemeral_ports()
-    below = range(10000, ephemeral.start) if ephemeral.start > 20000 else range(0)
+    below = _share(range(10000, ephemeral.start)) if ephemeral.start > 20000 else range(0)
     with _handed_out_lock:
         for _ in range(200 if below else 0):
             port = random.choice(below)

@@ -46,6 +46,7 @@ from urllib.parse import quote
 import requests
 import yaml
 
+from ioparallax.paths import ALERTS_DIR, workspace
 from ioparallax.simulators.process import (
     Process,
     free_port,
@@ -58,8 +59,9 @@ from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenari
 
 log = logging.getLogger("ioparallax.demo")
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / ".build"
+# The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
+# the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
+BUILD = workspace() / ".build"
 BIN = Path(sys.executable).parent
 
 # Preferred ports for the demo (the usual ones, so the URLs are familiar); a busy port falls back
@@ -174,7 +176,7 @@ class Stack:
     # scenario (the YAML's name) unless named with @.
     scenarios: list[str] = field(default_factory=list)
     cluster_label: str | None = None  # the target label naming the cluster; None: ioparallax/mixin/config.yml's
-    workdir: Path = REPO / ".run" / "demo"
+    workdir: Path = workspace() / ".run" / "demo"
     fixed_ports: bool = True  # try the familiar ports first (demo); tests pass False
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
@@ -642,7 +644,7 @@ class Stack:
         self._wait_http(proc, "/-/ready")
 
     def rule_files(self) -> list[Path]:
-        rules_dir = self.rules_dir if self.rules_dir is not None else REPO / "alerts"
+        rules_dir = self.rules_dir if self.rules_dir is not None else ALERTS_DIR
         rules = sorted(rules_dir.glob("*.rules.yml")) + sorted(rules_dir.glob("*.rules.yaml"))
         return rules + list(self.extra_rule_files)
 
@@ -1050,7 +1052,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workdir",
         type=Path,
-        default=REPO / ".run" / "demo",
+        default=workspace() / ".run" / "demo",
         help="state, generated configs and logs (default: %(default)s)",
     )
     parser.add_argument(

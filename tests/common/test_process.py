@@ -230,3 +230,35 @@ def test_a_child_dies_when_the_process_that_started_it_is_killed(tmp_path):
                 os.kill(plain, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_port_shares_of_processes_side_by_side_never_overlap(monkeypatch):
+    """`make test` runs the e2e tests (share 1/2) beside the unit tests (share 0/2, in xdist
+    workers): every process' ports come from its own slice of the range, so no two hand out one port."""
+    from ioparallax.simulators.process import _ephemeral_ports, _share
+
+    ports = range(10000, _ephemeral_ports().start)
+    assert len(ports) > 10000, "the kernel's ephemeral range starts too low for port shares"
+    seen: dict[int, str] = {}
+    for share in ("0/2", "1/2"):
+        monkeypatch.setenv("IOPARALLAX_PORT_SHARE", share)
+        workers = 4 if share == "0/2" else 1
+        for k in range(workers):
+            if share == "0/2":
+                monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{k}")
+                monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+            else:
+                monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+                monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+            mine = _share(ports)
+            assert len(mine) >= len(ports) // 8 - 1
+            for p in mine:
+                assert p not in seen, (p, seen[p], share, k)
+                seen[p] = f"{share}:{k}"
+    monkeypatch.setenv("IOPARALLAX_PORT_SHARE", "2/2")
+    with pytest.raises(ValueError, match="IOPARALLAX_PORT_SHARE"):
+        _share(ports)
+    monkeypatch.setenv("IOPARALLAX_PORT_SHARE", "1/2")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert ports.start + len(ports) // 2 <= free_port() < ports.stop

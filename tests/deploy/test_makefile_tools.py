@@ -18,7 +18,22 @@ from tests.support import REPO
 
 # Commands every machine this project runs on has: the toolchains the Makefile itself runs with
 # (python3, go and its gofmt, git), and what Debian's Essential/required packages bring.
-BASE = {"python3", "python", "go", "gofmt", "git", "sh", "bash", "env", "sleep", "tar", "dpkg", "dpkg-query", "kill", "true"}
+BASE = {
+    "python3",
+    "python",
+    "go",
+    "gofmt",
+    "git",
+    "sh",
+    "bash",
+    "env",
+    "sleep",
+    "tar",
+    "dpkg",
+    "dpkg-query",
+    "kill",
+    "true",
+}
 
 LOOKUPS = [
     re.compile(r"""\bwhich\(\s*["']([A-Za-z0-9_.+-]+)["']"""),

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ioparallax.simulators.process import loopback_get
-from tests.support import REPO, free_port, wait_for_http
+from tests.support import REPO, free_port, require_tool, wait_for_http
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -92,7 +92,13 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "ioparallax", src / "ioparallax", ignore=shutil.ignore_patterns("__pycache__"))
+    # As in a checkout: ioparallax/shipped/ links to alerts/ and dashboards/ beside the package.
+    shutil.copytree(
+        REPO / "ioparallax", src / "ioparallax", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("alerts", "dashboards"):
+        shutil.copytree(REPO / name, src / name)
+    assert (src / "ioparallax" / "shipped" / "alerts").is_symlink()
     stamped = "0123456789abcdef0123456789abcdef01234567"
     (src / "ioparallax" / "REVISION").write_text(stamped + "\n")  # as the Docker build stamps it
     wheels = tmp_path / "wheels"
@@ -110,6 +116,12 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     assert "ioparallax/mixin/config.yml" in names
     assert "ioparallax/simulators/scenario/scenarios/zero-heavy.yaml" in names
     assert not [n for n in names if n.endswith(".go")], "the Go simulator is built by make, not shipped"
+    # The generated rules (and their promtool tests) and dashboards, copied through the links.
+    shipped = {n.removeprefix("ioparallax/shipped/") for n in names if n.startswith("ioparallax/shipped/")}
+    expected = {str(p.relative_to(REPO)) for p in (REPO / "alerts").rglob("*.yml")} | {
+        str(p.relative_to(REPO)) for p in (REPO / "dashboards").glob("*.json")
+    }
+    assert shipped == expected, sorted(shipped ^ expected)
 
     # A fresh venv; the third-party dependencies come from the test venv's site-packages (a path
     # line in a .pth, which does not run the test venv's own .pth files: our editable install stays
@@ -148,17 +160,9 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
         cwd=tmp_path,
     ).stdout.strip()
     assert where.startswith(site), where
-    for prog in (
-        "stargate-exporter",
-        "vcenter-exporter",
-        "fio-exporter",
-        "stargate-simulator",
-        "ioparallax-scenario",
-        "ioparallax-demo",
-        "ioparallax-mixin",
-        "ioparallax-guest-simulator",
-        "ioparallax-report",
-    ):
+    programs = sorted(PYPROJECT["project"]["scripts"])  # every console script, new ones included
+    assert {"stargate-exporter", "vcenter-exporter", "fio-exporter", "ioparallax-report"} <= set(programs)
+    for prog in programs:
         out = subprocess.run(
             [venv / "bin" / prog, "--version"], check=True, capture_output=True, text=True, cwd=tmp_path, timeout=60
         ).stdout
@@ -184,6 +188,55 @@ def test_the_wheel_installs_one_ioparallax_namespace_and_its_programs_run(tmp_pa
     assert (tmp_path / "alerts" / "ioparallax.rules.yml").read_text() == (
         REPO / "alerts" / "ioparallax.rules.yml"
     ).read_text(), rules.stderr
+    # The installed package finds the rules and dashboards in itself, not in a source tree: the
+    # demo's dashboard coverage reads every dashboard, and the report runs against a real Prometheus.
+    found = subprocess.run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "from ioparallax.mixin.queries import load_dashboards, expressions\n"
+            "from ioparallax import paths\n"
+            "print(paths.SOURCE_TREE, len(load_dashboards()), len(expressions(load_dashboards())),"
+            " (paths.ALERTS_DIR / 'ioparallax.rules.yml').is_file(), paths.ALERTS_DIR.resolve().is_relative_to(paths.PACKAGE))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout.split()
+    n_dash = len(list((REPO / "dashboards").glob("*.json")))
+    assert found[0] == "None" and found[1] == str(n_dash) and int(found[2]) > 50 and found[3:] == ["True", "True"], (
+        found
+    )
+    prom_port = free_port()
+    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1s\n")
+    prom = processes.start(
+        "prometheus",
+        [
+            require_tool("prometheus"),
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        ],
+    )
+    wait_for_http(f"http://127.0.0.1:{prom_port}/-/ready", proc=prom)
+    report = subprocess.run(
+        [
+            venv / "bin" / "ioparallax-report",
+            "--prometheus",
+            f"http://127.0.0.1:{prom_port}",
+            "--start",
+            "-1m",
+            "-o",
+            str(tmp_path / "report.html"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "No VM disk had data in any view in this range" in (tmp_path / "report.html").read_text()
     # An exporter serves its metrics.
     port = free_port()
     exporter = processes.start(

@@ -16,7 +16,6 @@ unreadable file, garbage, a value fio cannot write, a bug it triggers) affects t
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import threading
@@ -24,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ioparallax.exporters.common.watchdir import list_files
 from ioparallax.exporters.fio.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -224,31 +224,13 @@ class Watcher:
 
     # ---- discovery
     def _discover(self) -> list[str]:
-        found: list[str] = []
-        missing: list[str] = []
-        for path in self.config.paths:
-            if os.path.isdir(path):
-                try:
-                    names = sorted(os.listdir(path))
-                except OSError as exc:
-                    missing.append(f"{path}: {exc.strerror or exc}")
-                    continue
-                for name in names:
-                    full = os.path.join(path, name)
-                    if fnmatch.fnmatch(name, self.config.pattern) and os.path.isfile(full):
-                        found.append(full)
-            elif os.path.exists(path):
-                found.append(path)
-            elif path in self.process_running:
-                continue  # the wrapper's fio has not created its output file yet
-            else:
-                missing.append(f"{path}: no such file or directory")
+        found, missing = list_files(self.config.paths, self.config.pattern, lambda p: p in self.process_running)
         for m in missing:
             if m not in self._logged_missing:
                 log.warning("watched path cannot be read: %s", m)
         self._logged_missing = set(missing)
         self.missing_paths = missing
-        return list(dict.fromkeys(found))  # a file both named and inside a watched directory: once
+        return found
 
     # ---- reading
     def poll(self) -> None:
