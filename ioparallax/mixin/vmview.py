@@ -14,6 +14,7 @@ names, so such a panel stays vCenter's and is empty on AHV (docs/dashboards.md s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ioparallax.mixin.config import MixinConfig
@@ -84,3 +85,13 @@ def either(cfg: MixinConfig, build: Callable[[Source], str], *extra: str) -> str
     if len(parts) == 1:
         return parts[0]
     return "(\n  " + "\n  or\n  ".join(p.replace("\n", "\n  ") for p in parts) + "\n)"
+
+
+_VCENTER_NAME = re.compile(r"\bvcenter_virtual_disk_([a-z_]+)")
+
+
+def vcenter_only(expr: str) -> bool:
+    """A query that reads a vCenter per-disk series Prism has no counterpart of (outstanding I/Os,
+    I/O size samples, seeks) and no Prism series: empty on an AHV cluster by design."""
+    suffixes = _VCENTER_NAME.findall(expr)
+    return any(not has("prism", s) for s in suffixes) and "prism_" not in expr

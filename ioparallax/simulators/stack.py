@@ -948,21 +948,34 @@ class Stack:
                     "need a few scrapes)"
                 )
                 continue
-            blocks.append(self._coverage_lines(cov, at))
+            ahv = any(p.ahv for p in self.clusters if p.cluster == cluster)
+            blocks.append(self._coverage_lines(cov, at, ahv))
         return "\n".join(blocks)
 
     @staticmethod
-    def _coverage_lines(cov: Any, at: str) -> str:
+    def _coverage_lines(cov: Any, at: str, ahv: bool = False) -> str:
+        from ioparallax.mixin.vmview import vcenter_only
+
         v = cov.values
         lines = [
             f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
             f"{cov.with_data} of {cov.total} queries return data now"
         ]
-        for e in cov.empty[:10]:
+        empty = cov.empty
+        if ahv:
+            # Outstanding I/Os, I/O size samples and seeks are vCenter's only: no data on AHV by design.
+            only = [e for e in empty if vcenter_only(e.expr)]
+            empty = [e for e in empty if not vcenter_only(e.expr)]
+            if only:
+                lines.append(
+                    f"  {len(only)} vCenter-only queries (outstanding I/Os, I/O size samples, seeks) "
+                    "have no Prism counterpart on this AHV cluster"
+                )
+        for e in empty[:10]:
             lines.append(f"  no data yet: {e.where}")
-        if len(cov.empty) > 10:
-            lines.append(f"  ... and {len(cov.empty) - 10} more")
-        if cov.empty:
+        if len(empty) > 10:
+            lines.append(f"  ... and {len(empty) - 10} more")
+        if empty:
             lines.append(
                 "  (a direction this disk does not do, an alert that has not fired, or 1m windows still filling)"
             )
