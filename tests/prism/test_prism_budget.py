@@ -77,3 +77,19 @@ def test_series_per_disk_match_the_docs(prism_sim, exporter, flags, total_row):
             assert len(names) == budget[row], (row, names)
     assert per_vm == budget["`prism_vm_info` (per VM)"]
     assert per_probe == budget["per probe (per Prism)"]
+
+
+@pytest.mark.parametrize("fault", [None, "http_500"])
+def test_expositions_pass_promtool(prism_sim, exporter, fault):
+    """promtool check metrics: the format and Prometheus' naming lint (counters end in _total,
+    base units), on a full probe and on a failed one."""
+    from tests.support import promtool_check_metrics
+
+    sim = prism_sim("noisy-neighbour", clock=lambda: FROZEN)
+    if fault:
+        sim.set_fault(fault)
+    exp = exporter(config_yaml([sim.address]))
+    code, text = exp.probe_text(sim.address)
+    assert code == 200
+    result = promtool_check_metrics(text)
+    assert result.returncode == 0, (result.stdout.decode(), result.stderr.decode())

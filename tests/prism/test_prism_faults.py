@@ -5,12 +5,11 @@ next probe after the fault is cleared is up again."""
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 import pytest
 
-from tests.support import self_signed_cert
+from tests.support import free_port, self_signed_cert
 
 from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
 
@@ -61,11 +60,7 @@ def test_faulty_prism(prism_sim, exporter, caplog, mode, kw, kind, cause):
 
 
 def test_prism_down(exporter, caplog):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there
-    target = f"127.0.0.1:{port}"
+    target = f"127.0.0.1:{free_port()}"  # nothing listens there
     exp = exporter(config_yaml([target]))
     _failed(exp, target, caplog, "connect", "connection refused")
 
@@ -93,3 +88,83 @@ def test_vm_list_failure_fails_the_probe(prism_sim, exporter, caplog):
     sim.set_fault("http_500", only="vms")
     exp = exporter(config_yaml([sim.address]))
     _failed(exp, sim.address, caplog, "protocol", "HTTP 500 from /PrismGateway/services/rest/v2.0/vms/")
+
+
+class RawServer:
+    """A loopback server that answers every connection with ``respond(conn)`` (hostile answers)."""
+
+    def __init__(self, respond):
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.respond = respond
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = self.listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def _one(self, conn):
+        try:
+            conn.recv(65536)
+            self.respond(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.listener.close()
+
+
+def _client(address: str, timeout: float = 1.0):
+    from ioparallax.exporters.prism.client import PrismClient
+    from ioparallax.exporters.prism.config import TargetConfig
+
+    return PrismClient(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
+
+
+def test_a_trickling_answer_ends_at_the_request_timeout():
+    def trickle(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        for _ in range(40):
+            conn.sendall(b" ")
+            time.sleep(0.1)
+
+    srv = RawServer(trickle)
+    try:
+        from ioparallax.exporters.prism.client import TargetError
+
+        start = time.monotonic()
+        with pytest.raises(TargetError) as err:
+            _client(srv.address, timeout=1.0).get("/x")
+        assert err.value.kind == "timeout" and time.monotonic() - start < 2.5
+    finally:
+        srv.close()
+
+
+def test_an_endless_chunked_answer_is_cut_at_the_size_limit(monkeypatch):
+    from ioparallax.exporters.prism import client as client_module
+
+    monkeypatch.setattr(client_module, "MAX_BODY_BYTES", 1_000_000)
+
+    def endless(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"[" * 65536
+        for _ in range(100):
+            conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+    srv = RawServer(endless)
+    try:
+        with pytest.raises(client_module.TargetError, match="larger than 1000000 bytes") as err:
+            _client(srv.address, timeout=10).get("/x")
+        assert err.value.kind == "protocol"
+    finally:
+        srv.close()

@@ -83,7 +83,7 @@ def test_opt_in_reaches_the_canary(exporter, canary):
     exp = exporter(config_yaml())  # allow_unlisted_targets: true
     m = exp.probe(canary.address, timeout=3)
     assert value(m, "prism_up") == 0
-    assert len(canary.connections()) == 1, "the canary does see a probe that is allowed"
+    assert canary.connections(), "the canary does see a probe that is allowed"
 
 
 def test_idle_targets_are_dropped(prism_sim, exporter):

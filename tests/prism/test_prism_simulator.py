@@ -92,15 +92,23 @@ def test_basic_auth_sessions_and_restart(prism_sim):
 
 
 def test_vms_with_disk_config_power_off_and_delete(prism_sim):
-    sim = prism_sim(clock=lambda: FROZEN)
+    now = [FROZEN]
+    sim = prism_sim(clock=lambda: now[0])
     vm = sim.scenario.vms[0]
     doc = get(sim, V2_VMS + "/", params={"include_vm_disk_config": "true"}).json()
     e = next(x for x in doc["entities"] if x["name"] == vm.name)
     assert e["power_state"] == "on"
     assert [i["disk_address"]["vmdisk_uuid"] for i in e["vm_disk_info"]] == [d.vdisk_uuid for d in vm.disks]
+
+    def stats_now():
+        doc = get(sim, V2_VIRTUAL_DISKS).json()
+        return next(x["stats"] for x in doc["entities"] if x["attached_vmname"] == vm.name)
+
+    before = stats_now()
     sim.power_off(vm.name)
-    doc = get(sim, V2_VIRTUAL_DISKS).json()
-    stats = next(x["stats"] for x in doc["entities"] if x["attached_vmname"] == vm.name)
+    assert stats_now() == before, "the sample already published keeps its values"
+    now[0] += 30
+    stats = stats_now()
     assert stats["hypervisor_num_read_iops"] == "-1" and stats["controller_num_read_iops"] == "0"
     sim.delete_vm(vm.name)
     assert vm.name not in {x["attached_vmname"] for x in get(sim, V2_VIRTUAL_DISKS).json()["entities"]}

@@ -6,8 +6,10 @@ never holds the password."""
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,15 +80,7 @@ class PrismClient:
         """GET ``path``; JSON answer and Prism's Date. With a session cookie, the password is not
         sent; a 401 then means the session is gone: one retry with basic auth."""
         timeout = self.cfg.timeout if timeout is None else max(0.1, min(timeout, self.cfg.timeout))
-        has_session = bool(self.session.cookies)
-        r = self._request(path, params, timeout, auth=None if has_session else self._auth())
-        if not has_session and self._auth():
-            self.logins += 1
-        if r.status_code == 401 and has_session and self._auth():
-            log.info("prism %s: the session was refused (Prism restarted or it expired); logging in again", self.base)
-            self.session.cookies.clear()
-            r = self._request(path, params, timeout, auth=self._auth())
-            self.logins += 1
+        r, body = self._authenticated(path, params, timeout)
         if r.status_code in (401, 403):
             raise TargetError(
                 f"HTTP {r.status_code} from {path}: the credentials were refused"
@@ -95,9 +89,8 @@ class PrismClient:
             )
         if r.status_code != 200:
             raise TargetError(f"HTTP {r.status_code} from {path}", "protocol")
-        body = r.content
         try:
-            doc = r.json()
+            doc = json.loads(body)
         except ValueError:
             raise TargetError(
                 f"the answer of {path} is not JSON ({len(body)} bytes, "
@@ -106,9 +99,41 @@ class PrismClient:
             ) from None
         return Answer(doc, _date(r.headers.get("Date")), len(body))
 
+    def _jar(self) -> tuple:
+        return tuple(sorted(self.session.cookies.items()))
+
+    def _authenticated(
+        self, path: str, params: dict[str, Any] | None, timeout: float
+    ) -> tuple[requests.Response, bytes]:
+        """One login at a time: the first request (no session yet) and the one that finds the
+        session gone send the password; requests running beside them wait and use the session
+        it opens (so concurrent page requests open one session, not one each)."""
+        auth = self._auth()
+        if auth is None:
+            return self._request(path, params, timeout, None)
+        jar = self._jar()
+        if not jar:
+            with self._lock:
+                if not self._jar():
+                    self.logins += 1
+                    return self._request(path, params, timeout, auth)
+                jar = self._jar()
+        r, body = self._request(path, params, timeout, None)
+        if r.status_code != 401:
+            return r, body
+        with self._lock:
+            if self._jar() == jar:  # nobody logged in again meanwhile: this request does
+                log.info(
+                    "prism %s: the session was refused (Prism restarted or it expired); logging in again", self.base
+                )
+                self.session.cookies.clear()
+                self.logins += 1
+                return self._request(path, params, timeout, auth)
+        return self._request(path, params, timeout, None)  # with the session another request opened
+
     def _request(
         self, path: str, params: dict[str, Any] | None, timeout: float, auth: tuple[str, str] | None
-    ) -> requests.Response:
+    ) -> tuple[requests.Response, bytes]:
         url = self.base + path
         try:
             r = self.session.get(
@@ -118,8 +143,7 @@ class PrismClient:
             if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
                 r.close()
                 raise TargetError(f"the answer of {path} is larger than {MAX_BODY_BYTES} bytes", "protocol")
-            r.content  # noqa: B018 - read the body inside the same error handling
-            return r
+            return r, _read_body(r, path, time.monotonic() + timeout)
         except requests.exceptions.SSLError as exc:
             raise TargetError(
                 f"TLS error ({_reason(exc)}); give ca_file, or tls_verify: false for this target", "tls"
@@ -142,6 +166,36 @@ class PrismClient:
 
     def close(self) -> None:
         self.session.close()
+
+
+def _read_body(r: requests.Response, path: str, deadline: float) -> bytes:
+    """The body, at most MAX_BODY_BYTES and until ``deadline``: a server trickling bytes does
+    not hold the read past the request's timeout, and a chunked answer without Content-Length
+    cannot grow without bound. Read with urllib3's ``read1`` (what has arrived, not a full
+    buffer, so the deadline is checked between small reads)."""
+    chunks, size = [], 0
+    read1 = getattr(r.raw, "read1", None)
+    try:
+        while True:
+            if read1 is not None:
+                chunk = read1(256 * 1024, decode_content=True)
+            else:  # urllib3 < 2.3: whole chunks (the deadline is then checked less often)
+                chunk = r.raw.read(256 * 1024, decode_content=True)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise TargetError(f"the answer of {path} is larger than {MAX_BODY_BYTES} bytes", "protocol")
+            if time.monotonic() > deadline:
+                raise TargetError(f"the answer of {path} was still arriving at the request's timeout", "timeout")
+            chunks.append(chunk)
+    except urllib3.exceptions.ReadTimeoutError:
+        raise TargetError(f"Prism stopped sending the answer of {path}", "timeout") from None
+    except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError) as exc:
+        raise TargetError(f"the answer of {path} was cut short or garbled ({_reason(exc)})", "protocol") from None
+    finally:
+        r.close()
+    return b"".join(chunks)
 
 
 def _date(header: str | None) -> float | None:

@@ -104,7 +104,12 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
     if not s.up:
         return out.render()  # never show stale values as fresh
 
-    out.family("prism_v2_requests", gauge, "HTTP requests of the read this probe used.", [("", s.requests)])
+    out.family(
+        "prism_v2_requests",
+        gauge,
+        "HTTP requests of the read this probe used (v2.0 pages; with controller_api v4, one more per disk).",
+        [("", s.requests)],
+    )
     out.family(
         "prism_v2_new_samples",
         gauge,

@@ -36,6 +36,8 @@ V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
 #: Most pages one read may fetch (page_size x this disks).
 MAX_PAGES = 1000
+#: Pages of one list asked for at once after the first.
+PAGE_CONCURRENCY = 2
 
 
 @dataclass
@@ -199,37 +201,52 @@ class Target:
 
     # -- the read -------------------------------------------------------------------------
     def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
-        """All pages of a v2.0 list: (entities, the Date of each page, requests made)."""
+        """All pages of a v2.0 list: (entities, the Date of each page, requests made). The first
+        page gives the total; the others are then asked for PAGE_CONCURRENCY at a time (Prism
+        builds one while the exporter receives another)."""
         size = self.cfg.page_size
-        out: list[dict] = []
-        dates: list[float | None] = []
-        page = 1
-        while True:
+        first = self.client.get(path, {**(params or {}), "count": size, "page": 1})
+        ents, total = parse.entities(first.doc, what)
+        out, dates = list(ents), [first.date]
+        if total is None or len(ents) >= total or len(ents) < size:
+            return out, dates, 1
+        pages = min(MAX_PAGES, -(-total // size))
+
+        def get(page: int) -> tuple[list[dict], float | None]:
             ans = self.client.get(path, {**(params or {}), "count": size, "page": page})
-            ents, total = parse.entities(ans.doc, what)
-            out.extend(ents)
-            dates.append(ans.date)
-            if total is None or len(out) >= total or not ents or page >= MAX_PAGES:
-                return out, dates, page
-            page += 1
+            return parse.entities(ans.doc, what)[0], ans.date
+
+        with ThreadPoolExecutor(PAGE_CONCURRENCY, thread_name_prefix=f"pages {self.name}") as pool:
+            for page_ents, date in pool.map(get, range(2, pages + 1)):
+                out.extend(page_ents)
+                dates.append(date)
+        return out, dates, pages
+
+    def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], int]:
+        vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
+        host_ents, _, m = self._list(f"{V2}/hosts/", "hosts")
+        return parse.vms(vm_ents), parse.hosts(host_ents), n + m
 
     def _read(self) -> ReadResult:
-        ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
-        records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
-        now_mono = time.monotonic()
-        # The VM list is read when due, and at once when the disks say a VM changed: one
-        # appeared or went (deleted), or its VM view came or went (powered on or off).
+        start = time.monotonic()
+        # A VM list due by age is read beside the disks (one round trip less on a cold start).
+        due = self.vm_info and (self.inventory_at is None or start - self.inventory_at >= self.cfg.inventory_refresh)
+        with ThreadPoolExecutor(1, thread_name_prefix=f"vm list {self.name}") as pool:
+            vm_list = pool.submit(self._vm_list) if due else None
+            ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
+            records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
+            listed = vm_list.result() if vm_list is not None else None
+        # ... and at once when the disks say a VM changed: one appeared or went (deleted), or
+        # its VM view came or went (powered on or off).
         signature = frozenset((r.vm_id, r.hypervisor.empty) for r in records)
         changed = self.vm_signature is not None and signature != self.vm_signature
-        inventory_due = self.vm_info and (
-            changed or self.inventory_at is None or now_mono - self.inventory_at >= self.cfg.inventory_refresh
-        )
+        if listed is None and self.vm_info and changed:
+            listed = self._vm_list()
         vms, hosts = None, None
-        if inventory_due:
-            vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
-            host_ents, _, m = self._list(f"{V2}/hosts/", "hosts")
-            vms, hosts = parse.vms(vm_ents), parse.hosts(host_ents)
-            requests += n + m
+        if listed is not None:
+            vms, hosts, n = listed
+            requests += n
+        now_mono = start
         # The sample the answer holds: every page must date the same safe sample.
         ends = {parse.sample_end(d, self.cfg.v2_sample_delay) if d is not None else None for d in dates}
         end = ends.pop() if len(ends) == 1 else None
@@ -256,8 +273,8 @@ class Target:
 
     def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
         """controller_api v4: each disk's storage-view samples since the last one integrated, from
-        the v4 time series (dated by their own timestamps: none lost while Prism keeps them).
-        A disk's first request starts one sample before the current one."""
+        the v4 time series (dated by their own timestamps: none lost while Prism keeps them);
+        returns the requests made."""
         if prism_now is None:
             return 0
         stop = parse.iso_time(prism_now)
@@ -373,7 +390,7 @@ class Target:
                     log.debug(
                         "sample keeper of target=%s: read failed kind=%s cause=%s", self.name, result.kind, result.cause
                     )
-                wait = 2.0 if not result.ok else 1.0  # never a tight loop, whatever the dates say
+                wait = 5.0 if not result.ok else 1.0  # never a tight loop, whatever the dates say
             local = min(KEEPER_MAX_SLEEP, max(KEEPER_MIN_SLEEP, wait / self.time_scale))
             self._closed.wait(local)
 

@@ -155,6 +155,9 @@ class PrismModel:
     publish_delay: float = DEFAULT_PUBLISH_DELAY
     powered_off: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    #: When a VM of ``powered_off`` was powered off (epoch): samples ending after it have no VM
+    #: view; a sample already published keeps its values, as in Prism. Absent: every sample.
+    powered_off_at: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         sc = self.scenario
@@ -174,7 +177,7 @@ class PrismModel:
     def disk_stats(self, disk: Disk, end: int) -> dict[str, str]:
         """The v2 ``stats`` map of a virtual disk for the sample ending at ``end``."""
         w = self.trace.window(disk, end, SAMPLE_SECONDS)
-        if disk.vm in self.powered_off:
+        if disk.vm in self.powered_off and end > self.powered_off_at.get(disk.vm, float("-inf")):
             hyper = dict.fromkeys(_HYPERVISOR_KEYS, "-1")
             ctrl = _stats("controller", DiskSecond(), SAMPLE_SECONDS)
         else:

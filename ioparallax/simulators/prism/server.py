@@ -83,7 +83,28 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, addr: tuple[str, int], sim: PrismSimulator):
         self.sim = sim
+        self.connections: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
         super().__init__(addr, _Handler)
+
+    def process_request_thread(self, request, client_address) -> None:  # noqa: ANN001
+        with self._conn_lock:
+            self.connections.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._conn_lock:
+                self.connections.discard(request)
+
+    def drop_connections(self) -> None:
+        """Reset the kept-alive connections too, as a Prism that stops does."""
+        with self._conn_lock:
+            conns = list(self.connections)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request, client_address) -> None:  # noqa: ANN001
         log.debug("connection from %s ended with an error: %s", client_address[0], sys.exc_info()[1])
@@ -171,6 +192,7 @@ class PrismSimulator:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.drop_connections()
             self._httpd = None
 
     def __enter__(self) -> PrismSimulator:
@@ -211,10 +233,14 @@ class PrismSimulator:
         return name
 
     def power_off(self, vm: str) -> None:
+        """From the next sample on, the VM has no VM view and no I/O (the sample Prism serves now
+        keeps its values)."""
         self.model.powered_off.add(self._vm(vm))
+        self.model.powered_off_at[vm] = self.now()
 
     def power_on(self, vm: str) -> None:
         self.model.powered_off.discard(self._vm(vm))
+        self.model.powered_off_at.pop(vm, None)
 
     def delete_vm(self, vm: str) -> None:
         self.model.deleted.add(self._vm(vm))
