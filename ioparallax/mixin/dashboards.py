@@ -220,9 +220,6 @@ class Expr:
     def fio_join(self, expr: str) -> str:
         return f"{expr} * on ({self.FIO_JOB_KEY}) group_left (vm, disk) {self.fio_jobs()}"
 
-    def vc(self, metric: str, *extra: str) -> str:
-        return f"{metric}{self.sel('vcenter', VMDISK, *extra)}"
-
     def vm(self, build: Callable[[Source], str], *extra: str) -> str:
         """A VM-view query on the selected VM disks from vCenter's series or Prism's (where Prism has
         every series it names; else vCenter's alone): ioparallax/mixin/vmview.py."""
