@@ -38,6 +38,7 @@ def expositions(tmp_path_factory) -> dict[str, str]:
     t0 = time.monotonic()
     out = {
         "stargate": ex._stargate_exposition(),
+        "stargate_unknown_fields": ex._stargate_unknown_fields_exposition(),
         "vcenter": ex._vcenter_exposition(tmp),
         "prism": ex._prism_exposition(tmp),
         "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp),

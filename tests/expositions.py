@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
@@ -52,6 +53,16 @@ def _stargate_exposition() -> str:
             return r.text
         finally:
             srv.stop()
+
+
+def _stargate_unknown_fields_exposition() -> str:
+    """A probe of pages holding fields the parser does not read (the mutated capture of
+    tests/captures, replayed through the exporter's own probe and exposition): the parse
+    coverage families with samples, which the simulator's pages never give."""
+    from ioparallax.exporters.stargate.capture import read, replay
+
+    path = Path(__file__).parent / "captures" / "mutated-extra-table-row-column.tar.gz"
+    return replay(read(str(path)))[1].decode()
 
 
 def _vcenter_exposition(tmp) -> str:

@@ -70,6 +70,7 @@ class ForDurations:
     views_disagree: str
     down: str
     scrape_slow: str
+    unread_fields: str
 
 
 @dataclass(frozen=True)

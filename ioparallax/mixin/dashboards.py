@@ -302,6 +302,27 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             min0=True,
         )
     )
+    d.with_panel(
+        tbl(
+            "Page fields ioparallax does not read",
+            "Tables, rows, columns and cells on a CVM's Stargate pages that the exporter does not read "
+            "(stargate_parse_unknown_field_pages: pages of the last probe holding each). Empty is normal. "
+            "A row here means another page build than the parser knows, and the storage view may be "
+            "incomplete: capture the pages (stargate-exporter capture --target <instance>) and report "
+            "them (README: Reporting a page or answer ioparallax misreads).",
+            "none",
+            [
+                Q(
+                    f"max by (instance, page, table, kind, item) "
+                    f"(stargate_parse_unknown_field_pages{e.sel('stargate')})",
+                    instant=True,
+                    fmt="table",
+                )
+            ],
+            w=24,
+            h=5,
+        )
+    )
     d.with_row(row("Storage: zeros and cache"))
     d.with_panel(
         ts(

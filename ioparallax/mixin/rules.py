@@ -961,6 +961,19 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "One watched fio output file is unreadable, corrupt or holds values fio cannot write.",
             ),
             alert(
+                "IoparallaxStargateUnreadFields",
+                "info",
+                f.unread_fields,
+                f"stargate_parse_unknown_fields{st} > 0",
+                "A CVM's pages hold fields ioparallax does not read.",
+                "The Stargate pages of {{ $labels.instance }} hold {{ $value }} tables, rows or columns "
+                "ioparallax does not read (stargate_parse_unknown_field_pages names them; the exporter's "
+                "log too, with the page build): the storage view may be incomplete. Capture the pages and "
+                "report them: stargate-exporter capture --target {{ $labels.instance }} (README: Reporting "
+                "a page or answer ioparallax misreads).",
+                "Parse coverage (issue 26): another page build than the ones the parser knows.",
+            ),
+            alert(
                 "IoparallaxScrapeSlow",
                 "warning",
                 f.scrape_slow,

@@ -14,6 +14,8 @@ from the scenario file, not listed by hand per result:
   (a write-only benchmark's reads, a periodic checkpoint) may be empty;
 - the firing-alerts table must have data in the scenarios that expect alerts (``expect.alerts``);
 - the hygiene table must have data where IoparallaxFioJobHygiene is expected and be empty elsewhere;
+- the table of page fields the Stargate parser does not read must be empty in every scenario (the
+  simulator's pages, of every build, are read whole: a row there is a false alarm);
 - the write zero share may be empty on a 2014/2015 page build (no Oplog Zero row: not measurable),
   and the burstiness ratio where a fio job on the VM disk is buffered (not judged there).
 """
@@ -38,6 +40,7 @@ DASHBOARDS = {p.name: json.loads(p.read_text()) for p in sorted((REPO / "dashboa
 
 FIRING = "ioparallax-overview.json / Firing alerts / A"
 HYGIENE = "ioparallax-fio.json / Hygiene findings / A"
+UNREAD = "ioparallax-overview.json / Page fields ioparallax does not read / A"
 # Queries that need an alert's `for` duration (10 s in the e2e rules) after the windows fill.
 SLOW = {FIRING: 150.0, HYGIENE: 90.0}
 DEFAULT_WAIT = 100.0
@@ -120,6 +123,8 @@ def must_have_data(e: Expr, stack: Stack, busy: set[str], values: dict[str, str]
         return bool(expected)
     if e.where == HYGIENE:
         return "IoparallaxFioJobHygiene" in expected
+    if e.where == UNREAD:
+        return False
     if not_measured(e, stack, values):
         return False
     dirs = directions(e)
@@ -157,6 +162,10 @@ def test_every_dashboard_query_returns_data(scenario_stack):
     if "IoparallaxFioJobHygiene" not in stack.trace.scenario.expect.get("alerts", []):
         [e] = [e for e in every if e.where == HYGIENE]
         assert stack.query(substitute(e.expr, values)) == [], stack.scenario
+    # Every field of the simulator's pages is read: no unread field, in any scenario or build.
+    [e] = [e for e in every if e.where == UNREAD]
+    assert stack.query(substitute(e.expr, values)) == [], stack.scenario
+    assert stack.query('stargate_parse_unknown_fields{job="stargate"} == 0'), "the coverage gauge is scraped"
 
 
 def test_variables_offer_the_scenarios_vm_disks(scenario_stack):

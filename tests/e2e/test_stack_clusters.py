@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from ioparallax.simulators.stack import EXPORTER_LABEL, REPO, Stack, cluster_specs, merge_jobs
+from ioparallax.simulators.stack import EXPORTER_LABEL, Stack, cluster_specs, merge_jobs
+from tests.support import REPO
 
 
 def test_scenarios_are_comma_separated_or_repeated_with_optional_cluster_names():

@@ -20,7 +20,7 @@ from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from .probe import DEFAULT_CONCURRENCY, probe
 from .targets import TargetError, TargetPolicy, parse_target
-from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, HttpClient, Limits
+from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, HttpClient, Limits, PageClient
 
 log = logging.getLogger("ioparallax.exporters.stargate")
 
@@ -35,6 +35,11 @@ merge their vdisks by id (a vdisk that moves during the probe is counted once).
 """
 
 EPILOG = """\
+commands (each with its own --help):
+  stargate-exporter capture --target 10.0.0.11 -o capture.tar.gz   # one probe's pages, anonymized, to send us
+  stargate-exporter replay capture.tar.gz                           # the metrics of a capture
+  stargate-exporter --replay capture.tar.gz                         # serve /probe from a capture
+
 examples:
   stargate-exporter --web.listen-address=:9761        # the default: every interface
   stargate-exporter --web.listen-address=127.0.0.1:9761 --web.config.file=web.yml  # local, TLS + basic auth
@@ -184,12 +189,15 @@ def make_app(
     discovery_ports: tuple[int, ...] = (),
     parse_pool: ParsePool | None = None,
     collectors: Collectors = Collectors(),
+    client: PageClient | None = None,
 ) -> ExporterApp:
     """The exporter's routes. ``policy``: which targets may be probed (default: loopback only;
     the command line builds it from ``targets:`` and the flags). ``parse_pool``: worker
     processes parsing the pages of every probe (None: parsed in the probe's thread).
-    ``collectors``: the families switched on."""
-    client = HttpClient()
+    ``collectors``: the families switched on. ``client``: what fetches the pages (default: HTTP;
+    ``--replay``: a capture)."""
+    if client is None:
+        client = HttpClient()
     if not isinstance(names, VDiskNames):
         names = VDiskNames(names)
     policy = policy if policy is not None else TargetPolicy.loopback()
@@ -245,6 +253,11 @@ def make_app(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["capture"], ["replay"]):
+        from .capture_cli import capture_main, replay_main
+
+        return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="stargate-exporter",
         description=DESCRIPTION,
@@ -322,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
     )
+    parser.add_argument(
+        "--replay",
+        metavar="CAPTURE",
+        default=None,
+        help="serve probes from a capture (stargate-exporter capture) instead of the network: "
+        "/probe?target=<the capture's target> answers as that CVM did; only its hosts are allowed",
+    )
     add_logging_args(parser)
     add_version_arg(parser)
     args = parser.parse_args(argv)
@@ -331,6 +351,27 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    client: PageClient | None = None
+    if args.replay:
+        from .capture import CaptureError, ReplayClient, read
+
+        try:
+            replayed = read(args.replay)
+        except CaptureError as exc:
+            print(f"error: --replay: {exc}", file=sys.stderr)
+            return 2
+        client = ReplayClient(replayed)
+        config.targets, config.allow_unlisted = replayed.policy().entries, False
+        config.discovery_ports = replayed.ports()
+        log.info(
+            "replaying %s (%d pages captured %s by %s %s): probe target=%s",
+            args.replay,
+            len(replayed.pages),
+            replayed.manifest.get("created", "?"),
+            replayed.manifest.get("exporter", "?"),
+            replayed.manifest.get("version", "?"),
+            replayed.target,
+        )
     if args.concurrency < 1:
         print("error: --stargate.concurrency must be at least 1", file=sys.stderr)
         return 2
@@ -345,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --stargate.parse-workers must be 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr)
         return 2
     try:
-        extra = [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t] + args.targets
+        extra = [] if args.replay else [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t]
+        extra += [] if args.replay else args.targets
         policy = TargetPolicy(
             config.targets + extra, allow_any=config.allow_unlisted if args.allow_unlisted is None else True
         )
@@ -410,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                 config.discovery_ports,
                 parse_pool,
                 collectors,
+                client,
             ),
             web_settings(args, DEFAULT_LISTEN),
         )

@@ -67,6 +67,37 @@ _HISTOGRAMS = {  # VDiskDetail attribute -> (metric, HELP)
 }
 
 
+#: Series of stargate_parse_unknown_field_pages per probe at most; the rest are summed into one
+#: series with table="_other" (a page in a dialect we never saw must not flood Prometheus).
+MAX_UNKNOWN_SERIES = 20
+
+
+def _unknown_families(r: ProbeResult) -> list[Family]:
+    total = _gauge(
+        "stargate_parse_unknown_fields",
+        "Distinct tables, rows, columns and cells on this probe's pages that ioparallax does not read "
+        "(0: every field was read). Each is named in stargate_parse_unknown_field_pages and logged once "
+        "per page build; capture the pages and report them (README: Reporting a page or answer "
+        "ioparallax misreads).",
+    )
+    total.add("", float(len(r.unknown)))
+    fam = _gauge(
+        "stargate_parse_unknown_field_pages",
+        "Pages of this probe holding a field ioparallax does not read (page: main or vdisk; table; "
+        "kind: table, row, column, cell; item: as the page writes it, at most 60 characters). A detail "
+        "view's column names are checked on one page in 16. At most 20 series; the rest are summed "
+        'into table="_other".',
+    )
+    ranked = sorted(r.unknown.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked if len(ranked) <= MAX_UNKNOWN_SERIES else ranked[: MAX_UNKNOWN_SERIES - 1]
+    for (page, table, kind, item), pages in shown:
+        fam.add(f'page="{page}",table="{_lv(table)}",kind="{kind}",item="{_lv(item)}"', float(pages))
+    if len(ranked) > MAX_UNKNOWN_SERIES:
+        rest = sum(pages for _, pages in ranked[MAX_UNKNOWN_SERIES - 1 :])
+        fam.add('page="",table="_other",kind="",item=""', float(rest))
+    return [total, fam]
+
+
 @dataclass(frozen=True)
 class Collectors:
     """The expensive families that can be switched off (``--no-collector.histograms``,
@@ -121,7 +152,7 @@ class StargateCollector:
             "each logged with the reason.",
         )
         rejected.add("", float(r.rejected))
-        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected]
+        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected, *_unknown_families(r)]
         if self.names.prism_up is not None:
             prism = _gauge(
                 "stargate_prism_up",

@@ -6,6 +6,13 @@ labels of read sources and write destinations are data: known ones map to canoni
 unknown ones keep their snake_case form. Units are converted to base units here (bytes, seconds,
 ratios 0-1). Any malformed page raises :class:`StargatePageError`, and nothing else.
 
+Parse coverage: whatever a page holds that the parse does not read (a table, a row, a column
+it has no meaning for) is named in the record's ``unknown`` list as ``(table, kind, item)``, never
+dropped silently (the probe counts them per probe and logs each once, probe.py). Checking costs
+next to nothing: the known vocabulary is compared where the parse already walks, and the column
+names of a detail view's tables, the same on every page of a build, only on the pages asked for
+(``check_headers``: one in DETAIL_BATCH, parsepool.py); their column counts on every page.
+
 Values are validated here, at the edge: a cell that is not a finite, non-negative number of a
 sane magnitude (``nan``, ``inf``, ``1e400``, ``-5``, a 400-digit number) is garbage. On the main
 page it rejects its row (the vdisk is left out, the reason kept in ``MainPage.rejected``); on a
@@ -44,7 +51,21 @@ def _parser() -> lxml.etree.HTMLParser:
 
 
 class StargatePageError(ValueError):
-    """The page is not a Stargate page we can read (truncated, garbage, missing table)."""
+    """The page is not a Stargate page we can read (truncated, garbage, missing table).
+    ``item``: the column of a cell that is not a number (empty otherwise)."""
+
+    item = ""
+
+
+#: (table, kind, item): something on a page that the parse does not read. ``table`` is the
+#: table's title in snake case, ``kind`` one of ``table``, ``row``, ``column``, ``cell``, ``item``
+#: the row label, column name or table title as the page writes it (at most ITEM_CHARS).
+Unknown = tuple[str, str, str]
+ITEM_CHARS = 60
+
+
+def _unknown(table: str, kind: str, item: str) -> Unknown:
+    return (snake(table), kind, item[:ITEM_CHARS])
 
 
 # Canonical names of read sources and write destinations across builds.
@@ -110,12 +131,18 @@ def _num(text: str, where: str, key: str = "") -> float:
             value = float(t.replace(",", ""))
         except ValueError:
             where = f"{where}, {key}" if key else where
-            raise StargatePageError(f"{where}: expected a number, got {text[:40]!r}") from None
+            raise _cell_error(f"{where}: expected a number, got {text[:40]!r}", key) from None
     if not 0.0 <= value <= MAX_VALUE:  # also false for nan
         where = f"{where}, {key}" if key else where
         what = "not finite" if not math.isfinite(value) else "negative" if value < 0 else "absurdly large"
-        raise StargatePageError(f"{where}: {text[:40]!r} is {what}")
+        raise _cell_error(f"{where}: {text[:40]!r} is {what}", key)
     return value
+
+
+def _cell_error(message: str, key: str) -> StargatePageError:
+    err = StargatePageError(message)
+    err.item = key  # an attribute, not an argument: the error pickles back from a parse worker
+    return err
 
 
 def _join(base_url: str, href: str) -> str:
@@ -167,18 +194,28 @@ def _table_after(el):
     return None
 
 
-def _banner_tables(doc) -> dict[str, Any]:
-    """Banner title -> the data table that follows it."""
+def _banner_tables(doc, unclaimed: list | None = None) -> dict[str, Any]:
+    """Banner title -> the data table that follows it. ``unclaimed``: filled with the tables
+    that are neither a banner nor a banner's data table (nor inside one)."""
     out = {}
+    seen = []
+    banners = set()
     for t in doc.iter("table"):
+        seen.append(t)  # holding the element keeps its id() its own
         rows = _rows(t)
         if len(rows) != 1:
             continue
         cells = _cells(rows[0], 2)
         if len(cells) == 1:
+            banners.add(id(t))
             data = _table_after(t)
             if data is not None:
                 out[_text(cells[0]).lower()] = data
+    if unclaimed is not None and len(seen) > len(banners) + len(out):
+        claimed = banners | {id(t) for t in out.values()}
+        for t in seen:
+            if id(t) not in claimed and not any(id(a) in claimed for a in t.iterancestors("table")):
+                unclaimed.append(t)
     return out
 
 
@@ -255,6 +292,49 @@ class MainPage:
     vdisks: list[VDiskRow]
     hosted_title: str  # "Hosted VDisks" or "Hosted Active VDisks" (2014)
     rejected: list[str] = field(default_factory=list)  # rows left out as garbage, with the reason
+    unknown: list[Unknown] = field(default_factory=list)  # what the parse does not read (module doc)
+
+
+#: Main-page tables by banner: read, or known and deliberately not read (NFS Worker: the same
+#: vdisks as Hosted VDisks, by name). Any other banner is an unknown table.
+MAIN_TABLES = frozenset({"overview", "cluster state", "nfs worker", "hosted vdisks", "hosted active vdisks"})
+#: Overview rows (keys lowercased): Build version and SVM id are exported; the others are known.
+OVERVIEW_KEYS = frozenset(
+    {
+        "start time",
+        "build version",
+        "stargate handle",
+        "svm id",
+        "incarnation id",
+        "content cache hits",
+        "content cache memory usage (mb)",
+        "qos queue (size/admitted)",
+    }
+)
+CLUSTER_STATE_COLUMNS = frozenset({"svm id", "stargate handle", "disks"})
+HOSTED_COLUMNS = (
+    "VDisk Id",
+    "VDisk Name",
+    "Usage (GB)",
+    "Dedup (GB)",
+    "Oplog - KB",
+    "Oplog - Fragments",
+    "Oplog - Ops/s",
+    "Oplog - KB/s",
+    "Outstanding ops - Read",
+    "Outstanding ops - Write",
+    "Outstanding ops - Estore",
+    "Ops/s - Read",
+    "Ops/s - Write",
+    "Ops/s - Error",
+    "Ops/s - Random",
+    "KB/s - Read",
+    "KB/s - Write",
+    "Avg latency (usec)",
+    "Avg op size",
+    "Avg qlen",
+    "% busy",
+)
 
 
 def _outstanding(text: str, where: str) -> tuple[float, float]:
@@ -270,22 +350,38 @@ def _outstanding(text: str, where: str) -> tuple[float, float]:
 
 def parse_main_page(html: bytes, base_url: str) -> MainPage:
     doc = _parse_html(html)
-    banners = _banner_tables(doc)
+    unclaimed: list = []
+    banners = _banner_tables(doc, unclaimed)
     hosted_title = next((t for t in ("hosted vdisks", "hosted active vdisks") if t in banners), None)
     if hosted_title is None:
         raise StargatePageError("no 'Hosted VDisks' table found (page cut off, or not a Stargate main page)")
+    unknown = [_unknown(title, "table", title) for title in banners if title not in MAIN_TABLES]
+    for t in unclaimed:  # a data table no banner names
+        prev = t.getprevious()
+        title = _text(prev) if prev is not None and prev.tag not in ("table", "br") else ""
+        unknown.append(_unknown(title or "untitled", "table", title or "(a table without a heading)"))
     overview: dict[str, str] = {}
     if "overview" in banners:
         for row in _rows(banners["overview"]):
             cells = _cells(row, 2)
             if len(cells) >= 2:
-                overview[_text(cells[0])] = _text(cells[1])
+                key = _text(cells[0])
+                overview[key] = _text(cells[1])
+                if key.lower() not in OVERVIEW_KEYS:
+                    unknown.append(_unknown("overview", "row", key))
     cvm_urls: list[str] = []
     if "cluster state" in banners:
-        for a in banners["cluster state"].xpath(".//a[@href]"):
+        table = banners["cluster state"]
+        for a in table.xpath(".//a[@href]"):
             cvm_urls.append(_join(base_url, a.get("href")))
+        cluster_keys, _ = _header_keys(table)
+        unknown.extend(
+            _unknown("cluster state", "column", k) for k in cluster_keys if k.lower() not in CLUSTER_STATE_COLUMNS
+        )
     keys, data = _header_keys(banners[hosted_title])
     idx = {k.lower(): i for i, k in enumerate(keys)}
+    read = {k.lower() for k in HOSTED_COLUMNS}
+    unknown.extend(_unknown("hosted vdisks", "column", k) for k in keys if k.lower() not in read)
 
     def col(name: str) -> int:
         i = idx.get(name.lower())
@@ -293,32 +389,7 @@ def parse_main_page(html: bytes, base_url: str) -> MainPage:
             raise StargatePageError(f"Hosted VDisks table has no column {name!r} (columns: {', '.join(keys)})")
         return i
 
-    c = {
-        n: col(n)
-        for n in (
-            "VDisk Id",
-            "VDisk Name",
-            "Usage (GB)",
-            "Dedup (GB)",
-            "Oplog - KB",
-            "Oplog - Fragments",
-            "Oplog - Ops/s",
-            "Oplog - KB/s",
-            "Outstanding ops - Read",
-            "Outstanding ops - Write",
-            "Outstanding ops - Estore",
-            "Ops/s - Read",
-            "Ops/s - Write",
-            "Ops/s - Error",
-            "Ops/s - Random",
-            "KB/s - Read",
-            "KB/s - Write",
-            "Avg latency (usec)",
-            "Avg op size",
-            "Avg qlen",
-            "% busy",
-        )
-    }
+    c = {n: col(n) for n in HOSTED_COLUMNS}
     vdisks = []
     rejected: list[str] = []
     join = _link_joiner(base_url)
@@ -332,11 +403,14 @@ def parse_main_page(html: bytes, base_url: str) -> MainPage:
             vdisks.append(_hosted_row(cells, c, f"Hosted VDisks row {r + 1}", join))
         except StargatePageError as exc:
             rejected.append(str(exc))
+            if exc.item:
+                unknown.append(_unknown("hosted vdisks", "cell", exc.item))
     return MainPage(
         overview=overview,
         cvm_urls=cvm_urls,
         vdisks=vdisks,
         rejected=rejected,
+        unknown=list(dict.fromkeys(unknown)),  # each once per page
         hosted_title="Hosted Active VDisks" if hosted_title == "hosted active vdisks" else "Hosted VDisks",
     )
 
@@ -427,6 +501,79 @@ class VDiskDetail:
     read_sources: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (bytes/s, ratio)
     write_destinations: dict[str, tuple[float, float]] = field(default_factory=dict)
     up_migrations: dict[str, float] = field(default_factory=dict)  # window -> count
+    unknown: tuple[Unknown, ...] = ()  # what the parse does not read (module docstring)
+
+
+#: The detail view's sections (headings ``VDisk <id> <section>``, lowercased), all read.
+DETAIL_SECTIONS = frozenset(
+    {
+        "ops and randomness",
+        "frontend read latency",
+        "frontend write latency",
+        "read size distribution",
+        "write size distribution",
+        "working set sizes",
+        "read source",
+        "write destination",
+        "extent group up-migration",
+    }
+)
+#: Banners of the detail view that hold no data (one-cell title tables).
+DETAIL_BANNERS = frozenset({"vdisk stats"})
+#: Bucket labels of the histograms, in page order (text as the parse reads it: whitespace
+#: collapsed, entities decoded): a bucket is read by its position, so another label is reported.
+LATENCY_LABELS = (
+    "0 <= x < 1 ms",
+    "1 ms <= x < 2 ms",
+    "2 ms <= x < 5 ms",
+    "5 ms <= x < 10 ms",
+    "10 ms <= x < 20 ms",
+    "20 ms <= x < 50 ms",
+    "50 ms <= x < 100 ms",
+    "100 ms <= x < inf",
+)
+SIZE_LABELS = (
+    "0 <= x < 4 kB",
+    "4 kB <= x < 8 kB",
+    "8 kB <= x < 16 kB",
+    "16 kB <= x < 32 kB",
+    "32 kB <= x < 64 kB",
+    "64 kB <= x < 512 kB",
+    "512 kB <= x < 1 MB",
+    "1 MB <= x < inf",
+)
+#: Column names (lowercased) of the tables whose values the parse reads by position, and how many
+#: columns their header has: an extra, moved or renamed column would be read wrong, silently.
+_OPS_COLUMNS = (frozenset({"", "read", "write", "total"}), 4)
+_LATENCY_COLUMNS = (
+    frozenset(
+        {
+            "latency range",
+            "average bucket latency (usec)",
+            "number of read ios",
+            "percent of read ios",
+            "number of write ios",
+            "percent of write ios",
+        }
+    ),
+    4,
+)
+_SIZE_COLUMNS = (
+    frozenset(
+        {
+            "latency range",  # sic: the size tables' first header (a quirk of the page)
+            "average bucket size",
+            "number of read ios",
+            "percent of read ios",
+            "number of write ios",
+            "percent of write ios",
+        }
+    ),
+    4,
+)
+_SOURCE_COLUMNS = (frozenset({"source", "destination", "data (mb/s)", "percent"}), 3)
+_WINDOWS = {"2 min": "2m", "1 hr": "1h"}
+_WSS_KINDS = frozenset({"read", "write", "union"})
 
 
 #: Cells of a row the detail view's parse reads at most (label and up to three values); the
@@ -489,15 +636,19 @@ _NOT_HEADINGS = frozenset({"table", "tbody", "tr", "td", "th", "br", "a"})
 _SECTION = re.compile(r"^VDisk (\d+) (.+)$")
 
 
-def _sections(doc) -> dict[str, tuple[str, object]]:
+def _sections(doc) -> tuple[dict[str, tuple[str, Any]], int]:
+    """Section name -> (vdisk id, its table), and how many tables the walk passed by."""
     out = {}
+    tables = 0
     # Headings are outside tables: never descend into one (the bulk of the page is table cells,
     # most of them bar graphs). Document order, with an explicit stack (no recursion limit).
     stack = [doc]
     while stack:
         el = stack.pop()
         if len(el):
+            n = len(stack)
             stack.extend(c for c in reversed(el) if isinstance(c.tag, str) and c.tag != "table")
+            tables += len(el) - (len(stack) - n)  # children left out: tables (and comments, none)
             continue
         if el.tag in _NOT_HEADINGS:
             continue
@@ -506,7 +657,49 @@ def _sections(doc) -> dict[str, tuple[str, object]]:
             table = _table_after(el)
             if table is not None:
                 out[m.group(2).lower()] = (m.group(1), table)
-    return out
+    return out, tables
+
+
+def _unclaimed_tables(doc, claimed: set, unknown: list[Unknown]) -> None:
+    """The tables of a detail view that no section heading names and that are not a known banner
+    (only called when the walk passed by more tables than it found sections)."""
+    for t in doc.iter("table"):
+        if id(t) in claimed or any(id(a) in claimed for a in t.iterancestors("table")):
+            continue
+        rows = _rows(t)
+        cells = _cells(rows[0], 2) if len(rows) == 1 else []
+        if len(cells) == 1:  # a banner: its title
+            title = _text(cells[0])
+            if title.lower() not in DETAIL_BANNERS:
+                unknown.append(_unknown(title, "table", title))
+            continue
+        prev = t.getprevious()
+        title = _text(prev) if prev is not None and prev.tag not in ("table", "br") else ""
+        m = _SECTION.match(title)
+        title = m.group(2) if m else title
+        unknown.append(_unknown(title or "untitled", "table", title or "(a table without a heading)"))
+
+
+def _head(rows: list):
+    """The header row (its cells ``th``), or None."""
+    if rows:
+        head = rows[0]
+        if len(head) and head[0].tag == "th":
+            return head
+    return None
+
+
+def _check_columns(rows: list, table: str, columns: tuple[frozenset[str], int], full: bool, unknown: list) -> None:
+    """Columns of a table read by position: counted on every page, named when ``full`` (or when
+    the count differs); an empty header cell (a bar graph's) is layout, not a field."""
+    head = _head(rows)
+    if head is None or (not full and len(head) == columns[1]):
+        return
+    known = columns[0]
+    for th in head.iterchildren("th"):
+        t = _text(th)
+        if t and t.lower() not in known:
+            unknown.append(_unknown(table, "column", t))
 
 
 def _row_texts(row, n: int) -> list[str]:
@@ -521,22 +714,26 @@ def _row_texts(row, n: int) -> list[str]:
     return out
 
 
-def _value_rows(table):
+def _value_rows(rows: list):
     """(label, value 1, value 2) texts of the rows of a label | value | value table, without its
     Total row."""
-    for row in _rows(table):
+    for row in rows:
         texts = _row_texts(row, 3)
         if len(texts) >= 3 and texts[0].lower() != "total":
             yield texts
 
 
-def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> Histogram:
+def _histogram(
+    rows: list, bounds: tuple[float, ...], labels: tuple[str, ...], unit: float, where: str, unknown: list
+) -> Histogram:
     counts = [0.0] * len(bounds)
     avgs = [0.0] * len(bounds)
     i = 0
-    for label, avg, count in _value_rows(table):
+    for label, avg, count in _value_rows(rows):
         if i >= len(bounds):
             raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
+        if label != labels[i]:
+            unknown.append(_unknown(where.split(" ", 2)[2], "row", label))
         avgs[i] = _num(avg, where, label) * unit
         counts[i] = _num(count, where, label)
         i += 1
@@ -545,10 +742,13 @@ def _histogram(table, bounds: tuple[float, ...], unit: float, where: str) -> His
     return Histogram(bounds, counts, avgs)
 
 
-def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
+def _label_table(rows: list, where: str, unknown: list) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
-    for label, rate_text, ratio_text in _value_rows(table):
-        name = canonical(label)
+    for label, rate_text, ratio_text in _value_rows(rows):
+        name = SOURCE_NAMES.get(" ".join(label.lower().split()))
+        if name is None:  # kept as its snake_case form, and reported
+            name = snake(label)
+            unknown.append(_unknown(where.split(" ", 2)[2], "row", label))
         rate = _num(rate_text, where, label) * MIB
         ratio = _num(ratio_text, where, label) / 100
         prev = out.get(name, (0.0, 0.0))
@@ -556,14 +756,25 @@ def _label_table(table, where: str) -> dict[str, tuple[float, float]]:
     return out
 
 
-def parse_vdisk_page(html: bytes) -> VDiskDetail:
+def parse_vdisk_page(html: bytes, check_headers: bool = True) -> VDiskDetail:
+    """A vdisk's detail view. ``check_headers``: name the columns of its tables even when their
+    count is the expected one (the names are the same on every page of a build, so a probe
+    checks one page in DETAIL_BATCH; see the module docstring)."""
     doc = _parse_html(_cut_bar_graphs(html) if html else html)
-    sections = _sections(doc)
+    sections, tables = _sections(doc)
     if "ops and randomness" not in sections:
         raise StargatePageError("no 'VDisk <id> Ops and Randomness' section (page cut off, or not a vdisk view)")
+    unknown: list[Unknown] = []
+    if tables > len(sections) + 1 or not sections.keys() <= DETAIL_SECTIONS:  # + the VDisk Stats banner
+        for name in sections.keys() - DETAIL_SECTIONS:
+            unknown.append(_unknown(name, "table", name))
+        if tables > len(sections) + 1:
+            _unclaimed_tables(doc, {id(t) for _, t in sections.values()}, unknown)
     vdisk_id, ops = sections["ops and randomness"]
     d = VDiskDetail(vdisk_id=vdisk_id)
-    for row in _rows(ops):
+    rows = _rows(ops)
+    _check_columns(rows, "ops and randomness", _OPS_COLUMNS, check_headers, unknown)
+    for row in rows:
         cells = _row_texts(row, 3)
         if len(cells) < 3:
             continue
@@ -578,31 +789,51 @@ def parse_vdisk_page(html: bytes) -> VDiskDetail:
             d.read_random_ratio, d.write_random_ratio = rd / 100, wr / 100
         elif label.startswith("sequential"):
             d.read_sequential_ratio, d.write_sequential_ratio = rd / 100, wr / 100
-    for key, attr, bounds, unit in (
-        ("frontend read latency", "read_latency", LATENCY_BOUNDS, 1e-6),
-        ("frontend write latency", "write_latency", LATENCY_BOUNDS, 1e-6),
-        ("read size distribution", "read_size", SIZE_BOUNDS, 1.0),
-        ("write size distribution", "write_size", SIZE_BOUNDS, 1.0),
+        else:
+            unknown.append(_unknown("ops and randomness", "row", cells[0]))
+    for key, attr, bounds, labels, columns, unit in (
+        ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+        ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+        ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
+        ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
     ):
         if key in sections:
-            setattr(d, attr, _histogram(sections[key][1], bounds, unit, f"VDisk {vdisk_id} {key}"))
+            rows = _rows(sections[key][1])
+            _check_columns(rows, key, columns, check_headers, unknown)
+            setattr(d, attr, _histogram(rows, bounds, labels, unit, f"VDisk {vdisk_id} {key}", unknown))
     if "working set sizes" in sections:
         keys, data = _header_keys(sections["working set sizes"][1])
-        windows = [{"2 min": "2m", "1 hr": "1h"}.get(k, snake(k)) for k in keys[1:]]
+        windows = []
+        for k in keys[1:]:
+            window = _WINDOWS.get(k)
+            if window is None:  # kept as its snake_case form, and reported
+                window = snake(k)
+                unknown.append(_unknown("working set sizes", "column", k))
+            windows.append(window)
         for row in data:
             cells = [_text(x) for x in _cells(row)]
             cells += [""] * (len(windows) + 1 - len(cells))  # a missing cell is a blank one: 0
             kind = (cells[0].split() or ["unknown"])[0].lower()  # Read / Write / Union
+            if kind not in _WSS_KINDS:
+                unknown.append(_unknown("working set sizes", "row", cells[0]))
             for w, v in zip(windows, cells[1:]):
                 d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {vdisk_id} Working Set Sizes, {cells[0]}") * MIB
-    if "read source" in sections:
-        d.read_sources = _label_table(sections["read source"][1], f"VDisk {vdisk_id} Read Source")
-    if "write destination" in sections:
-        d.write_destinations = _label_table(sections["write destination"][1], f"VDisk {vdisk_id} Write Destination")
+    for key, title, attr in (
+        ("read source", "Read Source", "read_sources"),
+        ("write destination", "Write Destination", "write_destinations"),
+    ):
+        if key in sections:
+            rows = _rows(sections[key][1])
+            _check_columns(rows, key, _SOURCE_COLUMNS, check_headers, unknown)
+            setattr(d, attr, _label_table(rows, f"VDisk {vdisk_id} {title}", unknown))
     if "extent group up-migration" in sections:
         for row in _rows(sections["extent group up-migration"][1]):
             cells = _row_texts(row, 2)
             m = re.match(r"Last (\d+) seconds", cells[0]) if cells else None
             if m and len(cells) >= 2:
                 d.up_migrations[f"{m.group(1)}s"] = _num(cells[1], f"VDisk {vdisk_id} Up-Migration")
+            elif cells and cells[0]:
+                unknown.append(_unknown("extent group up-migration", "row", cells[0]))
+    if unknown:
+        d.unknown = tuple(dict.fromkeys(unknown))  # each once per page
     return d

@@ -61,12 +61,14 @@ def default_workers() -> int:
     return min(cores, DEFAULT_MAX_WORKERS) if cores >= 2 else 0
 
 
-def parse_details(pages: list[tuple[str, bytes]]) -> list[DetailResult]:
-    """(href, body) -> detail results, in order; never raises (runs in a worker, or in-process)."""
+def parse_details(pages: list[tuple[str, bytes]], check_headers: bool = True) -> list[DetailResult]:
+    """(href, body) -> detail results, in order; never raises (runs in a worker, or in-process).
+    ``check_headers``: name the columns of the first page's tables (parse.py: their names are the
+    same on every page of a build, so one page of a batch is enough)."""
     out: list[DetailResult] = []
-    for href, body in pages:
+    for i, (href, body) in enumerate(pages):
         try:
-            out.append((parse_vdisk_page(body), "", 0))
+            out.append((parse_vdisk_page(body, check_headers and i == 0), "", 0))
         except StargatePageError as exc:
             out.append((None, f"{href}: {exc}", 1))
         except Exception as exc:  # a bug must cost this vdisk, not the answer (never an HTTP 500)

@@ -20,10 +20,11 @@ page is parsed in the probe's thread as it arrives.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
@@ -55,6 +56,9 @@ class ProbeResult:
     up: bool
     error: str = ""
     rejected: int = 0  # main-page rows and detail views rejected as garbage
+    #: (page, table, kind, item) -> pages of this probe holding it: what the parse does not read
+    #: (parse.py, Parse coverage); page is "main" or "vdisk".
+    unknown: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
 
 
 #: Seconds kept for writing the exposition after the last fetch: a base, and per vdisk
@@ -67,6 +71,11 @@ RENDER_RESERVE_PER_VDISK = 0.0002
 MAX_QUEUED_BATCHES = 3
 #: Per-vdisk failures logged one by one in a probe; the rest are summed up in one line.
 _LOGGED_DETAIL_ERRORS = 5
+#: Unknown fields already logged by this process, by (build, page, table, kind, item): each is
+#: logged once (per page build), then only counted. Bounded: past the cap, nothing more is logged.
+_LOGGED_UNKNOWN: set[tuple[str, ...]] = set()
+_LOGGED_UNKNOWN_CAP = 10_000
+_LOGGED_UNKNOWN_LOCK = threading.Lock()
 
 
 class _Deadline(Exception):
@@ -156,6 +165,7 @@ def probe(
         if err:
             errors[vid] = err
             rejected += garbage
+    unknown = _coverage(target, cvms, vdisks, details)
     for n, (vid, err) in enumerate(errors.items()):
         if n < _LOGGED_DETAIL_ERRORS:
             log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
@@ -163,7 +173,61 @@ def probe(
         log.warning(
             "stargate target %s: %d more vdisk detail views failed", target, len(errors) - _LOGGED_DETAIL_ERRORS
         )
-    return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected)
+    return ProbeResult(target, cvms, vdisks, details, errors, time.monotonic() - start, True, "", rejected, unknown)
+
+
+def _coverage(
+    target: str,
+    cvms: list[CvmResult],
+    vdisks: dict[str, tuple[str, VDiskRow]],
+    details: dict[str, VDiskDetail | None],
+) -> dict[tuple[str, str, str, str], int]:
+    """What the probe's pages hold that the parse does not read: (page, table, kind, item) ->
+    the pages holding it; each logged once per process and page build, with that build."""
+    out: dict[tuple[str, str, str, str], int] = {}
+    first: dict[tuple[str, str, str, str], tuple[str, str]] = {}  # -> (page URL, build)
+    builds: dict[str, str] = {}
+    for cvm in cvms:
+        if cvm.page is None:
+            continue
+        build = builds[cvm.url] = cvm.page.overview.get("Build version", "")
+        for table, kind, item in cvm.page.unknown:
+            key = ("main", table, kind, item)
+            out[key] = out.get(key, 0) + 1
+            first.setdefault(key, (cvm.url, build))
+    for vid, detail in details.items():
+        if detail is None or not detail.unknown:
+            continue
+        cvm_url = vdisks[vid][0]
+        for table, kind, item in detail.unknown:
+            key = ("vdisk", table, kind, item)
+            out[key] = out.get(key, 0) + 1
+            first.setdefault(key, (f"{cvm_url} vdisk {vid}", builds.get(cvm_url, "")))
+    for key, (where, build) in first.items():
+        logged = (build, *key)
+        with _LOGGED_UNKNOWN_LOCK:
+            if logged in _LOGGED_UNKNOWN or len(_LOGGED_UNKNOWN) >= _LOGGED_UNKNOWN_CAP:
+                continue
+            _LOGGED_UNKNOWN.add(logged)
+        page, table, kind, item = key
+        what = (
+            f"a table {item!r}"
+            if kind == "table"
+            else f"a cell that is not a number in column {item!r} of table {table}"
+            if kind == "cell"
+            else f"a {kind} {item!r} in table {table}"
+        )
+        log.warning(
+            "stargate target %s: a %s page of build %r (%s) holds %s that ioparallax does not read "
+            "(counted in stargate_parse_unknown_field_pages; logged once per build): capture the pages and "
+            "report them, see 'Reporting a page or answer ioparallax misreads' in the README",
+            target,
+            "main" if page == "main" else "vdisk detail",
+            build or "unknown",
+            where,
+            what,
+        )
+    return out
 
 
 def _main_pages(
@@ -274,7 +338,7 @@ def _details(
                 if isinstance(got, FetchError):
                     results[vid] = (None, str(got), 0)
                 elif parse_pool is None:
-                    [results[vid]] = parse_details([(href, got)])
+                    [results[vid]] = parse_details([(href, got)], len(results) % DETAIL_BATCH == 0)
                 else:
                     vids.append(vid)
                     pages.append((href, got))

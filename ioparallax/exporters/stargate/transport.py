@@ -35,7 +35,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -476,6 +476,10 @@ class HttpClient:
     """Keep-alive HTTP/1.1 GETs on non-blocking sockets, all of one call in one ``select`` loop
     in the caller's thread (see the module docstring)."""
 
+    #: Called with a request's index (in ``wanted``) as it is started; capture.py times each
+    #: page with it. None (the exporter's): nothing is called.
+    on_request: Callable[[int], None] | None = None
+
     def get_many(
         self, wanted: Sequence[tuple[Origin, str]], budget: Budget, concurrency: int = DEFAULT_CONCURRENCY
     ) -> Iterator[tuple[int, bytes | FetchError]]:
@@ -492,6 +496,8 @@ class HttpClient:
                     url = f"{origin.scheme}://{origin.netloc}{path}"
                     ex = None
                     try:
+                        if self.on_request is not None:
+                            self.on_request(i)
                         budget.take_page(url)
                         ex = self._start(i, origin, path, url, limit, budget)
                         if ex.state == "send":  # a kept-alive connection: send now, wait to read

@@ -13,6 +13,8 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
@@ -34,8 +36,9 @@ class Targets:
     counters) until the target is not probed for ``session_idle_timeout``: then its session is
     logged out and its state dropped, so abandoned targets hold no vCenter session."""
 
-    def __init__(self, config: ExporterConfig):
+    def __init__(self, config: ExporterConfig, client_factory: Callable[..., Any] | None = None):
         self.config = config
+        self.client_factory = client_factory  # None: VCenterClient (--replay: a capture)
         self._targets: dict[str, Target] = {}
         self._last_probe: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -63,7 +66,9 @@ class Targets:
             self._last_probe[key] = time.monotonic()
             t = self._targets.get(key)
             if t is None:
-                t = self._targets[key] = Target(key, cfg)
+                t = self._targets[key] = (
+                    Target(key, cfg) if self.client_factory is None else Target(key, cfg, self.client_factory)
+                )
             self._start_reaper()
             return t
 
@@ -129,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
         "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
         "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
-        "See docs/vcenter.md.",
+        "Commands: `vcenter-exporter capture --target VC -o capture.tar.gz` (the SOAP answers of one probe, "
+        "anonymized, to report an answer the exporter misreads), `vcenter-exporter replay capture.tar.gz` "
+        "(its metrics). See docs/vcenter.md.",
     )
     add_web_args(p, DEFAULT_LISTEN)
     p.add_argument(
@@ -182,13 +189,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
     )
+    p.add_argument(
+        "--replay",
+        metavar="CAPTURE",
+        default=None,
+        help="serve probes from a capture (vcenter-exporter capture) instead of a vCenter: only the "
+        "capture's target may be probed, and it answers as the vCenter did when captured",
+    )
     add_logging_args(p)
     add_version_arg(p)
     return p
 
 
-def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[ExporterApp, Targets]:
-    targets = Targets(config)
+def make_app(
+    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
+) -> tuple[ExporterApp, Targets]:
+    """The routes; ``client_factory``: what reaches a vCenter (default: a pyvmomi session;
+    ``--replay``: a capture)."""
+    targets = Targets(config, client_factory)
     app = ExporterApp(
         name="vcenter-exporter",
         description="vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
@@ -202,8 +220,27 @@ def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[Exp
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["capture"], ["replay"]):
+        from .capture import capture_main, replay_main
+
+        return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    if args.replay:
+        from .capture import CaptureError, replay_setup
+
+        try:
+            config, factory = replay_setup(args.replay, args.latest_samples)
+        except CaptureError as exc:
+            log.error("--replay: %s", exc)
+            return 2
+        app, targets = make_app(config, args.default_timeout, factory)
+        log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
+        try:
+            return serve(app, web_settings(args, DEFAULT_LISTEN))
+        finally:
+            targets.close()
     try:
         config = load_config(
             args.config_file,

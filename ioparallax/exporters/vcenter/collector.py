@@ -229,6 +229,27 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
         [("", len(s.missing_counters))],
     )
     out.family(
+        "vcenter_unmapped_counters",
+        gauge,
+        "virtualDisk counters this vCenter offers that ioparallax does not read (their names are "
+        "in the exporter's log at the first collection): another build may offer one worth mapping.",
+        [("", len(s.unmapped_counters))],
+    )
+    out.family(
+        "vcenter_perf_unread_series",
+        gauge,
+        "Series of this probe's QueryPerf answers that were not read: a counter not asked for, or a "
+        "disk instance the inventory does not list (logged once per instance).",
+        [("", s.unread_series)],
+    )
+    out.family(
+        "vcenter_inventory_unread_disks",
+        gauge,
+        "Virtual disks of the cached inventory left out: no controller address the exporter reads, so no "
+        "performance instance (logged once per VM).",
+        [("", s.unread_disks)],
+    )
+    out.family(
         "vcenter_session_logins_total",
         "counter",
         "Logins to this vCenter since the exporter started (one session is kept and re-established when it expires).",

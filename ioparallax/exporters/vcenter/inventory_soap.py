@@ -200,6 +200,13 @@ def _pages(si: Any, collector: str, view: str) -> Iterator[list[tuple[str, str, 
         status, data = post(si, continue_body(collector, token), "ContinueRetrievePropertiesEx")
 
 
+def _disk_devices(devices: Any) -> int:
+    """The virtual disks among a VM's devices (read or not)."""
+    if devices is None:
+        return 0
+    return sum(1 for dev in devices if isinstance(dev.tag, str) and device_kind(_local(dev.get(XSI_TYPE))) == "disk")
+
+
 def _value_text(el: Any) -> str:
     return (el.text or "").strip() if el is not None else ""
 
@@ -218,6 +225,8 @@ def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]])
                 datastores[moref] = _value_text(p.get("name"))
             elif kind == "VirtualMachine" and p.get("name") is not None:
                 # host and datastores by moref for now: they may come on a later page
+                devices = p.get("config.hardware.device")
+                disks = disks_from_device_xml(devices, None)
                 vms.append(
                     VirtualMachine(
                         moref=moref,
@@ -226,7 +235,8 @@ def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]])
                         power_state=_value_text(p.get("runtime.powerState")),
                         uuid=_value_text(p.get("config.uuid")),
                         instance_uuid=_value_text(p.get("config.instanceUuid")),
-                        disks=disks_from_device_xml(p.get("config.hardware.device"), None),
+                        disks=disks,
+                        unread_disks=_disk_devices(devices) - len(disks),
                     )
                 )
     out = [

@@ -42,6 +42,18 @@ def counter_keys(perf_counters: Iterable[Any], wanted: Iterable[str] = VIRTUAL_D
     return {name: by_name[name] for name in wanted if name in by_name}
 
 
+#: Counter groups whose counters the exporter would read if it mapped them: per virtual disk.
+MAPPED_GROUPS = ("virtualDisk.",)
+
+
+def unmapped_counters(perf_counters: Iterable[Any], mapped: Iterable[str] = VIRTUAL_DISK_COUNTERS) -> list[str]:
+    """The counters of MAPPED_GROUPS this vCenter offers that the exporter does not read (sorted
+    names): another build may offer a counter worth mapping (docs/vcenter.md, Coverage)."""
+    known = set(mapped)
+    names = {counter_name(c) for c in perf_counters}
+    return sorted(n for n in names if n.startswith(MAPPED_GROUPS) and n not in known)
+
+
 def read_max_query_metrics(si: Any) -> int:
     """config.vpxd.stats.maxQueryMetrics, or 256 when the option is absent or unreadable
     (256 is the default since vCenter 6.5; set max_query_metrics for older ones)."""
@@ -90,6 +102,7 @@ class ParseResult:
     samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
     star_echoed: set[str] = field(default_factory=set)  # VMs whose answer had instance "*"
     misaligned: int = 0  # series whose value count differs from the sample count (dropped)
+    unread: int = 0  # series of a counter that was not asked for (never read)
     empty: int = 0  # series with no value at all
 
 

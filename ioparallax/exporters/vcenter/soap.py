@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -196,6 +197,7 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
             except (TypeError, ValueError):
                 continue
             if name is None:
+                out.unread += 1  # a counter not asked for: counted, never read
                 continue
             instance = instance or ""
             if instance == "*":
@@ -234,11 +236,17 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
     return out
 
 
+#: Set by ``vcenter-exporter capture`` (capture.py) while it runs: called with (method, request,
+#: HTTP status, answer, seconds) for every answer ``post`` reads. None in the exporter.
+RECORDER: Callable[[str, bytes, int, bytes, float], None] | None = None
+
+
 def post(si: Any, body: bytes, method: str = "QueryPerf") -> tuple[int, bytes]:
     """POST a SOAP request on the session's own connection pool (same TLS context, timeout and
     cookie as pyvmomi's calls); (HTTP status, body) for 200 and 500 (a fault)."""
     stub = si._stub
     conn = stub.GetConnection()
+    started = time.monotonic()
     try:
         conn.request(
             "POST",
@@ -257,6 +265,8 @@ def post(si: Any, body: bytes, method: str = "QueryPerf") -> tuple[int, bytes]:
         conn.close()
         stub.DropConnections()  # the server may be sick: no cached connection is reused
         raise
+    if RECORDER is not None:
+        RECORDER(method, body, resp.status, data, time.monotonic() - started)
     cookie = resp.getheader("Set-Cookie")
     if cookie:
         stub.cookie = cookie

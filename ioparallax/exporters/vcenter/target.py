@@ -34,7 +34,7 @@ from .config import TargetConfig
 from .integrate import DiskCounters, integrate
 from .inventory import VirtualMachine, collect_inventory
 from .inventory_soap import collect_inventory_soap
-from .perf import EntityRequest, ParseResult, batch_requests, counter_keys, read_max_query_metrics
+from .perf import EntityRequest, ParseResult, batch_requests, counter_keys, read_max_query_metrics, unmapped_counters
 from .soap import query_perf
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,9 @@ class Snapshot:
     misaligned_series: int = 0
     empty_series: int = 0
     missing_counters: tuple[str, ...] = ()
+    unmapped_counters: tuple[str, ...] = ()  # virtualDisk counters offered and not read
+    unread_series: int = 0  # answer series not read: a counter not asked for, an unknown disk
+    unread_disks: int = 0  # inventory disks left out (no controller address read)
     star_expanded_by_server: bool = True
     logins: int = 0
     errors: dict[str, int] = field(default_factory=dict)
@@ -91,6 +94,9 @@ class Target:
         self.inventory: list[VirtualMachine] | None = None
         self.inventory_at = 0.0
         self.keys: dict[str, int] | None = None
+        self.unmapped: tuple[str, ...] = ()
+        # Answer instances not in the inventory, and VMs with disks left out: logged once each.
+        self._unread_logged: set[str] = set()
         self.perf_manager: str | None = None  # the PerformanceManager's moref (for plain SOAP)
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True  # False once the server echoes "*" back instead of expanding it
@@ -312,9 +318,19 @@ class Target:
     def _collect_once(self) -> Snapshot:
         self._refresh_inventory()
         if self.keys is None:
-            self.keys = self.client.call(lambda si: counter_keys(si.content.perfManager.perfCounter))
+            counters = self.client.call(lambda si: list(si.content.perfManager.perfCounter))
+            self.keys = counter_keys(counters)
             if not self.keys:
                 raise TargetError("vCenter has none of the virtualDisk performance counters", "protocol")
+            self.unmapped = tuple(unmapped_counters(counters))
+            if self.unmapped:
+                log.info(
+                    "vcenter target %s offers %d virtualDisk counters ioparallax does not read "
+                    "(vcenter_unmapped_counters): %s",
+                    self.name,
+                    len(self.unmapped),
+                    ", ".join(self.unmapped),
+                )
         if self.perf_manager is None:
             self.perf_manager = self.client.call(lambda si: si.content.perfManager._moId)
         if self.max_metrics is None:
@@ -354,6 +370,7 @@ class Target:
                     snap.queries += 1
                     snap.misaligned_series += parsed.misaligned
                     snap.empty_series += parsed.empty
+                    snap.unread_series += parsed.unread + self._unknown_instances(parsed, by_moref)
                     if parsed.star_echoed:
                         # The server did not expand "*" (stock vcsim): ask again, instance by instance.
                         if self.star_ok:
@@ -378,6 +395,19 @@ class Target:
 
         snap.star_expanded_by_server = self.star_ok
         snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
+        snap.unmapped_counters = self.unmapped
+        snap.unread_disks = sum(vm.unread_disks for vm in inventory)
+        unread = [vm for vm in inventory if vm.unread_disks and vm.moref not in self._unread_logged]
+        if unread and len(self._unread_logged) < 1000:
+            self._unread_logged.update(vm.moref for vm in unread)
+            log.info(
+                "vcenter target %s: %d virtual disks of %d VMs have no controller address the exporter reads "
+                "and are not shown (vcenter_inventory_unread_disks): %s",
+                self.name,
+                sum(vm.unread_disks for vm in unread),
+                len(unread),
+                ", ".join(f"{vm.name} ({vm.moref})" for vm in unread[:5]) + (", ..." if len(unread) > 5 else ""),
+            )
         snap.vms = inventory
         snap.render_cache = self.render_cache
         snap.inventory_age = time.monotonic() - self._applied_at
@@ -397,6 +427,28 @@ class Target:
                     )
                     snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
+
+    def _unknown_instances(self, parsed: ParseResult, by_moref: dict[str, VirtualMachine]) -> int:
+        """Answer series of a disk instance the VM's inventory does not list (a disk added since
+        the inventory was read, or an instance kind the inventory does not read): counted, and
+        logged once per instance name."""
+        n = 0
+        for moref, per_instance in parsed.samples.items():
+            vm = by_moref.get(moref)
+            disks = {d.instance for d in vm.disks} if vm is not None else set()
+            for instance in per_instance:
+                if instance not in disks:
+                    n += 1
+                    if instance not in self._unread_logged and len(self._unread_logged) < 1000:
+                        self._unread_logged.add(instance)
+                        log.info(
+                            "vcenter target %s: QueryPerf answered instance %r of %s, which no disk of its "
+                            "inventory has; not shown (vcenter_perf_unread_series)",
+                            self.name,
+                            instance,
+                            moref,
+                        )
+        return n
 
     def _oldest_fresh_samples(self, inventory: list[VirtualMachine]) -> dict[str, float]:
         """Per ESXi host, the oldest sample end still shown as the latest sample: sample_max_age
