@@ -43,6 +43,9 @@ def expositions(tmp_path_factory) -> dict[str, str]:
         "prism": ex._prism_exposition(tmp),
         "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp),
         "node": ex._node_exposition(tmp),
+        "windows": ex._windows_exposition(tmp),
+        "diskspd": ex._diskspd_exposition(tmp),
+        "vdbench": ex._vdbench_exposition(tmp),
     }
     out["_seconds"] = f"{time.monotonic() - t0:.1f}"
     return out

@@ -8,7 +8,18 @@
 - fio: a real 2 s fio run (read and write, json+ with status records) through ``fio-exporter
   convert``, and the guest disk facts of the misaligned scenario's simulated guest;
 - node: Debian's node_exporter (diskstats collector, as the stack runs it per guest) on the
-  misaligned scenario's simulated guest procfs, sysfs and udev database.
+  misaligned scenario's simulated guest procfs, sysfs and udev database;
+- windows: the windows_exporter metrics of the diskspd-zero-read scenario's simulated Windows guest,
+  served by Debian's node_exporter textfile collector as the stack serves them (no windows_exporter
+  runs on Linux; the simulator writes its names, labels and types).
+
+- diskspd: ``diskspd-exporter convert`` of a DiskSPD result the guest simulator wrote for the
+  diskspd-zero-read scenario (the document the exporter reads in the stack);
+- vdbench: ``vdbench-exporter convert`` of the vdbench fixtures (a real two-host run and Flat.java's
+  formats, tests/vdbench/fixtures).
+
+The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
+which vcenter_vm_guest_disk_info comes from.
 
 The dashboards' and the rules' tests check every metric name they use against these.
 """
@@ -73,7 +84,7 @@ def _vcenter_exposition(tmp) -> str:
     sim_bin = BUILD / "vcsim-scenario"
     require_built(sim_bin)
     trace = tmp / "trace.json"
-    trace.write_text(compile_scenario(load_scenario("zero-heavy")).to_json())
+    trace.write_text(compile_scenario(load_scenario("diskspd-zero-read")).to_json())
     port = free_port()
     sim = ManagedProcess(
         "vcsim-scenario",
@@ -223,3 +234,54 @@ def _node_exposition(tmp) -> str:
         return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:
         proc.stop()
+
+
+def _windows_exposition(tmp) -> str:
+    """windows_exporter's disk and host name metrics of a simulated Windows guest (winbench-01 of
+    diskspd-zero-read), through node_exporter's textfile collector as the stack's job guest-windows."""
+    from ioparallax.simulators.guest.writer import GuestWriter
+
+    require_tool("prometheus-node-exporter")
+    writer = GuestWriter(compile_scenario(load_scenario("diskspd-zero-read")), tmp / "wguests", vms=["winbench-01"])
+    where = writer.setup()["winbench-01"]
+    writer.write(writer.fio.anchor + 60)
+    port = free_port()
+    proc = ManagedProcess(
+        "guest-windows-textfile",
+        [
+            "prometheus-node-exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={where['windows']}",
+        ],
+        tmp,
+    )
+    try:
+        from tests.support import wait_for_http
+
+        wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        proc.stop()
+
+
+def _diskspd_exposition(tmp) -> str:
+    from ioparallax.simulators.guest.diskspd import GuestDiskspd
+
+    sim = GuestDiskspd(compile_scenario(load_scenario("diskspd-zero-read")), anchor=1_800_000_000)
+    doc = tmp / "WINBENCH01-1800000000.xml"
+    doc.write_text(sim.document("winbench-01", 1_800_000_000), encoding="utf-8")
+    r = subprocess.run(
+        [venv_tool("diskspd-exporter"), "convert", str(doc)], check=True, capture_output=True, text=True, timeout=60
+    )
+    return r.stdout
+
+
+def _vdbench_exposition(tmp) -> str:
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "vdbench" / "fixtures"
+    dirs = sorted(str(p) for p in fixtures.iterdir() if p.is_dir())
+    r = subprocess.run([venv_tool("vdbench-exporter"), "convert", *dirs], capture_output=True, text=True, timeout=60)
+    return r.stdout

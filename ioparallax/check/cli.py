@@ -23,11 +23,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ioparallax.check import diskspd as diskspd_check, fio as fio_check
+from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench as vdbench_check
 from ioparallax.exporters.common.config import parse_bytes, parse_duration
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
 from ioparallax.exporters.diskspd.reader import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
+from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
 from ioparallax.version import add_version_arg
 
 #: Where each finding's runbook lives: ``%s`` takes the anchor (as the mixin's ``runbook_url``).
@@ -152,6 +153,25 @@ def _diskspd_file(path: str, data: bytes, o: Options) -> list[Finding]:
         raise InputError(f"{path}: {exc}") from None
 
 
+# ---- vdbench
+
+
+def _vdbench_sniff(path: str, head: bytes) -> bool:
+    return vdbench_check.looks_like_parmfile(path, head.decode("utf-8", errors="replace"))
+
+
+def _vdbench_file(path: str, data: bytes, o: Options) -> list[Finding]:
+    try:
+        pf = vdbench_check.parse(data.decode("utf-8", errors="replace"))
+    except vdbench_check.ParmfileError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    config = VdbenchConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
+    return [
+        Finding(where, problem, TRAP if trap else CANNOT_TELL, detail)
+        for where, problem, trap, detail in vdbench_check.findings(pf, config)
+    ]
+
+
 TOOLS: list[Tool] = [
     Tool(
         "diskspd",
@@ -169,6 +189,7 @@ TOOLS: list[Tool] = [
         _fio_command,
         lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
     ),
+    Tool("vdbench", "ioparallaxvdbenchrunhygiene", _vdbench_sniff, _vdbench_file),
 ]
 
 

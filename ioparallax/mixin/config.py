@@ -35,6 +35,9 @@ class Selectors:
     exporters: str
     node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
     prism: str = 'job="prism"'  # prism-exporter /probe: the VM view on AHV clusters
+    windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
+    diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
+    vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Thresholds:
     misaligned_read_to_write_ratio: float
     misaligned_frontend_read_to_write_ratio: float
     scrape_duration_ratio: float
+    split_io_ratio: float = 0.5  # Windows guests: split I/Os over I/Os (misalignment hint)
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,9 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         exporters=_selector(s, "exporters"),
         node=_selector(s, "node", Selectors.node),
         prism=_selector(s, "prism", Selectors.prism),
+        windows=_selector(s, "windows", Selectors.windows),
+        diskspd=_selector(s, "diskspd", Selectors.diskspd),
+        vdbench=_selector(s, "vdbench", Selectors.vdbench),
     )
     s.reject_unknown()
 
@@ -173,6 +180,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         misaligned_read_to_write_ratio=_number(t, "misaligned_read_to_write_ratio", 0, 1),
         misaligned_frontend_read_to_write_ratio=_number(t, "misaligned_frontend_read_to_write_ratio", 0, 1),
         scrape_duration_ratio=_number(t, "scrape_duration_ratio", 0, 1),
+        split_io_ratio=_number(t, "split_io_ratio", 0, 1) if "split_io_ratio" in t.data else Thresholds.split_io_ratio,
     )
     t.reject_unknown()
 

@@ -487,7 +487,8 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         cfg,
         "three-views",
         "ioparallax / Three views",
-        "One VM disk seen by the guest (fio, and its OS block layer by node_exporter), the VM "
+        "One VM disk seen by the guest (its load generator: fio, DiskSPD or vdbench; and its OS by "
+        "node_exporter or windows_exporter; 'Who measured' says which), the VM "
         "(vCenter on ESXi, Prism on AHV) and the storage (Stargate): ops, "
         "bytes and latency overlaid per direction, the ratios between the views, and what a "
         "gap means.",
@@ -529,6 +530,25 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             return e.fio_join(f"last_over_time({metric}{e.sel('fio')}[{RI}])")
         return e.fio(metric)
 
+    def vdbench_instant(quantity: str, dr: str) -> str:
+        # vdbench's own latest interval of each host's running run (vdbench prints rates, both
+        # directions together: split by its read share), on the selected VM disks.
+        vd = e.sel("vdbench")
+        share = (
+            f"vdbench_host_interval_read_ratio{vd}" if dr == "read" else f"(1 - vdbench_host_interval_read_ratio{vd})"
+        )
+        metric = {
+            "ops": f"vdbench_host_interval_iops{vd} * {share}",
+            "bytes": f"vdbench_host_interval_bandwidth_bytes_per_second{vd} * {share}",
+            "latency_seconds": f"vdbench_host_interval_{dr}_response_mean_seconds{vd}",
+        }[quantity]
+        agg = "avg" if quantity == "latency_seconds" else "sum"
+        return (
+            f"{agg} by (vm, disk) (\n  ({metric})\n  * on (instance, job, source, host) group_left (vm, disk) "
+            f"guest_host:ioparallax_vdbench_vm_disk:info{_braces(VMDISK)}\n"
+            f"  and on (instance, job, source, run, seq, host) (vdbench_host_finished{vd} == 0)\n)"
+        )
+
     for quantity, title, unit, short, fio_raw, vc_raw in quantities:
         d.with_row(row(f"{title}: guest / VM / storage"))
         for dr in DIRECTIONS:
@@ -536,12 +556,13 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             d.with_panel(
                 ts(
                     f"{title}, {dr}s",
-                    f"{title} of {dr}s on the VM disk, as each view reports it over {cfg.w}: guest = fio "
-                    f"(vm_disk:ioparallax_guest_*), guest OS = the guest's block layer after request splitting "
-                    f"(node_exporter diskstats, vm_disk:ioparallax_guest_os_*, purple), "
+                    f"{title} of {dr}s on the VM disk, as each view reports it over {cfg.w}: guest = the load "
+                    f"generator, fio, DiskSPD or vdbench (vm_disk:ioparallax_guest_*), guest OS = the guest's block "
+                    f"layer after request splitting or a Windows guest's disk (node_exporter diskstats or "
+                    f"windows_exporter, vm_disk:ioparallax_guest_os_*, purple), "
                     f"VM = vCenter integrated counters (Prism's on AHV), storage = Stargate "
-                    f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval and vCenter's "
-                    f"latest 20 s sample (Prism's 30 s one on AHV). "
+                    f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval (or vdbench's "
+                    f"latest interval) and vCenter's latest 20 s sample (Prism's 30 s one on AHV). "
                     + (
                         "Op-weighted means: not diluted by the window."
                         if short == "latency"
@@ -554,6 +575,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                         Q(e.vm_disk("vm", dr, quantity), f"VM {dr}"),
                         Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
                         Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
+                        Q(vdbench_instant(quantity, dr), f"guest {dr}, vdbench interval"),
                         Q(e.vm_sample(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s / Prism 30 s sample"),
                     ],
                     colors={k.format(dir=dr): c for k, c in colors.items()},
@@ -642,6 +664,37 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             ],
             w=12,
             limit=t.burstiness_ratio,
+        )
+    )
+    d.with_row(row("Who measured"))
+    d.with_panel(
+        tbl(
+            "Guest tools",
+            "Which load generator gives the guest view of each VM disk (vm_disk:ioparallax_guest_tool:info: "
+            "fio, diskspd, vdbench) and which exporter its guest OS view (vm_disk:ioparallax_guest_os_source:info: "
+            "node_exporter in Linux guests, windows_exporter in Windows guests).",
+            "none",
+            [
+                Q(e.rule("vm_disk:ioparallax_guest_tool:info"), instant=True, fmt="table"),
+                Q(e.rule("vm_disk:ioparallax_guest_os_source:info"), instant=True, fmt="table"),
+            ],
+            w=12,
+            h=6,
+            hide=("Time", "__name__", "Value", "Value #A", "Value #B"),
+        )
+    )
+    d.with_panel(
+        ts(
+            "Windows split I/Os",
+            "Share of the VM disk's I/Os that Windows split into several (windows_exporter split_ios_total over "
+            "reads and writes; vm_disk:ioparallax_guest_os_split_ios:ratio): near 1 on a partition off the "
+            f"4 KiB grid, about 0 aligned. A misalignment hint (IoparallaxGuestSplitIo above {t.split_io_ratio:g}, "
+            "dashed); Windows guests only.",
+            "percentunit",
+            [Q(e.ratio("guest_os_split_ios"), "{{vm}} {{disk}}")],
+            w=12,
+            h=6,
+            limit=t.split_io_ratio,
         )
     )
     d.with_row(row("What a gap means"))

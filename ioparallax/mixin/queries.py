@@ -76,7 +76,7 @@ def joined_vm_disks(cluster_label: str | None = None) -> str:
         cluster_label = load_config().cluster_label
     key = f"{cluster_label}, vm, disk" if cluster_label else "vm, disk"
     return (
-        f"group by ({key}) (guest_job:ioparallax_vm_disk:info) "
+        f"group by ({key}) (vm_disk:ioparallax_guest_tool:info) "
         f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
         f"and on ({key}) group by ({key}) (vm_disk:ioparallax_vm_source:info)"
     )

@@ -15,6 +15,17 @@ Prism) and ``disk`` (vCenter's instance, e.g. ``scsi0:1``, or Prism's disk addre
   guest's node_exporter and fio-exporter targets carry the same ``vm`` target label, renamed
   ``guest`` (it names the guest, not yet the vCenter VM), so ``node_disk_*{guest, device}`` meets
   ``fio_guest_disk_info{guest, disk=device, disk_uuid}`` and, through ``disk_uuid``, the VM disk.
+- Windows guest OS view (windows_exporter's ``windows_physical_disk_*{disk}``, the counterpart of
+  node_exporter's diskstats): a Windows guest has no disk serial to meet ``disk_uuid``; its
+  ``windows_logical_disk_info{disk, volume}`` puts each volume on a disk number, its
+  ``windows_os_hostname{hostname}`` names the guest as VMware Tools reports it to vCenter, and
+  vCenter's ``vcenter_vm_guest_disk_info{hostname, disk_path, vm, disk}`` (``guest.disk``) puts the
+  volume on the VM disk.
+
+- Guest view from DiskSPD (``diskspd_*``, the results of finished runs): a target's ``host`` is
+  DiskSPD's ``ComputerName`` and its path names the volume (``D:\\...``), so it meets
+  ``vcenter_vm_guest_disk_info{hostname, disk_path}`` like a Windows volume; only each host's
+  newest run, while it is recent, counts as the guest's current view.
 
 Recording rules are named ``level:metric:operation`` (``vm_disk:ioparallax_guest_read_bytes:rate1m``).
 Every rule has a comment in the generated file saying what it is.
@@ -34,6 +45,14 @@ from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.vmview import SAMPLE_SECONDS, Source, either
 
 DIRECTIONS = ("read", "write")
+# What identifies one DiskSPD target of one run (the exporter's labels plus the target's).
+DS_TARGET = "instance, job, host, source, timespan, target_id, target"
+DS_RUN = "instance, job, host, source"
+# What identifies one host of one vdbench output directory (a multi-host run's hd=).
+VD_HOST = "instance, job, source, host"
+VD_RUN = "instance, job, source, run, seq"
+# A guest block device in a vdbench lun= (the device's name, as the guest's disk facts name it).
+VD_LUN_RE = r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)(p?[0-9]+)?"
 # What identifies one fio job (fio's own labels plus the target's).
 FIO_JOB = "instance, job, jobname, jobid, host, source"
 # A raw guest block device in a fio job's filename (partitions map to their disk).
@@ -103,7 +122,10 @@ class _Exprs:
     def __init__(self, cfg: MixinConfig) -> None:
         self.cfg = cfg
         self.w = cfg.windows.rate
-        self.fio, self.node = cfg.sel("fio"), cfg.sel("node")
+        self.vc, self.fio, self.node = cfg.sel("vcenter"), cfg.sel("fio"), cfg.sel("node")
+        self.win = cfg.sel("windows")
+        self.ds = cfg.sel("diskspd")
+        self.vd = cfg.sel("vdbench")
 
     def vm(self, build: Callable[[Source], str]) -> str:
         """A VM-view expression from vCenter's series or Prism's (whichever the cluster has)."""
@@ -175,6 +197,49 @@ class _Exprs:
             f"  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info\n)"
         )
 
+    def diskspd_sum(self, expr: str) -> str:
+        # A DiskSPD target's figures of the current run (each host's newest, while recent) -> the VM disk.
+        return (
+            f"sum by (vm, disk) (\n  ({expr})\n  * on ({DS_TARGET}) group_left (vm, disk) "
+            f"guest_target:ioparallax_diskspd_vm_disk:info\n"
+            f"  and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n)"
+        )
+
+    def vdbench_sum(self, expr: str) -> str:
+        # A vdbench host's series (one host of a multi-host run) -> the VM disk its lun is.
+        return (
+            f"sum by (vm, disk) (\n  ({expr})\n  * on ({VD_HOST}) group_left (vm, disk) "
+            f"guest_host:ioparallax_vdbench_vm_disk:info\n)"
+        )
+
+    def vdbench_per_run_second(self, counter: str, window: str | None = None) -> str:
+        # As fio's: a run that starts inside the window is not extrapolated; a finished run's
+        # counters stop, so it drops out (its measured seconds no longer grow).
+        window, vd = window or self.w, self.vd
+        return (
+            f"rate({counter}{vd}[{window}])\n  / on ({VD_HOST}, run, seq) "
+            f"(rate(vdbench_host_measured_seconds_total{vd}[{window}]) > 0)"
+        )
+
+    def guest_view(self, fio_expr: str, diskspd_expr: str, vdbench_expr: str | None = None) -> str:
+        # The guest view of a VM disk from its load generator: fio's jobs, DiskSPD's current run or
+        # vdbench's host (a disk is measured by one of them; fio wins where several are).
+        out = f"(\n{fio_expr}\n)\nor\n(\n{diskspd_expr}\n)"
+        return out + (f"\nor\n(\n{vdbench_expr}\n)" if vdbench_expr else "")
+
+    def win_sum(self, expr: str) -> str:
+        # windows_physical_disk_*{disk="1"} (or "1 D:" before windows_exporter 0.30) -> the VM disk,
+        # through the Windows disk's volume and vCenter's guest.disk (guest_device:...windows_disk:info).
+        return (
+            f'sum by (vm, disk) (\n  label_replace({expr}, "device", "$1", "disk", "([0-9]+).*")\n'
+            f"  * on (instance, job, device) group_left (vm, disk) guest_device:ioparallax_guest_windows_disk:info\n)"
+        )
+
+    def os_view(self, node_expr: str, win_expr: str) -> str:
+        # The guest OS view of a VM disk: node_exporter's diskstats in a Linux guest, or
+        # windows_exporter's physical disk in a Windows guest (a guest is one or the other).
+        return f"(\n{self.os_sum(node_expr)}\n)\nor\n(\n{self.win_sum(win_expr)}\n)"
+
     def both(self, layer: str, what: str, op: str) -> str:
         w = self.w
         return f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})"
@@ -210,7 +275,7 @@ class _Exprs:
 def _identity_joins(x: _Exprs) -> Group:
     """Who is who: a vdisk, a guest block device and a fio job each with the VM disk it is, and
     where each VM disk's VM view comes from."""
-    fio = x.fio
+    fio, cfg = x.fio, x.cfg
     intervals = ", ".join(f"{s} {n} s" for s, n in SAMPLE_SECONDS.items())
     return Group(
         "ioparallax.identity",
@@ -269,50 +334,152 @@ def _identity_joins(x: _Exprs) -> Group:
 )""",
                 record="guest_device:ioparallax_guest_os_disk:info",
             ),
+            Rule(
+                "A Windows guest's disk (windows_exporter's disk number, as device) with the VM disk it is: "
+                "windows_logical_disk_info puts a volume on the disk, windows_os_hostname names the guest as "
+                "VMware Tools reports it to vCenter (guest.hostName), and vCenter's guest.disk "
+                "(vcenter_vm_guest_disk_info) puts the volume (disk_path D:\\ for volume D:) on the VM disk. "
+                "Volumes spanning disks (disk 1;2) and mount points without a drive letter do not join.",
+                f"""max by (instance, job, device, vm, disk) (
+  label_replace({"windows_logical_disk_info" + cfg.sel("windows", 'disk=~"[0-9]+"')}, "device", "$1", "disk", "(.+)")
+  * on (instance, job) group_left (hostname) max by (instance, job, hostname) (windows_os_hostname{x.win})
+  * on (hostname, volume) group_left (vm, disk)
+    max by (hostname, volume, vm, disk) (
+      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
+    )
+)""",
+                record="guest_device:ioparallax_guest_windows_disk:info",
+            ),
+            Rule(
+                "A DiskSPD target with the VM disk it runs on: the run's host (DiskSPD's ComputerName) is the "
+                "guest's host name vCenter shows (guest.hostName), the target path's drive letter (D:\\test.dat: "
+                "D:) is a volume of vCenter's guest.disk, on the VM disk. Physical drive targets (#1) and paths "
+                "without a drive letter do not join.",
+                f"""group by ({DS_TARGET}, vm, disk) (
+  label_replace(
+    label_replace(diskspd_target_block_size_bytes{x.ds}, "hostname", "$1", "host", "(.+)"),
+    "volume", "$1", "target", "([A-Za-z]:).*"
+  )
+  * on (hostname, volume) group_left (vm, disk)
+    max by (hostname, volume, vm, disk) (
+      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
+    )
+)""",
+                record="guest_target:ioparallax_diskspd_vm_disk:info",
+            ),
+            Rule(
+                "Each DiskSPD host's current run: its newest result (RunTime), while it ended less than three "
+                "of its test times ago. DiskSPD writes a result only when a run ends, so the guest view of a "
+                "DiskSPD disk is the last finished run; an older one, or a result copied off long after, is "
+                "history (its -D series backfilled), not the current view.",
+                f"""group by ({DS_RUN}) (
+  (
+    diskspd_run_start_timestamp_seconds{x.ds}
+    == on (host) group_left () max by (host) (diskspd_run_start_timestamp_seconds{x.ds})
+  )
+  and on (host, source)
+  (
+    max by (host, source) (diskspd_run_start_timestamp_seconds{x.ds})
+    + on (host, source) sum by (host, source) (
+      diskspd_timespan_warmup_seconds{x.ds} + diskspd_timespan_test_seconds{x.ds} + diskspd_timespan_cooldown_seconds{x.ds}
+    )
+    > on (host, source) (time() - 3 * sum by (host, source) (diskspd_timespan_test_seconds{x.ds}))
+  )
+)""",
+                record="guest_run:ioparallax_diskspd_current:info",
+            ),
+            Rule(
+                "A vdbench host (hd= of a multi-host run, named after the guest: the same name as the guest's "
+                "targets' vm label) with the VM disk its lun= is: the run's storage definition names the guest "
+                "device (lun=/dev/sdb), the guest's disk facts its serial, vCenter the VM disk. One lun per "
+                "output directory; a lun that is not a /dev block device does not join.",
+                f"""group by ({VD_HOST}, vm, disk) (
+  label_replace(
+    group by ({VD_HOST}) (vdbench_host_read_ops_total{x.vd})
+    * on (instance, job, source) group_left (device)
+      max by (instance, job, source, device) (
+        label_replace(vdbench_parmfile_sd_info{x.vd}, "device", "$1", "lun", "{VD_LUN_RE}")
+      ),
+    "guest", "$1", "host", "(.+)"
+  )
+  * on (guest, device) group_left (vm, disk) guest_device:ioparallax_guest_os_disk:info
+)""",
+                record="guest_host:ioparallax_vdbench_vm_disk:info",
+            ),
         ],
     )
 
 
 def _guest_fio_rates(x: _Exprs) -> Group:
-    """The guest view: fio's jobs on each VM disk (ops, bytes, latency, asked queue depth, buffered I/O)."""
-    fio, w = x.fio, x.w
+    """The guest view: the load generator on each VM disk, fio's jobs or DiskSPD's current run (ops,
+    bytes, latency, asked queue depth, buffered I/O, which tool)."""
+    fio, ds, w = x.fio, x.ds, x.w
     guest: list[Rule] = []
     for d in DIRECTIONS:
         guest += [
             Rule(
-                f"Guest: {d} I/Os per second that fio completed on the VM disk (sum of its jobs), per "
-                "second of the jobs' run time in the window (exact from a job's first record on).",
-                x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                f"Guest: {d} I/Os per second the load generator completed on the VM disk: fio's jobs per "
+                "second of their run time in the window (exact from a job's first record on), or DiskSPD's "
+                "current run (its count over its test time).",
+                x.guest_view(
+                    x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
+                    x.diskspd_sum(f"diskspd_{d}_iops{ds}"),
+                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_ops_total")),
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}",
             ),
             Rule(
-                f"Guest: {d} bytes per second of fio's jobs on the VM disk (as above).",
-                x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                f"Guest: {d} bytes per second of the load generator on the VM disk (as above).",
+                x.guest_view(
+                    x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
+                    x.diskspd_sum(f"diskspd_{d}_bandwidth_bytes_per_second{ds}"),
+                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_bytes_total")),
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}",
             ),
             Rule(
-                f"Guest: op-weighted mean {d} completion latency (fio clat) on the VM disk.",
-                x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])")
-                + "\n/\n("
-                + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])")
-                + " > 0)",
+                f"Guest: op-weighted mean {d} completion latency on the VM disk (fio clat; DiskSPD -L).",
+                x.guest_view(
+                    x.guest_sum(f"rate(fio_{d}_clat_seconds_sum{fio}[{w}])")
+                    + "\n/\n("
+                    + x.guest_sum(f"rate(fio_{d}_clat_seconds_count{fio}[{w}])")
+                    + " > 0)",
+                    x.diskspd_sum(f"diskspd_{d}_latency_seconds_total{ds}")
+                    + "\n/\n("
+                    + x.diskspd_sum(f"diskspd_{d}_ios_total{ds}")
+                    + " > 0)",
+                    x.vdbench_sum(f"rate(vdbench_host_{d}_response_seconds_total{x.vd}[{w}])")
+                    + "\n/\n("
+                    + x.vdbench_sum(f"rate(vdbench_host_{d}_ops_total{x.vd}[{w}])")
+                    + " > 0)",
+                ),
                 record=f"vm_disk:ioparallax_guest_{d}_latency_seconds:mean{w}",
             ),
         ]
     guest.append(
         Rule(
-            "Guest: the concurrency the fio jobs on the VM disk ask for (sum of iodepth of running jobs).",
-            x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+            "Guest: the concurrency the load generator asks for on the VM disk (sum of iodepth of running fio "
+            "jobs; DiskSPD: RequestCount x threads of the current run's targets).",
+            x.guest_view(
+                x.guest_sum(f"(fio_job_iodepth{fio} unless on ({FIO_JOB}) (fio_job_finished{fio} == 1))"),
+                x.diskspd_sum(f"diskspd_target_outstanding_ios{ds}"),
+                x.vdbench_sum(
+                    f"(vdbench_host_finished{x.vd} == bool 0)\n"
+                    f"  * on ({VD_RUN}) group_left () vdbench_run_threads{x.vd}"
+                ),
+            ),
             record="vm_disk:ioparallax_guest_iodepth:sum",
         )
     )
     # fio_job_info's direct label is "1" for direct=1 or buffered=0, "0" otherwise (fio's default).
     guest.append(
         Rule(
-            "Guest: 1 when a running fio job on the VM disk does buffered I/O (direct=0: the guest page "
-            "cache in between; buffered libaio is synchronous, so the asked iodepth is never reached), 0 "
-            "when every running job is direct.",
-            f"""max by (vm, disk) (
+            "Guest: 1 when the load generator does buffered I/O on the VM disk (fio direct=0: the guest page "
+            "cache in between, and buffered libaio is synchronous, so the asked iodepth is never reached; "
+            "DiskSPD without -Sh/-Su: os_cache on; vdbench without openflags=o_direct), 0 when every running "
+            "job or target is direct.",
+            f"""(
+max by (vm, disk) (
   (
     (
       max by ({FIO_JOB}) (0 * {"fio_job_info" + x.cfg.sel("fio", 'direct="0"')} + 1)
@@ -321,16 +488,52 @@ def _guest_fio_rates(x: _Exprs) -> Group:
     unless on ({FIO_JOB}) (fio_job_finished{fio} == 1)
   )
   * on ({FIO_JOB}) group_left (vm, disk) guest_job:ioparallax_vm_disk:info
+)
+)
+or
+(
+max by (vm, disk) (
+  (
+    max by ({DS_TARGET}) (0 * {"diskspd_target_info" + x.cfg.sel("diskspd", 'os_cache="on"')} + 1)
+    or max by ({DS_TARGET}) (0 * diskspd_target_info{ds})
+  )
+  * on ({DS_TARGET}) group_left (vm, disk) guest_target:ioparallax_diskspd_vm_disk:info
+  and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info
+)
+)
+or
+(
+max by (vm, disk) (
+  (
+    max by (instance, job, source) (0 * {"vdbench_parmfile_sd_info" + x.cfg.sel("vdbench", 'openflags!~".*o_direct.*"')} + 1)
+    or max by (instance, job, source) (0 * vdbench_parmfile_sd_info{x.vd})
+  )
+  * on (instance, job, source) group_right () guest_host:ioparallax_vdbench_vm_disk:info
+)
 )""",
             record="vm_disk:ioparallax_guest_buffered_io:bool",
         )
     )
-    return Group("ioparallax.guest", "The guest view per VM disk: fio's jobs on that disk.", guest)
+    guest.append(
+        Rule(
+            "Which load generator gives the guest view of the VM disk (tool: fio, diskspd, vdbench), for "
+            "dashboards and reports to say who measured.",
+            'label_replace(group by (vm, disk) (guest_job:ioparallax_vm_disk:info), "tool", "fio", "", "")\n'
+            "or\nlabel_replace(\n  group by (vm, disk) (\n    guest_target:ioparallax_diskspd_vm_disk:info\n"
+            f"    and on ({DS_RUN}) guest_run:ioparallax_diskspd_current:info\n  ),\n"
+            '  "tool", "diskspd", "", ""\n)\n'
+            "or\nlabel_replace(\n  group by (vm, disk) (guest_host:ioparallax_vdbench_vm_disk:info),\n"
+            '  "tool", "vdbench", "", ""\n)',
+            record="vm_disk:ioparallax_guest_tool:info",
+        )
+    )
+    return Group("ioparallax.guest", "The guest view per VM disk: the load generator's jobs on that disk.", guest)
 
 
 def _guest_os_block_layer_rates(x: _Exprs) -> Group:
-    """The guest OS view: node_exporter's diskstats of each VM disk, after request splitting."""
-    node, w = x.node, x.w
+    """The guest OS view: node_exporter's diskstats (Linux, after request splitting) or
+    windows_exporter's physical disks (Windows) of each VM disk, and which of them measured."""
+    node, win, w = x.node, x.win, x.w
     guest_os: list[Rule] = []
     for d in DIRECTIONS:
         done, nbytes, time_ = (
@@ -338,33 +541,66 @@ def _guest_os_block_layer_rates(x: _Exprs) -> Group:
             if d == "read"
             else ("writes_completed", "written_bytes", "write_time_seconds")
         )
+        wdone, wbytes, wlat = f"{d}s_total", f"{d}_bytes_total", f"{d}_latency_seconds_total"
         guest_os += [
             Rule(
-                f"Guest OS: {d} requests per second the guest's block layer completed on the VM disk "
-                "(node_exporter diskstats; a request larger than the device's max_sectors_kb is split, so "
-                "a 1 MiB fio op is two 512 KiB requests).",
-                x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])"),
+                f"Guest OS: {d} requests per second the guest OS completed on the VM disk (node_exporter "
+                "diskstats: a request larger than the device's max_sectors_kb is split, so a 1 MiB fio op is "
+                "two 512 KiB requests; windows_exporter's physical disk: requests above the class driver, "
+                "counted once).",
+                x.os_view(f"rate(node_disk_{done}_total{node}[{w}])", f"rate(windows_physical_disk_{wdone}{win}[{w}])"),
                 record=f"vm_disk:ioparallax_guest_os_{d}_ops:rate{w}",
             ),
             Rule(
-                f"Guest OS: {d} bytes per second of the guest's block layer on the VM disk (splitting "
-                "keeps bytes: compare these across layers).",
-                x.os_sum(f"rate(node_disk_{nbytes}_total{node}[{w}])"),
+                f"Guest OS: {d} bytes per second of the guest OS on the VM disk (splitting keeps bytes: "
+                "compare these across layers).",
+                x.os_view(
+                    f"rate(node_disk_{nbytes}_total{node}[{w}])", f"rate(windows_physical_disk_{wbytes}{win}[{w}])"
+                ),
                 record=f"vm_disk:ioparallax_guest_os_{d}_bytes:rate{w}",
             ),
             Rule(
-                f"Guest OS: mean {d} request latency in the guest's block layer (time spent on completed "
-                "requests over requests completed).",
-                x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])")
+                f"Guest OS: mean {d} request latency in the guest OS (time spent on completed requests over "
+                "requests completed; Windows: the Avg. Disk sec/Read or sec/Write numerator over its count).",
+                "(\n"
+                + x.os_sum(f"rate(node_disk_{time_}_total{node}[{w}])")
                 + "\n/\n("
                 + x.os_sum(f"rate(node_disk_{done}_total{node}[{w}])")
-                + " > 0)",
+                + " > 0)\n)\nor\n(\n"
+                + x.win_sum(f"rate(windows_physical_disk_{wlat}{win}[{w}])")
+                + "\n/\n("
+                + x.win_sum(f"rate(windows_physical_disk_{wdone}{win}[{w}])")
+                + " > 0)\n)",
                 record=f"vm_disk:ioparallax_guest_os_{d}_latency_seconds:mean{w}",
             ),
         ]
+    guest_os += [
+        Rule(
+            "Guest OS (Windows): the share of the VM disk's I/Os that Windows split into several "
+            "(windows_exporter split_ios_total over reads and writes): near 1 on a partition off the 4 KiB "
+            "grid, about 0 on an aligned, unfragmented test file. A misalignment hint (fragmentation splits too).",
+            x.win_sum(f"rate(windows_physical_disk_split_ios_total{win}[{w}])")
+            + "\n/\n("
+            + x.win_sum(
+                f"(rate(windows_physical_disk_reads_total{win}[{w}]) + rate(windows_physical_disk_writes_total{win}[{w}]))"
+            )
+            + " > 0)",
+            record=f"vm_disk:ioparallax_guest_os_split_ios:ratio{w}",
+        ),
+        Rule(
+            "Which exporter gives the guest OS view of the VM disk (source: node_exporter or windows_exporter), "
+            "for dashboards and reports to say who measured.",
+            "max by (vm, disk, source) (\n  label_replace(0 * group by (vm, disk) ("
+            + 'guest_device:ioparallax_guest_os_disk:info), "source", "node_exporter", "", "") + 1\n'
+            + "  or label_replace(0 * group by (vm, disk) ("
+            + 'guest_device:ioparallax_guest_windows_disk:info), "source", "windows_exporter", "", "") + 1\n)',
+            record="vm_disk:ioparallax_guest_os_source:info",
+        ),
+    ]
     return Group(
         "ioparallax.guest-os",
-        "The guest OS view per VM disk: the guest's block layer (node_exporter diskstats), after request splitting.",
+        "The guest OS view per VM disk: the guest's block layer (node_exporter diskstats, after request "
+        "splitting) or its Windows physical disk (windows_exporter).",
         guest_os,
     )
 
@@ -507,12 +743,20 @@ def _view_ratios(x: _Exprs) -> Group:
         ),
         Rule(
             "Peak to average: the highest per-interval guest throughput fio reported in the window (its "
-            "status interval, 1 s in the demo) over the highest 20 s vCenter sample (30 s Prism sample). "
-            "Sampled, so a lower bound of the real ratio when scrapes are slower than fio's interval.",
+            "status interval, 1 s in the demo; DiskSPD: the busiest -D interval of the current run, reads and "
+            "writes, x block size) over the highest 20 s vCenter sample (30 s Prism sample). Sampled, so a lower bound of the "
+            "real ratio when scrapes are slower than fio's interval.",
             "(\n"
-            + x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])")
-            + "\n+\n"
-            + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])")
+            + x.guest_view(
+                x.guest_sum(f"max_over_time(fio_read_interval_bandwidth_bytes_per_second{fio}[{w}])")
+                + "\n+\n"
+                + x.guest_sum(f"max_over_time(fio_write_interval_bandwidth_bytes_per_second{fio}[{w}])"),
+                x.diskspd_sum(
+                    f"(diskspd_read_interval_iops_max{x.ds} + diskspd_write_interval_iops_max{x.ds})"
+                    f" * diskspd_target_block_size_bytes{x.ds}"
+                ),
+                x.vdbench_sum(f"max_over_time(vdbench_host_interval_bandwidth_bytes_per_second{x.vd}[{w}])"),
+            )
             + "\n)\n/\n("
             + x.vm(
                 lambda s: (
@@ -617,8 +861,17 @@ def _agreement_window_rates(x: _Exprs) -> Group:
         x.vm_sampled_seconds(a),
         Rule(
             f"Guest: bytes per second of fio's jobs on the VM disk, both directions, per second of their "
-            f"run time over the agreement window ({a}).",
-            " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+            f"run time over the agreement window ({a}); DiskSPD: its current run's.",
+            x.guest_view(
+                " + ".join(f"(\n{x.guest_sum(x.per_run_second(f'fio_{d}_bytes_total', a))}\n)" for d in DIRECTIONS),
+                x.diskspd_sum(
+                    f"diskspd_read_bandwidth_bytes_per_second{x.ds} + diskspd_write_bandwidth_bytes_per_second{x.ds}"
+                ),
+                " + ".join(
+                    f"(\n{x.vdbench_sum(x.vdbench_per_run_second(f'vdbench_host_{d}_bytes_total', a))}\n)"
+                    for d in DIRECTIONS
+                ),
+            ),
             record=f"vm_disk:ioparallax_guest_bytes:rate{a}",
         ),
         Rule(
@@ -711,8 +964,8 @@ class _AlertKit:
 
 
 def _guest_fact_alerts(kit: _AlertKit) -> Group:
-    """Facts of the guest itself: partition alignment, fio job hygiene."""
-    f, fio, alert = kit.f, kit.fio, kit.alert
+    """Facts of the guest itself: partition alignment (and Windows' split I/Os), fio job hygiene."""
+    f, fio, alert, t, w, busy = kit.f, kit.fio, kit.alert, kit.t, kit.w, kit.busy
     return Group(
         "ioparallax-guest-alerts",
         "What the guest's own facts say (reliable signals).",
@@ -739,6 +992,46 @@ def _guest_fact_alerts(kit: _AlertKit) -> Group:
                 "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
                 "job file and run it again.",
                 "One alert per trap found in a job's options by the fio exporter.",
+            ),
+            alert(
+                "IoparallaxDiskspdTargetHygiene",
+                "warning",
+                f.hygiene,
+                f"diskspd_target_hygiene_problem{kit.cfg.sel('diskspd')} == 1",
+                "A DiskSPD result was measured with a benchmark trap.",
+                "DiskSPD target {{ $labels.target }} of {{ $labels.host }} ({{ $labels.source }}) has the hygiene "
+                "problem {{ $labels.problem }} (see docs/hygiene.md): its numbers do not describe what the "
+                "application will get. Fix the command line (check it first with ioparallax-check) and run it again.",
+                "One alert per trap the DiskSPD exporter found in a result's target (the fio alert's counterpart; "
+                "checks the XML cannot decide, diskspd_target_hygiene_cannot_tell, are not alerts).",
+            ),
+            alert(
+                "IoparallaxVdbenchRunHygiene",
+                "warning",
+                f.hygiene,
+                f"vdbench_run_hygiene_problem{kit.cfg.sel('vdbench')} == 1",
+                "A vdbench run was measured with a benchmark trap.",
+                "vdbench run {{ $labels.run }} in {{ $labels.source }} has the hygiene problem {{ $labels.problem }} "
+                "(see docs/hygiene.md): its numbers do not describe what the application will get. Fix the "
+                "parameter file (check it first with ioparallax-check) and run it again.",
+                "One alert per trap the vdbench exporter found in a run (the fio alert's counterpart; checks the "
+                "output directory cannot decide, vdbench_run_hygiene_cannot_tell, are not alerts).",
+            ),
+            alert(
+                "IoparallaxGuestSplitIo",
+                "info",
+                f.misaligned_partition,
+                f"vm_disk:ioparallax_guest_os_split_ios:ratio{w} > {t.split_io_ratio:g}\n"
+                f"and on (vm, disk) (\n  vm_disk:ioparallax_guest_os_read_bytes:rate{w}\n"
+                f"  + vm_disk:ioparallax_guest_os_write_bytes:rate{w}\n) > {busy}",
+                "Windows splits most of this disk's I/Os: a misaligned partition is suspected (hint).",
+                "Windows split {{ $value | humanizePercentage }} of the I/Os on {{ $labels.vm }} {{ $labels.disk }} "
+                "(windows_exporter split_ios_total): the signature of a partition off the 4 KiB grid (Windows "
+                "2003's 63 sectors, 1536 bytes) or of a fragmented test file. Check the partition offset "
+                "(Get-Partition | fl Offset: a multiple of 4096) before trusting the results; windows_exporter "
+                "does not show it.",
+                "Windows guest hint (windows_exporter has no partition offset): split I/Os over I/Os, disk busy.",
+                signal="heuristic",
             ),
         ],
     )
@@ -959,6 +1252,28 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "view is missing. fio_source_error_info{reason} says why (unreadable, corrupt, invalid_value, "
                 "too_large, truncated); the exporter's log names the file and the cause.",
                 "One watched fio output file is unreadable, corrupt or holds values fio cannot write.",
+            ),
+            alert(
+                "IoparallaxDiskspdSourceDown",
+                "warning",
+                f.down,
+                f"diskspd_source_up{kit.cfg.sel('diskspd')} == 0",
+                "A DiskSPD result file cannot be used.",
+                "The DiskSPD exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that run's guest "
+                "view is missing. diskspd_source_error_info{reason} says why (unreadable, corrupt, truncated, "
+                "not_diskspd, invalid_value, forbidden_markup, too_large); the exporter's log names the file.",
+                "One watched DiskSPD result is unreadable, cut off or not a DiskSPD -Rxml document.",
+            ),
+            alert(
+                "IoparallaxVdbenchSourceDown",
+                "warning",
+                f.down,
+                f"vdbench_source_up{kit.cfg.sel('vdbench')} == 0",
+                "A vdbench output directory cannot be used.",
+                "The vdbench exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that run's guest "
+                "view is missing. vdbench_source_error_info{file, reason} names the file and why (unreadable, "
+                "not_vdbench, too_large); the exporter's log names the file.",
+                "One watched vdbench output directory has a file that cannot be read or is not vdbench output.",
             ),
             alert(
                 "IoparallaxStargateUnreadFields",

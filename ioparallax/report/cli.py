@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import sys
 import time
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from ioparallax.exporters.common.config import parse_bytes
 from ioparallax.report.promapi import PromError, parse_seconds
 from ioparallax.version import add_version_arg
 
@@ -168,7 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the scalability ramp's step boundaries, offsets from --start (e.g. 0,3m,6m,9m, or "
         "0=1,3m=2,6m=4 with each step's concurrency) instead of finding them (docs/usl.md)",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds per Prometheus request, the whole exchange from connecting to the last byte (default 30)",
+    )
+    p.add_argument(
+        "--max-answer-size",
+        default="64MiB",
+        metavar="SIZE",
+        help="largest Prometheus answer read (e.g. 64MiB, 1GiB): a larger one fails its query with a "
+        "clear error instead of filling memory; raise it for very long ranges over many VM disks (default 64MiB)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log every query")
     add_version_arg(p)
     return p
@@ -199,6 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         match = args.match.strip()
         if match.startswith("{") and match.endswith("}"):
             match = match[1:-1].strip()
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise ValueError(f"--timeout: expected seconds above 0, got {args.timeout:g}")
+        try:
+            max_answer = parse_bytes(args.max_answer_size)
+        except ValueError as e:
+            raise ValueError(f"--max-answer-size: {e}") from None
+        if max_answer < 1024:
+            raise ValueError(f"--max-answer-size: expected at least 1KiB, got {args.max_answer_size}")
         compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
         if args.compare_pairs and not compare:
             raise ValueError("--compare-pairs needs --compare")
@@ -221,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             title=args.title,
             timeout=args.timeout,
             steps=steps,
+            max_answer_bytes=max_answer,
         )
     except (PromError, ReportError) as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)

@@ -24,6 +24,7 @@ from ioparallax.report.sections import ReportContext
 log = logging.getLogger(__name__)
 
 FIO_JOB = "instance, job, jobname, jobid, host, source"
+DS_TARGET = "instance, job, host, source, timespan, target_id, target"  # a DiskSPD target of one run
 DIRECTIONS = ("read", "write")
 QUANTITIES = ("ops", "bytes", "latency_seconds")
 LAYERS = ("guest", "guest_os", "vm", "storage")
@@ -91,10 +92,23 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
     out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
     out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
     out["splitting"] = ctx.rule(f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}")
+    # Hygiene findings of the load generator on the disk: fio's jobs, or DiskSPD's targets (each
+    # result's finding, as IoparallaxDiskspdTargetHygiene sees them).
+    ds_target = ctx.rule("guest_target:ioparallax_diskspd_vm_disk:info")
     out["hygiene"] = (
         f"max by (vm, disk, problem) (fio_job_hygiene_problem{ctx.sel('fio')} "
-        f"* on ({FIO_JOB}) group_left (vm, disk) {job_info})"
+        f"* on ({FIO_JOB}) group_left (vm, disk) {job_info})\n"
+        f"or max by (vm, disk, problem) (diskspd_target_hygiene_problem{ctx.sel('diskspd')} "
+        f"* on ({DS_TARGET}) group_left (vm, disk) {ds_target})"
     )
+    # vdbench's findings are per output directory (source), its hosts per VM disk: a many-to-many
+    # join PromQL cannot do, so both come as labelled series and meet in summary.disk_input.
+    out["vdbench_hygiene"] = f"max by (source, problem) (vdbench_run_hygiene_problem{ctx.sel('vdbench')})"
+    out["vdbench_disks"] = f"group by (source, vm, disk) ({ctx.rule('guest_host:ioparallax_vdbench_vm_disk:info')})"
+    # Which tool measured the guest view, and which exporter the guest OS view (report cells say it).
+    out["guest_tool"] = ctx.rule("vm_disk:ioparallax_guest_tool:info")
+    out["guest_os_source"] = ctx.rule("vm_disk:ioparallax_guest_os_source:info")
+    out["split_ios"] = ctx.rule(f"vm_disk:ioparallax_guest_os_split_ios:ratio{w}")
     for kind, metric in (
         ("read_sources", "stargate_vdisk_read_source_bytes_per_second"),
         ("write_destinations", "stargate_vdisk_write_destination_bytes_per_second"),
@@ -152,6 +166,9 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
     out["source_up_vm"] = " or ".join(
         f"max by (instance) (max_over_time({source}_up{ctx.sel(source)}[{r}]))" for source in SOURCES
     )
+    # The guest views of other tools and of Windows guests: their targets count as the view's targets.
+    out["up_guest"] += f" or max by (job, instance) (max_over_time(up{ctx.sel('diskspd')}[{r}]))"
+    out["up_guest_os"] += f" or max by (job, instance) (max_over_time(up{ctx.sel('windows')}[{r}]))"
     out["source_up_storage"] = f"max by (instance) (max_over_time(stargate_up{ctx.sel('stargate')}[{r}]))"
     out["source_up_guest"] = f"max by (instance, source) (max_over_time(fio_source_up{ctx.sel('fio')}[{r}]))"
     return out
@@ -265,7 +282,16 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             with lock:
                 ds.instant[fam] = result
             return
-        if fam in ("hygiene", "read_sources", "write_destinations", "alerts"):
+        if fam in (
+            "hygiene",
+            "read_sources",
+            "write_destinations",
+            "alerts",
+            "guest_tool",
+            "guest_os_source",
+            "vdbench_hygiene",
+            "vdbench_disks",
+        ):
             shaped = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
             with lock:
                 ds.labelled[fam] = shaped

@@ -162,6 +162,18 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         if parts
         else ""
     )
+
+    def seen(fam: str, label: str) -> str:
+        return ", ".join(
+            sorted(
+                {
+                    m.get(label, "")
+                    for m, v in ds.labelled.get(fam, [])
+                    if (m.get("vm"), m.get("disk")) == key and np.any(~np.isnan(v))
+                }
+            )
+        )
+
     view = (
         f"{'Prism' if source == 'prism' else 'vCenter'}" + (f", {period:g} s samples" if period else "")
         if vc or prism or key in ds.vm_source_of
@@ -169,6 +181,12 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
     )
     if source == "prism":
         rows = [
+            (
+                "Measured by",
+                seen("guest_tool", "tool"),
+                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
+            ),
+            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
             ("VM view", view, "vm_disk:ioparallax_vm_source:info (AHV: Prism's hypervisor_* statistics)"),
             ("VM", key[0], "Prism (prism_virtual_disk_info)"),
             ("Virtual disk", key[1], "Prism (disk_address)"),
@@ -177,6 +195,12 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         ]
     else:
         rows = [
+            (
+                "Measured by",
+                seen("guest_tool", "tool"),
+                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
+            ),
+            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
             ("VM view", view, "vm_disk:ioparallax_vm_source:info (ESXi: vCenter's performance counters)"),
             ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
             (

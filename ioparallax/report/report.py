@@ -12,7 +12,7 @@ from ioparallax.mixin.config import load_config
 from ioparallax.report.builders import build_sections
 from ioparallax.report.data import choose_step
 from ioparallax.report.page import render_parts
-from ioparallax.report.promapi import PromAPI, PromError
+from ioparallax.report.promapi import DEFAULT_MAX_ANSWER_BYTES, PromAPI, PromError
 from ioparallax.report.sections import ReportContext
 from ioparallax.report.summary import dataset
 
@@ -54,12 +54,13 @@ def context(
     config_path: Path | None,
     timeout: float = 30.0,
     label: str = "",
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> ReportContext:
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
         raise ReportError(f"config: {e}") from None
-    api = PromAPI(prometheus, timeout=timeout)
+    api = PromAPI(prometheus, timeout=timeout, max_answer_bytes=max_answer_bytes)
     # The first request: an unreachable Prometheus stops here with its URL and the cause.
     build = api.buildinfo()
     if not build:
@@ -105,9 +106,20 @@ def make_report(
     title: str = "Storage PoC report",
     timeout: float = 30.0,
     steps: list | None = None,
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> ReportResult:
     t0 = time.monotonic()
-    ctx = context(prometheus, start, end, step, match, config_path, timeout, label="A" if compare else "")
+    ctx = context(
+        prometheus,
+        start,
+        end,
+        step,
+        match,
+        config_path,
+        timeout,
+        label="A" if compare else "",
+        max_answer_bytes=max_answer_bytes,
+    )
     if steps:
         ctx.shared["steps"] = steps  # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
     if compare is not None:
@@ -122,7 +134,9 @@ def make_report(
         except ConfigError as e:
             raise ReportError(f"--compare-pairs: {e}") from None
         # The same step, so both sides have points at the same spacing.
-        ctx.compare = context(url, cstart, cend, ctx.step, cmatch, config_path, timeout, label=label)
+        ctx.compare = context(
+            url, cstart, cend, ctx.step, cmatch, config_path, timeout, label=label, max_answer_bytes=max_answer_bytes
+        )
         b_ds = dataset(ctx.compare)
         a_ds = dataset(ctx)
         b_to_a = pair(a_ds.disks(), b_ds.disks(), pairs)

@@ -81,18 +81,34 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         buffered=g("buffered"),
         splitting=g("splitting"),
         partitions=partitions(ds, key),
+        split_ios=g("split_ios"),
         job_elapsed=g("job_elapsed"),
         settle_seconds=ds.settle_seconds,
         rate_window=ds.rate_window,
     )
     if key in ds.vm_source_of:
         inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
-    runs_fio = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
-    if runs_fio:
+    for fam, attr, label in (("guest_tool", "tool", "tool"), ("guest_os_source", "guest_os_source", "source")):
+        seen = sorted(
+            m.get(label, "")
+            for m, v in ds.labelled.get(fam, [])
+            if (m.get("vm"), m.get("disk")) == key and np.any(~np.isnan(v))
+        )
+        setattr(inp, attr, "+".join(seen))
+    runs_tool = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
+    if runs_tool:
         inp.hygiene_problems = {
             m.get("problem", "?")
             for m, v in ds.labelled.get("hygiene", [])
             if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1
+        }
+        sources = {
+            m.get("source") for m, v in ds.labelled.get("vdbench_disks", []) if (m.get("vm"), m.get("disk")) == key
+        }
+        inp.hygiene_problems |= {
+            m.get("problem", "?")
+            for m, v in ds.labelled.get("vdbench_hygiene", [])
+            if m.get("source") in sources and np.nanmax(v, initial=0) >= 1
         }
     return inp
 

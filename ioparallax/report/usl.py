@@ -23,6 +23,7 @@ only approaches the Amdahl ceiling); a sigma of 0 means no Amdahl ceiling.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,11 @@ MIN_POINTS = 4  # distinct concurrency levels: three coefficients need at least 
 RISE_MIN = 1.05  # a ramp "rises" when some later step is >= 5 % above the first one
 SIGMA_MAX = 1.0  # sigma 1: X(N) = gamma for every N, nothing left to share
 BOUND_EPS = 1e-9  # sigma or kappa whose term moves X(N) less than this is "at the bound", 0
+#: Largest concurrency and throughput fitted. The model squares N and least squares squares X, so
+#: values near 1e300 overflowed into infinities and NaNs inside scipy (a traceback). No VM count,
+#: job count or queue depth comes near 1e9, and no IO/s or bytes/s figure near 1e18 (an EB/s).
+N_MAX = 1e9
+X_MAX = 1e18
 
 
 class UslInputError(ValueError):
@@ -143,6 +149,25 @@ def fit(
     Raises :class:`UslInputError` for points that are not numbers or not positive.
     """
     na, xa = _check(n, x)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        # Whatever the points, a failure of the numerics is a "no fit" with its reason, never a
+        # traceback or a page of RuntimeWarnings.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            return _fit(na, xa, level, gamma_fixed, unit, what)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+            return UslFit(
+                ok=False,
+                statement=f"No scalability fit: the numerics failed on these points ({type(exc).__name__}).",
+                n=na,
+                x=xa,
+                level=level,
+                gamma_fixed=gamma_fixed,
+                n_max=float(na.max()) if na.size else 0.0,
+            )
+
+
+def _fit(na: np.ndarray, xa: np.ndarray, level: float, gamma_fixed: bool, unit: str, what: str) -> UslFit:
     result = UslFit(
         ok=False,
         statement="",
@@ -152,6 +177,13 @@ def fit(
         gamma_fixed=gamma_fixed,
         n_max=float(na.max()) if na.size else 0.0,
     )
+    if na.size and (na.max() > N_MAX or xa.max() > X_MAX):
+        big, name, limit = (na.max(), "concurrency", N_MAX) if na.max() > N_MAX else (xa.max(), "throughput", X_MAX)
+        result.statement = (
+            f"No scalability fit: a {name} of {big:.3g} is beyond what the model can compute "
+            f"(at most {limit:.0e}); check the points."
+        )
+        return result
     levels = np.unique(na)
     if levels.size < MIN_POINTS:
         result.statement = (

@@ -10,6 +10,7 @@ import argparse
 import csv
 import io
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,12 +54,24 @@ class Points:
     throughput: list[float]
 
 
+#: A number as a spreadsheet or tool writes it: ASCII digits, a decimal point, an exponent.
+#: float() also takes "1_0" (10) and digits of other scripts ("１", "٣"), which no CSV means.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+#: Largest CSV read (bytes) and longest cell kept: a ramp is a few dozen short lines.
+MAX_CSV_BYTES = 16 * 1024 * 1024
+MAX_CELL_CHARS = 4096
+
+
 def _number(text: str) -> float | None:
-    try:
-        v = float(text.strip())
-    except ValueError:
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
         return None
-    return v
+    return float(text)
+
+
+def _cell(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def read_points(text: str, name: str) -> Points:
@@ -71,7 +84,18 @@ def read_points(text: str, name: str) -> Points:
     col_n, col_x = 0, 1
     points = Points([], [])
     header_seen = False
-    for lineno, row in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), start=1):
+    rows = csv.reader(io.StringIO(text), delimiter=delimiter)
+    lineno = 0
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell above csv's field limit
+            raise CsvError(f"{name}:{rows.line_num}: cannot be read as CSV ({exc})") from None
+        lineno = rows.line_num
+        if any(len(c) > MAX_CELL_CHARS for c in row):
+            raise CsvError(f"{name}:{lineno}: a cell longer than {MAX_CELL_CHARS} characters")
         if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
             continue
         cells = [c.strip() for c in row]
@@ -82,23 +106,28 @@ def read_points(text: str, name: str) -> Points:
                 col_n, col_x = names.index("concurrency"), names.index("throughput")
             elif len(cells) < 2:
                 raise CsvError(
-                    f"{name}:{lineno}: header {row!r} has {len(cells)} column, expected concurrency and throughput"
+                    f"{name}:{lineno}: header {_cell(repr(row))} has {len(cells)} column, expected concurrency and throughput"
                 )
             continue
         if len(cells) <= max(col_n, col_x):
             raise CsvError(
                 f"{name}:{lineno}: expected {max(col_n, col_x) + 1} columns (concurrency, "
-                f"throughput), got {len(cells)}: {delimiter.join(row)!r}"
+                f"throughput), got {len(cells)}: {_cell(repr(delimiter.join(row)))}"
             )
         n, x = _number(cells[col_n]), _number(cells[col_x])
-        for label, value, cell in (("concurrency", n, cells[col_n]), ("throughput", x, cells[col_x])):
+        for label, value, cell, limit in (
+            ("concurrency", n, cells[col_n], usl.N_MAX),
+            ("throughput", x, cells[col_x], usl.X_MAX),
+        ):
             if value is None or not math.isfinite(value):
-                raise CsvError(f"{name}:{lineno}: {label} {cell!r} is not a number")
+                raise CsvError(f"{name}:{lineno}: {label} {_cell(cell)!r} is not a number")
+            if value > limit:
+                raise CsvError(f"{name}:{lineno}: {label} {_cell(cell)} is above {limit:.0e}, beyond any measurement")
         assert n is not None and x is not None
         if n <= 0:
-            raise CsvError(f"{name}:{lineno}: concurrency must be > 0, got {cells[col_n]}")
+            raise CsvError(f"{name}:{lineno}: concurrency must be > 0, got {_cell(cells[col_n])}")
         if x < 0:
-            raise CsvError(f"{name}:{lineno}: throughput must be >= 0, got {cells[col_x]}")
+            raise CsvError(f"{name}:{lineno}: throughput must be >= 0, got {_cell(cells[col_x])}")
         points.concurrency.append(n)
         points.throughput.append(x)
     if not points.concurrency:
@@ -181,10 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.csv == "-":
-            text, name = sys.stdin.read(), "<stdin>"
+            data, name = sys.stdin.buffer.read(MAX_CSV_BYTES + 1), "<stdin>"
         else:
             name = args.csv
-            text = Path(args.csv).read_text(encoding="utf-8-sig")
+            with Path(args.csv).open("rb") as fh:
+                data = fh.read(MAX_CSV_BYTES + 1)
+        if len(data) > MAX_CSV_BYTES:
+            raise CsvError(f"{name}: larger than {MAX_CSV_BYTES // 2**20} MiB: not a table of points")
+        text = data.decode("utf-8-sig")
         points = read_points(text, name)
     except OSError as e:
         print(f"ioparallax-report usl: {args.csv}: cannot read ({e.strerror or e})", file=sys.stderr)

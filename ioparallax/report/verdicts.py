@@ -41,12 +41,15 @@ TRAPS: dict[str, tuple[str, str]] = {
 }
 BUFFERED_ANCHOR = "ioparallaxaskedqueuedepthnotreached"
 MISALIGNED_IO_ANCHOR = "ioparallaxmisalignediosuspected"
+SPLIT_IO_ANCHOR = "ioparallaxguestsplitio"
+#: The runbook section of each tool's hygiene alert.
+HYGIENE_ANCHORS = {"diskspd": "ioparallaxdiskspdtargethygiene", "vdbench": "ioparallaxvdbenchrunhygiene"}
 
 VIEW_NAMES = {
-    "guest": "guest view (fio exporter)",
+    "guest": "guest view (fio, DiskSPD or vdbench exporter)",
     "vm": "VM view (vCenter or Prism exporter)",
     "storage": "storage view (Stargate exporter)",
-    "guest_os": "guest OS view (node_exporter)",
+    "guest_os": "guest OS view (node_exporter or windows_exporter)",
 }
 
 
@@ -84,7 +87,10 @@ class DiskInput:
     buffered: np.ndarray | None = None  # vm_disk:ioparallax_guest_buffered_io:bool
     splitting: np.ndarray | None = None  # vm_disk:ioparallax_guest_os_to_fio_ops:ratio1m
     partitions: dict[str, float] | None = None  # partition -> start bytes; None: guest facts missing
-    hygiene_problems: set[str] | None = None  # fio_job_hygiene_problem problems seen in the range
+    hygiene_problems: set[str] | None = None  # the load generator's hygiene problems seen in the range
+    tool: str = ""  # the load generator that measured the guest view (fio, diskspd, vdbench; "" unknown)
+    guest_os_source: str = ""  # node_exporter or windows_exporter ("" unknown)
+    split_ios: np.ndarray | None = None  # vm_disk:ioparallax_guest_os_split_ios:ratio1m (Windows guests)
     # Seconds the youngest running fio job on the disk had run (fio_job_elapsed_seconds), and how long
     # the VM and storage views' windows take to fill after a job starts (report.scaling.settle_seconds):
     # views_agree and bursts leave out the steps where a job had run less than that. rate_window is
@@ -456,7 +462,10 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
 
 def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
     trap = "misalignment"
-    thr = f"start % 4096 != 0, or RMW reads > {pct(t.misaligned_read_to_write_ratio)} of writes"
+    thr = (
+        f"start % 4096 != 0, or RMW reads > {pct(t.misaligned_read_to_write_ratio)} of writes, "
+        f"or Windows split I/Os > {pct(t.split_io_ratio)}"
+    )
     split = ""
     if _has(inp.splitting):
         s = float(np.nanmedian(inp.splitting))
@@ -475,6 +484,20 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
                 f"two storage blocks and needs a read-modify-write.{split}",
                 TRAPS[trap][1],
                 s,
+            )
+    split_share: float | None = None
+    if _has(inp.split_ios) and not np.all(np.isnan(inp.split_ios)):
+        split_share = float(np.nanmedian(inp.split_ios))
+        if split_share > t.split_io_ratio:
+            return Verdict(
+                trap,
+                State.DISTORTED,
+                f"split {pct(split_share)}",
+                thr,
+                f"Windows split {pct(split_share)} of the disk's I/Os (windows_exporter split_ios_total): a "
+                "partition off the 4 KiB grid is suspected (a hint: check the partition offset).",
+                SPLIT_IO_ANCHOR,
+                split_share,
             )
     heuristic: float | None = None
     if "storage" not in inp.missing_views and _has(inp.storage_write_bytes) and _has(inp.rmw_read_to_write):
@@ -496,6 +519,17 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
                     MISALIGNED_IO_ANCHOR,
                     value,
                 )
+    if inp.partitions is None and heuristic is None and split_share is not None:
+        return Verdict(
+            trap,
+            State.OK,
+            f"split {pct(split_share)}",
+            thr,
+            f"Windows split {pct(split_share)} of the disk's I/Os (windows_exporter split_ios_total; the "
+            f"hint of a misaligned partition is above {pct(t.split_io_ratio)}).{split}",
+            SPLIT_IO_ANCHOR,
+            split_share,
+        )
     if inp.partitions is None and heuristic is None:
         why = _missing(inp, "guest", "storage")
         if not why and (vm_why := _missing(inp, "vm")):
@@ -522,7 +556,9 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
 
 def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
     trap = "hygiene"
-    thr = "any fio hygiene problem"
+    tool = {"diskspd": "DiskSPD", "vdbench": "vdbench"}.get(inp.tool, "fio")
+    anchor = HYGIENE_ANCHORS.get(inp.tool, TRAPS[trap][1])
+    thr = f"any {tool} hygiene problem"
     if why := _missing(inp, "guest"):
         return _nm(trap, why, thr)
     if inp.hygiene_problems is None:
@@ -531,12 +567,12 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
             # Judged over every step of the range: no step had a fio job (guest bytes or iodepth).
             return _nm(
                 trap,
-                f"no fio job ran on this disk at any step of the range, while the VM view saw "
+                f"no fio job, DiskSPD run or vdbench host measured this disk at any step of the range, while the VM view saw "
                 f"it busy (above {si_bytes(t.busy_bytes_per_second)}/s) at {int(busy.sum())} of "
-                f"{busy.size} steps: I/O that no fio job in the guest explains",
+                f"{busy.size} steps: I/O that no load generator in the guest explains",
                 thr,
             )
-        return _nm(trap, "no fio job on this disk", thr)
+        return _nm(trap, "no fio job, DiskSPD run or vdbench host on this disk", thr)
     problems = set(inp.hygiene_problems)
     if inp.buffered is not None and np.nan_to_num(inp.buffered, nan=0.0).max(initial=0) >= 1:
         problems.add("buffered_io")
@@ -547,8 +583,9 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
             State.DISTORTED,
             names,
             thr,
-            f"The fio job's options make its numbers unrepresentative ({names}: see docs/hygiene.md).",
-            TRAPS[trap][1],
+            f"The {tool} {'result' if inp.tool in ('diskspd', 'vdbench') else 'job'}'s options make its numbers "
+            f"unrepresentative ({names}: see docs/hygiene.md).",
+            anchor,
             float(len(problems)),
         )
     return Verdict(
@@ -556,8 +593,9 @@ def hygiene(inp: DiskInput, t: Thresholds) -> Verdict:
         State.OK,
         "none",
         thr,
-        "The fio job's options describe the application, not a benchmark trap.",
-        TRAPS[trap][1],
+        f"The {tool} {'result' if inp.tool in ('diskspd', 'vdbench') else 'job'}'s options describe the "
+        "application, not a benchmark trap.",
+        anchor,
         0.0,
     )
 

@@ -4,10 +4,10 @@
 
 - the simulators, fed by one scenario: one Stargate server per CVM, the cluster's manager (the
   vCenter simulator on an ESXi cluster, the Prism simulator on an AHV one: the scenario's
-  ``cluster.hypervisor``), the guest simulator (per VM, the fio status stream and sysfs disk facts
-  of that guest);
-- the exporters, pointed at them: the Stargate exporter, the vCenter or Prism exporter, one fio
-  exporter per VM;
+  ``cluster.hypervisor``), the guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
+  Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
+- the exporters, pointed at them: the Stargate exporter, the vCenter or Prism exporter, one fio exporter per Linux
+  VM, the diskspd exporter for the DiskSPD results, the vdbench exporter for the vdbench runs;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
 - with ``--long-term``, Debian's VictoriaMetrics (single node) as Prometheus' remote_write target:
@@ -55,9 +55,14 @@ from ioparallax.simulators.process import (
     stop_all,
     wait_for_http,
 )
-from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path
+from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenario, scenario_path, write_with_origin
 
 log = logging.getLogger("ioparallax.demo")
+
+# --from-start: period second 0 falls this long after the stack starts, when its Prometheus is up (a
+# start takes 5 to 20 s): the first step of a scenario (scaling-ramp's first VM) is seen whole, from
+# its beginning; before it the previous period's last seconds run.
+FROM_START_LEAD_S = 20
 
 # The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
 # the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
@@ -74,6 +79,8 @@ PREFERRED_PORTS = {
     "vcenter-exporter": 9762,
     "prism-exporter": 9764,
     "fio-exporter": 9763,  # the first VM's; the others get free ports
+    "diskspd-exporter": 9765,
+    "vdbench-exporter": 9766,
     "victoria-metrics": 8428,
 }
 
@@ -192,6 +199,11 @@ class Stack:
     alertmanager_webhook: str | None = None  # tests: receive alerts here
     long_term: bool = False  # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
+    # --from-start: every cluster's period second 0 falls FROM_START_LEAD_S after the stack's start
+    # (``origin``, Unix time): each cluster's simulators read one copy of its scenario with that origin
+    # (docs/scenarios.md "Time").
+    from_start: bool = False
+    origin: int | None = field(default=None, init=False)
     procs: list[Process] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
 
@@ -234,6 +246,9 @@ class Stack:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
+        if self.from_start:
+            self.origin = int(time.time()) + FROM_START_LEAD_S
+            log.info("origin=%d: every scenario's period second 0, %d s from now", self.origin, FROM_START_LEAD_S)
         self.clusters = self._cluster_parts()
         self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
@@ -265,9 +280,9 @@ class Stack:
             )
         parts: list[ClusterPart] = []
         for scenario, cluster in specs:
-            trace = compile_scenario(load_scenario(scenario))
+            loaded = load_scenario(scenario)
             if cluster is None and len(specs) > 1:
-                cluster = trace.scenario.name
+                cluster = loaded.name
                 if not _CLUSTER_NAME.fullmatch(cluster):
                     raise ValueError(
                         f"--scenario {scenario}: its name {cluster!r} cannot name a cluster (letters, "
@@ -281,7 +296,11 @@ class Stack:
             workdir = self.workdir if cluster is None else self.workdir / "clusters" / cluster
             workdir.mkdir(parents=True, exist_ok=True)
             # The simulators run in the workdir: a scenario file relative to here must reach them.
-            parts.append(ClusterPart(str(scenario_path(scenario).resolve()), cluster, workdir, trace))
+            source = scenario_path(scenario).resolve()
+            if self.origin is not None:  # one copy with the origin, read by all of the cluster's simulators
+                source = write_with_origin(source, self.origin, workdir / "scenario.origin.yaml")
+                loaded = load_scenario(source)
+            parts.append(ClusterPart(str(source), cluster, workdir, compile_scenario(loaded)))
         return parts
 
     def _kill_leftovers(self) -> None:
@@ -542,22 +561,54 @@ class Stack:
             time.sleep(0.1)
         paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
         cache = part.trace.scenario.cluster.dram_cache_bytes
+        label = self.resolved_cluster_label()
         static: list[dict[str, Any]] = []
         node_static: list[dict[str, Any]] = []
+        windows_static: list[dict[str, Any]] = []
         procs = []
         taken: set[int] = set()
-        for i, (vm, where) in enumerate(paths.items()):
-            port = pick_port("fio-exporter", self.fixed_ports and i == 0)
-            while port in taken:  # exporters not yet listening: do not hand out a port twice
+
+        def port_for(name: str, preferred: bool = False) -> int:
+            # exporters not yet listening: do not hand out a port twice
+            port = pick_port(name, self.fixed_ports and preferred)
+            while port in taken:
                 port = free_port()
             taken.add(port)
+            return port
+
+        first_fio = True
+        for vm, where in paths.items():
+            if "windows" in where:
+                # The Windows guest OS view: windows_exporter's metrics, written by the guest
+                # simulator as a textfile and served by node_exporter's textfile collector (no
+                # windows_exporter runs on Linux; the names, labels and types are its).
+                port = port_for("guest-windows")
+                proc = self._start(
+                    part.proc(f"guest-windows-exporter-{vm}"),
+                    [
+                        "prometheus-node-exporter",
+                        f"--web.listen-address=127.0.0.1:{port}",
+                        "--collector.disable-defaults",
+                        "--collector.textfile",
+                        f"--collector.textfile.directory={where['windows']}",
+                    ],
+                    url=f"http://127.0.0.1:{port}",
+                )
+                procs.append(proc)
+                windows_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+                continue
+            port = port_for("fio-exporter", first_fio)
+            first_fio = False
+            # Every Linux guest gets a fio exporter: its sysfs disk facts (fio_guest_disk_info) join
+            # the guest OS view to the VM disks even where another tool than fio runs.
+            watch = [f"--fio.watch={where['stream']}"] if "stream" in where else []
             proc = self._start(
                 part.proc(f"fio-exporter-{vm}"),
                 [
                     BIN / "fio-exporter",
                     "serve",
                     f"--web.listen-address=127.0.0.1:{port}",
-                    f"--fio.watch={where['stream']}",
+                    *watch,
                     f"--fio.host={vm}",
                     f"--collector.sysfs={where['sysfs']}",
                     f"--fio.cache-size={cache}",
@@ -566,15 +617,10 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            static.append(
-                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
-            )
+            static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
             # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
             # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
-            port = free_port()
-            while port in taken:
-                port = free_port()
-            taken.add(port)
+            port = port_for("guest-node-exporter")
             proc = self._start(
                 part.proc(f"guest-node-exporter-{vm}"),
                 [
@@ -589,15 +635,70 @@ class Stack:
                 url=f"http://127.0.0.1:{port}",
             )
             procs.append(proc)
-            node_static.append(
-                {"targets": [f"127.0.0.1:{port}"], "labels": part.labels(self.resolved_cluster_label(), vm=vm)}
+            node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+        jobs: list[dict[str, Any]] = []
+        results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
+        if results:
+            # DiskSPD's results, copied off the Windows guests to one directory on a collector host:
+            # one diskspd exporter reads them all. Retention keeps the last few runs (the rules take
+            # each host's newest); its scrape interval is the demo's.
+            port = port_for("diskspd-exporter", True)
+            proc = self._start(
+                part.proc("diskspd-exporter"),
+                [
+                    BIN / "diskspd-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    *(f"--diskspd.watch={r}" for r in results),
+                    "--diskspd.retention=5m",
+                    f"--diskspd.cache-size={cache}",
+                    f"--diskspd.scrape-interval={self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            jobs.append(
+                {
+                    "job_name": "diskspd",
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+                }
+            )
+        outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
+        if outputs:
+            # vdbench's multi-host run (the controller's output directories, one per run): one
+            # vdbench exporter follows them live, scraped with the demo's interval.
+            port = port_for("vdbench-exporter", True)
+            proc = self._start(
+                part.proc("vdbench-exporter"),
+                [
+                    BIN / "vdbench-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    *(f"--vdbench.watch={o}" for o in outputs),
+                    f"--vdbench.cache-size={cache}",
+                    f"--vdbench.scrape-interval={self.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            jobs.append(
+                {
+                    "job_name": "vdbench",
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+                }
             )
         for proc in procs:
             self._wait_http(proc, "/metrics")
-        job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
-        if self.fio_scrape_interval:
-            job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
-        return [job, {"job_name": "guest-node", "static_configs": node_static}]
+        if static:
+            job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
+            if self.fio_scrape_interval:
+                job["scrape_interval"] = job["scrape_timeout"] = self.fio_scrape_interval
+            jobs.append(job)
+        if node_static:
+            jobs.append({"job_name": "guest-node", "static_configs": node_static})
+        if windows_static:
+            jobs.append({"job_name": "guest-windows", "static_configs": windows_static})
+        return jobs
 
     def _start_node_exporter(self) -> list[dict[str, Any]]:
         port = pick_port("node-exporter", self.fixed_ports)
@@ -877,11 +978,17 @@ class Stack:
             ),
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
             (
-                "all three views: bytes/s per VM disk (guest = fio, vm = vCenter or Prism, storage = Stargate)",
+                "guest: DiskSPD and vdbench hygiene findings",
+                "diskspd_target_hygiene_problem == 1 or vdbench_run_hygiene_problem == 1",
+            ),
+            ("guest: which tool measured each VM disk", "vm_disk:ioparallax_guest_tool:info"),
+            (
+                "all three views: bytes/s per VM disk (guest = fio/DiskSPD/vdbench, vm = vCenter or Prism, storage = Stargate)",
                 '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}',
             ),
             (
-                "guest: fio's ops beside the guest OS block layer's requests (node_exporter; 1 MiB I/O is split in two)",
+                "guest: the tool's ops beside the guest OS's requests (node_exporter: 1 MiB I/O is split in two; "
+                "windows_exporter: counted once)",
                 '{__name__=~"vm_disk:ioparallax_guest(_os)?_(read|write)_ops:rate1m"}',
             ),
             (
@@ -1094,6 +1201,13 @@ def main(argv: list[str] | None = None) -> int:
         help="load the rules with `for` at 15s (burst: 1m, views-disagree: 2m) instead of the shipped "
         "minutes, so a demo shows its alerts firing within a minute or two",
     )
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help=f"start each scenario's period with the demo ({FROM_START_LEAD_S} s after the start, when "
+        "Prometheus is up: scaling-ramp begins at one VM) instead of where the wall clock puts it "
+        "(period second = Unix time mod period)",
+    )
     add_version_arg(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -1107,7 +1221,13 @@ def main(argv: list[str] | None = None) -> int:
     rules_dir = None
     if args.quick_alerts:
         rules_dir = write_quick_alert_rules(args.workdir / "rules")
-    stack = Stack(scenarios=scenarios, workdir=args.workdir, rules_dir=rules_dir, long_term=args.long_term)
+    stack = Stack(
+        scenarios=scenarios,
+        workdir=args.workdir,
+        rules_dir=rules_dir,
+        long_term=args.long_term,
+        from_start=args.from_start,
+    )
     stopping = False
 
     def on_signal(signum, frame):

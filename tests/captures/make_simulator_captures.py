@@ -5,7 +5,8 @@ metrics, review the diff of each metrics.prom before committing):
 
 Each is written by the real ``stargate-exporter capture`` command against the Stargate
 simulator (clock frozen) or the fault suite's fake Stargate serving mutated simulator pages, and
-by ``vcenter-exporter capture`` against the scenario vCenter simulator (``make deps-go``).
+by ``vcenter-exporter capture`` against the scenario vCenter simulator (``make deps-go``), and by
+``prism-exporter capture`` against the Prism simulator (clock frozen, pages of 1 disk).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import yaml
 
+from ioparallax.exporters.prism.capture import capture_main as prism_capture_main
 from ioparallax.exporters.stargate.capture_cli import capture_main
 from ioparallax.exporters.vcenter.capture import capture_main as vcenter_capture_main
+from ioparallax.simulators.prism.server import PrismSimulator
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.hostile import FROZEN, HostileStargate, real_pages
@@ -79,8 +82,28 @@ def vcenter_capture(name: str) -> None:
             sim.stop()
 
 
+#: Prism's clock for its capture: 15 s after a 30 s boundary (the answer dates a safe sample).
+PRISM_FROZEN = 1_700_030_025.0
+
+
+def prism_capture(name: str) -> None:
+    """The Prism simulator's answers to one probe: virtual_disks in pages of 1 (so the capture
+    holds a paged list), the VM list and hosts, with basic auth."""
+    with PrismSimulator(name, clock=lambda: PRISM_FROZEN, auth=("monitor", "capture")) as sim:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = Path(tmp) / "prism.yml"
+            cfg.write_text(
+                "defaults:\n  username: monitor\n  password_env: CAPTURE_PRISM_PASSWORD\n  scheme: http\n"
+                "  page_size: 1\n"
+            )
+            os.environ["CAPTURE_PRISM_PASSWORD"] = "capture"
+            out = HERE / f"prism-simulator-{name}.tar.gz"
+            assert prism_capture_main(["--target", sim.address, "--config.file", str(cfg), "-o", str(out)]) == 0
+
+
 if __name__ == "__main__":
     simulator_capture("zero-heavy", 2016, discover=True)
     simulator_capture("ilm-upmigration", 2014, discover=False)
     mutated_capture()
     vcenter_capture("postgres")
+    prism_capture("noisy-neighbour")

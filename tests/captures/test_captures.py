@@ -1,4 +1,4 @@
-"""Every capture in this folder (Stargate and vCenter), replayed: the metrics must be its
+"""Every capture in this folder (Stargate, vCenter and Prism), replayed: the metrics must be its
 expected ones, line for line (all but durations and ages). A capture's expectation is ``<name>.prom`` beside it
 when there is one (written, after review, when the capture showed a misread page), else the
 ``metrics.prom`` it holds (what the capturing exporter made of it). See README.md."""
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ioparallax.exporters.prism import capture as prism
 from ioparallax.exporters.stargate import capture as stargate
 from ioparallax.exporters.vcenter import capture as vcenter
 
@@ -19,12 +20,12 @@ CAPTURES = sorted(HERE.glob("*.tar.gz"))
 
 
 def kind(path: Path):
-    """The capture module of a capture: stargate or vcenter (by its manifest's kind)."""
+    """The capture module of a capture: stargate, vcenter or prism (by its manifest's kind)."""
     with tarfile.open(path) as tar:
         member = tar.extractfile("manifest.json")
         assert member is not None
         manifest = json.load(member)
-    return {"stargate-capture": stargate, "vcenter-capture": vcenter}[manifest["kind"]]
+    return {"stargate-capture": stargate, "vcenter-capture": vcenter, "prism-capture": prism}[manifest["kind"]]
 
 
 def expected(path: Path, module) -> tuple[str, str]:
@@ -42,6 +43,7 @@ def test_the_folder_holds_captures():
         "simulator-zero-heavy-2016.tar.gz",
         "mutated-extra-table-row-column.tar.gz",
         "vcenter-simulator-postgres.tar.gz",
+        "prism-simulator-noisy-neighbour.tar.gz",
     } <= names
 
 
@@ -53,7 +55,7 @@ def test_capture_replays_to_its_expected_metrics(path):
         result, metrics = stargate.replay(cap)
         assert result.up == cap.manifest["up"], result.error
     else:
-        metrics = vcenter.replay(cap)
+        metrics = module.replay(cap)
     want, source = expected(path, module)
     comparable = module.comparable
     got = comparable(metrics.decode())

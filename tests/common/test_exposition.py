@@ -291,3 +291,18 @@ def test_sample_exposition_passes_promtool_and_parses_back():
     assert buckets == [("0.001", 1.0), ("0.01", 1.0), ("+Inf", 3.0)]
     assert [s.labels for s in fams["t_latency_seconds"].samples] == [{"vm": awkward, "le": le} for le, _ in buckets]
     assert fams["t_kept"].samples[0].value == 2.0
+
+
+def test_a_lone_surrogate_in_a_label_value_is_escaped_not_a_failed_probe():
+    """A VM or vdisk name from a source's JSON may hold a lone surrogate (a \\udcff escape): UTF-8
+    cannot encode it, and the probe's answer failed with a 500 (issue 25). It is written \\xff
+    (a byte os.fsdecode could not decode) or \\ud800 (any other), the rest unchanged."""
+    from ioparallax.exporters.common.exposition import Exposition, printable
+
+    assert printable("plain") == "plain" and printable("été") == "été"
+    assert printable("a\udcffb\ud800") == "a\\xffb\\ud800"
+    exp = Exposition()
+    exp.family("src_vm_info", "gauge", "VMs.", [(label_block(["vm"], ["db\udcff\ud800"]), 1)])
+    body = exp.render().decode("utf-8")
+    assert 'src_vm_info{vm="db\\\\xff\\\\ud800"} 1' in body
+    assert promtool_check_metrics(body).returncode == 0

@@ -159,10 +159,22 @@ def test_empty_tls_section_means_no_tls(tmp_path):
         ("basic_auth_users: [alice]\n", "basic_auth_users", "expected a mapping"),
         ("- just a list\n", None, "expected a mapping"),
         ("tls_server_config: {cert_file: [\n", None, "invalid YAML"),
+        # issue 25: the second one silently replaced the first
+        (
+            "basic_auth_users: {alice: 'HASH'}\nheaders: {}\nbasic_auth_users: {eve: 'HASH'}\n",
+            "basic_auth_users",
+            "line 3, column 1: duplicate key (first at line 1)",
+        ),
+        ("basic_auth_users: {alice: 'HASH', alice: 'HASH'}\n", "alice", "duplicate key"),
+        ("basic_auth_users: {alice: 'HASH31'}\n", "basic_auth_users.alice", "bcrypt cost 31 is above 14"),
+        ("basic_auth_users: {alice: 'HASH15'}\n", "basic_auth_users.alice", "bcrypt cost 15 is above 14"),
+        ("tls_server_config: &t {cert_file: CRT, key_file: KEY}\n", None, "YAML anchor &t is not accepted"),
     ],
 )
 def test_errors_name_file_and_key(tmp_path, cert, text, key, message):
     crt, key_file = cert
+    for cost in ("31", "15"):  # a hash of that cost, made without paying it (only its form is checked)
+        text = text.replace(f"HASH{cost}", HASH.replace("$04$", f"${cost}$"))
     text = text.replace("CRT", str(crt)).replace("KEY", str(key_file)).replace("HASH", HASH)
     f = tmp_path / "web.yml"
     f.write_text(text)
@@ -172,6 +184,41 @@ def test_errors_name_file_and_key(tmp_path, cert, text, key, message):
     assert err.value.key == key
     assert message in err.value.message
     assert "plaintext-password" not in str(err.value) and "12345678" not in str(err.value)  # secrets not echoed
+    assert HASH[7:] not in str(err.value)
+
+
+def test_bcrypt_cost_14_is_the_highest_accepted(tmp_path):
+    _, cfg = _load(tmp_path, f"basic_auth_users: {{alice: '{HASH.replace('$04$', '$14$')}'}}\n")
+    assert list(cfg.basic_auth_users) == ["alice"]
+    assert webconfig.MAX_BCRYPT_COST == 14
+
+
+def test_a_non_utf8_web_config_is_named(tmp_path):
+    f = tmp_path / "web.yml"
+    f.write_bytes(b"basic_auth_users:\n  \xe9ric: x\n")
+    with pytest.raises(ConfigError, match=r"web.yml: not UTF-8 text \(byte 0xe9 on line 2\)"):
+        load_web_config(f)
+
+
+@pytest.mark.parametrize(
+    "configured, enforced", [("TLS10", "TLS12"), ("TLS11", "TLS12"), ("TLS12", "TLS12"), ("TLS13", "TLS13")]
+)
+def test_min_version_is_described_as_enforced(tmp_path, cert, caplog, configured, enforced):
+    """OpenSSL 3 at its default security level refuses TLS 1.0 and 1.1 whatever min_version says:
+    'TLS10+' was logged while TLS 1.0 handshakes failed. What is described is what a handshake
+    gets, and the difference is one warning line."""
+    if ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).security_level < 1 and configured in ("TLS10", "TLS11"):
+        pytest.skip("this OpenSSL serves TLS 1.0/1.1")
+    crt, key = cert
+    caplog.set_level("WARNING", logger="ioparallax.exporters.common.webconfig")
+    f, cfg = _load(tmp_path, f"tls_server_config: {{cert_file: {crt}, key_file: {key}, min_version: {configured}}}\n")
+    assert f"TLS ({enforced}+," in cfg.describe()
+    warned = [r.getMessage() for r in caplog.records]
+    if configured == enforced:
+        assert not warned
+    else:
+        assert len(warned) == 1 and f"{f}: tls_server_config.min_version is {configured}" in warned[0]
+        assert f"{enforced} is the lowest version served" in warned[0]
 
 
 def test_missing_file_is_named(tmp_path):

@@ -40,13 +40,16 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
         "node-exporter",
         "stargate-exporter",
         "vcenter-exporter",
+        "prism-exporter",
         "fio-exporter",
         "diskspd-exporter",
+        "vdbench-exporter",
     }
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
     assert demo == {
         "stargate-simulator",
         "vcenter-simulator",
+        "prism-simulator",
         "guest-simulator",
         "fio-exporter-bench-01",
         "fio-exporter-bench-02",
@@ -165,6 +168,50 @@ def test_demo_guests_are_the_default_scenarios_vms_and_prometheus_scrapes_them(d
         for j in yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"]
     }
     assert jobs["guest-node"]["file_sd_configs"][0]["files"] == ["/etc/prometheus/targets/guest-node.yml"]
+
+
+def test_prism_is_probed_through_the_exporter_and_only_at_listed_targets(demo_config):
+    """The prism job: multi-target relabelling to the compose exporter's port; every Prism in its
+    file_sd file is a target the exporter's config lists (else HTTP 400), and the demo's is the
+    simulator's listen address; the exporter's config loads with the compose environment."""
+    from ioparallax.exporters.prism.address import target_key
+    from ioparallax.exporters.prism.config import load_config
+
+    services = demo_config["services"]
+    cfg = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
+    jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
+    job = jobs["prism"]
+    assert job["metrics_path"] == "/probe"
+    [file_sd] = job["file_sd_configs"]
+    assert file_sd["files"] == ["/etc/prometheus/targets/prism.yml"]
+    relabel = job["relabel_configs"]
+    assert relabel[0] == {"source_labels": ["__address__"], "target_label": "__param_target"}
+    assert relabel[1] == {"source_labels": ["__param_target"], "target_label": "instance"}
+    exporter = services["prism-exporter"]
+    listen = [c for c in exporter["command"] if c.startswith("--web.listen-address=")][0].rsplit(":", 1)[1]
+    assert relabel[2] == {"target_label": "__address__", "replacement": f"prism-exporter:{listen}"}
+    assert f"prism-exporter:{listen}" in jobs["ioparallax-exporters"]["static_configs"][0]["targets"]
+    assert job["scrape_timeout"] < job["scrape_interval"]
+    # The exporter's config, as compose mounts it, with the compose environment.
+    [config_flag] = [c for c in exporter["command"] if c.startswith("--config.file=")]
+    source = {target: src for src, target in mounts(exporter).items()}[config_flag.split("=", 1)[1]]
+    config = load_config(source, env={k: str(v) for k, v in exporter["environment"].items()})
+    assert not config.allow_unlisted
+    groups = yaml.safe_load((REPO / "deploy/prometheus/targets/prism.yml").read_text())
+    targets = [t for g in groups for t in g["targets"]]
+    for t in targets:
+        assert config.target(target_key(t)) is not None, f"{t} is not listed in deploy/exporters/prism.yml"
+    # The demo's target is the simulator, on the port it listens on, with the exporter's credentials.
+    sim = services["prism-simulator"]
+    assert sim["profiles"] == ["demo"]
+    sim_listen = [c for c in sim["command"] if c.startswith("--listen=")][0].split("=", 1)[1]
+    assert f"prism-simulator:{sim_listen.rsplit(':', 1)[1]}" in targets
+    assert f"--username={exporter['environment']['PRISM_USERNAME']}" in sim["command"]
+    assert "--password-env=PRISM_PASSWORD" in sim["command"]
+    assert sim["environment"]["PRISM_PASSWORD"] == exporter["environment"]["PRISM_PASSWORD"]
+    # Only the simulator opts out of TLS.
+    for key, t in config.targets.items():
+        assert (t.scheme == "http") == key.startswith("prism-simulator"), key
 
 
 def test_the_image_holds_every_package_the_project_installs():

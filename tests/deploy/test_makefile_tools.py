@@ -31,6 +31,7 @@ BASE = {
     "tar",
     "dpkg",
     "dpkg-query",
+    "getent",
     "kill",
     "true",
 }

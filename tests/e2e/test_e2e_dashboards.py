@@ -17,7 +17,10 @@ from the scenario file, not listed by hand per result:
 - the table of page fields the Stargate parser does not read must be empty in every scenario (the
   simulator's pages, of every build, are read whole: a row there is a false alarm);
 - the write zero share may be empty on a 2014/2015 page build (no Oplog Zero row: not measurable),
-  and the burstiness ratio where a fio job on the VM disk is buffered (not judged there).
+  and the burstiness ratio where a fio job on the VM disk is buffered (not judged there);
+- a query of one tool's or one guest OS's own series is empty where the VM disk is measured by
+  another (fio's ``fio_*`` and its job join on a DiskSPD disk, vdbench's on a fio disk...; node_exporter's and the Linux sysfs
+  facts on a Windows guest; Windows' split I/Os on a Linux guest).
 """
 
 from __future__ import annotations
@@ -112,8 +115,21 @@ def not_measured(e: Expr, stack: Stack, values: dict[str, str]) -> bool:
         and "vdisk:ioparallax_write_zero_measurable:bool" not in names
     ):
         return True
+    (vm,) = [v for v in sc.vms if v.name == values["vm"]]
+    tool_series = {
+        "fio": ("fio_", "guest_job:ioparallax_vm_disk:info"),
+        "diskspd": ("diskspd_", "guest_target:ioparallax_diskspd_vm_disk:info"),
+        "vdbench": ("vdbench_", "guest_host:ioparallax_vdbench_vm_disk:info"),
+    }
+    for tool, (prefix, join) in tool_series.items():
+        if vm.load_generator != tool and any(n.startswith(prefix) or n == join for n in names):
+            return True
+    if vm.windows and any(n.startswith("node_") or n == "guest_device:ioparallax_guest_os_disk:info" for n in names):
+        return True
+    if not vm.windows and any("guest_os_split_ios" in n or n.startswith("windows_") for n in names):
+        return True
     disk = stack.trace.disk(f"{values['vm']}/{values['disk']}")
-    buffered = any(not is_direct(s.fio_options) for s in disk.streams)
+    buffered = vm.load_generator == "fio" and any(not is_direct(s.fio_options) for s in disk.streams)
     return buffered and any(n.startswith("vm_disk:ioparallax_burstiness:") for n in names)
 
 

@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 
 from ioparallax.exporters.fio import collector as collector_module
+from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.reader import DocumentStream
 from tests.fio.conftest import decode_all
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
@@ -500,3 +503,152 @@ def test_a_single_document_over_the_bound_is_too_large_even_when_skipped_to(tmp_
     assert value(sm, "fio_source_error_info", reason="too_large") == 1
     assert value(sm, "fio_source_rejected_documents_total", reason="too_large") == 1
     assert value(sm, "fio_source_skipped_bytes_total") > 60 * 2**20
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 25: a file name is data; nothing the exporter opens can block
+
+
+def _openmetrics(watcher) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FioCollector(watcher, local_host="guest1", clock=watcher.clock))
+    return om_latest(registry).decode()
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(tmp_path):
+    """Earlier, one file named b'\\xff.json' in the watched directory made every /metrics answer
+    a 500 (UnicodeEncodeError in the exposition), hiding every other file."""
+    d = tmp_path / "watch"
+    d.mkdir()
+    (d / "good.json").write_text(_doc(5))
+    with open(os.path.join(os.fsencode(d), b"\xff\xfe.json"), "w") as fh:
+        fh.write(_doc(7))
+    watcher = watcher_for(d)
+    text = exposition(watcher)
+    assert_clean(text)
+    sm = samples(text)
+    shown = f"{d}/\\xff\\xfe.json"  # each undecodable byte as \xNN, as `ls -b` and the logs show it
+    assert value(sm, "fio_source_up", source=shown) == 1
+    assert value(sm, "fio_read_ios_total", source=shown) == 7
+    assert value(sm, "fio_read_ios_total", source=d / "good.json") == 5
+    assert value(sm, "fio_up") == 1
+    om = _openmetrics(watcher)
+    assert om.endswith("# EOF\n") and 'source="' + shown.replace("\\", "\\\\") + '"' in om
+
+
+def test_a_job_name_with_a_lone_surrogate_is_shown_escaped(tmp_path):
+    """JSON's \\ud800 escape decodes to a lone surrogate, which UTF-8 cannot encode either."""
+    path = tmp_path / "j.json"
+    path.write_text(_doc(3).replace('"jobname" : "w"', '"jobname" : "w\\udcff\\ud800"'))
+    text = exposition(watcher_for(path))
+    assert_clean(text)
+    assert value(samples(text), "fio_read_ios_total", jobname="w\\xff\\ud800") == 3
+
+
+def test_two_names_alike_once_escaped_give_no_duplicate_series(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="ioparallax.exporters.fio")
+    d = tmp_path / "watch"
+    d.mkdir()
+    (d / "\\xff.json").write_text(_doc(1))  # the four characters backslash, x, f, f
+    with open(os.path.join(os.fsencode(d), b"\xff.json"), "w") as fh:  # the byte 0xff
+        fh.write(_doc(2))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FioCollector(watcher_for(d), local_host="guest1"))
+    for _ in range(2):
+        text = generate_latest(registry).decode()
+        assert_clean(text)
+        sm = samples(text)
+        assert [v for (n, _), v in sm.items() if n == "fio_read_ios_total"] in ([1], [2])
+        assert value(sm, "fio_up") == 0
+    lines = [r.getMessage() for r in caplog.records if "is not exported" in r.getMessage()]
+    assert len(lines) == 1, lines  # once, not per scrape
+    assert "b'" + str(d) + "/\\xff.json'" in lines[0], lines  # which file, unambiguously
+
+
+def test_convert_on_a_name_that_is_not_utf8(tmp_path):
+    path = os.path.join(os.fsencode(tmp_path), b"r\xe9sult.json")  # Latin-1, as an old tool wrote it
+    with open(path, "w") as fh:
+        fh.write(_doc(4))
+    proc = subprocess.run([venv_tool("fio-exporter"), "convert", path], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    text = proc.stdout.decode()
+    assert_clean(text)
+    assert value(samples(text), "fio_read_ios_total", source=f"{tmp_path}/r\\xe9sult.json") == 4
+
+
+def _special_file(tmp_path: Path, kind: str) -> Path:
+    if kind == "fifo":
+        path = tmp_path / "fio.fifo"
+        os.mkfifo(path)
+        return path
+    if kind == "char_device":
+        return Path("/dev/zero")  # endless: read without end before
+    path = tmp_path / "fio.sock"
+    import socket
+
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()
+    return path
+
+
+@pytest.mark.parametrize("kind, words", [("fifo", "a FIFO"), ("char_device", "a character device"), ("socket", "")])
+def test_a_special_file_named_directly_never_blocks(tmp_path, kind, words, caplog):
+    """Earlier, a FIFO named with --fio.watch hung every /metrics call for ever (open() waited
+    for a writer). It is now down (unreadable) at once, with one log line saying what it is."""
+    import threading
+
+    caplog.set_level(logging.INFO, logger="ioparallax.exporters.fio")
+    special = _special_file(tmp_path, kind)
+    good = tmp_path / "good.json"
+    good.write_text(_doc(9))
+    watcher = watcher_for(special, good)
+    out: list[str] = []
+    t = threading.Thread(target=lambda: out.extend(exposition(watcher) for _ in range(2)), daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the scrape blocked on the special file"
+    assert time.monotonic() - t0 < 2
+    assert_clean(out[-1])
+    sm = samples(out[-1])
+    assert value(sm, "fio_source_up", source=special) == 0
+    assert value(sm, "fio_source_error_info", source=special, reason="unreadable") == 1
+    assert value(sm, "fio_read_ios_total", source=good) == 9
+    lines = [r.getMessage() for r in caplog.records if str(special) in r.getMessage()]
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+def test_a_real_exporter_with_a_fifo_and_an_undecodable_name(tmp_path, processes):
+    """Over HTTP, both formats: 200 within a second, never a 500 or a hang."""
+    d = tmp_path / "watch"
+    d.mkdir()
+    (d / "good.json").write_text(_doc(5))
+    with open(os.path.join(os.fsencode(d), b"\xff.json"), "w") as fh:
+        fh.write(_doc(6))
+    fifo = tmp_path / "named.fifo"
+    os.mkfifo(fifo)
+    port = free_port()
+    proc = processes.start(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--fio.watch",
+            d,
+            "--fio.watch",
+            fifo,
+            "--no-collector.guest-disk",
+        ],
+    )
+    wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
+    for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
+        r = requests.get(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept}, timeout=5)
+        assert r.status_code == 200, r.text[:500]
+        assert r.elapsed.total_seconds() < 2
+    sm = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+    assert value(sm, "fio_read_ios_total", source=f"{d}/\\xff.json") == 6
+    assert value(sm, "fio_read_ios_total", source=d / "good.json") == 5
+    assert value(sm, "fio_source_error_info", source=fifo, reason="unreadable") == 1
+    assert "not a regular file (a FIFO)" in proc.output()

@@ -265,6 +265,8 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
     paths = writer.setup()
     stream, sysfs = vm_paths(tmp_path, "oltp-01")
     assert paths["oltp-01"] == {
+        "os": "linux",
+        "load_generator": "fio",
         "stream": str(stream),
         "sysfs": str(sysfs),
         "procfs": str(stream.parent / "proc"),

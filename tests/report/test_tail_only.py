@@ -85,6 +85,9 @@ def test_hygiene_says_the_vm_view_saw_io_that_no_fio_job_explains():
     vm_b[20:40] = BUSY
     v = hygiene(DiskInput(vm_bytes=vm_b, guest_bytes=None), T)
     assert v.state is State.NOT_MEASURABLE
-    assert "no fio job ran on this disk at any step of the range" in v.sentence
+    assert "no fio job, DiskSPD run or vdbench host measured this disk at any step of the range" in v.sentence
     assert "busy (above 1 MiB/s) at 20 of 75 steps" in v.sentence or "at 20 of 75 steps" in v.sentence
-    assert hygiene(DiskInput(vm_bytes=np.zeros(N)), T).sentence == "Not measurable: no fio job on this disk."
+    assert (
+        hygiene(DiskInput(vm_bytes=np.zeros(N)), T).sentence
+        == "Not measurable: no fio job, DiskSPD run or vdbench host on this disk."
+    )

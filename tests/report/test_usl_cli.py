@@ -99,3 +99,52 @@ def test_gamma_fixed_is_said_and_not_given_an_interval(tmp_path, capsys):
     assert rc == 0
     assert "gamma from the smallest step" in out
     assert "gamma (X at N=1)     64.9         (fixed)" in out
+
+
+# ---- issue 25: hostile points
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1,100\n2,190\n4,350\n1e300,400\n", ":4: concurrency 1e300 is above 1e+09, beyond any measurement"),
+        ("1,1e300\n2,1.9e300\n4,3.5e300\n8,4e300\n", ":1: throughput 1e300 is above 1e+18"),
+        ("1,100\n2,190\n4,350\n1_0,400\n", ":4: concurrency '1_0' is not a number"),  # float() says 10
+        ("1,100\n2,190\n4,350\n\uff18,400\n", ":4: concurrency '\uff18' is not a number"),  # full-width 8
+        ("1,100\n2,190\n4,350\n8,\u0664\u0660\u0660\n", ":4: throughput '\u0664\u0660\u0660' is not a number"),
+        ("1,100\n2,190\n4,350\n8," + "9" * 10_000 + "\n", ":4: a cell longer than 4096 characters"),
+        ("1,100\n2,190\n" + "4," + "9" * 10_000_000 + "\n", ":3: cannot be read as CSV (field larger than field limit"),
+        ('1,100\n2,190\n4,350\n8,400,"' + "x" * 200_000 + "\n", ":4: cannot be read as CSV"),
+    ],
+    ids=["n_1e300", "x_1e300", "underscore", "fullwidth", "arabic_indic", "long_cell", "10MB_field", "open_quote"],
+)
+def test_hostile_points_are_one_line_and_exit_2(tmp_path, capsys, text, message):
+    rc, out, err = run(tmp_path, text, capsys=capsys)
+    assert rc == 2, (out, err)
+    assert message in err and "Traceback" not in err, err
+    assert len(err) < 400 and len(err.strip().splitlines()) == 1
+
+
+def test_a_csv_above_16_mib_is_refused_unread(tmp_path, capsys):
+    rc, _, err = run(tmp_path, "1,1\n" * (5 * 2**20), capsys=capsys)
+    assert rc == 2 and "larger than 16 MiB" in err, err
+
+
+@pytest.mark.parametrize(
+    "n, x",
+    [
+        ([1, 2, 4, 1e9], [1, 2, 3, 4]),
+        ([5e8, 6e8, 7e8, 1e9], [1e17, 2e17, 3e17, 1e18]),
+        ([1e-300, 2, 4, 8], [1, 2, 3, 4]),
+        ([1, 2, 4, 8], [1e-300, 2e-300, 3e-300, 4e-300]),
+        ([1, 1 + 1e-15, 1 + 2e-15, 1 + 3e-15], [1, 2, 3, 4]),
+        ([1, 2, 4, 1e300], [1, 2, 3, 4]),  # the library's callers (the report) get a reason, not a traceback
+    ],
+)
+def test_extreme_points_fit_or_say_why_without_warnings(n, x, recwarn):
+    from ioparallax.report import usl
+
+    r = usl.fit(n, x)
+    assert r.ok or r.statement.startswith("No scalability fit: ")
+    usl_cli.format_fit(r, "points")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -171,7 +171,10 @@ def test_buffered_io_is_not_called_bursts():
 def test_bursts_not_measurable_without_guest_or_vm_view():
     assert bursts(DiskInput(missing_views={"vm": "no target"}), T).state is State.NOT_MEASURABLE
     v = bursts(DiskInput(missing_views={"guest": "no target"}, vm_bytes=const(BUSY)), T)
-    assert v.state is State.NOT_MEASURABLE and "guest view (fio exporter) missing (no target)" in v.sentence
+    assert (
+        v.state is State.NOT_MEASURABLE
+        and "guest view (fio, DiskSPD or vdbench exporter) missing (no target)" in v.sentence
+    )
 
 
 def test_bursts_not_measurable_without_fio_job():
@@ -446,3 +449,26 @@ def test_verdicts_name_prism_and_its_30s_samples_on_ahv():
     off = DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * 2), vm_source="prism", vm_sample_seconds=30.0)
     d = views_agree(off, T)
     assert d.state is State.DISTORTED and "the bytes Prism counted" in d.sentence
+
+
+def test_misalignment_on_a_windows_guest_is_judged_by_its_split_ios():
+    """windows_exporter has no partition offset: Windows' split I/O share is the guest's hint."""
+    split = DiskInput(split_ios=np.full(N, 0.98))
+    v = misalignment(split, T)
+    assert v.state is State.DISTORTED and v.number == "split 98 %" and v.anchor == "ioparallaxguestsplitio"
+    v = misalignment(DiskInput(split_ios=np.r_[np.zeros(N - 1), np.nan]), T)
+    assert v.state is State.OK and v.number == "split 0 %" and "windows_exporter" in v.sentence
+    # a Linux partition offset, where there is one, is the reliable signal and comes first
+    v = misalignment(DiskInput(partitions={"sdb1": 1536.0}, split_ios=np.zeros(N)), T)
+    assert v.state is State.DISTORTED and v.number == "sdb1 at 1,536 B"
+
+
+def test_hygiene_names_the_tool_and_its_runbook_section():
+    busy = np.full(N, 50e6)
+    v = hygiene(
+        DiskInput(vm_bytes=busy, guest_bytes=busy, hygiene_problems={"reads_unwritten_file"}, tool="diskspd"), T
+    )
+    assert v.state is State.DISTORTED and v.number == "reads_unwritten_file"
+    assert v.anchor == "ioparallaxdiskspdtargethygiene" and v.sentence.startswith("The DiskSPD result's options")
+    v = hygiene(DiskInput(vm_bytes=busy, guest_bytes=busy, hygiene_problems=set(), tool="fio"), T)
+    assert v.state is State.OK and v.anchor == "ioparallaxfiojobhygiene" and "fio job's" in v.sentence

@@ -205,7 +205,7 @@ def test_config_section(tmp_path):
     assert cfg.url == "https://10.0.0.10:9440" and cfg.tls_verify is True
     assert cfg.username == USER and cfg.password == PASSWORD
     assert PASSWORD not in repr(cfg)
-    assert cfg.timeout == 5.0 and cfg.refresh_interval == 300.0
+    assert cfg.timeout == 5.0 and cfg.refresh_interval == 300.0 and cfg.page_size == 500
     off = prism_config(
         Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism")
     )
@@ -216,6 +216,8 @@ def test_config_section(tmp_path):
         prism_config(Section({"url": "p", "ca_file": str(tmp_path / "missing.pem")}, "x.yml", "prism"))
     with pytest.raises(ConfigError, match=r"prism.url: no credentials in the URL"):
         prism_config(Section({"url": "https://admin:pw@p:9440"}, "x.yml", "prism"))
+    with pytest.raises(ConfigError, match=r"x.yml: prism.page_size: expected 1-10000, got 0"):
+        prism_config(Section({"url": "p", "page_size": 0}, "x.yml", "prism"))
     with pytest.raises(ConfigError, match=r"prism.tls_verfy: unknown key"):
         prism_config(Section({"url": "p", "tls_verfy": False}, "x.yml", "prism"))
     f = tmp_path / "stargate.yml"
@@ -287,3 +289,81 @@ def test_mapping_skips_entities_without_a_vm_and_odd_fields(cluster):
     truth = expected(cluster)
     assert {k: (v.vm, v.disk, v.disk_uuid) for k, v in by_id.items()} == {k: t[1:] for k, t in truth.items()}
     assert set(by_uuid) == {t[0] for t in truth.values()}
+
+
+# --- paging: Prism pages v2.0 lists; the mapping must hold every page -------------------------
+@pytest.fixture
+def paged_prism():
+    """The Prism simulator (which pages virtual_disks by ``count``/``page`` as Prism does) with a
+    synthetic cluster of 7 disks, basic auth."""
+    from ioparallax.simulators.prism.server import PrismSimulator
+
+    with PrismSimulator(vdisk_count=7, clock=lambda: FROZEN + 15, auth=(USER, PASSWORD)) as sim:
+        yield sim
+
+
+def test_the_mapping_pages_through_virtual_disks(paged_prism):
+    """page_size 3: pages 1-3 (3, 3, 1 disks), each asked with count and page; every disk named,
+    exactly as the simulator's whole list names them."""
+    whole = paged_prism.model.virtual_disks(FROZEN + 15)["entities"]
+    assert len(whole) == 7
+    names = VDiskNames({}, PrismClient(PrismConfig(url=paged_prism.url, username=USER, password=PASSWORD, page_size=3)))
+    assert names.refresh() and names.prism_up
+    assert paged_prism.requests == {"/PrismGateway/services/rest/v2.0/virtual_disks": 3}
+    for e in whole:
+        got = names.lookup("", e["uuid"])
+        assert got == {"vm": e["attached_vmname"], "disk": e["disk_address"], "disk_uuid": e["device_uuid"].lower()}
+        vdisk_id = e["virtual_disk_id"].rpartition("::")[2]
+        assert names.lookup(vdisk_id, "") == got
+
+
+def test_one_page_answer_is_one_request(paged_prism):
+    client = PrismClient(PrismConfig(url=paged_prism.url, username=USER, password=PASSWORD))
+    assert len(client.virtual_disks()) == 7
+    assert sum(paged_prism.requests.values()) == 1
+
+
+def test_a_page_that_fails_fails_the_refresh_and_keeps_the_mapping(paged_prism, caplog):
+    """Pages that fail (HTTP 500), or the list's deadline passing between pages: the refresh
+    fails with the cause, the previous mapping stays whole (never the pages read so far)."""
+    names = VDiskNames({}, PrismClient(PrismConfig(url=paged_prism.url, username=USER, password=PASSWORD, page_size=3)))
+    assert names.refresh()
+    first = paged_prism.model.virtual_disks(FROZEN + 15)["entities"][0]["uuid"]
+    last = paged_prism.model.virtual_disks(FROZEN + 15)["entities"][-1]["uuid"]
+    names.clock = lambda: time.monotonic() + 10_000  # stale
+    paged_prism.set_fault("http_500", only="virtual_disks")
+    with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.stargate.prism"):
+        assert not names.refresh()
+    assert "HTTP 500" in caplog.text and PASSWORD not in caplog.text
+    assert names.lookup("", first) and names.lookup("", last)
+    paged_prism.set_fault("slow", delay=1.0, only="virtual_disks")
+    start = time.monotonic()
+    assert not names.refresh(timeout=1.5)  # 3 pages of ~1 s: the whole list's deadline ends it
+    assert time.monotonic() - start < 3.0
+    assert names.lookup("", last)
+
+
+def test_the_stargate_simulators_prism_pages_too(cluster):
+    """The Stargate simulator's Prism path pages like the Prism simulator: the mapping asked one
+    disk per page names every vdisk of the scenario."""
+    truth = expected(cluster)
+    assert len(truth) >= 2
+    names = names_for(cluster, page_size=1)
+    assert names.refresh()
+    for vdisk_id, (uuid, vm, disk, disk_uuid) in truth.items():
+        assert names.lookup(vdisk_id, uuid) == {"vm": vm, "disk": disk, "disk_uuid": disk_uuid}
+    r = requests.get(
+        cluster.urls["cvm-1"] + "/PrismGateway/services/rest/v2.0/virtual_disks",
+        params={"count": 1, "page": 2},
+        auth=(USER, PASSWORD),
+        timeout=10,
+    )
+    doc = r.json()
+    assert len(doc["entities"]) == 1 and doc["metadata"]["grand_total_entities"] == len(truth)
+    bad = requests.get(
+        cluster.urls["cvm-1"] + "/PrismGateway/services/rest/v2.0/virtual_disks",
+        params={"count": "x"},
+        auth=(USER, PASSWORD),
+        timeout=10,
+    )
+    assert bad.status_code == 400

@@ -4,6 +4,7 @@ the deadline, names and TLS. Pages are the simulator's real ones where a body ma
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import threading
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from ioparallax.exporters.stargate import transport
+from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import parse_target
 from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from tests.stargate.hostile import HostileStargate, real_pages, response
@@ -234,18 +236,68 @@ def test_https_pages_are_verified(page, tls_cert, monkeypatch):
         lsock.close()
 
 
-def test_a_name_whose_first_address_refuses_is_tried_at_the_next(page, monkeypatch):
+def _resolver(tmp_path, script: str) -> tuple[str, ...]:
+    """A stand-in for ``getent ahosts`` (transport.RESOLVER): a shell script answering for cvm.test."""
+    path = tmp_path / "resolver"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return (str(path),)
+
+
+def test_a_name_whose_first_address_refuses_is_tried_at_the_next(page, monkeypatch, tmp_path):
     with socket.socket() as dead:
         dead.bind(("127.0.0.1", 0))  # bound, not listening: refused
         with HostileStargate(lambda p: response(page)) as fake:
-            addrs = [("127.0.0.1", dead.getsockname()[1]), ("127.0.0.1", fake.port)]
-
-            def getaddrinfo(host, port, *args, **kw):
-                assert host == "cvm.test"
-                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", a) for a in addrs]
-
-            monkeypatch.setattr(transport.socket, "getaddrinfo", getaddrinfo)
+            # getent's format: each address on a STREAM line (then its DGRAM and RAW lines).
+            answer = "".join(
+                f"127.0.0.{n}       {kind}\\n" for n in (1, 1) for kind in ("STREAM cvm.test", "DGRAM", "RAW")
+            )
+            monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, f'[ "$1" = cvm.test ] && printf "{answer}"'))
             budget = Budget(time.monotonic() + 5)
+            addrs = transport.resolve(parse_target(f"cvm.test:{fake.port}").origin, budget)
+            assert addrs == [(socket.AF_INET, ("127.0.0.1", fake.port))]  # duplicates dropped
+            budget.resolved["cvm.test"] = [
+                (socket.AF_INET, ("127.0.0.1", dead.getsockname()[1])),
+                (socket.AF_INET, ("127.0.0.1", fake.port)),
+            ]
             origin = parse_target(f"cvm.test:{fake.port}").origin
             assert get(HttpClient(), origin, "/", budget) == page
+            assert fake.threads  # the second address answered
             budget.close()
+
+
+def test_a_name_that_does_not_resolve_costs_its_page_with_the_cause(page, monkeypatch, tmp_path):
+    monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, "exit 2"))
+    budget = Budget(time.monotonic() + 5)
+    with pytest.raises(FetchError, match=r"http://nowhere.test:2009/: cannot resolve 'nowhere.test': unknown name"):
+        get(HttpClient(), parse_target("nowhere.test:2009").origin, "/", budget)
+    budget.close()
+
+
+def _children() -> set[int]:
+    me = os.getpid()
+    out = set()
+    for task in os.listdir(f"/proc/{me}/task"):
+        with open(f"/proc/{me}/task/{task}/children") as f:
+            out.update(int(c) for c in f.read().split())
+    return out
+
+
+def test_a_resolver_that_hangs_costs_the_deadline_and_leaves_nothing_running(page, monkeypatch, tmp_path):
+    """A name whose resolution never answers: the probe ends at its deadline with the cause, and
+    leaves no thread and no process behind (the resolver child is killed and reaped)."""
+    monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, "exec sleep 30"))
+    threads, children = threading.active_count(), _children()
+    start = time.monotonic()
+    result = probe(HttpClient(), "cvm.test:2009", start + 0.6)
+    took = time.monotonic() - start
+    assert not result.up and "deadline exceeded" in result.error and "main page" in result.error
+    assert 0.5 <= took < 0.9
+    assert threading.active_count() == threads, threading.enumerate()
+    assert _children() == children  # the resolver child is gone (killed and reaped, no zombie)
+    # The same through the whole budget of a direct fetch, with its cause.
+    budget = Budget(time.monotonic() + 0.3)
+    with pytest.raises(DeadlineExceeded, match="deadline exceeded resolving 'cvm.test'"):
+        get(HttpClient(), parse_target("cvm.test:2009").origin, "/", budget)
+    budget.close()
+    assert threading.active_count() == threads and _children() == children

@@ -1,7 +1,9 @@
-"""Configuration loading shared by the exporters and simulators.
+"""Configuration checking shared by the exporters and simulators.
 
 Every error raised here names the file and the key (a dotted path such as
-``targets.vc1.password_env``) so a user can fix the file without reading code.
+``targets.vc1.password_env``) so a user can fix the file without reading code. Files are read by
+the project's one YAML loader, :func:`ioparallax.yamlconf.load_yaml` (re-exported here with
+:class:`ConfigError`, so ``from ioparallax.exporters.common.config import load_yaml`` keeps working).
 """
 
 from __future__ import annotations
@@ -10,40 +12,11 @@ import math
 import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
+from ioparallax.yamlconf import ConfigError as ConfigError, cut, load_yaml as load_yaml
 
 T = TypeVar("T")
-
-
-class ConfigError(Exception):
-    """A configuration problem, located by file and key."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, key: str | None, message: str):
-        self.path = str(path) if path is not None else None
-        self.key = key
-        self.message = message
-        where = self.path or "<config>"
-        if key:
-            where += f": {key}"
-        super().__init__(f"{where}: {message}")
-
-
-def load_yaml(path: str | os.PathLike[str]) -> Any:
-    """Read a YAML file; missing files and syntax errors become ConfigError."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read file: {exc.strerror or exc}") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(path, None, f"invalid YAML{loc}: {problem}") from exc
 
 
 class Section:
@@ -91,11 +64,11 @@ class Section:
             if float in kinds and isinstance(value, int) and not isinstance(value, bool):
                 return float(value)
             if not isinstance(value, kinds):
-                raise self.error(name, f"expected {_names(kinds)}, got {type(value).__name__} {value!r}")
+                raise self.error(name, f"expected {_names(kinds)}, got {type(value).__name__} {cut(value)}")
             return value
         try:
             return kind(value)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise self.error(name, str(exc)) from exc
 
     def section(self, name: str, required: bool = False) -> Section:
@@ -159,23 +132,24 @@ def parse_bytes(value: Any) -> int:
     """``4k``, ``4KiB``, ``1 MiB``, ``20GB`` or a plain number -> bytes (binary multiples,
     as fio and Nutanix use them)."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a size such as 4KiB, got {value!r}")
+        raise ValueError(f"expected a size such as 4KiB, got {cut(value)}")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"size must not be negative, got {value!r}")
+        if value < 0 or not math.isfinite(value):
+            raise ValueError(f"expected a size of 0 bytes or more, got {cut(value)}")
         return int(value)
     text = str(value).strip().lower().replace(" ", "")
     num = text.rstrip("kmgtib")
     unit = text[len(num) :]
-    if unit not in _UNITS or not num:
-        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {value!r}")
+    if unit not in _UNITS or not num or not num.isascii() or "_" in num:  # float() takes "1_0" and "４"
+        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {cut(value)}")
     try:
         n = float(num)
     except ValueError:
-        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {value!r}") from None
-    if n < 0:
-        raise ValueError(f"size must not be negative, got {value!r}")
-    return int(n * _UNITS[unit])
+        raise ValueError(f"expected a size such as 4KiB or 1MiB, got {cut(value)}") from None
+    size = n * _UNITS[unit]
+    if size < 0 or not math.isfinite(size):
+        raise ValueError(f"expected a size of 0 bytes or more, got {cut(value)}")
+    return int(size)
 
 
 # -- durations: the one grammar of the project (exporters, simulators, mixin, report) ----------
@@ -206,6 +180,11 @@ def prometheus_duration_seconds(text: str) -> float | None:
     m = _PROMETHEUS_DURATION.fullmatch(text)
     if not text or m is None:
         return None
+    # Prometheus holds a duration in Go's time.Duration, int64 nanoseconds: past ~292 years
+    # (106751d23h47m16s854ms) it refuses the text as out of range, and so does this.
+    nanoseconds = sum(int(n) * round(mult * 1e9) for n, (_, mult) in zip(m.groups(), _PROMETHEUS_UNITS) if n)
+    if nanoseconds > 2**63 - 1:
+        return None
     return float(sum(int(n) * mult for n, (_, mult) in zip(m.groups(), _PROMETHEUS_UNITS) if n))
 
 
@@ -214,7 +193,7 @@ def parse_prometheus_duration(value: Any) -> str:
     Prometheus' grammar, returned as written."""
     text = value.strip() if isinstance(value, str) else None
     if text is None or prometheus_duration_seconds(text) is None:
-        raise ValueError(f"expected a Prometheus duration such as 30s, 1m, 5m or 1h30m, got {value!r}")
+        raise ValueError(f"expected a Prometheus duration such as 30s, 1m, 5m or 1h30m, got {cut(value)}")
     return text
 
 
@@ -223,7 +202,7 @@ def parse_duration(value: Any) -> float:
     ``2d``, ``1w``, ``1y``), or one decimal number with one unit of us, ms, s, m, h (``1.5m``,
     ``250us``), or a plain number of seconds (``20``, ``0.5``); units in any case (``20S``)."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a duration such as 20s, got {value!r}")
+        raise ValueError(f"expected a duration such as 20s, got {cut(value)}")
     seconds: float | None
     if isinstance(value, (int, float)):
         seconds = float(value)
@@ -233,7 +212,7 @@ def parse_duration(value: Any) -> float:
         if seconds is None:
             seconds = _single_unit_seconds(text)
     if seconds is None or not math.isfinite(seconds):
-        raise ValueError(f"expected a duration such as 500ms, 20s, 5m or 1h30m, got {value!r}")
+        raise ValueError(f"expected a duration such as 500ms, 20s, 5m or 1h30m, got {cut(value)}")
     return seconds
 
 

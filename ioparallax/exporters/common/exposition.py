@@ -21,12 +21,14 @@ A bucket's ``le`` is a label value, not a number, to Prometheus 2.x: ``le="10485
 that client_golang writes (which differs only for whole numbers below 1e6: ``4096``).
 
 Escaping, as the format defines it: label values escape backslash, double quote and line feed;
-HELP text escapes backslash and line feed. Metric and label names are the callers' constants
-and are not checked here.
+HELP text escapes backslash and line feed. Before that, a label value's lone surrogates (text
+UTF-8 cannot carry: see :func:`printable`) are written as ``\\xff`` or ``\\ud800``. Metric and
+label names are the callers' constants and are not checked here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.utils import floatToGoString
@@ -35,8 +37,28 @@ _LABEL_VALUE_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def printable(value: str) -> str:
+    """``value`` as text UTF-8 can carry. A file name that is not valid UTF-8 comes from the OS
+    with each undecodable byte as a lone surrogate (Python's surrogateescape); JSON's ``\\ud800``
+    gives one too. UTF-8 cannot encode them, so one of them in a label value failed the whole
+    exposition (an HTTP 500 hiding every other series). Each byte is written ``\\xff`` (the way
+    the logs and ``ls -b`` show it), any other lone surrogate ``\\ud800``; other text is returned
+    as it is (the common case costs one ``isascii``)."""
+    if value.isascii():
+        return value
+    return _SURROGATE.sub(_escape_surrogate, value)
+
+
 def escape_label_value(value: object) -> str:
-    return str(value).translate(_LABEL_VALUE_ESCAPES)
+    return printable(str(value)).translate(_LABEL_VALUE_ESCAPES)
 
 
 def escape_help(text: str) -> str:
@@ -45,7 +67,7 @@ def escape_help(text: str) -> str:
 
 def label_block(names: Iterable[str], values: Iterable[object]) -> str:
     """``vm="a",disk="scsi0:1"`` (no braces): escape once, reuse for every family of a row."""
-    return ",".join(f'{n}="{str(v).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
+    return ",".join(f'{n}="{printable(str(v)).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
 
 
 def format_value(value: float) -> str:

@@ -4,14 +4,20 @@ watched directories (not recursive), shared by the exporters that read tool outp
 
 A path that cannot be read is reported, never raised: the caller shows it as down and serves the
 rest. File names are whatever bytes the file system holds; :func:`display_name` turns one into
-text that any exposition or log line can carry.
+text that any exposition or log line can carry. :func:`open_regular` opens a file found there
+without ever blocking (a FIFO or device is refused, checked on the open descriptor).
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import stat
 from collections.abc import Callable
+from typing import BinaryIO
+
+from ioparallax.exporters.common.exposition import printable
 
 
 def list_files(
@@ -46,9 +52,38 @@ def list_files(
 
 def display_name(path: str) -> str:
     """A file name as UTF-8-safe text: bytes that are not UTF-8 (kept by Python as surrogate
-    escapes) become ``\\xNN``, so a label value or log line never fails to encode."""
+    escapes) become ``\\xNN``, any other lone surrogate ``\\uXXXX``
+    (:func:`ioparallax.exporters.common.exposition.printable`), so a label value or log line
+    never fails to encode."""
+    return printable(path)
+
+
+def open_regular(path: str) -> BinaryIO:
+    """Open a regular file for reading; nothing else, and never wait. A FIFO named with
+    --fio.watch blocked open() (and so every scrape) until a writer came; a device (/dev/zero)
+    would be read without end. So the file is opened non-blocking and its type checked on the
+    open descriptor (no window between a check and the open); anything but a regular file is an
+    OSError, which makes the source down with reason ``unreadable`` and one log line."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_file_type(mode)}); only fio output files are read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return f"file type {stat.S_IFMT(mode):o}"

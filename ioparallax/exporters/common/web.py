@@ -26,9 +26,11 @@ import binascii
 import errno
 import gzip
 import html
+import io
 import ipaddress
 import logging
 import math
+import select
 import signal
 import socket
 import socketserver
@@ -44,7 +46,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 from prometheus_client.registry import Collector
 
-from ioparallax.exporters.common.config import ConfigError
+from ioparallax.exporters.common.config import ConfigError, parse_duration
 from ioparallax.exporters.common.webconfig import BasicAuth, WebConfig, load_web_config
 from ioparallax.version import BuildInfoCollector, version_line
 
@@ -63,9 +65,31 @@ MAX_SCRAPE_TIMEOUT_SECONDS = 120.0
 #: once, 11-25 waited a second or more before their probe's clock even started).
 LISTEN_BACKLOG = 128
 
-#: Seconds a client has to complete the TLS handshake (done in the connection's own thread, so a
-#: slow or silent client never holds up the accept loop).
+#: Seconds a client has to complete the TLS handshake, in all (done in the connection's own
+#: thread, so a slow or silent client never holds up the accept loop).
 TLS_HANDSHAKE_TIMEOUT = 10.0
+
+#: Default of --web.read-header-timeout: seconds a client has to send a request's line and headers,
+#: in all (Go's http.Server ReadHeaderTimeout), from the connection's start (after the TLS
+#: handshake) or, on a kept-alive connection, from the request's first byte. Prometheus sends its
+#: ~300 bytes of headers at once; a client sending a byte a second is cut off here.
+DEFAULT_READ_HEADER_TIMEOUT = 10.0
+
+#: Default of --web.idle-timeout: seconds a kept-alive connection may wait for its next request
+#: (Go's IdleTimeout). Above the usual 15 s-1 m scrape intervals, so that Prometheus keeps one
+#: connection per target from scrape to scrape.
+DEFAULT_IDLE_TIMEOUT = 120.0
+
+#: Default of --web.max-connections: connections served at once (each holds a thread), as
+#: Prometheus' own --web.max-connections. Past it a new connection is closed at once (a plain HTTP
+#: one after a one-line 503 answer) and a warning is logged; a scrape then fails and is retried at
+#: the next interval. One Prometheus holds one connection per target scraped at the same time.
+DEFAULT_MAX_CONNECTIONS = 256
+
+#: Seconds to write one answer (Python's socket timeout bounds a whole sendall()) before the
+#: connection is dropped: a client that stopped reading. A 7 MB probe answer, uncompressed, needs
+#: ~120 KB/s for it; Prometheus asks for gzip, which shrinks it many times.
+SEND_STALL_TIMEOUT = 60.0
 
 #: gzip level of compressed answers: the fastest. A 1,000-vdisk probe is ~7 MB of very repetitive
 #: text, which level 1 already shrinks many times, and the time is spent inside the scrape timeout.
@@ -96,6 +120,48 @@ ProbeHandler = Callable[[Probe], bytes]
 
 #: Content type of an exposition a probe handler wrote itself.
 CONTENT_TYPE_TEXT_004 = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What a client may hold of the server: see the DEFAULT_* constants and docs/endpoint-security.md."""
+
+    read_header_timeout: float = DEFAULT_READ_HEADER_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    tls_handshake_timeout: float = TLS_HANDSHAKE_TIMEOUT
+
+    def check(self) -> None:
+        """StartupError (exit 2) naming the flag of a value that is not usable."""
+        for flag, value in (
+            ("--web.read-header-timeout", self.read_header_timeout),
+            ("--web.idle-timeout", self.idle_timeout),
+        ):
+            if not (math.isfinite(value) and value > 0):
+                raise StartupError(f"{flag}: expected a duration above 0, got {value:g}", 2)
+        if not 1 <= self.max_connections <= 65536:
+            raise StartupError(f"--web.max-connections: expected 1 to 65536, got {self.max_connections}", 2)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The request side of a connection with one deadline over many reads: each read waits at
+    most until ``deadline`` (time.monotonic()), so a client sending a byte a second cannot stretch
+    a header read past it the way it could a per-read socket timeout."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.deadline is not None:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("deadline passed")
+            self.sock.settimeout(remaining)
+        return self.sock.recv_into(buffer)
 
 
 @dataclass
@@ -203,6 +269,38 @@ def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, w
     class Handler(BaseHTTPRequestHandler):
         server_version = app.name
         protocol_version = "HTTP/1.1"
+        server: _Server
+
+        def setup(self) -> None:
+            super().setup()
+            # Reads through one deadline (see _DeadlineReader) instead of socket.makefile's reader.
+            self.rfile.close()
+            self._reader = _DeadlineReader(self.connection)
+            self._buffered = io.BufferedReader(self._reader, 65536)
+            self.rfile = self._buffered
+            self._requests = 0
+
+        def handle_one_request(self) -> None:
+            limits = self.server.limits
+            if self._requests:
+                # A kept-alive connection: wait at most idle_timeout for the next request to start.
+                self._reader.deadline = time.monotonic() + limits.idle_timeout
+                try:
+                    started = bool(self._buffered.peek(1))
+                except OSError:  # TimeoutError included: the connection was idle too long
+                    started = False
+                if not started:
+                    self.close_connection = True
+                    return
+            self._requests += 1
+            self._reader.deadline = time.monotonic() + limits.read_header_timeout
+            super().handle_one_request()  # a TimeoutError while reading ends the connection
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()  # reads the headers (under the header deadline)
+            self._reader.deadline = None
+            self.connection.settimeout(SEND_STALL_TIMEOUT)
+            return ok
 
         def log_message(self, fmt, *args):  # route access logs to logging at debug level
             log.debug("http %s %s", self.address_string(), fmt % args)
@@ -358,11 +456,66 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, listen: ListenAddress, handler, tls: ssl.SSLContext | None):
+    def __init__(
+        self, listen: ListenAddress, handler, tls: ssl.SSLContext | None, limits: ServerLimits = ServerLimits()
+    ):
         self.address_family = listen.family
         self.listen = listen
         self.tls = tls
+        self.limits = limits
+        self._active = 0  # connections being served (each in its thread)
+        self._active_lock = threading.Lock()
+        self._refused = 0  # connections refused since the last warning
+        self._refused_logged = -math.inf  # time.monotonic() of the last warning
         super().__init__(listen.sockaddr, handler)
+
+    @property
+    def active_connections(self) -> int:
+        return self._active
+
+    def verify_request(self, request, client_address) -> bool:
+        """Past max_connections a new connection is closed at once (socketserver closes it when
+        this says False): a plain HTTP one gets a 503 line first, sent without waiting."""
+        with self._active_lock:
+            if self._active < self.limits.max_connections:
+                self._active += 1
+                return True
+            self._refused += 1
+            refused, now = self._refused, time.monotonic()
+            warn = now - self._refused_logged >= 60.0
+            if warn:
+                self._refused, self._refused_logged = 0, now
+        if self.tls is None:
+            try:
+                request.send(_TOO_MANY, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+        if warn:
+            log.warning(
+                "refused %d connections in the last minute (from %s and others): %d connections open, "
+                "the most --web.max-connections allows",
+                refused,
+                client_address[0],
+                self.limits.max_connections,
+            )
+        return False
+
+    def process_request(self, request, client_address) -> None:
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: the slot taken in verify_request is free again
+            self._release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self._active -= 1
 
     def server_bind(self) -> None:
         if self.listen.family == socket.AF_INET6:
@@ -376,8 +529,11 @@ class _Server(ThreadingHTTPServer):
         if self.tls is None:
             super().finish_request(request, client_address)
             return
-        # In the connection's own thread: the accept loop never waits for a handshake.
-        request.settimeout(TLS_HANDSHAKE_TIMEOUT)
+        # In the connection's own thread: the accept loop never waits for a handshake. One
+        # deadline over the whole handshake (a per-read timeout let a client sending a byte a
+        # second hold the thread for minutes).
+        deadline = time.monotonic() + self.limits.tls_handshake_timeout
+        request.settimeout(self.limits.tls_handshake_timeout)
         try:
             first = request.recv(1, socket.MSG_PEEK)
             if not first:
@@ -388,12 +544,14 @@ class _Server(ThreadingHTTPServer):
                     b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
                 )
                 return
-            conn = self.tls.wrap_socket(request, server_side=True)
+            conn = self.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+            _handshake(conn, deadline)
         except (OSError, ssl.SSLError) as exc:
             log.debug("TLS handshake with %s failed: %s", client_address[0], exc)
             return
         try:
-            conn.settimeout(None)
+            # The handler's reads have their own deadlines (header, idle); sends SEND_STALL_TIMEOUT.
+            conn.settimeout(SEND_STALL_TIMEOUT)
             super().finish_request(conn, client_address)
         finally:
             try:
@@ -403,15 +561,48 @@ class _Server(ThreadingHTTPServer):
             conn.close()
 
 
+_TOO_MANY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 21\r\n"
+    b"Connection: close\r\n\r\ntoo many connections\n"
+)
+
+
+def _handshake(conn: ssl.SSLSocket, deadline: float) -> None:
+    """The server side of a TLS handshake, finished by ``deadline`` or TimeoutError."""
+    conn.setblocking(False)
+    while True:
+        try:
+            conn.do_handshake()
+            return
+        except ssl.SSLWantReadError:
+            want_read = True
+        except ssl.SSLWantWriteError:
+            want_read = False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("TLS handshake not finished in time")
+        ready = select.select([conn] if want_read else [], [] if want_read else [conn], [], remaining)
+        if not any(ready):
+            raise TimeoutError("TLS handshake not finished in time")
+
+
 class ExporterServer:
     """A threaded HTTP(S) server for an ExporterApp; ``port=0`` picks a free port (tests)."""
 
-    def __init__(self, app: ExporterApp, host: str, port: int, web: WebConfig | None = None):
+    def __init__(
+        self,
+        app: ExporterApp,
+        host: str,
+        port: int,
+        web: WebConfig | None = None,
+        limits: ServerLimits = ServerLimits(),
+    ):
         self.app = app
         self.web = web or WebConfig()
+        self.limits = limits
         self.listen = resolve_listen_address(host, port)
         tls = self.web.tls.context() if self.web.tls else None
-        self.httpd = _Server(self.listen, make_handler(app, web=self.web), tls)
+        self.httpd = _Server(self.listen, make_handler(app, web=self.web), tls, limits)
         self._thread: threading.Thread | None = None
 
     @property
@@ -484,6 +675,7 @@ class WebSettings:
     listen: str
     config_file: str | None = None
     timeout_offset: float = DEFAULT_TIMEOUT_OFFSET
+    limits: ServerLimits = ServerLimits()
 
 
 def listen_help(default_listen: str) -> str:
@@ -510,6 +702,33 @@ def add_web_args(parser: argparse.ArgumentParser, default_listen: str, probe: bo
         "client_auth_type, client_ca_file, min_version) for HTTPS and basic_auth_users "
         "(user: bcrypt hash) for basic auth on every route; read at start-up",
     )
+    parser.add_argument(
+        "--web.read-header-timeout",
+        dest="read_header_timeout",
+        type=_duration_arg,
+        default=DEFAULT_READ_HEADER_TIMEOUT,
+        metavar="DURATION",
+        help="time a client has to send a request's line and headers, in all; a slower client is "
+        f"disconnected (default: {DEFAULT_READ_HEADER_TIMEOUT:g}s)",
+    )
+    parser.add_argument(
+        "--web.idle-timeout",
+        dest="idle_timeout",
+        type=_duration_arg,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="DURATION",
+        help="time a kept-alive connection may wait for its next request before it is closed "
+        f"(default: {DEFAULT_IDLE_TIMEOUT:g}s)",
+    )
+    parser.add_argument(
+        "--web.max-connections",
+        dest="max_connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="connections served at once; past it a new connection is closed at once (plain HTTP: "
+        "after a 503 answer) and a warning logged (default: %(default)s)",
+    )
     if probe:
         parser.add_argument(
             "--web.timeout-offset",
@@ -523,12 +742,29 @@ def add_web_args(parser: argparse.ArgumentParser, default_listen: str, probe: bo
         )
 
 
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def server_limits(args: argparse.Namespace) -> ServerLimits:
+    """ServerLimits from add_web_args' flags (defaults for those a parser does not have)."""
+    return ServerLimits(
+        read_header_timeout=getattr(args, "read_header_timeout", DEFAULT_READ_HEADER_TIMEOUT),
+        idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
+        max_connections=getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
+    )
+
+
 def web_settings(args: argparse.Namespace, listen: str) -> WebSettings:
     """WebSettings from add_web_args' flags; ``listen`` is used when --web.listen-address is not given."""
     return WebSettings(
         listen=getattr(args, "listen", None) or listen,
         config_file=getattr(args, "web_config_file", None),
         timeout_offset=getattr(args, "timeout_offset", DEFAULT_TIMEOUT_OFFSET),
+        limits=server_limits(args),
     )
 
 
@@ -546,6 +782,7 @@ def start_server(app: ExporterApp, settings: WebSettings) -> ExporterServer:
         raise StartupError(f"--web.timeout-offset: expected seconds >= 0, got {settings.timeout_offset}", 2)
     if not (math.isfinite(app.default_timeout) and app.default_timeout > 0):
         raise StartupError(f"--probe.default-timeout: expected seconds > 0, got {app.default_timeout}", 2)
+    settings.limits.check()
     try:
         host, port = parse_listen_address(settings.listen)
     except ValueError as exc:
@@ -556,7 +793,7 @@ def start_server(app: ExporterApp, settings: WebSettings) -> ExporterServer:
         raise StartupError(f"--web.config.file: {exc}", 2) from None
     app.timeout_offset = settings.timeout_offset
     try:
-        return ExporterServer(app, host, port, web)
+        return ExporterServer(app, host, port, web, settings.limits)
     except socket.gaierror as exc:
         raise StartupError(f"cannot listen on {settings.listen}: cannot resolve {host!r}: {exc.strerror}") from None
     except (OSError, ssl.SSLError) as exc:

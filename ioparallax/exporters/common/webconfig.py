@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import ssl
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bcrypt
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml
+
+log = logging.getLogger(__name__)
 
 #: client_auth_type values (Go's tls.ClientAuthType names) -> ssl verify mode. RequestClientCert
 #: and RequireAnyClientCert accept a certificate without verifying it, which ssl cannot do.
@@ -61,6 +64,12 @@ EXTRA_HEADERS: dict[str, tuple[str, ...] | None] = {
     "Content-Security-Policy": None,
 }
 
+#: Highest bcrypt cost accepted in basic_auth_users. Each (user, password) pair not seen before
+#: costs one bcrypt check, so every wrong password a client sends costs 2^cost rounds of CPU:
+#: ~50 ms at cost 10 (htpasswd's -C 10, the usual choice), ~0.8 s at 14, and days at 31, which
+#: would let any client that can reach the port pin a core per request.
+MAX_BCRYPT_COST = 14
+
 _NOT_SUPPORTED = "is an exporter-toolkit setting these exporters do not support; remove it"
 _BCRYPT_HASH = re.compile(r"^\$2[abxy]?\$(\d\d)\$[./A-Za-z0-9]{53}$")
 
@@ -73,17 +82,66 @@ class TLSServerConfig:
     client_ca_file: str | None = None
     min_version: str = "TLS12"
     max_version: str = "TLS13"
+    #: The lowest version a handshake succeeds with (set by load_web_config, which tries each):
+    #: OpenSSL 3's default security level refuses TLS 1.0 and 1.1 whatever min_version says.
+    enforced_min_version: str | None = None
 
-    def context(self) -> ssl.SSLContext:
+    def context(self, verify_clients: bool = True) -> ssl.SSLContext:
         """The server-side SSLContext; certificate, key and CA files are read here."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = TLS_VERSIONS[self.min_version]
         ctx.maximum_version = TLS_VERSIONS[self.max_version]
         ctx.load_cert_chain(self.cert_file, self.key_file)
-        ctx.verify_mode = CLIENT_AUTH_TYPES[self.client_auth_type]
-        if self.client_ca_file:
-            ctx.load_verify_locations(cafile=self.client_ca_file)
+        if verify_clients:
+            ctx.verify_mode = CLIENT_AUTH_TYPES[self.client_auth_type]
+            if self.client_ca_file:
+                ctx.load_verify_locations(cafile=self.client_ca_file)
         return ctx
+
+    def lowest_version_served(self) -> str | None:
+        """The lowest of min_version..max_version that a handshake with this server context
+        succeeds with (in memory, with a client that allows every version and cipher), or None."""
+        server = self.context(verify_clients=False)
+        names = list(TLS_VERSIONS)
+        for name in names[names.index(self.min_version) : names.index(self.max_version) + 1]:
+            if _handshake_succeeds(server, TLS_VERSIONS[name]):
+                return name
+        return None
+
+    @property
+    def shown_min_version(self) -> str:
+        return self.enforced_min_version or self.min_version
+
+
+def _handshake_succeeds(server_ctx: ssl.SSLContext, version: ssl.TLSVersion) -> bool:
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.check_hostname = False
+    client_ctx.verify_mode = ssl.CERT_NONE
+    try:
+        client_ctx.minimum_version = client_ctx.maximum_version = version
+        client_ctx.set_ciphers("ALL:@SECLEVEL=0")  # the client never the limit: only the server's
+    except (ValueError, ssl.SSLError):
+        return False
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(c_in, c_out, server_side=False)
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    done = [False, False]
+    for _ in range(10):  # a TLS 1.2 handshake is 2 round trips
+        for i, (end, out, peer_in) in enumerate(((client, c_out, s_in), (server, s_out, c_in))):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLError, OSError):
+                    return False
+            data = out.read()
+            if data:
+                peer_in.write(data)
+        if all(done):
+            return client.version() is not None
+    return False
 
 
 @dataclass(frozen=True)
@@ -97,7 +155,7 @@ class WebConfig:
         if self.path is None:
             return "no web config: plain HTTP, no authentication"
         tls = (
-            f"TLS ({self.tls.min_version}+, client certificates: {self.tls.client_auth_type})"
+            f"TLS ({self.tls.shown_min_version}+, client certificates: {self.tls.client_auth_type})"
             if self.tls
             else "plain HTTP (no tls_server_config)"
         )
@@ -124,12 +182,32 @@ def load_web_config(path: str | os.PathLike[str] | None) -> WebConfig:
     if tls is not None:
         try:
             tls.context()
+            lowest = tls.lowest_version_served()
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(
                 path,
                 "tls_server_config",
                 f"cannot load the certificate, key or CA file: {getattr(exc, 'strerror', None) or exc}",
-            ) from exc
+            ) from None
+        if lowest is None:
+            raise ConfigError(
+                path,
+                "tls_server_config.min_version",
+                f"no TLS version from {tls.min_version} to {tls.max_version} can be served with this "
+                f"certificate and {ssl.OPENSSL_VERSION}",
+            )
+        if lowest != tls.min_version:
+            log.warning(
+                "%s: tls_server_config.min_version is %s but %s (security level %d) refuses the versions "
+                "below %s: %s is the lowest version served",
+                path,
+                tls.min_version,
+                ssl.OPENSSL_VERSION,
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).security_level,
+                lowest,
+                lowest,
+            )
+        config = replace(config, tls=replace(tls, enforced_min_version=lowest))
     return config
 
 
@@ -211,8 +289,24 @@ def _users(root: Section) -> dict[str, bytes]:
         if not match or not 4 <= int(match.group(1)) <= 31:
             # The value itself is a secret (or a password pasted by mistake): never echo it.
             raise users.error(user, "expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 \"\" | tr -d ':\\n')")
+        cost = int(match.group(1))
+        if cost > MAX_BCRYPT_COST:
+            raise users.error(
+                user,
+                f"bcrypt cost {cost} is above {MAX_BCRYPT_COST}: every wrong password a client sends would cost "
+                f"2^{cost} rounds of CPU (cost 10 takes ~50 ms, 14 ~0.8 s, {cost} "
+                f"~{_cost_time(cost)}); hash it again with cost 10 to {MAX_BCRYPT_COST} (htpasswd -nBC 10)",
+            )
         out[user] = hashed.encode()
     return out
+
+
+def _cost_time(cost: int) -> str:
+    seconds = 0.05 * 2 ** (cost - 10)
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 #: A hash no user has: unknown users are checked against it, so the answer takes as long as for

@@ -18,7 +18,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import ExporterApp, WebSettings, add_web_args, parse_listen_address, serve
+from ioparallax.exporters.common.web import (
+    ExporterApp,
+    ServerLimits,
+    WebSettings,
+    add_web_args,
+    parse_listen_address,
+    serve,
+    server_limits,
+)
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
@@ -48,6 +56,7 @@ class Settings:
     scrape_interval_s: float = 15.0
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     all_percentiles: bool = False
+    web_limits: ServerLimits = field(default_factory=ServerLimits)
 
     def describe(self) -> str:
         return "\n".join(
@@ -215,6 +224,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
     flag("listen", str, "listen", "--web.listen-address")
     flag("web_config_file", str, "web_config_file", "--web.config.file")
+    s.web_limits = server_limits(args)
     if getattr(args, "watch", None):
         s.watch = list(args.watch)
     flag("pattern", str, "pattern", "--diskspd.pattern")
@@ -268,7 +278,7 @@ def cmd_serve(s: Settings) -> int:
         collectors=[_collector(s, files)],
         config_text=s.describe(),
     )
-    return serve(app, WebSettings(listen=s.listen, config_file=s.web_config_file))
+    return serve(app, WebSettings(listen=s.listen, config_file=s.web_config_file, limits=s.web_limits))
 
 
 def _read_all(s: Settings, paths: list[str]) -> tuple[ResultFiles, list[str]]:

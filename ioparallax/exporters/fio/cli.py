@@ -23,11 +23,13 @@ from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web import (
     ExporterApp,
+    ServerLimits,
     StartupError,
     WebSettings,
     add_web_args,
     parse_listen_address,
     serve,
+    server_limits,
     start_server,
 )
 from ioparallax.exporters.fio.collector import Collectors, FioCollector
@@ -65,6 +67,7 @@ class Settings:
     guest_disk_exclude: str = DEFAULT_EXCLUDE
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     collectors: Collectors = field(default_factory=Collectors)
+    web_limits: ServerLimits = field(default_factory=ServerLimits)
 
     def describe(self) -> str:
         return "\n".join(
@@ -295,6 +298,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
     flag("listen", str, "listen")
     flag("web_config_file", str, "web_config_file")
+    s.web_limits = server_limits(args)
     if getattr(args, "watch", None):
         s.watch = list(args.watch)
     flag("pattern", str, "pattern")
@@ -352,7 +356,7 @@ def _app(s: Settings, watcher: Watcher, extra: list | None = None) -> ExporterAp
 
 
 def _web(s: Settings) -> WebSettings:
-    return WebSettings(listen=s.listen, config_file=s.web_config_file)
+    return WebSettings(listen=s.listen, config_file=s.web_config_file, limits=s.web_limits)
 
 
 def cmd_serve(s: Settings) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -19,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from ioparallax.exporters.fio.reader import DirectionStats, JobRecord, Latency
@@ -104,6 +106,9 @@ class _Families:
         return fam
 
     def add(self, kind: type, name: str, doc: str, labels: list[str], values: list[str], *value) -> None:
+        # A file name (or a job name from the JSON) is data: one that UTF-8 cannot encode must not
+        # fail the whole exposition (see printable()).
+        values = [v if v.isascii() else printable(v) for v in values]
         if self._staged is not None:
             self._staged.append((kind, name, doc, labels, values, value))
         else:
@@ -146,6 +151,7 @@ class FioCollector(Collector):
         self.clock = clock
         self.poll = poll
         self._hist_cache: dict[int, tuple[Latency, list[int], int]] = {}
+        self._collided: set[str] = set()  # paths left out because their label was taken (logged once)
 
     def describe(self) -> Iterable[Metric]:
         return []  # families depend on what the files hold; nothing to describe up front
@@ -164,7 +170,22 @@ class FioCollector(Collector):
         if self.watcher.missing_paths:
             ok = False
         used: set[int] = set()
+        shown: dict[str, str] = {}  # source label -> the path shown under it
         for view in views:
+            label = printable(view.path)
+            if shown.setdefault(label, view.path) != view.path:
+                # Two names written alike once escaped (a byte 0xff and the four characters "\xff"):
+                # the second would duplicate the first's series; it is left out, with a log line.
+                if view.path not in self._collided:
+                    log.warning(
+                        "fio output file %r is not exported: its source label would be %s, as for %r",
+                        os.fsencode(view.path),
+                        label,
+                        os.fsencode(shown[label]),
+                    )
+                    self._collided.add(view.path)
+                ok = False
+                continue
             ok = self._isolated_source(fams, view, used) and ok
         self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
         yield from fams

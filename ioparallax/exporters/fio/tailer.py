@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ioparallax.exporters.common.watchdir import list_files
+from ioparallax.exporters.common.watchdir import list_files, open_regular
 from ioparallax.exporters.fio.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -101,7 +101,7 @@ class FileTailer:
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
             return  # unchanged since the last read: nothing to do
-        with open(self.path, "rb") as fh:
+        with open_regular(self.path) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
             reset = None

@@ -14,6 +14,8 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
@@ -34,8 +36,9 @@ class Targets:
     """The Target objects by normalised key, created on first probe and kept (session, counters,
     sample keeper) until the target is not probed for ``session_idle_timeout``."""
 
-    def __init__(self, config: ExporterConfig):
+    def __init__(self, config: ExporterConfig, client_factory: Callable[..., Any] | None = None):
         self.config = config
+        self.client_factory = client_factory  # None: PrismClient (--replay: a capture)
         self._targets: dict[str, Target] = {}
         self._last_probe: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -63,8 +66,9 @@ class Targets:
             self._last_probe[key] = time.monotonic()
             t = self._targets.get(key)
             if t is None:
+                extra: dict[str, Any] = {} if self.client_factory is None else {"client_factory": self.client_factory}
                 t = self._targets[key] = Target(
-                    key, cfg, time_scale=self.config.time_scale, vm_info=self.config.collectors.vm_info
+                    key, cfg, time_scale=self.config.time_scale, vm_info=self.config.collectors.vm_info, **extra
                 )
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap_loop, name="prism session reaper", daemon=True)
@@ -125,7 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         "PRISM_USERNAME/PRISM_PASSWORD for the targets listed with --prism.target or PRISM_TARGETS. "
         "Credentials are only sent to listed targets: any other ?target= is refused with HTTP 400 "
         "unless --prism.allow-unlisted-targets (or allow_unlisted_targets: true) is given. TLS "
-        "certificates are verified unless a target sets tls_verify: false. See docs/prism.md.",
+        "certificates are verified unless a target sets tls_verify: false. "
+        "Commands: `prism-exporter capture --target PRISM -o capture.tar.gz` (the JSON answers of one probe, "
+        "anonymized, to report an answer the exporter misreads), `prism-exporter replay capture.tar.gz` "
+        "(its metrics). See docs/prism.md.",
     )
     add_web_args(p, DEFAULT_LISTEN)
     p.add_argument("--config.file", dest="config_file", default=None, help="YAML file with targets, credentials, TLS")
@@ -173,13 +180,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
     )
+    p.add_argument(
+        "--replay",
+        metavar="CAPTURE",
+        default=None,
+        help="serve probes from a capture (prism-exporter capture) instead of a Prism: only the capture's "
+        "target may be probed, and it answers as Prism did when captured",
+    )
     add_logging_args(p)
     add_version_arg(p)
     return p
 
 
-def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[ExporterApp, Targets]:
-    targets = Targets(config)
+def make_app(
+    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
+) -> tuple[ExporterApp, Targets]:
+    """The routes; ``client_factory``: what reaches a Prism (default: PrismClient; ``--replay``:
+    a capture)."""
+    targets = Targets(config, client_factory)
     app = ExporterApp(
         name="prism-exporter",
         description="Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
@@ -193,8 +211,27 @@ def make_app(config: ExporterConfig, default_timeout: float = 10.0) -> tuple[Exp
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["capture"], ["replay"]):
+        from .capture import capture_main, replay_main
+
+        return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    if args.replay:
+        from .capture import CaptureError, replay_setup
+
+        try:
+            config, factory = replay_setup(args.replay)
+        except CaptureError as exc:
+            log.error("--replay: %s", exc)
+            return 2
+        app, targets = make_app(config, args.default_timeout, factory)
+        log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
+        try:
+            return serve(app, web_settings(args, DEFAULT_LISTEN))
+        finally:
+            targets.close()
     try:
         config = load_config(
             args.config_file,

@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 
 #: Largest answer read (a 2,000-disk virtual_disks page of 500 is ~1 MB).
 MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Set by ``prism-exporter capture`` while its probe runs: called with every answer a client
+#: receives (path, params, HTTP status, body, Content-Type, Date header, seconds).
+RECORDER: Callable[[str, dict[str, Any], int, bytes, str, str, float], None] | None = None
 
 
 class TargetError(Exception):
@@ -80,24 +85,13 @@ class PrismClient:
         """GET ``path``; JSON answer and Prism's Date. With a session cookie, the password is not
         sent; a 401 then means the session is gone: one retry with basic auth."""
         timeout = self.cfg.timeout if timeout is None else max(0.1, min(timeout, self.cfg.timeout))
+        start = time.monotonic()
         r, body = self._authenticated(path, params, timeout)
-        if r.status_code in (401, 403):
-            raise TargetError(
-                f"HTTP {r.status_code} from {path}: the credentials were refused"
-                + ("" if self.cfg.username else " (no username configured)"),
-                "login",
-            )
-        if r.status_code != 200:
-            raise TargetError(f"HTTP {r.status_code} from {path}", "protocol")
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            raise TargetError(
-                f"the answer of {path} is not JSON ({len(body)} bytes, "
-                f"Content-Type {r.headers.get('Content-Type', 'none')}; truncated or garbled)",
-                "protocol",
-            ) from None
-        return Answer(doc, _date(r.headers.get("Date")), len(body))
+        ctype, date = r.headers.get("Content-Type", ""), r.headers.get("Date", "")
+        recorder = RECORDER
+        if recorder is not None:
+            recorder(path, dict(params or {}), r.status_code, body, ctype, date, time.monotonic() - start)
+        return answer_of(path, r.status_code, body, ctype, date, bool(self.cfg.username))
 
     def _jar(self) -> tuple:
         return tuple(sorted(self.session.cookies.items()))
@@ -166,6 +160,28 @@ class PrismClient:
 
     def close(self) -> None:
         self.session.close()
+
+
+def answer_of(path: str, status: int, body: bytes, ctype: str, date: str, has_username: bool = True) -> Answer:
+    """The :class:`Answer` of one HTTP answer, or the TargetError it means (live and replayed
+    answers go through this one function)."""
+    if status in (401, 403):
+        raise TargetError(
+            f"HTTP {status} from {path}: the credentials were refused"
+            + ("" if has_username else " (no username configured)"),
+            "login",
+        )
+    if status != 200:
+        raise TargetError(f"HTTP {status} from {path}", "protocol")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise TargetError(
+            f"the answer of {path} is not JSON ({len(body)} bytes, "
+            f"Content-Type {ctype or 'none'}; truncated or garbled)",
+            "protocol",
+        ) from None
+    return Answer(doc, _date(date), len(body))
 
 
 def _read_body(r: requests.Response, path: str, deadline: float) -> bytes:

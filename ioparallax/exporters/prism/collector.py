@@ -105,6 +105,23 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
         return out.render()  # never show stale values as fresh
 
     out.family(
+        "prism_parse_unknown_fields",
+        gauge,
+        "Distinct stats keys in this probe's virtual_disks answer that ioparallax does not know (neither "
+        "reads nor leaves deliberately): another AOS build's fields; capture and report them (docs/prism.md).",
+        [("", s.unknown_count)],
+    )
+    out.family(
+        "prism_parse_unknown_field_entities",
+        gauge,
+        "Entities (virtual disks) of this probe's answer holding each unknown field (the first 50 keys by name).",
+        [
+            (label_block(("answer", "kind", "item"), ("virtual_disks", "stats_key", key)), n)
+            for key, n in s.unknown_keys.items()
+        ],
+    )
+
+    out.family(
         "prism_v2_requests",
         gauge,
         "HTTP requests of the read this probe used (v2.0 pages; with controller_api v4, one more per disk).",

@@ -107,6 +107,52 @@ def amounts(stats: dict[str, Any], prefix: str) -> Amounts:
     )
 
 
+#: The per-view stats keys (``hypervisor_``/``controller_`` + these) that Prism sends on virtual
+#: disks as the public sources and the simulator show them. :func:`amounts` and
+#: :func:`latest_sample` read some; the others (the combined read+write rates, the ppm mixes, the
+#: I/O time sums, ``user_bytes``) repeat what they read or are not per-I/O quantities, and are
+#: left deliberately. Any other key is *unknown* (:func:`unknown_stats_keys`).
+VIEW_STATS_SUFFIXES = (
+    "num_io",
+    "num_iops",
+    "num_read_io",
+    "num_read_iops",
+    "num_write_io",
+    "num_write_iops",
+    "io_bandwidth_kBps",
+    "read_io_bandwidth_kBps",
+    "write_io_bandwidth_kBps",
+    "avg_io_latency_usecs",
+    "avg_read_io_latency_usecs",
+    "avg_write_io_latency_usecs",
+    "total_io_size_kbytes",
+    "total_read_io_size_kbytes",
+    "total_io_time_usecs",
+    "total_read_io_time_usecs",
+    "timespan_usecs",
+    "random_io_ppm",
+    "seq_io_ppm",
+    "read_io_ppm",
+    "write_io_ppm",
+    "user_bytes",
+)
+KNOWN_STATS_KEYS = frozenset(f"{view}_{s}" for view in ("hypervisor", "controller") for s in VIEW_STATS_SUFFIXES)
+
+
+def unknown_stats_keys(ents: list[dict[str, Any]]) -> dict[str, int]:
+    """Stats keys of ``virtual_disks`` entities that ioparallax does not know (neither reads nor
+    leaves deliberately, :data:`KNOWN_STATS_KEYS`) -> the entities holding each: what another
+    AOS build sends that the exporter may be missing (issue 26)."""
+    out: dict[str, int] = {}
+    for e in ents:
+        stats = e.get("stats")
+        if isinstance(stats, dict):
+            for key in stats:
+                if key not in KNOWN_STATS_KEYS:
+                    out[key] = out.get(key, 0) + 1
+    return out
+
+
 @dataclass(frozen=True)
 class LatestSample:
     """The hypervisor sample as Prism's charts show it, in base units (None: not available)."""

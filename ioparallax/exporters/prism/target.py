@@ -21,10 +21,12 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
-from . import parse
+from . import paging, parse
 from .client import PrismClient, TargetError
 from .config import SAMPLE_SECONDS, TargetConfig
 
@@ -34,10 +36,6 @@ V2 = "/PrismGateway/services/rest/v2.0"
 V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
-#: Most pages one read may fetch (page_size x this disks).
-MAX_PAGES = 1000
-#: Pages of one list asked for at once after the first.
-PAGE_CONCURRENCY = 2
 
 
 @dataclass
@@ -89,6 +87,8 @@ class Snapshot:
     missed: int = 0
     late: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    unknown_keys: dict[str, int] = field(default_factory=dict)  # stats key -> entities (at most MAX_UNKNOWN_KEYS)
+    unknown_count: int = 0  # distinct unknown stats keys, all of them
 
 
 @dataclass
@@ -99,11 +99,24 @@ class ReadResult:
     requests: int = 0
 
 
+#: Unknown stats keys named per target (prism_parse_unknown_field_entities); more are counted in
+#: prism_parse_unknown_fields only.
+MAX_UNKNOWN_KEYS = 50
+
+
 class Target:
-    def __init__(self, name: str, cfg: TargetConfig, time_scale: float = 1.0, vm_info: bool = True):
+    def __init__(
+        self,
+        name: str,
+        cfg: TargetConfig,
+        time_scale: float = 1.0,
+        vm_info: bool = True,
+        client_factory: Callable[[str, TargetConfig], Any] = PrismClient,
+    ):
         self.name = name
         self.cfg = cfg
-        self.client = PrismClient(name, cfg)
+        # PrismClient, or (--replay, capture.replay) a stand-in answering from a capture.
+        self.client = client_factory(name, cfg)
         self.time_scale = time_scale
         self.vm_info = vm_info
         self._lock = threading.Lock()  # state below
@@ -122,6 +135,8 @@ class Target:
         self.late_end: int | None = None
         self.errors: dict[str, int] = {}
         self.no_date_logged = False
+        self.unknown_keys: dict[str, int] = {}  # stats key -> entities holding it, in the last read
+        self.unknown_logged: set[str] = set()
         self._closed = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -161,6 +176,8 @@ class Target:
                 missed=self.missed,
                 late=self.late,
                 errors=dict(self.errors),
+                unknown_keys=dict(sorted(self.unknown_keys.items())[:MAX_UNKNOWN_KEYS]),
+                unknown_count=len(self.unknown_keys),
             )
             self.new_samples = 0
             return snap
@@ -201,26 +218,13 @@ class Target:
 
     # -- the read -------------------------------------------------------------------------
     def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
-        """All pages of a v2.0 list: (entities, the Date of each page, requests made). The first
-        page gives the total; the others are then asked for PAGE_CONCURRENCY at a time (Prism
-        builds one while the exporter receives another)."""
-        size = self.cfg.page_size
-        first = self.client.get(path, {**(params or {}), "count": size, "page": 1})
-        ents, total = parse.entities(first.doc, what)
-        out, dates = list(ents), [first.date]
-        if total is None or len(ents) >= total or len(ents) < size:
-            return out, dates, 1
-        pages = min(MAX_PAGES, -(-total // size))
+        """All pages of a v2.0 list: (entities, the Date of each page, requests made)."""
 
-        def get(page: int) -> tuple[list[dict], float | None]:
-            ans = self.client.get(path, {**(params or {}), "count": size, "page": page})
-            return parse.entities(ans.doc, what)[0], ans.date
+        def get(p: dict[str, Any]) -> tuple[Any, float | None]:
+            ans = self.client.get(path, p)
+            return ans.doc, ans.date
 
-        with ThreadPoolExecutor(PAGE_CONCURRENCY, thread_name_prefix=f"pages {self.name}") as pool:
-            for page_ents, date in pool.map(get, range(2, pages + 1)):
-                out.extend(page_ents)
-                dates.append(date)
-        return out, dates, pages
+        return paging.list_all(get, what, self.cfg.page_size, params, name=self.name)
 
     def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], int]:
         vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
@@ -235,6 +239,7 @@ class Target:
             vm_list = pool.submit(self._vm_list) if due else None
             ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
             records = [r for r in (parse.virtual_disk(e) for e in ents) if r is not None]
+            unknown = parse.unknown_stats_keys(ents)
             listed = vm_list.result() if vm_list is not None else None
         # ... and at once when the disks say a VM changed: one appeared or went (deleted), or
         # its VM view came or went (powered on or off).
@@ -265,11 +270,37 @@ class Target:
             elif not self.vm_info:
                 self.vm_signature = signature
             self._apply(records, end)
+            self.unknown_keys = unknown
+            new_keys = sorted(set(unknown) - self.unknown_logged)
             v4_work = list(self.disks.values()) if self.cfg.controller_api == "v4" else []
             prism_now = self.prism_now()
+        if new_keys:
+            self._log_unknown(new_keys, unknown)
         if v4_work:
             requests += self._read_v4(v4_work, end, prism_now)
         return ReadResult(True, requests=requests)
+
+    def _log_unknown(self, keys: list[str], unknown: dict[str, int]) -> None:
+        """One line per unknown stats key and target, for as long as the exporter runs (the first
+        MAX_UNKNOWN_KEYS keys; then one line saying how many more)."""
+        room = MAX_UNKNOWN_KEYS - len(self.unknown_logged)
+        for key in keys[: max(0, room)]:
+            self.unknown_logged.add(key)
+            log.info(
+                "target=%s: virtual_disks stats key %r is not read by ioparallax (%d disks hold it); "
+                "if it matters, capture the answer and report it (prism-exporter capture, docs/prism.md)",
+                self.name,
+                key,
+                unknown[key],
+            )
+        if len(keys) > room and "" not in self.unknown_logged:
+            self.unknown_logged.add("")  # said once
+            log.info(
+                "target=%s: more stats keys not read by ioparallax than the %d named (%d in this answer)",
+                self.name,
+                MAX_UNKNOWN_KEYS,
+                len(unknown),
+            )
 
     def _read_v4(self, disks: list[DiskState], end: int | None, prism_now: float | None) -> int:
         """controller_api v4: each disk's storage-view samples since the last one integrated, from

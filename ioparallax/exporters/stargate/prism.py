@@ -29,6 +29,8 @@ import requests
 import urllib3
 
 from ioparallax.exporters.common.config import Section, parse_duration
+from ioparallax.exporters.prism import paging
+from ioparallax.exporters.prism.parse import ParseError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class PrismConfig:
     tls_verify: bool | str = True  # True, False (explicit opt-out) or a CA bundle path
     timeout: float = 5.0
     refresh_interval: float = 300.0
+    page_size: int = 500  # virtual_disks entities per request
 
     @property
     def endpoint(self) -> str:
@@ -76,6 +79,9 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
             raise section.error("ca_file", f"no such file: {ca_file}")
     timeout = section.get("timeout", parse_duration, default=5.0)
     refresh = section.get("refresh_interval", parse_duration, default=300.0)
+    page_size = section.get("page_size", int, default=500)
+    if not 1 <= page_size <= 10_000:
+        raise section.error("page_size", f"expected 1-10000, got {page_size}")
     if timeout <= 0:
         raise section.error("timeout", "must be positive")
     if refresh < 0:
@@ -88,6 +94,7 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
         tls_verify=ca_file or verify,
         timeout=timeout,
         refresh_interval=refresh,
+        page_size=page_size,
     )
 
 
@@ -110,10 +117,29 @@ class PrismClient:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
     def virtual_disks(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every entity of ``virtual_disks``, page by page (``count=page_size``; Prism may page a
+        list asked without ``count``, and a mapping of the first page only would leave the other
+        vdisks unnamed), with the prism-exporter's paging (:mod:`ioparallax.exporters.prism.paging`).
+        ``timeout`` bounds the whole list, each request at most ``cfg.timeout``."""
         url = self.cfg.endpoint
-        timeout = self.cfg.timeout if timeout is None else min(timeout, self.cfg.timeout)
+        budget = self.cfg.timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+
+        def get(params: dict[str, Any]) -> tuple[Any, None]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PrismError(f"{url}: timed out after {budget:.1f} s (page {params.get('page')})")
+            return self._get_json(url, params, min(left, self.cfg.timeout)), None
+
         try:
-            r = self.session.get(url, timeout=timeout)
+            entities, _, _ = paging.list_all(get, "virtual_disks", self.cfg.page_size, name="prism-names")
+        except ParseError as exc:
+            raise PrismError(f"{url}: {exc}") from None
+        return entities
+
+    def _get_json(self, url: str, params: dict[str, Any], timeout: float) -> Any:
+        try:
+            r = self.session.get(url, params=params, timeout=timeout)
         except requests.exceptions.SSLError as exc:
             raise PrismError(
                 f"{url}: TLS error ({_reason(exc)}); set prism.ca_file, or tls_verify: false to opt out"
@@ -133,24 +159,12 @@ class PrismClient:
         if r.status_code != 200:
             raise PrismError(f"{url}: HTTP {r.status_code}")
         try:
-            body = r.json()
+            return r.json()
         except ValueError:
             raise PrismError(
                 f"{url}: the answer is not JSON ({len(r.content)} bytes, "
                 f"Content-Type {r.headers.get('Content-Type', 'none')})"
             ) from None
-        entities = body.get("entities") if isinstance(body, dict) else None
-        if not isinstance(entities, list):
-            raise PrismError(f"{url}: the answer has no 'entities' list")
-        meta = body.get("metadata")
-        total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
-        if isinstance(total, int) and total > len(entities):
-            log.warning(
-                "prism virtual_disks: %d of %d entities in the answer (a paged answer: only these are mapped)",
-                len(entities),
-                total,
-            )
-        return [e for e in entities if isinstance(e, dict)]
 
 
 def _reason(exc: Exception) -> str:

@@ -5,7 +5,10 @@ One :class:`Budget` per probe holds its deadline, its limits and its keep-alive 
 one ``selectors`` loop, up to ``concurrency`` requests in flight, each over a keep-alive HTTP/1.1
 connection. Every wait is the loop's ``select`` bounded by the time left to the deadline, so a
 server that never answers, or trickles a byte a second, ends the fetch at the deadline, not a
-read timeout later, and no thread is left behind. A body larger than ``body_size_limit`` fails as
+read timeout later, and no thread is left behind. A host name is resolved once per probe by
+``getent ahosts`` in a child process (:func:`resolve`), killed and reaped at the deadline: a
+resolver that hangs costs the probe its deadline and leaves nothing running (a thread blocked in
+``getaddrinfo`` could not be stopped). A body larger than ``body_size_limit`` fails as
 soon as the limit is passed (or at once when its Content-Length says so), never buffered.
 
 Why not http.client in a thread per request (what this was): 16 probes at once as Prometheus
@@ -13,6 +16,12 @@ scrapes 16 CVMs meant 128 fetch threads handing one interpreter lock around (~80
 page) and http.client's per-response header parsing; the exporter's own process (fetches and
 exposition) went from ~5.8 to ~2 s of CPU for 4,000 pages (docs/stargate.md, Cluster scale;
 ``bench/stargate_cluster.py`` prints it as "own process").
+
+Why not a library that runs many requests from one thread: the best one measured, libcurl's
+multi interface through pycurl, cost 9-16 % more CPU in the exporter's own process on the
+16-CVM cluster bench, with the same wall time (aiohttp, urllib3 and httpx cost far more a page);
+``bench/stargate_transport.py`` runs both side by side and fails when this one loses
+(docs/stargate.md, Transport).
 
 The response parser is HTTP/1.1's framing only, and strict where a hostile server could make
 it ambiguous: a status line ``HTTP/1.x NNN``, at most 100 header lines and 64 KiB of head,
@@ -32,7 +41,7 @@ import re
 import selectors
 import socket
 import ssl
-import threading
+import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -424,9 +433,19 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "reason", None) or exc.__class__.__name__
 
 
-def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
-    """The origin's socket addresses; a name is resolved in a helper thread so that a resolver
-    that hangs costs the probe its deadline, not more, and once per probe (the budget keeps it)."""
+#: The command that resolves a host name, in a child process: glibc's ``getent ahosts`` answers
+#: what ``getaddrinfo`` would (/etc/hosts, DNS, whatever nsswitch.conf lists). A child process,
+#: not a thread, because a resolver that hangs cannot be interrupted in a thread: the child is
+#: killed at the probe's deadline and reaped, so nothing of the probe is left running.
+RESOLVER: tuple[str, ...] = ("getent", "ahosts")
+_RESOLVED_LINE = re.compile(r"([0-9A-Fa-f.:]+)\s+STREAM\b", re.ASCII)
+
+
+def resolve(origin: Origin, budget: Budget) -> list[tuple]:
+    """The origin's socket addresses, (family, sockaddr) each: an IP address as is; a name
+    resolved once per probe (the budget keeps it) by :data:`RESOLVER` in a child process that
+    is killed when the probe's deadline passes (DeadlineExceeded; FetchError naming the cause
+    when the name does not resolve)."""
     try:
         ip = ipaddress.ip_address(origin.host)
     except ValueError:
@@ -435,30 +454,55 @@ def _addresses(origin: Origin, budget: Budget) -> list[tuple]:
         family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
         return [(family, (origin.host, origin.port))]
     known = budget.resolved.get(origin.host)
-    if known is not None:
-        return [(fam, (addr[0], origin.port, *addr[2:])) for fam, addr in known]
-    out: list = []
-    failed: list[BaseException] = []
-    done = threading.Event()
+    if known is None:
+        known = budget.resolved[origin.host] = _resolve_name(origin, budget)
+    return [(fam, (addr[0], origin.port, *addr[2:])) for fam, addr in known]
 
-    def resolve() -> None:
+
+def _resolve_name(origin: Origin, budget: Budget) -> list[tuple]:
+    host = origin.host
+    if not host.isascii() or not host.isprintable() or host.startswith("-") or not host:
+        raise FetchError(f"{origin.url}: cannot resolve {host!r}: not a host name")
+    left = budget.remaining()
+    if left <= 0:
+        raise DeadlineExceeded(f"{origin.url}: deadline exceeded before resolving {host!r}")
+    try:
+        child = subprocess.Popen(
+            [*RESOLVER, host],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise FetchError(f"{origin.url}: cannot resolve {host!r}: {RESOLVER[0]}: {exc.strerror}") from None
+    try:
+        out, _ = child.communicate(timeout=max(0.001, left))
+    except subprocess.TimeoutExpired:
+        raise DeadlineExceeded(f"{origin.url}: deadline exceeded resolving {host!r}") from None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    found: list[tuple] = []
+    for line in out.decode("ascii", "replace").splitlines():
+        m = _RESOLVED_LINE.match(line)
+        if not m:
+            continue
         try:
-            out.extend(
-                (fam, addr)
-                for fam, _, _, _, addr in socket.getaddrinfo(origin.host, origin.port, type=socket.SOCK_STREAM)
-            )
-        except OSError as exc:
-            failed.append(exc)
-        done.set()
-
-    threading.Thread(target=resolve, name="stargate-resolve", daemon=True).start()
-    if not done.wait(max(0.0, budget.remaining())):
-        raise DeadlineExceeded(f"{origin.url}: deadline exceeded resolving {origin.host!r}")
-    if failed or not out:
-        cause = failed[0] if failed else "no address"
-        raise FetchError(f"{origin.url}: cannot resolve {origin.host!r}: {cause}")
-    budget.resolved[origin.host] = out
-    return out
+            ip = ipaddress.ip_address(m.group(1))
+        except ValueError:
+            continue
+        addr: tuple = (str(ip), origin.port) if ip.version == 4 else (str(ip), origin.port, 0, 0)
+        entry = (socket.AF_INET6 if ip.version == 6 else socket.AF_INET, addr)
+        if entry not in found:
+            found.append(entry)
+    if not found:
+        cause = "unknown name" if child.returncode == 2 else f"{RESOLVER[0]} exited {child.returncode}, no address"
+        raise FetchError(f"{origin.url}: cannot resolve {host!r}: {cause}")
+    return found
 
 
 _TLS: ssl.SSLContext | None = None
@@ -508,8 +552,8 @@ class HttpClient:
                                 assert ex.conn is not None
                                 budget.discard(ex.conn)
                                 ex = self._start(i, origin, path, url, limit, budget, fresh=True)
-                    except DeadlineExceeded:
-                        raise DeadlineExceeded(f"{url}: deadline exceeded", len(queue) + len(active) + 1) from None
+                    except DeadlineExceeded as exc:
+                        raise DeadlineExceeded(str(exc), len(queue) + len(active) + 1) from None
                     except FetchError as exc:
                         if ex is not None and ex.conn is not None:
                             budget.discard(ex.conn)
@@ -613,7 +657,7 @@ class HttpClient:
             return ex
         if budget.remaining() <= 0:
             raise DeadlineExceeded(f"{url}: deadline exceeded before the request")
-        ex.addrs = list(_addresses(origin, budget))
+        ex.addrs = list(resolve(origin, budget))
         HttpClient._connect(ex, origin, budget)
         return ex
 

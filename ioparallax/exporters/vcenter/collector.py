@@ -89,6 +89,7 @@ def _fmt(text: str, d: str) -> str:
 ERROR_KINDS = ("login", "tls", "connect", "timeout", "protocol", "error", "warming_up")
 VM_INFO_LABELS = ("vm", "vm_id", "host", "power_state", "vm_uuid", "instance_uuid")
 DISK_INFO_LABELS = ("vm", "disk", "vm_id", "label", "disk_uuid", "backing_file", "datastore", "host")
+GUEST_DISK_INFO_LABELS = ("vm", "vm_id", "disk", "disk_path", "hostname")
 SEEK_CLASSES = ("small", "medium", "large")
 
 
@@ -98,7 +99,7 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
     cached = s.render_cache.get("inventory")
     if cached is not None and cached[0] is s.vms:
         return cached[1], cached[2]
-    vm_info, disk_info, capacity = [], [], []
+    vm_info, disk_info, capacity, guest_disk_info = [], [], [], []
     disk_labels: dict[tuple[str, str], str] = {}
     for vm in s.vms:
         vm_info.append(
@@ -116,6 +117,10 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
             )
             labels = disk_labels[(vm.moref, d.instance)] = label_block(DISK_LABELS, (vm.name, d.instance, vm.moref))
             capacity.append((labels, d.capacity_bytes))
+        for instance, path in vm.guest_disk_rows():
+            guest_disk_info.append(
+                (label_block(GUEST_DISK_INFO_LABELS, (vm.name, vm.moref, instance, path, vm.hostname)), 1)
+            )
     out = Exposition()
     out.family(
         "vcenter_vm_info",
@@ -133,6 +138,14 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
         disk_info,
     )
     out.family("vcenter_virtual_disk_capacity_bytes", "gauge", "Virtual disk capacity (inventory).", capacity)
+    out.family(
+        "vcenter_vm_guest_disk_info",
+        "gauge",
+        "Guest volumes as VMware Tools reports them (guest.disk, cached inventory): disk_path (diskPath, "
+        "the root of drive D: or a mount point) lies on the virtual disk disk (mappings[].key, vSphere 7+); hostname is guest.hostName. "
+        "Joins a Windows volume (windows_exporter) or a DiskSPD target to its VM disk.",
+        guest_disk_info,
+    )
     text = out.text()
     s.render_cache["inventory"] = (s.vms, text, disk_labels)
     return text, disk_labels

@@ -18,6 +18,8 @@ VM_PROPERTIES = [
     "config.uuid",
     "config.instanceUuid",
     "config.hardware.device",
+    "guest.hostName",  # VMware Tools: the guest's host name (DiskSPD's ComputerName, windows_exporter's hostname)
+    "guest.disk",  # VMware Tools: guest volumes with the virtual disks behind them (vSphere 7+ mappings)
 ]
 
 #: performance counter instance prefix of each controller type (instance = prefix + bus:unit)
@@ -37,6 +39,16 @@ class VirtualDisk:
     disk_uuid: str  # backing UUID, normalised (see normalize_disk_uuid): the guest's disk serial
     datastore: str
     capacity_bytes: int
+    key: int = 0  # the device key: what guest.disk's mappings name
+
+
+@dataclass(frozen=True)
+class GuestDisk:
+    """A guest volume as VMware Tools reports it (``guest.disk``): its path in the guest (``D:\\``, a drive root;
+    ``/data``) and the device keys of the virtual disks behind it (``mappings``, vSphere 7+)."""
+
+    disk_path: str
+    keys: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,14 @@ class VirtualMachine:
     #: Virtual disks of the VM left out: no controller address the exporter reads (so no
     #: performance instance); counted in vcenter_inventory_unread_disks.
     unread_disks: int = 0
+    hostname: str = ""  # guest.hostName ("" without VMware Tools)
+    guest_disks: tuple[GuestDisk, ...] = ()
+
+    def guest_disk_rows(self) -> list[tuple[str, str]]:
+        """(virtual disk instance, guest path) per guest volume and virtual disk it maps to; a
+        mapping to a key that is no virtual disk of the VM is left out."""
+        instance = {d.key: d.instance for d in self.disks}
+        return [(instance[k], g.disk_path) for g in self.guest_disks for k in g.keys if k in instance]
 
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -99,10 +119,20 @@ def disks_from_devices(devices: Iterable[Any] | None, datastore_names: dict[str,
                 disk_uuid=normalize_disk_uuid(getattr(backing, "uuid", "") or ""),
                 datastore=datastore_names.get(_moid(ds_ref), ""),
                 capacity_bytes=int(getattr(dev, "capacityInBytes", 0) or (dev.capacityInKB or 0) * 1024),
+                key=int(dev.key or 0),
             )
         )
     disks.sort(key=lambda d: d.instance)
     return tuple(disks)
+
+
+def guest_disks_from_objects(values: Iterable[Any] | None) -> tuple[GuestDisk, ...]:
+    """guest.disk (GuestDiskInfo objects) -> GuestDisk records (pure mapping)."""
+    out = []
+    for g in values or []:
+        keys = tuple(int(m.key) for m in (getattr(g, "mappings", None) or []) if getattr(m, "key", None) is not None)
+        out.append(GuestDisk(disk_path=str(getattr(g, "diskPath", "") or ""), keys=keys))
+    return tuple(out)
 
 
 def inventory_from_objects(objects: Iterable[tuple[str, str, dict[str, Any]]]) -> list[VirtualMachine]:
@@ -123,6 +153,8 @@ def inventory_from_objects(objects: Iterable[tuple[str, str, dict[str, Any]]]) -
                 uuid=p.get("config.uuid", "") or "",
                 instance_uuid=p.get("config.instanceUuid", "") or "",
                 disks=disks_from_devices(p.get("config.hardware.device"), datastores),
+                hostname=str(p.get("guest.hostName") or ""),
+                guest_disks=guest_disks_from_objects(p.get("guest.disk")),
             )
         )
     vms.sort(key=lambda v: (v.name, v.moref))

@@ -23,7 +23,14 @@ from lxml import etree
 from pyVmomi import VmomiSupport, vim
 
 from .client import TargetError
-from .inventory import CONTROLLER_PREFIXES, VM_PROPERTIES, VirtualDisk, VirtualMachine, normalize_disk_uuid
+from .inventory import (
+    CONTROLLER_PREFIXES,
+    VM_PROPERTIES,
+    GuestDisk,
+    VirtualDisk,
+    VirtualMachine,
+    normalize_disk_uuid,
+)
 from .soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, XSI_TYPE, _snippet, fault_from, post
 
 #: Objects per answer page: fewer round trips than pyvmomi's 500 without making one answer huge
@@ -48,6 +55,7 @@ _T_BUS, _T_CTRL_KEY, _T_UNIT = _q("busNumber"), _q("controllerKey"), _q("unitNum
 _T_DEVICE_INFO, _T_LABEL, _T_BACKING = _q("deviceInfo"), _q("label"), _q("backing")
 _T_FILE, _T_UUID, _T_DATASTORE = _q("fileName"), _q("uuid"), _q("datastore")
 _T_CAP_BYTES, _T_CAP_KB = _q("capacityInBytes"), _q("capacityInKB")
+_T_DISK_PATH, _T_MAPPINGS = _q("diskPath"), _q("mappings")
 
 
 def retrieve_body(collector: str, view: str, page_size: int = PAGE_SIZE) -> bytes:
@@ -140,6 +148,7 @@ def disks_from_device_xml(devices: Any, datastore_names: dict[str, str] | None) 
                 f"inventory answer has a non-integer disk capacity ({cap_bytes!r}, {cap_kb!r})", "protocol"
             ) from None
         ds = (_text(backing, _T_DATASTORE) or "").strip() if backing is not None else ""
+        key = (_text(dev, _T_KEY) or "0").strip()
         disks.append(
             VirtualDisk(
                 instance=f"{ctrl}:{unit.strip()}",
@@ -148,10 +157,29 @@ def disks_from_device_xml(devices: Any, datastore_names: dict[str, str] | None) 
                 disk_uuid=normalize_disk_uuid((_text(backing, _T_UUID) or "") if backing is not None else ""),
                 datastore=ds if datastore_names is None else datastore_names.get(ds, ""),
                 capacity_bytes=capacity,
+                key=int(key) if key.lstrip("-").isdigit() else 0,
             )
         )
     disks.sort(key=lambda d: d.instance)
     return tuple(disks)
+
+
+def guest_disks_from_xml(value: Any) -> tuple[GuestDisk, ...]:
+    """``guest.disk`` (an ArrayOfGuestDiskInfo value element) -> GuestDisk records; a mapping key
+    that is not an integer is left out rather than guessed at."""
+    if value is None:
+        return ()
+    out = []
+    for info in value:
+        if not isinstance(info.tag, str):
+            continue
+        keys = []
+        for mapping in info.iterchildren(_T_MAPPINGS):
+            key = (_text(mapping, _T_KEY) or "").strip()
+            if key.lstrip("-").isdigit():
+                keys.append(int(key))
+        out.append(GuestDisk(disk_path=_text(info, _T_DISK_PATH) or "", keys=tuple(keys)))
+    return tuple(out)
 
 
 def parse_page(body: bytes, status: int = 200) -> tuple[list[tuple[str, str, dict[str, Any]]], str | None]:
@@ -237,6 +265,8 @@ def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]])
                         instance_uuid=_value_text(p.get("config.instanceUuid")),
                         disks=disks,
                         unread_disks=_disk_devices(devices) - len(disks),
+                        hostname=_value_text(p.get("guest.hostName")),
+                        guest_disks=guest_disks_from_xml(p.get("guest.disk")),
                     )
                 )
     out = [

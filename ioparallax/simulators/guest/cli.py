@@ -24,13 +24,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="ioparallax-guest-simulator",
         description="Write, for each VM of a scenario, the fio --output-format=json+ --status-interval=1 "
         "stream a fio in that VM would write (one record a second, computed from the scenario's "
-        "trace at wall-clock time modulo its period), the VM's sysfs disk facts and its "
-        "/proc/diskstats (block-layer requests, split at max_sectors_kb). "
+        "trace at the wall-clock time since its origin modulo its period), the VM's sysfs disk facts and its "
+        "/proc/diskstats (block-layer requests, split at max_sectors_kb); for each Windows VM, "
+        "windows_exporter's disk and host name metrics as a textfile; for the VMs whose load generator "
+        "is vdbench, one multi-host vdbench output directory (DIR/vdbench/<scenario>). "
         "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
         "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
         "prometheus-node-exporter --path.procfs DIR/<vm>/proc --path.sysfs DIR/<vm>/sys "
-        "--path.udev.data DIR/<vm>/udev).",
+        "--path.udev.data DIR/<vm>/udev); Windows VMs: DIR/<vm>/windows/windows_exporter.prom (for "
+        "prometheus-node-exporter --collector.disable-defaults --collector.textfile "
+        "--collector.textfile.directory DIR/<vm>/windows).",
     )
     p.add_argument("scenario", help="scenario name from the library or a YAML path")
     p.add_argument("--dir", required=True, help="output directory")
@@ -39,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--manifest",
         metavar="PATH",
-        help="also write {vm: {stream, sysfs, procfs, udev}} as JSON to this file once the trees exist",
+        help="also write {vm: {os, load_generator, stream, sysfs, procfs, udev, windows, vdbench}} as JSON to this "
+        "file once the trees exist (each VM has the keys of its guest OS and load generator)",
     )
     add_logging_args(p)
     add_version_arg(p)
@@ -61,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(paths, fh, indent=2)
         os.replace(args.manifest + ".tmp", args.manifest)
     for vm, where in paths.items():
-        print(f"{vm} {where['stream']} {where['sysfs']}", flush=True)
+        files = " ".join(f"{k}={v}" for k, v in where.items() if k not in ("os", "load_generator"))
+        print(f"{vm} {where['os']} {where['load_generator']} {files}", flush=True)
     if args.once:
         return 0
     try:

@@ -40,7 +40,7 @@ from ioparallax.simulators.scenario import BlockSizeMix, Disk, Trace
 
 from .devices import MAX_SECTORS_KB, SD_MAJOR, SECTOR, minor_of
 from .fio import GuestFio
-from .periodic import periodic_sum, prefix_sums
+from .periodic import prefix_sums
 
 FIELDS = (
     "reads_completed",
@@ -137,7 +137,7 @@ class GuestDiskstats:
         start = min(self.anchor, T)
 
         def cum(prefix: tuple[float, ...]) -> float:
-            return periodic_sum(prefix, self.period, start, T)
+            return self.trace.periodic_sum(prefix, start, T)
 
         def down(x: float) -> int:
             return int(math.floor(x + 1e-6))
@@ -151,7 +151,7 @@ class GuestDiskstats:
             writes_completed=down(cum(s.write_ops)),
             sectors_written=down(cum(s.write_bytes) / SECTOR),
             ms_writing=down(write_ms),
-            ios_in_progress=int(round(s.inflight[(T - 1) % self.period])) if T > start else 0,
+            ios_in_progress=int(round(s.inflight[self.trace.period_second(T - 1)])) if T > start else 0,
             ms_doing_io=down(cum(s.busy_ms)),
             weighted_ms=down(read_ms + write_ms),
         )

@@ -33,7 +33,7 @@ from functools import lru_cache
 from ioparallax.exporters.fio.hygiene import is_direct
 from ioparallax.simulators.scenario import Disk, Stream, Trace
 
-from .periodic import periodic_sum, prefix_sums
+from .periodic import prefix_sums
 
 FIO_VERSION = "fio-3.33"
 
@@ -144,8 +144,8 @@ class GuestFio:
     def __init__(self, trace: Trace, anchor: float | None = None):
         self.trace = trace
         self.period = trace.period
-        now = int(time.time() if anchor is None else anchor)
-        self.anchor = now - now % self.period  # continuous jobs started at this period's start
+        # Continuous jobs started at the start of the period in which the simulator started.
+        self.anchor = trace.period_start(time.time() if anchor is None else anchor)
         self._series: dict[tuple[str, int], _Series] = {}
         self.jobs: dict[str, list[Job]] = {}
         for vm in trace.scenario.vms:
@@ -211,15 +211,15 @@ class GuestFio:
 
     # -- records ------------------------------------------------------------------------
     def _cum(self, prefix: tuple[float, ...], a: int, b: int) -> float:
-        """Sum of a per-second series over absolute seconds [a, b)."""
-        return periodic_sum(prefix, self.period, a, b)
+        """Sum of a per-second series over wall-clock seconds [a, b)."""
+        return self.trace.periodic_sum(prefix, a, b)
 
     def run_window(self, job: Job, T: int) -> tuple[int, int] | None:
         """(start, end) in absolute seconds of the job's run that a record at ``T`` shows, if any."""
         if job.continuous:
             return (min(self.anchor, T), T + 10 * 365 * 86400)
         p = self.period
-        t = T % p
+        t = self.trace.period_second(T)
         start = T - t + job.start if t > job.start else T - t - p + job.start
         end = start + (job.end - job.start)
         return (start, end) if start < T <= end else None

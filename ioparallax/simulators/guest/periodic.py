@@ -18,8 +18,9 @@ def prefix_sums(values: Iterable[float]) -> tuple[float, ...]:
 
 
 def periodic_sum(prefix: Sequence[float], period: int, a: int, b: int) -> float:
-    """Sum over absolute seconds [a, b) of the series that repeats every ``period`` seconds and whose
-    prefix sums over one period are ``prefix``."""
+    """Sum over seconds [a, b) since the origin of the series that repeats every ``period`` seconds
+    and whose prefix sums over one period are ``prefix``. For wall-clock seconds use
+    :meth:`Trace.periodic_sum`, which subtracts the scenario's origin first."""
 
     def upto(x: int) -> float:
         return (x // period) * prefix[period] + prefix[x % period]

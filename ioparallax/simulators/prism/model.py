@@ -9,7 +9,8 @@ Identity (the same for the Stargate simulator's Prism path, which imports it fro
   UUID (the serial the guest sees, see docs/prism.md on that assumption).
 
 Statistics: Prism keeps one sample per 30 s per entity. The sample ending at ``E`` (a multiple of
-30 s of the wall clock) averages ``[E - 30, E)`` and is served from ``E + publish_delay`` until
+30 s of the wall clock) averages ``[E - 30, E)`` (the trace's seconds before period second
+``trace.period_second(E)``: the scenario's origin applies) and is served from ``E + publish_delay`` until
 the next one replaces it. Values are strings; ``"-1"`` means "not available":
 
 - ``hypervisor_*`` is the VM view of the trace (what the vCenter simulator shows for the same
@@ -176,7 +177,7 @@ class PrismModel:
     # -- statistics -------------------------------------------------------------------------
     def disk_stats(self, disk: Disk, end: int) -> dict[str, str]:
         """The v2 ``stats`` map of a virtual disk for the sample ending at ``end``."""
-        w = self.trace.window(disk, end, SAMPLE_SECONDS)
+        w = self.trace.window(disk, self.trace.period_second(end), SAMPLE_SECONDS)
         if disk.vm in self.powered_off and end > self.powered_off_at.get(disk.vm, float("-inf")):
             hyper = dict.fromkeys(_HYPERVISOR_KEYS, "-1")
             ctrl = _stats("controller", DiskSecond(), SAMPLE_SECONDS)

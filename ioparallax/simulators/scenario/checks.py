@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ioparallax.exporters.fio.hygiene import is_direct
 
-from .model import Scenario, Stream
+from .model import DiskspdOptions, Scenario, Stream
 
 # Asked iodepth over the concurrency the stream's rates imply, outside [1/x, x]: a warning. 1.5
 # leaves room for the log-normal latency spread and for rounding a default depth; the library's
@@ -53,7 +53,14 @@ def little_warnings(scenario: Scenario, tolerance: float = LITTLE_TOLERANCE) -> 
                 where = f"vms[{vi}].disks[{di}].streams[{si}] ({s.name})"
                 depth, implied = asked_iodepth(s), implied_concurrency(s)
                 ratio = depth / implied
-                if not is_direct(s.fio_options):
+                if vm.load_generator == "diskspd":
+                    # DiskSPD's overlapped I/O keeps its -o outstanding even buffered; without -Sh
+                    # (buffered) the guest's cache answers, which is DiskSPD hygiene, not Little's law.
+                    if not (s.diskspd or DiskspdOptions()).disable_os_cache:
+                        continue
+                elif vm.load_generator != "fio":
+                    pass  # vdbench: the depth is its threads= per SD, kept full direct or not
+                elif not is_direct(s.fio_options):
                     if depth > 1:
                         out.append(
                             f"{where}: buffered I/O (fio direct not 1): iodepth {depth} will not be reached, "

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid as uuidlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
+from ioparallax.yamlconf import cut
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
@@ -27,6 +31,20 @@ AHV_CONTAINER_ID = 1
 VCENTER_BUSES = ("scsi", "sata", "nvme", "ide")
 # AHV's disk buses as Prism writes them in a disk_address (`scsi.0`); PCI disks are virtio-blk.
 AHV_BUSES = ("scsi", "sata", "ide", "pci")
+
+#: Guest operating systems the guest simulator models (``guest_os``, case-insensitive in YAML).
+GUEST_OSES = ("linux", "windows")
+#: Load generators the guest simulator writes results of (``load_generator``), and the guest
+#: operating systems each runs on in the simulation (fio on Windows writes no sysfs facts, so its
+#: guest-to-VM join is not simulated; DiskSPD is a Windows tool; vdbench runs on both, but its
+#: join goes through the Linux guest's device, so only Linux vdbench guests are simulated).
+LOAD_GENERATORS: dict[str, tuple[str, ...]] = {
+    "fio": ("linux",),
+    "diskspd": ("windows",),
+    "vdbench": ("linux",),
+}
+#: DiskSPD write buffer patterns as its XML profile names them (``WriteBufferContent/Pattern``).
+DISKSPD_PATTERNS = ("sequential", "zero", "random")
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,30 @@ class Burst:
 
 
 @dataclass(frozen=True)
+class DiskspdOptions:
+    """The DiskSPD options of a stream that the trace does not give (``diskspd:`` in YAML): what
+    its ``-Rxml`` profile records. Block size, read/write mix, random share and outstanding I/Os
+    come from the stream itself."""
+
+    write_buffer: str = "sequential"  # -Z: zero; -Z<size>: random; default: sequential pattern
+    disable_os_cache: bool = True  # -Sh (DisableOSCache and WriteThrough in the profile)
+    threads: int = 1  # -t
+    run_seconds: int = 60  # -d: one run; the simulator writes runs back to back
+    warmup_seconds: int = 5  # -W (DiskSPD's default 5)
+    file_size_bytes: int = 0  # -c; 0: the stream's working set
+    target: str = ""  # the test file; default <volume>\diskspd\testfile.dat
+
+
+@dataclass(frozen=True)
+class VdbenchOptions:
+    """The vdbench parameters of a stream the trace does not give (``vdbench:`` in YAML)."""
+
+    openflags: str = "o_direct"  # sd=...,openflags=; "" for none (buffered)
+    compratio: float | None = None  # compratio= (data written compresses this much by design)
+    dedupratio: float | None = None
+
+
+@dataclass(frozen=True)
 class Stream:
     """One I/O stream on a disk (in the guest: one fio job)."""
 
@@ -116,6 +158,8 @@ class Stream:
     data_tier: str  # where non-cached data lives: "ssd" or "hdd"
     ilm_ramp_s: int  # seconds for ILM to move cold data up (0: none)
     fio_options: dict[str, str]  # extra job options as fio prints them in its JSON
+    diskspd: DiskspdOptions | None = None  # how DiskSPD was run (load_generator diskspd)
+    vdbench: VdbenchOptions | None = None  # vdbench's parameters (load_generator vdbench)
     job: str = ""  # fio job in the guest; streams of a disk sharing it are one job
     # (phases of one workload, e.g. its latency before and after contention)
 
@@ -145,6 +189,7 @@ class Disk:
     backing_file: str  # "[datastore] vm/vm_1.vmdk"; on AHV the NFS path /ctr01/.acropolis/vmdisk/<uuid>
     uuid: str  # virtual disk UUID (ESXi: the guest's serial with disk.EnableUUID; AHV: vmdisk_uuid)
     guest_device: str  # sdb
+    volume: str  # Windows drive letter of the disk's volume (D:); what guest.disk's diskPath names
     partition_start_bytes: int  # guest partition offset (1536: misaligned)
     vdisk_id: int  # Stargate vdisk id
     vdisk_name: str  # "NFS:<n>" as the Stargate page shows it
@@ -173,9 +218,15 @@ class Disk:
 class Vm:
     name: str
     host: str
-    guest_os: str
+    guest_os: str  # "linux" or "windows"
     disks: tuple[Disk, ...]
     hypervisor: str = "esxi"  # the cluster's: what the guest sees of its disks depends on it
+    load_generator: str = "fio"  # fio, diskspd or vdbench
+    hostname: str = ""  # the guest's host name (vCenter guest.hostName, DiskSPD's ComputerName)
+
+    @property
+    def windows(self) -> bool:
+        return self.guest_os == "windows"
 
 
 @dataclass(frozen=True)
@@ -206,6 +257,8 @@ class Scenario:
     vms: tuple[Vm, ...]
     source: str = ""
     expect: dict[str, Any] = field(default_factory=dict)  # what the views should show (docs/tests)
+    # The epoch second at which period second 0 falls (docs/scenarios.md "Time"); 0: the Unix epoch.
+    origin: int = 0
 
     @property
     def disks(self) -> list[Disk]:
@@ -321,8 +374,10 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst = Burst(every, on, offset)
     tier = s.get("data_tier", str, default="ssd")
     if tier not in ("ssd", "hdd"):
-        raise s.error("data_tier", f"must be ssd or hdd, got {tier!r}")
+        raise s.error("data_tier", f"must be ssd or hdd, got {cut(tier)}")
     fio_opts = s.get("fio_options", dict, default={})
+    diskspd = _parse_diskspd(s.section("diskspd")) if "diskspd" in s.data else None
+    vdbench = _parse_vdbench(s.section("vdbench")) if "vdbench" in s.data else None
     iops_total = read_iops + write_iops
     mean_lat = (read_iops * read_lat + write_iops * write_lat) / iops_total
     default_depth = max(1, round(iops_total * mean_lat))
@@ -346,14 +401,114 @@ def _parse_stream(sec: Section, period: int, defaults: dict[str, Any], name: str
         burst=burst,
         data_tier=tier,
         ilm_ramp_s=_seconds(s, "ilm_ramp", 0),
-        fio_options={str(k): str(v) for k, v in fio_opts.items()},
+        fio_options=_fio_options(s, fio_opts),
+        diskspd=diskspd,
+        vdbench=vdbench,
     )
     stream = replace(stream, job=s.get("job", str, default=stream.name))
     s.reject_unknown()
     return stream
 
 
+def _parse_diskspd(sec: Section) -> DiskspdOptions:
+    """A stream's ``diskspd:`` options (what DiskSPD's XML profile records beyond the trace)."""
+    pattern = sec.get("write_buffer", str, default="sequential")
+    if pattern not in DISKSPD_PATTERNS:
+        raise sec.error("write_buffer", f"must be one of {', '.join(DISKSPD_PATTERNS)}, got {pattern!r}")
+    threads = sec.get("threads", int, default=1)
+    if threads < 1:
+        raise sec.error("threads", f"must be at least 1, got {threads}")
+    run = _seconds(sec, "run", 60)
+    if run < 5:
+        raise sec.error("run", f"must be at least 5 s (one DiskSPD result per run), got {run}")
+    opts = DiskspdOptions(
+        write_buffer=pattern,
+        disable_os_cache=sec.get("disable_os_cache", bool, default=True),
+        threads=threads,
+        run_seconds=run,
+        warmup_seconds=_seconds(sec, "warmup", 5),
+        file_size_bytes=sec.get("file_size", parse_bytes, default=0),
+        target=sec.get("target", str, default=""),
+    )
+    sec.reject_unknown()
+    return opts
+
+
+_DRIVE_LETTERS = "DEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _volume(dsec: Section, index: int) -> str:
+    # Windows guests: the data disk's volume; C: is the system disk, not in the scenario.
+    default = f"{_DRIVE_LETTERS[index]}:" if index < len(_DRIVE_LETTERS) else ""
+    value = dsec.get("volume", str, default=default).upper()
+    if len(value) != 2 or value[1] != ":" or not "A" <= value[0] <= "Z":
+        raise dsec.error("volume", f"expected a drive letter such as D:, got {value!r}")
+    return value
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _hostname(vsec: Section, default: str) -> str:
+    # One DNS label, as Windows' DNSHostName and Tools' guest.hostName give it (default: the VM name).
+    if "hostname" not in vsec.data:
+        vsec.get("hostname", str, default=default)
+        return default
+    value = vsec.get("hostname", str)
+    if not _HOSTNAME.fullmatch(value):
+        raise vsec.error("hostname", f"expected a host name (letters, digits, inner dashes), got {value!r}")
+    return value
+
+
+def _parse_vdbench(sec: Section) -> VdbenchOptions:
+    """A stream's ``vdbench:`` parameters."""
+
+    def ratio(name: str) -> float | None:
+        value = sec.get(name, float, default=None)
+        if value is not None and value < 1:
+            raise sec.error(name, f"must be at least 1 (vdbench's data reduction ratio), got {value:g}")
+        return value
+
+    opts = VdbenchOptions(
+        openflags=sec.get("openflags", str, default="o_direct"),
+        compratio=ratio("compratio"),
+        dedupratio=ratio("dedupratio"),
+    )
+    sec.reject_unknown()
+    return opts
+
+
+def _guest_os(vsec: Section) -> str:
+    # Free text before issue 23 (default "Linux"): the two values the simulator models, any case.
+    value = vsec.get("guest_os", str, default="linux")
+    norm = value.strip().lower()
+    if norm not in GUEST_OSES:
+        raise vsec.error("guest_os", f"expected windows or linux, got {value!r}")
+    return norm
+
+
 VERDICT_STATES = ("OK", "Distorted", "Not measurable")
+
+
+#: Longest fio option value taken from a scenario (fio's own options are short words and numbers).
+MAX_FIO_OPTION_CHARS = 256
+
+
+def _fio_options(sec: Section, options: dict[Any, Any]) -> dict[str, str]:
+    """``fio_options``: option name -> a scalar (a string, a number or a boolean), as fio prints
+    them in its JSON; a list or a mapping is refused rather than written out as its repr."""
+    out = {}
+    for name, value in options.items():
+        key = f"fio_options.{cut(name) if not isinstance(name, str) else name}"
+        if not isinstance(name, str) or not name:
+            raise sec.error(key, "an option name must be a non-empty string")
+        if not isinstance(value, (str, int, float)):
+            raise sec.error(key, f"expected a string or a number, got {type(value).__name__} {cut(value)}")
+        text = str(value)
+        if len(text) > MAX_FIO_OPTION_CHARS or "\n" in text:
+            raise sec.error(key, f"expected one line of at most {MAX_FIO_OPTION_CHARS} characters, got {cut(text)}")
+        out[name] = text
+    return out
 
 
 def _expect(root: Section, vms: list[Vm]) -> dict[str, Any]:
@@ -395,6 +550,9 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
     period = _seconds(root, "period", 600)
     if period < 20:
         raise root.error("period", f"must be at least 20 s (one vCenter sample), got {period}")
+    origin = root.get("origin", object, default=0)
+    if isinstance(origin, bool) or not isinstance(origin, int) or origin < 0:
+        raise root.error("origin", f"expected a Unix time in whole seconds (0 or later), got {origin!r}")
     csec = root.section("cluster", required=True)
     cvms = csec.get("cvms", list)
     if not cvms or not all(isinstance(c, str) for c in cvms):
@@ -477,6 +635,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                     backing_file=dsec.get("backing_file", str, default=default_backing),
                     uuid=disk_uuid,
                     guest_device=dsec.get("guest_device", str, default=f"sd{chr(ord('a') + di)}"),
+                    volume=_volume(dsec, di),
                     partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
                     vdisk_id=vdisk_id,
                     vdisk_name=dsec.get("vdisk_name", str, default=default_vdisk_name),
@@ -488,14 +647,40 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 )
             )
             dsec.reject_unknown()
+        guest_os = _guest_os(vsec)
+        generator = vsec.get("load_generator", str, default="fio")
+        if generator not in LOAD_GENERATORS:
+            raise vsec.error("load_generator", f"expected one of {', '.join(LOAD_GENERATORS)}, got {generator!r}")
+        if guest_os not in LOAD_GENERATORS[generator]:
+            hint = "diskspd or vdbench" if guest_os == "windows" else "fio or vdbench"
+            raise vsec.error(
+                "load_generator",
+                f"{generator} on a {guest_os} guest is not simulated (use {hint}, or guest_os: "
+                f"{' or '.join(LOAD_GENERATORS[generator])})",
+            )
+        for disk in disks:
+            for si, stream in enumerate(disk.streams):
+                for tool, opts in (("diskspd", stream.diskspd), ("vdbench", stream.vdbench)):
+                    if opts is not None and generator != tool:
+                        raise ConfigError(
+                            path,
+                            f"{vsec.key}.disks[{disk.index}].streams[{si}].{tool}",
+                            f"{'DiskSPD' if tool == 'diskspd' else 'vdbench'} options on a VM whose "
+                            f"load_generator is {generator}",
+                        )
+        volumes = [d.volume for d in disks]
+        if guest_os == "windows" and len(set(volumes)) != len(volumes):
+            raise vsec.error("disks", f"two disks share a volume: {volumes}")
         vms.append(
             Vm(
                 name=vm_name,
                 host=vsec.get(
                     "host", str, default=f"{'ahv' if ahv else 'esx'}-{(len(vms) % len(cluster.cvms)) + 1:02d}"
                 ),
-                guest_os=vsec.get("guest_os", str, default="Linux"),
+                guest_os=guest_os,
                 disks=tuple(disks),
+                load_generator=generator,
+                hostname=_hostname(vsec, vm_name),
                 hypervisor=hypervisor,
             )
         )
@@ -510,6 +695,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         vms=tuple(vms),
         source=str(path or ""),
         expect=_expect(root, vms),
+        origin=origin,
     )
     root.get("description", str, default="")
     root.reject_unknown()
@@ -534,3 +720,17 @@ def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
 def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     path = scenario_path(name_or_path)
     return parse_scenario(load_yaml(path), path)
+
+
+def write_with_origin(name_or_path: str | os.PathLike[str], origin: int, out: str | os.PathLike[str]) -> Path:
+    """Write to ``out`` a copy of a scenario whose period second 0 falls at Unix time ``origin``
+    (its ``origin`` key set, replacing any); returns ``out``. Every simulator of a cluster reads the
+    same copy, so they agree on the origin (``ioparallax-demo --from-start``)."""
+    src = scenario_path(name_or_path)
+    data = load_yaml(src)
+    if not isinstance(data, dict):
+        raise ConfigError(src, None, "expected a mapping at the top of a scenario")
+    text = yaml.safe_dump({**data, "origin": int(origin)}, sort_keys=False, allow_unicode=True)
+    dest = Path(out)
+    dest.write_text(f"# {src.resolve()}, its period second 0 at Unix time {int(origin)}\n{text}", encoding="utf-8")
+    return dest

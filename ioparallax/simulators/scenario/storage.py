@@ -563,18 +563,13 @@ class StorageModel:
         return cum
 
     def _count(self, cum: Sequence[float], a: int, b: int) -> float:
-        """Sum over absolute seconds [a, b) of a periodic per-second series given by its prefix."""
+        """Sum over wall-clock seconds [a, b) of a periodic per-second series given by its prefix."""
         if b <= a:
             return 0.0
-        p = self.period
-
-        def c(x: int) -> float:
-            q, r = divmod(x, p)
-            return q * cum[p] + cum[r]
-
-        return c(b) - c(a)
+        return self.trace.periodic_sum(cum, a, b)
 
     def active_seconds(self, disk: Disk, si: int, end_abs: int, seconds: int) -> float:
+        """Seconds the stream was active in the ``seconds`` wall-clock seconds before ``end_abs``."""
         return self._count(self._active_prefix(disk, si), end_abs - seconds, end_abs)
 
     def _oplog_series(self, disk: Disk) -> tuple[list[float], list[float], float]:
@@ -653,7 +648,7 @@ class StorageModel:
         return v
 
     def _compute(self, disk: Disk, now_i: int) -> VDiskStorageView:
-        t = now_i % self.period
+        t = self.trace.period_second(now_i)
         w = RATE_WINDOW_S
         v = VDiskStorageView(disk=disk, t=t, window_s=w)
         level, drained, frag = self._oplog_series(disk)

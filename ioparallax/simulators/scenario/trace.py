@@ -10,15 +10,20 @@ The trace is the contract every simulated view reads:
   (latency and size histograms, fio's per-job numbers);
 - :meth:`Trace.to_json` writes the per-second series and identity map for the Go vCenter simulator.
 
-Time is the period second ``int(wall_clock) % period``: every simulator that reads the same
-scenario agrees on what is happening now without talking to the others.
+Time: the period second of wall-clock second ``x`` is ``(x - origin) mod period``, where the
+scenario's ``origin`` (default 0, the Unix epoch) is the epoch second at which period second 0
+falls. Every simulator that reads the same scenario agrees on what is happening now without talking
+to the others. A view never computes that itself: it asks the trace (:meth:`Trace.period_second`,
+:meth:`Trace.period_start`, :meth:`Trace.period_index`, :meth:`Trace.periodic_sum`), so the origin
+reaches every view; the times a view prints (sample times, record times) stay wall-clock times.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
 from .model import Disk, Scenario, Stream
@@ -96,6 +101,7 @@ class Trace:
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.period = scenario.period_s
+        self.origin = scenario.origin  # the epoch second at which period second 0 falls
         self.disks: list[Disk] = scenario.disks
         self._by_key = {d.key: d for d in self.disks}
         self._by_vdisk = {d.vdisk_id: d for d in self.disks}
@@ -117,9 +123,38 @@ class Trace:
             self._seconds[d.key] = series
 
     # -- time ---------------------------------------------------------------------------
+    # Wall-clock arguments are Unix times in seconds (a float is floored to its whole second).
+    def since_origin(self, wall: float) -> int:
+        """Whole seconds from the origin to wall-clock time ``wall``: the trace's absolute second."""
+        return math.floor(wall) - self.origin
+
+    def period_second(self, wall: float | None = None) -> int:
+        """The period second of wall-clock time ``wall`` (default: now): ``(wall - origin) mod period``."""
+        return self.since_origin(time.time() if wall is None else wall) % self.period
+
     def now(self, wall: float | None = None) -> int:
-        """The period second of a wall-clock time (default: now)."""
-        return int(time.time() if wall is None else wall) % self.period
+        """The period second of a wall-clock time (default: now); the same as :meth:`period_second`."""
+        return self.period_second(wall)
+
+    def period_index(self, wall: float) -> int:
+        """Which period (counted from the origin, negative before it) wall-clock time ``wall`` is in."""
+        return self.since_origin(wall) // self.period
+
+    def period_start(self, wall: float) -> int:
+        """The wall-clock second at which the period holding ``wall`` began (its period second 0)."""
+        return math.floor(wall) - self.period_second(wall)
+
+    def periodic_sum(self, prefix: Sequence[float], a: int, b: int) -> float:
+        """Sum over wall-clock seconds [a, b) of a per-second series that repeats every period,
+        given by its prefix sums over one period (``prefix[t]`` = sum of period seconds [0, t),
+        ``period + 1`` entries). The sum of a range of seconds of any length costs two look-ups."""
+        p = self.period
+
+        def upto(x: int) -> float:
+            q, r = divmod(x - self.origin, p)
+            return q * prefix[p] + prefix[r]
+
+        return upto(b) - upto(a)
 
     # -- look-ups -----------------------------------------------------------------------
     def disk(self, key: str) -> Disk:
@@ -170,6 +205,7 @@ class Trace:
                 "backing_file": d.backing_file,
                 "disk_uuid": d.uuid,
                 "guest_device": d.guest_device,
+                "volume": d.volume,
                 "partition_start_bytes": d.partition_start_bytes,
                 "vdisk_id": d.vdisk_id,
                 "vdisk_name": d.vdisk_name,
@@ -198,6 +234,9 @@ class Trace:
                         "backing_file": d.backing_file,
                         "uuid": d.uuid,
                         "vdisk_id": d.vdisk_id,
+                        # what VMware Tools reports in guest.disk (diskPath); Windows volumes only:
+                        # the simulated Linux guests use raw devices (no file system to report)
+                        "guest_disk_path": f"{d.volume}\\" if vm.windows else "",
                         "read_ops": [s.read_ops for s in series],
                         "write_ops": [s.write_ops for s in series],
                         "read_bytes": [s.read_bytes for s in series],
@@ -212,11 +251,21 @@ class Trace:
                         ],
                     }
                 )
-            vms.append({"name": vm.name, "host": vm.host, "guest_os": vm.guest_os, "disks": disks})
+            vms.append(
+                {
+                    "name": vm.name,
+                    "host": vm.host,
+                    "guest_os": vm.guest_os,
+                    "hostname": vm.hostname,
+                    "load_generator": vm.load_generator,
+                    "disks": disks,
+                }
+            )
         return json.dumps(
             {
                 "scenario": sc.name,
                 "period_seconds": self.period,
+                "origin_seconds": self.origin,
                 "cluster": sc.cluster.name,
                 "vms": vms,
             },

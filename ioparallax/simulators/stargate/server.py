@@ -462,11 +462,13 @@ class StargateCluster:
                 counters["stargate/vdisk/total/write_bytes"] += int(n * s.write_iops * s.write_size.mean_bytes)
         return pages.vars_lines(views, counters)
 
-    def prism_virtual_disks(self, now: float | None = None) -> dict[str, Any]:
+    def prism_virtual_disks(
+        self, now: float | None = None, page: int | None = None, count: int | None = None
+    ) -> dict[str, Any]:
         """Prism v2 ``GET /virtual_disks``: cluster-wide, one entity per virtual disk, as the Prism
         simulator serves it (:class:`~ioparallax.simulators.prism.model.PrismModel`: identities
-        and the 30 s ``hypervisor_*``/``controller_*`` samples)."""
-        return self.prism.virtual_disks(self.now() if now is None else now)
+        and the 30 s ``hypervisor_*``/``controller_*`` samples), paged by ``count``/``page`` too."""
+        return self.prism.virtual_disks(self.now() if now is None else now, page, count)
 
     def state(self) -> dict[str, Any]:
         now = self.now()
@@ -589,7 +591,15 @@ class StargateCluster:
                 return 200, text.encode(), "text/plain; charset=utf-8"
             return 200, f"<html><body><pre>{pages.esc(text)}</pre></body></html>\n".encode(), html_type
         if scope == "prism":
-            return 200, json.dumps(self.prism_virtual_disks()).encode(), "application/json"
+            paging = {}
+            for name in ("page", "count"):
+                text = query.get(name, [""])[0]
+                if text:
+                    if not text.isdigit() or int(text) < 1:
+                        return 400, f"{name} must be a positive integer\n".encode(), "text/plain"
+                    paging[name] = int(text)
+            doc = self.prism_virtual_disks(page=paging.get("page"), count=paging.get("count"))
+            return 200, json.dumps(doc).encode(), "application/json"
         return 404, b"<html><body>Not found</body></html>\n", html_type
 
     def _render_page(

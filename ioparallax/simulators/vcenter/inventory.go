@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/vmware/govmomi/object"
@@ -16,10 +17,11 @@ import (
 
 // vmPlan is one VM to create: its name, host and disks with their ground truth.
 type vmPlan struct {
-	name    string
-	host    string
-	guestOS string
-	disks   []diskPlan
+	name     string
+	host     string
+	guestOS  string
+	hostname string
+	disks    []diskPlan
 }
 
 type diskPlan struct {
@@ -27,6 +29,7 @@ type diskPlan struct {
 	capacityBytes int64
 	backingFile   string // [ctr01] vm/vm.vmdk
 	uuid          string
+	guestDiskPath string // the guest volume on this disk, as guest.disk's diskPath ("" none)
 	series        *diskSeries
 }
 
@@ -36,7 +39,7 @@ var datastoreRe = regexp.MustCompile(`^\[([^\]]+)\]\s*(.*)$`)
 func plansFromTrace(t *traceFile) ([]vmPlan, error) {
 	var plans []vmPlan
 	for _, vm := range t.VMs {
-		p := vmPlan{name: vm.Name, host: vm.Host, guestOS: vm.GuestOS}
+		p := vmPlan{name: vm.Name, host: vm.Host, guestOS: vm.GuestOS, hostname: vm.Hostname}
 		for _, d := range vm.Disks {
 			if !unitRe.MatchString(d.Unit) {
 				return nil, fmt.Errorf("vm %s: disk unit %q is not controllerN:unit", vm.Name, d.Unit)
@@ -46,7 +49,7 @@ func plansFromTrace(t *traceFile) ([]vmPlan, error) {
 			}
 			p.disks = append(p.disks, diskPlan{
 				unit: d.Unit, capacityBytes: d.CapacityBytes, backingFile: d.BackingFile, uuid: d.UUID,
-				series: seriesFromTrace(t.PeriodSeconds, d),
+				guestDiskPath: d.GuestDiskPath, series: seriesFromTrace(t.PeriodSeconds, t.OriginSeconds, d),
 			})
 		}
 		plans = append(plans, p)
@@ -183,9 +186,13 @@ func controllerFor(devices object.VirtualDeviceList, kind string, bus int32) (ob
 
 func vmConfigSpec(p vmPlan) (types.VirtualMachineConfigSpec, error) {
 	ds := datastoreOf(p.disks[0].backingFile)
+	guestID := string(types.VirtualMachineGuestOsIdentifierOtherLinux64Guest)
+	if isWindows(p.guestOS) {
+		guestID = string(types.VirtualMachineGuestOsIdentifierWindows2019srv_64Guest)
+	}
 	spec := types.VirtualMachineConfigSpec{
 		Name:     p.name,
-		GuestId:  string(types.VirtualMachineGuestOsIdentifierOtherLinux64Guest),
+		GuestId:  guestID,
 		NumCPUs:  2,
 		MemoryMB: 4096,
 		Files:    &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"},
@@ -351,6 +358,67 @@ func fixEnums(model *simulator.Model) {
 		if vm.Summary.Runtime.FaultToleranceState == "" {
 			vm.Summary.Runtime.FaultToleranceState = types.VirtualMachineFaultToleranceStateNotConfigured
 		}
+	}
+}
+
+func isWindows(guestOS string) bool {
+	return strings.EqualFold(guestOS, "windows")
+}
+
+// fillGuestInfo gives each scenario VM what VMware Tools would report and govmomi's simulator
+// leaves empty for a plain VM: guest.hostName (and the summary's), and guest.disk, one
+// GuestDiskInfo per guest volume with its diskPath and the virtual disk backing it
+// (mappings[].key = the VirtualDisk's device key, as vSphere 7+ reports it). Like fixEnums it runs
+// before any client sees the VMs. Disks without a guest volume (the Linux guests' raw devices)
+// are not listed, as Tools lists only mounted file systems.
+func fillGuestInfo(model *simulator.Model, plans []vmPlan) {
+	byName := map[string]vmPlan{}
+	for _, p := range plans {
+		byName[p.name] = p
+	}
+	for _, e := range model.Map().All("VirtualMachine") {
+		vm := e.(*simulator.VirtualMachine)
+		p, ok := byName[vm.Name]
+		if !ok {
+			continue
+		}
+		if vm.Guest == nil {
+			vm.Guest = &types.GuestInfo{}
+		}
+		host := p.hostname
+		if host == "" {
+			host = p.name
+		}
+		vm.Guest.HostName = host
+		vm.Guest.ToolsRunningStatus = string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
+		if vm.Summary.Guest != nil {
+			vm.Summary.Guest.HostName = host
+		}
+		if isWindows(p.guestOS) {
+			vm.Guest.GuestFamily = string(types.VirtualMachineGuestOsFamilyWindowsGuest)
+			vm.Guest.GuestFullName = "Microsoft Windows Server 2019 (64-bit)"
+		}
+		var disks []types.GuestDiskInfo
+		devices := object.VirtualDeviceList(vm.Config.Hardware.Device)
+		for _, d := range p.disks {
+			if d.guestDiskPath == "" {
+				continue
+			}
+			for _, dev := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+				b, ok := dev.GetVirtualDevice().Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+				if !ok || b.FileName != d.backingFile {
+					continue
+				}
+				disks = append(disks, types.GuestDiskInfo{
+					DiskPath:       d.guestDiskPath,
+					Capacity:       d.capacityBytes - 1<<20,
+					FreeSpace:      (d.capacityBytes - 1<<20) / 2,
+					FilesystemType: "NTFS",
+					Mappings:       []types.GuestInfoVirtualDiskMapping{{Key: dev.GetVirtualDevice().Key}},
+				})
+			}
+		}
+		vm.Guest.Disk = disks
 	}
 }
 

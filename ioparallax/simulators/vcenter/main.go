@@ -118,6 +118,11 @@ func main() {
 	model.Machine = 0
 	model.Datastore = len(datastores)
 	model.Autostart = false
+	// vSphere 8.0U3's API, not vcsim's default 6.5: a client negotiates the newest version both
+	// know, and guest.disk's filesystemType and mappings (the guest-to-VM disk join) are 7.0 fields
+	// a 6.5 session cannot carry (pyvmomi cannot even read them).
+	model.ServiceContent.About.ApiVersion = "8.0.3.0"
+	model.ServiceContent.About.Version = "8.0.3"
 	if err := model.Create(); err != nil {
 		log.Fatal(err)
 	}
@@ -164,6 +169,7 @@ func main() {
 	}
 	_ = client.Logout(ctx)
 	fixEnums(model)
+	fillGuestInfo(model, plans)
 	log.Printf("created %d VMs on %d hosts in %.1fs", len(plans), len(hostNames), time.Since(start).Seconds())
 
 	// Delays apply to clients only, not to building the inventory.

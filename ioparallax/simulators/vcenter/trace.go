@@ -9,17 +9,20 @@ import (
 // traceFile is the per-second ground truth written by `ioparallax-scenario compile`
 // (ioparallax/simulators/scenario/trace.py, Trace.to_json).
 type traceFile struct {
-	Scenario      string    `json:"scenario"`
-	PeriodSeconds int       `json:"period_seconds"`
+	Scenario      string `json:"scenario"`
+	PeriodSeconds int    `json:"period_seconds"`
+	// OriginSeconds is the Unix time at which period second 0 falls (absent: 0, the epoch).
+	OriginSeconds int64     `json:"origin_seconds"`
 	Cluster       string    `json:"cluster"`
 	VMs           []traceVM `json:"vms"`
 }
 
 type traceVM struct {
-	Name    string      `json:"name"`
-	Host    string      `json:"host"`
-	GuestOS string      `json:"guest_os"`
-	Disks   []traceDisk `json:"disks"`
+	Name     string      `json:"name"`
+	Host     string      `json:"host"`
+	GuestOS  string      `json:"guest_os"` // "linux" or "windows" (older traces: free text)
+	Hostname string      `json:"hostname"` // what VMware Tools reports as guest.hostName
+	Disks    []traceDisk `json:"disks"`
 }
 
 type traceDisk struct {
@@ -28,6 +31,7 @@ type traceDisk struct {
 	BackingFile      string    `json:"backing_file"`
 	UUID             string    `json:"uuid"`
 	VdiskID          int64     `json:"vdisk_id"`
+	GuestDiskPath    string    `json:"guest_disk_path"` // guest.disk diskPath of its volume ("D:\\"); "" none
 	ReadOps          []float64 `json:"read_ops"`
 	WriteOps         []float64 `json:"write_ops"`
 	ReadBytes        []float64 `json:"read_bytes"`
@@ -51,6 +55,9 @@ func loadTrace(path string) (*traceFile, error) {
 	}
 	if t.PeriodSeconds <= 0 {
 		return nil, fmt.Errorf("%s: period_seconds must be positive", path)
+	}
+	if t.OriginSeconds < 0 {
+		return nil, fmt.Errorf("%s: origin_seconds must be 0 or later, got %d", path, t.OriginSeconds)
 	}
 	for _, vm := range t.VMs {
 		for _, d := range vm.Disks {
@@ -90,6 +97,7 @@ const (
 // over any wall-clock range is O(1) and exact (no float drift from summing epochs).
 type diskSeries struct {
 	period int64
+	origin int64                  // the Unix time at which period second 0 falls
 	prefix [nQuantities][]float64 // prefix[q][i] = sum of seconds [0, i) of the period
 }
 
@@ -105,8 +113,8 @@ func newDiskSeries(period int, perSecond func(q, t int) float64) *diskSeries {
 	return s
 }
 
-func seriesFromTrace(period int, d traceDisk) *diskSeries {
-	return newDiskSeries(period, func(q, t int) float64 {
+func seriesFromTrace(period int, origin int64, d traceDisk) *diskSeries {
+	s := newDiskSeries(period, func(q, t int) float64 {
 		switch q {
 		case qReadOps:
 			return d.ReadOps[t]
@@ -131,6 +139,8 @@ func seriesFromTrace(period int, d traceDisk) *diskSeries {
 		}
 		return 0
 	})
+	s.origin = origin
+	return s
 }
 
 func floorDiv(a, b int64) (int64, int64) {
@@ -142,10 +152,10 @@ func floorDiv(a, b int64) (int64, int64) {
 }
 
 // sum of quantity q over wall-clock seconds [a, b) (epoch seconds; second t is period second
-// t mod period, as every ioparallax simulator agrees).
+// (t - origin) mod period, as every ioparallax simulator agrees).
 func (s *diskSeries) sum(q int, a, b int64) float64 {
-	qa, ra := floorDiv(a, s.period)
-	qb, rb := floorDiv(b, s.period)
+	qa, ra := floorDiv(a-s.origin, s.period)
+	qb, rb := floorDiv(b-s.origin, s.period)
 	p := s.prefix[q]
 	return float64(qb-qa)*p[s.period] + p[rb] - p[ra]
 }

@@ -1,0 +1,518 @@
+"""``prism-exporter capture`` and ``prism-exporter replay`` (issue 26): the JSON answers of one
+probe, anonymized, and their replay through the exporter's own code.
+
+Capture: a :class:`~.target.Target` of the exporter (the same allow-list, credentials, TLS,
+page size, deadline) makes one probe, the first of a session: every page of ``virtual_disks``,
+the VM list and the hosts (unless ``vm_info`` is off), and with ``controller_api: v4`` each
+disk's v4 series. Every answer goes through :meth:`.client.PrismClient.get`, which hands it to
+the capture's recorder (path, parameters, HTTP status, body, Content-Type, Date, seconds). The
+sample keeper is off for the capture: only the probe's own requests are kept.
+
+Replay: the same :class:`~.target.Target` code runs against a stand-in client whose ``get``
+answers each request with the recorded answer to the same request (path and parameters; a v4
+request, whose time range moves, gets the recorded answer of the same path), through
+:func:`.client.answer_of` as a live answer, so paging, parsing (Date included), integration and
+exposition are the exporter's own.
+
+The archive (tar, gzip): ``manifest.json`` (exporter, version, when, target, outcome, settings,
+and per exchange: path, parameters, HTTP status, Content-Type, Date, bytes, seconds, file),
+``answers/NNNN-<what>.json``, ``metrics.prom`` (the replay's exposition), ``README.txt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import tarfile
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ioparallax.version import revision, version
+
+from ..common.anonymize import Anonymizer
+from . import client as client_module
+from .client import Answer, TargetError, answer_of
+from .collector import render_probe
+from .config import Collectors, ExporterConfig, TargetConfig
+from .target import V2, Target
+
+FORMAT = 1
+KIND = "prism-capture"
+MANIFEST = "manifest.json"
+METRICS = "metrics.prom"
+MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
+MAX_MEMBERS = 100_000
+
+#: Lines of the exposition that differ between two probes of the same answers (durations, ages).
+VOLATILE = ("prism_scrape_duration_seconds", "prism_virtual_disk_sample_age_seconds")
+
+
+class CaptureError(Exception):
+    """A capture that cannot be written or read; the message names the file and the cause."""
+
+
+def _what(path: str) -> str:
+    """A short name of what a path asks for: virtual_disks, vms, hosts, v4-disk-stats."""
+    if path.startswith(V2):
+        return path[len(V2) :].strip("/").split("/", 1)[0] or "v2"
+    return "v4-disk-stats" if "/stats/" in path else "answer"
+
+
+@dataclasses.dataclass
+class Exchange:
+    path: str
+    params: dict[str, str]
+    status: int
+    content_type: str
+    date: str
+    answer: bytes
+    seconds: float
+    offset: float
+
+    def manifest(self, n: int) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "params": self.params,
+            "status": self.status,
+            "content_type": self.content_type,
+            "date": self.date,
+            "bytes": len(self.answer),
+            "seconds": round(self.seconds, 6),
+            "requested_at": round(self.offset, 6),
+            "answer": f"answers/{n:04d}-{_what(self.path)}"
+            + (f"-page{self.params['page']}" if "page" in self.params else "")
+            + ".json",
+        }
+
+
+@dataclasses.dataclass
+class Capture:
+    manifest: dict[str, Any]
+    exchanges: list[Exchange]
+    metrics: str = ""
+    source: str = "capture"
+
+    @property
+    def target(self) -> str:
+        return str(self.manifest.get("target", ""))
+
+
+class Recorder:
+    """Installed as ``client.RECORDER`` while a capture runs: keeps every answer of ``get``."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+        self.start = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, path: str, params: dict[str, Any], status: int, body: bytes, ctype: str, date: str, seconds: float
+    ) -> None:
+        with self._lock:
+            offset = time.monotonic() - seconds - self.start
+            self.exchanges.append(
+                Exchange(path, {k: str(v) for k, v in params.items()}, status, ctype, date, body, seconds, offset)
+            )
+
+
+# --------------------------------------------------------------------------------- capturing
+def capture(
+    name: str, cfg: TargetConfig, collectors: Collectors | None = None, timeout: float = 120.0
+) -> tuple[Capture, bytes]:
+    """One probe of Prism ``name`` (its first) as the exporter makes it, every answer kept;
+    (the capture, the probe's exposition)."""
+    collectors = collectors or Collectors()
+    cfg = dataclasses.replace(cfg, v2_sample_keeper=False)  # the probe's requests only
+    recorder = Recorder()
+    created = datetime.now(UTC)
+    client_module.RECORDER = recorder
+    target = Target(name, cfg, vm_info=collectors.vm_info)
+    try:
+        start = time.monotonic()
+        snap = target.probe(timeout)
+        duration = time.monotonic() - start
+    finally:
+        client_module.RECORDER = None
+        target.close()
+    metrics = render_probe(name, snap, duration, collectors)
+    manifest = {
+        "format": FORMAT,
+        "kind": KIND,
+        "exporter": "prism-exporter",
+        "version": version(),
+        "revision": revision(),
+        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": name,
+        "up": snap.up,
+        "error_kind": snap.kind,
+        "error": snap.cause,
+        "duration_seconds": round(duration, 6),
+        "disks": len(snap.disks),
+        "vms": len(snap.vms),
+        "logins": snap.logins,
+        "settings": {
+            "page_size": cfg.page_size,
+            "v2_sample_delay": cfg.v2_sample_delay,
+            "controller_api": cfg.controller_api,
+        },
+        "collectors": dataclasses.asdict(collectors),
+        "anonymized": False,
+    }
+    return Capture(manifest, list(recorder.exchanges)), metrics
+
+
+# ------------------------------------------------------------------------------ anonymizing
+#: Keys whose string value names something, anywhere in an answer, and the placeholder's prefix.
+NAME_KEYS = {
+    "attached_vmname": "vm",
+    "vm_name": "vm",
+    "cluster_name": "cluster",
+    "container_name": "container",
+    "storage_container_name": "container",
+    "hypervisor_hostname": "host",
+    "host_name": "host",
+    "vdisk_name": "vdisk",
+    "description": "text",
+    # The hosts answer holds the hardware's identity too (the exporter reads only uuid and name).
+    "management_server_name": "host",
+    "serial": "serial",
+    "block_serial": "serial",
+    "node_serial": "serial",
+    "serial_number": "serial",
+    "rackable_unit_serial": "serial",
+}
+#: Keys whose value is an NFS path (``/<container>/<dir>/<file>``).
+PATH_KEYS = frozenset({"nutanix_nfsfile_path", "nutanix_nfs_file_path", "ndfs_filepath", "nfs_file_path"})
+#: The ``name`` of an entity of these lists is a name of this kind.
+ENTITY_NAMES = {"vms": "vm", "hosts": "host", "virtual_disks": "name"}
+
+
+#: NFS path components that name no user object (AHV's ``/<container>/.acropolis/vmdisk/<uuid>``).
+STRUCTURAL = frozenset({".acropolis", "vmdisk", ".snapshot"})
+
+
+def learn_path(anon: Anonymizer, path: str) -> None:
+    """An NFS path component by component: the container (``container-N``, the same on every
+    disk of the container, so the ``container`` label still groups them), then the directory and
+    file names (``file-N``; a VM's directory named as the VM gets the VM's placeholder). UUIDs
+    in it are left to the UUID rule."""
+    parts = [p for p in path.strip("/").split("/") if p]
+    if parts:
+        anon.name(parts[0], "container")
+    for part in parts[1:]:
+        if part not in STRUCTURAL:
+            anon.name(part, "file")
+
+
+def learn(anon: Anonymizer, doc: Any, what: str, paths: bool = False) -> None:
+    """What an answer names: VM, host, container, cluster names and the ``name`` of each VM and
+    host entity; with ``paths``, the NFS paths' components (learnt after every name, so that a
+    VM's directory gets the VM's placeholder)."""
+
+    def walk(node: Any, depth: int) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, str) and value:
+                    if paths:
+                        if key in PATH_KEYS and value.startswith("/"):
+                            learn_path(anon, value)
+                    elif key in NAME_KEYS:
+                        anon.name(value, NAME_KEYS[key])
+                    elif key == "name" and depth <= 2:
+                        anon.name(value, ENTITY_NAMES.get(what, "name"))
+                else:
+                    walk(value, depth + 1)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(doc, 0)
+
+
+def anonymize(cap: Capture, redact: Sequence[str] = ()) -> Anonymizer:
+    anon = Anonymizer(redact)
+    host = cap.target.rsplit(":", 1)[0] if cap.target.count(":") == 1 else cap.target
+    anon.host(host.strip("[]"))
+    docs = []
+    for ex in cap.exchanges:
+        try:
+            docs.append((json.loads(ex.answer), _what(ex.path)))
+        except ValueError:
+            continue  # not JSON: UUIDs and addresses are still replaced
+    for paths in (False, True):
+        for doc, what in docs:
+            learn(anon, doc, what, paths)
+    for ex in cap.exchanges:
+        ex.path = anon.text(ex.path)
+        ex.params = {k: anon.text(v) for k, v in ex.params.items()}
+        ex.answer = anon.bytes(ex.answer)
+    cap.manifest["target"] = anon.text(cap.target)
+    cap.manifest["error"] = anon.text(str(cap.manifest.get("error", "")))
+    cap.manifest["anonymized"] = True
+    cap.manifest["anonymization"] = anon.summary()
+    return anon
+
+
+# -------------------------------------------------------------------------------- replaying
+def _key(path: str, params: dict[str, Any] | None) -> str:
+    return path + "?" + json.dumps({k: str(v) for k, v in (params or {}).items()}, sort_keys=True)
+
+
+class ReplayClient:
+    """Stands in for PrismClient: ``get`` answers from a capture (the same request's answer, else
+    the first answer recorded for the same path)."""
+
+    def __init__(self, cap: Capture) -> None:
+        self.cap = cap
+        self.logins = int(cap.manifest.get("logins") or 0)
+        self._by_request: dict[str, Exchange] = {}
+        self._by_path: dict[str, Exchange] = {}
+        for ex in cap.exchanges:
+            self._by_request.setdefault(_key(ex.path, ex.params), ex)
+            self._by_path.setdefault(ex.path, ex)
+
+    def get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Answer:
+        ex = self._by_request.get(_key(path, params)) or self._by_path.get(path)
+        if ex is None:
+            raise TargetError(f"{path}: no such request in the capture {self.cap.source}", "protocol")
+        return answer_of(path, ex.status, ex.answer, ex.content_type, ex.date)
+
+    def close(self) -> None:
+        pass
+
+
+def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
+    s = cap.manifest.get("settings") or {}
+    c = cap.manifest.get("collectors") or {}
+    try:
+        cfg = TargetConfig(
+            page_size=int(s.get("page_size", TargetConfig.page_size)),
+            v2_sample_delay=float(s.get("v2_sample_delay", TargetConfig.v2_sample_delay)),
+            controller_api=str(s.get("controller_api", "v2")),
+            v2_sample_keeper=False,
+        )
+        collectors = Collectors(**{k: bool(v) for k, v in c.items() if k in Collectors.__dataclass_fields__})
+    except (TypeError, ValueError) as exc:
+        raise CaptureError(f"{cap.source}: {MANIFEST}: settings: {exc}") from None
+    return cfg, collectors
+
+
+def replay(cap: Capture, timeout: float = 60.0) -> bytes:
+    """The exposition of one probe answered from the capture, by the exporter's own Target."""
+    cfg, collectors = _settings(cap)
+    target = Target(cap.target, cfg, vm_info=collectors.vm_info, client_factory=lambda name, c: ReplayClient(cap))
+    try:
+        start = time.monotonic()
+        snap = target.probe(timeout)
+        return render_probe(cap.target, snap, time.monotonic() - start, collectors)
+    finally:
+        target.close()
+
+
+def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
+    """``prism-exporter --replay``: (the exporter's config, with the capture's target as the only
+    target; the client factory answering from the capture)."""
+    from .address import target_key
+
+    cap = read(path)
+    cfg, collectors = _settings(cap)
+    try:
+        key = target_key(cap.target)
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST}: target: {exc}") from None
+    config = ExporterConfig(defaults=cfg, targets={key: cfg}, path=path, collectors=collectors)
+    return config, lambda name, c: ReplayClient(cap)
+
+
+def comparable(exposition: str) -> list[str]:
+    """The sample lines a replay must reproduce: all but durations and ages."""
+    return [line for line in exposition.splitlines() if line and not line.startswith(("#", *VOLATILE))]
+
+
+# ------------------------------------------------------------------------------ the archive
+_README = """\
+A capture of the JSON answers one prism-exporter probe read (issue 26 of ioparallax): every page
+of virtual_disks, the VM list and hosts, and with controller_api v4 each disk's v4 series{anonymized}.
+
+manifest.json   the exporter's version, the target, the outcome, the settings, and per answer:
+                path, parameters, HTTP status, Date, bytes, seconds, file
+answers/        each answer as Prism sent it
+metrics.prom    the metrics the exporter makes of these answers (a replay of them)
+
+Replay it:   prism-exporter replay {name}
+"""
+
+
+def write(cap: Capture, path: str, metrics: bytes) -> int:
+    cap.manifest["exchanges"] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
+    anonymized = ", anonymized (manifest.json: anonymization)" if cap.manifest.get("anonymized") else ", NOT anonymized"
+    members: list[tuple[str, bytes]] = [
+        (MANIFEST, json.dumps(cap.manifest, indent=1).encode()),
+        ("README.txt", _README.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1]).encode()),
+        (METRICS, metrics),
+    ]
+    members += [(ex.manifest(n)["answer"], ex.answer) for n, ex in enumerate(cap.exchanges)]
+    now = int(time.time())
+    try:
+        with tarfile.open(path, "w:gz") as tar:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), now, 0o644
+                tar.addfile(info, io.BytesIO(data))
+        with open(path, "rb") as f:
+            return f.seek(0, io.SEEK_END)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def read(path: str) -> Capture:
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for n, member in enumerate(tar):
+                if n >= MAX_MEMBERS:
+                    raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
+                if not member.isfile():
+                    continue
+                total += member.size
+                if total > MAX_CAPTURE_BYTES:
+                    raise CaptureError(f"{path}: over {MAX_CAPTURE_BYTES} bytes uncompressed")
+                f = tar.extractfile(member)
+                if f is not None:
+                    files[member.name] = f.read()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise CaptureError(f"{path}: not a capture (a .tar.gz written by prism-exporter capture): {exc}") from None
+    try:
+        manifest = json.loads(files[MANIFEST])
+    except KeyError:
+        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by prism-exporter capture)") from None
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
+        raise CaptureError(f"{path}: {MANIFEST}: not a {KIND} of format {FORMAT}")
+    exchanges = []
+    for i, e in enumerate(manifest.get("exchanges") or []):
+        try:
+            params = e.get("params") or {}
+            if not isinstance(params, dict):
+                raise TypeError("params is not an object")
+            exchanges.append(
+                Exchange(
+                    str(e["path"]),
+                    {str(k): str(v) for k, v in params.items()},
+                    int(e["status"]),
+                    str(e.get("content_type") or ""),
+                    str(e.get("date") or ""),
+                    files[e["answer"]],
+                    float(e.get("seconds") or 0.0),
+                    float(e.get("requested_at") or 0.0),
+                )
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
+    return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+
+
+# ------------------------------------------------------------------------------ the commands
+def capture_main(argv: list[str]) -> int:
+    import argparse
+    import sys
+
+    from ioparallax.exporters.common.config import ConfigError
+    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+    from ioparallax.exporters.common.web import BadRequest
+
+    from .cli import Targets
+    from .config import load_config
+
+    ap = argparse.ArgumentParser(
+        prog="prism-exporter capture",
+        description="One probe of a Prism as the exporter makes it (the first of a session: every virtual_disks "
+        "page, the VM list and hosts, and the v4 series with controller_api v4), its JSON answers written to a "
+        ".tar.gz with a manifest and the metrics they give. Names, addresses and UUIDs are anonymized by "
+        "default (docs/prism.md, Captures).",
+    )
+    ap.add_argument("--target", required=True, help="the Prism, as in /probe?target= (host[:port])")
+    ap.add_argument("-o", "--output", default=None, help="default: prism-capture-<UTC time>.tar.gz")
+    ap.add_argument(
+        "--config.file", dest="config_file", default=None, help="the exporter's config file (credentials, TLS)"
+    )
+    ap.add_argument("--no-anonymize", dest="anonymize", action="store_false", help="keep names, addresses and UUIDs")
+    ap.add_argument("--redact", action="append", default=[], metavar="TEXT", help="also replace TEXT; repeat")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds the probe may take (default: %(default)s)")
+    add_logging_args(ap)
+    args = ap.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    try:
+        # --target is listed like --prism.target: the default credentials go to it and nowhere else.
+        config = load_config(args.config_file, extra_targets=[args.target])
+        key, cfg = Targets(config).resolve(args.target)
+    except (ConfigError, ValueError, BadRequest) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    output = args.output or time.strftime("prism-capture-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
+    cap, _ = capture(key, cfg, config.collectors, args.timeout)
+    summary = "NOT anonymized (--no-anonymize)"
+    if args.anonymize:
+        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
+    metrics = replay(cap, args.timeout)
+    try:
+        size = write(cap, output, metrics)
+    except CaptureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    m = cap.manifest
+    print(
+        f"wrote {output} ({size / 1e6:.1f} MB): {len(cap.exchanges)} answers, {m['vms']} VMs, {m['disks']} disks, "
+        f"probe {'up' if m['up'] else 'DOWN: ' + str(m['error'])}, {summary}"
+    )
+    print(f"  check before sending: tar -xzf {output} && grep -ril '<your company or domain name>' .")
+    return 0 if m["up"] else 1
+
+
+def replay_main(argv: list[str]) -> int:
+    import argparse
+    import sys
+
+    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+
+    ap = argparse.ArgumentParser(
+        prog="prism-exporter replay",
+        description="Print the metrics of one probe answered from a capture; with --check, compare them "
+        "with the capture's metrics.prom (or FILE), all but durations and ages.",
+    )
+    ap.add_argument("capture")
+    ap.add_argument("--check", nargs="?", const="", default=None, metavar="FILE")
+    add_logging_args(ap)
+    args = ap.parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    try:
+        cap = read(args.capture)
+        metrics = replay(cap).decode()
+    except CaptureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check is None:
+        sys.stdout.write(metrics)
+        return 0
+    try:
+        with open(args.check, encoding="utf-8") if args.check else io.StringIO(cap.metrics) as f:
+            expected = f.read()
+    except OSError as exc:
+        print(f"error: {args.check}: {exc.strerror}", file=sys.stderr)
+        return 2
+    want, got = comparable(expected), comparable(metrics)
+    if want == got:
+        print(f"{args.capture}: {len(got)} lines, as expected")
+        return 0
+    print(f"{args.capture}: the metrics differ")
+    for line in [x for x in want if x not in set(got)][:10]:
+        print(f"  - {line}")
+    for line in [x for x in got if x not in set(want)][:10]:
+        print(f"  + {line}")
+    return 1

@@ -1,0 +1,645 @@
+"""Incremental reading of vdbench output directories (the transport layer of the vdbench exporter).
+
+A :class:`LineTailer` follows one file line by line: it remembers the byte offset read so far and
+the partial last line (vdbench may be half-way through writing it), reads only what was appended
+since, at most ``MAX_READ_BYTES`` per poll in 1 MiB chunks, and starts again from the beginning
+when the file was replaced (a new inode), truncated (smaller than what was read) or rewritten in
+place (its first bytes changed). A line above ``MAX_LINE_BYTES`` is garbage: skipped to the next
+newline and counted. An unchanged file (same inode, size and mtime) is not opened.
+
+A :class:`DirectoryState` is one output directory: the flatfile's runs, the host reports'
+runs, the parmfile as run and an HCIBench-style summary, each file read in isolation: a file that
+cannot be read, or holds garbage, is marked (``reason`` per file) without hiding the others, and
+one directory's trouble never reaches another's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ioparallax.exporters.vdbench.reader import (
+    MAX_LINE_BYTES,
+    FlatfileParser,
+    FlatRow,
+    InvalidLine,
+    Parmfile,
+    SummaryTableParser,
+    find_normal_percentile,
+    parse_parmfile,
+    sniff_host_report,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_READ_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
+PREFIX_BYTES = 4096
+#: parmfile.html and HCIBench summaries larger than this are not read (reason too_large).
+MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024
+#: A flatfile with this much content and no vdbench column header is not a vdbench flatfile.
+HEADER_WITHIN_BYTES = 256 * 1024
+
+FLATFILE = "flatfile.html"
+PARMFILE = "parmfile.html"
+
+#: Files of an output directory that are never host reports (others are sniffed: a host report
+#: is named after its hd= name, which may hold dots).
+NOT_HOST_REPORTS = (FLATFILE, PARMFILE, "summary.html", "totals.html", "logfile.html", "errorlog.html", "parmscan.html")
+NOT_HOST_SUFFIXES = (".histogram.html", ".var_adm_msgs.html", ".stdout.html")
+
+#: Why a file is down (``reason`` of ``vdbench_source_error_info``).
+REASONS = ("unreadable", "not_vdbench", "too_large", "truncated", "internal_error")
+
+#: Why a line was rejected (``reason`` of ``vdbench_source_rejected_lines_total``).
+LINE_REASONS = (
+    "not_a_number",
+    "invalid_value",
+    "wrong_column_count",
+    "before_header",
+    "bad_header",
+    "too_long",
+    "not_text",
+)
+
+#: vdbench's default reporting interval (seconds) when neither the parmfile nor the rows say.
+DEFAULT_INTERVAL_S = 1.0
+
+
+class LineTailer:
+    """Follows one file: the complete lines appended since the last read."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.offset = 0
+        self.size = 0
+        self.mtime: float | None = None
+        self.identity: tuple[int, int] | None = None
+        self._seen: tuple[int, int, int, int] | None = None
+        self._prefix = b""
+        self._partial = b""
+        self._skipping = False  # inside an over-long line: drop bytes to the next newline
+        self.too_long = 0
+
+    def _restart(self) -> None:
+        self.offset = 0
+        self._prefix = b""
+        self._partial = b""
+        self._skipping = False
+
+    def read_lines(self, max_bytes: int = MAX_READ_BYTES) -> tuple[list[bytes], str | None]:
+        """All complete new lines at once (tests, small files); see :meth:`read_chunks`."""
+        lines: list[bytes] = []
+        reset = None
+        for part, why in self.read_chunks(max_bytes):
+            lines.extend(part)
+            reset = reset or why
+        return lines, reset
+
+    def read_chunks(self, max_bytes: int | None = None) -> Iterator[tuple[list[bytes], str | None]]:
+        """(complete new lines without their newline, why the file was read from the start or
+        None) per 1 MiB chunk read, so the caller parses a chunk before the next is read: memory
+        stays at a chunk's lines whatever the backlog. At most ``max_bytes`` (default
+        MAX_READ_BYTES) per call. Raises OSError when the file cannot be read."""
+        budget = MAX_READ_BYTES if max_bytes is None else max_bytes
+        st = os.stat(self.path)
+        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen == self._seen:
+            return
+        with open(self.path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            identity = (st.st_dev, st.st_ino)
+            reset = None
+            if self.identity is not None and identity != self.identity:
+                reset = "replaced by a new file"
+            elif st.st_size < self.offset:
+                reset = f"truncated from {self.offset} to {st.st_size} bytes"
+            elif self._prefix:
+                fh.seek(0)
+                if fh.read(len(self._prefix)) != self._prefix:
+                    reset = "rewritten in place (its first bytes changed)"
+            if reset:
+                self._restart()
+            self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
+            self._seen = None
+            fh.seek(self.offset)
+            while budget > 0:
+                data = fh.read(min(CHUNK_BYTES, budget))
+                if not data:
+                    break
+                if len(self._prefix) < PREFIX_BYTES and self.offset == len(self._prefix):
+                    self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
+                self.offset += len(data)
+                budget -= len(data)
+                yield self._split(data), reset
+                reset = None
+            if reset:
+                yield [], reset
+            if self.offset >= st.st_size:
+                self._seen = seen
+
+    def _split(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                rest = data[start:]
+                if self._skipping:
+                    return out
+                self._partial += rest
+                if len(self._partial) > MAX_LINE_BYTES:
+                    self._partial = b""
+                    self._skipping = True
+                    self.too_long += 1
+                return out
+            piece = data[start:nl]
+            start = nl + 1
+            if self._skipping:
+                self._skipping = False
+                continue
+            line = self._partial + piece if self._partial else piece
+            self._partial = b""
+            if len(line) > MAX_LINE_BYTES:
+                self.too_long += 1
+                continue
+            out.append(line.rstrip(b"\r"))
+
+    def take_partial(self) -> bytes:
+        """End of input (convert): the unterminated last line, if any."""
+        rest, self._partial = self._partial, b""
+        return rest
+
+
+@dataclass
+class RunState:
+    """One run (an ``rd=`` of the flatfile, or of a host report) integrated from its rows."""
+
+    name: str
+    seq: int  # 1-based position of the run in its file (rd names repeat with for-loops)
+    host: str = ""  # "" for the flatfile (all hosts), else the host report's host
+    interval_s: float | None = None  # the rd's interval= from the parmfile
+    rows: int = 0
+    last_interval: int = 0
+    latest: FlatRow | None = None
+    first: FlatRow | None = None
+    summary: FlatRow | None = None
+    last_tod: float | None = None
+    read_ops: float = 0.0
+    write_ops: float = 0.0
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+    read_resp_s: float = 0.0
+    write_resp_s: float = 0.0
+    read_resp_known: bool = True  # every row with reads gave a read response time
+    write_resp_known: bool = True
+    seconds: float = 0.0
+    unsplit_rows: int = 0  # rows without read%: not integrated
+
+    @property
+    def finished(self) -> bool:
+        return self.summary is not None
+
+    def add(self, row: FlatRow) -> None:
+        """Integrate an interval row: ops = rate x interval seconds, bytes = MB/sec x 2^20 x
+        seconds, response sums = mean response x ops (so that rate ratios give means)."""
+        tod = row.tod_s
+        dt = self.interval_s
+        if dt is None and tod is not None and self.last_tod is not None:
+            diff = (tod - self.last_tod) % 86400.0  # a run across midnight
+            dt = diff if 0 < diff <= 3600 else None
+        if dt is None:
+            dt = DEFAULT_INTERVAL_S
+        self.last_tod = tod
+        self.rows += 1
+        self.last_interval = row.interval or self.last_interval
+        self.first = self.first or row
+        self.latest = row
+        v = row.values
+        rate = v.get("rate")
+        pct = v.get("read%")
+        if rate is None or pct is None:
+            self.unsplit_rows += 1
+            return
+        rp = min(max(pct / 100.0, 0.0), 1.0)
+        ops = rate * dt
+        mb = v.get("mb/sec")
+        if mb is not None:
+            nbytes = mb * 1048576.0 * dt
+        else:
+            bpi = v.get("bytes/io")
+            nbytes = ops * bpi if bpi is not None else 0.0
+        r_ops, w_ops = ops * rp, ops * (1.0 - rp)
+        self.seconds += dt
+        self.read_ops += r_ops
+        self.write_ops += w_ops
+        self.read_bytes += nbytes * rp
+        self.write_bytes += nbytes * (1.0 - rp)
+        resp = v.get("resp")
+        r_resp = v.get("read_resp", resp if rp == 1.0 else None)
+        w_resp = v.get("write_resp", resp if rp == 0.0 else None)
+        if r_ops > 0:
+            if r_resp is None:
+                self.read_resp_known = False
+            else:
+                self.read_resp_s += r_resp / 1000.0 * r_ops
+        if w_ops > 0:
+            if w_resp is None:
+                self.write_resp_known = False
+            else:
+                self.write_resp_s += w_resp / 1000.0 * w_ops
+
+
+@dataclass
+class FileState:
+    """One tailed file of a directory (the flatfile or a host report)."""
+
+    name: str
+    tailer: LineTailer
+    parser: FlatfileParser | SummaryTableParser
+    host: str = ""
+    runs: list[RunState] = field(default_factory=list)
+    rows: int = 0
+    rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_REASONS, 0))
+    resets: int = 0
+    read_errors: int = 0
+    reason: str | None = None
+    detail: str | None = None
+    logged: set[str] = field(default_factory=set)  # line reasons already logged for this file
+
+
+@dataclass
+class SmallFile:
+    """A file read whole when it changes (parmfile.html, an HCIBench summary)."""
+
+    seen: tuple[int, int, int, int] | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+
+class DirectoryState:
+    """Everything the exporter knows about one vdbench output directory."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.files: dict[str, FileState] = {}
+        self.parmfile: Parmfile | None = None
+        self.parm_file = SmallFile()
+        self.normal_p95_ms: float | None = None
+        self.normal_p95_file: str | None = None
+        self._report_files: dict[str, SmallFile] = {}
+        self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+        self.last_growth = 0.0
+        self.first_seen = 0.0  # when the watcher found the directory (its clock)
+        #: (reason, detail) while the directory itself cannot be read: its data is hidden
+        self.error: tuple[str, str] | None = None
+        self.read_errors = 0
+
+    # ---- discovery of the files of the directory
+    def _host_reports(self, names: list[str]) -> dict[str, str]:
+        """name -> host of the host summary reports (``hd1.html``...), found by their first line
+        ("Host summary report(s) for host=hd1"), cached per file identity."""
+        out = {}
+        for name in names:
+            if not name.endswith(".html") or name in NOT_HOST_REPORTS or name.endswith(NOT_HOST_SUFFIXES):
+                continue
+            full = os.path.join(self.path, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino, min(st.st_size, 512))
+            cached = self._sniffed.get(name)
+            if cached is None or cached[0] != key:
+                try:
+                    with open(full, "rb") as fh:
+                        head = fh.read(512).decode("utf-8", "replace")
+                except OSError:
+                    continue
+                cached = self._sniffed[name] = (key, sniff_host_report(head))
+            if cached[1] is not None:
+                out[name] = cached[1]
+        return out
+
+    def poll(self) -> None:
+        names = sorted(os.listdir(self.path))
+        self._read_parmfile(PARMFILE in names)
+        wanted: dict[str, str] = {}
+        if FLATFILE in names:
+            wanted[FLATFILE] = ""
+        wanted.update(self._host_reports(names))
+        for gone in set(self.files) - set(wanted):
+            log.info("vdbench file is gone, forgetting it: %s", os.path.join(self.path, gone))
+            del self.files[gone]
+        for name, host in wanted.items():
+            fs = self.files.get(name)
+            if fs is None:
+                parser: FlatfileParser | SummaryTableParser = (
+                    FlatfileParser() if name == FLATFILE else SummaryTableParser(host=host)
+                )
+                fs = self.files[name] = FileState(
+                    name=name, tailer=LineTailer(os.path.join(self.path, name)), parser=parser, host=host
+                )
+            try:
+                self._read(fs)
+            except Exception as exc:  # a bug costs this file only
+                log.exception("reading vdbench file %s failed", fs.tailer.path)
+                self._down(fs, "internal_error", f"{type(exc).__name__}: {exc}")
+        self._read_normal_percentile(names)
+
+    def _down(self, fs: FileState, reason: str, detail: str) -> None:
+        if (reason, detail) != (fs.reason, fs.detail):
+            log.warning("vdbench file %s is down (%s): %s", fs.tailer.path, reason, detail)
+        fs.reason, fs.detail = reason, detail
+
+    def _up(self, fs: FileState) -> None:
+        if fs.reason is not None:
+            log.info("vdbench file %s is up again (was down: %s)", fs.tailer.path, fs.reason)
+        fs.reason = fs.detail = None
+
+    def _read(self, fs: FileState) -> None:
+        try:
+            for lines, reset in fs.tailer.read_chunks():
+                if fs.reason == "unreadable":
+                    self._up(fs)
+                if reset:
+                    log.info("vdbench file %s %s: reading it again from the start", fs.tailer.path, reset)
+                    fs.resets += 1
+                    fs.runs = []
+                    fs.parser = FlatfileParser() if fs.name == FLATFILE else SummaryTableParser(host=fs.host)
+                    if fs.reason not in (None, "unreadable"):
+                        self._up(fs)
+                self._lines(fs, lines)
+        except OSError as exc:
+            fs.read_errors += 1
+            self._down(fs, "unreadable", exc.strerror or str(exc))
+            return
+        if fs.reason == "unreadable":
+            self._up(fs)
+        too_long = fs.tailer.too_long - fs.rejected["too_long"]
+        if too_long > 0:
+            self._reject(fs, "too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
+            fs.rejected["too_long"] += too_long - 1
+        if fs.tailer.mtime is not None:
+            self.last_growth = max(self.last_growth, fs.tailer.mtime)
+        if (
+            isinstance(fs.parser, FlatfileParser)
+            and fs.parser.header is None
+            and fs.tailer.offset > HEADER_WITHIN_BYTES
+        ):
+            self._down(fs, "not_vdbench", f"no vdbench column header in its first {HEADER_WITHIN_BYTES} bytes")
+
+    def _reject(self, fs: FileState, reason: str, detail: str) -> None:
+        fs.rejected[reason] = fs.rejected.get(reason, 0) + 1
+        if reason not in fs.logged:  # once per file and reason: garbage must not flood the log
+            fs.logged.add(reason)
+            log.warning("vdbench file %s: line rejected (%s): %s", fs.tailer.path, reason, detail)
+
+    def _lines(self, fs: FileState, lines: list[bytes]) -> None:
+        for raw in lines:
+            if b"\x00" in raw:
+                self._reject(fs, "not_text", "a line with NUL bytes")
+                continue
+            line = raw.decode("utf-8", "replace")
+            try:
+                row = fs.parser.feed(line)
+            except InvalidLine as exc:
+                self._reject(fs, exc.reason, str(exc))
+                continue
+            if row is not None:
+                fs.rows += 1
+                self._row(fs, row)
+
+    def _row(self, fs: FileState, row: FlatRow) -> None:
+        cur = fs.runs[-1] if fs.runs else None
+        if row.summary is not None:
+            if cur is None or cur.name != row.run or cur.finished:
+                cur = self._new_run(fs, row.run)
+            cur.summary = row
+            return
+        if (
+            cur is None
+            or cur.name != row.run
+            or cur.finished
+            or (row.interval is not None and row.interval <= cur.last_interval)
+        ):
+            cur = self._new_run(fs, row.run)
+        cur.add(row)
+
+    def _new_run(self, fs: FileState, name: str) -> RunState:
+        interval_s = None
+        if self.parmfile is not None:
+            raw = self.parmfile.rd.get(name, {}).get("interval")
+            try:
+                interval_s = float(raw) if raw else None
+            except ValueError:
+                interval_s = None
+            if interval_s is not None and not 0 < interval_s <= 86400:
+                interval_s = None
+        run = RunState(name=name, seq=len(fs.runs) + 1, host=fs.host, interval_s=interval_s)
+        fs.runs.append(run)
+        return run
+
+    def _read_small(self, path: str, state: SmallFile) -> str | None:
+        """The text of a small file when it changed since the last read, else None."""
+        try:
+            st = os.stat(path)
+            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if seen == state.seen:
+                return None
+            if st.st_size > MAX_SMALL_FILE_BYTES:
+                state.seen = seen
+                if state.reason != "too_large":
+                    log.warning(
+                        "vdbench file %s is down (too_large): %d bytes, above %d",
+                        path,
+                        st.st_size,
+                        MAX_SMALL_FILE_BYTES,
+                    )
+                state.reason, state.detail = "too_large", f"{st.st_size} bytes, above {MAX_SMALL_FILE_BYTES}"
+                return ""
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_SMALL_FILE_BYTES + 1)
+        except OSError as exc:
+            if state.reason != "unreadable":
+                log.warning("vdbench file %s is down (unreadable): %s", path, exc.strerror or exc)
+            state.reason, state.detail, state.seen = "unreadable", exc.strerror or str(exc), None
+            return ""
+        if state.reason is not None:
+            log.info("vdbench file %s is up again (was down: %s)", path, state.reason)
+        state.seen, state.reason, state.detail = seen, None, None
+        return data.decode("utf-8", "replace")
+
+    def _read_parmfile(self, present: bool) -> None:
+        if not present:
+            self.parmfile = None
+            self.parm_file = SmallFile()
+            return
+        text = self._read_small(os.path.join(self.path, PARMFILE), self.parm_file)
+        if text is None:
+            return
+        self.parmfile = parse_parmfile(text) if self.parm_file.reason is None else None
+
+    def _read_normal_percentile(self, names: list[str]) -> None:
+        """An HCIBench-style summary (``*.txt`` in the directory) stating a '95%tile' latency."""
+        found: tuple[str, float] | None = None
+        for name in names:
+            if not name.endswith(".txt"):
+                continue
+            state = self._report_files.setdefault(name, SmallFile())
+            text = self._read_small(os.path.join(self.path, name), state)
+            if text is None:
+                if self.normal_p95_file == name and self.normal_p95_ms is not None:
+                    found = (name, self.normal_p95_ms)
+                continue
+            p95 = find_normal_percentile(text) if text else None
+            if p95 is not None:
+                found = (name, p95)
+        self._report_files = {k: v for k, v in self._report_files.items() if k in names}
+        self.normal_p95_file, self.normal_p95_ms = found if found else (None, None)
+
+    # ---- for the collector
+    @property
+    def small_file_errors(self) -> list[tuple[str, str, str]]:
+        """(file, reason, detail) of the whole-read files that are down."""
+        out = []
+        if self.parm_file.reason is not None:
+            out.append((PARMFILE, self.parm_file.reason, self.parm_file.detail or ""))
+        for name, st in sorted(self._report_files.items()):
+            if st.reason is not None:
+                out.append((name, st.reason, st.detail or ""))
+        return out
+
+    @property
+    def up(self) -> bool:
+        return (
+            self.error is None and all(fs.reason is None for fs in self.files.values()) and not self.small_file_errors
+        )
+
+    def finish(self) -> None:
+        """End of input (convert): an unterminated last line is a truncated file."""
+        for fs in self.files.values():
+            rest = fs.tailer.take_partial()
+            if rest.strip():
+                try:
+                    row = fs.parser.feed(rest.decode("utf-8", "replace"))
+                except InvalidLine as exc:
+                    self._down(fs, "truncated", f"its last line is cut off ({exc})")
+                    continue
+                if row is not None:
+                    fs.rows += 1
+                    self._row(fs, row)
+
+
+@dataclass
+class WatchConfig:
+    paths: list[str]
+    retention_s: float = 15 * 60.0
+    idle_s: float = 30.0
+    max_depth: int = 2  # output directories looked for this deep under a watched directory
+
+
+def find_output_dirs(path: str, max_depth: int) -> list[str]:
+    """The vdbench output directories at or under ``path`` (a directory holding flatfile.html
+    or parmfile.html; a path naming a flatfile means its directory)."""
+    if os.path.isfile(path):
+        return [os.path.dirname(os.path.abspath(path)) if os.path.basename(path) == FLATFILE else path]
+    out: list[str] = []
+
+    def walk(d: str, depth: int) -> None:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            return
+        names = {e.name for e in entries}
+        if FLATFILE in names or PARMFILE in names:
+            out.append(d)
+            return
+        if depth >= max_depth:
+            return
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                walk(e.path, depth + 1)
+
+    walk(path, 0)
+    return out
+
+
+class Watcher:
+    """Polls every vdbench output directory under the watched paths; thread-safe."""
+
+    def __init__(self, config: WatchConfig, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.clock = clock
+        self.dirs: dict[str, DirectoryState] = {}
+        self.missing_paths: list[str] = []
+        #: held by poll() and snapshot(); the collector holds it while it builds a scrape, so a
+        #: concurrent scrape's poll never changes a directory half-way through an exposition
+        self.lock = threading.RLock()
+        self._logged_missing: set[str] = set()
+
+    def poll(self) -> None:
+        with self.lock:
+            found: list[str] = []
+            missing: list[str] = []
+            for path in self.config.paths:
+                if not os.path.exists(path):
+                    missing.append(f"{path}: no such file or directory")
+                    continue
+                if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+                    missing.append(f"{path}: permission denied")
+                    continue
+                found.extend(find_output_dirs(path, self.config.max_depth))
+            for m in missing:
+                if m not in self._logged_missing:
+                    log.warning("watched path cannot be read: %s", m)
+            self._logged_missing = set(missing)
+            self.missing_paths = missing
+            found = list(dict.fromkeys(found))
+            for gone in set(self.dirs) - set(found):
+                log.info("vdbench output directory is gone, forgetting it: %s", gone)
+                del self.dirs[gone]
+            for path in found:
+                d = self.dirs.get(path)
+                if d is None:
+                    d = self.dirs[path] = DirectoryState(path)
+                    d.first_seen = self.clock()
+                    log.info("reading vdbench output directory %s", path)
+                try:
+                    d.poll()
+                except OSError as exc:
+                    d.read_errors += 1
+                    if d.error is None:
+                        log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
+                    d.error = ("unreadable", exc.strerror or str(exc))
+                except Exception as exc:
+                    d.read_errors += 1
+                    log.exception("reading vdbench output directory %s failed", path)
+                    d.error = ("internal_error", f"{type(exc).__name__}: {exc}")
+                else:
+                    if d.error is not None:
+                        log.info("vdbench output directory %s is readable again", path)
+                    d.error = None
+
+    def finish(self) -> None:
+        with self.lock:
+            for d in self.dirs.values():
+                d.finish()
+
+    def snapshot(self) -> list[tuple[DirectoryState, bool, bool]]:
+        """(directory, finished, visible) for the collector, sorted by path."""
+        now = self.clock()
+        with self.lock:
+            out = []
+            for path in sorted(self.dirs):
+                d = self.dirs[path]
+                finished = now - d.last_growth > self.config.idle_s
+                # retention counts from the last change or, for results copied in with their old
+                # mtimes (scp -p, rsync -a), from when the exporter found them
+                visible = not finished or now - max(d.last_growth, d.first_seen) <= self.config.retention_s
+                out.append((d, finished, visible))
+            return out

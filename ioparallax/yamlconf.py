@@ -1,0 +1,191 @@
+"""The one YAML loader of ioparallax: every file the project reads (exporter configs, the web
+config, scenarios, the mixin config) goes through :func:`load_yaml`.
+
+A configuration file is small and written by hand, so what YAML allows beyond that is refused
+with a :class:`ConfigError` naming the file, the line and, where there is one, the key:
+
+- anchors and aliases (``&a`` / ``*a``): ten lines of nested aliases expand to gigabytes (the
+  "billion laughs"); write the value out instead;
+- a key given twice in one mapping: PyYAML keeps the last silently, so a second
+  ``basic_auth_users:`` would replace the first;
+- a file above :data:`MAX_YAML_BYTES`, nesting deeper than :data:`MAX_YAML_DEPTH`, text that is
+  not UTF-8, an integer above :data:`MAX_INT_BITS` bits, and a value PyYAML cannot convert
+  (``!!int x``, a timestamp in month 13), which raised a bare ValueError.
+
+Errors never print a whole value: :func:`cut` shortens what they quote, and a ConfigError's message
+is cut at :data:`MAX_MESSAGE_CHARS`.
+"""
+
+from __future__ import annotations
+
+import os
+import reprlib
+from typing import Any
+
+import yaml
+
+#: Largest configuration file read (bytes). The project's largest (a scenario, a vCenter config
+#: with hundreds of targets) are tens of kilobytes; PyYAML holds ~20x the text while parsing.
+MAX_YAML_BYTES = 4 * 1024 * 1024
+
+#: Deepest nesting of mappings and lists (the project's files nest 5 levels at most); deeper
+#: would exhaust PyYAML's recursion long before it means anything.
+MAX_YAML_DEPTH = 50
+
+#: Largest integer read, in bits (sizes in bytes and counts fit in 64).
+MAX_INT_BITS = 128
+
+#: A ConfigError's message is cut at this many characters (it is one log line).
+MAX_MESSAGE_CHARS = 400
+
+
+def cut_text(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` if it is at most ``limit`` characters, else its start and how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 30, 10)
+    return f"{text[:keep]}... ({len(text) - keep} more characters)"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxlong = 40
+
+
+def cut(value: object) -> str:
+    """A short repr of a value read from a file, for an error message: strings, lists and
+    mappings are shortened (``'aaaa...aaa'``, ``[1, 2, 3, 4, ...]``) without formatting the whole."""
+    return cut_text(_REPR.repr(value), 120)
+
+
+class ConfigError(Exception):
+    """A configuration problem, located by file and key (a dotted path such as
+    ``targets.vc1.password_env``), so a user can fix the file without reading code."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, key: str | None, message: str):
+        self.path = str(path) if path is not None else None
+        self.key = cut_text(key, 120) if key else key
+        self.message = cut_text(message)
+        where = self.path or "<config>"
+        if self.key:
+            where += f": {self.key}"
+        super().__init__(f"{where}: {self.message}")
+
+
+class _Refused(yaml.YAMLError):
+    """Something the loader refuses, with where it is."""
+
+    def __init__(self, mark: Any, message: str, key: str | None = None):
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+        self.key = key
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases and anchors, duplicate keys or deep nesting."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(
+                event.start_mark,
+                f"YAML alias *{cut_text(str(event.anchor), 40)} is not accepted: write the value out "
+                "(aliases let a small file expand to gigabytes)",
+            )
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            raise _Refused(
+                event.start_mark,
+                f"YAML anchor &{cut_text(str(anchor), 40)} is not accepted: write the value out where it is "
+                "used (aliases let a small file expand to gigabytes)",
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(event.start_mark, f"nested more than {MAX_YAML_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A scalar PyYAML's constructors cannot convert raises ValueError, not a YAMLError: an
+        # integer of 5,000 digits (Python's 4,300-digit limit), !!timestamp 2026-13-45, !!int x.
+        try:
+            value = super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise _Refused(node.start_mark, f"cannot read this value: {cut_text(str(exc), 120)}") from None
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+            # 0x followed by 5,000 digits parses, and then cannot even be printed (str() refuses
+            # over 4,300 digits): no setting of the project is a number that large.
+            raise _Refused(node.start_mark, f"an integer of {value.bit_length()} bits is beyond any setting")
+        return value
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, Any] = {}  # key -> its yaml Mark
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                earlier = first.get(key)
+            except TypeError:  # an unhashable key: PyYAML's own error names it
+                continue
+            if earlier is not None:
+                raise _Refused(
+                    key_node.start_mark,
+                    f"duplicate key (first at line {earlier.line + 1}): a key may appear once in a mapping",
+                    key=cut(key) if not isinstance(key, str) else cut_text(key, 80),
+                )
+            first[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+
+
+def parse_yaml(text: str, path: str | os.PathLike[str] | None = None) -> Any:
+    """Parse YAML text as :func:`load_yaml` does (``path`` only names it in errors)."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise ConfigError(path, exc.key, f"{_where(exc.mark)}{exc.message}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(path, None, f"invalid YAML{loc}: {cut_text(str(problem), 200)}") from None
+    except RecursionError:
+        raise ConfigError(path, None, "invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES) -> Any:
+    """Read and parse a YAML file; a missing or unreadable file, one above ``max_bytes``, text that
+    is not UTF-8, invalid YAML and what the loader refuses (see the module) become a ConfigError
+    naming the file (and the line, and the key where there is one)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(path, None, f"larger than {max_bytes // (1024 * 1024)} MiB: not a configuration file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            path, None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}): save the file as UTF-8"
+        ) from None
+    return parse_yaml(text.removeprefix("\ufeff"), path)

@@ -1,0 +1,315 @@
+"""Hostile and broken vdbench output (issue 23): one bad file never hides the others nor takes
+/metrics down, garbage is counted and skipped with a reason, rewritten files are read again from
+the start, names are data, memory and per-scrape work stay bounded.
+
+Every case puts a bad directory beside a real one (the two-host run of the fixtures) and asserts
+the bad file's state and log line, the good directory still served with its own values, and an
+exposition that ``promtool check metrics`` accepts with no series twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ioparallax.exporters.vdbench import collector as collector_module, tailer as tailer_module
+from ioparallax.exporters.vdbench.collector import VdbenchCollector
+from ioparallax.exporters.vdbench.reader import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
+from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from tests.support import promtool_check_metrics, venv_tool
+from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
+
+_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
+GOOD_RD2_AVG = 212.4237  # vdbconvert-multihost, rd2's avg_2-60 rate
+
+
+def assert_clean(text: str) -> None:
+    check = promtool_check_metrics(text)
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
+    dup = [s for s, n in Counter(series).items() if n > 1]
+    assert not dup, dup[:5]
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    """A watched directory with the real two-host run (good/) and an empty bad/ to fill."""
+    root = tmp_path / "results"
+    shutil.copytree(MULTI, root / "good")
+    (root / "bad").mkdir()
+    return root
+
+
+class Scraper:
+    def __init__(self, root: Path):
+        self.watcher = Watcher(WatchConfig(paths=[str(root)], retention_s=float("inf")))
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(VdbenchCollector(self.watcher))
+
+    def scrape(self) -> tuple[str, dict]:
+        text = generate_latest(self.registry).decode()
+        assert_clean(text)
+        return text, samples(text)
+
+
+def good_still_served(sm: dict, root: Path) -> None:
+    assert value(sm, "vdbench_run_average_iops", source=root / "good", run="rd2") == GOOD_RD2_AVG
+    assert value(sm, "vdbench_source_up", source=root / "good") == 1
+
+
+def flat_lines() -> list[str]:
+    return (SOLARIS / "flatfile.html").read_text().splitlines(keepends=True)
+
+
+def test_partial_last_line_waits_for_its_newline(tree):
+    lines = flat_lines()
+    data_start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
+    bad = tree / "bad" / "flatfile.html"
+    row = lines[data_start + 1]
+    bad.write_text("".join(lines[: data_start + 1]) + row[:40])  # vdbench half-way through a row
+    s = Scraper(tree)
+    _, sm = s.scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_run_intervals_total", source=src) == 1
+    assert value(sm, "vdbench_source_up", source=src) == 1
+    assert value(sm, "vdbench_source_rejected_lines_total", source=src, reason="wrong_column_count") == 0
+    with open(bad, "a") as fh:
+        fh.write(row[40:])
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_run_intervals_total", source=src) == 2
+    good_still_served(sm, tree)
+
+
+def test_convert_reports_a_cut_off_last_line(tmp_path):
+    d = tmp_path / "cut"
+    d.mkdir()
+    text = (SOLARIS / "flatfile.html").read_text()
+    (d / "flatfile.html").write_text(text[: len(text) - 200])
+    out = subprocess.run([venv_tool("vdbench-exporter"), "convert", str(d)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"{d / 'flatfile.html'}: truncated: its last line is cut off" in out.stderr
+    assert 'vdbench_source_error_info{file="flatfile.html",reason="truncated"' in out.stdout
+    assert promtool_check_metrics(out.stdout).returncode == 0
+
+
+def test_garbage_lines_are_counted_by_reason_and_skipped(tree, caplog):
+    lines = flat_lines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
+    good_row = lines[head + 1]
+    tokens = good_row.split()
+    garbage = [
+        " ".join(["nan" if i == 4 else t for i, t in enumerate(tokens)]) + "\n",  # rate NaN
+        " ".join(["-5" if i == 4 else t for i, t in enumerate(tokens)]) + "\n",  # negative
+        " ".join(["lots" if i == 5 else t for i, t in enumerate(tokens)]) + "\n",  # text
+        " ".join(tokens[:10]) + "\n",  # a row cut short by a crash
+        "\x00\x00\x00binary\n",
+        "x" * 100_000 + "\n",  # over MAX_LINE_BYTES
+    ]
+    (tree / "bad" / "flatfile.html").write_text("".join(lines[:head]) + "".join(garbage) + good_row)
+    with caplog.at_level(logging.WARNING):
+        _, sm = Scraper(tree).scrape()
+    src = tree / "bad"
+    rejected = {
+        dict(ls)["reason"]: v
+        for (n, ls), v in sm.items()
+        if n == "vdbench_source_rejected_lines_total" and dict(ls)["source"] == str(src)
+    }
+    assert rejected == {
+        "not_a_number": 1,
+        "invalid_value": 2,  # nan, -5
+        "wrong_column_count": 1,
+        "before_header": 0,
+        "bad_header": 0,
+        "too_long": 1,
+        "not_text": 1,
+    }
+    assert value(sm, "vdbench_run_intervals_total", source=src) == 1  # the one good row
+    assert value(sm, "vdbench_source_up", source=src) == 1  # garbage lines do not take the file down
+    assert any(
+        str(src / "flatfile.html") in r.getMessage() and "invalid_value" in r.getMessage() for r in caplog.records
+    )
+    good_still_served(sm, tree)
+
+
+def test_binary_file_is_not_vdbench(tree, caplog):
+    (tree / "bad" / "flatfile.html").write_bytes(os.urandom(300_000))
+    with caplog.at_level(logging.WARNING):
+        _, sm = Scraper(tree).scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_up", source=src) == 0
+    assert value(sm, "vdbench_source_error_info", source=src, file="flatfile.html", reason="not_vdbench") == 1
+    assert value(sm, "vdbench_up") == 0
+    assert not has(sm, "vdbench_run_read_ops_total", source=src)
+    assert any("not_vdbench" in r.getMessage() and str(src) in r.getMessage() for r in caplog.records)
+    good_still_served(sm, tree)
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten_in_place", "replaced"])
+def test_flatfile_rewritten_while_tailed_is_read_from_the_start(tree, how):
+    bad = tree / "bad" / "flatfile.html"
+    shutil.copy(tree / "good" / "flatfile.html", bad)
+    s = Scraper(tree)
+    _, sm = s.scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_run_intervals_total", source=src, run="rd3") == 60
+    new = (SOLARIS / "flatfile.html").read_text()
+    if how == "truncated":
+        bad.write_text(new)  # shorter than what was read
+    elif how == "rewritten_in_place":
+        # same inode, longer than before, different first bytes
+        with open(bad, "r+") as fh:
+            fh.write(new + "*" * (bad.stat().st_size - len(new) + 10) + "\n")
+    else:
+        tmp = bad.with_name("new.tmp")
+        tmp.write_text(new)
+        os.replace(tmp, bad)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_source_resets_total", source=src) == 1
+    assert not has(sm, "vdbench_run_intervals_total", source=src, run="rd3")
+    assert value(sm, "vdbench_run_intervals_total", source=src, run="rd1", seq=1) == 3
+    assert value(sm, "vdbench_run_read_ops_total", source=src, run="rd1") == 1500  # the new file's only
+    good_still_served(sm, tree)
+
+
+def test_non_utf8_names_are_data(tree):
+    raw = os.fsencode(str(tree)) + b"/run-\xff\xfe"
+    os.mkdir(raw)
+    shutil.copy(SOLARIS / "flatfile.html", os.fsdecode(raw + b"/flatfile.html"))
+    report = (MULTI / "hd1.html").read_text().replace("host=hd1", "host=h\u00f6st-\u2603")
+    (tree / "good" / "hd1.html").write_text(report)
+    text, sm = Scraper(tree).scrape()
+    assert value(sm, "vdbench_run_read_ops_total", source=f"{tree}/run-\ufffd\ufffd") == 1500
+    assert value(sm, "vdbench_host_average_iops", source=tree / "good", host="h\u00f6st-\u2603", run="rd1") == 25.05
+    good_still_served(sm, tree)
+
+
+def test_unreadable_flatfile_and_oversized_parmfile(tree, caplog):
+    (tree / "bad" / "flatfile.html").mkdir()  # listed, cannot be opened (root reads any mode bits)
+    (tree / "bad" / "parmfile.html").write_text("sd=sd1,lun=/dev/sdb\n" + "*" * (5 * 2**20))
+    with caplog.at_level(logging.WARNING):
+        _, sm = Scraper(tree).scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_error_info", source=src, file="flatfile.html", reason="unreadable") == 1
+    assert value(sm, "vdbench_source_error_info", source=src, file="parmfile.html", reason="too_large") == 1
+    assert value(sm, "vdbench_source_read_errors_total", source=src, file="flatfile.html") == 1
+    assert not has(sm, "vdbench_parmfile_sd_info", source=src)  # never guessed from a file not read
+    assert value(sm, "vdbench_up") == 0
+    assert any("flatfile.html" in r.getMessage() and "down (unreadable)" in r.getMessage() for r in caplog.records)
+    good_still_served(sm, tree)
+
+
+def test_missing_watched_path_gives_up_0(tmp_path, caplog):
+    w = Watcher(WatchConfig(paths=[str(tmp_path / "gone")]))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VdbenchCollector(w))
+    with caplog.at_level(logging.WARNING):
+        text = generate_latest(registry).decode()
+    assert value(samples(text), "vdbench_up") == 0
+    assert any(str(tmp_path / "gone") in r.getMessage() for r in caplog.records)
+
+
+def test_a_bug_in_one_directory_costs_only_that_directory(tree, monkeypatch):
+    shutil.copy(SOLARIS / "flatfile.html", tree / "bad" / "flatfile.html")
+    real = collector_module.VdbenchCollector._run_facts
+
+    def boom(self, fams, d, labels, run):
+        if d.path.endswith("bad"):
+            raise RuntimeError("a bug")
+        return real(self, fams, d, labels, run)
+
+    monkeypatch.setattr(collector_module.VdbenchCollector, "_run_facts", boom)
+    _, sm = Scraper(tree).scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_error_info", source=src, reason="internal_error") == 1
+    assert not has(sm, "vdbench_run_read_ops_total", source=src)  # nothing half-built
+    assert value(sm, "vdbench_up") == 0
+    good_still_served(sm, tree)
+
+
+def test_large_backlog_is_read_in_bounded_polls(tree, monkeypatch):
+    """A flatfile bigger than the per-poll budget is read over several polls to the same values."""
+    lines = (tree / "good" / "flatfile.html").read_text()
+    (tree / "bad" / "flatfile.html").write_text(lines)
+    shutil.copy(tree / "good" / "parmfile.html", tree / "bad")  # the same interval=1
+    monkeypatch.setattr(tailer_module, "MAX_READ_BYTES", 4096)
+    monkeypatch.setattr(tailer_module.LineTailer.read_chunks, "__defaults__", (4096,))
+    s = Scraper(tree)
+    polls = 0
+    while True:
+        _, sm = s.scrape()
+        polls += 1
+        d = s.watcher.dirs[str(tree / "bad")]
+        if d.files["flatfile.html"].tailer.offset >= d.files["flatfile.html"].tailer.size:
+            break
+    assert polls > 10
+    for run in ("rd1", "rd2", "rd3"):
+        assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad", run=run) == value(
+            sm, "vdbench_run_read_ops_total", source=tree / "good", run=run
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=20))
+def test_parsers_raise_nothing_but_invalid_line(lines):
+    flat, table = FlatfileParser(), SummaryTableParser()
+    flat.feed("  tod Run Interval reqrate rate MB/sec read% resp")
+    for line in lines:
+        for p in (flat, table):
+            try:
+                p.feed(line)
+            except InvalidLine:
+                pass
+    parse_parmfile("\n".join(lines))
+
+
+def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
+    """Results copied with their 2016 mtimes are shown for the retention from when they were found,
+    then only their health series remain."""
+    shutil.copytree(MULTI, tmp_path / "old")  # copy2: the files keep their old times
+    now = [1_800_000_000.0]
+    w = Watcher(WatchConfig(paths=[str(tmp_path)], retention_s=900), clock=lambda: now[0])
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VdbenchCollector(w))
+    sm = samples(generate_latest(registry).decode())
+    assert value(sm, "vdbench_run_average_iops", run="rd2") == GOOD_RD2_AVG
+    assert value(sm, "vdbench_source_finished") == 1
+    now[0] += 901
+    sm = samples(generate_latest(registry).decode())
+    assert not has(sm, "vdbench_run_average_iops")
+    assert value(sm, "vdbench_source_up") == 1
+
+
+def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, caplog):
+    shutil.copy(SOLARIS / "flatfile.html", tree / "bad" / "flatfile.html")
+    s = Scraper(tree)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad") == 1500
+    real = tailer_module.DirectoryState.poll
+
+    def denied(self):
+        if self.path.endswith("bad"):
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", denied)
+    with caplog.at_level(logging.WARNING):
+        _, sm = s.scrape()
+    src = tree / "bad"
+    assert value(sm, "vdbench_source_up", source=src) == 0
+    assert value(sm, "vdbench_source_error_info", source=src, file="", reason="unreadable") == 1
+    assert not has(sm, "vdbench_run_read_ops_total", source=src)  # never stale values as fresh
+    assert any(str(src) in r.getMessage() and "Permission denied" in r.getMessage() for r in caplog.records)
+    good_still_served(sm, tree)
+    monkeypatch.setattr(tailer_module.DirectoryState, "poll", real)
+    _, sm = s.scrape()
+    assert value(sm, "vdbench_source_up", source=src) == 1
+    assert value(sm, "vdbench_run_read_ops_total", source=src) == 1500
