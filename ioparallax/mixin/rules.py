@@ -213,12 +213,14 @@ class _Exprs:
         )
 
     def vdbench_per_run_second(self, counter: str, window: str | None = None) -> str:
-        # As fio's: a run that starts inside the window is not extrapolated; a finished run's
-        # counters stop, so it drops out (its measured seconds no longer grow).
+        # As fio's: a run that starts inside the window is not extrapolated.
+        # A finished run is left out at once: for a window after a period's run ends and the next
+        # begins, both runs' rates per run second are full, and their sum would count twice.
         window, vd = window or self.w, self.vd
         return (
-            f"rate({counter}{vd}[{window}])\n  / on ({VD_HOST}, run, seq) "
-            f"(rate(vdbench_host_measured_seconds_total{vd}[{window}]) > 0)"
+            f"(\n  rate({counter}{vd}[{window}])\n  / on ({VD_HOST}, run, seq) "
+            f"(rate(vdbench_host_measured_seconds_total{vd}[{window}]) > 0)\n)\n"
+            f"unless on ({VD_HOST}, run, seq) (vdbench_host_finished{vd} == 1)"
         )
 
     def guest_view(self, fio_expr: str, diskspd_expr: str, vdbench_expr: str | None = None) -> str:

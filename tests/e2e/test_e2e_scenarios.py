@@ -276,9 +276,14 @@ def test_windows_guest_os_view_recovers_the_trace(scenario_stack):
     up = {r["metric"]["vm"]: r["value"][1] for r in at(stack, 'up{job="guest-windows"}', time.time())}
     assert up == {vm.name: "1" for vm in windows}, "one windows_exporter per simulated Windows guest"
     disks = {(vm.name, str(n)) for vm in windows for n in [0] + [disk_number(d) for d in vm.disks]}
-    t2 = time.time() - 1
-    t1 = t2 - GUEST_WINDOW_S
-    s1, s2 = windows_snapshot(stack, t1), windows_snapshot(stack, t2)
+    deadline = time.monotonic() + 60
+    while True:  # many targets: the first scrapes of some may come a few seconds after the start
+        t2 = time.time() - 1
+        t1 = t2 - GUEST_WINDOW_S
+        s1, s2 = windows_snapshot(stack, t1), windows_snapshot(stack, t2)
+        if set(s1) == disks or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert set(s1) == set(s2) == disks, "every disk, the system disk 0 too"
     model = GuestWindows(trace, anchor=t1 - 2 * trace.period)
     for vm in windows:
