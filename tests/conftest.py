@@ -31,7 +31,7 @@ def processes(tmp_path):
 
 @pytest.fixture(scope="session")
 def expositions(tmp_path_factory) -> dict[str, str]:
-    """Real expositions of the three exporters and the guest's node_exporter (see tests/expositions.py)."""
+    """Real expositions of the exporters and the guest's node_exporter (see tests/expositions.py)."""
     from tests import expositions as ex
 
     tmp = tmp_path_factory.mktemp("expositions")
@@ -40,6 +40,7 @@ def expositions(tmp_path_factory) -> dict[str, str]:
         "stargate": ex._stargate_exposition(),
         "stargate_unknown_fields": ex._stargate_unknown_fields_exposition(),
         "vcenter": ex._vcenter_exposition(tmp),
+        "prism": ex._prism_exposition(tmp),
         "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp),
         "node": ex._node_exposition(tmp),
         "windows": ex._windows_exposition(tmp),

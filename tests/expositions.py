@@ -3,6 +3,8 @@
 - Stargate: the exporter served in-process, probing the Stargate simulator (zero-heavy, every CVM);
 - vCenter: the exporter served in-process, probing the scenario vCenter simulator (Go, a real
   process) fed the zero-heavy trace;
+- Prism: the exporter served in-process, probing the Prism simulator (clean-oltp-ahv, its clock
+  frozen 25 s into a 30 s sample, so the probe integrates one sample);
 - fio: a real 2 s fio run (read and write, json+ with status records) through ``fio-exporter
   convert``, and the guest disk facts of the misaligned scenario's simulated guest;
 - node: Debian's node_exporter (diskstats collector, as the stack runs it per guest) on the
@@ -124,6 +126,38 @@ def _vcenter_exposition(tmp) -> str:
             os.environ.pop("DASH_VC_PASSWORD", None)
     finally:
         sim.stop()
+
+
+def _prism_exposition(tmp) -> str:
+    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.prism.cli import make_app
+    from ioparallax.exporters.prism.config import load_config as load_prism_config
+    from ioparallax.simulators.prism.server import PrismSimulator
+
+    frozen = 1_700_000_010.0 + 15 + 30 * 1000  # 25 s after a sample's end: the answer is dated
+    with PrismSimulator("clean-oltp-ahv", clock=lambda: frozen, auth=("monitor", PASSWORD)) as sim:
+        target = f"127.0.0.1:{sim.port}"
+        conf = tmp / "prism.yml"
+        conf.write_text(
+            "defaults:\n  username: monitor\n  password_env: DASH_PRISM_PASSWORD\n  scheme: http\n"
+            f"targets:\n  {target}: {{}}\n"
+        )
+        os.environ["DASH_PRISM_PASSWORD"] = PASSWORD
+        app, targets = make_app(load_prism_config(str(conf)))
+        srv = ExporterServer(app, "127.0.0.1", 0).start()
+        try:
+            r = requests.get(
+                srv.url + "/probe",
+                params={"target": target},
+                headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"},
+                timeout=60,
+            )
+            r.raise_for_status()
+            return r.text
+        finally:
+            srv.stop()
+            targets.close()
+            os.environ.pop("DASH_PRISM_PASSWORD", None)
 
 
 def _fio_exposition(tmp) -> str:

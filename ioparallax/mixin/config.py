@@ -34,6 +34,7 @@ class Selectors:
     fio: str
     exporters: str
     node: str = 'job="guest-node"'  # node_exporter inside each guest (the guest OS block-layer view)
+    prism: str = 'job="prism"'  # prism-exporter /probe: the VM view on AHV clusters
     windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
     diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
     vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
@@ -152,6 +153,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         fio=_selector(s, "fio"),
         exporters=_selector(s, "exporters"),
         node=_selector(s, "node", Selectors.node),
+        prism=_selector(s, "prism", Selectors.prism),
         windows=_selector(s, "windows", Selectors.windows),
         diskspd=_selector(s, "diskspd", Selectors.diskspd),
         vdbench=_selector(s, "vdbench", Selectors.vdbench),

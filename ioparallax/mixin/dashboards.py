@@ -4,8 +4,9 @@
 outdir)`` writes them with sorted keys and 2-space indents, so regenerating from the same config
 gives the same bytes (tests/dashboards checks it against the committed dashboards/).
 
-One variable vocabulary on every dashboard: ``$datasource``, ``$vm`` and ``$disk`` (from
-``vcenter_virtual_disk_info``: the VM disk is the join key of the three views) and ``$vdisk``
+One variable vocabulary on every dashboard: ``$datasource``, ``$vm`` and ``$disk`` (from the
+recording rule ``vm_disk:ioparallax_vm_source:info``: the VM disks vCenter or Prism knows; the VM
+disk is the join key of the three views) and ``$vdisk``
 (``stargate_vdisk_info`` of that VM disk). Guest series join through the recording rule
 ``guest_device:ioparallax_guest_disk:info``; storage series through ``stargate_vdisk_info``.
 See docs/dashboards.md.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from ioparallax.mixin.dashboards_panels import (
     ts,
 )
 from ioparallax.mixin.queries import panels
+from ioparallax.mixin.vmview import SAMPLE_SECONDS, Source, either
 
 DIRECTIONS = ("read", "write")
 RI = "$__rate_interval"
@@ -45,6 +48,11 @@ RI = "$__rate_interval"
 # the vcenter_*_total counters get this as their Min step, so $__rate_interval spans at least four
 # samples (Grafana: max($__interval + step, 4 x step)) instead of the datasource's 4 scrapes.
 VCENTER_SAMPLE = "20s"
+# Prism's stats are 30 s samples: a query that reads Prism's counters gets 30s.
+PRISM_SAMPLE = "30s"
+# The recorded VM disks of either manager, with their source (vcenter, prism).
+VM_SOURCE_INFO = "vm_disk:ioparallax_vm_source:info"
+VM_SOURCES = 'vm_source=~"' + "|".join(SAMPLE_SECONDS) + '"'
 
 
 # -- variables ------------------------------------------------------------------------------
@@ -60,7 +68,6 @@ def _variables(cfg: MixinConfig, all_default: bool) -> list[Any]:
         .current(dm.VariableOption(selected=True, text=cfg.dashboards.datasource, value=cfg.dashboards.datasource))
     )
     out: list[Any] = [ds]
-    vc = cfg.selectors.vcenter
     sg = cfg.selectors.stargate
     if cfg.cluster_label:
         # All by default: a Prometheus with one cluster has no such label, and All (.*) matches
@@ -73,7 +80,7 @@ def _variables(cfg: MixinConfig, all_default: bool) -> list[Any]:
                 "names are unique only within one. All when Prometheus holds one cluster."
             )
             .datasource(DATASOURCE)
-            .query(f"label_values(vcenter_virtual_disk_info{_braces(vc)}, {cfg.cluster_label})")
+            .query(f"label_values({VM_SOURCE_INFO}{_braces(VM_SOURCES)}, {cfg.cluster_label})")
             .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(dm.VariableSort.NATURAL_ASC)
             .multi(True)
@@ -85,14 +92,14 @@ def _variables(cfg: MixinConfig, all_default: bool) -> list[Any]:
         (
             "vm",
             "VM",
-            f"label_values(vcenter_virtual_disk_info{_braces(vc)}, vm)",
-            "VM name as vCenter knows it: the join key of the guest, VM and storage views.",
+            f"label_values({VM_SOURCE_INFO}{_braces(VM_SOURCES)}, vm)",
+            "VM name as vCenter (or Prism, on AHV) knows it: the join key of the guest, VM and storage views.",
         ),
         (
             "disk",
             "disk",
-            "label_values(vcenter_virtual_disk_info" + _braces(vc, 'vm=~"$vm"') + ", disk)",
-            "Virtual disk of the VM (vCenter instance, e.g. scsi0:1).",
+            f"label_values({VM_SOURCE_INFO}" + _braces(VM_SOURCES, 'vm=~"$vm"') + ", disk)",
+            "Virtual disk of the VM (vCenter instance, e.g. scsi0:1; Prism disk address on AHV, e.g. scsi.1).",
         ),
         (
             "vdisk",
@@ -213,8 +220,26 @@ class Expr:
     def fio_join(self, expr: str) -> str:
         return f"{expr} * on ({self.FIO_JOB_KEY}) group_left (vm, disk) {self.fio_jobs()}"
 
-    def vc(self, metric: str, *extra: str) -> str:
-        return f"{metric}{self.sel('vcenter', VMDISK, *extra)}"
+    def vm(self, build: Callable[[Source], str], *extra: str) -> str:
+        """A VM-view query on the selected VM disks from vCenter's series or Prism's (where Prism has
+        every series it names; else vCenter's alone): ioparallax/mixin/vmview.py."""
+        return either(self.cfg, build, VMDISK, *extra)
+
+    def vm_sample(self, suffix: str) -> str:
+        """The latest sample of ``vcenter_virtual_disk_<suffix>`` or its Prism counterpart."""
+        return self.vm(lambda s: s(suffix))
+
+    def vm_source(self) -> str:
+        """Each selected VM disk's VM-view source (vm_source label) with its sample period as value."""
+        return (
+            f"{VM_SOURCE_INFO}{_braces(VMDISK)} * on (vm, disk) group_left () "
+            f"vm_disk:ioparallax_vm_sample_interval:seconds{_braces(VMDISK)}"
+        )
+
+
+def min_step(expr: str) -> str:
+    """The Min step of a query that rates the managers' counters: their slowest sample period."""
+    return PRISM_SAMPLE if "prism_" in expr else VCENTER_SAMPLE
 
 
 # -- PoC overview -------------------------------------------------------------------------------
@@ -262,13 +287,14 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
         ts(
             "Exporters and targets up",
             "Prometheus' up for every exporter job, and each probe's own "
-            "stargate_up / vcenter_up / fio_up (1: the target was read). 0 means a view is missing: its "
+            "stargate_up / vcenter_up (prism_up on AHV) / fio_up (1: the target was read). 0 means a view "
+            "is missing: its "
             "panels go blank and the ratios cannot be computed.",
             "bool",
             [
                 Q(f"up{e.sel('exporters')}", "up {{job}} {{instance}}"),
                 Q(f"stargate_up{e.sel('stargate')}", "stargate_up {{instance}}"),
-                Q(f"vcenter_up{e.sel('vcenter')}", "vcenter_up {{instance}}"),
+                Q(f"vcenter_up{e.sel('vcenter')} or prism_up{e.sel('prism')}", "{{__name__}} {{instance}}"),
                 Q(f"fio_up{e.sel('fio')}", "fio_up {{instance}}"),
             ],
             w=24,
@@ -463,10 +489,11 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
         "ioparallax / Three views",
         "One VM disk seen by the guest (its load generator: fio, DiskSPD or vdbench; and its OS by "
         "node_exporter or windows_exporter; 'Who measured' says which), the VM "
-        "(vCenter) and the storage (Stargate): ops, "
+        "(vCenter on ESXi, Prism on AHV) and the storage (Stargate): ops, "
         "bytes and latency overlaid per direction, the ratios between the views, and what a "
         "gap means.",
     )
+    d.with_panel(vm_source_panel(e))
     colors = {f"{layer} {{dir}}": c for layer, c in LAYER_COLORS.items()}
     colors["guest OS {dir}"] = GUEST_OS_COLOR
     quantities = (
@@ -476,7 +503,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             "iops",
             "ops",
             "fio_{d}_interval_iops",
-            "vcenter_virtual_disk_sample_{d}_ops_per_second",
+            "sample_{d}_ops_per_second",
         ),
         (
             "bytes",
@@ -484,7 +511,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             "binBps",
             "bytes",
             "fio_{d}_interval_bandwidth_bytes_per_second",
-            "vcenter_virtual_disk_sample_{d}_bytes_per_second",
+            "sample_{d}_bytes_per_second",
         ),
         (
             "latency_seconds",
@@ -492,7 +519,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             "s",
             "latency",
             "fio_{d}_interval_clat_mean_seconds",
-            "vcenter_virtual_disk_sample_{d}_latency_precise_seconds",
+            "sample_{d}_latency_precise_seconds",
         ),
     )
 
@@ -533,9 +560,9 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                     f"generator, fio, DiskSPD or vdbench (vm_disk:ioparallax_guest_*), guest OS = the guest's block "
                     f"layer after request splitting or a Windows guest's disk (node_exporter diskstats or "
                     f"windows_exporter, vm_disk:ioparallax_guest_os_*, purple), "
-                    f"VM = vCenter integrated counters, storage = Stargate "
+                    f"VM = vCenter integrated counters (Prism's on AHV), storage = Stargate "
                     f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval (or vdbench's "
-                    f"latest interval) and vCenter's latest 20 s sample. "
+                    f"latest interval) and vCenter's latest 20 s sample (Prism's 30 s one on AHV). "
                     + (
                         "Op-weighted means: not diluted by the window."
                         if short == "latency"
@@ -549,7 +576,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                         Q(e.vm_disk("storage", dr, quantity), f"storage {dr}"),
                         Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
                         Q(vdbench_instant(quantity, dr), f"guest {dr}, vdbench interval"),
-                        Q(e.vc(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s sample"),
+                        Q(e.vm_sample(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s / Prism 30 s sample"),
                     ],
                     colors={k.format(dir=dr): c for k, c in colors.items()},
                     dashed=[".*(interval|sample)$"],
@@ -1057,38 +1084,62 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
 # -- vCenter view -------------------------------------------------------------------------------
 
 
+def vm_source_panel(e: Expr) -> Any:
+    """Which manager the VM view of each selected VM disk comes from, and its sample period."""
+    periods = ", ".join(f"{src} {n} s" for src, n in SAMPLE_SECONDS.items())
+    return single(
+        "VM view: source and sample period",
+        "Where the VM view of each VM disk comes from (vm_disk:ioparallax_vm_source:info: vcenter on "
+        f"ESXi, prism on AHV) and the length of its samples ({periods}): a burst shorter than the "
+        "sample is averaged over it.",
+        "s",
+        [Q(e.vm_source(), "{{vm}} {{disk}}: {{vm_source}}")],
+        w=24,
+        h=3,
+    )
+
+
 def vcenter(cfg: MixinConfig) -> db.Dashboard:
     e = Expr(cfg)
     V = "{{vm}} {{disk}}"
 
-    def per_second(counter: str, extra: str = "") -> str:
-        # vCenter time integrated in the same window steps together with the counter, so the quotient
-        # is exact whatever the window's alignment with the 20 s samples (see docs/rules.md).
-        match = f" / ignoring ({extra}) group_left () " if extra else " / "
-        return (
-            f"rate({e.vc(counter)}[{RI}]){match}(rate({e.vc('vcenter_virtual_disk_samples_total')}[{RI}])"
-            f" * {e.vc('vcenter_virtual_disk_sample_interval_seconds')})"
+    def per_second(counter: str, by: str = "") -> str:
+        # The manager's time integrated in the same window steps together with the counter, so the
+        # quotient is exact whatever the window's alignment with the 20 s (30 s) samples (docs/rules.md).
+        match = f" / ignoring ({by}) group_left () " if by else " / "
+        return e.vm(
+            lambda s: (
+                f"rate({s(counter)}[{RI}]){match}(rate({s('samples_total')}[{RI}]) * {s('sample_interval_seconds')})"
+            )
         )
+
+    def mean(numerator: str, denominator: str) -> str:
+        return e.vm(lambda s: f"rate({s(numerator)}[{RI}]) / rate({s(denominator)}[{RI}])")
+
+    def rated(expr: str, legend: str) -> Q:
+        return Q(expr, legend, min_step=min_step(expr))
 
     d = _dashboard(
         cfg,
         "vcenter",
-        "ioparallax / vCenter view",
-        "The VM's view: vCenter's 20 s samples as its charts show them (dashed) beside the true "
-        "averages integrated from every sample (the _total counters over the vCenter time "
-        "integrated in $__rate_interval, exact at any alignment with the 20 s samples).",
+        "ioparallax / VM view (vCenter, Prism)",
+        "The VM's view: vCenter's 20 s samples (Prism's 30 s samples on AHV) as their charts show them "
+        "(dashed) beside the true averages integrated from every sample (the _total counters over the "
+        "manager's time integrated in $__rate_interval, exact at any alignment with the samples). "
+        "Outstanding I/Os, I/O size samples and seeks are vCenter's only: empty on AHV.",
     )
+    d.with_panel(vm_source_panel(e))
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
         d.with_panel(
             ts(
                 f"Ops, {dr}s",
-                "Dashed: the latest 20 s sample (what the vSphere chart shows). Solid: the "
-                "true average over $__rate_interval, from every sample integrated.",
+                "Dashed: the latest 20 s sample (30 s on AHV: what the vSphere or Prism chart shows). Solid: "
+                "the true average over $__rate_interval, from every sample integrated.",
                 "iops",
                 [
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_ops_per_second"), f"{V} 20 s sample"),
-                    Q(per_second(f"vcenter_virtual_disk_{dr}_ops_total"), f"{V} true average", min_step=VCENTER_SAMPLE),
+                    Q(e.vm_sample(f"sample_{dr}_ops_per_second"), f"{V} sample"),
+                    rated(per_second(f"{dr}_ops_total"), f"{V} true average"),
                 ],
                 w=8,
                 dashed=[".* sample$"],
@@ -1097,15 +1148,11 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         d.with_panel(
             ts(
                 f"Throughput, {dr}s",
-                "20 s sample (dashed) and true average (solid).",
+                "The latest sample (dashed) and the true average (solid).",
                 "binBps",
                 [
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_bytes_per_second"), f"{V} 20 s sample"),
-                    Q(
-                        per_second(f"vcenter_virtual_disk_{dr}_bytes_total"),
-                        f"{V} true average",
-                        min_step=VCENTER_SAMPLE,
-                    ),
+                    Q(e.vm_sample(f"sample_{dr}_bytes_per_second"), f"{V} sample"),
+                    rated(per_second(f"{dr}_bytes_total"), f"{V} true average"),
                 ],
                 w=8,
                 dashed=[".* sample$"],
@@ -1114,18 +1161,14 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         d.with_panel(
             ts(
                 f"Latency, {dr}s",
-                "vCenter's millisecond counter (sub-ms shows 0), the microsecond "
-                "counter, and the true op-weighted mean (integrated latency / integrated ops).",
+                "vCenter's millisecond counter (sub-ms shows 0; Prism's sample, in microseconds, on AHV), "
+                "the microsecond counter (Prism's sample again), and the true op-weighted mean "
+                "(integrated latency / integrated ops).",
                 "s",
                 [
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_seconds"), f"{V} sample (ms)"),
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
-                    Q(
-                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_latency_seconds_total')}[{RI}]) / "
-                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])",
-                        f"{V} true mean",
-                        min_step=VCENTER_SAMPLE,
-                    ),
+                    Q(e.vm_sample(f"sample_{dr}_latency_seconds"), f"{V} sample (ms)"),
+                    Q(e.vm_sample(f"sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
+                    rated(mean(f"{dr}_latency_seconds_total", f"{dr}_ops_total"), f"{V} true mean"),
                 ],
                 w=8,
                 dashed=[".* sample .*"],
@@ -1134,21 +1177,13 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         d.with_panel(
             ts(
                 f"Outstanding I/Os, {dr}s",
-                "The sample's OIO against the time-integrated outstanding I/Os, "
+                "The sample's OIO against the time-integrated outstanding I/Os (vCenter's only), "
                 "and Little's law: ops/s x latency. Implied far below reported: bursts.",
                 "short",
                 [
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
-                    Q(
-                        per_second(f"vcenter_virtual_disk_{dr}_outstanding_seconds_total"),
-                        f"{V} mean OIO",
-                        min_step=VCENTER_SAMPLE,
-                    ),
-                    Q(
-                        per_second(f"vcenter_virtual_disk_{dr}_latency_seconds_total"),
-                        f"{V} Little (ops/s x latency)",
-                        min_step=VCENTER_SAMPLE,
-                    ),
+                    Q(e.vm_sample(f"sample_{dr}_outstanding_ios"), f"{V} sample OIO"),
+                    rated(per_second(f"{dr}_outstanding_seconds_total"), f"{V} mean OIO"),
+                    rated(per_second(f"{dr}_latency_seconds_total"), f"{V} Little (ops/s x latency)"),
                 ],
                 w=12,
                 dashed=[".* sample OIO$"],
@@ -1157,16 +1192,11 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         d.with_panel(
             ts(
                 f"I/O size, {dr}s",
-                "The sample's I/O size and the true mean (bytes / ops).",
+                "The sample's I/O size (vCenter's only) and the true mean (bytes / ops).",
                 "bytes",
                 [
-                    Q(e.vc(f"vcenter_virtual_disk_sample_{dr}_io_size_bytes"), f"{V} sample"),
-                    Q(
-                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_bytes_total')}[{RI}]) / "
-                        f"rate({e.vc(f'vcenter_virtual_disk_{dr}_ops_total')}[{RI}])",
-                        f"{V} true mean",
-                        min_step=VCENTER_SAMPLE,
-                    ),
+                    Q(e.vm_sample(f"sample_{dr}_io_size_bytes"), f"{V} sample"),
+                    rated(mean(f"{dr}_bytes_total", f"{dr}_ops_total"), f"{V} true mean"),
                 ],
                 w=12,
                 dashed=[".* sample$"],
@@ -1177,15 +1207,11 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         ts(
             "Seeks",
             "Seeks by distance class (small < 64, medium 64-8192, large > 8192 LBNs): the latest "
-            "sample and the rate of the integrated counter. Mostly small seeks: sequential.",
+            "sample and the rate of the integrated counter. Mostly small seeks: sequential. vCenter's only.",
             "short",
             [
-                Q(e.vc("vcenter_virtual_disk_sample_seeks"), f"{V} {{{{class}}}} sample"),
-                Q(
-                    per_second("vcenter_virtual_disk_seeks_total", "class"),
-                    f"{V} {{{{class}}}} per second",
-                    min_step=VCENTER_SAMPLE,
-                ),
+                Q(e.vm_sample("sample_seeks"), f"{V} {{{{class}}}} sample"),
+                rated(per_second("seeks_total", "class"), f"{V} {{{{class}}}} per second"),
             ],
             w=12,
             dashed=[".* sample$"],
@@ -1194,9 +1220,10 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(
         ts(
             "Sample age",
-            "Seconds since the end of vCenter's latest 20 s sample. Above ~60 s the VM view is stale.",
+            "Seconds since the end of the latest vCenter (20 s) or Prism (30 s) sample. Above ~60 s (90 s "
+            "on AHV) the VM view is stale.",
             "s",
-            [Q(f"time() - {e.vc('vcenter_virtual_disk_sample_timestamp_seconds')}", V)],
+            [Q(e.vm(lambda s: f"time() - {s('sample_timestamp_seconds')}"), V)],
             w=12,
         )
     )

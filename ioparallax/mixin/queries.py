@@ -78,7 +78,7 @@ def joined_vm_disks(cluster_label: str | None = None) -> str:
     return (
         f"group by ({key}) (vm_disk:ioparallax_guest_tool:info) "
         f"and on ({key}) group by ({key}) (vdisk:ioparallax_vdisk:info) "
-        f"and on ({key}) group by ({key}) (vcenter_virtual_disk_info)"
+        f"and on ({key}) group by ({key}) (vm_disk:ioparallax_vm_source:info)"
     )
 
 

@@ -1,13 +1,16 @@
 """Recording rules and alerts, generated from the mixin config.
 
-The three views of one virtual disk are joined on the labels ``vm`` (the VM's name in vCenter) and
-``disk`` (vCenter's instance, e.g. ``scsi0:1``):
+The three views of one virtual disk are joined on the labels ``vm`` (the VM's name in vCenter or
+Prism) and ``disk`` (vCenter's instance, e.g. ``scsi0:1``, or Prism's disk address, ``scsi.1``):
 
-- VM view: the ``vcenter_*`` series carry both labels.
+- VM view: the ``vcenter_*`` series (ESXi) or the ``prism_*`` series (AHV) carry both labels; every
+  VM-view rule reads either (ioparallax/mixin/vmview.py), and ``vm_disk:ioparallax_vm_source:info``
+  says which one a VM disk's came from.
 - Storage view: ``stargate_vdisk_info{vdisk_id, vm, disk}`` (the exporter's mapping file or Prism).
 - Guest view: a fio job's ``file`` (a raw device such as ``/dev/sdb``) names the guest device, the
-  guest's ``fio_guest_disk_info{disk_uuid}`` names the virtual disk, and
-  ``vcenter_virtual_disk_info{disk_uuid}`` gives its vm and disk.
+  guest's ``fio_guest_disk_info{disk_uuid}`` names the virtual disk (on AHV the UUID is read from
+  the Nutanix serial, ``NFS_<ctr>_0_<n>_<uuid with underscores>``), and
+  ``vcenter_virtual_disk_info{disk_uuid}`` or ``prism_virtual_disk_info{disk_uuid}`` gives its vm and disk.
 - Guest OS view (node_exporter's ``node_disk_*``, the block layer after request splitting): the
   guest's node_exporter and fio-exporter targets carry the same ``vm`` target label, renamed
   ``guest`` (it names the guest, not yet the vCenter VM), so ``node_disk_*{guest, device}`` meets
@@ -30,6 +33,7 @@ Every rule has a comment in the generated file saying what it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,7 @@ import yaml
 
 from ioparallax.mixin.cluster import per_cluster
 from ioparallax.mixin.config import MixinConfig
+from ioparallax.mixin.vmview import SAMPLE_SECONDS, Source, either
 
 DIRECTIONS = ("read", "write")
 # What identifies one DiskSPD target of one run (the exporter's labels plus the target's).
@@ -54,6 +59,10 @@ FIO_JOB = "instance, job, jobname, jobid, host, source"
 DEVICE_RE = r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)(p?[0-9]+)?"
 ZERO = ".*zero.*"  # estore_zero, oplog_zero, zero (2015 "Zeroes"), any future *zero*
 CACHE = "cache_dram|extent_cache"  # reads served from the CVM's memory
+# The serial an AHV guest sees for a Nutanix vdisk (docs/prism.md#the-guests-disk-on-ahv):
+# NFS_<container id>_0_<n>_<vmdisk UUID with underscores>; the groups are the UUID's five parts.
+_H = "[0-9a-f]"
+AHV_SERIAL_RE = f"NFS_[0-9]+_[0-9]+_[0-9]+_({_H}{{8}})_({_H}{{4}})_({_H}{{4}})_({_H}{{4}})_({_H}{{12}})"
 
 
 @dataclass
@@ -117,6 +126,29 @@ class _Exprs:
         self.win = cfg.sel("windows")
         self.ds = cfg.sel("diskspd")
         self.vd = cfg.sel("vdbench")
+
+    def vm(self, build: Callable[[Source], str]) -> str:
+        """A VM-view expression from vCenter's series or Prism's (whichever the cluster has)."""
+        return either(self.cfg, build)
+
+    def vm_rate(self, suffix: str, window: str) -> str:
+        # sum by (vm, disk) of the rate of a VM-view counter, from vCenter or Prism.
+        return self.vm(lambda s: f"sum by (vm, disk) (rate({s(suffix)}[{window}]))")
+
+    def guest_disk_uuid(self) -> str:
+        # The guest's disks with the virtual disk's UUID: the serial is the UUID on ESXi
+        # (disk.EnableUUID), and carries it with underscores on AHV.
+        with_uuid = self.cfg.sel("fio", 'disk_uuid!=""')
+        ahv = self.cfg.sel("fio", 'disk_uuid=""', f'serial=~"{AHV_SERIAL_RE}"')
+        return (
+            f"(\n    fio_guest_disk_info{with_uuid}\n    or\n    label_replace(\n"
+            f"      fio_guest_disk_info{ahv},\n"
+            f'      "disk_uuid", "$1-$2-$3-$4-$5", "serial", "{AHV_SERIAL_RE}"\n    )\n  )'
+        )
+
+    def vm_disk_uuids(self) -> str:
+        known = 'disk_uuid!=""'
+        return self.vm(lambda s: f"max by (disk_uuid, vm, disk) ({s('info', known)})")
 
     def st_metric(self, name: str, *matchers: str) -> str:
         return name + self.cfg.sel("stargate", *matchers)
@@ -214,35 +246,39 @@ class _Exprs:
         w = self.w
         return f"(vm_disk:ioparallax_{layer}_read_{what}:{op}{w} + vm_disk:ioparallax_{layer}_write_{what}:{op}{w})"
 
-    # vCenter counters advance in 20 s steps, so rate() over a 1m window sees two or three steps
-    # depending on its alignment (+-30 %). Dividing by the vCenter time integrated in the same window
-    # (samples x interval, stepping together with the data) gives the exact mean of the samples.
+    # vCenter counters advance in 20 s steps (Prism's in 30 s steps), so rate() over a 1m window sees
+    # two or three steps depending on its alignment (+-30 %, +-50 % for Prism). Dividing by the
+    # manager's time integrated in the same window (samples x interval, stepping together with the
+    # data) gives the exact mean of the samples.
     def vm_sampled_seconds(self, window: str) -> Rule:
-        vc = self.vc
         return Rule(
-            "VM: seconds of vCenter samples integrated per second of wall time (1 when no sample is "
-            f"missed; the denominator of every VM rate over {window}).",
-            f"sum by (vm, disk) (\n  rate(vcenter_virtual_disk_samples_total{vc}[{window}])\n"
-            f"  * vcenter_virtual_disk_sample_interval_seconds{vc}\n) > 0",
+            "VM: seconds of vCenter (or Prism) samples integrated per second of wall time (1 when no "
+            f"sample is missed; the denominator of every VM rate over {window}).",
+            self.vm(
+                lambda s: (
+                    f"sum by (vm, disk) (\n  rate({s('samples_total')}[{window}])\n"
+                    f"  * {s('sample_interval_seconds')}\n) > 0"
+                )
+            ),
             record=f"vm_disk:ioparallax_vm_sampled_seconds:rate{window}",
         )
 
     def vm_outstanding_ios(self, window: str) -> Rule:
-        vc = self.vc
         return Rule(
             "VM: mean I/Os in flight implied by Little's law (latency x ops integrated over time, both "
             f"directions), the concurrency the VM view says the disk ran at over {window}.",
-            f"(\n  sum by (vm, disk) (rate(vcenter_virtual_disk_read_latency_seconds_total{vc}[{window}]))\n  +\n"
-            f"  sum by (vm, disk) (rate(vcenter_virtual_disk_write_latency_seconds_total{vc}[{window}]))\n)\n"
+            f"(\n  {self.vm_rate('read_latency_seconds_total', window)}\n  +\n"
+            f"  {self.vm_rate('write_latency_seconds_total', window)}\n)\n"
             f"/\nvm_disk:ioparallax_vm_sampled_seconds:rate{window}",
             record=f"vm_disk:ioparallax_vm_outstanding_ios:rate{window}",
         )
 
 
 def _identity_joins(x: _Exprs) -> Group:
-    """Who is who: a vdisk, a guest block device and a fio job each with the VM disk it is."""
+    """Who is who: a vdisk, a guest block device and a fio job each with the VM disk it is, and
+    where each VM disk's VM view comes from."""
     fio, cfg = x.fio, x.cfg
-    guest_uuid, vc_uuid = cfg.sel("fio", 'disk_uuid!=""'), cfg.sel("vcenter", 'disk_uuid!=""')
+    intervals = ", ".join(f"{s} {n} s" for s, n in SAMPLE_SECONDS.items())
     return Group(
         "ioparallax.identity",
         "Who is who across the layers: joins used by every other rule.",
@@ -253,12 +289,28 @@ def _identity_joins(x: _Exprs) -> Group:
                 record="vdisk:ioparallax_vdisk:info",
             ),
             Rule(
-                "A guest block device with the VM disk it is: the guest's disk serial (disk_uuid) "
-                "joined to vCenter's virtual disk UUID.",
+                "Where the VM view of each VM disk comes from (vm_source: vcenter on ESXi, prism on AHV): "
+                "the dashboards and the report name it.",
+                x.vm(
+                    lambda s: (
+                        "max by (vm, disk, vm_source) ("
+                        + f'label_replace({s("info")}, "vm_source", "{s.name}", "", ""))'
+                    )
+                ),
+                record="vm_disk:ioparallax_vm_source:info",
+            ),
+            Rule(
+                f"The VM view's sample period in seconds ({intervals}): the window its samples average a burst over.",
+                x.vm(lambda s: f"max by (vm, disk) ({s('sample_interval_seconds')})"),
+                record="vm_disk:ioparallax_vm_sample_interval:seconds",
+            ),
+            Rule(
+                "A guest block device with the VM disk it is: the guest's disk serial (disk_uuid; on AHV "
+                "the UUID inside the Nutanix serial) joined to vCenter's or Prism's virtual disk UUID.",
                 f"""max by (instance, job, device, disk_uuid, vm, disk) (
-  label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)")
+  label_replace({x.guest_disk_uuid()}, "device", "$1", "disk", "(.+)")
   * on (disk_uuid) group_left (vm, disk)
-    max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
+    {x.vm_disk_uuids()}
 )""",
                 record="guest_device:ioparallax_guest_disk:info",
             ),
@@ -273,14 +325,14 @@ def _identity_joins(x: _Exprs) -> Group:
             Rule(
                 "A guest block device as node_exporter names it (the guest's vm target label, as guest, and "
                 "device) with the VM disk it is: the guest's fio_guest_disk_info (same vm target label) gives "
-                "its serial (disk_uuid), vCenter's virtual disk UUID the VM disk.",
+                "its serial (disk_uuid), vCenter's or Prism's virtual disk UUID the VM disk.",
                 f"""max by (guest, device, disk_uuid, vm, disk) (
   label_replace(
-    label_replace(fio_guest_disk_info{guest_uuid}, "device", "$1", "disk", "(.+)"),
+    label_replace({x.guest_disk_uuid()}, "device", "$1", "disk", "(.+)"),
     "guest", "$1", "vm", "(.+)"
   )
   * on (disk_uuid) group_left (vm, disk)
-    max by (disk_uuid, vm, disk) (vcenter_virtual_disk_info{vc_uuid})
+    {x.vm_disk_uuids()}
 )""",
                 record="guest_device:ioparallax_guest_os_disk:info",
             ),
@@ -556,33 +608,36 @@ def _guest_os_block_layer_rates(x: _Exprs) -> Group:
 
 
 def _vm_sample_rates(x: _Exprs) -> Group:
-    """The VM view: vCenter's 20 s samples of each VM disk, integrated over the vCenter time they cover."""
-    vc, w = x.vc, x.w
+    """The VM view: vCenter's 20 s samples (or Prism's 30 s samples) of each VM disk, integrated over
+    the manager's time they cover."""
+    w = x.w
     vm: list[Rule] = [x.vm_sampled_seconds(w)]
     for d in DIRECTIONS:
         vm += [
             Rule(
-                f"VM: {d} I/Os per second from every 20 s vCenter sample: the ops integrated over the "
-                "vCenter time they cover (exact whatever the window's alignment with the samples).",
-                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}]))\n/\n"
-                f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
+                f"VM: {d} I/Os per second from every 20 s vCenter sample (30 s Prism sample on AHV): the "
+                "ops integrated over the manager's time they cover (exact whatever the window's alignment "
+                "with the samples).",
+                f"{x.vm_rate(f'{d}_ops_total', w)}\n/\nvm_disk:ioparallax_vm_sampled_seconds:rate{w}",
                 record=f"vm_disk:ioparallax_vm_{d}_ops:rate{w}",
             ),
             Rule(
-                f"VM: {d} bytes per second from every 20 s vCenter sample (as above).",
-                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{w}]))\n/\n"
-                f"vm_disk:ioparallax_vm_sampled_seconds:rate{w}",
+                f"VM: {d} bytes per second from every vCenter or Prism sample (as above).",
+                f"{x.vm_rate(f'{d}_bytes_total', w)}\n/\nvm_disk:ioparallax_vm_sampled_seconds:rate{w}",
                 record=f"vm_disk:ioparallax_vm_{d}_bytes:rate{w}",
             ),
             Rule(
                 f"VM: op-weighted mean {d} latency (latency x ops integrated, over ops).",
-                f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_latency_seconds_total{vc}[{w}]))\n/\n"
-                f"(sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_ops_total{vc}[{w}])) > 0)",
+                f"{x.vm_rate(f'{d}_latency_seconds_total', w)}\n/\n({x.vm_rate(f'{d}_ops_total', w)} > 0)",
                 record=f"vm_disk:ioparallax_vm_{d}_latency_seconds:mean{w}",
             ),
         ]
     vm.append(x.vm_outstanding_ios(w))
-    return Group("ioparallax.vm", "The VM view per VM disk: every 20 s vCenter sample, integrated.", vm)
+    return Group(
+        "ioparallax.vm",
+        "The VM view per VM disk: every 20 s vCenter sample (30 s Prism sample on AHV), integrated.",
+        vm,
+    )
 
 
 def _storage_frontend_rates(x: _Exprs) -> Group:
@@ -622,7 +677,7 @@ def _storage_frontend_rates(x: _Exprs) -> Group:
 
 def _view_ratios(x: _Exprs) -> Group:
     """The views side by side: bytes, ops and latency ratios between layers, Little's law, peak to average."""
-    fio, vc, w, both = x.fio, x.vc, x.w, x.both
+    fio, w, both = x.fio, x.w, x.both
     views = [
         Rule(
             "Guest bytes over VM bytes (1: the layers agree; compare bytes, not ops, when requests are split).",
@@ -681,7 +736,7 @@ def _view_ratios(x: _Exprs) -> Group:
         Rule(
             "Burstiness by Little's law: the guest's queue depth over the concurrency the VM view implies "
             "(throughput x latency). ~1 for steady I/O; a 1 s burst every 20 s at QD32 gives ~20: the "
-            "VM's 20 s samples then show about a twentieth of the throughput the application saw. Not "
+            "VM's 20 s samples (Prism's 30 s) then show about a twentieth of the throughput the application saw. Not "
             "for buffered I/O (vm_disk:ioparallax_guest_buffered_io:bool 1): its asked depth is never "
             "reached, so the ratio says nothing about bursts there.",
             f"vm_disk:ioparallax_asked_to_implied_iodepth:ratio{w}\n"
@@ -691,7 +746,7 @@ def _view_ratios(x: _Exprs) -> Group:
         Rule(
             "Peak to average: the highest per-interval guest throughput fio reported in the window (its "
             "status interval, 1 s in the demo; DiskSPD: the busiest -D interval of the current run, reads and "
-            "writes, x block size) over the highest 20 s vCenter sample. Sampled, so a lower bound of the "
+            "writes, x block size) over the highest 20 s vCenter sample (30 s Prism sample). Sampled, so a lower bound of the "
             "real ratio when scrapes are slower than fio's interval.",
             "(\n"
             + x.guest_view(
@@ -704,8 +759,14 @@ def _view_ratios(x: _Exprs) -> Group:
                 ),
                 x.vdbench_sum(f"max_over_time(vdbench_host_interval_bandwidth_bytes_per_second{x.vd}[{w}])"),
             )
-            + f"\n)\n/\n(sum by (vm, disk) (max_over_time(vcenter_virtual_disk_sample_read_bytes_per_second{vc}[{w}])"
-            f" + max_over_time(vcenter_virtual_disk_sample_write_bytes_per_second{vc}[{w}])) > 0)",
+            + "\n)\n/\n("
+            + x.vm(
+                lambda s: (
+                    f"sum by (vm, disk) (max_over_time({s('sample_read_bytes_per_second')}[{w}])"
+                    f" + max_over_time({s('sample_write_bytes_per_second')}[{w}]))"
+                )
+            )
+            + " > 0)",
             record=f"vm_disk:ioparallax_guest_peak_to_vm_sample_bytes:ratio{w}",
         ),
     ]
@@ -793,7 +854,7 @@ def _storage_bucket_shares(x: _Exprs) -> Group:
 
 def _agreement_window_rates(x: _Exprs) -> Group:
     """Bytes of each view and their ratios over the agreement window, for the views-disagree alerts."""
-    a, vc = x.cfg.windows.agreement, x.vc
+    a = x.cfg.windows.agreement
     # The views-disagree alerts judge bytes over the agreement window: a ratio of rates over it, not
     # an average of 1m ratios (a 1m window holds two or three 20 s samples or bursts, so each 1m
     # ratio can be a third off, and an average of ratios is biased upwards).
@@ -816,9 +877,10 @@ def _agreement_window_rates(x: _Exprs) -> Group:
             record=f"vm_disk:ioparallax_guest_bytes:rate{a}",
         ),
         Rule(
-            f"VM: bytes per second, both directions, from every 20 s vCenter sample in the agreement window ({a}).",
+            f"VM: bytes per second, both directions, from every vCenter (or Prism) sample in the agreement "
+            f"window ({a}).",
             "(\n"
-            + " + ".join(f"sum by (vm, disk) (rate(vcenter_virtual_disk_{d}_bytes_total{vc}[{a}]))" for d in DIRECTIONS)
+            + x.vm(lambda s: " + ".join(f"sum by (vm, disk) (rate({s(f'{d}_bytes_total')}[{a}]))" for d in DIRECTIONS))
             + f"\n)\n/\n{sampled}",
             record=f"vm_disk:ioparallax_vm_bytes:rate{a}",
         ),
@@ -883,6 +945,7 @@ class _AlertKit:
         self.cfg = cfg
         self.t, self.f, self.w = cfg.thresholds, cfg.for_, cfg.windows.rate
         self.fio, self.st, self.vc = cfg.sel("fio"), cfg.sel("stargate"), cfg.sel("vcenter")
+        self.prism = cfg.sel("prism")
         self.busy = f"{self.t.busy_bytes_per_second:.0f}"
 
     def alert(
@@ -1075,10 +1138,11 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 f.burst,
                 f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
                 f"and on (vm, disk) {both_bytes(w)} > {busy}",
-                "The VM view's 20 s averages flatten this disk's bursts.",
+                "The VM view's sample averages flatten this disk's bursts.",
                 'The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf "%.1f" }} '
                 "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
-                'vCenter\'s 20 s samples average away (high latency, "low" throughput). Judge throughput on '
+                "the VM view's samples (vCenter's 20 s, Prism's 30 s on AHV) average away (high latency, "
+                '"low" throughput). Judge throughput on '
                 "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
                 "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy.",
             ),
@@ -1106,7 +1170,8 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 disagree("guest"),
                 "The guest and the VM disagree on the bytes moved.",
                 'Over {cfg.windows.agreement}, the guest moved {{ $value | printf "%.2f" }} times the bytes '
-                "vCenter counted for {{ $labels.vm }} {{ $labels.disk }}. Check that the fio jobs run on this "
+                "the VM view (vCenter, or Prism on AHV) counted for {{ $labels.vm }} {{ $labels.disk }}. Check "
+                "that the fio jobs run on this "
                 "disk (filename), that no other process writes to it, and that every exporter is up.".replace(
                     "{cfg.windows.agreement}", cfg.windows.agreement
                 ),
@@ -1119,7 +1184,8 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 disagree("storage"),
                 "The storage and the VM disagree on the bytes moved.",
                 "Over " + cfg.windows.agreement + ", the Stargate frontend of {{ $labels.vm }} {{ $labels.disk }} "
-                'moved {{ $value | printf "%.2f" }} times the bytes vCenter counted. Check the vdisk mapping '
+                'moved {{ $value | printf "%.2f" }} times the bytes the VM view (vCenter, or Prism on AHV) '
+                "counted. Check the vdisk mapping "
                 "(stargate_vdisk_info vm/disk), that every CVM is probed (a moved vdisk), and other VMs on the "
                 "same vdisk.",
                 "Storage frontend bytes against VM bytes over the agreement window, outside the tolerance.",
@@ -1129,7 +1195,7 @@ def _view_alerts(kit: _AlertKit) -> Group:
 
 
 def _exporter_alerts(kit: _AlertKit) -> Group:
-    """The monitoring itself: an exporter, a CVM, a vCenter or a fio file that cannot be read, slow scrapes."""
+    """The monitoring itself: an exporter, a CVM, a vCenter, a Prism or a fio file that cannot be read, slow scrapes."""
     cfg, t, f, fio, st, vc, alert = kit.cfg, kit.t, kit.f, kit.fio, kit.st, kit.vc, kit.alert
     return Group(
         "ioparallax-exporters-alerts",
@@ -1166,6 +1232,17 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "The vCenter exporter cannot collect {{ $labels.instance }}: the VM view is missing. "
                 "vcenter_probe_error_info names the cause (login, tls, connect, timeout).",
                 "The probe of one vCenter fails (the exporter is up).",
+            ),
+            alert(
+                "IoparallaxPrismDown",
+                "warning",
+                f.down,
+                f"prism_up{kit.prism} == 0",
+                "Prism cannot be collected.",
+                "The Prism exporter cannot collect {{ $labels.instance }}: the VM view of the AHV cluster is "
+                "missing. prism_probe_error_info names the cause (login, tls, connect, timeout); the "
+                "exporter's log names the target.",
+                "The probe of one Prism (an AHV cluster's VM view) fails (the exporter is up).",
             ),
             alert(
                 "IoparallaxFioSourceDown",

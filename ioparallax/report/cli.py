@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ioparallax.exporters.common.config import parse_bytes
 from ioparallax.report.promapi import PromError, parse_seconds
@@ -27,6 +28,12 @@ times: 'now', a duration before now ('-30m', '-2h'), unix seconds, or ISO 8601 (
   B=http://prom-b:9090              the same range on another Prometheus (platform A vs B)
   B=-2h..-1h30m                     another range on the same Prometheus (before vs after a fix)
   B=http://prom-b:9090@-2h..-1h     both
+  AHV='{cluster="ahv"}'             other series of the same Prometheus and range: B's matchers
+                                    replace --match's on the labels they name (two clusters in one
+                                    Prometheus: --match '{cluster="esxi"}' --compare 'AHV={cluster="ahv"}')
+  AHV='{cluster="ahv"}@-2h..-1h'    and another range
+B's VM disks pair with A's by VM name and disk address (vCenter's scsi0:1 is Prism's scsi.1), or as
+--compare-pairs FILE says (YAML: "<A vm> <A disk>": "<B vm> <B disk>"); docs/compare.md.
 
 The report reads the recording rules of alerts/ioparallax.rules.yml (load them into the Prometheus
 you query) and the thresholds of ioparallax/mixin/config.yml (--config). It never sends anything but queries.
@@ -37,6 +44,8 @@ examples:
   ioparallax-report --prometheus http://127.0.0.1:9090 --start -30m -o report.html
   ioparallax-report --prometheus http://127.0.0.1:9090 --start -1h --match 'vm=~"oltp.*"' \\
       --compare B=-3h..-2h -o report.html --pdf report.pdf
+  ioparallax-report --prometheus http://127.0.0.1:9090 --start -30m --match '{cluster="esxi"}' \\
+      --compare 'AHV={cluster="ahv"}' -o esxi-vs-ahv.html
   ioparallax-report usl --csv points.csv
 """
 
@@ -58,13 +67,39 @@ def parse_time(text: str, now: float) -> float:
     return dt.timestamp()
 
 
-def parse_compare(text: str, prometheus: str, start: float, end: float, now: float) -> tuple[str, str, float, float]:
-    """``LABEL=URL``, ``LABEL=START..END`` or ``LABEL=URL@START..END`` -> (label, url, start, end)."""
+class Compare(NamedTuple):
+    """The other side of a comparison: its label, Prometheus, range and, for the matcher form, its
+    own label matchers (None: the report's --match)."""
+
+    label: str
+    url: str
+    start: float
+    end: float
+    match: str | None = None
+
+
+def parse_compare(text: str, prometheus: str, start: float, end: float, now: float) -> Compare:
+    """``LABEL=URL``, ``LABEL=START..END``, ``LABEL=URL@START..END``, ``LABEL={matchers}`` or
+    ``LABEL={matchers}@START..END`` -> :class:`Compare`."""
+    from ioparallax.report.pairing import split_matchers
+
     label, sep, what = text.partition("=")
     if not sep or not re.fullmatch(r"[A-Za-z0-9_ .-]{1,20}", label) or not what:
-        raise ValueError(f"--compare: expected LABEL=URL, LABEL=START..END or LABEL=URL@START..END, got {text!r}")
-    url, rng = prometheus, ""
-    if what.startswith(("http://", "https://")):
+        raise ValueError(
+            f"--compare: expected LABEL=URL, LABEL=START..END, LABEL=URL@START..END or LABEL={{matchers}}, got {text!r}"
+        )
+    url, rng, match = prometheus, "", None
+    if what.startswith("{"):
+        close = what.rfind("}")
+        if close < 0:
+            raise ValueError(f"--compare {label}: expected {{label matchers}}, got {what!r}")
+        match, rest = what[: close + 1], what[close + 1 :]
+        split_matchers(match)  # ValueError: not matchers
+        if rest and not rest.startswith("@"):
+            raise ValueError(f"--compare {label}: expected {{matchers}} or {{matchers}}@START..END, got {what!r}")
+        rng = rest[1:]
+        match = match.strip()[1:-1].strip()
+    elif what.startswith(("http://", "https://")):
         url, _, rng = what.partition("@")
     else:
         rng = what
@@ -73,7 +108,7 @@ def parse_compare(text: str, prometheus: str, start: float, end: float, now: flo
         if not sep:
             raise ValueError(f"--compare {label}: expected a range START..END, got {rng!r}")
         start, end = parse_time(a, now), parse_time(b, now)
-    return label, url, start, end
+    return Compare(label, url, start, end, match)
 
 
 def _join_negative_times(argv: list[str]) -> list[str]:
@@ -112,7 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="label matchers added to every query, e.g. '{vm=~\"oltp.*\"}' or, on a long-term "
         "store, '{cluster=\"poc-a\"}' (recording rules keep vm, disk and vdisk_id)",
     )
-    p.add_argument("--compare", metavar="LABEL=URL|RANGE", help="a second Prometheus or range, overlaid")
+    p.add_argument(
+        "--compare",
+        metavar="LABEL=URL|RANGE|{MATCHERS}",
+        help="a second Prometheus, range or set of series (label matchers), overlaid",
+    )
+    p.add_argument(
+        "--compare-pairs",
+        type=Path,
+        metavar="FILE",
+        help='YAML mapping "<A vm> <A disk>": "<B vm> <B disk>" for VM disks named differently on the two '
+        "sides (default: same VM name and disk address)",
+    )
     p.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     p.add_argument("--pdf", type=Path, help="also print the report to this PDF (headless Chromium)")
     p.add_argument("--config", type=Path, help="mixin config (default: the shipped ioparallax/mixin/config.yml)")
@@ -176,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         if max_answer < 1024:
             raise ValueError(f"--max-answer-size: expected at least 1KiB, got {args.max_answer_size}")
         compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
+        if args.compare_pairs and not compare:
+            raise ValueError("--compare-pairs needs --compare")
         from ioparallax.report.ramps import parse_steps
 
         steps = parse_steps(args.steps) if args.steps else None
@@ -191,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             match=match,
             config_path=args.config,
             compare=compare,
+            compare_pairs=args.compare_pairs,
             title=args.title,
             timeout=args.timeout,
             steps=steps,

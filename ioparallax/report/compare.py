@@ -1,5 +1,8 @@
 """--compare: the key numbers of each VM disk on both sides (A: the report's range and Prometheus,
-B: the other) and their deltas. The figures of the disk pages overlay B dashed (disks.py)."""
+B: the other) and their deltas. The figures of the disk pages overlay B dashed (disks.py). B's disks
+are paired with A's by ioparallax.report.pairing (same VM and disk address, or a pairs file) and
+carry A's names in B's dataset; the table names both, and which manager each side's VM view came
+from."""
 
 from __future__ import annotations
 
@@ -48,6 +51,13 @@ def delta(a: float, b: float) -> str:
     return f"{(b - a) / a * 100:+.0f} %"
 
 
+def vm_view_words(ds: Dataset) -> str:
+    """``vCenter (20 s samples)``, ``Prism (30 s samples)``, both, or ``unknown`` for a dataset."""
+    names = {"vcenter": "vCenter", "prism": "Prism"}
+    seen = sorted({(names.get(src, src), period) for src, period in ds.vm_source_of.values()})
+    return ", ".join(f"{n} ({p:g} s samples)" for n, p in seen) or "unknown (no VM view)"
+
+
 def compare_section(ctx: ReportContext) -> Section:
     assert ctx.compare is not None
     a_ds, b_ds = dataset(ctx), dataset(ctx.compare)
@@ -57,6 +67,7 @@ def compare_section(ctx: ReportContext) -> Section:
     head = "".join(
         f"<th>{esc(t)}<span class='thr'>A / {esc(ctx.compare.label)} / delta</span></th>" for t, _, _ in KEY_NUMBERS
     )
+    pairs = ctx.shared.get("pairs", {})
     rows, csv_rows = [], []
     for key in keys:
         a, b = key_numbers(a_ds, key), key_numbers(b_ds, key)
@@ -65,18 +76,28 @@ def compare_section(ctx: ReportContext) -> Section:
             fa = "—" if math.isnan(a[t]) else fmt[t](a[t])
             fb = "—" if math.isnan(b[t]) else fmt[t](b[t])
             cells.append(f"<td>{esc(fa)}<br>{esc(fb)}<br><b>{esc(delta(a[t], b[t]))}</b></td>")
-            csv_rows.append((key[0], key[1], t, a[t], b[t]))
+            bk = pairs.get(key, key)
+            csv_rows.append((key[0], key[1], bk[0], bk[1], t, a[t], b[t]))
         changed = [
             f"{k}: {a_v[key][k].state.value} -> {b_v[key][k].state.value}"
             for k in a_v.get(key, {})
             if key in b_v and a_v[key][k].state != b_v[key][k].state
         ]
         cells.append(f"<td>{esc('; '.join(changed) or 'same verdicts')}</td>")
-        rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}</th>{''.join(cells)}</tr>")
+        bk = pairs.get(key, key)
+        other = f"<br><span class='thr'>{esc(ctx.compare.label)}: {esc(bk[0])} {esc(bk[1])}</span>" if bk != key else ""
+        rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}{other}</th>{''.join(cells)}</tr>")
+    other_label = esc(ctx.compare.label)
+    where_a = f" {{{esc(ctx.match)}}}" if ctx.match else ""
+    where_b = f" {{{esc(ctx.compare.match)}}}" if ctx.compare.match else ""
     html = (
-        f"<p>A: {esc(ctx.api.url)}, the report's range. {esc(ctx.compare.label)}: "
-        f"{esc(ctx.compare.api.url)}, its own range (drawn dashed on every disk page, shifted to A's start). "
-        f"Means over each range; delta is ({esc(ctx.compare.label)} - A) / A.</p>"
+        f"<p>A: {esc(ctx.api.url)}{where_a}, the report's range. {other_label}: "
+        f"{esc(ctx.compare.api.url)}{where_b}, its own range (drawn dashed on every disk page, shifted to A's start). "
+        f"Means over each range; delta is ({other_label} - A) / A.</p>"
+        f"<p>VM view: A from {esc(vm_view_words(a_ds))}; {other_label} from {esc(vm_view_words(b_ds))}. "
+        f"A VM disk of {other_label} pairs with the one of A with the same VM name and disk address (vCenter's "
+        f"scsi0:1 is Prism's scsi.1), or as --compare-pairs says; {len(pairs)} paired, "
+        f"{sum(1 for k in keys if k not in a_ds.disks() or k not in b_ds.disks())} on one side only.</p>"
         f"<table class='compare'><thead><tr><th>VM disk</th>{head}<th>Verdicts that change</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
@@ -84,5 +105,18 @@ def compare_section(ctx: ReportContext) -> Section:
         id="compare",
         title=f"Compare A with {ctx.compare.label}",
         html=html,
-        csv={"compare.csv": rows_csv(["vm", "disk", "number", "A", ctx.compare.label], csv_rows)},
+        csv={
+            "compare.csv": rows_csv(
+                [
+                    "vm",
+                    "disk",
+                    f"{ctx.compare.label} vm",
+                    f"{ctx.compare.label} disk",
+                    "number",
+                    "A",
+                    ctx.compare.label,
+                ],
+                csv_rows,
+            )
+        },
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ioparallax.mixin.vmview import SAMPLE_SECONDS, SOURCES, Missing, metric
 from ioparallax.report.promapi import PromError
 from ioparallax.report.sections import ReportContext
 
@@ -58,10 +59,11 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         "bytes": "fio_{d}_interval_bandwidth_bytes_per_second",
         "latency_seconds": "fio_{d}_interval_clat_mean_seconds",
     }
+    # The VM view's latest sample, vCenter's (20 s) or Prism's (30 s): ioparallax/mixin/vmview.py.
     raw_vc = {
-        "ops": "vcenter_virtual_disk_sample_{d}_ops_per_second",
-        "bytes": "vcenter_virtual_disk_sample_{d}_bytes_per_second",
-        "latency_seconds": "vcenter_virtual_disk_sample_{d}_latency_precise_seconds",
+        "ops": "sample_{d}_ops_per_second",
+        "bytes": "sample_{d}_bytes_per_second",
+        "latency_seconds": "sample_{d}_latency_precise_seconds",
     }
     for d in DIRECTIONS:
         for q in QUANTITIES:
@@ -70,7 +72,7 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
             if q == "latency_seconds":  # absent for intervals without completions: keep the last one
                 metric = f"last_over_time({metric}[{ctx.config.w}])"
             out[f"fio_{d}_{q}"] = f"{agg} by (vm, disk) ({metric} * on ({FIO_JOB}) group_left (vm, disk) {job_info})"
-            out[f"vcsample_{d}_{q}"] = f"{agg} by (vm, disk) ({raw_vc[q].format(d=d)}{ctx.sel('vcenter')})"
+            out[f"vcsample_{d}_{q}"] = vm_either(ctx, f"{agg} by (vm, disk) ({{}})", raw_vc[q].format(d=d))
     for name in (
         "read_zero:ratio",
         "write_zero:ratio",
@@ -119,6 +121,18 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
     return out
 
 
+def vm_either(ctx: ReportContext, template: str, suffix: str) -> str:
+    """``template`` with ``{}`` as vCenter's ``vcenter_virtual_disk_<suffix>`` ``or`` as Prism's
+    counterpart (where Prism has it), each with its selector and the --match matchers."""
+    parts = []
+    for source in SOURCES:
+        try:
+            parts.append(template.format(metric(source, suffix) + ctx.sel(source)))
+        except Missing:
+            continue
+    return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+
 def instant_families(ctx: ReportContext) -> dict[str, str]:
     """Family id -> PromQL of the instant queries at the range's end, over the whole range."""
     r = f"{ctx.range_seconds}s"
@@ -126,6 +140,12 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
     out = {
         "vdisk_info": f"last_over_time({ctx.rule('vdisk:ioparallax_vdisk:info')}[{r}])",
         "vcenter_disk_info": f"last_over_time(vcenter_virtual_disk_info{ctx.sel('vcenter')}[{r}])",
+        "prism_disk_info": f"last_over_time(prism_virtual_disk_info{ctx.sel('prism')}[{r}])",
+        # Where each VM disk's VM view came from (vm_source: vcenter, prism), its sample period as value.
+        "vm_source": (
+            f"last_over_time({ctx.rule('vm_disk:ioparallax_vm_source:info')}[{r}]) * on (vm, disk) group_left () "
+            f"last_over_time({ctx.rule('vm_disk:ioparallax_vm_sample_interval:seconds')}[{r}])"
+        ),
         "guest_disk_info": f"last_over_time({ctx.rule('guest_device:ioparallax_guest_disk:info')}[{r}])",
         "fio_disk_info": f"last_over_time(fio_guest_disk_info{ctx.sel('fio')}[{r}])",
         "partitions": f"last_over_time(fio_guest_partition_start_bytes{ctx.sel('fio')}[{r}])",
@@ -141,12 +161,16 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
             f"max by (vdisk_id, le) (avg_over_time("
             f"stargate_vdisk_{d}_latency_seconds_bucket{ctx.sel('stargate')}[{r}]))"
         )
-    for view, source in (("guest", "fio"), ("vm", "vcenter"), ("storage", "stargate"), ("guest_os", "node")):
-        out[f"up_{view}"] = f"max by (job, instance) (max_over_time(up{ctx.sel(source)}[{r}]))"
+    for view, sources in (("guest", ["fio"]), ("vm", SOURCES), ("storage", ["stargate"]), ("guest_os", ["node"])):
+        out[f"up_{view}"] = " or ".join(
+            f"max by (job, instance) (max_over_time(up{ctx.sel(source)}[{r}]))" for source in sources
+        )
+    out["source_up_vm"] = " or ".join(
+        f"max by (instance) (max_over_time({source}_up{ctx.sel(source)}[{r}]))" for source in SOURCES
+    )
     # The guest views of other tools and of Windows guests: their targets count as the view's targets.
     out["up_guest"] += f" or max by (job, instance) (max_over_time(up{ctx.sel('diskspd')}[{r}]))"
     out["up_guest_os"] += f" or max by (job, instance) (max_over_time(up{ctx.sel('windows')}[{r}]))"
-    out["source_up_vm"] = f"max by (instance) (max_over_time(vcenter_up{ctx.sel('vcenter')}[{r}]))"
     out["source_up_storage"] = f"max by (instance) (max_over_time(stargate_up{ctx.sel('stargate')}[{r}]))"
     out["source_up_guest"] = f"max by (instance, source) (max_over_time(fio_source_up{ctx.sel('fio')}[{r}]))"
     return out
@@ -162,6 +186,8 @@ class Dataset:
     errors: dict[str, str] = field(default_factory=dict)  # family -> error
     missing_views: dict[str, str] = field(default_factory=dict)
     vdisk_of: dict[Key, str] = field(default_factory=dict)
+    # (source, sample period in seconds) of each VM disk's VM view: ("vcenter", 20) or ("prism", 30)
+    vm_source_of: dict[Key, tuple[str, float]] = field(default_factory=dict)
     clusters: set[str] = field(default_factory=set)  # values of the config's cluster label seen
     # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
     # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
@@ -291,6 +317,12 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         m = r["metric"]
         if "vm" in m and "disk" in m:
             ds.vdisk_of[(m["vm"], m["disk"])] = m.get("vdisk_id", "")
+    for r in ds.instant.get("vm_source", []):
+        m = r["metric"]
+        if "vm" in m and "disk" in m and m.get("vm_source") in SAMPLE_SECONDS:
+            ds.vm_source_of[(m["vm"], m["disk"])] = (m["vm_source"], float(r["value"][1]))
+    if ds.vm_source_of:
+        ctx.shared["vm_sample_seconds"] = max(period for _, period in ds.vm_source_of.values())
     ds.missing_views = missing_views(ctx, ds)
     from ioparallax.report.scaling import settle_seconds
 
@@ -313,12 +345,12 @@ def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
     """View -> why it is missing (no target, target down, source unreadable, or no series)."""
     out: dict[str, str] = {}
     checks = (
-        ("vm", "vcenter", "vm_read_bytes", "source_up_vm"),
-        ("guest", "fio", "guest_read_bytes", "source_up_guest"),
-        ("storage", "stargate", "storage_read_bytes", "source_up_storage"),
-        ("guest_os", "node", "guest_os_read_bytes", None),
+        ("vm", SOURCES, "vm_read_bytes", "source_up_vm"),
+        ("guest", ("fio",), "guest_read_bytes", "source_up_guest"),
+        ("storage", ("stargate",), "storage_read_bytes", "source_up_storage"),
+        ("guest_os", ("node",), "guest_os_read_bytes", None),
     )
-    for view, source, family, source_up in checks:
+    for view, sources, family, source_up in checks:
         has_data = any(
             np.any(~np.isnan(v))
             for fam in (family, family.replace("read", "write"))
@@ -326,7 +358,7 @@ def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
         )
         if has_data:
             continue
-        selector = ctx.sel(source)
+        selector = " or up".join(ctx.sel(source) for source in sources)
         if f"up_{view}" in ds.errors:
             out[view] = f"query failed: {ds.errors['up_' + view]}"
             continue
@@ -350,7 +382,7 @@ def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:
         elif view in ("guest", "guest_os") and "vm" in out:
             out[view] = (
                 "its exporter answers, but the guest's disks are matched to VM disks by vCenter's "
-                "disk UUID, and the VM view is missing"
+                "(or Prism's) disk UUID, and the VM view is missing"
             )
         else:
             out[view] = (

@@ -144,7 +144,16 @@ def disk_section(ctx: ReportContext, ds: Dataset, key: Key, row: dict, other) ->
         figures=figures,
         csv={f"{disk_anchor(key)}-identity.csv": ident_csv},
         promql=[
-            ds.promql[f] for f in ("vdisk_info", "vcenter_disk_info", "guest_disk_info", "fio_disk_info", "partitions")
+            ds.promql[f]
+            for f in (
+                "vdisk_info",
+                "vm_source",
+                "vcenter_disk_info",
+                "prism_disk_info",
+                "guest_disk_info",
+                "fio_disk_info",
+                "partitions",
+            )
         ],
         page_break=True,
     )
@@ -159,7 +168,13 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         for r in ds.instant.get("vcenter_disk_info", [])
         if (r["metric"].get("vm"), r["metric"].get("disk")) == key
     ]
-    uuid = vc[0].get("disk_uuid", "") if vc else ""
+    prism = [
+        r["metric"]
+        for r in ds.instant.get("prism_disk_info", [])
+        if (r["metric"].get("vm"), r["metric"].get("disk")) == key
+    ]
+    source, period = ds.vm_source_of.get(key, ("prism" if prism and not vc else "vcenter", 0.0))
+    uuid = vc[0].get("disk_uuid", "") if vc else (prism[0].get("disk_uuid", "") if prism else "")
     devices = guest_devices(ds, key)
     serials = sorted(
         {
@@ -188,13 +203,44 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
             )
         )
 
-    rows = [
-        ("Measured by", seen("guest_tool", "tool"), "guest view's load generator (vm_disk:ioparallax_guest_tool:info)"),
-        ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
-        ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
-        ("Virtual disk", key[1] + (f" ({vc[0].get('label', '')})" if vc and vc[0].get("label") else ""), "vCenter"),
-        ("Backing file", vc[0].get("backing_file", "") if vc else "", "vCenter"),
-        ("Disk UUID", uuid, "vCenter; the guest's disk serial"),
+    view = (
+        f"{'Prism' if source == 'prism' else 'vCenter'}" + (f", {period:g} s samples" if period else "")
+        if vc or prism or key in ds.vm_source_of
+        else ""
+    )
+    if source == "prism":
+        rows = [
+            (
+                "Measured by",
+                seen("guest_tool", "tool"),
+                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
+            ),
+            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
+            ("VM view", view, "vm_disk:ioparallax_vm_source:info (AHV: Prism's hypervisor_* statistics)"),
+            ("VM", key[0], "Prism (prism_virtual_disk_info)"),
+            ("Virtual disk", key[1], "Prism (disk_address)"),
+            ("Backing file", prism[0].get("nfs_path", "") if prism else "", "Prism (NFS path)"),
+            ("Disk UUID", uuid, "Prism (vmdisk UUID); inside the guest's disk serial"),
+        ]
+    else:
+        rows = [
+            (
+                "Measured by",
+                seen("guest_tool", "tool"),
+                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
+            ),
+            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
+            ("VM view", view, "vm_disk:ioparallax_vm_source:info (ESXi: vCenter's performance counters)"),
+            ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
+            (
+                "Virtual disk",
+                key[1] + (f" ({vc[0].get('label', '')})" if vc and vc[0].get("label") else ""),
+                "vCenter",
+            ),
+            ("Backing file", vc[0].get("backing_file", "") if vc else "", "vCenter"),
+            ("Disk UUID", uuid, "vCenter; the guest's disk serial"),
+        ]
+    rows += [
         ("Vdisk id", ds.vdisk_of.get(key, ""), "Stargate (stargate_vdisk_info)"),
         ("Guest device", ", ".join(f"{d} on {i}" for i, d in devices), "guest (fio exporter)"),
         ("Disk serial", ", ".join(serials), "guest sysfs (fio_guest_disk_info)"),
@@ -229,6 +275,8 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
         return Figure.empty(id_, "Three views: no view has ops, bytes or latency for this disk in the range.", promql)
     times = ds.times
     dates = as_dates(times)
+    source, period = ds.vm_source_of.get(key, ("vcenter", 20.0))
+    manager = "Prism" if source == "prism" else "vCenter"
     fig, axes = reused("three-views", lambda: _new(figsize=(10.5, 8.2), nrows=3, ncols=2, sharex=True))
     # Fixed margins, not tight_layout: laying out by measuring every tick label costs most of the
     # drawing time, and every disk's figure has the same labels' sizes. Set first: the lines are
@@ -255,9 +303,9 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                     alpha=0.6,
                     drawstyle="steps-post",
                     ls="--",
-                    label="VM, vCenter 20 s sample",
+                    label=f"VM, {manager} {period:g} s sample",
                 )
-                columns[f"vm_vcenter_sample_{d}_{q}"] = vcs
+                columns[f"vm_{source}_sample_{d}_{q}"] = vcs
                 drawn = True
             for layer in ("guest", "guest_os", "vm", "storage"):
                 s = ds.get(f"{layer}_{d}_{q}", key)
@@ -266,7 +314,7 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                     ax.plot(
                         *thin(ax, dates, s),
                         color=COLORS[layer],
-                        label=f"{LABELS[layer]}, {ctx.config.w}",
+                        label=f"{LABELS[layer].replace('(vCenter)', f'({manager})')}, {ctx.config.w}",
                         **LAYER_STYLE[layer],
                     )
                     columns[f"{layer}_{d}_{q}"] = s
@@ -302,10 +350,11 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
                 labels.append(label)
     fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
     caption = (
-        f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM (vCenter) "
+        f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM ({manager}) "
         f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
-        f"interval (thin green) and vCenter's 20 s samples drawn as steps (dashed blue). A burst shorter "
-        f"than 20 s is tall in fio and flattened in the steps. Latency is op-weighted, so not diluted."
+        f"interval (thin green) and {manager}'s {period:g} s samples drawn as steps (dashed blue). A burst "
+        f"shorter than {period:g} s is tall in fio and flattened in the steps. Latency is op-weighted, so "
+        f"not diluted."
     )
     if other is not None:
         caption += (

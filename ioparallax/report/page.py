@@ -215,21 +215,29 @@ def render_parts(
     """The page as a list of pieces, to be written one after the other: a report of a hundred VM
     disks is tens of megabytes, and joining it would hold it twice in memory."""
     missing = (" <b>Views missing:</b> " + esc(", ".join(ctx.missing_views))) if ctx.missing_views else ""
+    from ioparallax.report.compare import vm_view_words
+    from ioparallax.report.summary import dataset
+
+    vm_view = f" &middot; <b>VM view</b> {esc(vm_view_words(dataset(ctx)))}"
     meta = (
         f'<p class="meta"><b>Range</b> {esc(fmt_utc(ctx.start))} to {esc(fmt_utc(ctx.end))} '
         f"({esc(_dur(ctx.range_seconds))}, a point every {ctx.step:g} s) &middot; <b>Prometheus</b> "
         f"{esc(ctx.api.url)}"
         + (f" &middot; <b>match</b> {{{esc(ctx.match)}}}" if ctx.match else "")
+        + vm_view
         + (
-            f" &middot; <b>compared with</b> {esc(ctx.compare.label)}: {esc(ctx.compare.api.url)} "
-            f"{esc(fmt_utc(ctx.compare.start))} to {esc(fmt_utc(ctx.compare.end))}"
+            f" &middot; <b>compared with</b> {esc(ctx.compare.label)}: {esc(ctx.compare.api.url)}"
+            + (f" {{{esc(ctx.compare.match)}}}" if ctx.compare.match != ctx.match else "")
+            + f" {esc(fmt_utc(ctx.compare.start))} to {esc(fmt_utc(ctx.compare.end))}"
+            + f" (VM view {esc(vm_view_words(dataset(ctx.compare)))})"
             if ctx.compare
             else ""
         )
         + f" &middot; generated {esc(fmt_utc(generated))}.{missing}</p>"
     )
     intro = (
-        "<p>Each VM disk is seen three times: by the guest (fio), by the VM (vCenter) and by the storage "
+        "<p>Each VM disk is seen three times: by the guest (fio), by the VM (vCenter on ESXi, Prism on AHV: "
+        "each disk's page says which, with its sample period) and by the storage "
         "(Stargate). A cell says whether the numbers of that disk can be trusted for that trap: "
         "<b>OK</b>, <b>Distorted</b> (the benchmark measures something else than the application will get) "
         'or <b>Not measurable</b> (a view or a counter needed to tell is missing: this is not "OK").</p>'

@@ -101,7 +101,8 @@ def make_report(
     step: float | None = None,
     match: str = "",
     config_path: Path | None = None,
-    compare: tuple[str, str, float, float] | None = None,
+    compare: tuple[str, str, float, float] | tuple[str, str, float, float, str | None] | None = None,
+    compare_pairs: Path | None = None,
     title: str = "Storage PoC report",
     timeout: float = 30.0,
     steps: list | None = None,
@@ -122,12 +123,25 @@ def make_report(
     if steps:
         ctx.shared["steps"] = steps  # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
     if compare is not None:
-        label, url, cstart, cend = compare
+        from ioparallax.report.pairing import load_pairs, merge_matchers, pair, remap
+
+        label, url, cstart, cend = compare[:4]
+        own = compare[4] if len(compare) > 4 else None
+        # The matcher form: B's matchers replace A's on the labels they name (another cluster).
+        cmatch = match if own is None else merge_matchers(match, own)
+        try:
+            pairs = load_pairs(compare_pairs) if compare_pairs else {}
+        except ConfigError as e:
+            raise ReportError(f"--compare-pairs: {e}") from None
         # The same step, so both sides have points at the same spacing.
         ctx.compare = context(
-            url, cstart, cend, ctx.step, match, config_path, timeout, label=label, max_answer_bytes=max_answer_bytes
+            url, cstart, cend, ctx.step, cmatch, config_path, timeout, label=label, max_answer_bytes=max_answer_bytes
         )
-        dataset(ctx.compare)
+        b_ds = dataset(ctx.compare)
+        a_ds = dataset(ctx)
+        b_to_a = pair(a_ds.disks(), b_ds.disks(), pairs)
+        remap(b_ds, b_to_a)  # B's paired disks under A's names: every figure overlays them
+        ctx.shared["pairs"] = {a: b for b, a in b_to_a.items()}
     ds = dataset(ctx)
     sections = build_sections(ctx)
     if compare is not None:

@@ -7,7 +7,7 @@ starts and stops, as in the noisy-neighbour scenario, not a ramp):
 1. VMs running fio jobs (the guest view's asked iodepth per VM disk above 0): X-Ray's shape, a VM
    added every few minutes;
 2. the sum of the asked iodepth of the running fio jobs: an iodepth sweep on the same VMs;
-3. VMs with I/O in the VM view (vCenter ops above 0), when there is no guest view.
+3. VMs with I/O in the VM view (vCenter's or Prism's ops above 0), when there is no guest view.
 
 The plateaus come from that series (ioparallax.report.ramps; ``--steps`` gives them instead, stored
 in ``ctx.shared["steps"]``), dropping the first ``settle`` seconds of each step: the rules' rate
@@ -32,6 +32,7 @@ from ioparallax.report.sections import Figure, ReportContext, Section, esc
 log = logging.getLogger(__name__)
 
 VIEWS = ("guest", "vm", "storage")
+LABELS: dict[str, str] = {"guest": "guest (fio)", "vm": "VM (vCenter)", "storage": "storage (Stargate)"}
 VCENTER_SAMPLE_S = 20.0  # vCenter's realtime sample interval: fixed by vCenter, whatever the scrape
 VIEWS_DIFFER = 0.05  # views whose plateau means differ by more than 5 % are fitted and drawn apart
 MIN_LEVELS = 3  # a ramp has at least 3 levels; 2 are a workload that starts and stops
@@ -59,6 +60,9 @@ class Scaling:
     differ: list[str] = field(default_factory=list)  # other views drawn because they differ
     settle: float = 0.0
     given_steps: bool = False
+    # The views' names as the section prints them: the VM view is vCenter's on ESXi, Prism's on AHV.
+    labels: dict[str, str] = field(default_factory=lambda: dict(LABELS))
+    vm_sample: str = "vCenter's 20 s sample"
 
 
 def _sum_over_disks(arrays: list[np.ndarray], n: int) -> np.ndarray:
@@ -128,13 +132,14 @@ def concurrency_candidates(ds, n: int) -> list[tuple[str, str, np.ndarray]]:
             "the asked iodepth of the running fio jobs, summed",
             _sum_over_disks(list(iodepth.values()), n),
         ),
-        ("VMs", "VMs with I/O in the VM view (vCenter IO/s above 0)", _per_vm_count(vm_ops, n)),
+        ("VMs", "VMs with I/O in the VM view (its IO/s above 0)", _per_vm_count(vm_ops, n)),
     ]
 
 
 def settle_seconds(ctx: ReportContext) -> float:
-    """Seconds to drop after each step: the rules' rate window, vCenter's 20 s sample, one step."""
-    return parse_seconds(ctx.config.w) + VCENTER_SAMPLE_S + ctx.step
+    """Seconds to drop after each step: the rules' rate window, the VM view's sample (vCenter's 20 s,
+    Prism's 30 s: the longest the data has, ``vm_sample_seconds`` of the dataset), one step."""
+    return parse_seconds(ctx.config.w) + ctx.shared.get("vm_sample_seconds", VCENTER_SAMPLE_S) + ctx.step
 
 
 def scaling(ctx: ReportContext) -> Scaling | None:
@@ -188,6 +193,9 @@ def scaling(ctx: ReportContext) -> Scaling | None:
     if steps:
         how = f"steps given with --steps; concurrency: {how}"
     out = Scaling(what=what, source=how, plateaus=plateaus, settle=settle, given_steps=bool(steps))
+    if {src for src, _ in ds.vm_source_of.values()} == {"prism"}:  # an AHV cluster's VM view
+        period = max(p for _, p in ds.vm_source_of.values())
+        out.labels["vm"], out.vm_sample = "VM (Prism)", f"Prism's {period:g} s sample"
     for view in VIEWS:
         x = tput[view]
         means, spreads = [], []
@@ -219,8 +227,6 @@ def scaling(ctx: ReportContext) -> Scaling | None:
 
 # -- the section ------------------------------------------------------------------------------
 
-LABELS = {"guest": "guest (fio)", "vm": "VM (vCenter)", "storage": "storage (Stargate)"}
-
 
 def scaling_section(ctx: ReportContext) -> Section | None:
     """The section builder (ioparallax/report/builders.py)."""
@@ -229,7 +235,7 @@ def scaling_section(ctx: ReportContext) -> Section | None:
         return None
     parts = [
         f'<p class="note">Offered concurrency: {esc(s.source)}. Each step\'s first {s.settle:.0f} s are '
-        f"dropped (the {esc(ctx.config.w)} rate window, vCenter's 20 s sample and one step) and the rest "
+        f"dropped (the {esc(ctx.config.w)} rate window, {esc(s.vm_sample)} and one step) and the rest "
         f'averaged. <a href="{esc(_doc(ctx))}">How to run a ramp so that the fit means something</a>.</p>'
     ]
     figures: list[Figure] = []
@@ -239,24 +245,24 @@ def scaling_section(ctx: ReportContext) -> Section | None:
         primary = s.views[s.primary]
         fit = primary.fit
         lead = fit.statement if fit else "No plateau had data."
-        parts.insert(0, f'<p class="lead"><b>{esc(LABELS[s.primary])}:</b> {esc(lead)}</p>')
+        parts.insert(0, f'<p class="lead"><b>{esc(s.labels[s.primary])}:</b> {esc(lead)}</p>')
         same = [v for v in s.views if v != s.primary and v not in s.differ]
         if same:
             parts.append(
-                f"<p>The {esc(' and '.join(LABELS[v] for v in same))} view{'s' if len(same) > 1 else ''} "
+                f"<p>The {esc(' and '.join(s.labels[v] for v in same))} view{'s' if len(same) > 1 else ''} "
                 f"measured the same plateaus within {VIEWS_DIFFER:.0%}: the same fit.</p>"
             )
         for v in s.differ:
             f = s.views[v].fit
             parts.append(
-                f"<p><b>{esc(LABELS[v])} differs</b> by more than {VIEWS_DIFFER:.0%} on some plateau: "
+                f"<p><b>{esc(s.labels[v])} differs</b> by more than {VIEWS_DIFFER:.0%} on some plateau: "
                 f"{esc(f.statement if f else 'no fit')}</p>"
             )
         parts.append(_fit_table(s))
         for v in [s.primary, *s.differ]:
             f = s.views[v].fit
             for note in f.notes if f else []:
-                parts.append(f'<p class="note">{esc(LABELS[v])}: {esc(note)}.</p>')
+                parts.append(f'<p class="note">{esc(s.labels[v])}: {esc(note)}.</p>')
         figures.append(_figure(ctx, s))
     parts.append(_plateau_table(s))
     return Section(
@@ -297,7 +303,7 @@ def _fit_table(s: Scaling) -> str:
         f = s.views[v].fit
         if f is None or not f.ok:
             rows.append(
-                f"<tr><th>{esc(LABELS[v])}</th><td colspan='7'>{esc(f.statement if f else 'no data')}</td></tr>"
+                f"<tr><th>{esc(s.labels[v])}</th><td colspan='7'>{esc(f.statement if f else 'no data')}</td></tr>"
             )
             continue
         cells = []
@@ -307,7 +313,7 @@ def _fit_table(s: Scaling) -> str:
         peak = f"{_fmt(f.peak_x)} IO/s at {_fmt(f.peak_n)}" if f.peak_n is not None else "none (kappa 0)"
         amdahl = f"{_fmt(f.amdahl_x)} IO/s" if f.amdahl_x is not None else "none (sigma 0)"
         rows.append(
-            f"<tr><th>{esc(LABELS[v])}</th>"
+            f"<tr><th>{esc(s.labels[v])}</th>"
             + "".join(f"<td>{esc(c)}</td>" for c in cells)
             + f"<td>{'-' if f.r_squared is None else f'{f.r_squared:.4f}'}</td><td>{esc(peak)}</td><td>{esc(amdahl)}</td>"
             f"<td>{100 * (f.linear_share or 0):.0f} %</td></tr>"
@@ -327,8 +333,8 @@ def _plateau_table(s: Scaling) -> str:
     from datetime import datetime
 
     views = list(s.views)
-    head = "".join(f"<th>{esc(LABELS[v])} IO/s</th>" for v in views)
-    head += "".join(f"<th>in flight, {esc(LABELS[v].split(' ')[0])}</th>" for v in views)
+    head = "".join(f"<th>{esc(s.labels[v])} IO/s</th>" for v in views)
+    head += "".join(f"<th>in flight, {esc(s.labels[v].split(' ')[0])}</th>" for v in views)
     rows = []
     for i, p in enumerate(s.plateaus):
         when = datetime.fromtimestamp(p.start, UTC).strftime("%H:%M:%S")
@@ -391,7 +397,7 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
             color=color,
             ms=4.5,
             capsize=3,
-            label=f"{LABELS[v]}: plateau mean \u00b1 std",
+            label=f"{s.labels[v]}: plateau mean \u00b1 std",
             zorder=3,
         )
         y_max = max(y_max, float(np.nanmax(ys + np.array(vf.spread))) if ok.any() else 0)
@@ -401,7 +407,7 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
         if f and f.ok:
             curve = f.predict(grid)
             style = "-" if v == s.primary else "--"
-            ax.plot(grid, curve, style, color=color, label=f"{LABELS[v]}: USL fit (R\u00b2 {f.r_squared:.3f})")
+            ax.plot(grid, curve, style, color=color, label=f"{s.labels[v]}: USL fit (R\u00b2 {f.r_squared:.3f})")
             for g, c in zip(grid[::10], curve[::10]):
                 rows.append([v, "fit", f"{g:.6g}", f"{c:.6g}", ""])
             if f.peak_n is not None and f.peak_x is not None and f.peak_n <= top_n:  # set together
@@ -412,7 +418,7 @@ def _figure(ctx: ReportContext, s: Scaling) -> Figure:
                     color=color,
                     ms=7,
                     ls="none",
-                    label=f"{LABELS[v]}: peak {fmt_ops(f.peak_x)} IO/s at {f.peak_n:.3g} {s.what}",
+                    label=f"{s.labels[v]}: peak {fmt_ops(f.peak_x)} IO/s at {f.peak_n:.3g} {s.what}",
                 )
     if primary and primary.ok and primary.gamma is not None:  # an ok fit has its coefficients
         g = primary.gamma.value

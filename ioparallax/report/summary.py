@@ -86,6 +86,8 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         settle_seconds=ds.settle_seconds,
         rate_window=ds.rate_window,
     )
+    if key in ds.vm_source_of:
+        inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
     for fam, attr, label in (("guest_tool", "tool", "tool"), ("guest_os_source", "guest_os_source", "source")):
         seen = sorted(
             m.get(label, "")

@@ -47,7 +47,7 @@ HYGIENE_ANCHORS = {"diskspd": "ioparallaxdiskspdtargethygiene", "vdbench": "iopa
 
 VIEW_NAMES = {
     "guest": "guest view (fio, DiskSPD or vdbench exporter)",
-    "vm": "VM view (vCenter exporter)",
+    "vm": "VM view (vCenter or Prism exporter)",
     "storage": "storage view (Stargate exporter)",
     "guest_os": "guest OS view (node_exporter or windows_exporter)",
 }
@@ -71,7 +71,7 @@ class DiskInput:
 
     missing_views: dict[str, str] = field(default_factory=dict)  # view -> why
     guest_bytes: np.ndarray | None = None  # fio read + write bytes/s (rate1m rules)
-    vm_bytes: np.ndarray | None = None  # vCenter read + write bytes/s
+    vm_bytes: np.ndarray | None = None  # VM view (vCenter or Prism) read + write bytes/s
     storage_bytes: np.ndarray | None = None  # Stargate frontend read + write bytes/s
     storage_read_bytes: np.ndarray | None = None
     storage_write_bytes: np.ndarray | None = None
@@ -98,6 +98,8 @@ class DiskInput:
     job_elapsed: np.ndarray | None = None
     settle_seconds: float = 0.0
     rate_window: str = ""
+    vm_source: str = "vcenter"  # where the VM view came from: vcenter (20 s samples) or prism (30 s)
+    vm_sample_seconds: float = 20.0
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -154,6 +156,12 @@ def _missing(inp: DiskInput, *views: str) -> str | None:
     return "; ".join(f"{VIEW_NAMES[v]} missing ({inp.missing_views[v]})" for v in gone)
 
 
+def vm_words(inp: DiskInput) -> tuple[str, str]:
+    """(the VM view's source as the verdicts name it, its samples): ("vCenter", "20 s")."""
+    name = {"prism": "Prism"}.get(inp.vm_source, "vCenter")
+    return name, f"{inp.vm_sample_seconds:g} s"
+
+
 def _nm(trap: str, why: str, threshold: str = "", anchor: str | None = None) -> Verdict:
     return Verdict(trap, State.NOT_MEASURABLE, "", threshold, f"Not measurable: {why}.", anchor or TRAPS[trap][1])
 
@@ -175,7 +183,9 @@ def unsettled(inp: DiskInput) -> np.ndarray:
         return inp.job_elapsed < inp.settle_seconds
 
 
-def settling_words(settle: float, window: str = "", *, little: bool = False) -> str:
+def settling_words(
+    settle: float, window: str = "", *, little: bool = False, sample: str = "a 20 s vCenter sample"
+) -> str:
     """The cause, in the words of docs/report.md and the runbook. ``window``: the config's windows.rate
     (the rules' rate window), "" when unknown. ``little``: for the bursts verdict (Little's law)."""
     rules = f"the rules' {window} rate window" if window else "the rules' rate window"
@@ -187,7 +197,7 @@ def settling_words(settle: float, window: str = "", *, little: bool = False) -> 
         else f"the VM and storage views' {rates} were still climbing while fio's rate per second of run "
         "time read full at once"
     )
-    return f"a fio job had run less than the settling time ({settle:.0f} s: {rules}, a 20 s vCenter sample and a step), so {effect}"
+    return f"a fio job had run less than the settling time ({settle:.0f} s: {rules}, {sample} and a step), so {effect}"
 
 
 def _idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
@@ -210,7 +220,8 @@ def _settled(
     if not (young.size and (busy & young).any()):
         return busy, ""
     left_out = int((busy & young).sum())
-    words = settling_words(inp.settle_seconds, inp.rate_window, little=little)
+    name, period = vm_words(inp)
+    words = settling_words(inp.settle_seconds, inp.rate_window, little=little, sample=f"a {period} {name} sample")
     if not (busy & ~young).any():
         return _nm(
             trap,
@@ -264,7 +275,7 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
             State.DISTORTED,
             number,
             thr,
-            f"The {k} moved {ratio(off[k])} times the bytes vCenter counted: the views do not "
+            f"The {k} moved {ratio(off[k])} times the bytes {vm_words(inp)[0]} counted: the views do not "
             f"describe the same I/O{tail}.",
             TRAPS[trap][1],
             off[k],
@@ -432,8 +443,8 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
             ratio(value),
             thr,
             f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
-            f'comes in bursts that vCenter\'s 20 s samples average away (high latency, "low" '
-            f"throughput){tail}.",
+            f"comes in bursts that {vm_words(inp)[0]}'s {vm_words(inp)[1]} samples average away (high "
+            f'latency, "low" throughput){tail}.',
             TRAPS[trap][1],
             value,
         )
@@ -522,7 +533,7 @@ def misalignment(inp: DiskInput, t: Thresholds) -> Verdict:
     if inp.partitions is None and heuristic is None:
         why = _missing(inp, "guest", "storage")
         if not why and (vm_why := _missing(inp, "vm")):
-            why = "the guest's devices are matched to VM disks by vCenter's disk UUID, and the " + vm_why
+            why = f"the guest's devices are matched to VM disks by {vm_words(inp)[0]}'s disk UUID, and the " + vm_why
         return _nm(trap, why or "no partition offsets from the guest and no write-only load on storage", thr)
     parts = (
         "Partitions on the 4 KiB grid"

@@ -2,10 +2,11 @@
 
 ``ioparallax-demo`` (what ``make demo`` runs) starts, all bound to 127.0.0.1:
 
-- the simulators, fed by one scenario: one Stargate server per CVM, the vCenter simulator, the
-  guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
+- the simulators, fed by one scenario: one Stargate server per CVM, the cluster's manager (the
+  vCenter simulator on an ESXi cluster, the Prism simulator on an AHV one: the scenario's
+  ``cluster.hypervisor``), the guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
   Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
-- the exporters, pointed at them: the Stargate and vCenter exporters, one fio exporter per Linux
+- the exporters, pointed at them: the Stargate exporter, the vCenter or Prism exporter, one fio exporter per Linux
   VM, the diskspd exporter for the DiskSPD results, the vdbench exporter for the vdbench runs;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
@@ -76,6 +77,7 @@ PREFERRED_PORTS = {
     "node-exporter": 9100,
     "stargate-exporter": 9761,
     "vcenter-exporter": 9762,
+    "prism-exporter": 9764,
     "fio-exporter": 9763,  # the first VM's; the others get free ports
     "diskspd-exporter": 9765,
     "vdbench-exporter": 9766,
@@ -138,7 +140,17 @@ class ClusterPart:
     cluster: str | None  # the cluster label's value; None: the stack's only cluster, unlabelled
     workdir: Path  # its generated configs, trace, guest files
     trace: Trace
-    exporters: list[str] = field(default_factory=list)  # host:port of its Stargate and vCenter exporters
+    exporters: list[str] = field(default_factory=list)  # host:port of its Stargate and vCenter/Prism exporters
+
+    @property
+    def ahv(self) -> bool:
+        """An AHV cluster: its VM view comes from Prism, not vCenter."""
+        return self.trace.scenario.cluster.ahv
+
+    @property
+    def manager(self) -> str:
+        """What the VM view comes from, as the demo's summary names it."""
+        return "Prism" if self.ahv else "vCenter"
 
     def proc(self, name: str) -> str:
         """A process name unique in the stack (its log file, PID file and URL key)."""
@@ -176,6 +188,9 @@ class Stack:
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
     vcenter_scrape_interval: str = "20s"
+    # Prism's stats are 30 s samples; the exporter's sample keeper reads every one whatever the
+    # scrape interval, and 15 s scrapes show each within half a sample.
+    prism_scrape_interval: str = "15s"
     # fio writes a status record every second; scraping its exporter as often keeps fio's own
     # per-interval numbers (fio_*_interval_*) at 1 s, so a 1 s burst is seen at its height.
     fio_scrape_interval: str | None = "1s"
@@ -238,7 +253,7 @@ class Stack:
         self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
         for part in self.clusters:
-            for starter in (self._start_stargate, self._start_vcenter, self._start_guests):
+            for starter in (self._start_stargate, self._start_vm_view, self._start_guests):
                 scrape.extend(starter(part))
         scrape.extend(self._start_node_exporter())
         self._start_alertmanager()
@@ -362,6 +377,70 @@ class Stack:
         # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
         targets = [u.split("://", 1)[1] for u in cvms.values()]
         return [self._probe_scrape("stargate", exp.url, targets, labels=part.labels(self.resolved_cluster_label()))]
+
+    def _start_vm_view(self, part: ClusterPart) -> list[dict[str, Any]]:
+        """The VM view of the cluster: vCenter on ESXi, Prism on AHV (``cluster.hypervisor``)."""
+        return self._start_prism(part) if part.ahv else self._start_vcenter(part)
+
+    def _start_prism(self, part: ClusterPart) -> list[dict[str, Any]]:
+        """The Prism simulator (HTTPS with a certificate made for this run) and the Prism exporter
+        probing it, TLS verified against that certificate (``ca_file``), as against a real Prism."""
+        cert, key = part.workdir / "prism-cert.pem", part.workdir / "prism-key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+            + ["-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        url_file = part.workdir / "prism-url.json"
+        url_file.unlink(missing_ok=True)
+        password = "demo-" + os.urandom(6).hex()  # a fresh one per run; never printed
+        env = {"IOPARALLAX_DEMO_PRISM_PASSWORD": password}
+        sim = self._start(
+            part.proc("prism-simulator"),
+            [BIN / "prism-simulator", part.scenario, "--listen", "127.0.0.1:0", "--username", "demo"]
+            + ["--password-env", "IOPARALLAX_DEMO_PRISM_PASSWORD", "--tls-cert", cert, "--tls-key", key]
+            + ["--url-file", url_file],
+            env=env,
+        )
+        deadline = time.monotonic() + 30
+        while not url_file.exists():
+            if not sim.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the Prism simulator did not start:\n{sim.tail()}")
+            time.sleep(0.1)
+        sim_url = json.loads(url_file.read_text())["prism"]
+        self.urls[part.proc("prism-simulator")] = sim_url
+        target = sim_url.split("://", 1)[1].rstrip("/")
+        cfg = {
+            "defaults": {
+                "username": "demo",
+                "password_env": "IOPARALLAX_DEMO_PRISM_PASSWORD",
+                "inventory_refresh": "1m",
+            },
+            "allow_unlisted_targets": False,
+            "targets": {target: {"ca_file": str(cert)}},
+        }
+        cfg_path = part.workdir / "prism-exporter.yml"
+        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        port = pick_port("prism-exporter", self.fixed_ports)
+        exp = self._start(
+            part.proc("prism-exporter"),
+            [BIN / "prism-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}"],
+            url=f"http://127.0.0.1:{port}",
+            env=env,
+        )
+        self._wait_http(exp, "/metrics")
+        part.exporters.append(exp.url.split("://", 1)[1])
+        return [
+            self._probe_scrape(
+                "prism",
+                exp.url,
+                [target],
+                interval=self.prism_scrape_interval,
+                labels=part.labels(self.resolved_cluster_label()),
+            )
+        ]
 
     def _start_vcenter(self, part: ClusterPart) -> list[dict[str, Any]]:
         """The scenario vCenter simulator (Go, govmomi) and the vCenter exporter probing it."""
@@ -779,12 +858,17 @@ class Stack:
                 f"ioparallax demo, {len(self.clusters)} simulated clusters in one Prometheus (target label {label}):"
             ]
             lines.extend(
-                f"  {label}={p.cluster:20} scenario {p.trace.scenario.name!r}: {p.trace.scenario.summary}"
+                f"  {label}={p.cluster:20} scenario {p.trace.scenario.name!r} ({_hypervisor(p)}): "
+                f"{p.trace.scenario.summary}"
                 for p in self.clusters
             )
             lines.append("")
         else:
-            lines = [f"ioparallax demo, scenario {self.scenario!r}: {self.trace.scenario.summary}", ""]
+            lines = [
+                f"ioparallax demo, scenario {self.scenario!r} ({_hypervisor(self.clusters[0])}): "
+                f"{self.trace.scenario.summary}",
+                "",
+            ]
         for name, url in self.urls.items():
             lines.append(f"  {name:28} {url}")
         lines.append("")
@@ -803,7 +887,12 @@ class Stack:
             vm = f"  vm={t['labels']['vm']}" if t["labels"].get("vm") else ""
             cl = (f"{label}={t['labels'][label]}" if t["labels"].get(label) else "").ljust(width)
             lines.append(f"  {up} {cl}{t['labels'].get('job', ''):24} {t['labels'].get('instance', '')}{vm}{err}")
-        for q, what in (("stargate_up", "Stargate"), ("vcenter_up", "vCenter"), ("fio_up", "fio (per VM)")):
+        for q, what in (
+            ("stargate_up", "Stargate"),
+            ("vcenter_up", "vCenter"),
+            ("prism_up", "Prism"),
+            ("fio_up", "fio (per VM)"),
+        ):
             try:
                 res = self.query(q)
             except requests.RequestException:
@@ -878,8 +967,14 @@ class Stack:
                 " / sum by (vdisk_id) (stargate_vdisk_read_source_bytes_per_second)",
             ),
             (
-                "VM: the 20 s sample beside the true average",
-                "vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])",
+                "VM: the latest sample (vCenter 20 s, Prism 30 s) beside the true average",
+                "vcenter_virtual_disk_sample_write_bytes_per_second or rate(vcenter_virtual_disk_write_bytes_total[1m])"
+                " or prism_virtual_disk_sample_write_bytes_per_second or rate(prism_virtual_disk_write_bytes_total[1m])",
+            ),
+            (
+                "VM: where each VM disk's VM view comes from (vcenter, prism) and its sample period",
+                "vm_disk:ioparallax_vm_source:info * on (vm, disk) group_left () "
+                "vm_disk:ioparallax_vm_sample_interval:seconds",
             ),
             ("guest: fio hygiene findings", "fio_job_hygiene_problem == 1"),
             (
@@ -888,7 +983,7 @@ class Stack:
             ),
             ("guest: which tool measured each VM disk", "vm_disk:ioparallax_guest_tool:info"),
             (
-                "all three views: bytes/s per VM disk (guest = fio/DiskSPD/vdbench, vm = vCenter, storage = Stargate)",
+                "all three views: bytes/s per VM disk (guest = fio/DiskSPD/vdbench, vm = vCenter or Prism, storage = Stargate)",
                 '{__name__=~"vm_disk:ioparallax_(guest|vm|storage)_(read|write)_bytes:(rate|avg)1m"}',
             ),
             (
@@ -960,25 +1055,42 @@ class Stack:
                     "need a few scrapes)"
                 )
                 continue
-            blocks.append(self._coverage_lines(cov, at))
+            ahv = any(p.ahv for p in self.clusters if p.cluster == cluster)
+            blocks.append(self._coverage_lines(cov, at, ahv))
         return "\n".join(blocks)
 
     @staticmethod
-    def _coverage_lines(cov: Any, at: str) -> str:
+    def _coverage_lines(cov: Any, at: str, ahv: bool = False) -> str:
+        from ioparallax.mixin.vmview import vcenter_only
+
         v = cov.values
         lines = [
             f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
             f"{cov.with_data} of {cov.total} queries return data now"
         ]
-        for e in cov.empty[:10]:
+        empty = cov.empty
+        if ahv:
+            # Outstanding I/Os, I/O size samples and seeks are vCenter's only: no data on AHV by design.
+            only = [e for e in empty if vcenter_only(e.expr)]
+            empty = [e for e in empty if not vcenter_only(e.expr)]
+            if only:
+                lines.append(
+                    f"  {len(only)} vCenter-only queries (outstanding I/Os, I/O size samples, seeks) "
+                    "have no Prism counterpart on this AHV cluster"
+                )
+        for e in empty[:10]:
             lines.append(f"  no data yet: {e.where}")
-        if len(cov.empty) > 10:
-            lines.append(f"  ... and {len(cov.empty) - 10} more")
-        if cov.empty:
+        if len(empty) > 10:
+            lines.append(f"  ... and {len(empty) - 10} more")
+        if empty:
             lines.append(
                 "  (a direction this disk does not do, an alert that has not fired, or 1m windows still filling)"
             )
         return "\n".join(lines)
+
+
+def _hypervisor(part: ClusterPart) -> str:
+    return "AHV, VM view from Prism" if part.ahv else "ESXi, VM view from vCenter"
 
 
 def alert_line(a: dict[str, Any], cluster_label: str = "cluster") -> str:
@@ -1054,7 +1166,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(list_scenarios())}). Repeated or comma-separated: one simulated cluster "
         "per scenario (its own CVMs, vCenter and guests) in one Prometheus, every target "
         "labelled cluster=<the scenario's name>, or the name after @ "
-        "(zero-heavy@poc-a,zero-heavy@poc-b runs one scenario twice)",
+        "(zero-heavy@poc-a,zero-heavy@poc-b runs one scenario twice; clean-oltp@esxi,clean-oltp-ahv@ahv "
+        "runs one workload on ESXi and AHV: an AHV scenario's VM view comes from Prism)",
     )
     parser.add_argument(
         "--workdir",

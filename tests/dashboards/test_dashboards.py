@@ -81,15 +81,19 @@ def test_one_variable_vocabulary_on_every_dashboard(dashboards):
         ds = variables["datasource"]
         assert ds["type"] == "datasource" and ds["query"] == "prometheus" and ds["current"]["value"] == "Prometheus"
         # $cluster starts on All (.*), which also matches series without the label (one cluster)
-        assert variables["cluster"]["query"] == 'label_values(vcenter_virtual_disk_info{job="vcenter"}, cluster)'
+        # the VM disks of either manager (vCenter on ESXi, Prism on AHV), as the rules record them
+        assert (
+            variables["cluster"]["query"]
+            == 'label_values(vm_disk:ioparallax_vm_source:info{vm_source=~"vcenter|prism"}, cluster)'
+        )
         assert variables["cluster"]["current"]["value"] == ["$__all"] and variables["cluster"]["allValue"] == ".*"
         assert (
             label_values_selector(variables["vm"]["query"])
-            == 'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter"}'
+            == 'vm_disk:ioparallax_vm_source:info{cluster=~"$cluster",vm_source=~"vcenter|prism"}'
         )
         assert (
             label_values_selector(variables["disk"]["query"])
-            == 'vcenter_virtual_disk_info{cluster=~"$cluster",job="vcenter",vm=~"$vm"}'
+            == 'vm_disk:ioparallax_vm_source:info{cluster=~"$cluster",vm_source=~"vcenter|prism",vm=~"$vm"}'
         )
         assert (
             variables["vdisk"]["query"]
@@ -208,23 +212,28 @@ def test_every_metric_name_is_exposed_by_an_exporter_or_recorded_by_a_rule(dashb
     missing = {n: w[0] for n, w in used.items() if n not in exposed | recorded | PROMETHEUS_OWN}
     assert not missing, f"metric names no exporter exposes and no rule records: {missing}"
     # Every view is on the dashboards, each through names its exporter really exposes.
-    for source in ("stargate", "vcenter", "fio"):
+    for source in ("stargate", "vcenter", "prism", "fio"):
         assert used.keys() & exposed_names[source], source
     assert len(used.keys() & recorded) >= 20
 
 
 def test_vcenter_rates_span_several_20s_samples(dashboards):
-    # vCenter counters step once per 20 s sample: a rate over Grafana's default $__rate_interval
-    # (4 x the 5 s scrape interval = 20 s) would hold one step or none. The Min step makes
-    # $__rate_interval at least 4 x 20 s.
-    seen = 0
+    # vCenter counters step once per 20 s sample, Prism's once per 30 s: a rate over Grafana's
+    # default $__rate_interval (4 x the 5 s scrape interval = 20 s) would hold one step or none. The
+    # Min step makes $__rate_interval at least 4 samples of the slowest source the query reads.
+    seen = prism = 0
     for fname, m in dashboards.items():
         for p in panels(m):
             for t in p.get("targets", []) or []:
-                if any("vcenter_" in arg for arg in rate_calls(t["expr"])):
+                args = rate_calls(t["expr"])
+                where = f"{fname} / {p['title']} / {t['refId']}"
+                if any("prism_" in arg for arg in args):
+                    prism += 1
+                    assert t.get("interval") == "30s", where
+                elif any("vcenter_" in arg for arg in args):
                     seen += 1
-                    assert t.get("interval") == "20s", f"{fname} / {p['title']} / {t['refId']}"
-    assert seen >= 13
+                    assert t.get("interval") == "20s", where
+    assert seen >= 3 and prism >= 10, (seen, prism)
 
 
 def _drop_empty_custom(x):

@@ -34,7 +34,7 @@ import pytest
 from ioparallax.mixin.config import load_config
 from ioparallax.mixin.rules import write_rule_files
 from ioparallax.simulators.process import start as start_process
-from ioparallax.simulators.scenario import list_scenarios
+from ioparallax.simulators.scenario import list_scenarios, load_scenario
 from ioparallax.simulators.stack import Stack, write_quick_alert_rules
 from tests.e2e.pool import Entry, StackPool
 from tests.support import venv_tool
@@ -148,7 +148,14 @@ def _window() -> int:
 
 
 # Non-parametrized pooled fixtures: fixture name = pool key.
-POOLED_FIXTURES = ("demo_stack", "no_vcenter_stack", "demo_command", "long_term_stack", "two_clusters_stack")
+POOLED_FIXTURES = (
+    "demo_stack",
+    "no_vcenter_stack",
+    "demo_command",
+    "long_term_stack",
+    "two_clusters_stack",
+    "two_hypervisors_stack",
+)
 
 # Scenarios whose tests wait for a long history: started with the session, their tests run last.
 LONG_HISTORY_SCENARIOS = ("scaling-ramp",)
@@ -159,6 +166,18 @@ FROM_START_SCENARIOS = ("scaling-ramp",)
 # `make demo SCENARIO=zero-heavy,<file>`: two simulated clusters in one Prometheus whose VM names,
 # vdisk ids and disk serials are the same (tests/e2e/scenarios/clean-bench.yaml beside zero-heavy).
 TWO_CLUSTERS = ["zero-heavy", str(Path(__file__).resolve().parent / "scenarios" / "clean-bench.yaml")]
+
+# `make demo SCENARIO=clean-oltp@esxi,clean-oltp-ahv@ahv`: one workload on ESXi (vCenter) and on AHV
+# (Prism) in one Prometheus, and bursty-1m on AHV (tests/e2e/scenarios/bursty-ahv.yaml) for an AHV
+# alert and verdict that need the VM view. The library's AHV scenarios are checked on this stack
+# (tests/e2e/test_e2e_ahv.py), not each on a stack of its own.
+TWO_HYPERVISORS = [
+    "clean-oltp@esxi",
+    "clean-oltp-ahv@ahv",
+    str(Path(__file__).resolve().parent / "scenarios" / "bursty-ahv.yaml") + "@ahv-bursty",
+]
+# The library scenarios with a stack of their own (scenario_stack): the ESXi ones.
+ESXI_SCENARIOS = [s for s in list_scenarios() if not load_scenario(s).cluster.ahv]
 
 # Scenarios also run as `make demo DEMO_ARGS=--quick-alerts` runs them (the demo's 5 s scrapes and
 # 20 s vCenter probes, the quick `for` durations): the ones whose bursts meet those intervals.
@@ -282,7 +301,7 @@ def _without_vcenter(start: Any, **kwargs: Any) -> Stack:
 @pytest.fixture(scope="session")
 def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     entries: dict[str, Entry] = {}
-    for scenario in list_scenarios():
+    for scenario in ESXI_SCENARIOS:
         workdir = tmp_path_factory.mktemp(f"stack-{scenario}")
         entries[f"scenario:{scenario}"] = Entry(
             start=functools.partial(
@@ -332,6 +351,16 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
         ),
         stop=Stack.stop,
     )
+    entries["two_hypervisors_stack"] = Entry(
+        start=functools.partial(
+            started_stack,
+            scenarios=TWO_HYPERVISORS,
+            workdir=tmp_path_factory.mktemp("two-hypervisors"),
+            rules_dir=test_rules_dir,
+            alertmanager_webhook=f"{alert_sink.url}/two-hypervisors",
+        ),
+        stop=Stack.stop,
+    )
     command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
     entries["demo_command"] = Entry(
         start=functools.partial(
@@ -374,10 +403,11 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     pool.close()
 
 
-@pytest.fixture(scope="session", params=list_scenarios())
+@pytest.fixture(scope="session", params=ESXI_SCENARIOS)
 def scenario_stack(request, stack_pool) -> Stack:
     """A started demo stack for one library scenario (2 s scrapes, 5 s vCenter probes), its alerts
-    sent to ``alert_sink`` under the scenario's name; started ahead by ``stack_pool``."""
+    sent to ``alert_sink`` under the scenario's name; started ahead by ``stack_pool``. The AHV
+    scenarios run on ``two_hypervisors_stack``."""
     with stack_pool.lease(f"scenario:{request.param}") as stack:
         yield stack
 
@@ -418,6 +448,15 @@ def two_clusters_stack(stack_pool) -> Stack:
     """zero-heavy and clean-bench as two clusters in one Prometheus (the e2e rules, alerts sent to
     ``alert_sink`` under ``two-clusters``), as `make demo SCENARIO=a,b` starts them."""
     with stack_pool.lease("two_clusters_stack") as thing:
+        yield thing
+
+
+@pytest.fixture(scope="session")
+def two_hypervisors_stack(stack_pool) -> Stack:
+    """clean-oltp on ESXi (cluster esxi), clean-oltp-ahv (cluster ahv) and bursty-ahv (cluster
+    ahv-bursty) in one Prometheus (the e2e rules, alerts sent to ``alert_sink`` under
+    ``two-hypervisors``), as `make demo SCENARIO=clean-oltp@esxi,clean-oltp-ahv@ahv` starts them."""
+    with stack_pool.lease("two_hypervisors_stack") as thing:
         yield thing
 
 

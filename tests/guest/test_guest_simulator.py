@@ -230,8 +230,15 @@ def test_sysfs_tree_gives_the_disk_uuid_and_alignment(name, tmp_path):
         assert set(disks) == {d.guest_device for d in vm.disks}
         for d in vm.disks:
             got = disks[d.guest_device]
-            assert got.disk_uuid == d.uuid.lower()  # vCenter's form: joins without regexes
-            assert got.serial == d.uuid.replace("-", "").lower()
+            if sc.cluster.ahv:
+                # a Nutanix vdisk: the vdisk's name and the vmdisk UUID, underscored (the rules
+                # read the UUID out of it; the exporter's disk_uuid is for UUID serials only)
+                assert (got.vendor, got.model) == ("NUTANIX", "VDISK")
+                assert got.serial == f"NFS_1_0_{d.vdisk_id + 30000000}_{d.uuid.replace('-', '_')}"
+                assert got.wwid == f"t10.NUTANIX {got.serial}" and got.disk_uuid == ""
+            else:
+                assert got.disk_uuid == d.uuid.lower()  # vCenter's form: joins without regexes
+                assert got.serial == d.uuid.replace("-", "").lower()
             assert got.size_bytes == d.capacity_bytes
             (part,) = got.partitions
             assert part.start_bytes == d.partition_start_bytes
@@ -327,3 +334,21 @@ def test_cli_writes_the_trees_and_a_record(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_ahv_guest_serial_carries_the_uuid_the_rules_read_out_of_it(tmp_path):
+    import re
+
+    from ioparallax.mixin.rules import AHV_SERIAL_RE
+    from ioparallax.simulators.guest.sysfs import write_udev
+
+    sc = load_scenario("clean-oltp-ahv")
+    for vm in sc.vms:
+        (got,) = read_disks(str(write_tree(vm, tmp_path / vm.name)))
+        (d,) = vm.disks
+        m = re.fullmatch(AHV_SERIAL_RE, got.serial)  # PromQL's label_replace anchors as fullmatch
+        assert m and "-".join(m.groups()) == d.uuid == d.vdisk_uuid
+        udev = write_udev(vm, tmp_path / f"{vm.name}-udev")
+        (entry,) = udev.iterdir()
+        lines = entry.read_text().splitlines()
+        assert f"E:ID_SERIAL_SHORT={got.serial}" in lines and f"E:ID_SERIAL=1NUTANIX_{got.serial}" in lines

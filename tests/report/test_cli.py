@@ -28,13 +28,38 @@ def test_negative_times_are_not_options():
 
 def test_compare_forms():
     url = "http://a:9090"
-    assert parse_compare("B=http://b:9090", url, 1, 2, NOW) == ("B", "http://b:9090", 1, 2)
-    assert parse_compare("before=-2h..-1h", url, 1, 2, NOW) == ("before", url, NOW - 7200, NOW - 3600)
-    assert parse_compare("B=http://b:9090@-2h..now", url, 1, 2, NOW) == ("B", "http://b:9090", NOW - 7200, NOW)
+    assert parse_compare("B=http://b:9090", url, 1, 2, NOW) == ("B", "http://b:9090", 1, 2, None)
+    assert parse_compare("before=-2h..-1h", url, 1, 2, NOW) == ("before", url, NOW - 7200, NOW - 3600, None)
+    assert parse_compare("B=http://b:9090@-2h..now", url, 1, 2, NOW) == ("B", "http://b:9090", NOW - 7200, NOW, None)
     with pytest.raises(ValueError, match="--compare: expected LABEL=URL"):
         parse_compare("http://b:9090", url, 1, 2, NOW)
     with pytest.raises(ValueError, match="expected a range START..END"):
         parse_compare("B=-2h", url, 1, 2, NOW)
+
+
+def test_compare_matcher_form_is_other_series_of_the_same_prometheus():
+    url = "http://a:9090"
+    # two clusters in one Prometheus (docs/compare.md): same URL and range, B's own matchers
+    assert parse_compare('AHV={cluster="ahv"}', url, 1, 2, NOW) == ("AHV", url, 1, 2, 'cluster="ahv"')
+    assert parse_compare('AHV={cluster="ahv", vm=~"oltp.*"}@-2h..-1h', url, 1, 2, NOW) == (
+        "AHV",
+        url,
+        NOW - 7200,
+        NOW - 3600,
+        'cluster="ahv", vm=~"oltp.*"',
+    )
+    with pytest.raises(ValueError, match="expected label matchers"):
+        parse_compare("AHV={cluster=ahv}", url, 1, 2, NOW)
+    with pytest.raises(ValueError, match="expected {matchers} or {matchers}@START..END"):
+        parse_compare('AHV={cluster="ahv"}-2h', url, 1, 2, NOW)
+
+
+def test_compare_pairs_needs_compare(tmp_path, capsys):
+    pairs = tmp_path / "pairs.yml"
+    pairs.write_text('"oltp-01 scsi0:1": "oltp-01 scsi.1"\n')
+    out = tmp_path / "r.html"
+    code = main(["--prometheus", "http://127.0.0.1:9", "--compare-pairs", str(pairs), "-o", str(out)])
+    assert code == 2 and "--compare-pairs needs --compare" in capsys.readouterr().err
 
 
 def test_help_explains(capsys):

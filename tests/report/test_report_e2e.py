@@ -196,14 +196,15 @@ def test_no_vcenter_the_view_is_named_missing_and_its_cells_are_not_measurable(n
     done = run_report(stack, out, "--start=-10s")
     assert done.returncode == 0, done.stderr
     assert re.search(
-        r'view missing: vm: every target of up\{job="vcenter"\} was down in the whole range', done.stdout
+        r'view missing: vm: every target of up\{job="vcenter"\} or up\{job="prism"\} was down in the whole range',
+        done.stdout,
     ), done.stdout
     html = out.read_text()
-    assert "Views missing" in html and "VM view (vCenter exporter)" in html
+    assert "Views missing" in html and "VM view (vCenter or Prism exporter)" in html
     row = cells(html)[("bench-01", "scsi0:1")]
     # Views agree and bursts need the VM view; zero shares and cache fit (storage) do not. The guest's
     # partitions are matched to VM disks through vCenter's disk UUID: misalignment is not measurable.
     assert row[:6] == ["Not measurable", "Distorted", "Distorted", "OK", "Not measurable", "Not measurable"]
     soup = BeautifulSoup(html, "lxml")
     cell = soup.select("section#verdicts table.verdicts tbody tr")[0].select("td.v")[5].get_text()
-    assert "matched to VM disks by vCenter's disk UUID" in cell, cell
+    assert "matched to VM disks by vCenter's (or Prism's) disk UUID" in cell, cell

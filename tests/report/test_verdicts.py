@@ -216,7 +216,7 @@ def test_views_agree_skips_storage_while_bursting():
 
 def test_views_agree_not_measurable_without_vm_view():
     v = views_agree(DiskInput(missing_views={"vm": "Prometheus scrapes no target"}, guest_bytes=const(BUSY)), T)
-    assert v.state is State.NOT_MEASURABLE and "VM view (vCenter exporter) missing" in v.sentence
+    assert v.state is State.NOT_MEASURABLE and "VM view (vCenter or Prism exporter) missing" in v.sentence
 
 
 # -- misalignment ---------------------------------------------------------------------------------
@@ -435,6 +435,20 @@ def test_bursts_still_distorted_when_a_joining_job_really_bursts():
 def test_bursts_judges_steps_without_a_running_job_age():
     v = bursts(guest_vm(32, 1.6, job_elapsed=nan(), settle_seconds=SETTLE), T)
     assert v.state is State.DISTORTED and v.value == pytest.approx(20) and "left out" not in v.sentence
+
+
+def test_verdicts_name_prism_and_its_30s_samples_on_ahv():
+    # the same numbers as on ESXi give the same states; only the words name the VM view's source
+    inp = guest_vm(32, 1.6)
+    inp.vm_source, inp.vm_sample_seconds = "prism", 30.0
+    v = bursts(inp, T)
+    assert v.state is State.DISTORTED and "Prism's 30 s samples average away" in v.sentence
+    assert "vCenter" not in v.sentence
+    esx = bursts(guest_vm(32, 1.6), T)
+    assert esx.state is v.state and "vCenter's 20 s samples" in esx.sentence
+    off = DiskInput(vm_bytes=const(BUSY), guest_bytes=const(BUSY * 2), vm_source="prism", vm_sample_seconds=30.0)
+    d = views_agree(off, T)
+    assert d.state is State.DISTORTED and "the bytes Prism counted" in d.sentence
 
 
 def test_misalignment_on_a_windows_guest_is_judged_by_its_split_ios():

@@ -301,8 +301,15 @@ def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names)
                     used.setdefault(name, rule.record or rule.alert)
     missing = {n: where for n, where in used.items() if n not in exposed}
     assert not missing, f"names no exporter exposes: {missing}"
-    for source in ("stargate", "vcenter", "fio", "node", "windows", "diskspd", "vdbench"):
+    for source in ("stargate", "vcenter", "prism", "fio", "node", "windows", "diskspd", "vdbench"):
         assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
+    # the VM view from either manager: every vCenter counter a rule reads has its Prism counterpart read too
+    assert {
+        "prism_virtual_disk_samples_total",
+        "prism_virtual_disk_info",
+        "prism_virtual_disk_read_ops_total",
+        "prism_up",
+    } <= used.keys()
     assert {
         "fio_guest_partition_aligned",
         "vcenter_virtual_disk_samples_total",

@@ -122,6 +122,13 @@ def test_block_size_mix_parses_bssplit():
             "unknown key",
         ),
         (lambda d: d["cluster"].update(page_build=2019), "cluster.page_build", "2014"),
+        (lambda d: d["cluster"].update(hypervisor="hyperv"), "cluster.hypervisor", "esxi, ahv"),
+        (
+            lambda d: (d["cluster"].update(hypervisor="ahv"), d["vms"][0]["disks"][0].update(unit="scsi0:1")),
+            "vms[0].disks[0].unit",
+            "disk_address",
+        ),
+        (lambda d: (d["cluster"].update(hypervisor="ahv"), d.update(period="20s")), "period", "Prism sample"),
         (lambda d: d.pop("cluster"), "cluster", "required"),
     ],
 )
@@ -161,3 +168,35 @@ def test_cli_compile_writes_the_trace(tmp_path):
     assert disk["write_bytes"][0] == 400 * 1024**2
     assert disk["write_latency_s"][0] == pytest.approx(0.08)
     assert disk["write_latency_s"][1] == 0
+
+
+def test_ahv_cluster_names_disks_as_prism_and_nutanix_do():
+    data = json.loads(json.dumps(MINIMAL))
+    data["cluster"]["hypervisor"] = "ahv"
+    data["vms"][0]["disks"].append({"unit": "scsi.4", "streams": [{"read_iops": 10}]})
+    sc = parse_scenario(data, "ahv.yaml")
+    first, second = sc.disks
+    assert sc.cluster.ahv and sc.cluster.vm_view_source == "prism"
+    assert (first.unit, second.unit) == ("scsi.1", "scsi.4")  # Prism's disk_address, default numbered as on ESXi
+    assert sc.vms[0].host == "ahv-01"
+    # vmdisk_uuid: a plain v4 UUID, not VMware's 6000c29 form; the disk file and the vdisk named after it
+    assert not first.uuid.startswith("6000c29") and first.uuid != second.uuid
+    assert first.backing_file == f"/ctr01/.acropolis/vmdisk/{first.uuid}"
+    assert first.vdisk_name == f"NFS:1:0:{first.vdisk_id + 30000000}"
+
+
+def test_esxi_is_the_default_and_keeps_its_names():
+    sc = parse_scenario(json.loads(json.dumps(MINIMAL)), "esx.yaml")
+    d = sc.disks[0]
+    assert sc.cluster.hypervisor == "esxi" and sc.cluster.vm_view_source == "vcenter"
+    assert (d.unit, sc.vms[0].host, d.uuid[:7], d.vdisk_name) == ("scsi0:1", "esx-01", "6000c29", "NFS:30001000")
+
+
+def test_clean_oltp_ahv_is_clean_oltp_on_ahv():
+    esx, ahv = load_scenario("clean-oltp"), load_scenario("clean-oltp-ahv")
+    assert ahv.cluster.ahv and not esx.cluster.ahv
+    assert [(d.vm, d.unit.replace("0:", ".")) for d in esx.disks] == [(d.vm, d.unit) for d in ahv.disks]
+    assert [d.streams for d in esx.disks] == [d.streams for d in ahv.disks]
+    assert ahv.expected_verdicts() == {
+        (vm, unit.replace("0:", ".")): v for (vm, unit), v in esx.expected_verdicts().items()
+    }

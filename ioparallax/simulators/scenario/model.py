@@ -22,6 +22,15 @@ from ioparallax.yamlconf import cut
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
 PAGE_BUILDS = (2014, 2015, 2016)
+# Which manager the simulated cluster has: ESXi clusters get vCenter (the VM view from its 20 s
+# samples), AHV clusters Prism (the VM view from its 30 s hypervisor_* samples).
+HYPERVISORS = ("esxi", "ahv")
+# The container the scenarios' vdisks live in (AHV's vdisk names and the guest serial carry its id).
+AHV_CONTAINER = "ctr01"
+AHV_CONTAINER_ID = 1
+VCENTER_BUSES = ("scsi", "sata", "nvme", "ide")
+# AHV's disk buses as Prism writes them in a disk_address (`scsi.0`); PCI disks are virtio-blk.
+AHV_BUSES = ("scsi", "sata", "ide", "pci")
 
 #: Guest operating systems the guest simulator models (``guest_os``, case-insensitive in YAML).
 GUEST_OSES = ("linux", "windows")
@@ -175,10 +184,10 @@ class Disk:
 
     vm: str
     index: int  # position in the VM's disk list
-    unit: str  # vCenter instance, e.g. scsi0:1
+    unit: str  # vCenter instance (scsi0:1) on ESXi, Prism's disk_address (scsi.1) on AHV
     capacity_bytes: int
-    backing_file: str  # "[datastore] vm/vm_1.vmdk"
-    uuid: str  # virtual disk UUID (what the guest sees as serial with disk.EnableUUID)
+    backing_file: str  # "[datastore] vm/vm_1.vmdk"; on AHV the NFS path /ctr01/.acropolis/vmdisk/<uuid>
+    uuid: str  # virtual disk UUID (ESXi: the guest's serial with disk.EnableUUID; AHV: vmdisk_uuid)
     guest_device: str  # sdb
     volume: str  # Windows drive letter of the disk's volume (D:); what guest.disk's diskPath names
     partition_start_bytes: int  # guest partition offset (1536: misaligned)
@@ -211,6 +220,7 @@ class Vm:
     host: str
     guest_os: str  # "linux" or "windows"
     disks: tuple[Disk, ...]
+    hypervisor: str = "esxi"  # the cluster's: what the guest sees of its disks depends on it
     load_generator: str = "fio"  # fio, diskspd or vdbench
     hostname: str = ""  # the guest's host name (vCenter guest.hostName, DiskSPD's ComputerName)
 
@@ -226,6 +236,16 @@ class Cluster:
     dram_cache_bytes: int  # per CVM cache a vdisk's working set can live in
     hybrid: bool  # HDD tier present
     page_build: int  # Stargate page variant: 2014, 2015 or 2016
+    hypervisor: str = "esxi"  # esxi (vCenter) or ahv (Prism)
+
+    @property
+    def ahv(self) -> bool:
+        return self.hypervisor == "ahv"
+
+    @property
+    def vm_view_source(self) -> str:
+        """The manager the VM view comes from: ``vcenter`` or ``prism``."""
+        return "prism" if self.ahv else "vcenter"
 
 
 @dataclass(frozen=True)
@@ -271,6 +291,29 @@ def _vmware_uuid(*parts: object) -> str:
     u = _uuid("vmdk", *parts).replace("-", "")
     u = "6000c29" + u[7:]
     return f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:32]}"
+
+
+def _ahv_uuid(*parts: object) -> str:
+    # A Prism vmdisk_uuid: a plain random (version 4) UUID, here derived deterministically.
+    return _uuid("vmdisk", *parts)
+
+
+def _parse_unit(dsec: Section, di: int, hypervisor: str) -> str:
+    """A disk's address: vCenter's ``scsi0:1`` on ESXi, Prism's ``scsi.1`` on AHV (same number by default)."""
+    if hypervisor == "ahv":
+        unit = dsec.get("unit", str, default=f"scsi.{di + 1}")
+        bus, dot, num = unit.partition(".")
+        if not dot or not num.isdigit() or bus not in AHV_BUSES:
+            raise dsec.error(
+                "unit",
+                f"on AHV a disk's unit is Prism's disk_address ({'.N, '.join(AHV_BUSES)}.N, e.g. scsi.1), got {unit!r}",
+            )
+        return unit
+    unit = dsec.get("unit", str, default=f"scsi0:{di + 1}")
+    bus, _, num = unit.partition(":")
+    if not num.isdigit() or bus.rstrip("0123456789") not in VCENTER_BUSES:
+        raise dsec.error("unit", f"expected an instance such as scsi0:1, got {unit!r}")
+    return unit
 
 
 def _seconds(sec: Section, name: str, default: Any = Section._MISSING) -> int:
@@ -519,13 +562,20 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
     build = csec.get("page_build", int, default=2016)
     if build not in PAGE_BUILDS:
         raise csec.error("page_build", f"must be one of {', '.join(map(str, PAGE_BUILDS))}, got {build}")
+    hypervisor = csec.get("hypervisor", str, default="esxi")
+    if hypervisor not in HYPERVISORS:
+        raise csec.error("hypervisor", f"must be one of {', '.join(HYPERVISORS)}, got {hypervisor!r}")
     cluster = Cluster(
         name=csec.get("name", str, default="poc"),
         cvms=tuple(cvms),
         dram_cache_bytes=csec.get("dram_cache", parse_bytes, default=20 * 1024**3),
         hybrid=csec.get("hybrid", bool, default=False),
         page_build=build,
+        hypervisor=hypervisor,
     )
+    ahv = cluster.ahv
+    if ahv and period < 30:
+        raise root.error("period", f"must be at least 30 s on AHV (one Prism sample), got {period}")
     csec.reject_unknown()
 
     vms: list[Vm] = []
@@ -537,10 +587,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         vm_defaults = vsec.get("defaults", dict, default={})
         disks: list[Disk] = []
         for di, dsec in enumerate(vsec.sections("disks", required=True)):
-            unit = dsec.get("unit", str, default=f"scsi0:{di + 1}")
-            bus, _, num = unit.partition(":")
-            if not num.isdigit() or bus.rstrip("0123456789") not in ("scsi", "sata", "nvme", "ide"):
-                raise dsec.error("unit", f"expected an instance such as scsi0:1, got {unit!r}")
+            unit = _parse_unit(dsec, di, hypervisor)
             vdisk_id = dsec.get("vdisk_id", int, default=next_vdisk)
             if vdisk_id in seen_vdisks:
                 raise dsec.error("vdisk_id", f"vdisk id {vdisk_id} is used twice")
@@ -568,22 +615,32 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
             names = [s.name for s in streams]
             if len(set(names)) != len(names):
                 raise dsec.error("streams", f"stream names must be unique on a disk: {names}")
+            if ahv:
+                disk_uuid = dsec.get("uuid", str, default=_ahv_uuid(name, vm_name, unit))
+                # AHV keeps a VM's disks as files named after their vmdisk UUID in a hidden folder
+                # of the container (Prism's nutanix_nfs_file_path); the vdisk is named after it:
+                # NFS:<container id>:0:<inode>, the name the guest's disk serial carries too.
+                default_backing = f"/{AHV_CONTAINER}/.acropolis/vmdisk/{disk_uuid}"
+                default_vdisk_name = f"NFS:{AHV_CONTAINER_ID}:0:{vdisk_id + 30000000}"
+            else:
+                disk_uuid = dsec.get("uuid", str, default=_vmware_uuid(name, vm_name, unit))
+                default_backing = f"[{AHV_CONTAINER}] {vm_name}/{vm_name}{'' if di == 0 else f'_{di}'}.vmdk"
+                default_vdisk_name = f"NFS:{vdisk_id + 30000000}"
             disks.append(
                 Disk(
                     vm=vm_name,
                     index=di,
                     unit=unit,
                     capacity_bytes=dsec.get("capacity", parse_bytes, default=100 * 1024**3),
-                    backing_file=dsec.get(
-                        "backing_file", str, default=f"[ctr01] {vm_name}/{vm_name}{'' if di == 0 else f'_{di}'}.vmdk"
-                    ),
-                    uuid=dsec.get("uuid", str, default=_vmware_uuid(name, vm_name, unit)),
+                    backing_file=dsec.get("backing_file", str, default=default_backing),
+                    uuid=disk_uuid,
                     guest_device=dsec.get("guest_device", str, default=f"sd{chr(ord('a') + di)}"),
                     volume=_volume(dsec, di),
                     partition_start_bytes=dsec.get("partition_start", parse_bytes, default=1024**2),
                     vdisk_id=vdisk_id,
-                    vdisk_name=dsec.get("vdisk_name", str, default=f"NFS:{vdisk_id + 30000000}"),
-                    vdisk_uuid=_uuid("vdisk", name, vdisk_id),
+                    vdisk_name=dsec.get("vdisk_name", str, default=default_vdisk_name),
+                    # On AHV the vmdisk UUID Prism shows is the vdisk's UUID on Stargate's page too.
+                    vdisk_uuid=disk_uuid if ahv else _uuid("vdisk", name, vdisk_id),
                     cvm=cvm,
                     moves=tuple(sorted(moves)),
                     streams=streams,
@@ -617,11 +674,14 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         vms.append(
             Vm(
                 name=vm_name,
-                host=vsec.get("host", str, default=f"esx-{(len(vms) % len(cluster.cvms)) + 1:02d}"),
+                host=vsec.get(
+                    "host", str, default=f"{'ahv' if ahv else 'esx'}-{(len(vms) % len(cluster.cvms)) + 1:02d}"
+                ),
                 guest_os=guest_os,
                 disks=tuple(disks),
                 load_generator=generator,
                 hostname=_hostname(vsec, vm_name),
+                hypervisor=hypervisor,
             )
         )
         vsec.reject_unknown()
