@@ -40,7 +40,7 @@ def expositions(tmp_path_factory) -> dict[str, str]:
         "stargate": ex._stargate_exposition(),
         "stargate_unknown_fields": ex._stargate_unknown_fields_exposition(),
         "vcenter": ex._vcenter_exposition(tmp),
-        "prism": ex._prism_exposition(tmp),
+        "prism": ex._prism_exposition(tmp) + ex._prism_unknown_fields_exposition(),
         "fio": ex._fio_exposition(tmp) + ex._fio_guest_exposition(tmp),
         "node": ex._node_exposition(tmp),
         "windows": ex._windows_exposition(tmp),

@@ -76,6 +76,26 @@ def _stargate_unknown_fields_exposition() -> str:
     return replay(read(str(path)))[1].decode()
 
 
+def _prism_unknown_fields_exposition() -> str:
+    """The Prism capture of tests/captures replayed through the exporter with two stats keys it
+    does not map added to each virtual disk (as another AOS version would send them): the parse
+    coverage families with samples, which the simulator's answers never give."""
+    import json
+
+    from ioparallax.exporters.prism.capture import read, replay
+
+    cap = read(str(Path(__file__).parent / "captures" / "prism-simulator-noisy-neighbour.tar.gz"))
+    for ex in cap.exchanges:
+        if "virtual_disks" in ex.path:
+            doc = json.loads(ex.answer)
+            for e in doc["entities"]:
+                e["stats"].update({"hypervisor_num_unmap_io": "7", "controller.wss_120s_read_MB": "12"})
+            ex.answer = json.dumps(doc).encode()
+    text = replay(cap).decode()
+    assert "prism_parse_unknown_field_entities{" in text, "the replay names the unmapped keys"
+    return text
+
+
 def _vcenter_exposition(tmp) -> str:
     from ioparallax.exporters.common.web import ExporterServer
     from ioparallax.exporters.vcenter.cli import make_app

@@ -323,6 +323,26 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             h=5,
         )
     )
+    d.with_panel(
+        tbl(
+            "Prism statistics ioparallax does not read",
+            "Stats keys in a Prism's virtual_disks answers that the prism-exporter does not map "
+            "(prism_parse_unknown_field_entities: entities of the last probe holding each). Empty is "
+            "normal. A row here means an AOS version the exporter does not know: capture the answers "
+            "(prism-exporter capture --target <instance>) and report them (README: Reporting a page or "
+            "answer ioparallax misreads).",
+            "none",
+            [
+                Q(
+                    f"max by (instance, answer, kind, item) (prism_parse_unknown_field_entities{e.sel('prism')})",
+                    instant=True,
+                    fmt="table",
+                )
+            ],
+            w=24,
+            h=5,
+        )
+    )
     d.with_row(row("Storage: zeros and cache"))
     d.with_panel(
         ts(

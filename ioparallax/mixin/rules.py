@@ -1291,6 +1291,19 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "Parse coverage (issue 26): another page build than the ones the parser knows.",
             ),
             alert(
+                "IoparallaxPrismUnreadFields",
+                "info",
+                f.unread_fields,
+                f"prism_parse_unknown_fields{kit.prism} > 0",
+                "A Prism's answers hold statistics ioparallax does not read.",
+                "The virtual_disks answers of Prism {{ $labels.instance }} hold {{ $value }} stats keys "
+                "ioparallax does not map (prism_parse_unknown_field_entities names them; the exporter's "
+                "log too): another AOS version than the ones the exporter knows. Capture the answers and "
+                "report them: prism-exporter capture --target {{ $labels.instance }} (README: Reporting a "
+                "page or answer ioparallax misreads).",
+                "Parse coverage (issue 26): stats keys of an AOS version the exporter does not know.",
+            ),
+            alert(
                 "IoparallaxScrapeSlow",
                 "warning",
                 f.scrape_slow,

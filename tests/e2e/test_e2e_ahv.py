@@ -33,7 +33,7 @@ from ioparallax.report.summary import verdicts
 from ioparallax.simulators.scenario import load_scenario
 from ioparallax.simulators.stack import Stack
 from tests.dashboards.promql import expressions, substitute
-from tests.e2e.test_e2e_dashboards import DASHBOARDS, FIRING, HYGIENE, UNREAD, not_measured
+from tests.e2e.test_e2e_dashboards import DASHBOARDS, FIRING, HYGIENE, UNREAD, UNREAD_PRISM, not_measured
 
 pytestmark = pytest.mark.e2e
 
@@ -139,7 +139,7 @@ def test_every_dashboard_query_returns_data_on_ahv(two_hypervisors_stack):
     # (test_e2e_dashboards.not_measured, judged on the AHV cluster's trace)
     ahv = SimpleNamespace(trace=_part(stack, "ahv").trace)
     other = {e.where for e in every if not_measured(e, ahv, values)}
-    must = [e for e in every if e.where not in exempt | other | {FIRING, HYGIENE, UNREAD}]
+    must = [e for e in every if e.where not in exempt | other | {FIRING, HYGIENE, UNREAD, UNREAD_PRISM}]
     assert len(must) >= 130 and len(exempt) <= 10, (len(must), sorted(exempt))
     pending = {e.where: substitute(e.expr, values) for e in must}
     deadline = time.monotonic() + 60
@@ -149,9 +149,11 @@ def test_every_dashboard_query_returns_data_on_ahv(two_hypervisors_stack):
                 del pending[where]
         time.sleep(2)
     assert not pending, "\n".join(f"  {w}: {q}" for w, q in sorted(pending.items()))
-    for where in (FIRING, HYGIENE, UNREAD):
+    # every stats key the Prism simulator sends is mapped: its unread table is empty too
+    for where in (FIRING, HYGIENE, UNREAD, UNREAD_PRISM):
         [e] = [e for e in every if e.where == where]
         assert stack.query(substitute(e.expr, values)) == [], where
+    assert stack.query('prism_parse_unknown_fields{job="prism"} == 0'), "the Prism coverage gauge is scraped"
     # the source panel says Prism, 30 s
     # the demo's summary says why those few are empty on AHV
     assert "vCenter-only queries (outstanding I/Os, I/O size samples, seeks) have no Prism" in stack.dashboards_report()
