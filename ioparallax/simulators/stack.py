@@ -59,11 +59,6 @@ from ioparallax.simulators.scenario import Trace, compile_scenario, load_scenari
 
 log = logging.getLogger("ioparallax.demo")
 
-# --from-start: period second 0 falls this long after the stack starts, when its Prometheus is up (a
-# start takes 5 to 20 s): the first step of a scenario (scaling-ramp's first VM) is seen whole, from
-# its beginning; before it the previous period's last seconds run.
-FROM_START_LEAD_S = 20
-
 # The Go vCenter simulator `make deps-go` builds; the demo's state under .run/ (in a checkout, beside
 # the Makefile; from an installed wheel, in the current directory: ioparallax/paths.py).
 BUILD = workspace() / ".build"
@@ -199,9 +194,10 @@ class Stack:
     alertmanager_webhook: str | None = None  # tests: receive alerts here
     long_term: bool = False  # VictoriaMetrics as the remote_write target (--long-term)
     prometheus_flags: list[str] = field(default_factory=list)  # more flags (bench: the admin API)
-    # --from-start: every cluster's period second 0 falls FROM_START_LEAD_S after the stack's start
-    # (``origin``, Unix time): each cluster's simulators read one copy of its scenario with that origin
-    # (docs/scenarios.md "Time").
+    # --from-start: every cluster's period second 0 falls at the stack's start (``origin``, Unix time),
+    # before any simulator runs, so no view ever shows the previous period's end (a 20 s lead once let
+    # the guests show scaling-ramp's eight VMs for 20 s: a burst the burst alert rightly saw); each
+    # cluster's simulators read one copy of its scenario with that origin (docs/scenarios.md "Time").
     from_start: bool = False
     origin: int | None = field(default=None, init=False)
     procs: list[Process] = field(default_factory=list)
@@ -247,8 +243,8 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._kill_leftovers()
         if self.from_start:
-            self.origin = int(time.time()) + FROM_START_LEAD_S
-            log.info("origin=%d: every scenario's period second 0, %d s from now", self.origin, FROM_START_LEAD_S)
+            self.origin = int(time.time())
+            log.info("origin=%d: every scenario's period second 0, now", self.origin)
         self.clusters = self._cluster_parts()
         self.trace = self.clusters[0].trace  # a stack of one cluster: its scenario's trace
         scrape: list[dict[str, Any]] = []
@@ -1204,8 +1200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-start",
         action="store_true",
-        help=f"start each scenario's period with the demo ({FROM_START_LEAD_S} s after the start, when "
-        "Prometheus is up: scaling-ramp begins at one VM) instead of where the wall clock puts it "
+        help="start each scenario's period with the demo (scaling-ramp begins at one VM) instead of "
+        "where the wall clock puts it "
         "(period second = Unix time mod period)",
     )
     add_version_arg(parser)

@@ -10,8 +10,8 @@ Most of an e2e test's time would be waiting for a stack to age, so the session i
 the unit tests run first and the e2e tests after them, and the pool starts with the session (its
 first window of stacks and the eager ones age while the unit tests run). Scaling-ramp, whose USL
 test needs its first four VM levels settled, starts with the session, its ramp's period second 0
-20 s after the stack's start (``from_start``: the four levels have settled about 8 minutes after the
-start, every time), and runs last. Every pooled entry is stopped after its last test.
+at the stack's start (``from_start``: the four levels have settled about 8 minutes after the start,
+every time), and runs last. Every pooled entry is stopped after its last test.
 
 The stack loads rules generated from the shipped mixin config with the same windows (so rule names
 match the dashboards) and short ``for`` durations, and sends Alertmanager's notifications to an

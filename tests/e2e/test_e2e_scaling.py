@@ -4,7 +4,7 @@ finds the plateaus and fits sigma and kappa back within 10 %, in every view; the
 headless Chromium (a screenshot is kept in .run/report-artifacts/scalability.png).
 
 The ramp adds a VM every 120 s. The pool starts the stack ahead of its tests with the scenario's
-period second 0 20 s after the stack's start, when its Prometheus is up (``from_start``,
+period second 0 at the stack's start (``from_start``,
 docs/scenarios.md "Time"), so the ramp begins at one VM and the four levels the fit needs (1 to 4
 VMs, part of the rise) have settled plateaus about 8 minutes after the start, every time: the test
 waits for the fourth VM and then polls until the report finds them.
