@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench as vdbench_check
 from ioparallax.exporters.common.config import parse_bytes, parse_duration
+from ioparallax.exporters.common.exposition import printable
+from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
 from ioparallax.exporters.diskspd.reader import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
@@ -126,6 +128,13 @@ def _diskspd_command(argv: list[str], o: Options) -> list[Finding]:
     return _diskspd_findings(diskspd_check.specs_from_command(command), o)
 
 
+def _split(line: str) -> list[str]:
+    try:
+        return diskspd_check.split_command(line)
+    except diskspd_check.CommandLineError as exc:
+        raise InputError(f"DiskSPD command line: {exc}") from None
+
+
 def _diskspd_sniff(path: str, head: bytes) -> bool:
     try:
         text = decode(head)[0]
@@ -146,7 +155,7 @@ def _diskspd_file(path: str, data: bytes, o: Options) -> list[Finding]:
     first = text.split(None, 1)[0] if text else ""
     if _DISKSPD.search(first.strip("\"'")):
         # a file holding a DiskSPD command line (a .cmd or .ps1 line)
-        return _diskspd_command(diskspd_check.split_command(text.splitlines()[0]), o)
+        return _diskspd_command(_split(text.splitlines()[0]), o)
     try:
         return _diskspd_findings(diskspd_check.specs_from_xml(data), o)
     except DiskspdError as exc:
@@ -206,7 +215,7 @@ def check(inputs: list[str], o: Options, tool_name: str | None = None) -> tuple[
         raise InputError("nothing to check: give a fio job file, a DiskSPD command line or a vdbench parmfile")
     argv = inputs
     if len(inputs) == 1 and not os.path.exists(inputs[0]) and " " in inputs[0].strip():
-        argv = diskspd_check.split_command(inputs[0])  # a command line quoted as one argument
+        argv = _split(inputs[0])  # a command line quoted as one argument
     command_tools = [t for t in TOOLS if t.check_command is not None and t.is_command(argv[0])]
     if tool_name is not None:
         command_tools = [t for t in command_tools if t.name == tool_name]
@@ -221,10 +230,10 @@ def check(inputs: list[str], o: Options, tool_name: str | None = None) -> tuple[
         )
     path = inputs[0]
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # a FIFO blocked open() for ever; a device was read
             data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}") from None
+        raise InputError(f"{path}: {(exc.strerror or str(exc)).split(';')[0]}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{path}: larger than {MAX_INPUT_BYTES} bytes: not a job file, command line or result")
     head = data[:65536]
@@ -254,7 +263,16 @@ def report(tool: Tool, what: str, findings: list[Finding], runbook_url: str) -> 
     anchor = tool.runbook_anchor
     link = runbook_url.replace("%s", anchor) if "%s" in runbook_url else f"{runbook_url}#{anchor}"
     lines.append(f"{len(traps)} trap(s), {len(unknown)} cannot tell. Runbook: {link} (each problem: docs/hygiene.md)")
-    return "\n".join(lines)
+    return "\n".join(_shown(line) for line in lines)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _shown(line: str) -> str:
+    """A report line as a terminal shows it: a target or file name from a hostile command line or
+    result (ESC sequences, a newline forging a line, a byte that is not UTF-8) is written escaped."""
+    return printable(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,21 +21,39 @@ class CommandLineError(ValueError):
     """A DiskSPD command line that DiskSPD itself would refuse (the message names the switch)."""
 
 
-_SIZE = re.compile(r"^(\d+)([KMGTB]?)$", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]+)([KMGTB]?)", re.IGNORECASE | re.ASCII)
 _POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+#: DiskSPD holds sizes and counts in 64-bit integers; more digits than this cannot be one.
+_MAX_DIGITS = 20
+
+
+def _cut(text: str) -> str:
+    """A value quoted in an error: its start only (a command line can be megabytes long)."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _size(text: str, block: int, switch: str) -> int:
-    m = _SIZE.match(text)
+    """ASCII digits only, as DiskSPD reads them (full-width digits, ``1_0`` and ``²`` are not
+    numbers to it), and at most 64 bits."""
+    switch = switch if len(switch) <= 40 else switch[:40] + "..."
+    m = _SIZE.fullmatch(text)
     if not m:
-        raise CommandLineError(f"{switch}: {text!r} is not a size (a number with K, M, G, T or b)")
+        raise CommandLineError(f"{switch}: {_cut(text)} is not a size (a number with K, M, G, T or b)")
+    if len(m.group(1)) > _MAX_DIGITS:
+        raise CommandLineError(f"{switch}: a {len(m.group(1))}-digit size is out of range (64 bits)")
     unit = m.group(2).upper()
-    return int(m.group(1)) * (block if unit == "B" else 1024 ** _POW[unit])
+    value = int(m.group(1)) * (block if unit == "B" else 1024 ** _POW[unit])
+    if value >= 2**64:
+        raise CommandLineError(f"{switch}: {_cut(text)} is out of range (64 bits)")
+    return value
 
 
 def _int(text: str, switch: str, low: int = 0, high: int | None = None) -> int:
-    if not text.isdigit():
-        raise CommandLineError(f"{switch}: {text!r} is not a number")
+    switch = switch if len(switch) <= 40 else switch[:40] + "..."
+    if not re.fullmatch(r"[0-9]+", text, re.ASCII):
+        raise CommandLineError(f"{switch}: {_cut(text)} is not a number")
+    if len(text) > _MAX_DIGITS:
+        raise CommandLineError(f"{switch}: a {len(text)}-digit number is out of range")
     value = int(text)
     if value < low or (high is not None and value > high):
         raise CommandLineError(f"{switch}: {value} is out of range")
@@ -136,7 +154,11 @@ def parse_command(argv: list[str]) -> Command:
 
 def split_command(text: str) -> list[str]:
     """A command line given as one string: Windows paths keep their backslashes; quotes go."""
-    return [a[1:-1] if len(a) > 1 and a[0] == a[-1] and a[0] in "\"'" else a for a in shlex.split(text, posix=False)]
+    try:
+        words = shlex.split(text, posix=False)
+    except ValueError as exc:  # "No closing quotation"
+        raise CommandLineError(f"cannot split the command line: {str(exc).lower()}") from None
+    return [a[1:-1] if len(a) > 1 and a[0] == a[-1] and a[0] in "\"'" else a for a in words]
 
 
 def specs_from_command(c: Command) -> list[TargetSpec]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.logsetup import add_logging_args, escape_text, setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
 from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, serve, server_limits
@@ -293,7 +293,7 @@ def cmd_convert(s: Settings, paths: list[str]) -> int:
     registry.register(_collector(s, files, poll=False))
     sys.stdout.write(generate_latest(registry).decode())
     for line in bad:
-        print(f"diskspd-exporter convert: {line}", file=sys.stderr)
+        print(f"diskspd-exporter convert: {escape_text(line)}", file=sys.stderr)  # a name can hold a newline
     return 1 if bad else 0
 
 
@@ -316,7 +316,7 @@ def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, ts
     else:
         sys.stdout.write(text)
     for line in bad:
-        print(f"diskspd-exporter backfill: {line}", file=sys.stderr)
+        print(f"diskspd-exporter backfill: {escape_text(line)}", file=sys.stderr)
     if tsdb and samples:
         assert output is not None
         proc = subprocess.run(

@@ -389,6 +389,22 @@ def _text(el: etree._Element | None) -> str:
     return el.text.strip()
 
 
+#: Longest text kept as a label value: a Windows path (32,767 UTF-16 units, the long-path limit);
+#: a host name or tool version (a DNS name is at most 255). Every series of a target carries its
+#: path, so a 1 MB ComputerName or Path turned a 3 MB file into a 50 MB /metrics answer.
+MAX_PATH_CHARS, MAX_NAME_CHARS = 32767, 255
+#: Most characters all the distinct target paths of one document may add up to.
+MAX_PATHS_CHARS = 65536
+
+
+def _label_text(el: etree._Element | None, limit: int) -> str:
+    text = _text(el)
+    if len(text) > limit:
+        assert el is not None
+        raise InvalidValue(f"{_where(el)} is {len(text)} characters long (at most {limit}): {text[:40]!r}...")
+    return text
+
+
 def _where(el: etree._Element) -> str:
     parts = []
     node: etree._Element | None = el
@@ -470,7 +486,7 @@ def parse_target_profile(el: etree._Element) -> TargetProfile:
     rds = wbc.find("RandomDataSource") if wbc is not None else None
     thr = el.find("Throughput")
     return TargetProfile(
-        path=_text(el.find("Path")),
+        path=_label_text(el.find("Path"), MAX_PATH_CHARS),
         block_size=_req_int(el, "BlockSize", 65536),
         base_file_offset=_req_int(el, "BaseFileOffset", 0),
         max_file_size=_req_int(el, "MaxFileSize", 0),
@@ -604,7 +620,7 @@ def parse_thread_target(el: etree._Element, thread_id: int, position: int) -> Th
     return ThreadTarget(
         thread_id=thread_id,
         position=position,
-        path=_text(el.find("Path")),
+        path=_label_text(el.find("Path"), MAX_PATH_CHARS),
         bytes_count=_req_int(el, "BytesCount"),
         file_size=_req_int(el, "FileSize"),
         io_count=_req_int(el, "IOCount"),
@@ -694,10 +710,13 @@ def parse_tree(root: etree._Element) -> DiskspdResult:
     spans_el = profile.find("TimeSpans") if profile is not None else None
     profiles = [parse_timespan_profile(t) for t in (spans_el if spans_el is not None else []) if t.tag == "TimeSpan"]
     spans = [parse_timespan_result(t) for t in root.iterchildren("TimeSpan")]
+    paths = sum(len(p) for p in {_text(el) for el in root.iter("Path")})
+    if paths > MAX_PATHS_CHARS:
+        raise InvalidValue(f"the target paths add up to {paths} characters (at most {MAX_PATHS_CHARS})")
     return DiskspdResult(
-        computer_name=_text(system.find("ComputerName")) if system is not None else "",
-        version=_text(system.find("Tool/Version")) if system is not None else "",
-        version_date=_text(system.find("Tool/VersionDate")) if system is not None else "",
+        computer_name=_label_text(system.find("ComputerName"), MAX_NAME_CHARS) if system is not None else "",
+        version=_label_text(system.find("Tool/Version"), MAX_NAME_CHARS) if system is not None else "",
+        version_date=_label_text(system.find("Tool/VersionDate"), MAX_NAME_CHARS) if system is not None else "",
         run_time=run_time,
         profiles=profiles,
         spans=spans,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
 
 from .address import parse_prism_target
 from .config import TargetConfig
@@ -24,6 +26,90 @@ log = logging.getLogger(__name__)
 
 #: Largest answer read (a 2,000-disk virtual_disks page of 500 is ~1 MB).
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Most JSON values (counted as commas, brackets and braces, before parsing) in one answer: a
+#: 500-disk page holds ~60,000; 64 MB of ``[{},{},...]`` holds 21 million and would parse to
+#: ~1.6 GB (3 million took 240 MB).
+MAX_JSON_VALUES = 2_000_000
+#: Most cookies kept for one Prism (it sets one or two): a Prism setting new ones on every
+#: answer would grow the jar, and the Cookie header sent back, without end.
+MAX_COOKIES = 32
+
+
+_current = threading.local()  # .watch: the _Deadline of the request this thread is making
+
+
+class _Deadline:
+    """One deadline over a whole request: connection, status line, headers and body. Socket
+    timeouts apply to each read, so a Prism sending its headers a byte a second held a request
+    for ever; at the deadline this shuts the request's socket down, and the blocked read ends."""
+
+    def __init__(self, seconds: float):
+        self.fired = False
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.name = "prism request deadline"
+
+    def __enter__(self) -> _Deadline:
+        _current.watch = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.watch = None
+        self._timer.cancel()
+
+    def attach(self, conn: Any) -> None:
+        with self._lock:
+            self._conn = conn
+            if self.fired:
+                self._shut()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        watch = getattr(_current, "watch", None)
+        if watch is not None:
+            watch.attach(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        watch = getattr(_current, "watch", None)
+        if watch is not None:
+            watch.attach(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+def _watched_adapter() -> HTTPAdapter:
+    """requests' adapter whose connections register with the request's :class:`_Deadline`."""
+    adapter = HTTPAdapter()
+    adapter.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+    return adapter
+
 
 #: Set by ``prism-exporter capture`` while its probe runs: called with every answer a client
 #: receives (path, params, HTTP status, body, Content-Type, Date header, seconds).
@@ -68,6 +154,8 @@ class PrismClient:
         self.cfg = cfg
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
+        for prefix in ("http://", "https://"):
+            self.session.mount(prefix, _watched_adapter())
         # No environment: REQUESTS_CA_BUNDLE would override ca_file and tls_verify, proxies would
         # see the credentials, and ~/.netrc could add credentials of its own.
         self.session.trust_env = False
@@ -129,10 +217,30 @@ class PrismClient:
         self, path: str, params: dict[str, Any] | None, timeout: float, auth: tuple[str, str] | None
     ) -> tuple[requests.Response, bytes]:
         url = self.base + path
+        with _Deadline(timeout) as watch:
+            try:
+                answer = self._exchange(url, path, params, timeout, auth)
+            except TargetError as exc:
+                if watch.fired and exc.kind != "timeout":
+                    raise TargetError(f"Prism did not answer {path} within {timeout:.1f}s", "timeout") from None
+                raise
+            if watch.fired:  # the shut socket can end a body without Content-Length: it is cut short
+                raise TargetError(f"Prism did not answer {path} within {timeout:.1f}s", "timeout")
+            return answer
+
+    def _exchange(
+        self, url: str, path: str, params: dict[str, Any] | None, timeout: float, auth: tuple[str, str] | None
+    ) -> tuple[requests.Response, bytes]:
         try:
             r = self.session.get(
                 url, params=params, timeout=timeout, auth=auth, stream=True, allow_redirects=False, verify=self.verify
             )
+            if len(self.session.cookies) > MAX_COOKIES:
+                self.session.cookies.clear()
+                r.close()
+                raise TargetError(
+                    f"Prism set more than {MAX_COOKIES} cookies (answer of {path}); all dropped", "protocol"
+                )
             length = r.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
                 r.close()
@@ -173,8 +281,16 @@ def answer_of(path: str, status: int, body: bytes, ctype: str, date: str, has_us
         )
     if status != 200:
         raise TargetError(f"HTTP {status} from {path}", "protocol")
+    values = body.count(b",") + body.count(b"{") + body.count(b"[")
+    if values > MAX_JSON_VALUES:
+        raise TargetError(
+            f"the answer of {path} holds more than {MAX_JSON_VALUES} JSON values ({len(body)} bytes): not parsed",
+            "protocol",
+        )
     try:
         doc = json.loads(body)
+    except RecursionError:  # nesting deeper than the interpreter's stack: no answer of Prism's
+        raise TargetError(f"the answer of {path} is JSON nested too deep ({len(body)} bytes)", "protocol") from None
     except ValueError:
         raise TargetError(
             f"the answer of {path} is not JSON ({len(body)} bytes, "
@@ -214,6 +330,11 @@ def _read_body(r: requests.Response, path: str, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
+#: A Date outside these years is not Prism's clock (garbage, or a year 9999 that the clock would
+#: carry past what datetime can print as a v4 query's $endTime): taken as no Date.
+MIN_DATE_YEAR, MAX_DATE_YEAR = 1971, 9000
+
+
 def _date(header: str | None) -> float | None:
     if not header:
         return None
@@ -221,6 +342,6 @@ def _date(header: str | None) -> float | None:
         parsed = email.utils.parsedate_to_datetime(header)
     except (TypeError, ValueError, IndexError):
         return None
-    if parsed.tzinfo is None:
+    if parsed.tzinfo is None or not MIN_DATE_YEAR <= parsed.year <= MAX_DATE_YEAR:
         return None
     return parsed.timestamp()

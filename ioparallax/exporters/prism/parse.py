@@ -27,7 +27,7 @@ def stat(stats: dict[str, Any], key: str) -> float | None:
         return None
     try:
         value = float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer beyond a double
         return None
     if value < 0 or not math.isfinite(value):  # -1: not available (no statistic is negative)
         return None
@@ -232,7 +232,7 @@ def virtual_disk(e: dict[str, Any]) -> VirtualDisk | None:
         vm=vm,
         vm_id=vm_id.lower(),
         disk=_text(e, "disk_address"),
-        vdisk_id=str(e.get("virtual_disk_id") or "").rpartition("::")[2],
+        vdisk_id=_text(e, "virtual_disk_id").rpartition("::")[2],
         container=first or _text(e, "storage_container_uuid"),
         nfs_path=nfs,
         capacity_bytes=stat(e, "disk_capacity_in_bytes"),

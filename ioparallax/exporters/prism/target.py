@@ -36,6 +36,8 @@ V2 = "/PrismGateway/services/rest/v2.0"
 V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
+#: Most bytes the pages of one list may add up to (each answer is also capped: client.MAX_BODY_BYTES).
+MAX_READ_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
@@ -218,10 +220,17 @@ class Target:
 
     # -- the read -------------------------------------------------------------------------
     def _list(self, path: str, what: str, params: dict | None = None) -> tuple[list[dict], list[float | None], int]:
-        """All pages of a v2.0 list: (entities, the Date of each page, requests made)."""
+        """All pages of a v2.0 list: (entities, the Date of each page, requests made); at most
+        MAX_READ_BYTES over its pages (a ParseError past it)."""
+        nbytes = [0]
+        lock = threading.Lock()
 
         def get(p: dict[str, Any]) -> tuple[Any, float | None]:
             ans = self.client.get(path, p)
+            with lock:
+                nbytes[0] += ans.nbytes
+                if nbytes[0] > MAX_READ_BYTES:
+                    raise parse.ParseError(f"the {what} pages add up to more than {MAX_READ_BYTES} bytes")
             return ans.doc, ans.date
 
         return paging.list_all(get, what, self.cfg.page_size, params, name=self.name)
@@ -258,7 +267,8 @@ class Target:
         if dates and dates[0] is None and not self.no_date_logged:
             self.no_date_logged = True
             log.warning(
-                "target=%s: Prism's answers carry no Date header; samples cannot be dated and are not integrated",
+                "target=%s: Prism's answers carry no usable Date header (missing, unreadable, or not in years 1971-9000); "
+                "samples cannot be dated and are not integrated",
                 self.name,
             )
         with self._lock:
@@ -329,6 +339,10 @@ class Target:
         with self._lock:
             for st, series in results:
                 for sample_end, amounts in series:
+                    if sample_end > prism_now + SAMPLE_SECONDS:
+                        # not ended yet by Prism's own clock (a timestamp in year 9999): taken, it
+                        # would hide every real sample after it for good
+                        continue
                     if sample_end > (st.controller_end if st.controller_end is not None else floor):
                         st.controller.add(amounts)
                         st.controller_end = sample_end
