@@ -20,7 +20,14 @@ Parts (``--part``, default all):
   (VmHWM) and the first scrape's time for a 200 MB clean stream, 200 MB of garbage and a 222 MB
   single document, against the same exporter on a 1 MB clean stream (target: under 100 MB).
 
-Each figure is min/median over repeated runs. Run: .venv/bin/python bench/fio_read.py [--part P]
+Each figure is min / median over repeated runs, printed with the load average it ran at and its
+target; the bench exits 1 when a target is missed (every part's figures are printed first).
+Targets: reader at most 1.5x json.loads (median of the paired runs' ratios, for the 64-job result
+and for the stream); the incremental read at least 100x cheaper than a full re-read; error-line
+recovery linear (20 MB / 5 MB under 6x: 4 is linear, the old superlinear reader took 15x); the
+growing stream's exporter under 2 % of a core; every input's peak RSS under 100 MB.
+
+Run: .venv/bin/python bench/fio_read.py [--part P]
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -44,13 +52,28 @@ from ioparallax.exporters.fio.tailer import FileTailer  # noqa: E402
 from ioparallax.simulators.process import free_port, start as start_process, wait_for_http  # noqa: E402
 
 
-def best(fn, repeat: int = 7) -> float:
-    times = []
+def cpu_time(fn) -> float:
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def paired(floor, ours, repeat: int) -> tuple[gate.Runs, gate.Runs, gate.Runs]:
+    """``floor`` and ``ours`` timed alternately ``repeat`` times (so both see the same load):
+    their CPU times and the ratio ours / floor of each pair. Both run in this one thread, so CPU
+    time is the figure; wall time would add the time other processes held the core."""
+    t_floor, t_ours, ratio = gate.Runs(), gate.Runs(), gate.Runs()
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        f = cpu_time(floor)
+        o = cpu_time(ours)
+        t_floor.add(f)
+        t_ours.add(o)
+        ratio.add(o / f)
+    return t_floor, t_ours, ratio
+
+
+def ms(runs: gate.Runs) -> gate.Runs:
+    return gate.Runs([v * 1e3 for v in runs.values], runs.loads)
 
 
 def split_docs(text: str) -> list[str]:
@@ -140,18 +163,14 @@ def read_first_record(text: str) -> dict:
     return json.JSONDecoder().raw_decode(text, text.index("{"))[0]
 
 
-def min_median(values: list[float]) -> str:
-    return f"{min(values):.3g} / {statistics.median(values):.3g}"
-
-
-def part_reader(work: Path, stream: str) -> None:
+def part_reader(g: gate.Gate, work: Path, stream: str, repeat: int) -> None:
     jobs64 = real_64_jobs(work)
     print(f"64-job json+ result (real fio): {len(jobs64) / 1e6:.2f} MB")
-    t_floor = best(lambda: json.loads(jobs64))
-    t_read = best(lambda: read_text(jobs64))
     recs = read_text(jobs64).records
     assert len(recs) == 1 and len(recs[0].jobs) == 64
-    print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
+    t_floor, t_read, ratio = paired(lambda: json.loads(jobs64), lambda: read_text(jobs64), 10 * repeat + 1)
+    print(f"  CPU: json.loads {ms(t_floor).describe('ms')}\n       reader     {ms(t_read).describe('ms')}")
+    g.check("64-job result: reader / json.loads (paired runs)", ratio, below=1.5, unit="x", fmt=".2f")
 
     docs = split_docs(stream)
     assert len(docs) == 600
@@ -159,10 +178,10 @@ def part_reader(work: Path, stream: str) -> None:
         f"10-minute 1 s status stream (synthesized from a real 4-job json+ record): "
         f"{len(docs)} records, {len(stream) / 1e6:.2f} MB"
     )
-    t_floor = best(lambda: [json.loads(d) for d in docs], 3)
-    t_read = best(lambda: read_text(stream), 3)
     assert len(read_text(stream).records) == 600
-    print(f"  json.loads {t_floor * 1e3:8.2f} ms   reader {t_read * 1e3:8.2f} ms   ratio {t_read / t_floor:.2f}x")
+    t_floor, t_read, ratio = paired(lambda: [json.loads(d) for d in docs], lambda: read_text(stream), repeat)
+    print(f"  CPU: json.loads {ms(t_floor).describe('ms')}\n       reader     {ms(t_read).describe('ms')}")
+    g.check("600-record stream: reader / json.loads (paired runs)", ratio, below=1.5, unit="x", fmt=".2f")
 
     # incremental: a tailer that has read 599 records gets the 600th appended
     path = work / "growing.json"
@@ -184,14 +203,16 @@ def part_reader(work: Path, stream: str) -> None:
         tailer = FileTailer(str(path), skip_backlog=False)  # every record, as convert reads them
         assert read_all(tailer) == 600
 
-    t_inc = min(incremental() for _ in range(5))
-    t_full = best(full, 3)
-    t_one = best(lambda: json.loads(docs[-1]))
+    t_inc = gate.Runs()
+    for _ in range(5):
+        t_inc.add(incremental())
+    t_full = gate.timed(full, repeat)
+    t_one = gate.timed(lambda: json.loads(docs[-1]), 2 * repeat + 1)
     print(
-        f"  last record appended: incremental read {t_inc * 1e3:.3f} ms "
-        f"(json.loads of that record {t_one * 1e3:.3f} ms), full re-read {t_full * 1e3:.1f} ms, "
-        f"full/incremental {t_full / t_inc:.0f}x"
+        f"  last record appended: incremental read {ms(t_inc).describe('ms')}; json.loads of that record "
+        f"{ms(t_one).describe('ms')}; full re-read {ms(t_full).describe('ms')}"
     )
+    g.check("full re-read / incremental read (medians)", t_full.median / t_inc.median, at_least=100, unit="x")
 
 
 ERROR_LINE = "fio: io_u error on file /dev/sdb: Input/output error: read offset=4096, buflen=4096"
@@ -207,11 +228,8 @@ def with_error_lines(docs: list[str]) -> list[str]:
     return out
 
 
-def part_recovery(docs: list[str], repeat: int = 3) -> None:
-    print(
-        "error-line recovery: an error line inside every record, against a clean stream of the same size "
-        "(min / median of %d runs, seconds)" % repeat
-    )
+def part_recovery(g: gate.Gate, docs: list[str], repeat: int = 3) -> None:
+    print("error-line recovery: an error line inside every record, against a clean stream of the same size")
     per_size = {}
     for mb in (5, 10, 20):
         n = 0
@@ -223,25 +241,25 @@ def part_recovery(docs: list[str], repeat: int = 3) -> None:
         clean = "".join(clean_docs)
         bad = "".join(with_error_lines(clean_docs))
 
-        def run(text: str) -> float:
-            t0 = time.perf_counter()
+        def run(text: str) -> None:
             stream = DocumentStream()
             got = stream.feed(text)
             got.extend(stream.finish())
-            dt = time.perf_counter() - t0
             assert len(got) == n, (len(got), n)
-            return dt
 
-        t_clean = [run(clean) for _ in range(repeat)]
-        t_bad = [run(bad) for _ in range(repeat)]
-        per_size[mb] = min(t_bad)
+        t_clean, t_bad, ratio = paired(lambda: run(clean), lambda: run(bad), repeat)
+        per_size[mb] = t_bad
         print(
-            f"  {mb:2d} MB ({n} records): with error lines {min_median(t_bad)}   clean {min_median(t_clean)}   "
-            f"ratio {min(t_bad) / min(t_clean):.2f}x"
+            f"  {mb:2d} MB ({n} records): with error lines {t_bad.describe('s')}; clean {t_clean.describe('s')}; "
+            f"ratio with / clean (paired) median {ratio.median:.2f}x"
         )
-    print(
-        f"  scaling with error lines: 10 MB / 5 MB {per_size[10] / per_size[5]:.2f}x, "
-        f"20 MB / 5 MB {per_size[20] / per_size[5]:.2f}x (linear: 2 and 4)"
+    print(f"  scaling with error lines: 10 MB / 5 MB {per_size[10].median / per_size[5].median:.2f}x (linear: 2)")
+    g.check(
+        "error-line recovery, 20 MB / 5 MB (medians; linear is 4)",
+        per_size[20].median / per_size[5].median,
+        below=6,
+        unit="x",
+        fmt=".2f",
     )
 
 
@@ -293,13 +311,12 @@ class Exporter:
         self.proc.stop(timeout=10)
 
 
-def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repeat: int = 3) -> None:
+def part_cpu(g: gate.Gate, work: Path, docs: list[str], interval: float, seconds: float, repeat: int = 3) -> None:
     print(
         f"exporter CPU while a status stream grows by 1 record/s, scraped every {interval:g} s for "
-        f"{seconds:g} s, side by side with the same exporter on a complete stream (not growing), "
-        f"min / median of {repeat} runs"
+        f"{seconds:g} s, side by side with the same exporter on a complete stream (not growing)"
     )
-    results: dict[str, list[tuple[float, float]]] = {"growing": [], "not growing": []}
+    results: dict[str, list[tuple[float, float, float]]] = {"growing": [], "not growing": []}
     for _ in range(repeat):
         exporters, paths = {}, {}
         try:
@@ -331,18 +348,16 @@ def part_cpu(work: Path, docs: list[str], interval: float, seconds: float, repea
             for mode, e in exporters.items():
                 cpu0, wall0 = start[mode]
                 cpu, wall = e.cpu_seconds() - cpu0, time.monotonic() - wall0
-                results[mode].append((cpu / wall, cpu / scrapes))
+                results[mode].append((cpu / wall, cpu / scrapes, gate.load()))
         finally:
             for e in exporters.values():
                 e.stop()
+    share = {m: gate.Runs([r[0] * 100 for r in rs], [r[2] for r in rs]) for m, rs in results.items()}
     for mode, rs in results.items():
-        print(
-            f"  {mode:12s} CPU share of one core {min_median([r[0] * 100 for r in rs])} %   "
-            f"CPU per scrape {min_median([r[1] * 1e3 for r in rs])} ms"
-        )
-    g = min(r[0] for r in results["growing"])
-    b = min(r[0] for r in results["not growing"])
-    print(f"  growing / not growing: {g / b:.2f}x")
+        per_scrape = gate.Runs([r[1] * 1e3 for r in rs], [r[2] for r in rs])
+        print(f"  {mode:12s} CPU share of one core {share[mode].describe('%')}; per scrape {per_scrape.describe('ms')}")
+    print(f"  growing / not growing (medians): {share['growing'].median / share['not growing'].median:.2f}x")
+    g.check("exporter on a growing stream: CPU share of one core", share["growing"], below=2, unit="%")
 
 
 def write_stream(path: Path, docs: list[str], size: int) -> None:
@@ -377,10 +392,8 @@ def write_single_document(path: Path, docs: list[str], size: int) -> None:
         fh.write("\n  ]\n}\n")
 
 
-def part_rss(work: Path, docs: list[str], repeat: int = 3) -> None:
-    print(
-        f"exporter peak RSS (VmHWM) reading a whole file, and its first scrape's time (min / median of {repeat} runs)"
-    )
+def part_rss(g: gate.Gate, work: Path, docs: list[str], repeat: int = 3) -> None:
+    print("exporter peak RSS (VmHWM) reading a whole file, and its first scrape's time")
     mb = 1_000_000
     inputs = {
         "1 MB clean stream (baseline)": lambda p: write_stream(p, docs, 1 * mb),
@@ -394,24 +407,22 @@ def part_rss(work: Path, docs: list[str], repeat: int = 3) -> None:
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir()
         make(d / "input.json")
-        peaks, firsts = [], []
+        peaks, firsts = gate.Runs(), gate.Runs()
         for _ in range(repeat):
             exp = Exporter(d)
             try:
                 t0 = time.monotonic()
                 text = exp.scrape()
-                firsts.append(time.monotonic() - t0)
+                firsts.add(time.monotonic() - t0)
                 while "fio_source_up" not in text or _more_to_read(exp, text, d / "input.json"):
                     text = exp.scrape()
-                peaks.append(exp.peak_rss() / 2**20)
+                peaks.add(exp.peak_rss() / 2**20)
             finally:
                 exp.stop()
-        base = base or min(peaks)
+        base = base or peaks.min
         up = "up 1" if 'fio_source_up{source="%s"} 1.0' % (d / "input.json") in text else "up 0"
-        print(
-            f"  {name:30s} peak RSS {min_median(peaks)} MiB ({min(peaks) / base:.2f}x baseline)   "
-            f"first scrape {min_median(firsts)} s   ({up})"
-        )
+        print(f"  {name}: first scrape {firsts.describe('s')} ({up}); {peaks.min / base:.2f}x the baseline's RSS")
+        g.check(f"{name}: exporter peak RSS", peaks, below=100, unit="MiB", stat="max")
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -432,25 +443,28 @@ def main() -> int:
         help="cpu part: seconds between scrapes (default: %(default)s, Prometheus' default)",
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="cpu part: length of a run (default: %(default)s)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="reader part: paired runs of the stream (default: %(default)s)"
+    )
     args = parser.parse_args()
+    g = gate.Gate("bench/fio_read.py")
     if shutil.which("fio") is None:
-        print("fio is not installed")
-        return 1
+        return g.cannot_measure("fio is not installed (make deps)")
     work = Path(tempfile.mkdtemp(prefix="fio-bench-"))
     try:
         stream = synthetic_stream(work)
         docs = split_docs(stream)
         if args.part in ("reader", "all"):
-            part_reader(work, stream)
+            part_reader(g, work, stream, args.repeat)
         if args.part in ("recovery", "all"):
-            part_recovery(docs)
+            part_recovery(g, docs)
         if args.part in ("cpu", "all"):
-            part_cpu(work, docs, args.scrape_interval, args.seconds)
+            part_cpu(g, work, docs, args.scrape_interval, args.seconds)
         if args.part in ("rss", "all"):
-            part_rss(work, docs)
+            part_rss(g, work, docs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return g.verdict()
 
 
 if __name__ == "__main__":

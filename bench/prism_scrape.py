@@ -17,8 +17,9 @@ auth, real clock) serves both, in the same run:
 Printed: for each, wall time (client side) and CPU (the process' utime + stime) per scrape, min
 and median of ``--runs`` scrapes taken alternately after one warm-up, peak RSS, series per
 scrape; cold start (process started to the first scrape with data, wall and CPU); the ratios
-ours / peer. Target: ours at most the peer's median CPU and median wall per scrape
-(ratio <= 1.0) while it exposes twice the series per disk; exit 1 on a miss.
+ours / peer, each with the load average it ran at. Target: ours at most the peer's median CPU and
+median wall per scrape (ratio peer / ours >= 1.0, both scraped in turn under the same load) while
+it exposes twice the series per disk; exit 1 on a miss, after every figure (bench/gate.py).
 
 Run it with ``nice -n 10 .venv/bin/python bench/prism_scrape.py`` (a shared machine).
 """
@@ -29,7 +30,6 @@ import argparse
 import os
 import re
 import secrets
-import statistics
 import sys
 import tempfile
 import time
@@ -37,13 +37,14 @@ from pathlib import Path
 
 import requests
 
+import gate
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ioparallax.simulators.process import Process, free_port, start  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 PEER = """
 import json, os, sys
@@ -88,23 +89,18 @@ thread.join()
 """
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 def peak_rss_mb(pid: int) -> float:
     m = re.search(r"VmHWM:\s+(\d+)", Path(f"/proc/{pid}/status").read_text())
     return int(m.group(1)) / 1024 if m else float("nan")
 
 
 def scrape(url: str, params: dict | None, pid: int) -> tuple[float, float, str]:
-    cpu0 = cpu_seconds(pid)
+    cpu0 = gate.cpu_seconds(pid)
     t0 = time.perf_counter()
     r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"}, timeout=120)
     wall = time.perf_counter() - t0
     r.raise_for_status()
-    return wall, cpu_seconds(pid) - cpu0, r.text
+    return wall, gate.cpu_seconds(pid) - cpu0, r.text
 
 
 def has_data(text: str) -> bool:
@@ -121,7 +117,7 @@ def cold_start(proc: Process, url: str, params: dict | None, t_start: float) -> 
         try:
             r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"}, timeout=120)
             if r.status_code == 200 and has_data(r.text):
-                return time.monotonic() - t_start, cpu_seconds(proc.popen.pid)
+                return time.monotonic() - t_start, gate.cpu_seconds(proc.popen.pid)
         except requests.ConnectionError:
             pass
         time.sleep(0.05)
@@ -193,52 +189,48 @@ def main() -> int:
 
             scrape(our_url, our_params, ours.popen.pid)  # warm-up
             scrape(peer_url, None, peer.popen.pid)
-            mine: list[tuple[float, float]] = []
-            theirs: list[tuple[float, float]] = []
+            mine: list[tuple[float, float, float]] = []
+            theirs: list[tuple[float, float, float]] = []
             our_text = peer_text = ""
             for _ in range(args.runs):
                 w, c, our_text = scrape(our_url, our_params, ours.popen.pid)
-                mine.append((w, c))
+                mine.append((w, c, gate.load()))
                 w, c, peer_text = scrape(peer_url, None, peer.popen.pid)
-                theirs.append((w, c))
+                theirs.append((w, c, gate.load()))
             rss = {"ours": peak_rss_mb(ours.popen.pid), "peer": peak_rss_mb(peer.popen.pid)}
             if "prism_up 1" not in our_text:
-                print(f"ours is not up: {our_text[:500]}", file=sys.stderr)
-                return 1
+                return gate.Gate("bench/prism_scrape.py").cannot_measure(f"ours is not up: {our_text[:500]}")
         finally:
             for p in reversed(procs):
                 p.stop()
 
         def row(
-            name: str, runs: list[tuple[float, float]], cold: tuple[float, float], text: str, pid_rss: float
+            name: str, runs: list[tuple[float, float, float]], cold: tuple[float, float], text: str, pid_rss: float
         ) -> dict:
-            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
+            loads = [r[2] for r in runs]
             s = {
-                "wall_min": min(walls),
-                "wall_med": statistics.median(walls),
-                "cpu_min": min(cpus),
-                "cpu_med": statistics.median(cpus),
+                "wall": gate.Runs([r[0] for r in runs], loads),
+                "cpu": gate.Runs([r[1] for r in runs], loads),
                 "series": series(text),
             }
             print(
-                f"{name:<6} wall min/median {s['wall_min']:.3f} / {s['wall_med']:.3f} s   "
-                f"cpu min/median {s['cpu_min']:.3f} / {s['cpu_med']:.3f} s   series {s['series']:>6}   "
-                f"cold start {cold[0]:.2f} s ({cold[1]:.2f} s CPU)   peak RSS {pid_rss:.0f} MB"
+                f"{name:<6} wall {s['wall'].describe('s')}\n       cpu {s['cpu'].describe('s')}\n"
+                f"       series {s['series']}   cold start {cold[0]:.2f} s ({cold[1]:.2f} s CPU)   "
+                f"peak RSS {pid_rss:.0f} MB"
             )
             return s
 
     print(f"{args.disks} virtual disks, {args.runs} scrapes each after one warm-up (alternating)")
     a = row("ours", mine, our_cold, our_text, rss["ours"])
     b = row("peer", theirs, peer_cold, peer_text, rss["peer"])
-    cpu_ratio = a["cpu_med"] / b["cpu_med"] if b["cpu_med"] else float("inf")
-    wall_ratio = a["wall_med"] / b["wall_med"] if b["wall_med"] else float("inf")
-    print(
-        f"ratio ours/peer: cpu {cpu_ratio:.2f}, wall {wall_ratio:.2f}, series per disk "
-        f"{a['series'] / args.disks:.1f} vs {b['series'] / args.disks:.1f}"
-    )
-    met = cpu_ratio <= 1.0 and wall_ratio <= 1.0
-    print(f"target (ours <= peer in median CPU and wall per scrape): {'MET' if met else 'MISSED'}")
-    return 0 if met else 1
+    print(f"series per disk {a['series'] / args.disks:.1f} (ours) vs {b['series'] / args.disks:.1f} (peer)")
+    g = gate.Gate("bench/prism_scrape.py")
+    at = a["cpu"].loads[-1]
+    ratio = b["cpu"].median / a["cpu"].median if a["cpu"].median else float("inf")
+    g.check("CPU per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
+    ratio = b["wall"].median / a["wall"].median if a["wall"].median else float("inf")
+    g.check("wall per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
+    return g.verdict()
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@ both exporters in the same run. The simulator's clock runs faster (-clock-speed 
 every scrape has new 20 s samples: ours fetches and integrates every one of them (15 virtualDisk
 counters per disk), vmware_exporter takes one sample per VM (its default metric set).
 
-Printed: wall time and CPU per scrape of each exporter (median / mean of 20 scrapes after one
-warm-up), peak RSS and RSS after scrape 5 and 20 (memory flat?), the simulator's own CPU per
-scrape (the floor a client can approach), and the ratios. Target: ours >= 4x cheaper in wall
-time and CPU while collecting more, memory flat.
+Printed: wall time and CPU per scrape of each exporter (min / median of 20 scrapes after one
+warm-up, with the load average), peak RSS and RSS after scrape 5 and 20 (memory flat?), the
+simulator's own CPU per scrape (the floor a client can approach), and the ratios. Targets (exit 1
+when one is missed; both exporters scrape in turn, under the same load): ours >= 4x cheaper in
+wall time and CPU (ratio of the medians) while collecting more, memory flat (RSS growth from
+scrape 5 to the last under 10 MB). When vmware_exporter cannot be installed, the ratios cannot be
+measured: a miss.
 
 ``--inventory`` measures the inventory at scale instead (issue 15), on stock vcsim (``.build/vcsim``,
 5,000 VMs by default), the new behaviour against the old one side by side in the same run:
@@ -35,7 +38,6 @@ real vCenter enforces, so the simulator runs with the limit off; ours still batc
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import secrets
 import statistics
@@ -43,9 +45,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import requests
+
+import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -57,7 +62,6 @@ SIM = BUILD / "vcsim-scenario"
 STOCK = BUILD / "vcsim"
 THEIR_VENV = BUILD / "vmware-exporter-venv"
 THEIR_PACKAGES = ["vmware_exporter==0.18.4", "requests", "twisted==24.7.0"]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 SHIM = """
 import functools, sys
@@ -66,11 +70,6 @@ connect.SmartConnect = functools.partial(connect.SmartConnect, port=int(sys.argv
 from vmware_exporter.vmware_exporter import main
 sys.exit(main(['-a', '127.0.0.1', '-p', sys.argv[2]]))
 """
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -100,7 +99,7 @@ def ensure_vmware_exporter() -> tuple[Path | None, str]:
 
 
 def scrape(url: str, pid: int, sim_pid: int, params: dict | None = None) -> dict:
-    cpu0, sim0 = cpu_seconds(pid), cpu_seconds(sim_pid)
+    cpu0, sim0 = gate.cpu_seconds(pid), gate.cpu_seconds(sim_pid)
     t0 = time.perf_counter()
     r = requests.get(url, params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"}, timeout=120)
     wall = time.perf_counter() - t0
@@ -108,18 +107,19 @@ def scrape(url: str, pid: int, sim_pid: int, params: dict | None = None) -> dict
     rss, hwm = memory_mb(pid)
     return {
         "wall": wall,
-        "cpu": cpu_seconds(pid) - cpu0,
-        "sim_cpu": cpu_seconds(sim_pid) - sim0,
+        "cpu": gate.cpu_seconds(pid) - cpu0,
+        "sim_cpu": gate.cpu_seconds(sim_pid) - sim0,
         "rss": rss,
         "hwm": hwm,
+        "load": gate.load(),
         "text": r.text,
     }
 
 
 def summary(name: str, runs: list[dict]) -> dict:
     s = {
-        "wall": statistics.median(r["wall"] for r in runs),
-        "cpu": statistics.mean(r["cpu"] for r in runs),
+        "wall": gate.Runs([r["wall"] for r in runs], [r["load"] for r in runs]),
+        "cpu": gate.Runs([r["cpu"] for r in runs], [r["load"] for r in runs]),
         "sim_cpu": statistics.mean(r["sim_cpu"] for r in runs),
         "hwm": max(r["hwm"] for r in runs),
         "rss1": runs[0]["rss"],
@@ -128,14 +128,16 @@ def summary(name: str, runs: list[dict]) -> dict:
         "lines": statistics.mean(sum(1 for ln in r["text"].splitlines() if ln and ln[0] != "#") for r in runs),
     }
     print(
-        f"{name:<18} wall {s['wall']:7.3f} s  cpu {s['cpu']:7.3f} s  peak RSS {s['hwm']:6.1f} MB  "
-        f"RSS after scrape 1/5/{len(runs)}: {s['rss1']:.1f}/{s['rss5']:.1f}/{s['rss_last']:.1f} MB  "
-        f"simulator cpu {s['sim_cpu']:.3f} s  samples/scrape {s['lines']:.0f}"
+        f"{name:<18} wall {s['wall'].describe('s')}\n{'':<18} cpu {s['cpu'].describe('s')}\n{'':<18} "
+        f"peak RSS {s['hwm']:6.1f} MB  RSS after scrape 1/5/{len(runs)}: "
+        f"{s['rss1']:.1f}/{s['rss5']:.1f}/{s['rss_last']:.1f} MB  "
+        f"simulator cpu {s['sim_cpu']:.3f} s (mean)  samples/scrape {s['lines']:.0f}"
     )
     return s
 
 
 def _min_med(values: list[float]) -> str:
+    """min / median of values measured now (the load average is printed beside each table)."""
     return f"{min(values):7.2f} / {statistics.median(values):7.2f}" if values else "      - /       -"
 
 
@@ -256,13 +258,18 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 proc.wait_for_output(r"listening on", 30)
                 return proc, f"http://127.0.0.1:{port}/probe"
 
-            def cold_start(proc: Process, url: str) -> tuple[float, float]:
+            first_answers: list[tuple[str, float, str]] = []  # background mode: (mode, wall, kind or "up")
+
+            def cold_start(proc: Process, url: str, mode: str = "") -> tuple[float, float]:
                 """(wall, exporter CPU) from the first probe to the first vcenter_up 1."""
-                t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
+                t0, c0 = time.perf_counter(), gate.cpu_seconds(proc.pid)
                 while True:
-                    _, text = _probe(url, {"target": target}, 10.0)
+                    wall, text = _probe(url, {"target": target}, 10.0)
+                    if mode:
+                        kind = re.search(r'^vcenter_probe_error_info\{[^}]*kind="([^"]+)"', text, re.M)
+                        first_answers.append((mode, wall, "up" if _up(text) else kind.group(1) if kind else "?"))
                     if _up(text):
-                        return time.perf_counter() - t0, cpu_seconds(proc.pid) - c0
+                        return time.perf_counter() - t0, gate.cpu_seconds(proc.pid) - c0
                     if time.perf_counter() - t0 > 900:
                         raise TimeoutError(f"{proc.name}: no vcenter_up 1 in 900 s: {text[-600:]}")
 
@@ -303,7 +310,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 return [
                     (float(m.group(1)), float(m.group(2)))
                     for m in re.finditer(
-                        r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s \(([\d.]+)s CPU\)",
+                        r"inventory of target=\S+ read: \d+ VMs, \d+ disks in ([\d.]+)s \(([\d.]+)s CPU[,)]",
                         proc.log_text(),
                     )
                 ]
@@ -312,7 +319,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
             first_builds: list[tuple[float, float]] = []
             for i in range(2):
                 proc, url = start_exporter(f"background-cold-{i}", "background", "1h")
-                cold["background"].append(cold_start(proc, url))
+                cold["background"].append(cold_start(proc, url, "background"))
                 first_builds += builds_of(proc)[:1]
                 stop(proc)
 
@@ -356,14 +363,33 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 print(f"  {label:<30} {_min_med(probes[key])}  ({len(probes[key])} probes)")
             if failed:
                 print(f"  ({failed} probes of the old mode did not answer vcenter_up 1 and are left out)")
-            if probes["background"]:
-                f_med, b_med = statistics.median(probes["forced"]), statistics.median(probes["background"])
-                c_med = statistics.median(probes["cached"])
-                print(
-                    f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x; "
-                    f"new during a refresh / old cached: {b_med / c_med:.2f}x"
-                )
-            return 0
+            print(f"(load average now {gate.load():.1f} on {gate.CORES} cores)")
+            g = gate.Gate("bench/vcenter_scrape.py --inventory")
+            kinds = Counter(k for _, _, k in first_answers)
+            g.require(
+                "cold start, background mode: every probe before the first vcenter_up 1 answered warming_up, "
+                "within its 10 s deadline",
+                bool(first_answers)
+                and set(kinds) <= {"up", "warming_up"}
+                and max(w for _, w, _ in first_answers) < 10.0,
+                f"{dict(kinds)}, slowest {max((w for _, w, _ in first_answers), default=float('nan')):.2f} s",
+            )
+            if not probes["background"] or not probes["cached"]:
+                return g.cannot_measure("no probe met a background refresh, or no probe on a cached inventory")
+            f_med, b_med = statistics.median(probes["forced"]), statistics.median(probes["background"])
+            c_med = statistics.median(probes["cached"])
+            print(f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x")
+            # Both measured in this run, against the same vcsim: the ratio is the load-fair figure.
+            g.check(
+                "probe during a background refresh / on a cached inventory (medians)", b_med / c_med, below=2, unit="x"
+            )
+            g.check(
+                "slowest probe during a background refresh / median on a cached inventory",
+                max(probes["background"]) / c_med,
+                below=2,
+                unit="x",
+            )
+            return g.verdict()
         finally:
             for p in reversed(procs):
                 p.stop(timeout=10)
@@ -501,30 +527,32 @@ def main() -> int:
                 f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape "
                 f"(x 15 virtualDisk counters)"
             )
-            if theirs is None:
-                print(f"\nvmware_exporter could not be run: {why_not}")
-                return 0
-            s_theirs = summary("vmware_exporter", their_runs)
-            wall_ratio = s_theirs["wall"] / s_ours["wall"]
-            cpu_ratio = s_theirs["cpu"] / s_ours["cpu"] if s_ours["cpu"] > 0 else float("inf")
-            mem_ratio = s_theirs["hwm"] / s_ours["hwm"]
+            g = gate.Gate("bench/vcenter_scrape.py")
             growth = s_ours["rss_last"] - s_ours["rss5"]
             print(
-                f"\nratio vmware_exporter / vcenter-exporter: wall {wall_ratio:.1f}x, CPU {cpu_ratio:.1f}x, "
-                f"peak RSS {mem_ratio:.1f}x"
+                f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB "
+                f"(from scrape 1: {s_ours['rss_last'] - s_ours['rss1']:+.1f} MB)"
             )
+            g.check(f"our RSS growth from scrape 5 to {args.scrapes}", growth, below=10, unit="MB")
+            if theirs is None:
+                return g.cannot_measure(f"vmware_exporter could not be run: {why_not}")
+            s_theirs = summary("vmware_exporter", their_runs)
             print(
                 f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
-                f"vmware_exporter {s_theirs['sim_cpu']:.3f} s"
+                f"vmware_exporter {s_theirs['sim_cpu']:.3f} s; vmware_exporter's RSS growth from scrape 5: "
+                f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB; peak RSS ratio vmware_exporter / ours "
+                f"{s_theirs['hwm'] / s_ours['hwm']:.1f}x"
             )
-            print(
-                f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB "
-                f"(from scrape 1: {s_ours['rss_last'] - s_ours['rss1']:+.1f} MB); vmware_exporter's: "
-                f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB"
+            # Both exporters scraped in turn, under the same load: the ratios are the load-fair figures.
+            g.check(
+                "wall ratio vmware_exporter / ours (medians)",
+                s_theirs["wall"].median / s_ours["wall"].median,
+                at_least=4,
+                unit="x",
             )
-            met = wall_ratio >= 4 and cpu_ratio >= 4 and growth < 10
-            print(f"target (>= 4x less wall and CPU, memory flat): {'MET' if met else 'MISSED'}")
-            return 0
+            cpu_ratio = s_theirs["cpu"].median / s_ours["cpu"].median if s_ours["cpu"].median > 0 else float("inf")
+            g.check("CPU ratio vmware_exporter / ours (medians)", cpu_ratio, at_least=4, unit="x")
+            return g.verdict()
         finally:
             for p in reversed(procs):
                 p.stop(timeout=10)

@@ -8,6 +8,8 @@ families become numpy arrays on the report's step grid (NaN where Prometheus had
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import math
 import threading
@@ -218,15 +220,14 @@ class Dataset:
         return sorted(self._known(busy=False) - set(self.disks()))
 
 
-def _to_grid(values: list[list[Any]], start: float, step: float, n: int) -> np.ndarray:
+def _to_grid(points: np.ndarray, start: float, step: float, n: int) -> np.ndarray:
+    """(time, value) rows on the report's step grid, NaN where there is no point."""
     out = np.full(n, np.nan)
-    if not values:
+    if not len(points):
         return out
-    t = np.fromiter((p[0] for p in values), dtype=float, count=len(values))
-    v = np.array([p[1] for p in values], dtype=float)
-    idx = np.rint((t - start) / step).astype(int)
+    idx = np.rint((points[:, 0] - start) / step).astype(int)
     ok = (idx >= 0) & (idx < n)
-    out[idx[ok]] = v[ok]
+    out[idx[ok]] = points[ok, 1]
     return out
 
 
@@ -246,15 +247,16 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         # dropped: a hundred VM disks' answers held as JSON lists would take hundreds of MB.
         fam, expr, is_range = item
         try:
-            result = ctx.range(expr) if is_range else ctx.instant(expr)
+            if not is_range:
+                answer = ctx.instant(expr)
+                with lock:
+                    ds.instant[fam] = answer
+                return
+            result = ctx.range_arrays(expr)
         except PromError as e:
             log.warning("query %s failed: %s", fam, e)
             with lock:
                 ds.errors[fam] = str(e)
-            return
-        if not is_range:
-            with lock:
-                ds.instant[fam] = result
             return
         if fam in (
             "hygiene",
@@ -266,19 +268,17 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             "vdbench_hygiene",
             "vdbench_disks",
         ):
-            shaped = [(r["metric"], _to_grid(r["values"], ctx.start, ctx.step, n)) for r in result]
+            shaped = [(m, _to_grid(points, ctx.start, ctx.step, n)) for m, points in result]
             with lock:
                 ds.labelled[fam] = shaped
             return
         fam_series: dict[Key, np.ndarray] = {}
         seen: set[str] = set()
-        for r in result:
-            m = r["metric"]
+        for m, points in result:
             if cluster_label and m.get(cluster_label):
                 seen.add(m[cluster_label])
             if "vm" in m and "disk" in m:
-                fam_series[(m["vm"], m["disk"])] = _to_grid(r["values"], ctx.start, ctx.step, n)
-            r.clear()
+                fam_series[(m["vm"], m["disk"])] = _to_grid(points, ctx.start, ctx.step, n)
         with lock:
             ds.series[fam] = fam_series
             ds.clusters |= seen
@@ -286,6 +286,7 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
     items = [(f, e, True) for f, e in rng.items()] + [(f, e, False) for f, e in inst.items()]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(run, items))
+    release_freed_memory()
     for r in ds.instant.get("vdisk_info", []):
         m = r["metric"]
         if "vm" in m and "disk" in m:
@@ -297,6 +298,15 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
     ds.rate_window = ctx.config.w
     ds.settle_points = int(math.ceil(ds.settle_seconds / ctx.step))
     return ds
+
+
+def release_freed_memory() -> None:
+    """Give the heap the answers' decoding freed back to the system (glibc keeps it for reuse
+    otherwise): the drawing workers are forked from this process, and each counts what it holds."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def missing_views(ctx: ReportContext, ds: Dataset) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -56,10 +56,17 @@ def _one(key: Key) -> Section:
     return disk_section(ctx, ds, key, table.get(key, {}), other)
 
 
+def _many(keys: list[Key]) -> list[Section]:
+    return [_one(k) for k in keys]
+
+
 def disk_sections(ctx: ReportContext) -> list[Section]:
     """A page per VM disk. Drawing is most of the report's time, so with more than a few disks the
-    pages are drawn by forked worker processes, one per core (they inherit the data, and send back
-    only the finished HTML and CSV text)."""
+    pages are drawn by this process and forked worker processes, one per core in all (they
+    inherit the data, and send back only the finished HTML and CSV text). This process draws
+    too rather than wait: each forked worker counts the pages it shares with this process (the
+    libraries, the data) in its own resident memory, so one worker fewer is ~150 MB less for
+    the process tree at 100 VM disks, for the same use of the cores."""
     global _WORK
     ds = dataset(ctx)
     table = verdicts(ctx)
@@ -70,8 +77,30 @@ def disk_sections(ctx: ReportContext) -> list[Section]:
         workers = min(len(keys), os.cpu_count() or 1, 8)
         if workers < 2 or len(keys) < 4 or "fork" not in mp.get_all_start_methods():
             return [_one(k) for k in keys]
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_one, keys, chunksize=max(1, len(keys) // (workers * 4))))
+        size = max(1, len(keys) // (workers * 4))
+        chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+        done: list[list[Section] | None] = [None] * len(chunks)
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=mp.get_context("fork")) as pool:
+            pending: dict[Future, int] = {}
+            taken = 0
+
+            def feed() -> None:  # two chunks in hand per worker, so that none waits for the next
+                nonlocal taken
+                while taken < len(chunks) and len(pending) < 2 * (workers - 1):
+                    pending[pool.submit(_many, chunks[taken])] = taken
+                    taken += 1
+
+            feed()  # the workers fork now, before this process draws anything
+            while taken < len(chunks) or pending:
+                if taken < len(chunks):  # this process draws the next chunk itself
+                    i, taken = taken, taken + 1
+                    done[i] = _many(chunks[i])
+                elif pending:
+                    wait(pending, return_when=FIRST_COMPLETED)
+                for f in [f for f in pending if f.done()]:
+                    done[pending.pop(f)] = f.result()
+                feed()
+        return [section for chunk in done for section in chunk or []]
     finally:
         _WORK = None
 

@@ -101,6 +101,10 @@ class ReportContext:
     def range(self, expr: str) -> list[dict[str, Any]]:
         return self.api.query_range(expr, self.start, self.end, self.step)
 
+    def range_arrays(self, expr: str) -> list[tuple[dict[str, str], np.ndarray]]:
+        """:meth:`range` as ``(labels, points)``, points a float array of (time, value) rows."""
+        return self.api.query_range_arrays(expr, self.start, self.end, self.step)
+
     def instant(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         return self.api.query(expr, self.end if at is None else at)
 

@@ -28,7 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, stats
+
+# _scipy_note: scipy is imported by the functions that fit, not with this module: the report
+# imports this module whatever the data (ioparallax.report.scaling), scipy adds ~56 MB of resident
+# libraries, and the report's drawing workers are forked from its process, each counting them
+# again (bench/report.py measures the process tree). Only a report with a ramp fits.
 
 MIN_POINTS = 4  # distinct concurrency levels: three coefficients need at least one more
 RISE_MIN = 1.05  # a ramp "rises" when some later step is >= 5 % above the first one
@@ -108,6 +112,8 @@ def _start(n: np.ndarray, x: np.ndarray, gamma: float) -> tuple[float, float]:
     b = n / c - 1.0
     # Scale the columns so that NNLS treats both alike (N (N - 1) is much larger than N - 1).
     scale = np.maximum(np.abs(a).max(axis=0), 1e-12)
+    from scipy import optimize  # here, not at import: see _scipy_note
+
     coef, _ = optimize.nnls(a / scale, b)
     sigma, kappa = coef / scale
     return float(min(sigma, SIGMA_MAX * 0.99)), float(kappa)
@@ -229,6 +235,8 @@ def _fit(na: np.ndarray, xa: np.ndarray, level: float, gamma_fixed: bool, unit: 
     result.r_squared = 1.0 - rss / tss if tss > 0 else None
     result.residual_se = math.sqrt(rss / df) if df > 0 else None
     stderr = _stderr(jac, rss, df)
+    from scipy import stats  # here, not at import: see _scipy_note
+
     t = float(stats.t.ppf(0.5 + level / 2.0, df)) if df > 0 else math.inf
     bounds = {"sigma": (0.0, SIGMA_MAX), "kappa": (0.0, math.inf), "gamma": (0.0, math.inf)}
     values = {"sigma": sigma, "kappa": kappa, "gamma": gamma}
@@ -273,6 +281,8 @@ def _solve(
 
     def resid(p: np.ndarray) -> np.ndarray:
         return usl(n, p[0], p[1], p[2] if gamma is None else gamma) - x
+
+    from scipy import optimize  # here, not at import: see _scipy_note
 
     starts = [list(start)]
     # The R package's customary start (sigma 0.01, kappa 0.0001) as a second opinion.

@@ -252,3 +252,61 @@ def test_inventory_fault_is_pyvmomis_so_an_expired_session_logs_in_again():
     body = (Path(__file__).parent / "data" / "fault-not-authenticated.xml").read_bytes()
     with pytest.raises(_vim.fault.NotAuthenticated):
         parse_page(body, 500)
+
+
+def test_a_first_collection_longer_than_the_deadline_answers_warming_up_not_timeout(
+    scenario_sim, bursty_trace, exporter, caplog
+):
+    """At 5,000 VMs the first inventory took 7 s of the 10 s scrape and the first collection
+    (every VM's samples, from nothing) could not end in the rest: the first probe answered kind
+    timeout (issue 24). Here the inventory's read takes 2 s (more than half of the probe's 3.5 s)
+    and QueryPerf 4 s: every probe until the first collection ends answers within its deadline
+    with vcenter_up 0 and kind warming_up (naming the inventory, then the first collection),
+    never timeout; the collection goes on, and a later probe answers vcenter_up 1 with the disks.
+    (A first collection that overruns although the inventory was read quickly is a slow vCenter,
+    kind timeout: test_vcenter_failures.py.)"""
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "RetrievePropertiesEx:2000,QueryPerf:4000")
+    exp = exporter(insecure_config(), ENV)
+    causes = []
+    deadline = time.monotonic() + 40
+    with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.vcenter"):
+        while True:
+            t0 = time.monotonic()
+            m = exp.probe(address, timeout=4.0)
+            assert time.monotonic() - t0 < 4.5
+            if value(m, "vcenter_up") == 1:
+                break
+            (info,) = m["vcenter_probe_error_info"]
+            assert dict(info)["kind"] == "warming_up", info  # never timeout while warming up
+            assert "vcenter_virtual_disk_write_bytes_total" not in m
+            causes.append(dict(info)["cause"])
+            assert time.monotonic() < deadline, causes
+    assert any("first collection of their samples is still running" in c and "was read in" in c for c in causes), causes
+    assert m["vcenter_virtual_disk_write_bytes_total"]
+    assert value(m, "vcenter_probe_errors_total", kind="warming_up") == len(causes)
+    assert all(v == 0 for k, v in m["vcenter_probe_errors_total"].items() if dict(k).get("kind") == "timeout")
+
+
+def test_a_background_refresh_pauses_while_a_collection_runs(scenario_sim, bursty_trace, exporter, caplog):
+    """Refreshes back to back (inventory_refresh 1s) and collections of 1.5 s (QueryPerf delayed):
+    a refresh that finds a collection running waits at its pauses (between pages, every few VMs)
+    until it ends, and says for how long in its log line; probes stay up."""
+    path, _ = bursty_trace
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "QueryPerf:1500")
+    exp = exporter(insecure_config(inventory_refresh="1s"), ENV)
+    with caplog.at_level(logging.INFO, logger="ioparallax.exporters.vcenter"):
+        deadline = time.monotonic() + 20
+        while value(exp.probe(address, timeout=5.0), "vcenter_up") != 1:
+            assert time.monotonic() < deadline
+        paused = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(p > 0 for p in paused):
+            m = exp.probe(address, timeout=5.0)
+            assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
+            paused = [
+                float(r.getMessage().rsplit("CPU, ", 1)[1].split("s paused")[0])
+                for r in caplog.records
+                if "s paused for collections" in r.getMessage() and address in r.getMessage()
+            ]
+    assert any(p > 0 for p in paused), paused

@@ -14,7 +14,7 @@ rules are those of :func:`.inventory.disks_from_devices` (the pyvmomi path, kept
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 from xml.sax.saxutils import escape
@@ -36,6 +36,14 @@ from .soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, XSI_TYPE, _snippet, 
 #: Objects per answer page: fewer round trips than pyvmomi's 500 without making one answer huge
 #: (7 KB of XML per stock vcsim VM: ~7 MB a page).
 PAGE_SIZE = 1000
+#: Objects turned into records between two calls of the ``pause`` callable (see
+#: :func:`collect_inventory_soap`): at 5,000 VMs a page of 1,000 takes ~0.3 s of CPU, 100 ~30 ms.
+PAUSE_EVERY = 100
+
+
+def _no_pause() -> None:
+    pass
+
 
 _ENVELOPE_START = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -218,13 +226,17 @@ def parse_page(body: bytes, status: int = 200) -> tuple[list[tuple[str, str, dic
     return objects, token
 
 
-def _pages(si: Any, collector: str, view: str) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+def _pages(
+    si: Any, collector: str, view: str, pause: Callable[[], None] = _no_pause
+) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+    pause()
     status, data = post(si, retrieve_body(collector, view), "RetrievePropertiesEx")
     while True:
         objects, token = parse_page(data, status)
         yield objects
         if token is None:
             return
+        pause()
         status, data = post(si, continue_body(collector, token), "ContinueRetrievePropertiesEx")
 
 
@@ -239,14 +251,18 @@ def _value_text(el: Any) -> str:
     return (el.text or "").strip() if el is not None else ""
 
 
-def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]]) -> list[VirtualMachine]:
+def inventory_from_pages(
+    pages: Iterator[list[tuple[str, str, dict[str, Any]]]], pause: Callable[[], None] = _no_pause
+) -> list[VirtualMachine]:
     """Objects as parse_page gives them -> VMs (hosts and datastores resolved to names). Each
     page is reduced to records before the next is read, so only one answer's tree is alive."""
     hosts: dict[str, str] = {}
     datastores: dict[str, str] = {}
     vms: list[VirtualMachine] = []
     for objects in pages:
-        for kind, moref, p in objects:
+        for i, (kind, moref, p) in enumerate(objects):
+            if i and not i % PAUSE_EVERY:
+                pause()
             if kind == "HostSystem":
                 hosts[moref] = _value_text(p.get("name"))
             elif kind == "Datastore":
@@ -281,15 +297,17 @@ def inventory_from_pages(pages: Iterator[list[tuple[str, str, dict[str, Any]]]])
     return out
 
 
-def collect_inventory_soap(si: Any) -> list[VirtualMachine]:
+def collect_inventory_soap(si: Any, pause: Callable[[], None] = _no_pause) -> list[VirtualMachine]:
     """All VMs with their disks, hosts and datastores resolved, in one paged PropertyCollector
-    pass over a ContainerView of the whole inventory."""
+    pass over a ContainerView of the whole inventory. ``pause`` is called before each page is
+    asked for and every PAUSE_EVERY objects read: a background refresh waits there while a
+    collection runs, so the two do not share the cores (and the vCenter) at once."""
     content = si.content
     view = content.viewManager.CreateContainerView(
         content.rootFolder, [vim.VirtualMachine, vim.HostSystem, vim.Datastore], True
     )
     try:
-        return inventory_from_pages(_pages(si, content.propertyCollector._moId, view._moId))
+        return inventory_from_pages(_pages(si, content.propertyCollector._moId, view._moId, pause), pause)
     finally:
         try:
             view.Destroy()

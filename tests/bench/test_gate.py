@@ -1,0 +1,143 @@
+"""bench/gate.py: a bench's verdict fails on a miss, and `make bench` runs every bench before failing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import gate  # noqa: E402
+
+
+def test_a_figure_over_its_limit_is_missed_and_the_verdict_exits_1(capsys):
+    g = gate.Gate("bench/x.py")
+    assert not g.check("report time", gate.of([21.0, 25.0, 19.0]), below=20, unit="s")
+    out = capsys.readouterr().out
+    assert "report time: min 19 / median 21 s over 3 runs (load " in out
+    assert "[target median < 20 s: MISSED]" in out
+    assert g.verdict() == 1
+    assert "bench/x.py: MISSED 1 of 1 targets: report time" in capsys.readouterr().out
+
+
+def test_a_figure_under_its_limit_is_met_and_the_verdict_exits_0(capsys):
+    g = gate.Gate("bench/x.py")
+    assert g.check("report time", gate.of([19.9, 30.0, 12.0]), below=20, unit="s")
+    assert g.check("ratio baseline / ours", 5.0, at_least=5, unit="x")
+    assert g.verdict() == 0
+    assert "bench/x.py: all 2 targets met" in capsys.readouterr().out
+
+
+def test_one_miss_among_several_fails_the_bench():
+    g = gate.Gate("bench/x.py")
+    g.check("a", 1.0, below=2)
+    g.check("b", 4.99, at_least=5, unit="x")
+    g.check("c", 1.0, below=2)
+    assert [c.what for c in g.missed] == ["b"]
+    assert g.verdict() == 1
+
+
+def test_the_limit_itself_is_a_miss_for_below():
+    g = gate.Gate("bench/x.py")
+    assert not g.check("t", 2.0, below=2)
+    assert g.verdict() == 1
+
+
+@pytest.mark.parametrize(
+    ("stat", "met"),
+    [("min", True), ("median", True), ("max", False)],
+)
+def test_the_statistic_checked_is_the_one_named(stat, met):
+    g = gate.Gate("bench/x.py")
+    assert g.check("slowest probe", gate.of([3.0, 3.5, 5.2]), below=5, stat=stat) is met
+    assert g.verdict() == (0 if met else 1)
+
+
+def test_a_max_target_prints_the_max(capsys):
+    g = gate.Gate("x")
+    g.check("slowest probe, every run", gate.of([2.0, 2.5, 5.5]), below=5, unit="s", stat="max")
+    out = capsys.readouterr().out
+    assert "min 2 / median 2.5 s over 3 runs" in out
+    assert ", max 5.5 s  [target max < 5 s: MISSED]" in out
+
+
+def test_a_bench_that_could_not_measure_fails(capsys):
+    g = gate.Gate("bench/x.py")
+    assert g.cannot_measure("fio is not installed") == 1
+    out = capsys.readouterr().out
+    assert "measured: fio is not installed  [target: MISSED]" in out
+
+
+def test_a_bench_without_any_target_fails():
+    assert gate.Gate("bench/x.py").verdict() == 1
+
+
+def test_a_yes_no_target():
+    g = gate.Gate("bench/x.py")
+    assert not g.require("the same queries for 10 and 100 VM disks", False, "72 and 73")
+    assert g.verdict() == 1
+
+
+def test_a_check_needs_exactly_one_limit():
+    with pytest.raises(ValueError):
+        gate.Gate("x").check("t", 1.0)
+    with pytest.raises(ValueError):
+        gate.Gate("x").check("t", 1.0, below=1, at_least=1)
+
+
+def test_runs_record_the_load_of_each_value_and_timed_runs_count():
+    calls = []
+    runs = gate.timed(lambda: calls.append(time.sleep(0.01)), runs=3, warmup=1)
+    assert len(calls) == 4 and len(runs.values) == 3 == len(runs.loads)
+    assert all(v >= 0.01 for v in runs.values)
+    assert runs.loads[0] == pytest.approx(os.getloadavg()[0], abs=5)
+    text = gate.Runs([1.0, 2.0], [0.5, 3.25]).describe("s")
+    assert text == f"min 1 / median 1.5 s over 2 runs (load 0.5-3.2 on {gate.CORES} cores)"
+
+
+def test_the_process_tree_rss_counts_the_children():
+    """A child holding 60 MB shows in the tree's sampled peak, as the report's figure workers do."""
+    code = (
+        "import subprocess, sys; "
+        "subprocess.run([sys.executable, '-c', 'import time; b = bytearray(60 * 2**20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(1)'])"
+    )
+    done = gate.run_sampling_memory([sys.executable, "-c", code], timeout=30)
+    assert done.returncode == 0
+    assert done.peak_rss_mb > 60 and done.peak_pss_mb > 60
+    assert done.cpu_seconds > 0
+
+
+def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
+    missing = tmp_path / "a_misses.py"
+    missing.write_text(
+        "import sys; sys.path.insert(0, %r); import gate\n"
+        "g = gate.Gate('a'); g.check('t', 3.0, below=2); sys.exit(g.verdict())\n" % str(REPO / "bench")
+    )
+    met = tmp_path / "b_meets.py"
+    met.write_text(
+        "import sys; sys.path.insert(0, %r); import gate\n"
+        "g = gate.Gate('b'); g.check('t', 1.0, below=2); sys.exit(g.verdict())\n" % str(REPO / "bench")
+    )
+    r = subprocess.run(
+        ["make", "-s", "-o", "deps", "bench", f"BENCH_RUNS={missing} {met},--flag"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0
+    assert "a: MISSED 1 of 1 targets: t" in r.stdout
+    assert "b: all 1 targets met" in r.stdout  # the bench after the miss still ran
+    assert f"benches that missed a target: {missing};" in r.stdout
+    assert f">> {met} --flag" in r.stdout  # a run with arguments
+    r = subprocess.run(
+        ["make", "-s", "-o", "deps", "bench", f"BENCH_RUNS={met}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "every bench met its targets" in r.stdout

@@ -1,0 +1,122 @@
+"""The reader's fast paths (msgspec for a whole document, numbers checked a block at a time, known
+keys remembered) give exactly what the field-by-field path gives, on real fio output, and reject
+what it rejects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ioparallax.exporters.fio import reader
+from ioparallax.exporters.fio.reader import InvalidValue, parse_document, read_text
+
+
+@pytest.fixture
+def slow_path(monkeypatch):
+    """Every block goes the field-by-field way, every key is checked anew."""
+    monkeypatch.setattr(reader, "_fine", lambda *a, **k: False)
+    monkeypatch.setattr(reader, "_PERCENTILE_KEYS", {})
+    monkeypatch.setattr(reader, "_BIN_KEYS", set())
+    monkeypatch.setattr(reader, "_KNOWN_KEYS_LIMIT", 0)
+    monkeypatch.setattr(reader, "_msgspec_decode", _refuse)
+
+
+def _refuse(raw: bytes) -> None:
+    raise reader.msgspec.DecodeError("refused (test)")
+
+
+@pytest.mark.parametrize("fixture", ["jsonplus_result", "plain_json_result", "status_stream", "unified_gtod_result"])
+def test_fast_and_field_by_field_paths_give_the_same_records(request, fixture, monkeypatch):
+    text = request.getfixturevalue(fixture).read_text()
+    fast = read_text(text)
+    fast_again = read_text(text)  # with the keys remembered from the first read
+    request.getfixturevalue("slow_path")
+    slow = read_text(text)
+    assert fast.records and fast.records == slow.records == fast_again.records
+    assert fast.counts == slow.counts
+
+
+def _record(jsonplus_result) -> dict:
+    return json.loads(jsonplus_result.read_text())
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("read", "total_ios"), -5, "jobs[0].read.total_ios = -5: negative"),
+        (("read", "iops"), float("nan"), "jobs[0].read.iops = nan: not a finite number"),
+        (("read", "clat_ns", "mean"), 2.0**65, "jobs[0].read.clat_ns.mean"),
+        (("read", "clat_ns", "N"), -1, "jobs[0].read.clat_ns.N = -1: negative"),
+        (("ctx",), 2**64 + 1, "jobs[0].ctx"),
+        (("usr_cpu",), float("inf"), "jobs[0].usr_cpu = inf"),
+    ],
+)
+def test_a_bad_number_in_a_block_is_named_as_before(jsonplus_result, path, value, message):
+    doc = _record(jsonplus_result)
+    parse_document(doc)  # fine as fio wrote it (and its keys now remembered)
+    target = doc["jobs"][0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InvalidValue, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        parse_document(doc)
+
+
+def test_a_bool_or_string_where_a_number_goes_reads_as_absent_as_before(jsonplus_result):
+    doc = _record(jsonplus_result)
+    doc["jobs"][0]["read"]["total_ios"] = True
+    doc["jobs"][0]["ctx"] = "12"
+    job = parse_document(doc).jobs[0]
+    assert job.directions["read"].total_ios == 0 and job.ctx is None
+
+
+def test_remembered_bin_keys_do_not_let_a_bad_key_or_count_through(jsonplus_result):
+    doc = _record(jsonplus_result)
+    parse_document(doc)
+    bins = doc["jobs"][0]["read"]["clat_ns"]["bins"]
+    assert bins and set(bins) <= reader._BIN_KEYS
+    key = next(iter(bins))
+    bins[key] = -3
+    with pytest.raises(InvalidValue, match="negative"):
+        parse_document(doc)
+    bins[key] = "3"
+    with pytest.raises(InvalidValue, match="not a count"):
+        parse_document(doc)
+    doc["jobs"][0]["read"]["clat_ns"]["bins"] = {"": 1}  # an empty key alone: not a latency
+    with pytest.raises(InvalidValue, match="not a latency in ns"):
+        parse_document(doc)
+
+
+def test_msgspec_and_the_json_module_decode_a_record_alike(jsonplus_result):
+    raw = jsonplus_result.read_bytes()
+    assert reader.msgspec.json.decode(raw) == json.loads(raw)
+    found, trailing = reader._decode(raw)
+    assert found == [json.loads(raw)] and not trailing
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jobs": [], "x": NaN}',  # msgspec refuses NaN: the json module's way reads it
+        b'{"jobs": [], "x": 1e400}',  # infinity: likewise
+        b'{"jobs": [], "x": 123456789012345678901234567890}',  # beyond 64 bits: an int either way
+        b'{"jobs": []}\n{"jobs": []}',  # two documents
+        b'{"jobs": []} trailing',
+    ],
+)
+def test_what_msgspec_refuses_is_decoded_by_the_json_module(raw):
+    text = raw.decode()
+    expected = []
+    pos = 0
+    dec = json.JSONDecoder()
+    while True:
+        doc, end = dec.raw_decode(text, pos)
+        expected.append(doc)
+        rest = text[end:].lstrip()
+        if not rest.startswith("{"):
+            break
+        pos = len(text) - len(rest)
+    found, trailing = reader._decode(raw)
+    assert repr(found) == repr(expected)  # repr: NaN == NaN, and int stays int
+    assert trailing == raw.endswith(b"trailing")
