@@ -47,7 +47,7 @@ def _names(text: str) -> set[str]:
 
 
 def _stargate_exposition() -> str:
-    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.common.web.server import ExporterServer
     from ioparallax.exporters.stargate.cli import make_app
     from ioparallax.simulators.stargate.server import StargateCluster
 
@@ -97,7 +97,7 @@ def _prism_unknown_fields_exposition() -> str:
 
 
 def _vcenter_exposition(tmp) -> str:
-    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.common.web.server import ExporterServer
     from ioparallax.exporters.vcenter.cli import make_app
     from ioparallax.exporters.vcenter.config import load_config as load_vc_config
 

@@ -2,8 +2,8 @@
 start-up errors, gzip and HEAD, proved against real exporter processes with real clients.
 
 fio-exporter is the exporter started here (the simplest to start: no target needed); the
-start-up path is ioparallax.exporters.common.web.serve() for all three, and the start-up failures are
-checked on all three.
+start-up path is ioparallax.exporters.common.web.startup.serve() for all three, and the start-up
+failures are checked on all three.
 """
 
 from __future__ import annotations

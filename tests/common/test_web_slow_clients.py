@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ioparallax.exporters.common.web import ExporterApp, ExporterServer, ServerLimits
+from ioparallax.exporters.common.web.app import ExporterApp
+from ioparallax.exporters.common.web.server import ExporterServer, ServerLimits
 from ioparallax.exporters.common.webconfig import load_web_config
 from tests.support import ManagedProcess, free_port, venv_tool
 
@@ -129,7 +130,7 @@ def test_keep_alive_serves_then_closes_when_idle(server, cert):
 
 
 def test_connections_past_the_cap_are_refused_at_once_and_the_cap_frees(server, cert, caplog):
-    caplog.set_level(logging.WARNING, logger="ioparallax.exporters.common.web")
+    caplog.set_level(logging.WARNING, logger="ioparallax.exporters.common.web.server")
     held = [socket.create_connection(server.address, timeout=10) for _ in range(LIMITS.max_connections)]
     try:
         deadline = time.monotonic() + 5

@@ -11,7 +11,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.prism.cli import Targets, make_app
 from ioparallax.exporters.prism.config import load_config
 from ioparallax.simulators.prism.server import PrismSimulator

@@ -14,7 +14,7 @@ import tarfile
 import pytest
 import requests
 
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.prism import parse
 from ioparallax.exporters.prism.capture import (
     CaptureError,

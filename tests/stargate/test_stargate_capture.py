@@ -17,7 +17,7 @@ import requests
 import yaml
 
 from ioparallax.exporters.common.anonymize import Anonymizer
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.capture import (
     CaptureError,
     ReplayClient,

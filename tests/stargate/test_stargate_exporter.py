@@ -10,7 +10,7 @@ import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ioparallax.exporters.common.config import ConfigError
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
 from ioparallax.exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
 from ioparallax.simulators.scenario import load_scenario, parse_scenario

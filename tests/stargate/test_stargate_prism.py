@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from ioparallax.exporters.common.config import ConfigError, Section
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.cli import load_config, make_app
 from ioparallax.exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from ioparallax.simulators.stargate import pages

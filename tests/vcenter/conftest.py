@@ -10,7 +10,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from ioparallax.exporters.common.web import ExporterServer
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.vcenter.cli import make_app
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.simulators.scenario import compile_scenario, load_scenario

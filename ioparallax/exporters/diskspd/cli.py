@@ -18,15 +18,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, escape_text, setup_logging
-from ioparallax.exporters.common.web import (
-    ExporterApp,
-    ServerLimits,
-    WebSettings,
-    add_web_args,
-    parse_listen_address,
-    serve,
-    server_limits,
-)
+from ioparallax.exporters.common.web.app import ExporterApp
+from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
+from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, serve, server_limits
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig

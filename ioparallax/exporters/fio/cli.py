@@ -21,17 +21,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import (
-    ExporterApp,
-    ServerLimits,
-    StartupError,
-    WebSettings,
-    add_web_args,
-    parse_listen_address,
-    serve,
-    server_limits,
-    start_server,
-)
+from ioparallax.exporters.common.web.app import ExporterApp, StartupError
+from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
+from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, serve, server_limits, start_server
 from ioparallax.exporters.fio.collector import Collectors, FioCollector
 from ioparallax.exporters.fio.guestdisk import DEFAULT_EXCLUDE, GuestDiskCollector
 from ioparallax.exporters.fio.hygiene import HygieneConfig

@@ -19,7 +19,8 @@ from typing import Any
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
+from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
+from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
 from ioparallax.version import add_version_arg
 
 from .address import target_key

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import BadRequest, ExporterApp, Probe, add_web_args, serve, web_settings
+from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
+from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
 from ioparallax.version import add_version_arg
 
 from .exposition import Collectors, StargateCollector

@@ -447,7 +447,7 @@ def capture_main(argv: list[str]) -> int:
 
     from ioparallax.exporters.common.config import ConfigError
     from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-    from ioparallax.exporters.common.web import BadRequest
+    from ioparallax.exporters.common.web.app import BadRequest
 
     from .cli import Targets
     from .config import load_config

@@ -15,14 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import (
-    ExporterApp,
-    StartupError,
-    WebSettings,
-    add_web_args,
-    parse_listen_address,
-    serve,
-)
+from ioparallax.exporters.common.web.app import ExporterApp, StartupError
+from ioparallax.exporters.common.web.server import parse_listen_address
+from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, serve
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher

@@ -13,7 +13,7 @@ import time
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.exporters.common.web import parse_listen_address
+from ioparallax.exporters.common.web.server import parse_listen_address
 from ioparallax.version import add_version_arg
 
 from .model import DEFAULT_PUBLISH_DELAY
