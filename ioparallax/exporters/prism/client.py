@@ -59,6 +59,9 @@ class _Deadline:
     def __exit__(self, *exc: object) -> None:
         _current.watch = None
         self._timer.cancel()
+        # A timer that has fired may still be shutting the socket: wait for it (a socket shutdown,
+        # never long), so that no timer thread outlives the request.
+        self._timer.join(timeout=5)
 
     def attach(self, conn: Any) -> None:
         with self._lock:
