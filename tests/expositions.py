@@ -149,7 +149,7 @@ def _vcenter_exposition(tmp) -> str:
 
 
 def _prism_exposition(tmp) -> str:
-    from ioparallax.exporters.common.web import ExporterServer
+    from ioparallax.exporters.common.web.server import ExporterServer
     from ioparallax.exporters.prism.cli import make_app
     from ioparallax.exporters.prism.config import load_config as load_prism_config
     from ioparallax.simulators.prism.server import PrismSimulator

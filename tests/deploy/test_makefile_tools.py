@@ -33,6 +33,7 @@ BASE = {
     "dpkg-query",
     "getent",
     "kill",
+    "make",
     "true",
 }
 
@@ -40,7 +41,7 @@ LOOKUPS = [
     re.compile(r"""\bwhich\(\s*["']([A-Za-z0-9_.+-]+)["']"""),
     re.compile(r"""\brequire_tool\(\s*["']([A-Za-z0-9_.+-]+)["']"""),
     # subprocess argv written as a list literal: ["promtool", "check", ...]
-    re.compile(r"""\b(?:run|Popen|check_output|check_call|call)\(\s*\[\s*["']([A-Za-z0-9_.+-]+)["']"""),
+    re.compile(r"""\bsubprocess\.(?:run|Popen|check_output|check_call|call)\(\s*\[\s*["']([A-Za-z0-9_.+-]+)["']"""),
 ]
 
 
