@@ -14,9 +14,9 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ioparallax.exporters.common.config import ConfigError, Section, parse_duration
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
 
 T = TypeVar("T")
 
@@ -157,3 +157,65 @@ def require_targets(
             f"(--{exporter}.target, {prefix}_TARGETS or targets: in the config file), or "
             f"opt in to any target with --{exporter}.allow-unlisted-targets",
         )
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    """What the config file and the flags say that both exporters have: the targets' settings."""
+
+    defaults: T
+    targets: dict[str, T]
+    allow_unlisted: bool
+    session_idle_timeout: float
+    latest_samples: bool
+
+
+@dataclass(frozen=True)
+class Names:
+    """How an exporter names its targets in messages: ``what`` ("vCenters"), ``prefix`` of the
+    environment variables (``VCENTER``), ``exporter`` of the flags (``vcenter``)."""
+
+    what: str
+    prefix: str
+    exporter: str
+
+
+def load(
+    path: str | None,
+    env: dict[str, str],
+    base: T,
+    read_target: Callable[[Section, T], T],
+    target_key: Callable[[str], str],
+    names: Names,
+    extra_targets: Iterable[str] = (),
+    allow_unlisted: bool | None = None,
+    session_idle_timeout: float | None = None,
+    latest_samples: bool | None = None,
+    default_idle: float = 600.0,
+) -> Loaded[T]:
+    """The file's ``defaults``, ``allow_unlisted_targets``, ``session_idle_timeout``,
+    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base``), the
+    targets listed with ``--<exporter>.target`` and ``<PREFIX>_TARGETS``, and the flags that
+    override the file when given; refused when no target may be probed."""
+    source = path or "the command line"
+    defaults, allow, idle, latest = base, False, default_idle, True
+    targets: dict[str, T] = {}
+    if path is not None:
+        root = Section(load_yaml(path), path)
+        defaults = read_target(root.section("defaults"), base)
+        allow = root.get("allow_unlisted_targets", bool, default=False)
+        idle = root.get("session_idle_timeout", positive_duration, default=idle)
+        latest = root.get("latest_samples", bool, default=latest)
+        file_defaults = defaults
+        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults))
+        root.reject_unknown()
+    listed = [*extra_targets, *env_targets(env, names.prefix)]
+    add_listed_targets(targets, listed, defaults, target_key, source, f"--{names.exporter}.target")
+    if allow_unlisted is not None:
+        allow = allow or allow_unlisted
+    if session_idle_timeout is not None:
+        idle = positive_override(session_idle_timeout, source, f"--{names.exporter}.session-idle-timeout")
+    if latest_samples is not None:
+        latest = latest_samples
+    require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
+    return Loaded(defaults, targets, allow, idle, latest)

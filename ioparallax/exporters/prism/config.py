@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ioparallax.exporters.common import targets as common
-from ioparallax.exporters.common.config import Section, load_yaml, parse_duration
+from ioparallax.exporters.common.config import Section, parse_duration
 
 from .address import target_key
 
@@ -198,39 +198,29 @@ def load_config(
     command line override the file."""
     env = dict(os.environ) if env is None else env
     base = env_defaults(env)
-    source = path or "the command line"
-    defaults, allow, idle = base, False, DEFAULT_SESSION_IDLE_TIMEOUT
-    targets: dict[str, TargetConfig] = {}
-    latest = True
-    if path is not None:
-        root = Section(load_yaml(path), path)
-        defaults = _read_target(root.section("defaults"), base, env)
-        allow = root.get("allow_unlisted_targets", bool, default=False)
-        idle = root.get("session_idle_timeout", _duration, default=idle)
-        latest = root.get("latest_samples", bool, default=latest)
-        file_defaults = defaults
-        targets = common.read_targets(
-            root.section("targets"), target_key, lambda sec: _read_target(sec, file_defaults, env)
-        )
-        root.reject_unknown()
-    common.add_listed_targets(
-        targets, [*extra_targets, *env_targets(env)], defaults, target_key, source, "--prism.target"
+    got = common.load(
+        path,
+        env,
+        base,
+        lambda sec, over: _read_target(sec, over, env),
+        target_key,
+        common.Names("Prism addresses", "PRISM", "prism"),
+        extra_targets,
+        allow_unlisted,
+        session_idle_timeout,
+        latest_samples,
+        DEFAULT_SESSION_IDLE_TIMEOUT,
     )
-    if allow_unlisted is not None:
-        allow = allow or allow_unlisted
-    if session_idle_timeout is not None:
-        idle = common.positive_override(session_idle_timeout, source, "--prism.session-idle-timeout")
     collectors = Collectors(
-        latest_samples=latest if latest_samples is None else latest_samples,
+        latest_samples=got.latest_samples,
         controller=True if controller is None else controller,
         vm_info=True if vm_info is None else vm_info,
     )
-    common.require_targets(allow, targets, source, "Prism addresses", "PRISM", "prism")
     return ExporterConfig(
-        defaults=defaults,
-        targets=targets,
-        allow_unlisted=allow,
+        defaults=got.defaults,
+        targets=got.targets,
+        allow_unlisted=got.allow_unlisted,
         path=path and str(path),
-        session_idle_timeout=idle,
+        session_idle_timeout=got.session_idle_timeout,
         collectors=collectors,
     )
