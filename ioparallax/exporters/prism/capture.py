@@ -22,9 +22,7 @@ and per exchange: path, parameters, HTTP status, Content-Type, Date, bytes, seco
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
-import tarfile
 import threading
 import time
 from collections.abc import Sequence
@@ -33,7 +31,9 @@ from typing import Any
 
 from ioparallax.version import revision, version
 
+from ..common import capture as archive
 from ..common.anonymize import Anonymizer
+from ..common.capture import MANIFEST, CaptureError
 from . import client as client_module
 from .client import Answer, TargetError, answer_of
 from .collector import render_probe
@@ -42,17 +42,9 @@ from .target import V2, Target
 
 FORMAT = 1
 KIND = "prism-capture"
-MANIFEST = "manifest.json"
-METRICS = "metrics.prom"
-MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
-MAX_MEMBERS = 100_000
 
 #: Lines of the exposition that differ between two probes of the same answers (durations, ages).
 VOLATILE = ("prism_scrape_duration_seconds", "prism_virtual_disk_sample_age_seconds")
-
-
-class CaptureError(Exception):
-    """A capture that cannot be written or read; the message names the file and the cause."""
 
 
 def _what(path: str) -> str:
@@ -235,8 +227,7 @@ def learn(anon: Anonymizer, doc: Any, what: str, paths: bool = False) -> None:
 
 def anonymize(cap: Capture, redact: Sequence[str] = ()) -> Anonymizer:
     anon = Anonymizer(redact)
-    host = cap.target.rsplit(":", 1)[0] if cap.target.count(":") == 1 else cap.target
-    anon.host(host.strip("[]"))
+    archive.anonymize_target(anon, cap.target)
     docs = []
     for ex in cap.exchanges:
         try:
@@ -250,10 +241,7 @@ def anonymize(cap: Capture, redact: Sequence[str] = ()) -> Anonymizer:
         ex.path = anon.text(ex.path)
         ex.params = {k: anon.text(v) for k, v in ex.params.items()}
         ex.answer = anon.bytes(ex.answer)
-    cap.manifest["target"] = anon.text(cap.target)
-    cap.manifest["error"] = anon.text(str(cap.manifest.get("error", "")))
-    cap.manifest["anonymized"] = True
-    cap.manifest["anonymization"] = anon.summary()
+    archive.anonymize_manifest(anon, cap.manifest, cap.target)
     return anon
 
 
@@ -330,7 +318,7 @@ def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
 
 def comparable(exposition: str) -> list[str]:
     """The sample lines a replay must reproduce: all but durations and ages."""
-    return [line for line in exposition.splitlines() if line and not line.startswith(("#", *VOLATILE))]
+    return archive.comparable(exposition, VOLATILE)
 
 
 # ------------------------------------------------------------------------------ the archive
@@ -349,52 +337,12 @@ Replay it:   prism-exporter replay {name}
 
 def write(cap: Capture, path: str, metrics: bytes) -> int:
     cap.manifest["exchanges"] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
-    anonymized = ", anonymized (manifest.json: anonymization)" if cap.manifest.get("anonymized") else ", NOT anonymized"
-    members: list[tuple[str, bytes]] = [
-        (MANIFEST, json.dumps(cap.manifest, indent=1).encode()),
-        ("README.txt", _README.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1]).encode()),
-        (METRICS, metrics),
-    ]
-    members += [(ex.manifest(n)["answer"], ex.answer) for n, ex in enumerate(cap.exchanges)]
-    now = int(time.time())
-    try:
-        with tarfile.open(path, "w:gz") as tar:
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(data), now, 0o644
-                tar.addfile(info, io.BytesIO(data))
-        with open(path, "rb") as f:
-            return f.seek(0, io.SEEK_END)
-    except OSError as exc:
-        raise CaptureError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    files = [(ex.manifest(n)["answer"], ex.answer) for n, ex in enumerate(cap.exchanges)]
+    return archive.write_archive(path, cap.manifest, _README, metrics, files)
 
 
 def read(path: str) -> Capture:
-    files: dict[str, bytes] = {}
-    total = 0
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for n, member in enumerate(tar):
-                if n >= MAX_MEMBERS:
-                    raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
-                if not member.isfile():
-                    continue
-                total += member.size
-                if total > MAX_CAPTURE_BYTES:
-                    raise CaptureError(f"{path}: over {MAX_CAPTURE_BYTES} bytes uncompressed")
-                f = tar.extractfile(member)
-                if f is not None:
-                    files[member.name] = f.read()
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise CaptureError(f"{path}: not a capture (a .tar.gz written by prism-exporter capture): {exc}") from None
-    try:
-        manifest = json.loads(files[MANIFEST])
-    except KeyError:
-        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by prism-exporter capture)") from None
-    except ValueError as exc:
-        raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
-        raise CaptureError(f"{path}: {MANIFEST}: not a {KIND} of format {FORMAT}")
+    manifest, files = archive.read_archive(path, KIND, FORMAT, "prism-exporter capture")
     exchanges = []
     for i, e in enumerate(manifest.get("exchanges") or []):
         try:
@@ -415,12 +363,11 @@ def read(path: str) -> Capture:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
-    return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+    return Capture(manifest, exchanges, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
 
 
 # ------------------------------------------------------------------------------ the commands
 def capture_main(argv: list[str]) -> int:
-    import argparse
     import sys
 
     from ioparallax.exporters.common.config import ConfigError
@@ -430,21 +377,14 @@ def capture_main(argv: list[str]) -> int:
     from .cli import Targets
     from .config import load_config
 
-    ap = argparse.ArgumentParser(
-        prog="prism-exporter capture",
-        description="One probe of a Prism as the exporter makes it (the first of a session: every virtual_disks "
+    ap = archive.capture_parser(
+        "prism",
+        "Prism",
+        "One probe of a Prism as the exporter makes it (the first of a session: every virtual_disks "
         "page, the VM list and hosts, and the v4 series with controller_api v4), its JSON answers written to a "
         ".tar.gz with a manifest and the metrics they give. Names, addresses and UUIDs are anonymized by "
         "default (docs/prism.md, Captures).",
     )
-    ap.add_argument("--target", required=True, help="the Prism, as in /probe?target= (host[:port])")
-    ap.add_argument("-o", "--output", default=None, help="default: prism-capture-<UTC time>.tar.gz")
-    ap.add_argument(
-        "--config.file", dest="config_file", default=None, help="the exporter's config file (credentials, TLS)"
-    )
-    ap.add_argument("--no-anonymize", dest="anonymize", action="store_false", help="keep names, addresses and UUIDs")
-    ap.add_argument("--redact", action="append", default=[], metavar="TEXT", help="also replace TEXT; repeat")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds the probe may take (default: %(default)s)")
     add_logging_args(ap)
     args = ap.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
@@ -455,7 +395,7 @@ def capture_main(argv: list[str]) -> int:
     except (ConfigError, ValueError, BadRequest) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    output = args.output or time.strftime("prism-capture-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
+    output = args.output or archive.default_output("prism")
     cap, _ = capture(key, cfg, config.collectors, args.timeout)
     summary = "NOT anonymized (--no-anonymize)"
     if args.anonymize:
@@ -466,28 +406,16 @@ def capture_main(argv: list[str]) -> int:
     except CaptureError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    m = cap.manifest
-    print(
-        f"wrote {output} ({size / 1e6:.1f} MB): {len(cap.exchanges)} answers, {m['vms']} VMs, {m['disks']} disks, "
-        f"probe {'up' if m['up'] else 'DOWN: ' + str(m['error'])}, {summary}"
-    )
-    print(f"  check before sending: tar -xzf {output} && grep -ril '<your company or domain name>' .")
-    return 0 if m["up"] else 1
+    archive.print_written(output, size, f"{len(cap.exchanges)} answers", cap.manifest, summary)
+    return 0 if cap.manifest["up"] else 1
 
 
 def replay_main(argv: list[str]) -> int:
-    import argparse
     import sys
 
     from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 
-    ap = argparse.ArgumentParser(
-        prog="prism-exporter replay",
-        description="Print the metrics of one probe answered from a capture; with --check, compare them "
-        "with the capture's metrics.prom (or FILE), all but durations and ages.",
-    )
-    ap.add_argument("capture")
-    ap.add_argument("--check", nargs="?", const="", default=None, metavar="FILE")
+    ap = archive.replay_parser("prism")
     add_logging_args(ap)
     args = ap.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
@@ -497,22 +425,4 @@ def replay_main(argv: list[str]) -> int:
     except CaptureError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.check is None:
-        sys.stdout.write(metrics)
-        return 0
-    try:
-        with open(args.check, encoding="utf-8") if args.check else io.StringIO(cap.metrics) as f:
-            expected = f.read()
-    except OSError as exc:
-        print(f"error: {args.check}: {exc.strerror}", file=sys.stderr)
-        return 2
-    want, got = comparable(expected), comparable(metrics)
-    if want == got:
-        print(f"{args.capture}: {len(got)} lines, as expected")
-        return 0
-    print(f"{args.capture}: the metrics differ")
-    for line in [x for x in want if x not in set(got)][:10]:
-        print(f"  - {line}")
-    for line in [x for x in got if x not in set(want)][:10]:
-        print(f"  + {line}")
-    return 1
+    return archive.replay_output(args.capture, args.check, cap.metrics, metrics, VOLATILE)

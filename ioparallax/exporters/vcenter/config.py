@@ -31,12 +31,11 @@ target. Passwords are never logged nor shown on the landing page.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+from ioparallax.exporters.common import targets as common
+from ioparallax.exporters.common.config import Section
 
 from .address import target_key
 
@@ -102,17 +101,13 @@ class ExporterConfig:
 
     def refusal(self, key: str) -> str:
         """Why ``key`` is refused (for the 400 answer and the log line)."""
-        where = f"--config.file {self.path}" if self.path else "--vcenter.target / VCENTER_TARGETS"
-        return (
-            f"target {key} is not listed in {where}, and unlisted targets are refused "
-            "(credentials are only sent to listed targets)"
-        )
+        return common.refusal(key, self.path, "--vcenter.target / VCENTER_TARGETS")
 
     def describe(self) -> str:
         lines = [
             f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
             f"defaults: {self.defaults.describe()}",
-            f"unlisted targets: {'ALLOWED, they receive the default credentials' if self.allow_unlisted else 'refused'}",
+            common.unlisted_line(self.allow_unlisted),
             f"session idle timeout: {self.session_idle_timeout:g}s",
             f"latest-sample gauges: {'on' if self.latest_samples else 'off'}",
         ]
@@ -120,35 +115,13 @@ class ExporterConfig:
         return "\n".join(lines)
 
 
-def _duration(value: Any) -> float:
-    seconds = parse_duration(value)
-    if seconds <= 0:
-        raise ValueError(f"must be positive, got {value!r}")
-    return seconds
+_duration = common.positive_duration
 
 
 def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
-    username = sec.get("username", str, default=base.username)
-    password, source = base.password, base.password_source
-    if "password" in sec.data and "password_env" in sec.data:
-        raise sec.error("password", "give either password or password_env, not both")
-    inline = sec.get("password", str, default=None)
-    if inline is not None:
-        password, source = inline, "inline in the config file"
-    var = sec.get("password_env", str, default=None)
-    if var is not None:
-        if var not in env:
-            raise sec.error("password_env", f"environment variable {var} is not set")
-        password, source = env[var], f"env {var}"
-    user_var = sec.get("username_env", str, default=None)
-    if user_var is not None:
-        if user_var not in env:
-            raise sec.error("username_env", f"environment variable {user_var} is not set")
-        username = env[user_var]
+    cred = common.read_credentials(sec, common.Credentials(base.username, base.password, base.password_source), env)
     insecure = sec.get("insecure_skip_verify", bool, default=base.insecure_skip_verify)
-    ca_file = sec.get("ca_file", str, default=base.ca_file)
-    if ca_file is not None and not os.path.isfile(ca_file):
-        raise sec.error("ca_file", f"no such file: {ca_file}")
+    ca_file = common.read_ca_file(sec, base.ca_file)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)
@@ -164,9 +137,9 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     sec.reject_unknown()
     return replace(
         base,
-        username=username,
-        password=password,
-        password_source=source,
+        username=cred.username,
+        password=cred.password,
+        password_source=cred.source,
         insecure_skip_verify=insecure,
         ca_file=ca_file,
         inventory_refresh=refresh,
@@ -180,17 +153,13 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
 
 def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
     env = dict(os.environ) if env is None else env
-    password = env.get("VCENTER_PASSWORD", "")
-    return TargetConfig(
-        username=env.get("VCENTER_USERNAME", ""),
-        password=password,
-        password_source="env VCENTER_PASSWORD" if password else "",
-    )
+    cred = common.env_credentials(env, "VCENTER")
+    return TargetConfig(username=cred.username, password=cred.password, password_source=cred.source)
 
 
 def env_targets(env: dict[str, str]) -> list[str]:
     """``VCENTER_TARGETS``: comma- or space-separated target names."""
-    return [t for t in re.split(r"[,\s]+", env.get("VCENTER_TARGETS", "")) if t]
+    return common.env_targets(env, "VCENTER")
 
 
 def load_config(
@@ -209,54 +178,24 @@ def load_config(
     the file when given."""
     env = dict(os.environ) if env is None else env
     base = env_defaults(env)
-    source = path or "the command line"
-    defaults, targets, allow, idle, latest = base, {}, False, DEFAULT_SESSION_IDLE_TIMEOUT, True
-    if path is not None:
-        root = Section(load_yaml(path), path)
-        defaults = _read_target(root.section("defaults"), base, env)
-        allow = root.get("allow_unlisted_targets", bool, default=False)
-        idle = root.get("session_idle_timeout", _duration, default=idle)
-        latest = root.get("latest_samples", bool, default=latest)
-        tsec = root.section("targets")
-        for name in list(tsec.data):
-            if not isinstance(name, str) or not name.strip():
-                raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
-            try:
-                key = target_key(name)
-            except ValueError as exc:
-                raise tsec.error(name, str(exc)) from None
-            if key in targets:
-                raise tsec.error(name, f"the same target as another entry (both are {key})")
-            targets[key] = _read_target(tsec.section(name), defaults, env)
-        tsec.reject_unknown()
-        root.reject_unknown()
-    for name in [*extra_targets, *env_targets(env)]:
-        try:
-            key = target_key(name)
-        except ValueError as exc:
-            raise ConfigError(source, "--vcenter.target", str(exc)) from None
-        targets.setdefault(key, defaults)
-    if allow_unlisted is not None:
-        allow = allow or allow_unlisted
-    if session_idle_timeout is not None:
-        if not session_idle_timeout > 0:
-            raise ConfigError(source, "--vcenter.session-idle-timeout", f"must be positive, got {session_idle_timeout}")
-        idle = session_idle_timeout
-    if latest_samples is not None:
-        latest = latest_samples
-    if not allow and not targets:
-        raise ConfigError(
-            source,
-            "targets",
-            "no targets listed and unlisted targets are refused: list the "
-            "vCenters (--vcenter.target, VCENTER_TARGETS or targets: in the config file), or "
-            "opt in to any target with --vcenter.allow-unlisted-targets",
-        )
+    got = common.load(
+        path,
+        env,
+        base,
+        lambda sec, over: _read_target(sec, over, env),
+        target_key,
+        common.Names("vCenters", "VCENTER", "vcenter"),
+        extra_targets,
+        allow_unlisted,
+        session_idle_timeout,
+        latest_samples,
+        DEFAULT_SESSION_IDLE_TIMEOUT,
+    )
     return ExporterConfig(
-        defaults=defaults,
-        targets=targets,
-        allow_unlisted=allow,
+        defaults=got.defaults,
+        targets=got.targets,
+        allow_unlisted=got.allow_unlisted,
         path=path and str(path),
-        session_idle_timeout=idle,
-        latest_samples=latest,
+        session_idle_timeout=got.session_idle_timeout,
+        latest_samples=got.latest_samples,
     )

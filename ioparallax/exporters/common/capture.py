@@ -1,0 +1,174 @@
+"""The capture archive shared by the multi-target exporters (vCenter, Prism): writing and reading
+the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands'
+common arguments and output.
+
+Each exporter keeps what is its own: the exchanges it records (SOAP requests and answers, JSON
+answers with their parameters), what it learns for anonymization, and the stand-in client of its
+replay. Errors name the archive and the cause (:class:`CaptureError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .anonymize import Anonymizer
+
+MANIFEST = "manifest.json"
+METRICS = "metrics.prom"
+#: A capture read back is held in memory: more than this (uncompressed) or this many members is refused.
+MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
+MAX_MEMBERS = 100_000
+
+
+class CaptureError(Exception):
+    """A capture that cannot be written or read; the message names the file and the cause."""
+
+
+def write_archive(
+    path: str, manifest: dict[str, Any], readme: str, metrics: bytes, files: Sequence[tuple[str, bytes]]
+) -> int:
+    """Write ``manifest.json``, ``README.txt`` (``readme`` with ``{anonymized}`` and ``{name}``
+    filled in), ``metrics.prom`` and ``files`` to the ``.tar.gz`` at ``path``; its size in bytes."""
+    anonymized = ", anonymized (manifest.json: anonymization)" if manifest.get("anonymized") else ", NOT anonymized"
+    members: list[tuple[str, bytes]] = [
+        (MANIFEST, json.dumps(manifest, indent=1).encode()),
+        ("README.txt", readme.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1]).encode()),
+        (METRICS, metrics),
+        *files,
+    ]
+    now = int(time.time())
+    try:
+        with tarfile.open(path, "w:gz") as tar:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), now, 0o644
+                tar.addfile(info, io.BytesIO(data))
+        with open(path, "rb") as f:
+            return f.seek(0, io.SEEK_END)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def read_archive(path: str, kind: str, fmt: int, producer: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(the manifest, every file by name) of the capture at ``path``, held in memory within
+    :data:`MAX_CAPTURE_BYTES` and :data:`MAX_MEMBERS`; ``producer`` (``vcenter-exporter capture``)
+    is named when the file is not a capture of ``kind`` and format ``fmt``."""
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for n, member in enumerate(tar):
+                if n >= MAX_MEMBERS:
+                    raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
+                if not member.isfile():
+                    continue
+                total += member.size
+                if total > MAX_CAPTURE_BYTES:
+                    raise CaptureError(f"{path}: over {MAX_CAPTURE_BYTES} bytes uncompressed")
+                f = tar.extractfile(member)
+                if f is not None:
+                    files[member.name] = f.read()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise CaptureError(f"{path}: not a capture (a .tar.gz written by {producer}): {exc}") from None
+    try:
+        manifest = json.loads(files[MANIFEST])
+    except KeyError:
+        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by {producer})") from None
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != kind or manifest.get("format") != fmt:
+        raise CaptureError(f"{path}: {MANIFEST}: not a {kind} of format {fmt}")
+    return manifest, files
+
+
+def anonymize_target(anon: Anonymizer, target: str) -> None:
+    """Teach ``anon`` the target's host (``host``, ``host:port``, ``[v6]:port``), before the answers."""
+    host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+    anon.host(host.strip("[]"))
+
+
+def anonymize_manifest(anon: Anonymizer, manifest: dict[str, Any], target: str) -> None:
+    """The manifest's target and error anonymized, and what was replaced."""
+    manifest["target"] = anon.text(target)
+    manifest["error"] = anon.text(str(manifest.get("error", "")))
+    manifest["anonymized"] = True
+    manifest["anonymization"] = anon.summary()
+
+
+def comparable(exposition: str, volatile: Sequence[str]) -> list[str]:
+    """The sample lines a replay must reproduce: all but comments and the ``volatile`` series
+    (durations, ages)."""
+    return [line for line in exposition.splitlines() if line and not line.startswith(("#", *volatile))]
+
+
+def capture_parser(exporter: str, what: str, description: str) -> argparse.ArgumentParser:
+    """The ``<exporter> capture`` arguments: ``--target``, ``-o``, ``--config.file``,
+    ``--no-anonymize``, ``--redact``, ``--timeout`` (logging arguments are the caller's)."""
+    ap = argparse.ArgumentParser(prog=f"{exporter}-exporter capture", description=description)
+    ap.add_argument("--target", required=True, help=f"the {what}, as in /probe?target= (host[:port])")
+    ap.add_argument("-o", "--output", default=None, help=f"default: {exporter}-capture-<UTC time>.tar.gz")
+    ap.add_argument(
+        "--config.file", dest="config_file", default=None, help="the exporter's config file (credentials, TLS)"
+    )
+    ap.add_argument("--no-anonymize", dest="anonymize", action="store_false", help="keep names, addresses and UUIDs")
+    ap.add_argument("--redact", action="append", default=[], metavar="TEXT", help="also replace TEXT; repeat")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds the probe may take (default: %(default)s)")
+    return ap
+
+
+def default_output(exporter: str) -> str:
+    """``<exporter>-capture-<UTC time>.tar.gz``."""
+    return time.strftime(f"{exporter}-capture-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
+
+
+def print_written(output: str, size: int, answers: str, manifest: dict[str, Any], summary: str) -> None:
+    """What ``capture`` wrote, and the check to make before sending it."""
+    m = manifest
+    print(
+        f"wrote {output} ({size / 1e6:.1f} MB): {answers}, {m['vms']} VMs, {m['disks']} disks, "
+        f"probe {'up' if m['up'] else 'DOWN: ' + str(m['error'])}, {summary}"
+    )
+    print(f"  check before sending: tar -xzf {output} && grep -ril '<your company or domain name>' .")
+
+
+def replay_parser(exporter: str) -> argparse.ArgumentParser:
+    """The ``<exporter> replay`` arguments: the capture and ``--check [FILE]``."""
+    ap = argparse.ArgumentParser(
+        prog=f"{exporter}-exporter replay",
+        description="Print the metrics of one probe answered from a capture; with --check, compare them "
+        "with the capture's metrics.prom (or FILE), all but durations and ages.",
+    )
+    ap.add_argument("capture")
+    ap.add_argument("--check", nargs="?", const="", default=None, metavar="FILE")
+    return ap
+
+
+def replay_output(name: str, check: str | None, recorded: str, metrics: str, volatile: Sequence[str]) -> int:
+    """``replay``'s answer: the metrics (no ``check``), or their comparison with ``check`` (a file;
+    ``""``: the capture's own ``recorded`` metrics.prom); the exit status."""
+    if check is None:
+        sys.stdout.write(metrics)
+        return 0
+    try:
+        with open(check, encoding="utf-8") if check else io.StringIO(recorded) as f:
+            expected = f.read()
+    except OSError as exc:
+        print(f"error: {check}: {exc.strerror}", file=sys.stderr)
+        return 2
+    want, got = comparable(expected, volatile), comparable(metrics, volatile)
+    if want == got:
+        print(f"{name}: {len(got)} lines, as expected")
+        return 0
+    print(f"{name}: the metrics differ")
+    for line in [x for x in want if x not in set(got)][:10]:
+        print(f"  - {line}")
+    for line in [x for x in got if x not in set(want)][:10]:
+        print(f"  + {line}")
+    return 1

@@ -1,0 +1,221 @@
+"""Config parsing shared by the multi-target exporters (vCenter, Prism): credentials, TLS, allow-list.
+
+Each exporter keeps its own ``TargetConfig`` (its own settings and TLS key: vCenter's
+``insecure_skip_verify``, Prism's ``tls_verify``); what is the same in both lives here: where a
+password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the ``ca_file`` check, the
+``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
+message of an unlisted target and the error when nothing may be probed. Errors name the file and
+the key (:class:`~ioparallax.exporters.common.config.ConfigError`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A username and a resolved password; ``source`` says where the password came from (for messages)."""
+
+    username: str = ""
+    password: str = field(default="", repr=False)
+    source: str = ""  # "env VC1_PASSWORD", "inline in the config file", "" (not set)
+
+
+def positive_duration(value: Any) -> float:
+    """A duration (``30s``, ``5m``, a number of seconds) that must be more than zero."""
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return seconds
+
+
+def env_credentials(env: dict[str, str], prefix: str) -> Credentials:
+    """``<PREFIX>_USERNAME`` and ``<PREFIX>_PASSWORD``: the credentials without a config file."""
+    password = env.get(f"{prefix}_PASSWORD", "")
+    return Credentials(
+        username=env.get(f"{prefix}_USERNAME", ""),
+        password=password,
+        source=f"env {prefix}_PASSWORD" if password else "",
+    )
+
+
+def env_targets(env: dict[str, str], prefix: str) -> list[str]:
+    """``<PREFIX>_TARGETS``: comma- or space-separated target names."""
+    return [t for t in re.split(r"[,\s]+", env.get(f"{prefix}_TARGETS", "")) if t]
+
+
+def read_credentials(sec: Section, base: Credentials, env: dict[str, str]) -> Credentials:
+    """``username``, ``username_env``, ``password`` or ``password_env`` of one section over ``base``."""
+    username = sec.get("username", str, default=base.username)
+    password, source = base.password, base.source
+    if "password" in sec.data and "password_env" in sec.data:
+        raise sec.error("password", "give either password or password_env, not both")
+    inline = sec.get("password", str, default=None)
+    if inline is not None:
+        password, source = inline, "inline in the config file"
+    var = sec.get("password_env", str, default=None)
+    if var is not None:
+        if var not in env:
+            raise sec.error("password_env", f"environment variable {var} is not set")
+        password, source = env[var], f"env {var}"
+    user_var = sec.get("username_env", str, default=None)
+    if user_var is not None:
+        if user_var not in env:
+            raise sec.error("username_env", f"environment variable {user_var} is not set")
+        username = env[user_var]
+    return Credentials(username=username, password=password, source=source)
+
+
+def read_ca_file(sec: Section, default: str | None) -> str | None:
+    """``ca_file``: a CA bundle that must exist when given."""
+    ca_file = sec.get("ca_file", str, default=default)
+    if ca_file is not None and not os.path.isfile(ca_file):
+        raise sec.error("ca_file", f"no such file: {ca_file}")
+    return ca_file
+
+
+def read_targets(
+    tsec: Section,
+    target_key: Callable[[str], str],
+    read_target: Callable[[Section], T],
+) -> dict[str, T]:
+    """The ``targets:`` section, by normalised key; two spellings of one target are an error."""
+    targets: dict[str, T] = {}
+    for name in list(tsec.data):
+        if not isinstance(name, str) or not name.strip():
+            raise tsec.error(str(name), "target names must be non-empty strings (host or host:port)")
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            raise tsec.error(name, str(exc)) from None
+        if key in targets:
+            raise tsec.error(name, f"the same target as another entry (both are {key})")
+        targets[key] = read_target(tsec.section(name))
+    tsec.reject_unknown()
+    return targets
+
+
+def add_listed_targets(
+    targets: dict[str, T],
+    names: Iterable[str],
+    defaults: T,
+    target_key: Callable[[str], str],
+    source: str,
+    flag: str,
+) -> None:
+    """List the command line's and the environment's target names with ``defaults`` (a target
+    already in the file keeps its own settings); a bad name is a :class:`ConfigError` on ``flag``."""
+    for name in names:
+        try:
+            key = target_key(name)
+        except ValueError as exc:
+            raise ConfigError(source, flag, str(exc)) from None
+        targets.setdefault(key, defaults)
+
+
+def positive_override(value: float, source: str, flag: str) -> float:
+    """A duration given on the command line (``flag``), which must be more than zero."""
+    if not value > 0:
+        raise ConfigError(source, flag, f"must be positive, got {value}")
+    return value
+
+
+def refusal(key: str, path: str | None, listed_with: str) -> str:
+    """Why an unlisted ``key`` is refused (for the 400 answer and the log line); ``listed_with`` names
+    the flag and variable that list targets when there is no config file."""
+    where = f"--config.file {path}" if path else listed_with
+    return (
+        f"target {key} is not listed in {where}, and unlisted targets are refused "
+        "(credentials are only sent to listed targets)"
+    )
+
+
+def unlisted_line(allow_unlisted: bool) -> str:
+    """The landing page's line about unlisted targets."""
+    return f"unlisted targets: {'ALLOWED, they receive the default credentials' if allow_unlisted else 'refused'}"
+
+
+def require_targets(
+    allow_unlisted: bool, targets: dict[str, Any], source: str, what: str, prefix: str, exporter: str
+) -> None:
+    """Refuse a configuration under which no target may be probed: ``what`` names the targets
+    ("vCenters"), ``prefix`` the environment variables (``VCENTER``), ``exporter`` the flags (``vcenter``)."""
+    if not allow_unlisted and not targets:
+        raise ConfigError(
+            source,
+            "targets",
+            f"no targets listed and unlisted targets are refused: list the {what} "
+            f"(--{exporter}.target, {prefix}_TARGETS or targets: in the config file), or "
+            f"opt in to any target with --{exporter}.allow-unlisted-targets",
+        )
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    """What the config file and the flags say that both exporters have: the targets' settings."""
+
+    defaults: T
+    targets: dict[str, T]
+    allow_unlisted: bool
+    session_idle_timeout: float
+    latest_samples: bool
+
+
+@dataclass(frozen=True)
+class Names:
+    """How an exporter names its targets in messages: ``what`` ("vCenters"), ``prefix`` of the
+    environment variables (``VCENTER``), ``exporter`` of the flags (``vcenter``)."""
+
+    what: str
+    prefix: str
+    exporter: str
+
+
+def load(
+    path: str | None,
+    env: dict[str, str],
+    base: T,
+    read_target: Callable[[Section, T], T],
+    target_key: Callable[[str], str],
+    names: Names,
+    extra_targets: Iterable[str] = (),
+    allow_unlisted: bool | None = None,
+    session_idle_timeout: float | None = None,
+    latest_samples: bool | None = None,
+    default_idle: float = 600.0,
+) -> Loaded[T]:
+    """The file's ``defaults``, ``allow_unlisted_targets``, ``session_idle_timeout``,
+    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base``), the
+    targets listed with ``--<exporter>.target`` and ``<PREFIX>_TARGETS``, and the flags that
+    override the file when given; refused when no target may be probed."""
+    source = path or "the command line"
+    defaults, allow, idle, latest = base, False, default_idle, True
+    targets: dict[str, T] = {}
+    if path is not None:
+        root = Section(load_yaml(path), path)
+        defaults = read_target(root.section("defaults"), base)
+        allow = root.get("allow_unlisted_targets", bool, default=False)
+        idle = root.get("session_idle_timeout", positive_duration, default=idle)
+        latest = root.get("latest_samples", bool, default=latest)
+        file_defaults = defaults
+        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults))
+        root.reject_unknown()
+    listed = [*extra_targets, *env_targets(env, names.prefix)]
+    add_listed_targets(targets, listed, defaults, target_key, source, f"--{names.exporter}.target")
+    if allow_unlisted is not None:
+        allow = allow or allow_unlisted
+    if session_idle_timeout is not None:
+        idle = positive_override(session_idle_timeout, source, f"--{names.exporter}.session-idle-timeout")
+    if latest_samples is not None:
+        latest = latest_samples
+    require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
+    return Loaded(defaults, targets, allow, idle, latest)
