@@ -63,7 +63,7 @@ section.disk { break-before: page; page-break-before: always; }
   body { max-width: none; padding: 0; font-size: 11px; }
   nav.toc { display: none; }
   a { color: inherit; text-decoration: none; }
-  h2 { margin-top: 0; }
+  h2 { margin-top: 0; break-after: avoid; page-break-after: avoid; }
   thead { display: table-header-group; }
   tr { break-inside: avoid; page-break-inside: avoid; }
   section.appendix { break-before: page; page-break-before: always; }
