@@ -1144,9 +1144,9 @@ def write_quick_alert_rules(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ioparallax.exporters.common.config import ConfigError
     from ioparallax.simulators.scenario import list_scenarios
     from ioparallax.version import add_version_arg
+    from ioparallax.yamlconf import ConfigError
 
     parser = argparse.ArgumentParser(
         prog="ioparallax-demo",

@@ -9,12 +9,12 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
 from ioparallax.exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
 from ioparallax.simulators.scenario import load_scenario, parse_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
+from ioparallax.yamlconf import ConfigError
 from tests.stargate.support import load_mapping, target_url
 from tests.support import promtool_check_metrics
 

@@ -5,7 +5,7 @@ Each exporter keeps its own ``TargetConfig`` (its own settings and TLS key: vCen
 password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the ``ca_file`` check, the
 ``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
 message of an unlisted target and the error when nothing may be probed. Errors name the file and
-the key (:class:`~ioparallax.exporters.common.config.ConfigError`).
+the key (:class:`~ioparallax.yamlconf.ConfigError`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+from ioparallax.units import parse_duration
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 T = TypeVar("T")
 

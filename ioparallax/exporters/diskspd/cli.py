@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, escape_text, setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
@@ -26,7 +25,9 @@ from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.reader import DEFAULT_MAX_DOCUMENT_BYTES, DiskspdError
+from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 log = logging.getLogger("ioparallax.exporters.diskspd")
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
@@ -30,7 +29,9 @@ from ioparallax.exporters.fio.hygiene import HygieneConfig
 from ioparallax.exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
 from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
 from ioparallax.exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
+from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg, version_line
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 log = logging.getLogger("ioparallax.exporters.fio")
 

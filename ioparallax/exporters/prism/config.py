@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ioparallax.exporters.common import targets as common
-from ioparallax.exporters.common.config import Section, parse_duration
+from ioparallax.units import parse_duration
+from ioparallax.yamlconf import Section
 
 from .address import target_key
 

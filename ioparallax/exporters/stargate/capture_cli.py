@@ -9,8 +9,8 @@ import re
 import sys
 import time
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.yamlconf import ConfigError
 
 from .capture import CaptureError, anonymize, capture, comparable, read, replay, write
 from .cli import load_config

@@ -10,11 +10,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
+from ioparallax.units import parse_bytes
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 from .exposition import Collectors, StargateCollector
 from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers

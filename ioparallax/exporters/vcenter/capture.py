@@ -392,9 +392,9 @@ def read(path: str) -> Capture:
 def capture_main(argv: list[str]) -> int:
     import sys
 
-    from ioparallax.exporters.common.config import ConfigError
     from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
     from ioparallax.exporters.common.web.app import BadRequest
+    from ioparallax.yamlconf import ConfigError
 
     from .cli import Targets
     from .config import load_config

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .address import target_key
 from .collector import render_probe

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ioparallax.exporters.common import targets as common
-from ioparallax.exporters.common.config import Section
+from ioparallax.yamlconf import Section
 
 from .address import target_key
 

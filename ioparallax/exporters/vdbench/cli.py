@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.server import parse_listen_address
@@ -21,7 +20,9 @@ from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, s
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 log = logging.getLogger("ioparallax.exporters.vdbench")
 

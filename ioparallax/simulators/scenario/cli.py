@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .checks import LITTLE_TOLERANCE, little_warnings
 from .model import list_scenarios, load_scenario
