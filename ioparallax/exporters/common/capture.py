@@ -1,6 +1,6 @@
 """The capture archive shared by the multi-target exporters (vCenter, Prism): writing and reading
-the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands'
-common arguments and output.
+the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands
+(:class:`Commands`: arguments, steps and output).
 
 Each exporter keeps what is its own: the exchanges it records (SOAP requests and answers, JSON
 answers with their parameters), what it learns for anonymization, and the stand-in client of its
@@ -15,10 +15,15 @@ import json
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ioparallax.yamlconf import ConfigError
+
 from .anonymize import Anonymizer
+from .logsetup import add_logging_args, setup_logging
+from .web.app import BadRequest
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.prom"
@@ -32,14 +37,20 @@ class CaptureError(Exception):
 
 
 def write_archive(
-    path: str, manifest: dict[str, Any], readme: str, metrics: bytes, files: Sequence[tuple[str, bytes]]
+    path: str,
+    manifest: dict[str, Any],
+    readme: str,
+    metrics: bytes,
+    files: Sequence[tuple[str, bytes]],
+    **fields: str,
 ) -> int:
-    """Write ``manifest.json``, ``README.txt`` (``readme`` with ``{anonymized}`` and ``{name}``
-    filled in), ``metrics.prom`` and ``files`` to the ``.tar.gz`` at ``path``; its size in bytes."""
+    """Write ``manifest.json``, ``README.txt`` (``readme`` with ``{anonymized}``, ``{name}`` and
+    the other ``fields`` filled in), ``metrics.prom`` and ``files`` to the ``.tar.gz`` at ``path``;
+    its size in bytes."""
     anonymized = ", anonymized (manifest.json: anonymization)" if manifest.get("anonymized") else ", NOT anonymized"
     members: list[tuple[str, bytes]] = [
         (MANIFEST, json.dumps(manifest, indent=1).encode()),
-        ("README.txt", readme.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1]).encode()),
+        ("README.txt", readme.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1], **fields).encode()),
         (METRICS, metrics),
         *files,
     ]
@@ -83,8 +94,10 @@ def read_archive(path: str, kind: str, fmt: int, producer: str) -> tuple[dict[st
         raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by {producer})") from None
     except ValueError as exc:
         raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != kind or manifest.get("format") != fmt:
-        raise CaptureError(f"{path}: {MANIFEST}: not a {kind} of format {fmt}")
+    if not isinstance(manifest, dict) or manifest.get("kind") != kind:
+        raise CaptureError(f"{path}: {MANIFEST}: kind is not {kind!r}")
+    if manifest.get("format") != fmt:
+        raise CaptureError(f"{path}: {MANIFEST}: format {manifest.get('format')!r}, this exporter reads {fmt}")
     return manifest, files
 
 
@@ -172,3 +185,63 @@ def replay_output(name: str, check: str | None, recorded: str, metrics: str, vol
     for line in [x for x in got if x not in set(want)][:10]:
         print(f"  + {line}")
     return 1
+
+
+@dataclass(frozen=True)
+class Commands:
+    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``load_target``
+    (config file, ``--target`` -> its key, settings and the exporter's config; ConfigError,
+    ValueError or BadRequest when it may not be probed), ``capture`` (key, settings, config,
+    timeout -> the capture), ``anonymize`` (capture, texts to redact -> what was replaced),
+    ``replay`` (capture, timeout -> metrics), ``write`` (capture, path, metrics -> bytes written)
+    and ``read`` (path -> capture with ``.metrics``; CaptureError)."""
+
+    exporter: str  # "vcenter": vcenter-exporter capture, vcenter-capture-<time>.tar.gz
+    what: str  # "vCenter"
+    description: str
+    answers: str  # how the exchanges are counted in the summary ("SOAP answers")
+    volatile: Sequence[str]
+    load_target: Callable[[str | None, str], tuple[str, Any, Any]]
+    capture: Callable[[str, Any, Any, float], Any]
+    anonymize: Callable[[Any, Sequence[str]], Anonymizer]
+    replay: Callable[[Any, float], bytes]
+    write: Callable[[Any, str, bytes], int]
+    read: Callable[[str], Any]
+
+    def capture_main(self, argv: list[str]) -> int:
+        ap = capture_parser(self.exporter, self.what, self.description)
+        add_logging_args(ap)
+        args = ap.parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        try:
+            # --target is listed like --<exporter>.target: the default credentials go to it and nowhere else.
+            key, cfg, config = self.load_target(args.config_file, args.target)
+        except (ConfigError, ValueError, BadRequest) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        output = args.output or default_output(self.exporter)
+        cap = self.capture(key, cfg, config, args.timeout)
+        summary = "NOT anonymized (--no-anonymize)"
+        if args.anonymize:
+            summary = "anonymized: " + self.anonymize(cap, args.redact).summary() + " replaced"
+        metrics = self.replay(cap, args.timeout)
+        try:
+            size = self.write(cap, output, metrics)
+        except CaptureError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print_written(output, size, f"{len(cap.exchanges)} {self.answers}", cap.manifest, summary)
+        return 0 if cap.manifest["up"] else 1
+
+    def replay_main(self, argv: list[str]) -> int:
+        ap = replay_parser(self.exporter)
+        add_logging_args(ap)
+        args = ap.parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        try:
+            cap = self.read(args.capture)
+            metrics = self.replay(cap, 60.0).decode()
+        except CaptureError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile)

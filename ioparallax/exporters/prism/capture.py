@@ -367,62 +367,32 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def capture_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-    from ioparallax.exporters.common.web.app import BadRequest
-    from ioparallax.yamlconf import ConfigError
-
+def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
     from .cli import Targets
     from .config import load_config
 
-    ap = archive.capture_parser(
-        "prism",
-        "Prism",
+    config = load_config(config_file, extra_targets=[target])
+    key, cfg = Targets(config).resolve(target)
+    return key, cfg, config
+
+
+COMMANDS = archive.Commands(
+    exporter="prism",
+    what="Prism",
+    description=(
         "One probe of a Prism as the exporter makes it (the first of a session: every virtual_disks "
         "page, the VM list and hosts, and the v4 series with controller_api v4), its JSON answers written to a "
         ".tar.gz with a manifest and the metrics they give. Names, addresses and UUIDs are anonymized by "
-        "default (docs/prism.md, Captures).",
-    )
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        # --target is listed like --prism.target: the default credentials go to it and nowhere else.
-        config = load_config(args.config_file, extra_targets=[args.target])
-        key, cfg = Targets(config).resolve(args.target)
-    except (ConfigError, ValueError, BadRequest) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    output = args.output or archive.default_output("prism")
-    cap, _ = capture(key, cfg, config.collectors, args.timeout)
-    summary = "NOT anonymized (--no-anonymize)"
-    if args.anonymize:
-        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
-    metrics = replay(cap, args.timeout)
-    try:
-        size = write(cap, output, metrics)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    archive.print_written(output, size, f"{len(cap.exchanges)} answers", cap.manifest, summary)
-    return 0 if cap.manifest["up"] else 1
-
-
-def replay_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-
-    ap = archive.replay_parser("prism")
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        cap = read(args.capture)
-        metrics = replay(cap).decode()
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return archive.replay_output(args.capture, args.check, cap.metrics, metrics, VOLATILE)
+        "default (docs/prism.md, Captures)."
+    ),
+    answers="answers",
+    volatile=VOLATILE,
+    load_target=_load_target,
+    capture=lambda key, cfg, config, timeout: capture(key, cfg, config.collectors, timeout)[0],
+    anonymize=anonymize,
+    replay=replay,
+    write=write,
+    read=read,
+)
+capture_main = COMMANDS.capture_main
+replay_main = COMMANDS.replay_main

@@ -389,61 +389,31 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def capture_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-    from ioparallax.exporters.common.web.app import BadRequest
-    from ioparallax.yamlconf import ConfigError
-
+def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
     from .cli import Targets
     from .config import load_config
 
-    ap = archive.capture_parser(
-        "vcenter",
-        "vCenter",
+    config = load_config(config_file, extra_targets=[target])
+    key, cfg = Targets(config).resolve(target)
+    return key, cfg, config
+
+
+COMMANDS = archive.Commands(
+    exporter="vcenter",
+    what="vCenter",
+    description=(
         "One probe of a vCenter as the exporter makes it (the first of a session: the inventory "
         "and each running VM's latest samples), its SOAP answers written to a .tar.gz with a manifest and the "
-        "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures).",
-    )
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        # --target is listed like --vcenter.target: the default credentials go to it and nowhere else.
-        config = load_config(args.config_file, extra_targets=[args.target])
-        key, cfg = Targets(config).resolve(args.target)
-    except (ConfigError, BadRequest) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    output = args.output or archive.default_output("vcenter")
-    cap, _ = capture(key, cfg, args.timeout)
-    summary = "NOT anonymized (--no-anonymize)"
-    if args.anonymize:
-        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
-    metrics = replay(cap, args.timeout)
-    try:
-        size = write(cap, output, metrics)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    archive.print_written(output, size, f"{len(cap.exchanges)} SOAP answers", cap.manifest, summary)
-    return 0 if cap.manifest["up"] else 1
-
-
-def replay_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-
-    ap = archive.replay_parser("vcenter")
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        cap = read(args.capture)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    metrics = replay(cap).decode()
-    return archive.replay_output(args.capture, args.check, cap.metrics, metrics, VOLATILE)
+        "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures)."
+    ),
+    answers="SOAP answers",
+    volatile=VOLATILE,
+    load_target=_load_target,
+    capture=lambda key, cfg, config, timeout: capture(key, cfg, timeout)[0],
+    anonymize=anonymize,
+    replay=replay,
+    write=write,
+    read=read,
+)
+capture_main = COMMANDS.capture_main
+replay_main = COMMANDS.replay_main
