@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ioparallax.exporters.stargate.cli import load_config
-from ioparallax.exporters.stargate.exposition import Collectors, StargateCollector
+from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy

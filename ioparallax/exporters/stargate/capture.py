@@ -41,7 +41,7 @@ from ioparallax.version import revision, version
 from ..common import capture as archive
 from ..common.anonymize import Anonymizer
 from ..common.capture import MANIFEST, CaptureError
-from .exposition import Collectors, StargateCollector
+from .collector import Collectors, StargateCollector
 from .parse import _cells, _header_keys, _rows, _text
 from .probe import DEFAULT_CONCURRENCY, ProbeResult, probe
 from .targets import Origin, TargetPolicy, parse_target

@@ -13,8 +13,8 @@ from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.yamlconf import ConfigError
 
 from .capture import CaptureError, anonymize, capture, comparable, read, replay, write
-from .cli import load_config
-from .exposition import Collectors
+from .collector import Collectors
+from .config import load_config
 from .probe import DEFAULT_CONCURRENCY
 from .targets import TargetError, TargetPolicy, parse_target
 

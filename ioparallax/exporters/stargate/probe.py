@@ -1,5 +1,5 @@
 """One probe of a CVM (or, with discovery, of its whole cluster): which pages to fetch, their
-parsing, and the merge of their vdisks into a :class:`ProbeResult` (written by exposition.py).
+parsing, and the merge of their vdisks into a :class:`ProbeResult` (written by collector.py).
 
 Collected when Prometheus scrapes: the main page, then every hosted vdisk's detail view (followed
 from the page's links), ``concurrency`` at a time over keep-alive connections. A failing detail
