@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     try:
-        from ioparallax.mixin.dashboards import write_dashboards
+        from ioparallax.mixin.dashboards.build import write_dashboards
     except ImportError as exc:
         print(
             f"ioparallax-mixin: the dashboards need the `dashboards` extra (grafana-foundation-sdk): {exc}",

@@ -9,7 +9,7 @@ import re
 
 from ioparallax.mixin.cluster import groupings
 from ioparallax.mixin.config import load_config
-from ioparallax.mixin.dashboards import BUILDERS, build_dashboards, render, write_dashboards
+from ioparallax.mixin.dashboards.build import BUILDERS, build_dashboards, render, write_dashboards
 from tests.support import REPO
 
 from .promql import (
