@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
-from ioparallax.mixin.rules import rule_files, write_rule_files
+from ioparallax.mixin.rules.files import rule_files, write_rule_files
 from ioparallax.paths import PACKAGE, SOURCE_TREE
 from ioparallax.version import add_version_arg
 

@@ -1135,7 +1135,7 @@ def quick_alert_for() -> dict[str, str]:
 def write_quick_alert_rules(out: Path) -> Path:
     """The rule files with :func:`quick_alert_for` durations, written to ``out``."""
     from ioparallax.mixin.config import load_config
-    from ioparallax.mixin.rules import write_rule_files
+    from ioparallax.mixin.rules.files import write_rule_files
 
     write_rule_files(
         load_config(overrides={"for": quick_alert_for()}), out, "ioparallax/mixin/config.yml (--quick-alerts)"
