@@ -19,11 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.web.app import BadRequest
 from ioparallax.yamlconf import ConfigError
-
-from .anonymize import Anonymizer
-from .logsetup import add_logging_args, setup_logging
-from .web.app import BadRequest
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.prom"

@@ -29,16 +29,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.prism import client as client_module
+from ioparallax.exporters.prism.client import Answer, TargetError, answer_of
+from ioparallax.exporters.prism.collector import render_probe
+from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig
+from ioparallax.exporters.prism.target import V2, Target
 from ioparallax.version import revision, version
-
-from ..common import capture as archive
-from ..common.anonymize import Anonymizer
-from ..common.capture import MANIFEST, CaptureError
-from . import client as client_module
-from .client import Answer, TargetError, answer_of
-from .collector import render_probe
-from .config import Collectors, ExporterConfig, TargetConfig
-from .target import V2, Target
 
 FORMAT = 1
 KIND = "prism-capture"
@@ -304,7 +303,7 @@ def replay(cap: Capture, timeout: float = 60.0) -> bytes:
 def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
     """``prism-exporter --replay``: (the exporter's config, with the capture's target as the only
     target; the client factory answering from the capture)."""
-    from .address import target_key
+    from ioparallax.exporters.prism.address import target_key
 
     cap = read(path)
     cfg, collectors = _settings(cap)
@@ -368,8 +367,8 @@ def read(path: str) -> Capture:
 
 # ------------------------------------------------------------------------------ the commands
 def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
-    from .cli import Targets
-    from .config import load_config
+    from ioparallax.exporters.prism.cli import Targets
+    from ioparallax.exporters.prism.config import load_config
 
     config = load_config(config_file, extra_targets=[target])
     key, cfg = Targets(config).resolve(target)

@@ -19,11 +19,10 @@ from typing import Any
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
 from ioparallax.exporters.common.web.app import ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args
-
-from .address import target_key
-from .collector import render_probe
-from .config import ExporterConfig, TargetConfig, load_config
-from .target import Target
+from ioparallax.exporters.prism.address import target_key
+from ioparallax.exporters.prism.collector import render_probe
+from ioparallax.exporters.prism.config import ExporterConfig, TargetConfig, load_config
+from ioparallax.exporters.prism.target import Target
 
 log = logging.getLogger("ioparallax.exporters.prism")
 
@@ -123,13 +122,13 @@ def make_app(
 
 
 def _commands():
-    from .capture import capture_main, replay_main
+    from ioparallax.exporters.prism.capture import capture_main, replay_main
 
     return capture_main, replay_main
 
 
 def _replay_setup(args: argparse.Namespace):
-    from .capture import replay_setup
+    from ioparallax.exporters.prism.capture import replay_setup
 
     return replay_setup(args.replay)
 

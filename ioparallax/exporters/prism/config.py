@@ -39,10 +39,9 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from ioparallax.exporters.common import targets as common
+from ioparallax.exporters.prism.address import target_key
 from ioparallax.units import parse_duration
 from ioparallax.yamlconf import Section
-
-from .address import target_key
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_INVENTORY_REFRESH = 60.0

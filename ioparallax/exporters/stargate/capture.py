@@ -36,16 +36,15 @@ from typing import Any
 
 import lxml.etree
 
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, ProbeResult, probe
+from ioparallax.exporters.stargate.targets import Origin, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.version import revision, version
-
-from ..common import capture as archive
-from ..common.anonymize import Anonymizer
-from ..common.capture import MANIFEST, CaptureError
-from .collector import Collectors, StargateCollector
-from .parse import _cells, _header_keys, _rows, _text
-from .probe import DEFAULT_CONCURRENCY, ProbeResult, probe
-from .targets import Origin, TargetPolicy, parse_target
-from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 
 log = logging.getLogger(__name__)
 

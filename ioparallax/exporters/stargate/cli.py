@@ -12,16 +12,15 @@ import time
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
+from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
+from ioparallax.exporters.stargate.parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
+from ioparallax.exporters.stargate.prism import PrismClient, VDiskNames
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, probe
+from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.transport import HttpClient, Limits, PageClient
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
-
-from .collector import Collectors, StargateCollector
-from .config import MAX_PARSE_WORKERS, load_config
-from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
-from .prism import PrismClient, VDiskNames
-from .probe import DEFAULT_CONCURRENCY, probe
-from .targets import TargetError, TargetPolicy, parse_target
-from .transport import HttpClient, Limits, PageClient
 
 log = logging.getLogger("ioparallax.exporters.stargate")
 
@@ -155,7 +154,7 @@ def make_app(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["capture"], ["replay"]):
-        from .capture_cli import capture_main, replay_main
+        from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
 
         return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     parser = argparse.ArgumentParser(
@@ -253,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     client: PageClient | None = None
     if args.replay:
-        from .capture import CaptureError, ReplayClient, read
+        from ioparallax.exporters.stargate.capture import CaptureError, ReplayClient, read
 
         try:
             replayed = read(args.replay)

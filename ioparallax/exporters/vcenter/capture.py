@@ -32,17 +32,16 @@ from typing import Any
 
 from lxml import etree
 
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.vcenter import soap
+from ioparallax.exporters.vcenter.client import TargetError
+from ioparallax.exporters.vcenter.collector import render_probe
+from ioparallax.exporters.vcenter.config import TargetConfig
+from ioparallax.exporters.vcenter.perf import counter_name
+from ioparallax.exporters.vcenter.target import Target
 from ioparallax.version import revision, version
-
-from ..common import capture as archive
-from ..common.anonymize import Anonymizer
-from ..common.capture import MANIFEST, CaptureError
-from . import soap
-from .client import TargetError
-from .collector import render_probe
-from .config import TargetConfig
-from .perf import counter_name
-from .target import Target
 
 FORMAT = 1
 KIND = "vcenter-capture"
@@ -325,8 +324,8 @@ def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> 
 def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
     """``vcenter-exporter --replay``: (the exporter's config, with the capture's target as the
     only target; the client factory answering from the capture)."""
-    from .address import target_key
-    from .config import ExporterConfig
+    from ioparallax.exporters.vcenter.address import target_key
+    from ioparallax.exporters.vcenter.config import ExporterConfig
 
     cap = read(path)
     m = cap.manifest
@@ -390,8 +389,8 @@ def read(path: str) -> Capture:
 
 # ------------------------------------------------------------------------------ the commands
 def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
-    from .cli import Targets
-    from .config import load_config
+    from ioparallax.exporters.vcenter.cli import Targets
+    from ioparallax.exporters.vcenter.config import load_config
 
     config = load_config(config_file, extra_targets=[target])
     key, cfg = Targets(config).resolve(target)

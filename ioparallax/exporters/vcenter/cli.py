@@ -18,11 +18,10 @@ from typing import Any
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
 from ioparallax.exporters.common.web.app import ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args
-
-from .address import target_key
-from .collector import render_probe
-from .config import ExporterConfig, TargetConfig, load_config
-from .target import Target
+from ioparallax.exporters.vcenter.address import target_key
+from ioparallax.exporters.vcenter.collector import render_probe
+from ioparallax.exporters.vcenter.config import ExporterConfig, TargetConfig, load_config
+from ioparallax.exporters.vcenter.target import Target
 
 log = logging.getLogger("ioparallax.exporters.vcenter")
 
@@ -122,13 +121,13 @@ def make_app(
 
 
 def _commands():
-    from .capture import capture_main, replay_main
+    from ioparallax.exporters.vcenter.capture import capture_main, replay_main
 
     return capture_main, replay_main
 
 
 def _replay_setup(args: argparse.Namespace):
-    from .capture import replay_setup
+    from ioparallax.exporters.vcenter.capture import replay_setup
 
     return replay_setup(args.replay, args.latest_samples)
 

@@ -36,9 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from ioparallax.exporters.common import targets as common
+from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.yamlconf import Section
-
-from .address import target_key
 
 DEFAULT_INVENTORY_REFRESH = 300.0
 DEFAULT_TIMEOUT = 30.0
