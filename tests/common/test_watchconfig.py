@@ -16,7 +16,8 @@ EXPORTERS = {"fio": fio_cli, "diskspd": diskspd_cli, "vdbench": vdbench_cli}
 
 def settings(name: str, *argv: str):
     cli = EXPORTERS[name]
-    return cli.settings_from(cli.build_parser().parse_args(["serve", *argv]))
+    args = cli.build_parser().parse_args(["serve", *argv])
+    return fio_cli.settings_from(args) if name == "fio" else cli.SPEC.read(args, cli.Settings())
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTERS))
@@ -73,7 +74,7 @@ def test_own_keys_stay_with_their_exporter(tmp_path):
         settings("fio", "--config.file", str(cfg))
     cfg.write_text("percentiles: all\nsettle_time: 1s\n")
     s = settings("diskspd", "--config.file", str(cfg))
-    assert s.all_percentiles and s.settle_s == 1.0 and "percentiles: all" in s.describe()
+    assert s.all_percentiles and s.settle_s == 1.0 and "percentiles: all" in diskspd_cli.SPEC.describe(s)
     cfg.write_text("percentiles: false\nhost: h1\n")
     s = settings("fio", "--config.file", str(cfg), "--no-collector.trim")
     assert s.switched_off() == ["percentiles", "trim"] and s.host == "h1"

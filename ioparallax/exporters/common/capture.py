@@ -188,19 +188,21 @@ def replay_output(name: str, check: str | None, recorded: str, metrics: str, vol
 
 @dataclass(frozen=True)
 class Commands:
-    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``load_target``
-    (config file, ``--target`` -> its key, settings and the exporter's config; ConfigError,
-    ValueError or BadRequest when it may not be probed), ``capture`` (key, settings, config,
-    timeout -> the capture), ``anonymize`` (capture, texts to redact -> what was replaced),
-    ``replay`` (capture, timeout -> metrics), ``write`` (capture, path, metrics -> bytes written)
-    and ``read`` (path -> capture with ``.metrics``; CaptureError)."""
+    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``load_config``
+    (config file, ``extra_targets=`` -> the exporter's config; ConfigError or ValueError),
+    ``targets`` (config -> its target pool, whose ``resolve`` raises BadRequest for a target that
+    may not be probed), ``capture`` (key, settings, config, timeout -> the capture), ``anonymize``
+    (capture, texts to redact -> what was replaced), ``replay`` (capture, timeout -> metrics),
+    ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture with
+    ``.metrics``; CaptureError)."""
 
     exporter: str  # "vcenter": vcenter-exporter capture, vcenter-capture-<time>.tar.gz
     what: str  # "vCenter"
     description: str
     answers: str  # how the exchanges are counted in the summary ("SOAP answers")
     volatile: Sequence[str]
-    load_target: Callable[[str | None, str], tuple[str, Any, Any]]
+    load_config: Callable[..., Any]
+    targets: Callable[[Any], Any]
     capture: Callable[[str, Any, Any, float], Any]
     anonymize: Callable[[Any, Sequence[str]], Anonymizer]
     replay: Callable[[Any, float], bytes]
@@ -214,7 +216,8 @@ class Commands:
         setup_logging(args.log_level, args.log_format)
         try:
             # --target is listed like --<exporter>.target: the default credentials go to it and nowhere else.
-            key, cfg, config = self.load_target(args.config_file, args.target)
+            config = self.load_config(args.config_file, extra_targets=[args.target])
+            key, cfg = self.targets(config).resolve(args.target)
         except (ConfigError, ValueError, BadRequest) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

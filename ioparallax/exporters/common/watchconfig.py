@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ioparallax.exporters.common.logsetup import add_logging_args
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
@@ -42,6 +42,9 @@ class WatchSettings:
 
     def web(self) -> WebSettings:
         return WebSettings(listen=self.listen, config_file=self.web_config_file, limits=self.web_limits)
+
+
+S = TypeVar("S", bound=WatchSettings)
 
 
 def show_seconds(value: float) -> str:
@@ -94,6 +97,16 @@ class WatchSpec:
     @property
     def watch_flag(self) -> str:
         return f"--{self.prefix}.watch"
+
+    def add_args(self, p: argparse.ArgumentParser, watch: bool = True) -> None:
+        add_watch_args(p, self, watch)
+
+    def read(self, args: argparse.Namespace, defaults: S) -> S:
+        """``defaults`` (the exporter's settings object) filled from the flags and the file."""
+        return read_settings(args, self, defaults)
+
+    def describe(self, s: WatchSettings) -> str:
+        return describe(self, s)
 
 
 # -- the options the three share (help texts differ a little, so each passes its own) -----------
@@ -182,7 +195,7 @@ def add_watch_args(p: argparse.ArgumentParser, spec: WatchSpec, watch: bool = Tr
 # -- flags over the file over defaults -----------------------------------------------------------
 
 
-def read_settings(args: argparse.Namespace, spec: WatchSpec, s: WatchSettings) -> WatchSettings:
+def read_settings(args: argparse.Namespace, spec: WatchSpec, s: S) -> S:
     """Fill ``s`` (defaults) from the --config.file and then the flags; check the values.
     Errors name the file and the key, or the flag."""
     cfg_path = getattr(args, "config_file", None)

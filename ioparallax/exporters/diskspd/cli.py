@@ -20,7 +20,7 @@ from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.startup import add_web_args, serve
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
-from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, Settings, add_args, settings_from
+from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.reader import DiskspdError
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/metrics; a new or changed file is parsed once, at the next scrape.",
     )
     add_web_args(s, DEFAULT_LISTEN, probe=False)
-    add_args(s)
+    SPEC.add_args(s)
     c = sub.add_parser(
         "convert",
         help="print the exposition of result files once",
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stdout. Exits 1, naming each bad file and the cause on stderr, if one cannot be read.",
     )
     c.add_argument("files", nargs="+", metavar="FILE")
-    add_args(c, watch=False)
+    SPEC.add_args(c, watch=False)
     b = sub.add_parser(
         "backfill",
         help="write the runs' -D interval series with their own timestamps",
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run `promtool tsdb create-blocks-from openmetrics` into DIR (Prometheus' data "
         "directory, or a directory to copy from); needs --output and --format openmetrics",
     )
-    add_args(b, watch=False)
+    SPEC.add_args(b, watch=False)
     return parser
 
 
@@ -113,7 +113,7 @@ def cmd_serve(s: Settings) -> int:
         description=DESCRIPTION,
         probe=None,
         collectors=[_collector(s, files)],
-        config_text=s.describe(),
+        config_text=SPEC.describe(s),
     )
     return serve(app, s.web())
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        s = settings_from(args)
+        s = SPEC.read(args, Settings())
         if args.command == "convert":
             return cmd_convert(s, args.files)
         if args.command == "backfill":

@@ -3,7 +3,6 @@ DiskSPD's own (file pattern, settle time, largest file, which latency percentile
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ioparallax.exporters.common import watchconfig
@@ -22,9 +21,6 @@ class Settings(WatchSettings):
     settle_s: float = 5.0
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     all_percentiles: bool = False
-
-    def describe(self) -> str:
-        return watchconfig.describe(SPEC, self)
 
 
 def _percentiles(value: str) -> bool:
@@ -90,14 +86,3 @@ SPEC = WatchSpec(
         ),
     ),
 )
-
-
-def add_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
-    watchconfig.add_watch_args(p, SPEC, watch)
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Flags over the YAML file over defaults; errors name the file and key (or the flag)."""
-    s = watchconfig.read_settings(args, SPEC, Settings())
-    assert isinstance(s, Settings)
-    return s

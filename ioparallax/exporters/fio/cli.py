@@ -20,7 +20,7 @@ from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.startup import add_web_args, serve, start_server
 from ioparallax.exporters.fio.collector import FioCollector
-from ioparallax.exporters.fio.config import DEFAULT_LISTEN, Settings, add_args, settings_from
+from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
 from ioparallax.exporters.fio.hygiene import HygieneConfig
 from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/metrics, read incrementally at each scrape.",
     )
     add_web_args(serve, DEFAULT_LISTEN, probe=False)
-    add_args(serve)
+    SPEC.add_args(serve)
     run = sub.add_parser(
         "run",
         help="run fio and serve its status records while it runs",
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep serving this long after fio exits, so the final record is scraped (default: %(default)s)",
     )
     run.add_argument("fio_command", nargs=argparse.REMAINDER, help="-- fio [options]")
-    add_args(run)
+    SPEC.add_args(run)
     conv = sub.add_parser(
         "convert",
         help="print the exposition of fio output files once",
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "be read.",
     )
     conv.add_argument("files", nargs="+", metavar="FILE")
-    add_args(conv, watch=False)
+    SPEC.add_args(conv, watch=False)
     return parser
 
 
@@ -110,7 +110,7 @@ def _app(s: Settings, watcher: Watcher, extra: list | None = None) -> ExporterAp
         description=DESCRIPTION,
         probe=None,
         collectors=build_collectors(s, watcher) + (extra or []),
-        config_text=s.describe(),
+        config_text=SPEC.describe(s),
     )
 
 

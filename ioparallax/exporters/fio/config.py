@@ -36,9 +36,6 @@ class Settings(WatchSettings):
         """The per-job collectors the three switches above leave on."""
         return Collectors(percentiles=self.percentiles, histograms=self.histograms, trim=self.trim)
 
-    def describe(self) -> str:
-        return watchconfig.describe(SPEC, self)
-
     def switched_off(self) -> list[str]:
         """Names of the per-job collectors switched off, for the start-up log."""
         c = self.collectors
@@ -162,13 +159,8 @@ SPEC = WatchSpec(
 )
 
 
-def add_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
-    watchconfig.add_watch_args(p, SPEC, watch)
-
-
 def settings_from(args: argparse.Namespace) -> Settings:
     """Flags over the YAML file over defaults; errors name the file and key (or the flag)."""
-    s = watchconfig.read_settings(args, SPEC, Settings())
-    assert isinstance(s, Settings)
+    s = SPEC.read(args, Settings())
     s.host = s.host or socket.gethostname()
     return s

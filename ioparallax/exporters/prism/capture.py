@@ -33,9 +33,10 @@ from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
 from ioparallax.exporters.prism import client as client_module
+from ioparallax.exporters.prism.cli import Targets
 from ioparallax.exporters.prism.client import Answer, TargetError, answer_of
 from ioparallax.exporters.prism.collector import render_probe
-from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig
+from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig, load_config
 from ioparallax.exporters.prism.target import V2, Target
 from ioparallax.version import revision, version
 
@@ -366,15 +367,6 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
-    from ioparallax.exporters.prism.cli import Targets
-    from ioparallax.exporters.prism.config import load_config
-
-    config = load_config(config_file, extra_targets=[target])
-    key, cfg = Targets(config).resolve(target)
-    return key, cfg, config
-
-
 COMMANDS = archive.Commands(
     exporter="prism",
     what="Prism",
@@ -386,7 +378,8 @@ COMMANDS = archive.Commands(
     ),
     answers="answers",
     volatile=VOLATILE,
-    load_target=_load_target,
+    load_config=load_config,
+    targets=Targets,
     capture=lambda key, cfg, config, timeout: capture(key, cfg, config.collectors, timeout)[0],
     anonymize=anonymize,
     replay=replay,

@@ -36,9 +36,10 @@ from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
 from ioparallax.exporters.vcenter import soap
+from ioparallax.exporters.vcenter.cli import Targets
 from ioparallax.exporters.vcenter.client import TargetError
 from ioparallax.exporters.vcenter.collector import render_probe
-from ioparallax.exporters.vcenter.config import TargetConfig
+from ioparallax.exporters.vcenter.config import TargetConfig, load_config
 from ioparallax.exporters.vcenter.perf import counter_name
 from ioparallax.exporters.vcenter.target import Target
 from ioparallax.version import revision, version
@@ -388,15 +389,6 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def _load_target(config_file: str | None, target: str) -> tuple[str, TargetConfig, Any]:
-    from ioparallax.exporters.vcenter.cli import Targets
-    from ioparallax.exporters.vcenter.config import load_config
-
-    config = load_config(config_file, extra_targets=[target])
-    key, cfg = Targets(config).resolve(target)
-    return key, cfg, config
-
-
 COMMANDS = archive.Commands(
     exporter="vcenter",
     what="vCenter",
@@ -407,7 +399,8 @@ COMMANDS = archive.Commands(
     ),
     answers="SOAP answers",
     volatile=VOLATILE,
-    load_target=_load_target,
+    load_config=load_config,
+    targets=Targets,
     capture=lambda key, cfg, config, timeout: capture(key, cfg, timeout)[0],
     anonymize=anonymize,
     replay=replay,

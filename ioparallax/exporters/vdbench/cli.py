@@ -16,7 +16,7 @@ from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.startup import add_web_args, serve
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
-from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, Settings, add_args, settings_from
+from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
 from ioparallax.version import add_version_arg
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch vdbench output directories and serve them on /metrics, read incrementally at each scrape.",
     )
     add_web_args(srv, DEFAULT_LISTEN, probe=False)
-    add_args(srv)
+    SPEC.add_args(srv)
     conv = sub.add_parser(
         "convert",
         help="print the exposition of vdbench output directories once",
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ends in a cut-off line.",
     )
     conv.add_argument("dirs", nargs="+", metavar="DIR")
-    add_args(conv, watch=False)
+    SPEC.add_args(conv, watch=False)
     return parser
 
 
@@ -71,7 +71,7 @@ def cmd_serve(s: Settings) -> int:
         description=DESCRIPTION,
         probe=None,
         collectors=[_collector(s, watcher)],
-        config_text=s.describe(),
+        config_text=SPEC.describe(s),
     )
     return serve(app, s.web())
 
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        s = settings_from(args)
+        s = SPEC.read(args, Settings())
         if args.command == "convert":
             return cmd_convert(s, args.dirs)
         return cmd_serve(s)

@@ -3,7 +3,6 @@ vdbench's own (how deep output directories are looked for, idle timeout)."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ioparallax.exporters.common import watchconfig
@@ -18,9 +17,6 @@ class Settings(WatchSettings):
     listen: str = DEFAULT_LISTEN
     idle_s: float = 30.0
     max_depth: int = 2
-
-    def describe(self) -> str:
-        return watchconfig.describe(SPEC, self)
 
 
 def _positive_int(value) -> int:
@@ -62,14 +58,3 @@ SPEC = WatchSpec(
         watchconfig.scrape_interval_option("vdbench", "runs with elapsed= under 3 of these are flagged"),
     ),
 )
-
-
-def add_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
-    watchconfig.add_watch_args(p, SPEC, watch)
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Flags over the YAML file over defaults; errors name the file and key (or the flag)."""
-    s = watchconfig.read_settings(args, SPEC, Settings())
-    assert isinstance(s, Settings)
-    return s
