@@ -14,14 +14,17 @@ import io
 import json
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import BadRequest
+from ioparallax.version import revision, version
 from ioparallax.yamlconf import ConfigError
 
 MANIFEST = "manifest.json"
@@ -33,6 +36,62 @@ MAX_MEMBERS = 100_000
 
 class CaptureError(Exception):
     """A capture that cannot be written or read; the message names the file and the cause."""
+
+
+E = TypeVar("E")
+
+
+@dataclass
+class Capture(Generic[E]):
+    """A capture in memory: its manifest, the exchanges (each exporter's own record of a request
+    and its answer) and, read back, the metrics the capture was written with."""
+
+    manifest: dict[str, Any]
+    exchanges: list[E]
+    metrics: str = ""
+    source: str = "capture"
+
+    @property
+    def target(self) -> str:
+        return str(self.manifest.get("target", ""))
+
+
+@dataclass
+class Recorder(Generic[E]):
+    """Keeps the exchanges of a capture's probe, from any thread; an exporter's recorder is
+    called by its client with what it sent and got, and :meth:`keep` s it."""
+
+    exchanges: list[E] = field(default_factory=list)
+    start: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def offset(self, seconds: float) -> float:
+        """When a request that took ``seconds`` and just ended was sent, in seconds from the start."""
+        return time.monotonic() - seconds - self.start
+
+    def keep(self, exchange: E) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+
+
+def probe_manifest(
+    kind: str, fmt: int, exporter: str, created: datetime, target: str, snap: Any, duration: float
+) -> dict[str, Any]:
+    """The manifest's first entries, the same for every exporter: what wrote the capture, when,
+    the target and the probe's outcome (``snap``: ``up``, ``kind``, ``cause``)."""
+    return {
+        "format": fmt,
+        "kind": kind,
+        "exporter": exporter,
+        "version": version(),
+        "revision": revision(),
+        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": target,
+        "up": snap.up,
+        "error_kind": snap.kind,
+        "error": snap.cause,
+        "duration_seconds": round(duration, 6),
+    }
 
 
 def write_archive(

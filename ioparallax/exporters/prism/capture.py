@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -38,7 +37,6 @@ from ioparallax.exporters.prism.client import Answer, TargetError, answer_of
 from ioparallax.exporters.prism.collector import render_probe
 from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig, load_config
 from ioparallax.exporters.prism.target import V2, Target
-from ioparallax.version import revision, version
 
 FORMAT = 1
 KIND = "prism-capture"
@@ -81,34 +79,17 @@ class Exchange:
         }
 
 
-@dataclasses.dataclass
-class Capture:
-    manifest: dict[str, Any]
-    exchanges: list[Exchange]
-    metrics: str = ""
-    source: str = "capture"
-
-    @property
-    def target(self) -> str:
-        return str(self.manifest.get("target", ""))
+Capture = archive.Capture[Exchange]
 
 
-class Recorder:
+class Recorder(archive.Recorder[Exchange]):
     """Installed as ``client.RECORDER`` while a capture runs: keeps every answer of ``get``."""
-
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-        self.start = time.monotonic()
-        self._lock = threading.Lock()
 
     def __call__(
         self, path: str, params: dict[str, Any], status: int, body: bytes, ctype: str, date: str, seconds: float
     ) -> None:
-        with self._lock:
-            offset = time.monotonic() - seconds - self.start
-            self.exchanges.append(
-                Exchange(path, {k: str(v) for k, v in params.items()}, status, ctype, date, body, seconds, offset)
-            )
+        params = {k: str(v) for k, v in params.items()}
+        self.keep(Exchange(path, params, status, ctype, date, body, seconds, self.offset(seconds)))
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -131,18 +112,7 @@ def capture(
         client_module.RECORDER = None
         target.close()
     metrics = render_probe(name, snap, duration, collectors)
-    manifest = {
-        "format": FORMAT,
-        "kind": KIND,
-        "exporter": "prism-exporter",
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": name,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
+    manifest = archive.probe_manifest(KIND, FORMAT, "prism-exporter", created, name, snap, duration) | {
         "disks": len(snap.disks),
         "vms": len(snap.vms),
         "logins": snap.logins,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,7 +41,6 @@ from ioparallax.exporters.vcenter.collector import render_probe
 from ioparallax.exporters.vcenter.config import TargetConfig, load_config
 from ioparallax.exporters.vcenter.perf import counter_name
 from ioparallax.exporters.vcenter.target import Target
-from ioparallax.version import revision, version
 
 FORMAT = 1
 KIND = "vcenter-capture"
@@ -81,30 +79,14 @@ class Exchange:
         }
 
 
-@dataclasses.dataclass
-class Capture:
-    manifest: dict[str, Any]
-    exchanges: list[Exchange]
-    metrics: str = ""
-    source: str = "capture"
-
-    @property
-    def target(self) -> str:
-        return str(self.manifest.get("target", ""))
+Capture = archive.Capture[Exchange]
 
 
-class Recorder:
+class Recorder(archive.Recorder[Exchange]):
     """Installed as ``soap.RECORDER`` while a capture runs: keeps every exchange of ``post``."""
 
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-        self.start = time.monotonic()
-        self._lock = threading.Lock()
-
     def __call__(self, method: str, request: bytes, status: int, answer: bytes, seconds: float) -> None:
-        with self._lock:
-            offset = time.monotonic() - seconds - self.start
-            self.exchanges.append(Exchange(method, request, status, answer, seconds, offset))
+        self.keep(Exchange(method, request, status, answer, seconds, self.offset(seconds)))
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -128,18 +110,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
         soap.RECORDER = None
         target.close()
     metrics = render_probe(name, snap, duration, False)
-    manifest = {
-        "format": FORMAT,
-        "kind": KIND,
-        "exporter": "vcenter-exporter",
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": name,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
+    manifest = archive.probe_manifest(KIND, FORMAT, "vcenter-exporter", created, name, snap, duration) | {
         "vms": len(snap.vms),
         "disks": sum(len(vm.disks) for vm in snap.vms),
         "perf_format": cfg.perf_format,
