@@ -169,6 +169,17 @@ class Loaded(Generic[T]):
     allow_unlisted: bool
     session_idle_timeout: float
     latest_samples: bool
+    path: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The :class:`ExporterConfig` fields (all but the exporter's collector switches)."""
+        return {
+            "defaults": self.defaults,
+            "targets": self.targets,
+            "allow_unlisted": self.allow_unlisted,
+            "path": self.path,
+            "session_idle_timeout": self.session_idle_timeout,
+        }
 
 
 @dataclass(frozen=True)
@@ -183,9 +194,9 @@ class Names:
 
 def load(
     path: str | None,
-    env: dict[str, str],
-    base: T,
-    read_target: Callable[[Section, T], T],
+    env: dict[str, str] | None,
+    base: Callable[[Credentials], T],
+    read_target: Callable[[Section, T, dict[str, str]], T],
     target_key: Callable[[str], str],
     names: Names,
     extra_targets: Iterable[str] = (),
@@ -195,20 +206,22 @@ def load(
     default_idle: float = 600.0,
 ) -> Loaded[T]:
     """The file's ``defaults``, ``allow_unlisted_targets``, ``session_idle_timeout``,
-    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base``), the
+    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base`` made of the
+    ``<PREFIX>_USERNAME``/``_PASSWORD`` credentials of ``env``, default the process'), the
     targets listed with ``--<exporter>.target`` and ``<PREFIX>_TARGETS``, and the flags that
     override the file when given; refused when no target may be probed."""
+    env = dict(os.environ) if env is None else env
     source = path or "the command line"
-    defaults, allow, idle, latest = base, False, default_idle, True
+    defaults, allow, idle, latest = base(env_credentials(env, names.prefix)), False, default_idle, True
     targets: dict[str, T] = {}
     if path is not None:
         root = Section(load_yaml(path), path)
-        defaults = read_target(root.section("defaults"), base)
+        defaults = read_target(root.section("defaults"), defaults, env)
         allow = root.get("allow_unlisted_targets", bool, default=False)
         idle = root.get("session_idle_timeout", positive_duration, default=idle)
         latest = root.get("latest_samples", bool, default=latest)
         file_defaults = defaults
-        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults))
+        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults, env))
         root.reject_unknown()
     listed = [*extra_targets, *env_targets(env, names.prefix)]
     add_listed_targets(targets, listed, defaults, target_key, source, f"--{names.exporter}.target")
@@ -219,7 +232,45 @@ def load(
     if latest_samples is not None:
         latest = latest_samples
     require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
-    return Loaded(defaults, targets, allow, idle, latest)
+    return Loaded(defaults, targets, allow, idle, latest, path and str(path))
+
+
+@dataclass(frozen=True)
+class Schema(Generic[T]):
+    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` made of the
+    environment's credentials (``base``), a target's section read over its defaults
+    (``read_target``: section, defaults, environment), its ``target_key`` and the default
+    session idle timeout."""
+
+    names: Names
+    base: Callable[[Credentials], T]
+    read_target: Callable[[Section, T, dict[str, str]], T]
+    target_key: Callable[[str], str]
+    default_idle: float = 600.0
+
+    def load(
+        self,
+        path: str | None,
+        env: dict[str, str] | None = None,
+        extra_targets: Iterable[str] = (),
+        allow_unlisted: bool | None = None,
+        session_idle_timeout: float | None = None,
+        latest_samples: bool | None = None,
+    ) -> Loaded[T]:
+        """:func:`load` with this exporter's parts."""
+        return load(
+            path,
+            env,
+            self.base,
+            self.read_target,
+            self.target_key,
+            self.names,
+            extra_targets,
+            allow_unlisted,
+            session_idle_timeout,
+            latest_samples,
+            self.default_idle,
+        )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ target. Passwords are never logged nor shown on the landing page.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -133,15 +132,11 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     )
 
 
-def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
-    env = dict(os.environ) if env is None else env
-    cred = common.env_credentials(env, "VCENTER")
+def _base(cred: common.Credentials) -> TargetConfig:
     return TargetConfig(username=cred.username, password=cred.password, password_source=cred.source)
 
 
-def env_targets(env: dict[str, str]) -> list[str]:
-    """``VCENTER_TARGETS``: comma- or space-separated target names."""
-    return common.env_targets(env, "VCENTER")
+SCHEMA = common.Schema(ExporterConfig.names, _base, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
 
 
 def load_config(
@@ -158,26 +153,5 @@ def load_config(
     targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
     ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
     the file when given."""
-    env = dict(os.environ) if env is None else env
-    base = env_defaults(env)
-    got = common.load(
-        path,
-        env,
-        base,
-        lambda sec, over: _read_target(sec, over, env),
-        target_key,
-        ExporterConfig.names,
-        extra_targets,
-        allow_unlisted,
-        session_idle_timeout,
-        latest_samples,
-        DEFAULT_SESSION_IDLE_TIMEOUT,
-    )
-    return ExporterConfig(
-        defaults=got.defaults,
-        targets=got.targets,
-        allow_unlisted=got.allow_unlisted,
-        path=path and str(path),
-        session_idle_timeout=got.session_idle_timeout,
-        latest_samples=got.latest_samples,
-    )
+    got = SCHEMA.load(path, env, extra_targets, allow_unlisted, session_idle_timeout, latest_samples)
+    return ExporterConfig(**got.fields(), latest_samples=got.latest_samples)
