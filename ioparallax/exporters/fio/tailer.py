@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ioparallax.exporters.common.watchdir import list_files, open_regular
+from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory
 from ioparallax.exporters.fio.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -63,8 +63,17 @@ class TailResult:
 class FileTailer:
     """Follows one file: new bytes since the last read, decoded into fio documents."""
 
-    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, skip_backlog: bool = True):
+    def __init__(
+        self,
+        path: str,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        skip_backlog: bool = True,
+        within: str | None = None,
+    ):
         self.path = path
+        #: the watched directory the file was found in: it is read only if it lies inside it
+        #: (watchdir.open_regular); None for a file named directly
+        self.within = within
         self.max_document_bytes = max_document_bytes
         #: With more than MAX_READ_BYTES unread (an exporter started late on a long stream), jump
         #: to the last 2 documents' worth of bytes: records are cumulative, so the latest two hold
@@ -102,7 +111,7 @@ class FileTailer:
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
             return  # unchanged since the last read: nothing to do
-        with open_regular(self.path) as fh:
+        with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
             reset = None
@@ -246,7 +255,13 @@ class Watcher:
                 state = self.sources.get(path)
                 if state is None:
                     state = self.sources[path] = SourceState(
-                        path=path, tailer=FileTailer(path, self.config.max_document_bytes, self.config.skip_backlog)
+                        path=path,
+                        tailer=FileTailer(
+                            path,
+                            self.config.max_document_bytes,
+                            self.config.skip_backlog,
+                            within=watched_directory(path, self.config.paths),
+                        ),
                     )
                 running = self.process_running.get(path)
                 try:
