@@ -10,6 +10,7 @@ from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
 from ioparallax.mixin.rules import rule_files, write_rule_files
 from ioparallax.paths import PACKAGE, SOURCE_TREE
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 
 # In a checkout the committed files are regenerated in place; an installed wheel writes beside the
@@ -25,6 +26,7 @@ def _config_name(path: Path) -> str:
         return str(path)
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-mixin",

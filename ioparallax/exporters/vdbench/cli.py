@@ -21,6 +21,7 @@ from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, s
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 
 log = logging.getLogger("ioparallax.exporters.vdbench")
@@ -236,6 +237,7 @@ def cmd_convert(s: Settings, dirs: list[str]) -> int:
     return 1 if bad else 0
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("serve", "convert", "-h", "--help", "--version"):
@@ -253,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
