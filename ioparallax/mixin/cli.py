@@ -9,6 +9,7 @@ from pathlib import Path
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
 from ioparallax.mixin.rules.files import rule_files, write_rule_files
 from ioparallax.paths import PACKAGE, SOURCE_TREE
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
@@ -25,6 +26,7 @@ def _config_name(path: Path) -> str:
         return str(path)
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-mixin",

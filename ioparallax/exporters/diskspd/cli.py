@@ -24,6 +24,7 @@ from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
@@ -172,6 +173,7 @@ def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, ts
     return 1 if bad else 0
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in ("serve", "convert", "backfill", "-h", "--help", "--version")):
@@ -191,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         log.error("cannot run %s: %s", exc.filename, exc.strerror)
         return 1
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

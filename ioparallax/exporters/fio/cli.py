@@ -25,6 +25,7 @@ from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
 from ioparallax.exporters.fio.hygiene import HygieneConfig
 from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
 from ioparallax.exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_duration
 from ioparallax.version import add_version_arg, version_line
 from ioparallax.yamlconf import ConfigError
@@ -222,6 +223,7 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
     return 1 if bad else 0
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in ("serve", "run", "convert", "-h", "--help", "--version")):
@@ -247,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -19,6 +19,7 @@ from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
@@ -106,6 +107,7 @@ def cmd_convert(s: Settings, dirs: list[str]) -> int:
     return 1 if bad else 0
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("serve", "convert", "-h", "--help", "--version"):
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
     except (OSError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
@@ -14,6 +15,7 @@ from .model import list_scenarios, load_scenario
 from .trace import compile_scenario
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-scenario",
