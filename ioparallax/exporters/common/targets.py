@@ -237,13 +237,13 @@ def load(
 
 @dataclass(frozen=True)
 class Schema(Generic[T]):
-    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` made of the
-    environment's credentials (``base``), a target's section read over its defaults
-    (``read_target``: section, defaults, environment), its ``target_key`` and the default
-    session idle timeout."""
+    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (made of
+    the environment's credentials: ``username``, ``password``, ``password_source``), a target's
+    section read over its defaults (``read_target``: section, defaults, environment), its
+    ``target_key`` and the default session idle timeout."""
 
     names: Names
-    base: Callable[[Credentials], T]
+    target_config: Callable[..., T]
     read_target: Callable[[Section, T, dict[str, str]], T]
     target_key: Callable[[str], str]
     default_idle: float = 600.0
@@ -261,7 +261,9 @@ class Schema(Generic[T]):
         return load(
             path,
             env,
-            self.base,
+            lambda cred: self.target_config(
+                username=cred.username, password=cred.password, password_source=cred.source
+            ),
             self.read_target,
             self.target_key,
             self.names,

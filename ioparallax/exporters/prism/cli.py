@@ -34,6 +34,11 @@ class Targets(TargetPool):
     session, counters and sample keeper until it is not probed for ``session_idle_timeout``."""
 
     exporter = "prism"
+    description = (
+        "Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
+        "(controller_*), every 30 s sample integrated into counters, plus identity series for joins."
+    )
+    example_target = "prism.example.com"
 
     def target_key(self, name: str) -> str:
         return target_key(name)
@@ -109,47 +114,18 @@ def make_app(
     """The routes; ``client_factory``: what reaches a Prism (default: PrismClient; ``--replay``:
     a capture)."""
     targets = Targets(config, client_factory)
-    app = ExporterApp(
-        name="prism-exporter",
-        description="Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
-        "(controller_*), every 30 s sample integrated into counters, plus identity series for joins.",
-        probe=targets.probe,
-        default_timeout=default_timeout,
-        example_target=next(iter(config.targets), "prism.example.com"),
-        config_text=config.describe(),
-    )
-    return app, targets
+    return targets.app(default_timeout), targets
 
 
-def _commands():
-    from ioparallax.exporters.prism.capture import capture_main, replay_main
-
-    return capture_main, replay_main
-
-
-def _replay_setup(args: argparse.Namespace):
-    from ioparallax.exporters.prism.capture import replay_setup
-
-    return replay_setup(args.replay)
-
-
-def _load_config(args: argparse.Namespace) -> ExporterConfig:
-    config = load_config(
-        args.config_file,
-        extra_targets=args.targets,
-        allow_unlisted=True if args.allow_unlisted else None,
-        session_idle_timeout=args.session_idle_timeout,
-        latest_samples=args.latest_samples,
-        controller=args.controller,
-        vm_info=args.vm_info,
-    )
-    for name, t in config.targets.items():
-        if t.scheme == "http" and t.password:
-            log.warning("target %s uses plain http: its credentials cross the network in clear text", name)
-    return config
-
-
-PROGRAM = Program(ExporterConfig.names, DEFAULT_LISTEN, build_parser, _commands, _replay_setup, _load_config, make_app)
+PROGRAM = Program(
+    ExporterConfig.names,
+    DEFAULT_LISTEN,
+    build_parser,
+    load_config,
+    make_app,
+    "ioparallax.exporters.prism.capture",
+    switches=("latest_samples", "controller", "vm_info"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,11 @@ class Targets(TargetPool):
     session is logged out and its state dropped, so abandoned targets hold no vCenter session."""
 
     exporter = "vcenter"
+    description = (
+        "vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
+        "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins."
+    )
+    example_target = "vcenter.example.com"
     drop_message = "closing the session of target=%s: not probed for %.0fs (session_idle_timeout)"
 
     def target_key(self, name: str) -> str:
@@ -108,41 +113,18 @@ def make_app(
     """The routes; ``client_factory``: what reaches a vCenter (default: a pyvmomi session;
     ``--replay``: a capture)."""
     targets = Targets(config, client_factory)
-    app = ExporterApp(
-        name="vcenter-exporter",
-        description="vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
-        "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins.",
-        probe=targets.probe,
-        default_timeout=default_timeout,
-        example_target=next(iter(config.targets), "vcenter.example.com"),
-        config_text=config.describe(),
-    )
-    return app, targets
+    return targets.app(default_timeout), targets
 
 
-def _commands():
-    from ioparallax.exporters.vcenter.capture import capture_main, replay_main
-
-    return capture_main, replay_main
-
-
-def _replay_setup(args: argparse.Namespace):
-    from ioparallax.exporters.vcenter.capture import replay_setup
-
-    return replay_setup(args.replay, args.latest_samples)
-
-
-def _load_config(args: argparse.Namespace) -> ExporterConfig:
-    return load_config(
-        args.config_file,
-        extra_targets=args.targets,
-        allow_unlisted=True if args.allow_unlisted else None,
-        session_idle_timeout=args.session_idle_timeout,
-        latest_samples=args.latest_samples,
-    )
-
-
-PROGRAM = Program(ExporterConfig.names, DEFAULT_LISTEN, build_parser, _commands, _replay_setup, _load_config, make_app)
+PROGRAM = Program(
+    ExporterConfig.names,
+    DEFAULT_LISTEN,
+    build_parser,
+    load_config,
+    make_app,
+    "ioparallax.exporters.vcenter.capture",
+    replay_switches=("latest_samples",),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,11 +132,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     )
 
 
-def _base(cred: common.Credentials) -> TargetConfig:
-    return TargetConfig(username=cred.username, password=cred.password, password_source=cred.source)
-
-
-SCHEMA = common.Schema(ExporterConfig.names, _base, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
+SCHEMA = common.Schema(ExporterConfig.names, TargetConfig, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
 
 
 def load_config(
