@@ -33,10 +33,10 @@ class TargetPool:
     not probed for the config's ``session_idle_timeout``, then closed (a background reaper), so an
     abandoned target or spelling holds no session.
 
-    A subclass sets :attr:`exporter` and :attr:`target_key` and makes a target
+    A subclass sets :attr:`names` (its config's) and :attr:`target_key` and makes a target
     (:meth:`new_target`) and a probe's answer (:meth:`probe`)."""
 
-    exporter = "exporter"  # names the reaper thread and the logger; flags --<exporter>.*
+    names = Names("targets", "EXPORTER", "exporter")  # the reaper thread, the logger, the flags
     #: The landing page: what the exporter serves, and the target its example links probe when
     #: the config lists none.
     description = ""
@@ -47,6 +47,7 @@ class TargetPool:
     def __init__(self, config: Any, client_factory: Callable[..., Any] | None = None):
         self.config = config
         self.client_factory = client_factory  # None: the exporter's own client (--replay: a capture)
+        self.exporter = self.names.exporter
         self.log = logging.getLogger(f"ioparallax.exporters.{self.exporter}")
         self._targets: dict[str, Any] = {}
         self._last_probe: dict[str, float] = {}
@@ -63,6 +64,15 @@ class TargetPool:
 
     def probe(self, probe: Probe) -> bytes:
         raise NotImplementedError
+
+    @classmethod
+    def make_app(
+        cls, config: Any, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
+    ) -> tuple[ExporterApp, Any]:
+        """(the routes, the target pool) of ``config``; ``client_factory``: what reaches a target
+        (default: the exporter's client; ``--replay``: a capture)."""
+        targets = cls(config, client_factory)
+        return targets.app(default_timeout), targets
 
     def app(self, default_timeout: float = 10.0) -> ExporterApp:
         """The exporter's routes, probing these targets."""
@@ -188,20 +198,22 @@ def add_probe_args(p: argparse.ArgumentParser, replay_help: str) -> None:
 class Program:
     """One multi-target exporter's ``main()``: its parts."""
 
-    names: Names
-    default_listen: str
+    pool: type[TargetPool]
     build_parser: Callable[[], argparse.ArgumentParser]
     #: config file, ``extra_targets=``, ``allow_unlisted=``, ``session_idle_timeout=`` and the
     #: ``switches`` -> the config (ConfigError or ValueError: a mistake in them)
     load_config: Callable[..., Any]
-    #: config, default timeout, client factory -> (the routes, the target pool)
-    make_app: Callable[..., tuple[ExporterApp, TargetPool]]
     #: the module of ``capture_main``, ``replay_main`` and ``replay_setup(path, **replay_switches)``
     #: (the config and client factory of ``--replay CAPTURE``; CaptureError: not a capture),
     #: imported when a command asks for it
     capture_module: str
+    default_listen: str
     switches: tuple[str, ...] = ("latest_samples",)  # collector flags (their dests) for load_config
     replay_switches: tuple[str, ...] = ()  # ... and for replay_setup
+
+    @property
+    def names(self) -> Names:
+        return self.pool.names
 
     @property
     def log(self) -> logging.Logger:
@@ -221,7 +233,7 @@ class Program:
             except CaptureError as exc:
                 self.log.error("--replay: %s", exc)
                 return 2
-            app, targets = self.make_app(config, args.default_timeout, factory)
+            app, targets = self.pool.make_app(config, args.default_timeout, factory)
             self.log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
             return self._serve(app, targets, args)
         try:
@@ -236,7 +248,7 @@ class Program:
             self.log.error("configuration error: %s", exc)
             return 2
         self._warn(config)
-        app, targets = self.make_app(config, args.default_timeout)
+        app, targets = self.pool.make_app(config, args.default_timeout)
         self.log.info("%d targets configured", len(config.targets))
         return self._serve(app, targets, args)
 

@@ -13,11 +13,10 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import ExporterApp, Probe
+from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.prism.address import target_key
 from ioparallax.exporters.prism.collector import render_probe
@@ -33,7 +32,7 @@ class Targets(TargetPool):
     """The Target objects by normalised key (common.multitarget.TargetPool): each keeps its
     session, counters and sample keeper until it is not probed for ``session_idle_timeout``."""
 
-    exporter = "prism"
+    names = ExporterConfig.names
     description = (
         "Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
         "(controller_*), every 30 s sample integrated into counters, plus identity series for joins."
@@ -108,22 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_app(
-    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
-) -> tuple[ExporterApp, Targets]:
-    """The routes; ``client_factory``: what reaches a Prism (default: PrismClient; ``--replay``:
-    a capture)."""
-    targets = Targets(config, client_factory)
-    return targets.app(default_timeout), targets
-
+make_app = Targets.make_app
 
 PROGRAM = Program(
-    ExporterConfig.names,
-    DEFAULT_LISTEN,
+    Targets,
     build_parser,
     load_config,
-    make_app,
     "ioparallax.exporters.prism.capture",
+    DEFAULT_LISTEN,
     switches=("latest_samples", "controller", "vm_info"),
 )
 

@@ -12,11 +12,9 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import ExporterApp, Probe
+from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.exporters.vcenter.collector import render_probe
@@ -33,7 +31,7 @@ class Targets(TargetPool):
     sessions, caches and counters until it is not probed for ``session_idle_timeout``: then its
     session is logged out and its state dropped, so abandoned targets hold no vCenter session."""
 
-    exporter = "vcenter"
+    names = ExporterConfig.names
     description = (
         "vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
         "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins."
@@ -107,22 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_app(
-    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
-) -> tuple[ExporterApp, Targets]:
-    """The routes; ``client_factory``: what reaches a vCenter (default: a pyvmomi session;
-    ``--replay``: a capture)."""
-    targets = Targets(config, client_factory)
-    return targets.app(default_timeout), targets
-
+make_app = Targets.make_app
 
 PROGRAM = Program(
-    ExporterConfig.names,
-    DEFAULT_LISTEN,
+    Targets,
     build_parser,
     load_config,
-    make_app,
     "ioparallax.exporters.vcenter.capture",
+    DEFAULT_LISTEN,
     replay_switches=("latest_samples",),
 )
 
