@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ioparallax.units import parse_duration
@@ -237,14 +237,15 @@ def load(
 
 @dataclass(frozen=True)
 class Schema(Generic[T]):
-    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (made of
-    the environment's credentials: ``username``, ``password``, ``password_source``), a target's
-    section read over its defaults (``read_target``: section, defaults, environment), its
-    ``target_key`` and the default session idle timeout."""
+    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (a
+    dataclass with ``username``, ``password``, ``password_source`` and ``ca_file``), what it reads
+    of a target's section beyond those (``read_target``: section, defaults with the credentials
+    and ``ca_file`` already read; it calls ``reject_unknown``), its ``target_key`` and the default
+    session idle timeout."""
 
     names: Names
     target_config: Callable[..., T]
-    read_target: Callable[[Section, T, dict[str, str]], T]
+    read_target: Callable[[Section, T], T]
     target_key: Callable[[str], str]
     default_idle: float = 600.0
 
@@ -264,7 +265,7 @@ class Schema(Generic[T]):
             lambda cred: self.target_config(
                 username=cred.username, password=cred.password, password_source=cred.source
             ),
-            self.read_target,
+            self._read_target,
             self.target_key,
             self.names,
             extra_targets,
@@ -273,6 +274,17 @@ class Schema(Generic[T]):
             latest_samples,
             self.default_idle,
         )
+
+    def _read_target(self, sec: Section, base: T, env: dict[str, str]) -> T:
+        """The credentials (see :func:`read_credentials`) and ``ca_file`` of a target's section
+        over ``base``, then the exporter's own keys."""
+        b: Any = base
+        cred = read_credentials(sec, Credentials(b.username, b.password, b.password_source), env)
+        ca_file = read_ca_file(sec, b.ca_file)
+        with_access = replace(
+            b, username=cred.username, password=cred.password, password_source=cred.source, ca_file=ca_file
+        )
+        return self.read_target(sec, with_access)
 
 
 @dataclass(frozen=True)

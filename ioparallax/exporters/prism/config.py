@@ -119,10 +119,9 @@ class ExporterConfig(common.ExporterConfig[TargetConfig]):
 _duration = common.positive_duration
 
 
-def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
-    cred = common.read_credentials(sec, common.Credentials(base.username, base.password, base.password_source), env)
+def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
+    """A target's own keys (common.Schema reads its credentials and ca_file)."""
     tls_verify = sec.get("tls_verify", bool, default=base.tls_verify)
-    ca_file = common.read_ca_file(sec, base.ca_file)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     page_size = sec.get("page_size", int, default=base.page_size)
@@ -144,11 +143,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     sec.reject_unknown()
     return replace(
         base,
-        username=cred.username,
-        password=cred.password,
-        password_source=cred.source,
         tls_verify=tls_verify,
-        ca_file=ca_file,
         timeout=timeout,
         inventory_refresh=refresh,
         page_size=page_size,

@@ -99,10 +99,9 @@ class ExporterConfig(common.ExporterConfig[TargetConfig]):
 _duration = common.positive_duration
 
 
-def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
-    cred = common.read_credentials(sec, common.Credentials(base.username, base.password, base.password_source), env)
+def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
+    """A target's own keys (common.Schema reads its credentials and ca_file)."""
     insecure = sec.get("insecure_skip_verify", bool, default=base.insecure_skip_verify)
-    ca_file = common.read_ca_file(sec, base.ca_file)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)
@@ -118,11 +117,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     sec.reject_unknown()
     return replace(
         base,
-        username=cred.username,
-        password=cred.password,
-        password_source=cred.source,
         insecure_skip_verify=insecure,
-        ca_file=ca_file,
         inventory_refresh=refresh,
         timeout=timeout,
         max_query_metrics=mqm,
