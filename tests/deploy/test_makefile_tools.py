@@ -32,6 +32,7 @@ BASE = {
     "dpkg",
     "dpkg-query",
     "getent",
+    "head",
     "kill",
     "make",
     "true",
