@@ -488,7 +488,7 @@ def test_config_errors_name_file_and_key(tmp_path):
     out = subprocess.run(
         [venv_tool("fio-exporter"), "serve", "--fio.cache-size", "lots"], capture_output=True, timeout=30
     )
-    assert out.returncode == 2 and "--cache_size" in out.stderr.decode()
+    assert out.returncode == 2 and "--fio.cache-size: expected a size" in out.stderr.decode()
     cfg.write_text("max_document_size: 10\n")
     out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
     assert out.returncode == 2 and f"{cfg}: max_document_size: must be at least 1KiB" in out.stderr.decode()
