@@ -19,7 +19,7 @@ from ioparallax.version import add_version_arg
 from .exposition import Collectors, StargateCollector
 from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
-from .probe import DEFAULT_CONCURRENCY, probe
+from .probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from .targets import TargetError, TargetPolicy, parse_target
 from .transport import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, HttpClient, Limits, PageClient
 
@@ -246,6 +246,7 @@ def make_app(
         "write destinations, categorizer, working sets, latency and size histograms.",
         probe=handler,
         default_timeout=default_timeout,
+        collectors=[DETAIL_READS],
         example_target="127.0.0.1:2009",
         extra_links=[
             ("/probe?target=127.0.0.1:2009&discover=true", "/probe?target=...&discover=true: the whole cluster")
