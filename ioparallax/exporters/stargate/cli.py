@@ -16,8 +16,9 @@ from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
 from ioparallax.version import add_version_arg
 
+from ..common.memory import tune_malloc
 from .exposition import Collectors, StargateCollector
-from .parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
+from .parsepool import ParsePool, default_workers
 from .prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from .probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from .targets import TargetError, TargetPolicy, parse_target
@@ -58,8 +59,8 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
                                     # series per vdisk)
   source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
                                     # destination (the bytes/s series stay)
-  parse_workers: 2                  # processes parsing pages for all probes (default: the usable
-                                    # cores, at most 4; 0 on one core), see --stargate.parse-workers
+  parse_workers: 0                  # processes parsing pages for all probes (default 0: in each
+                                    # probe's thread), see --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -238,7 +239,7 @@ def make_app(
         )
         if refresh is not None:
             refresh.join(max(0.0, p.deadline - time.monotonic()))
-        return StargateCollector(result, names, collectors).render()
+        return StargateCollector(result, names, collectors).render(p.deadline)
 
     return ExporterApp(
         name="stargate-exporter",
@@ -306,10 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
-        "use every core (~55 MB each in the bench); 0 parses in each probe's thread "
-        "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
-        "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()),
+        help="processes parsing the pages of all probes, for a host with many cores scraping many "
+        "large CVMs at once (~55 MB each); 0 parses in each probe's thread, which the strict "
+        "detail-view reader makes as fast on 2 cores (default: parse_workers: in --config.file, "
+        "else %d)" % default_workers(),
     )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
     c.add_argument(
@@ -436,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if off:
         log.info("collectors switched off: %s", ", ".join(off))
+    tune_malloc()  # before the pool and the web front start their threads
     parse_pool = None
     if workers:
         parse_pool = ParsePool(workers)
