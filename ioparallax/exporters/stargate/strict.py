@@ -73,10 +73,13 @@ _OTHER_ENTITY = re.compile(rb"&(?!(?:lt|gt|amp|nbsp);)")
 _MEMO = 4096
 _TEXTS: dict[bytes, str] = {}
 _BAR_GRAPHS: set[bytes] = set()
+#: Rows already read whose reading is the same on every page: headers and rows without values
+#: (an empty histogram bucket, a blank Total). Never mutated by the readers below.
+_ROWS: dict[bytes, Row] = {}
 #: Value cells of a histogram row; the cells after them must be an empty bar graph.
 _VALUE_CELLS = 4
 
-Row = tuple[bool, list[str]]  # (header row: th cells, the cells' texts)
+Row = tuple[bool, tuple[str, ...]]  # (header row: th cells, the cells' texts)
 
 
 def _text(raw: bytes) -> str:
@@ -89,7 +92,7 @@ def _text(raw: bytes) -> str:
     return " ".join(raw.decode("ascii").split())
 
 
-def _texts(raw: bytes, sep: bytes) -> list[str]:
+def _texts(raw: bytes, sep: bytes) -> tuple[str, ...]:
     """The texts of cells written ``a</tX><tX>b</tX><tX>c`` (no markup inside a cell)."""
     cells = raw.split(sep)
     tags = 2 * (len(cells) - 1)
@@ -102,7 +105,7 @@ def _texts(raw: bytes, sep: bytes) -> list[str]:
                 out[i] = text = _text(cell)
                 if len(_TEXTS) < _MEMO:
                     _TEXTS[cell] = text
-    return out  # type: ignore[return-value]
+    return tuple(out)  # type: ignore[arg-type]
 
 
 def _bar_graph(tail: bytes) -> bool:
@@ -123,22 +126,32 @@ def _rows(body: bytes) -> list[Row]:
     pieces = body.split(b"</tr>")
     if pieces[-1].strip(_WHITESPACE):
         raise Unrecognised("text or markup after a table's last row")
+    known = _ROWS.get
     for piece in pieces[:-1]:
-        if piece[:1] in b" \t\r\n":
-            piece = piece.lstrip(_WHITESPACE)
-        if piece.startswith(b"<tr><td>"):
-            values = piece[8:].split(b"</td><td>", _VALUE_CELLS - 1)
-            last, end, tail = values[-1].partition(b"</td>")
-            if not end:
-                raise Unrecognised(f"a row that does not end with its cell: {piece[:60]!r}")
-            if tail and (len(values) < _VALUE_CELLS or not _bar_graph(tail)):
-                raise Unrecognised(f"cells after a row's values that are not empty: {tail[:60]!r}")
-            rows.append((False, _texts(piece[8 : len(piece) - len(tail) - 5], b"</td><td>")))
-        elif piece.startswith(b"<tr><th>") and piece.endswith(b"</th>"):
-            rows.append((True, _texts(piece[8:-5], b"</th><th>")))
-        else:
-            raise Unrecognised(f"a row in another shape: {piece[:60]!r}")
+        row = known(piece)
+        if row is None:
+            row = _row(piece)
+            if (row[0] or not any(row[1][1:])) and len(_ROWS) < _MEMO:  # a header, or no values
+                _ROWS[piece] = row
+        rows.append(row)
     return rows
+
+
+def _row(piece: bytes) -> Row:
+    """A row: ``<tr>`` and its cells, up to its ``</tr>``."""
+    if piece[:1] in b" \t\r\n":
+        piece = piece.lstrip(_WHITESPACE)
+    if piece.startswith(b"<tr><td>"):
+        values = piece[8:].split(b"</td><td>", _VALUE_CELLS - 1)
+        last, end, tail = values[-1].partition(b"</td>")
+        if not end:
+            raise Unrecognised(f"a row that does not end with its cell: {piece[:60]!r}")
+        if tail and (len(values) < _VALUE_CELLS or not _bar_graph(tail)):
+            raise Unrecognised(f"cells after a row's values that are not empty: {tail[:60]!r}")
+        return (False, _texts(piece[8 : len(piece) - len(tail) - 5], b"</td><td>"))
+    if piece.startswith(b"<tr><th>") and piece.endswith(b"</th>"):
+        return (True, _texts(piece[8:-5], b"</th><th>"))
+    raise Unrecognised(f"a row in another shape: {piece[:60]!r}")
 
 
 def _sections(html: bytes) -> dict[str, tuple[str, list[Row]]]:
@@ -278,7 +291,7 @@ def _read(html: bytes) -> VDiskDetail:
                 raise Unrecognised(f"Working Set Sizes column {k!r}")
             windows.append(window)
         for _, cells in rows[1:]:
-            cells = cells + [""] * (len(windows) + 1 - len(cells))
+            cells = (*cells, *[""] * (len(windows) + 1 - len(cells)))
             kind = (cells[0].split() or ["unknown"])[0].lower()
             if kind not in _WSS_KINDS:
                 raise Unrecognised(f"Working Set Sizes row {cells[0]!r}")
