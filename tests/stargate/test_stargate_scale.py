@@ -203,6 +203,31 @@ def test_series_budget_per_vdisk_with_each_switch(cluster):
     assert [ln for ln in lines(neither) if "vdisk_id" not in ln] == [ln for ln in lines(full) if "vdisk_id" not in ln]
 
 
+def test_answers_are_written_one_at_a_time_and_by_the_deadline(cluster):
+    """While one answer is being written, another waits for it (16 probes ending together do not
+    hold 16 answers half-written), but never past its deadline: then it is written anyway."""
+    from ioparallax.exporters.stargate import exposition
+
+    r = run(cluster, cluster.urls["cvm-1"], None)
+    want = StargateCollector(r).render()
+    with exposition._WRITING:  # another probe's answer being written
+        t0 = time.monotonic()
+        got = StargateCollector(r).render(time.monotonic() + 0.3)
+        waited = time.monotonic() - t0
+    assert got == want and 0.3 <= waited < 5
+    done: list[float] = []
+    exposition._WRITING.acquire()
+    writer = threading.Thread(target=lambda: done.append(len(StargateCollector(r).render(time.monotonic() + 30))))
+    writer.start()
+    time.sleep(0.2)
+    assert done == []  # waiting for the other answer
+    exposition._WRITING.release()
+    writer.join(10)
+    assert done == [len(want)]
+    assert exposition._WRITING.acquire(blocking=False)  # released after writing
+    exposition._WRITING.release()
+
+
 def test_collector_and_worker_keys_of_the_config_file(tmp_path):
     f = tmp_path / "stargate.yml"
     f.write_text("histograms: false\nsource_ratios: false\nparse_workers: 0\n")
