@@ -244,3 +244,38 @@ def test_the_reads_are_counted_by_reader(page):
         "lxml": float(before[1] + 1),
     }
     assert isinstance(strict, VDiskDetail)
+
+
+def test_the_memos_stay_bounded_whatever_the_pages(page, monkeypatch):
+    """Rows, bar graphs and cell texts are memoised by their bytes, but never a huge one, and
+    never more than the caps: a hostile page cannot grow the exporter's memory through them."""
+    from ioparallax.exporters.stargate import strict
+
+    texts, rows, bars = dict(strict._TEXTS), dict(strict._ROWS), set(strict._BAR_GRAPHS)
+    try:
+        strict._TEXTS.clear()
+        strict._ROWS.clear()
+        strict._BAR_GRAPHS.clear()
+        huge_bar = '<td width="6"></td>' * 5000  # ~95 kB of empty cells after a row's values
+        huge_label = "Last 300 seconds" + " " * 5000
+        hostile = page.replace('<td width="6"></td></tr>', huge_bar + "</tr>", 1).replace(
+            "Last 300 seconds", huge_label, 1
+        )
+        assert read_vdisk_page(hostile.encode()) == parse_vdisk_page_lxml(hostile.encode())
+        assert max(len(k) for k in strict._ROWS) <= strict._MEMO_ROW
+        assert max(len(k) for k in strict._BAR_GRAPHS) <= strict._MEMO_ROW
+        assert max(len(k) for k in strict._TEXTS) <= strict._MEMO_CELL
+        monkeypatch.setattr(strict, "_MEMO_ROWS", len(strict._ROWS))
+        monkeypatch.setattr(strict, "_MEMO", len(strict._TEXTS))
+        before = (len(strict._ROWS), len(strict._TEXTS), len(strict._BAR_GRAPHS))
+        for n in range(20):  # other labels, other rows: nothing more is kept
+            other = page.replace("<td>Cache DRAM</td>", f"<td>Cache&nbsp; DRAM{' ' * n}</td>")
+            assert read_vdisk_page(other.encode()) == parse_vdisk_page_lxml(other.encode())
+        assert (len(strict._ROWS), len(strict._TEXTS)) == before[:2]
+    finally:
+        strict._TEXTS.clear()
+        strict._TEXTS.update(texts)
+        strict._ROWS.clear()
+        strict._ROWS.update(rows)
+        strict._BAR_GRAPHS.clear()
+        strict._BAR_GRAPHS.update(bars)

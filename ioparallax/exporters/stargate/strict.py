@@ -69,8 +69,14 @@ _WHITESPACE = b" \t\n\r"
 _OTHER_ENTITY = re.compile(rb"&(?!(?:lt|gt|amp|nbsp);)")
 #: Cell texts (raw -> as read) and bar graphs already read: a page's labels and most of its
 #: values and bar graphs are the same bytes on every page, so each is worked out once per
-#: process. A memo holds at most _MEMO entries (~1 MB): past that, the rest is worked out each time.
+#: process. Bounded, whatever the pages (a hostile page could hold huge rows): at most _MEMO cell
+#: texts of at most _MEMO_CELL bytes, and _MEMO_ROWS rows and bar graphs of at most _MEMO_ROW bytes
+#: each (~1 MB and ~2 x 2 MB at the worst; the simulator's pages need ~100 rows, ~20 bar graphs);
+#: past that, the rest is worked out each time.
 _MEMO = 4096
+_MEMO_CELL = 64
+_MEMO_ROWS = 1024
+_MEMO_ROW = 2048
 _TEXTS: dict[bytes, str] = {}
 _BAR_GRAPHS: set[bytes] = set()
 #: Rows already read whose reading is the same on every page: headers and rows without values
@@ -103,7 +109,7 @@ def _texts(raw: bytes, sep: bytes) -> tuple[str, ...]:
         for i, cell in enumerate(cells):
             if out[i] is None:
                 out[i] = text = _text(cell)
-                if len(_TEXTS) < _MEMO:
+                if len(_TEXTS) < _MEMO and len(cell) <= _MEMO_CELL:
                     _TEXTS[cell] = text
     return tuple(out)  # type: ignore[arg-type]
 
@@ -115,7 +121,7 @@ def _bar_graph(tail: bytes) -> bool:
         return True
     if not _empty_cells(tail) or tail.count(b"<td ") + tail.count(b"<td>") != tail.count(b"</td>"):
         return False
-    if len(_BAR_GRAPHS) < _MEMO:
+    if len(_BAR_GRAPHS) < _MEMO_ROWS and len(tail) <= _MEMO_ROW:
         _BAR_GRAPHS.add(tail)
     return True
 
@@ -131,7 +137,8 @@ def _rows(body: bytes) -> list[Row]:
         row = known(piece)
         if row is None:
             row = _row(piece)
-            if (row[0] or not any(row[1][1:])) and len(_ROWS) < _MEMO:  # a header, or no values
+            if (row[0] or not any(row[1][1:])) and len(_ROWS) < _MEMO_ROWS and len(piece) <= _MEMO_ROW:
+                # a header, or a row without values
                 _ROWS[piece] = row
         rows.append(row)
     return rows
