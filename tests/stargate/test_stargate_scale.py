@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from ioparallax.exporters.common.config import ConfigError
-from ioparallax.exporters.stargate.cli import load_config
-from ioparallax.exporters.stargate.exposition import Collectors, StargateCollector
+from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy
 from ioparallax.exporters.stargate.transport import HttpClient
 from ioparallax.simulators.stargate.server import StargateCluster
+from ioparallax.yamlconf import ConfigError
 from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
 
 FROZEN = 1_700_000_000.0
@@ -206,7 +206,7 @@ def test_series_budget_per_vdisk_with_each_switch(cluster):
 def test_answers_are_written_one_at_a_time_and_by_the_deadline(cluster):
     """While one answer is being written, another waits for it (16 probes ending together do not
     hold 16 answers half-written), but never past its deadline: then it is written anyway."""
-    from ioparallax.exporters.stargate import exposition
+    from ioparallax.exporters.stargate import collector as exposition
 
     r = run(cluster, cluster.urls["cvm-1"], None)
     want = StargateCollector(r).render()

@@ -860,4 +860,4 @@ def parse_vdisk_page_lxml(html: bytes, check_headers: bool = True) -> VDiskDetai
 
 
 # The strict reader imports this module's records and vocabulary (imported last: the cycle).
-from . import strict as _strict  # noqa: E402
+from ioparallax.exporters.stargate import strict as _strict  # noqa: E402

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from .parse import (
+from ioparallax.exporters.stargate.parse import (
     _LATENCY_COLUMNS,
     _OPS_COLUMNS,
     _SECTION,

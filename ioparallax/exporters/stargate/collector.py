@@ -15,9 +15,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..common.exposition import Family, GaugeHistogram, escape_label_value as _lv, write_families
-from .prism import VDiskNames
-from .probe import ProbeResult
+from ioparallax.exporters.common.exposition import (
+    Family,
+    GaugeHistogram,
+    escape_label_value as _lv,
+    write_families,
+)
+from ioparallax.exporters.stargate.prism import VDiskNames
+from ioparallax.exporters.stargate.probe import ProbeResult
 
 
 def _gauge(name: str, help_text: str) -> Family:
