@@ -135,6 +135,7 @@ HOSTILE = {
     "non-ascii": lambda p: p.replace("Read Source", "Read Sourcé"),
     "nul byte": lambda p: p.replace("<td>398</td>", "<td>3\x0098</td>"),
     "doctype": lambda p: "<!DOCTYPE html>\n" + p,
+    "another tag for the banner": lambda p: p.replace('<table width="100%"', '<tablet width="100%"', 1),
     "extra table": lambda p: p.replace("</body>", "<table><tr><td>1</td></tr></table></body>"),
     "unknown section": lambda p: p.replace("Working Set Sizes", "Working Set Estimates"),
     "repeated section": lambda p: p.replace("Write Destination", "Read Source"),
