@@ -207,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="processes parsing the pages of all probes, for a host with many cores scraping many "
         "large CVMs at once (~55 MB each); 0 parses in each probe's thread, which the strict "
-        "detail-view reader makes as fast on 2 cores (default: parse_workers: in --config.file, "
-        "else %d)" % default_workers(),
+        "detail-view reader makes cheap enough on 2 cores (docs/stargate.md, Cluster scale; "
+        "default: parse_workers: in --config.file, else %d)" % default_workers(),
     )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
     c.add_argument(

@@ -56,10 +56,11 @@ def default_workers() -> int:
     """Parse workers when neither the command line nor the config file says: none, whatever the
     cores. Since the strict reader (strict.py) a detail view costs ~0.1-0.2 ms to read, about
     what handing it to a worker and its record back costs, and each worker is ~55 MB more: on 2
-    cores bench/stargate_cluster.py measured 16 concurrent probes of 250 vdisks as fast in-process
-    as with 2 workers, the exporter's CPU a little lower, and its memory (every process) 129 MB
-    against ~300 MB (docs/stargate.md, Cluster scale). Workers still help a host with many cores
-    that scrapes many large CVMs at once (``--stargate.parse-workers``)."""
+    cores bench/stargate_cluster.py measured 16 concurrent probes of 250 vdisks in-process within
+    its targets (slowest probe 2.9-3.4 s median under load 9-20, against 2.5-2.9 s with 2 workers,
+    whose 3 processes get more of the contended cores), for 12-16 % less CPU and 129-135 MB summed
+    over the exporter's processes against ~253 MB (docs/stargate.md, Cluster scale). Workers still
+    help a host with many cores that scrapes many large CVMs at once (``--stargate.parse-workers``)."""
     return 0
 
 
