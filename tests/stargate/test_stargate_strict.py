@@ -23,6 +23,7 @@ from ioparallax.exporters.stargate.probe import DETAIL_READS
 from ioparallax.exporters.stargate.strict import Unrecognised, read_vdisk_page
 from ioparallax.simulators.scenario.model import list_scenarios
 from ioparallax.simulators.stargate.server import StargateCluster
+from ioparallax.simulators.stargate.synthetic import synthetic_scenario
 from tests.stargate.hostile import FROZEN, real_pages
 from tests.stargate.test_stargate_exporter import scenario_with_build
 
@@ -76,6 +77,21 @@ def test_strict_reader_reads_every_simulator_page_as_lxml_does(scenario, build):
                     read_vdisk_page(whole.encode())
                 assert_same(whole.encode())
     assert pages >= len(MOMENTS)
+
+
+@pytest.mark.parametrize("build", [2014, 2015, 2016])
+def test_strict_reader_reads_the_benches_synthetic_pages_as_lxml_does(build):
+    """The synthetic vdisks the benches probe (stargate-simulator --synthetic-vdisks, every
+    workload template, dealt over several CVMs), at several moments."""
+    sim = StargateCluster(synthetic_scenario(48, page_build=build, cvm_count=4), clock=lambda: FROZEN)
+    pages = 0
+    for moment in (0, 13, 59, 600):
+        now = sim.start_time + moment
+        for cvm in sim.cvms:
+            for d in sim.hosted(cvm, now):
+                assert_strict_reads(sim.render_detail(cvm, d.vdisk_id, now).encode())
+                pages += 1
+    assert pages == 4 * 48
 
 
 def _capture_detail_views() -> list[tuple[str, bytes]]:
