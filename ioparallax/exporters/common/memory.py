@@ -18,7 +18,6 @@ glibc (musl, macOS) nothing is done.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 
@@ -37,9 +36,8 @@ def tune_malloc() -> bool:
     if any(k in os.environ for k in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_")):
         log.debug("malloc settings left to the environment")
         return False
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the process' own symbols: the C library it runs on (no ldconfig)
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018 (glibc only: musl has mallopt as a no-op stub)
     except (OSError, AttributeError):
