@@ -215,11 +215,21 @@ def test_a_symlink_out_of_the_watched_directory_is_refused(tree, tmp_path, caplo
     shutil.copytree(MULTI, outside)
     for name in ("flatfile.html", "parmfile.html"):
         (tree / "bad" / name).symlink_to(outside / name)
+    (tree / "bad" / "hd1.html").symlink_to(outside / "hd1.html")  # a host report is sniffed first
     (tree / "linked").mkdir()
     for name in ("flatfile.html", "parmfile.html"):
         (tree / "linked" / name).symlink_to(f"../good/{name}")
+    scraper = Scraper(tree)
     with caplog.at_level(logging.WARNING):
-        _, sm = Scraper(tree).scrape()
+        _, sm = scraper.scrape()
+        scraper.scrape()
+    refused = [r.getMessage() for r in caplog.records if "hd1.html" in r.getMessage()]
+    assert refused == [
+        f"vdbench file {tree / 'bad' / 'hd1.html'} is not read: a symbolic link to {outside / 'hd1.html'}, "
+        f"outside the watched directory {tree}: not followed (only files inside a watched directory are read)"
+    ]
+    assert not has(sm, "vdbench_host_average_iops", source=tree / "bad", host="hd1")  # not read
+    assert has(sm, "vdbench_host_average_iops", source=tree / "good", host="hd1")
     src = tree / "bad"
     for name in ("flatfile.html", "parmfile.html"):
         assert value(sm, "vdbench_source_error_info", source=src, file=name, reason="unreadable") == 1

@@ -15,6 +15,7 @@ one directory's trouble never reaches another's.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -299,6 +300,7 @@ class DirectoryState:
         self.normal_p95_file: str | None = None
         self._report_files: dict[str, SmallFile] = {}
         self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+        self._refused: set[str] = set()  # files not sniffed as host reports: links leading out, logged once
         self.last_growth = 0.0
         self.first_seen = 0.0  # when the watcher found the directory (its clock)
         #: (reason, detail) while the directory itself cannot be read: its data is hidden
@@ -324,7 +326,10 @@ class DirectoryState:
                 try:
                     with open_regular(full, self.within) as fh:
                         head = fh.read(512).decode("utf-8", "replace")
-                except OSError:
+                except OSError as exc:
+                    if exc.errno == errno.EPERM and name not in self._refused:  # a link leading out
+                        self._refused.add(name)
+                        log.warning("vdbench file %s is not read: %s", full, exc.strerror)
                     continue
                 cached = self._sniffed[name] = (key, sniff_host_report(head))
             if cached[1] is not None:
