@@ -23,7 +23,7 @@ from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
-from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
