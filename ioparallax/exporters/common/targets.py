@@ -169,15 +169,15 @@ class Loaded(Generic[T]):
     allow_unlisted: bool
     session_idle_timeout: float
     latest_samples: bool
-    path: str | None = None
 
-    def fields(self) -> dict[str, Any]:
-        """The :class:`ExporterConfig` fields (all but the exporter's collector switches)."""
+    def fields(self, path: str | os.PathLike[str] | None) -> dict[str, Any]:
+        """The :class:`ExporterConfig` fields of the config file ``path`` (all but the exporter's
+        collector switches)."""
         return {
             "defaults": self.defaults,
             "targets": self.targets,
             "allow_unlisted": self.allow_unlisted,
-            "path": self.path,
+            "path": path and str(path),
             "session_idle_timeout": self.session_idle_timeout,
         }
 
@@ -232,7 +232,7 @@ def load(
     if latest_samples is not None:
         latest = latest_samples
     require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
-    return Loaded(defaults, targets, allow, idle, latest, path and str(path))
+    return Loaded(defaults, targets, allow, idle, latest)
 
 
 @dataclass(frozen=True)
@@ -249,31 +249,22 @@ class Schema(Generic[T]):
     target_key: Callable[[str], str]
     default_idle: float = 600.0
 
-    def load(
-        self,
-        path: str | None,
-        env: dict[str, str] | None = None,
-        extra_targets: Iterable[str] = (),
-        allow_unlisted: bool | None = None,
-        session_idle_timeout: float | None = None,
-        latest_samples: bool | None = None,
-    ) -> Loaded[T]:
-        """:func:`load` with this exporter's parts."""
+    def load(self, path: str | None, env: dict[str, str] | None = None, **flags: Any) -> Loaded[T]:
+        """:func:`load` with this exporter's parts; ``flags``: ``extra_targets``, ``allow_unlisted``,
+        ``session_idle_timeout`` and ``latest_samples``, as there."""
         return load(
             path,
             env,
-            lambda cred: self.target_config(
-                username=cred.username, password=cred.password, password_source=cred.source
-            ),
+            self._base,
             self._read_target,
             self.target_key,
             self.names,
-            extra_targets,
-            allow_unlisted,
-            session_idle_timeout,
-            latest_samples,
-            self.default_idle,
+            **flags,
+            default_idle=self.default_idle,
         )
+
+    def _base(self, cred: Credentials) -> T:
+        return self.target_config(username=cred.username, password=cred.password, password_source=cred.source)
 
     def _read_target(self, sec: Section, base: T, env: dict[str, str]) -> T:
         """The credentials (see :func:`read_credentials`) and ``ca_file`` of a target's section

@@ -170,10 +170,17 @@ def load_config(
 ) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key. Flags given on the
     command line override the file."""
-    got = SCHEMA.load(path, env, extra_targets, allow_unlisted, session_idle_timeout, latest_samples)
+    got = SCHEMA.load(
+        path,
+        env,
+        extra_targets=extra_targets,
+        allow_unlisted=allow_unlisted,
+        session_idle_timeout=session_idle_timeout,
+        latest_samples=latest_samples,
+    )
     collectors = Collectors(
         latest_samples=got.latest_samples,
         controller=True if controller is None else controller,
         vm_info=True if vm_info is None else vm_info,
     )
-    return ExporterConfig(**got.fields(), collectors=collectors)
+    return ExporterConfig(**got.fields(path), collectors=collectors)

@@ -144,5 +144,12 @@ def load_config(
     targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
     ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
     the file when given."""
-    got = SCHEMA.load(path, env, extra_targets, allow_unlisted, session_idle_timeout, latest_samples)
-    return ExporterConfig(**got.fields(), latest_samples=got.latest_samples)
+    got = SCHEMA.load(
+        path,
+        env,
+        extra_targets=extra_targets,
+        allow_unlisted=allow_unlisted,
+        session_idle_timeout=session_idle_timeout,
+        latest_samples=latest_samples,
+    )
+    return ExporterConfig(**got.fields(path), latest_samples=got.latest_samples)
