@@ -13,10 +13,11 @@ from matplotlib.path import Path
 
 from ioparallax.mixin.config import load_config
 from ioparallax.report import disks, figures
+from ioparallax.report.context import ReportContext
 from ioparallax.report.data import Dataset
 from ioparallax.report.page import data_uri, shared_glyphs
 from ioparallax.report.promapi import PromAPI
-from ioparallax.report.sections import Figure, ReportContext, Section
+from ioparallax.report.sections import Figure, Section
 
 T0 = 1_763_900_000.0
 
