@@ -37,7 +37,7 @@ VCENTER_SAMPLE_SECONDS = float(SAMPLE_SECONDS["vcenter"])  # fixed by vCenter, w
 
 
 def rule_name(cfg_w: str, layer: str, d: str, q: str) -> str:
-    """The per-layer rule names of the contract (as ioparallax/mixin/dashboards.py Expr.vm_disk builds them)."""
+    """The per-layer rule names of the contract (as ioparallax/mixin/dashboards/base.py Expr.vm_disk builds them)."""
     if layer == "storage":
         agg = f"avg{cfg_w}"
     elif q == "latency_seconds":
