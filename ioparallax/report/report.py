@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import load_config
 from ioparallax.report.analysis import Computed, Side, analyse, compute
 from ioparallax.report.context import ReportContext
@@ -20,6 +19,7 @@ from ioparallax.report.pairing import load_pairs, merge_matchers, pair, remap
 from ioparallax.report.promapi import DEFAULT_MAX_ANSWER_BYTES, PromAPI, PromError
 from ioparallax.report.ramps import Step
 from ioparallax.report.scaling import Scaling, scaling
+from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger(__name__)
 

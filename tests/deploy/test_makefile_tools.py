@@ -28,6 +28,7 @@ BASE = {
     "bash",
     "env",
     "sleep",
+    "head",
     "tar",
     "dpkg",
     "dpkg-query",

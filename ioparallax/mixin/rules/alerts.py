@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ioparallax.exporters.common.config import prometheus_duration_seconds
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.rules.model import Group, Rule, keep_cluster
+from ioparallax.units import prometheus_duration_seconds
 
 
 def alert_groups(cfg: MixinConfig) -> list[Group]:
