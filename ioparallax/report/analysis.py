@@ -60,6 +60,7 @@ class Side:
 
 
 def analyse(ctx: ReportContext, data: Dataset) -> Side:
+    """A side after the analysis: its verdicts judged from its data (a failure kept, :class:`Computed`)."""
     return Side(
         ctx,
         data,
