@@ -312,8 +312,11 @@ class InventoryWatch:
     """One target's inventory through a PropertyCollector of its own (see the module's docstring).
     Used by the target's inventory thread only."""
 
-    def __init__(self, target: str, max_object_updates: int = MAX_OBJECT_UPDATES) -> None:
+    def __init__(self, target: str, max_object_updates: int = MAX_OBJECT_UPDATES, updates: bool = True) -> None:
         self.target = target
+        #: False: every read is the paged RetrievePropertiesEx (a capture records that, so that it
+        #: replays in any version of the exporter).
+        self.updates = updates
         self.max_object_updates = max_object_updates
         self._si: Any = None
         self._collector = ""
@@ -327,6 +330,9 @@ class InventoryWatch:
     def read(self, si: Any, pause: Callable[[], None] = _no_pause) -> Read:
         """What changed since the last read of this session (a full read the first time, after a
         new login and after a failed update)."""
+        if not self.updates:
+            self.full_reads += 1
+            return Read(collect_inventory_soap(si, pause), True, Counts(), "RetrievePropertiesEx")
         if self._si is si and self._version is not None:
             try:
                 return self._updates(si, pause)
@@ -418,13 +424,13 @@ class InventoryWatch:
         assert self._version is not None
         try:
             while True:
+                pause()
                 update = self._wait(si, self._collector, self._version)
                 _apply(self.state, update, counts, pause)
                 if update.version is not None:
                     self._version = update.version
                 if not update.truncated:
                     break
-                pause()
         except BaseException:
             self._version = None  # the state may be half updated: never used again
             raise

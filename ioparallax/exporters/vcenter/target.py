@@ -133,6 +133,10 @@ class Target:
         self.collected_once = False  # a collection has finished since start (up or not)
         self._watch = InventoryWatch(name)  # the inventory thread's PropertyCollector (WaitForUpdatesEx)
 
+    def watch_inventory_updates(self, on: bool) -> None:
+        """Off: every inventory refresh is a full paged RetrievePropertiesEx (captures, replays)."""
+        self._watch.updates = on
+
     def busy(self) -> bool:
         """True while a collection is running (it still uses the session)."""
         with self._lock:
