@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench bench-deps rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -111,6 +111,9 @@ dashboards: deps-python ## regenerate dashboards/*.json from ioparallax/mixin/co
 # run of bench/vcenter_scrape.py (~16 min, most of it stock vcsim starting).
 BENCHES    := $(filter-out bench/gate.py,$(wildcard bench/*.py))
 BENCH_RUNS ?= $(BENCHES) bench/vcenter_scrape.py,--inventory
+
+bench-deps: deps-python ## install vmware_exporter 0.18.4 (PyPI) into .build/vmware-exporter-venv for bench/vcenter_scrape.py (not a project dependency)
+	$(VPY) bench/vcenter_scrape.py --bench-deps
 
 bench: deps ## run the benchmarks in bench/; fails if one misses a target (after running them all)
 	@missed=""; for b in $(BENCH_RUNS); do cmd=$$(echo "$$b" | tr , ' '); echo ">> $$cmd"; \

@@ -700,7 +700,7 @@ def main() -> int:
     ap.add_argument("--cold-runs", type=int, default=2, help="cold starts of each exporter per VM count")
     ap.add_argument("--scrape-timeout", type=float, default=10.0, help="our probes' deadline in the cold starts")
     ap.add_argument("--update-every", type=float, default=0.2, help="inventory_refresh of the updating exporter (s)")
-    ap.add_argument("--churn-every", type=float, default=5.0, help="seconds between two VM renames (churn phase)")
+    ap.add_argument("--churn-every", type=float, default=3.0, help="seconds between two VM renames (churn phase)")
     ap.add_argument("--churn-scrapes", type=int, default=8, help="rounds of our two exporters while VMs are renamed")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between rounds")
     ap.add_argument(
