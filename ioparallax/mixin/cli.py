@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
-from ioparallax.mixin.rules import rule_files, write_rule_files
+from ioparallax.mixin.rules.files import rule_files, write_rule_files
 from ioparallax.paths import PACKAGE, SOURCE_TREE
 from ioparallax.version import add_version_arg
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     try:
-        from ioparallax.mixin.dashboards import write_dashboards
+        from ioparallax.mixin.dashboards.build import write_dashboards
     except ImportError as exc:
         print(
             f"ioparallax-mixin: the dashboards need the `dashboards` extra (grafana-foundation-sdk): {exc}",

@@ -35,7 +35,7 @@ Key = tuple[str, str]  # (vm, disk)
 
 
 def rule_name(cfg_w: str, layer: str, d: str, q: str) -> str:
-    """The per-layer rule names of the contract (as ioparallax/mixin/dashboards.py Expr.vm_disk builds them)."""
+    """The per-layer rule names of the contract (as ioparallax/mixin/dashboards/base.py Expr.vm_disk builds them)."""
     if layer == "storage":
         agg = f"avg{cfg_w}"
     elif q == "latency_seconds":

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
 from matplotlib.ticker import Formatter, FuncFormatter, Locator, MaxNLocator, TickHelper  # noqa: E402
 
-# One colour per view, the dashboards' (ioparallax/mixin/dashboards_panels.py LAYER_COLORS), in print-safe shades.
+# One colour per view, the dashboards' (ioparallax/mixin/dashboards/panels.py LAYER_COLORS), in print-safe shades.
 COLORS = {
     "guest": "#2e7d32",
     "guest_os": "#7b1fa2",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ioparallax.mixin.config import load_config
-from ioparallax.mixin.dashboards import build_dashboards
+from ioparallax.mixin.dashboards.build import build_dashboards
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import re
 
 from ioparallax.mixin.cluster import groupings
 from ioparallax.mixin.config import load_config
-from ioparallax.mixin.dashboards import BUILDERS, build_dashboards, render, write_dashboards
+from ioparallax.mixin.dashboards.build import BUILDERS, build_dashboards, render, write_dashboards
 from tests.support import REPO
 
 from .promql import (
@@ -260,7 +260,7 @@ def test_committed_json_reads_back_as_the_sdk_dashboard_model():
 def test_rule_names_follow_the_configured_window(tmp_path):
     # Another rate window renames the rules (`...:rate2m`); the dashboards generated from the same
     # config use exactly the names the rules generated from it record.
-    from ioparallax.mixin.rules import write_rule_files
+    from ioparallax.mixin.rules.files import write_rule_files
 
     cfg = load_config(overrides={"windows": {"rate": "2m", "agreement": "10m"}})
     write_rule_files(cfg, tmp_path)

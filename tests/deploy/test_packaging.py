@@ -60,7 +60,7 @@ def _third_party_imports() -> dict[str, set[str]]:
 def test_runtime_dependencies_are_what_the_installed_code_imports():
     runtime = {_dist(r) for r in PYPROJECT["project"]["dependencies"]}
     extras = PYPROJECT["project"]["optional-dependencies"]
-    optional = {_dist(r) for r in extras["dashboards"]}  # ioparallax/mixin/dashboards.py: `make dashboards` only
+    optional = {_dist(r) for r in extras["dashboards"]}  # ioparallax/mixin/dashboards/: `make dashboards` only
     imported = _third_party_imports()
     undeclared = {d: sorted(files) for d, files in imported.items() if d not in runtime | optional}
     assert not undeclared, f"imported at run time but not in [project] dependencies: {undeclared}"

@@ -32,10 +32,11 @@ from typing import Any
 import pytest
 
 from ioparallax.mixin.config import load_config
-from ioparallax.mixin.rules import write_rule_files
+from ioparallax.mixin.rules.files import write_rule_files
 from ioparallax.simulators.process import start as start_process
 from ioparallax.simulators.scenario import list_scenarios, load_scenario
-from ioparallax.simulators.stack import Stack, write_quick_alert_rules
+from ioparallax.simulators.stack import Stack
+from ioparallax.simulators.stack.quick_alerts import write_quick_alert_rules
 from tests.e2e.pool import Entry, StackPool
 from tests.support import venv_tool
 

@@ -24,7 +24,8 @@ import requests
 
 from ioparallax.mixin.queries import dashboard_coverage
 from ioparallax.simulators.scenario import Trace
-from ioparallax.simulators.stack import ClusterPart, Stack
+from ioparallax.simulators.stack import Stack
+from ioparallax.simulators.stack.clusters import ClusterPart
 from tests.e2e import test_e2e_scenarios as one_scenario
 from tests.e2e.test_e2e_scenarios import scalar, wait_running
 

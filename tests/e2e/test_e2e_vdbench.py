@@ -33,9 +33,7 @@ def test_vdbench_series_recover_the_trace(scenario_stack):
     # interval rows against the scrapes. rate() over wall-clock time counts 19 or 21 of 20 rows
     # when a row lands beside a scrape on a busy machine, so it is checked only loosely below.
     seconds = f'rate(vdbench_host_measured_seconds_total{{job="vdbench"}}[{WINDOW}])'
-    reads = by_host(
-        stack, f'sum by (host) (rate(vdbench_host_read_ops_total{{job="vdbench"}}[{WINDOW}]) / {seconds})'
-    )
+    reads = by_host(stack, f'sum by (host) (rate(vdbench_host_read_ops_total{{job="vdbench"}}[{WINDOW}]) / {seconds})')
     writes = by_host(
         stack, f'sum by (host) (rate(vdbench_host_write_ops_total{{job="vdbench"}}[{WINDOW}]) / {seconds})'
     )

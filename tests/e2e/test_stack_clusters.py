@@ -1,4 +1,4 @@
-"""How the demo stack names several clusters and merges their scrape jobs (ioparallax/simulators/stack.py),
+"""How the demo stack names several clusters and merges their scrape jobs (ioparallax/simulators/stack/),
 without starting anything (no ``e2e`` marker); tests/e2e/test_e2e_two_clusters.py runs them."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import sys
 import pytest
 import yaml
 
-from ioparallax.simulators.stack import EXPORTER_LABEL, Stack, cluster_specs, merge_jobs
+from ioparallax.simulators.stack import Stack
+from ioparallax.simulators.stack.clusters import cluster_specs
+from ioparallax.simulators.stack.scrape import EXPORTER_LABEL, merge_jobs, probe_scrape
 from tests.support import REPO
 
 
@@ -59,9 +61,8 @@ def test_a_cluster_name_used_twice_is_refused(tmp_path):
 
 
 def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
-    stack = Stack(workdir=tmp_path)
-    a = stack._probe_scrape("stargate", "http://127.0.0.1:1", ["127.0.0.1:11"], labels={"cluster": "a"})
-    b = stack._probe_scrape("stargate", "http://127.0.0.1:2", ["127.0.0.1:21", "127.0.0.1:22"], labels={"cluster": "b"})
+    a = probe_scrape("stargate", "http://127.0.0.1:1", ["127.0.0.1:11"], labels={"cluster": "a"})
+    b = probe_scrape("stargate", "http://127.0.0.1:2", ["127.0.0.1:21", "127.0.0.1:22"], labels={"cluster": "b"})
     fio = {"job_name": "fio", "static_configs": [{"targets": ["127.0.0.1:3"], "labels": {"vm": "v"}}]}
     jobs = merge_jobs([a, fio, b])
     assert [j["job_name"] for j in jobs] == ["stargate", "fio"]
@@ -81,7 +82,15 @@ def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
 
 def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "ioparallax.simulators.stack", "--scenario", "zero-heavy@", "--workdir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "ioparallax.simulators.stack.cli",
+            "--scenario",
+            "zero-heavy@",
+            "--workdir",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -104,7 +113,7 @@ def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
         [
             sys.executable,
             "-m",
-            "ioparallax.simulators.stack",
+            "ioparallax.simulators.stack.cli",
             "--scenario",
             "zero-heavy,no-such-scenario",
             "--workdir",

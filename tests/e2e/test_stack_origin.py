@@ -10,7 +10,8 @@ import time
 import pytest
 
 from ioparallax.simulators.scenario import load_scenario
-from ioparallax.simulators.stack import Stack, main
+from ioparallax.simulators.stack import Stack, core
+from ioparallax.simulators.stack.cli import main
 
 
 def test_every_cluster_gets_one_scenario_file_with_the_origin(tmp_path):
@@ -36,10 +37,10 @@ def test_without_from_start_the_library_file_and_its_origin_are_used(tmp_path):
 
 def test_the_origin_is_the_start(tmp_path, monkeypatch):
     stack = Stack(scenario="scaling-ramp", workdir=tmp_path, cluster_label="cluster", from_start=True)
-    for name in ("_start_stargate", "_start_vcenter", "_start_guests", "_start_node_exporter"):
-        monkeypatch.setattr(stack, name, lambda *a: [])
-    for name in ("_start_alertmanager", "_start_prometheus"):
-        monkeypatch.setattr(stack, name, lambda *a: None)
+    for name in ("start_stargate", "start_vcenter", "start_guests", "start_node_exporter"):
+        monkeypatch.setattr(core, name, lambda *a: [])
+    for name in ("start_alertmanager", "start_prometheus"):
+        monkeypatch.setattr(core, name, lambda *a: None)
     before = int(time.time())
     stack.start()
     assert stack.origin is not None

@@ -1,4 +1,4 @@
-"""Stack's readiness wait (ioparallax/simulators/stack.py) against a stand-in server: a 503 from /-/ready
+"""Stack's readiness wait (ioparallax/simulators/stack/core.py) against a stand-in server: a 503 from /-/ready
 (Prometheus opening its TSDB) is not ready. Starts no real component (no ``e2e`` marker)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def sleeper(tmp_path):
 def test_a_503_is_waited_out(sleeper, tmp_path):
     server = NotReadyYet(busy=3)
     try:
-        Stack(workdir=tmp_path)._wait_http(sleeper(server.url), "/-/ready", timeout=10)
+        Stack(workdir=tmp_path).wait_http(sleeper(server.url), "/-/ready", timeout=10)
         assert server.requests == 4  # three 503s, then the 200 it waited for
     finally:
         server.close()
@@ -37,6 +37,6 @@ def test_never_ready_names_the_component_and_the_last_answer(sleeper, tmp_path):
             match=r"prometheus was not ready on http://127\.0\.0\.1:\d+/-/ready "
             r"within 1 s \(HTTP 503\)",
         ):
-            Stack(workdir=tmp_path)._wait_http(sleeper(server.url), "/-/ready", timeout=1)
+            Stack(workdir=tmp_path).wait_http(sleeper(server.url), "/-/ready", timeout=1)
     finally:
         server.close()

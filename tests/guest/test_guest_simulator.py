@@ -339,7 +339,7 @@ def test_cli_writes_the_trees_and_a_record(tmp_path):
 def test_ahv_guest_serial_carries_the_uuid_the_rules_read_out_of_it(tmp_path):
     import re
 
-    from ioparallax.mixin.rules import AHV_SERIAL_RE
+    from ioparallax.mixin.rules.exprs import AHV_SERIAL_RE
     from ioparallax.simulators.guest.sysfs import write_udev
 
     sc = load_scenario("clean-oltp-ahv")

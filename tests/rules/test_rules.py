@@ -14,7 +14,9 @@ from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.cli import main as mixin_main
 from ioparallax.mixin.cluster import groupings, per_cluster
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config, parse_config
-from ioparallax.mixin.rules import alert_groups, recording_rules, rule_files
+from ioparallax.mixin.rules.alerts import alert_groups
+from ioparallax.mixin.rules.files import rule_files
+from ioparallax.mixin.rules.recording import recording_rules
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "alerts"
@@ -193,7 +195,7 @@ def test_asked_queue_depth_alert_has_its_own_threshold_defaulting_to_the_burst_o
 def test_promtool_asked_queue_depth_at_a_non_default_threshold(tmp_path):
     # The rules generated with the override, next to a copy of the promtool file that expects it: a
     # buffered disk at ratio 8 silent, one at 12 firing; the burst alert still judges at 5.
-    from ioparallax.mixin.rules import write_rule_files
+    from ioparallax.mixin.rules.files import write_rule_files
 
     cfg = load_config(overrides={"thresholds": {"asked_to_implied_iodepth_ratio": 10}})
     write_rule_files(cfg, tmp_path)

@@ -1,0 +1,182 @@
+"""The guest view of a cluster: the guest simulator and, per VM, the exporters a real guest would run."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from ioparallax.simulators.process import free_port
+from ioparallax.simulators.stack.clusters import ClusterPart
+from ioparallax.simulators.stack.config import BIN, pick_port
+
+if TYPE_CHECKING:
+    from ioparallax.simulators.stack.core import Stack
+
+
+def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+    """The guest view: the guest simulator writes, per VM, the fio json+ status stream, the
+    sysfs disk facts and the kernel's /proc/diskstats a real guest would show; one fio exporter
+    per VM reads the first two unchanged (as one would run inside each guest), scraped as job
+    "fio", and one real node_exporter per VM (diskstats collector only) reads the guest's
+    procfs, sysfs and udev database, scraped as job "guest-node"; both with the target label
+    ``vm``. The host's own node_exporter stays job "node"."""
+    guests = part.workdir / "guests"
+    manifest = part.workdir / "guests.json"
+    manifest.unlink(missing_ok=True)
+    sim = stack.spawn(
+        part.proc("guest-simulator"),
+        [
+            BIN / "ioparallax-guest-simulator",
+            part.scenario,
+            "--dir",
+            guests,
+            "--manifest",
+            manifest,
+        ],
+    )
+    deadline = time.monotonic() + 30
+    while not manifest.exists():
+        if not sim.alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the guest simulator did not start:\n{sim.tail()}")
+        time.sleep(0.1)
+    paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
+    cache = part.trace.scenario.cluster.dram_cache_bytes
+    label = stack.resolved_cluster_label()
+    static: list[dict[str, Any]] = []
+    node_static: list[dict[str, Any]] = []
+    windows_static: list[dict[str, Any]] = []
+    procs = []
+    taken: set[int] = set()
+
+    def port_for(name: str, preferred: bool = False) -> int:
+        # exporters not yet listening: do not hand out a port twice
+        port = pick_port(name, stack.fixed_ports and preferred)
+        while port in taken:
+            port = free_port()
+        taken.add(port)
+        return port
+
+    first_fio = True
+    for vm, where in paths.items():
+        if "windows" in where:
+            # The Windows guest OS view: windows_exporter's metrics, written by the guest
+            # simulator as a textfile and served by node_exporter's textfile collector (no
+            # windows_exporter runs on Linux; the names, labels and types are its).
+            port = port_for("guest-windows")
+            proc = stack.spawn(
+                part.proc(f"guest-windows-exporter-{vm}"),
+                [
+                    "prometheus-node-exporter",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--collector.disable-defaults",
+                    "--collector.textfile",
+                    f"--collector.textfile.directory={where['windows']}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            windows_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+            continue
+        port = port_for("fio-exporter", first_fio)
+        first_fio = False
+        # Every Linux guest gets a fio exporter: its sysfs disk facts (fio_guest_disk_info) join
+        # the guest OS view to the VM disks even where another tool than fio runs.
+        watch = [f"--fio.watch={where['stream']}"] if "stream" in where else []
+        proc = stack.spawn(
+            part.proc(f"fio-exporter-{vm}"),
+            [
+                BIN / "fio-exporter",
+                "serve",
+                f"--web.listen-address=127.0.0.1:{port}",
+                *watch,
+                f"--fio.host={vm}",
+                f"--collector.sysfs={where['sysfs']}",
+                f"--fio.cache-size={cache}",
+                f"--fio.scrape-interval={stack.fio_scrape_interval or stack.scrape_interval}",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
+        procs.append(proc)
+        static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+        # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
+        # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
+        port = port_for("guest-node-exporter")
+        proc = stack.spawn(
+            part.proc(f"guest-node-exporter-{vm}"),
+            [
+                "prometheus-node-exporter",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--path.procfs={where['procfs']}",
+                f"--path.sysfs={where['sysfs']}",
+                f"--path.udev.data={where['udev']}",
+                "--collector.disable-defaults",
+                "--collector.diskstats",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
+        procs.append(proc)
+        node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+    jobs: list[dict[str, Any]] = []
+    results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
+    if results:
+        # DiskSPD's results, copied off the Windows guests to one directory on a collector host:
+        # one diskspd exporter reads them all. Retention keeps the last few runs (the rules take
+        # each host's newest); its scrape interval is the demo's.
+        port = port_for("diskspd-exporter", True)
+        proc = stack.spawn(
+            part.proc("diskspd-exporter"),
+            [
+                BIN / "diskspd-exporter",
+                "serve",
+                f"--web.listen-address=127.0.0.1:{port}",
+                *(f"--diskspd.watch={r}" for r in results),
+                "--diskspd.retention=5m",
+                f"--diskspd.cache-size={cache}",
+                f"--diskspd.scrape-interval={stack.scrape_interval}",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
+        procs.append(proc)
+        jobs.append(
+            {
+                "job_name": "diskspd",
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+            }
+        )
+    outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
+    if outputs:
+        # vdbench's multi-host run (the controller's output directories, one per run): one
+        # vdbench exporter follows them live, scraped with the demo's interval.
+        port = port_for("vdbench-exporter", True)
+        proc = stack.spawn(
+            part.proc("vdbench-exporter"),
+            [
+                BIN / "vdbench-exporter",
+                "serve",
+                f"--web.listen-address=127.0.0.1:{port}",
+                *(f"--vdbench.watch={o}" for o in outputs),
+                f"--vdbench.cache-size={cache}",
+                f"--vdbench.scrape-interval={stack.scrape_interval}",
+            ],
+            url=f"http://127.0.0.1:{port}",
+        )
+        procs.append(proc)
+        jobs.append(
+            {
+                "job_name": "vdbench",
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
+            }
+        )
+    for proc in procs:
+        stack.wait_http(proc, "/metrics")
+    if static:
+        job: dict[str, Any] = {"job_name": "fio", "static_configs": static}
+        if stack.fio_scrape_interval:
+            job["scrape_interval"] = job["scrape_timeout"] = stack.fio_scrape_interval
+        jobs.append(job)
+    if node_static:
+        jobs.append({"job_name": "guest-node", "static_configs": node_static})
+    if windows_static:
+        jobs.append({"job_name": "guest-windows", "static_configs": windows_static})
+    return jobs
