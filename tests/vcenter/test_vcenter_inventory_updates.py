@@ -275,3 +275,23 @@ def test_a_change_not_asked_for_is_refused_so_the_inventory_is_read_whole(change
     with pytest.raises(TargetError) as err:
         InventoryState().apply(obj)
     assert err.value.kind == "protocol" and fragment in err.value.cause
+
+
+def test_a_capture_anonymizes_names_in_update_answers_too():
+    """Captures record the paged RetrievePropertiesEx, but the anonymizer also learns the names a
+    WaitForUpdatesEx answer carries (changeSet), so no VM or host name could leak from one."""
+    from ioparallax.exporters.common.anonymize import Anonymizer
+    from ioparallax.exporters.vcenter.capture import learn
+
+    answer = _update(
+        b'<objectSet><kind>enter</kind><obj type="VirtualMachine">vm-1</obj>'
+        + _change(b"name", b'<val xsi:type="xsd:string">payroll-db-01</val>')
+        + b'</objectSet><objectSet><kind>modify</kind><obj type="HostSystem">host-1</obj>'
+        + _change(b"name", b'<val xsi:type="xsd:string">esx-secret.corp</val>')
+        + b"</objectSet>"
+    )
+    anon = Anonymizer()
+    learn(anon, answer)
+    out = anon.bytes(answer)
+    assert b"payroll-db-01" not in out and b"esx-secret.corp" not in out
+    assert b"vm-1" in out and b"host-1" in out  # morefs are kept
