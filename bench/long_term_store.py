@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         prometheus_flags=["--web.enable-admin-api"],
     )
     rows: list[dict[str, float]] = []
+    g = gate.Gate("bench/long_term_store.py")
     try:
         with stack:
             stack.wait_scraped(timeout=90)
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
+    except Exception as exc:  # a stack that did not start (a tool missing) or died: not measured
+        return g.cannot_measure(f"the demo stack failed: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -207,7 +210,6 @@ def main(argv: list[str] | None = None) -> int:
         values = [r[key] for r in rows if key in r]
         return f"min {min(values):.2f} / median {statistics.median(values):.2f}"
 
-    g = gate.Gate("bench/long_term_store.py")
     marginal = [r for r in rows if "vm_marginal" in r]
     if not marginal:
         return g.cannot_measure("need at least 2 windows for the marginal bytes per sample")

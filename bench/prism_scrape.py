@@ -230,6 +230,11 @@ def main() -> int:
     g.check("CPU per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
     ratio = b["wall"].median / a["wall"].median if a["wall"].median else float("inf")
     g.check("wall per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
+    g.require(
+        "ours exposes at least twice the peer's series per disk",
+        a["series"] >= 2 * b["series"] > 0,
+        f"{a['series'] / args.disks:.1f} and {b['series'] / args.disks:.1f} per disk",
+    )
     return g.verdict()
 
 

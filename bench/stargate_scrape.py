@@ -32,7 +32,7 @@ from bs4 import BeautifulSoup
 import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ioparallax.exporters.stargate.exposition import StargateCollector  # noqa: E402
+from ioparallax.exporters.stargate.collector import StargateCollector  # noqa: E402
 from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, probe  # noqa: E402
 from ioparallax.exporters.stargate.transport import DEFAULT_BODY_SIZE_LIMIT, HttpClient  # noqa: E402
 from ioparallax.simulators.process import Process, start  # noqa: E402

@@ -12,6 +12,9 @@ with a :class:`ConfigError` naming the file, the line and, where there is one, t
   not UTF-8, an integer above :data:`MAX_INT_BITS` bits, and a value PyYAML cannot convert
   (``!!int x``, a timestamp in month 13), which raised a bare ValueError.
 
+:class:`Section` reads a loaded mapping into typed values, each error naming the key as a dotted
+path (``targets.vc1.port``) beside the file.
+
 Errors never print a whole value: :func:`cut` shortens what they quote, and a ConfigError's message
 is cut at :data:`MAX_MESSAGE_CHARS`.
 """
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import os
 import reprlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import yaml
 
@@ -189,3 +193,99 @@ def load_yaml(path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES) -> 
             path, None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}): save the file as UTF-8"
         ) from None
     return parse_yaml(text.removeprefix("\ufeff"), path)
+
+
+# -- reading a loaded file: typed values, errors naming the file and the key ----------------------
+
+T = TypeVar("T")
+
+
+class Section:
+    """A mapping read from a config file that knows where it came from.
+
+    ``Section(data, path, "targets.vc1").get("port", int, default=443)`` raises a
+    ConfigError naming ``targets.vc1.port`` when the value has the wrong type.
+    Unknown keys are reported by :meth:`reject_unknown`, so typos do not pass silently.
+    """
+
+    def __init__(self, data: Any, path: str | os.PathLike[str] | None, key: str = ""):
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(path, key or None, f"expected a mapping, got {type(data).__name__}")
+        self.data: dict[str, Any] = data
+        self.path = path
+        self.key = key
+        self._seen: set[str] = set()
+
+    def child_key(self, name: str | int) -> str:
+        if isinstance(name, int):
+            return f"{self.key}[{name}]"
+        return f"{self.key}.{name}" if self.key else str(name)
+
+    def error(self, name: str | None, message: str) -> ConfigError:
+        return ConfigError(self.path, self.child_key(name) if name is not None else (self.key or None), message)
+
+    _MISSING = object()
+
+    def get(
+        self, name: str, kind: type | tuple[type, ...] | Callable[[Any], T] = object, default: Any = _MISSING
+    ) -> Any:
+        self._seen.add(name)
+        if name not in self.data or self.data[name] is None:
+            if default is Section._MISSING:
+                raise self.error(name, "is required")
+            return default
+        value = self.data[name]
+        if isinstance(kind, type) or isinstance(kind, tuple):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            # bool is an int in Python; a YAML `true` where a number is expected is a mistake.
+            if bool not in kinds and isinstance(value, bool) and any(k in (int, float) for k in kinds):
+                raise self.error(name, f"expected {_names(kinds)}, got a boolean")
+            if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            if not isinstance(value, kinds):
+                raise self.error(name, f"expected {_names(kinds)}, got {type(value).__name__} {cut(value)}")
+            return value
+        try:
+            return kind(value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise self.error(name, str(exc)) from exc
+
+    def section(self, name: str, required: bool = False) -> Section:
+        self._seen.add(name)
+        if name not in self.data:
+            if required:
+                raise self.error(name, "is required")
+            return Section({}, self.path, self.child_key(name))
+        return Section(self.data[name], self.path, self.child_key(name))
+
+    def sections(self, name: str, required: bool = False) -> list[Section]:
+        """A list of mappings under ``name``."""
+        self._seen.add(name)
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.error(name, "is required")
+            return []
+        if not isinstance(value, list):
+            raise self.error(name, f"expected a list, got {type(value).__name__}")
+        key = self.child_key(name)
+        return [Section(item, self.path, f"{key}[{i}]") for i, item in enumerate(value)]
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.data) - self._seen)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key (known: {', '.join(sorted(self._seen)) or 'none'})")
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    words = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a mapping",
+    }
+    return " or ".join(words.get(k, k.__name__) for k in kinds)

@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench as vdbench_check
-from ioparallax.exporters.common.config import parse_bytes, parse_duration
 from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
 from ioparallax.exporters.diskspd.reader import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
+from ioparallax.pipes import quiet_on_closed_stdout
+from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg
 
 #: Where each finding's runbook lives: ``%s`` takes the anchor (as the mixin's ``runbook_url``).
@@ -305,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # the tool's own command line is not ours to parse: split it off before argparse sees it

@@ -6,11 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config
 from ioparallax.mixin.rules.files import rule_files, write_rule_files
 from ioparallax.paths import PACKAGE, SOURCE_TREE
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 # In a checkout the committed files are regenerated in place; an installed wheel writes beside the
 # current directory unless --out says where.
@@ -25,6 +26,7 @@ def _config_name(path: Path) -> str:
         return str(path)
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-mixin",

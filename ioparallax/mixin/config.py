@@ -13,13 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ioparallax.exporters.common.config import (
-    ConfigError,
-    Section,
-    load_yaml,
-    parse_duration,
-    parse_prometheus_duration,
-)
+from ioparallax.units import parse_duration, parse_prometheus_duration
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.yml")
 

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ioparallax.exporters.common.config import parse_bytes
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.report.promapi import PromError, parse_seconds
+from ioparallax.units import parse_bytes
 from ioparallax.version import add_version_arg
 
 log = logging.getLogger("ioparallax.report")
@@ -188,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["usl"]:

@@ -20,8 +20,8 @@ import os
 import re
 from typing import Any
 
-from ioparallax.exporters.common.config import ConfigError, load_yaml
 from ioparallax.report.data import Dataset, Key
+from ioparallax.yamlconf import ConfigError, load_yaml
 
 _FIRST_CONTROLLER = re.compile(r"([a-z]+)0:([0-9]+)")
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=|!=|=~|!~)\s*"((?:[^"\\]|\\.)*)"\s*')

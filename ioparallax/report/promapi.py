@@ -39,7 +39,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from ioparallax.exporters.common.config import parse_duration
+from ioparallax.units import parse_duration
 
 log = logging.getLogger(__name__)
 
@@ -498,7 +498,7 @@ def _short(e: BaseException) -> str:
 
 def parse_seconds(text: str) -> float:
     """A duration (``1m30s``, ``5s``, ``250ms``, ``1.5m``) in seconds: the project's one grammar
-    (ioparallax.exporters.common.config.parse_duration), here for a text with a unit."""
+    (ioparallax.units.parse_duration), here for a text with a unit."""
     try:
         if not text.strip() or text.strip()[-1].isdigit():
             raise ValueError("no unit")

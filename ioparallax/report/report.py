@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.config import load_config
 from ioparallax.report.builders import build_sections
 from ioparallax.report.data import choose_step
@@ -15,6 +14,7 @@ from ioparallax.report.page import render_parts
 from ioparallax.report.promapi import DEFAULT_MAX_ANSWER_BYTES, PromAPI, PromError
 from ioparallax.report.sections import ReportContext
 from ioparallax.report.summary import dataset
+from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -141,3 +142,27 @@ def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every bench met its targets" in r.stdout
+
+
+#: Benches another change is putting on gate.py (issue 24); xfail until then, not strict, so the
+#: change that converts one passes without touching this list.
+_NOT_YET_GATES = {"stargate_transport.py": "bench/stargate_transport.py prints figures without targets (issue 24)"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(p.name, marks=pytest.mark.xfail(reason=_NOT_YET_GATES[p.name], strict=False))
+        if p.name in _NOT_YET_GATES
+        else p.name
+        for p in sorted((REPO / "bench").glob("*.py"))
+        if p.name != "gate.py"
+    ],
+)
+def test_every_bench_is_a_gate(name):
+    """Each bench make bench runs states its targets through gate.py and exits with its verdict
+    (a bench that only prints figures cannot fail make bench)."""
+    text = (REPO / "bench" / name).read_text()
+    assert re.search(r"^import gate\b", text, re.MULTILINE), f"{name}: does not use bench/gate.py"
+    assert ".verdict()" in text and re.search(r"\bg\.(check|require)\(", text), f"{name}: no targets"
+    assert text.rstrip().endswith("sys.exit(main())"), f"{name}: does not exit with its verdict"

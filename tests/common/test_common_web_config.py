@@ -8,9 +8,10 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
 from ioparallax.exporters.common.web.app import MAX_SCRAPE_TIMEOUT_SECONDS, BadRequest, ExporterApp
 from ioparallax.exporters.common.web.server import ExporterServer, parse_listen_address, resolve_listen_address
+from ioparallax.units import parse_bytes, parse_duration
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 
 class Echo:

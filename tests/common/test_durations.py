@@ -1,4 +1,4 @@
-"""The project's one duration grammar (ioparallax/exporters/common/config.py): Prometheus' grammar checked
+"""The project's one duration grammar (ioparallax/units.py): Prometheus' grammar checked
 against the real promtool, the seconds it gives, and the older single-unit forms the exporters'
 files and flags keep taking."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ioparallax.exporters.common.config import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
 from ioparallax.report.promapi import parse_seconds
+from ioparallax.units import parse_duration, parse_prometheus_duration, prometheus_duration_seconds
 from tests.support import require_tool
 
 UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))

@@ -1,5 +1,6 @@
-"""ioparallax.exporters.common.watchdir, shared by fio-exporter and diskspd-exporter: names as
-data and files that never block (issue 25). The exporters' own fault tests prove the same end to
+"""ioparallax.exporters.common.watchdir, shared by fio-exporter, diskspd-exporter and
+vdbench-exporter: names as data, files that never block (issue 25), and files read only inside
+the watched directory they were found in. The exporters' own fault tests prove the same end to
 end (tests/fio/test_fio_faults.py, tests/diskspd/test_diskspd_faults.py)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular
+from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
 
 
 def test_open_regular_reads_a_regular_file(tmp_path):
@@ -72,3 +73,60 @@ def test_names_that_are_not_utf8_are_listed_and_shown_escaped(tmp_path):
     assert display_name(found[0]) == f"{tmp_path}/a\\xff.xml"
     assert display_name("x\ud800") == "x\\ud800"  # a lone surrogate that is not a byte: no crash
     display_name(found[0]).encode("utf-8")
+
+
+@pytest.fixture
+def watched(tmp_path):
+    """A watched directory ``in`` holding a file and a subdirectory, beside a directory
+    ``in-other`` (its name starts like the watched one's) holding a secret."""
+    d, other = tmp_path / "in", tmp_path / "in-other"
+    (d / "sub").mkdir(parents=True)
+    other.mkdir()
+    (d / "real.json").write_bytes(b"inside\n")
+    (d / "sub" / "deep.json").write_bytes(b"deeper\n")
+    (other / "secret").write_bytes(b"password\n")
+    return d
+
+
+@pytest.mark.parametrize(
+    "target, content",
+    [("real.json", b"inside\n"), ("sub/deep.json", b"deeper\n"), ("sub/../real.json", b"inside\n")],
+)
+def test_a_symlink_staying_inside_the_watched_directory_is_read(watched, target, content):
+    (watched / "link.json").symlink_to(target)
+    found, _ = list_files([str(watched)], "*.json")
+    link = str(watched / "link.json")
+    assert link in found and watched_directory(link, [str(watched)]) == str(watched)
+    with open_regular(link, str(watched)) as fh:
+        assert fh.read() == content
+
+
+@pytest.mark.parametrize("target", ["../in-other/secret", "ABS", "/etc/hostname"])
+def test_a_symlink_leading_out_of_the_watched_directory_is_refused(watched, target):
+    """Relative (``..``), absolute, and into a sibling whose name starts like the watched one."""
+    secret = watched.parent / "in-other" / "secret"
+    (watched / "link.json").symlink_to(secret if target == "ABS" else target)
+    link = str(watched / "link.json")
+    with pytest.raises(OSError) as info:
+        open_regular(link, str(watched))
+    real = os.path.realpath(link)
+    assert info.value.strerror == (
+        f"a symbolic link to {real}, outside the watched directory {watched}: "
+        "not followed (only files inside a watched directory are read)"
+    )
+
+
+def test_a_file_named_directly_is_read_wherever_it_leads(watched):
+    link = watched / "named.json"
+    link.symlink_to(watched.parent / "in-other" / "secret")
+    assert watched_directory(str(link), [str(link), str(watched)]) is None  # named: the user chose it
+    with open_regular(str(link), None) as fh:
+        assert fh.read() == b"password\n"
+
+
+def test_a_watched_directory_that_is_itself_a_symlink_is_resolved_first(watched, tmp_path):
+    alias = tmp_path / "alias"
+    alias.symlink_to(watched)
+    (watched / "link.json").symlink_to("real.json")
+    with open_regular(str(alias / "link.json"), str(alias)) as fh:
+        assert fh.read() == b"inside\n"

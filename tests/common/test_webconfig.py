@@ -11,8 +11,8 @@ import bcrypt
 import pytest
 
 from ioparallax.exporters.common import webconfig
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.webconfig import BasicAuth, load_web_config
+from ioparallax.yamlconf import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -52,10 +52,11 @@ def test_a_symlink_to_anything_but_a_regular_file_is_skipped(kind, tmp_path):
     assert value(sm, "diskspd_source_up", source=str(d / "good.xml")) == 1.0 and value(sm, "diskspd_up") == 1.0
 
 
-def test_a_symlink_to_a_result_outside_the_directory_is_followed(tmp_path):
-    """Documented behaviour (docs/hostile-input.md): whoever can write the watched directory can
-    point the exporter at any file its user can read; such a file is still only parsed as a
-    DiskSPD result (anything else is down, its content quoted 40 characters at most)."""
+def test_a_symlink_out_of_the_watched_directory_is_refused(tmp_path, caplog):
+    """docs/hostile-input.md: a symlink in the watched directory is read if it stays inside it
+    and refused if it leads out (down, unreadable, counted, one log line naming it and where it
+    leads), even to a real DiskSPD result: whoever can write the watched directory cannot point
+    the exporter at other files its user can read."""
     d, outside = tmp_path / "in", tmp_path / "outside"
     d.mkdir()
     outside.mkdir()
@@ -63,9 +64,21 @@ def test_a_symlink_to_a_result_outside_the_directory_is_followed(tmp_path):
     (d / "r.xml").symlink_to(outside / "r.xml")
     (outside / "secret.txt").write_text("password=" + "s" * 200 + "\n")
     (d / "secret.xml").symlink_to(outside / "secret.txt")
+    (d / "good.xml").write_bytes(GOOD.read_bytes())
+    (d / "inside.xml").symlink_to("good.xml")
     sm = samples(_watch(d))
-    assert value(sm, "diskspd_source_up", source=str(d / "r.xml")) == 1.0
-    assert value(sm, "diskspd_source_up", source=str(d / "secret.xml")) == 0.0
+    assert value(sm, "diskspd_source_up", source=str(d / "good.xml")) == 1.0
+    assert value(sm, "diskspd_source_up", source=str(d / "inside.xml")) == 1.0
+    for name, target in (("r.xml", "r.xml"), ("secret.xml", "secret.txt")):
+        src = str(d / name)
+        assert value(sm, "diskspd_source_up", source=src) == 0.0
+        assert value(sm, "diskspd_source_error_info", source=src, reason="unreadable") == 1.0
+        assert value(sm, "diskspd_source_read_errors_total", source=src) == 1.0
+        assert (
+            f"DiskSPD result file {src} is down (unreadable): a symbolic link to {outside / target}, outside the "
+            f"watched directory {d}: not followed" in caplog.text
+        )
+    assert "password" not in caplog.text
     assert not any("s" * 50 in str(labels) for _, labels in sm)
 
 

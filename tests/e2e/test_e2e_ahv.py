@@ -166,7 +166,7 @@ def test_each_cluster_fires_exactly_its_alerts(two_hypervisors_stack, alert_sink
     stack = two_hypervisors_stack
     expected = {p.cluster: set(p.trace.scenario.expect.get("alerts", [])) for p in stack.clusters}
     assert expected == {"esxi": set(), "ahv": set(), "ahv-bursty": {"IoparallaxBurstAveragedAway"}}
-    alert_sink.wait_for("two-hypervisors", {"IoparallaxBurstAveragedAway"}, timeout=150)
+    alert_sink.wait_for("two-hypervisors", {"IoparallaxBurstAveragedAway"}, timeout=210)
     _age(stack, SETTLE_S)
     got: dict[str, set[str]] = {c: set() for c in expected}
     for name, label_sets in alert_sink.firing("two-hypervisors").items():

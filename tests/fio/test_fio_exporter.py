@@ -314,6 +314,40 @@ def test_read_errors_give_up_0_and_hide_stale_values(jsonplus_result, tmp_path, 
     assert "cannot read" not in caplog.text
 
 
+def test_a_symlink_out_of_the_watched_directory_is_refused(jsonplus_result, status_stream, tmp_path, caplog):
+    """A symlink in a watched directory is read if it stays inside it, refused (down, unreadable,
+    counted, one log line naming it and where it leads) if it leads out: the exporter reads what
+    it was pointed at, nothing else its user can read."""
+    d, outside = tmp_path / "watched", tmp_path / "outside"
+    d.mkdir()
+    outside.mkdir()
+    shutil.copy(jsonplus_result, d / "real.json")
+    (d / "inside.json").symlink_to("real.json")
+    shutil.copy(status_stream, outside / "elsewhere.json")
+    (d / "out.json").symlink_to(outside / "elsewhere.json")
+    watcher = watcher_for(d)
+    sm = samples(exposition(watcher))
+    assert value(sm, "fio_source_up", source=d / "real.json") == 1
+    assert value(sm, "fio_source_up", source=d / "inside.json") == 1
+    out = d / "out.json"
+    assert value(sm, "fio_source_up", source=out) == 0
+    assert value(sm, "fio_source_error_info", source=out, reason="unreadable") == 1
+    assert value(sm, "fio_source_read_errors_total", source=out) == 1
+    assert not has(sm, "fio_job_info", source=out) and not has(sm, "fio_job_info", jobname="st")
+    assert value(sm, "fio_up") == 0
+    lines = [r.getMessage() for r in caplog.records if str(out) in r.getMessage()]
+    assert lines == [
+        f"cannot read fio output file {out}: a symbolic link to {outside / 'elsewhere.json'}, outside the "
+        f"watched directory {d}: not followed (only files inside a watched directory are read)"
+    ]
+    caplog.clear()
+    exposition(watcher)
+    assert str(out) not in caplog.text  # one line per cause, not one per scrape
+    # the same file named directly is the user's choice: read
+    sm = samples(exposition(watcher_for(out)))
+    assert value(sm, "fio_source_up", source=out) == 1 and has(sm, "fio_job_info", jobname="st")
+
+
 # ---------------------------------------------------------------------------------------------
 # the programs
 
@@ -454,7 +488,7 @@ def test_config_errors_name_file_and_key(tmp_path):
     out = subprocess.run(
         [venv_tool("fio-exporter"), "serve", "--fio.cache-size", "lots"], capture_output=True, timeout=30
     )
-    assert out.returncode == 2 and "--cache_size" in out.stderr.decode()
+    assert out.returncode == 2 and "--fio.cache-size: expected a size" in out.stderr.decode()
     cfg.write_text("max_document_size: 10\n")
     out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
     assert out.returncode == 2 and f"{cfg}: max_document_size: must be at least 1KiB" in out.stderr.decode()

@@ -1,6 +1,6 @@
-"""The reader's fast paths (msgspec for a whole document, numbers checked a block at a time, known
-keys remembered) give exactly what the field-by-field path gives, on real fio output, and reject
-what it rejects."""
+"""The reader's fast paths (msgspec for a whole document, typed decoding that checks numbers as it
+decodes, numbers checked a block at a time, known keys remembered) give exactly what the
+field-by-field path gives, on real fio output, and reject what it rejects."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def slow_path(monkeypatch):
     monkeypatch.setattr(reader, "_BIN_KEYS", set())
     monkeypatch.setattr(reader, "_KNOWN_KEYS_LIMIT", 0)
     monkeypatch.setattr(reader, "_msgspec_decode", _refuse)
+    monkeypatch.setattr(reader, "_typed_decode", _refuse)
 
 
 def _refuse(raw: bytes) -> None:
@@ -120,3 +121,91 @@ def test_what_msgspec_refuses_is_decoded_by_the_json_module(raw):
     found, trailing = reader._decode(raw)
     assert repr(found) == repr(expected)  # repr: NaN == NaN, and int stays int
     assert trailing == raw.endswith(b"trailing")
+
+
+# ---- typed decoding (read_text and the exporter's tailer): numbers checked by msgspec
+
+
+def _text(doc: dict) -> str:
+    """A document written back in fio's pretty style (NaN and Infinity as the json module writes
+    them: fio cannot, so they are what a damaged file holds)."""
+    return json.dumps(doc, indent=2, separators=(",", " : ")) + "\n"
+
+
+def test_typed_and_dict_documents_give_the_same_records(request, jsonplus_result, status_stream):
+    for path in (jsonplus_result, status_stream):
+        raw = path.read_bytes()
+        stream = reader.DocumentStream(typed=True)
+        typed = stream.feed(raw) + stream.finish()
+        assert typed and all(type(d) is reader.FioDocument for d in typed)
+        plain = reader.DocumentStream()
+        dicts = plain.feed(raw) + plain.finish()
+        assert [parse_document(d) for d in typed] == [parse_document(d) for d in dicts]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("read", "total_ios"), -5, "jobs[0].read.total_ios = -5: negative"),
+        (("read", "iops"), float("nan"), "jobs[0].read.iops = nan: not a finite number"),
+        (("read", "bw_bytes"), float("inf"), "jobs[0].read.bw_bytes = inf: not a finite number"),
+        (("read", "clat_ns", "mean"), 2.0**65, "jobs[0].read.clat_ns.mean"),
+        (("read", "clat_ns", "N"), -1, "jobs[0].read.clat_ns.N = -1: negative"),
+        (("read", "clat_ns", "percentile", "99.000000"), -7, "percentile['99.000000'] = -7: negative"),
+        (("ctx",), 2**64 + 1, "jobs[0].ctx"),
+        (("port",), 70000, "jobs[0].port = 70000: above 65535"),
+    ],
+)
+def test_read_text_rejects_a_bad_number_with_the_same_message(jsonplus_result, path, value, message):
+    doc = _record(jsonplus_result)
+    read_text(_text(doc))  # fine as fio wrote it
+    target = doc["jobs"][0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InvalidValue, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        read_text(_text(doc))
+
+
+def test_read_text_rejects_a_bad_bin_count_even_with_its_key_remembered(jsonplus_result):
+    doc = _record(jsonplus_result)
+    read_text(_text(doc))
+    bins = doc["jobs"][0]["read"]["clat_ns"]["bins"]
+    key = next(iter(bins))
+    assert key in reader._BIN_KEYS
+    bins[key] = -3
+    with pytest.raises(InvalidValue, match=r"bins\['%s'\] = -3: negative" % key):
+        read_text(_text(doc))
+
+
+def test_typed_bounds_hand_what_they_cannot_decide_to_the_dict_way(jsonplus_result):
+    """Counts between 2^63 and 2^64 (beyond msgspec's int64 bounds, within fio's uint64) and a
+    bool or string where a number goes read as the field-by-field way reads them."""
+    doc = _record(jsonplus_result)
+    doc["jobs"][0]["read"]["io_bytes"] = 2**64
+    doc["jobs"][0]["read"]["iops"] = 2**63 + 4096
+    doc["jobs"][0]["read"]["total_ios"] = True
+    doc["jobs"][0]["ctx"] = "12"
+    job = read_text(_text(doc)).records[0].jobs[0]
+    assert job.directions["read"].io_bytes == 2**64
+    assert job.directions["read"].iops == float(2**63 + 4096)
+    assert job.directions["read"].total_ios == 0 and job.ctx is None
+    assert read_text(_text(doc)).records == [parse_document(doc)]
+
+
+def test_keys_never_seen_are_checked_on_a_typed_document(jsonplus_result, monkeypatch):
+    """A typed document with percentile or bin keys not yet proven fine goes the dict way, which
+    checks them: a bad key is rejected, good ones are remembered and the records are the same."""
+    monkeypatch.setattr(reader, "_PERCENTILE_KEYS", {})
+    monkeypatch.setattr(reader, "_BIN_KEYS", set())
+    doc = _record(jsonplus_result)
+    first = read_text(_text(doc)).records
+    assert reader._PERCENTILE_KEYS and reader._BIN_KEYS  # remembered by the dict way
+    assert first == read_text(_text(doc)).records == [parse_document(doc)]
+    doc["jobs"][0]["read"]["clat_ns"]["bins"]["12x"] = 1
+    with pytest.raises(InvalidValue, match="not a latency in ns"):
+        read_text(_text(doc))
+    del doc["jobs"][0]["read"]["clat_ns"]["bins"]["12x"]
+    doc["jobs"][0]["read"]["clat_ns"]["percentile"]["101.000000"] = 5
+    with pytest.raises(InvalidValue, match="not a percentile"):
+        read_text(_text(doc))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.prism.config import load_config
+from ioparallax.yamlconf import ConfigError
 
 ENV = {"P1": "s3cret-one", "PRISM_PASSWORD": "s3cret-env", "PRISM_USERNAME": "envuser"}
 

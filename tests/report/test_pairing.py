@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.report.data import Dataset
 from ioparallax.report.pairing import disk_address, load_pairs, merge_matchers, pair, remap, split_matchers
+from ioparallax.yamlconf import ConfigError
 
 
 def test_vcenter_and_prism_addresses_of_one_disk_position_are_one_address():

@@ -8,10 +8,10 @@ import copy
 import pytest
 import yaml
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.report.verdicts import TRAPS
 from ioparallax.simulators.scenario import list_scenarios, load_scenario
 from ioparallax.simulators.scenario.model import SCENARIO_DIR, parse_scenario
+from ioparallax.yamlconf import ConfigError
 
 
 def raw(name: str) -> dict:

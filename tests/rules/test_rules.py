@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.mixin.cli import main as mixin_main
 from ioparallax.mixin.cluster import groupings, per_cluster
 from ioparallax.mixin.config import DEFAULT_CONFIG, load_config, parse_config
 from ioparallax.mixin.rules.alerts import alert_groups
 from ioparallax.mixin.rules.files import rule_files
 from ioparallax.mixin.rules.recording import recording_rules
+from ioparallax.yamlconf import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "alerts"

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.simulators.scenario import compile_scenario, parse_scenario
+from ioparallax.yamlconf import ConfigError
 
 MINIMAL = {
     "name": "t",

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.simulators.scenario import BlockSizeMix, compile_scenario, list_scenarios, load_scenario, parse_scenario
 from ioparallax.simulators.scenario.cli import main as scenario_cli
+from ioparallax.yamlconf import ConfigError
 
 MINIMAL = {
     "name": "t",

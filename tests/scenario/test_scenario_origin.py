@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.simulators.guest.periodic import periodic_sum, prefix_sums
 from ioparallax.simulators.scenario import (
     compile_scenario,
@@ -19,6 +18,7 @@ from ioparallax.simulators.scenario import (
     write_with_origin,
 )
 from ioparallax.simulators.scenario.storage import StorageModel
+from ioparallax.yamlconf import ConfigError
 
 # Not a multiple of any library period (300, 600, 960 s) nor of vCenter's 20 s: a view that ignored
 # the origin would be off by 7 s, 313 s or 913 s of its period.

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import requests
 
-from ioparallax.exporters.stargate.cli import load_config
+from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.targets import Origin, parse_target
 from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, PageClient
 

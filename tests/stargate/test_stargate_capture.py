@@ -30,7 +30,7 @@ from ioparallax.exporters.stargate.capture import (
 )
 from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
-from ioparallax.exporters.stargate.exposition import StargateCollector
+from ioparallax.exporters.stargate.collector import StargateCollector
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy
 from ioparallax.exporters.stargate.transport import HttpClient

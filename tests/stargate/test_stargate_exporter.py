@@ -9,12 +9,12 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
 from ioparallax.exporters.stargate.parse import StargatePageError, canonical, parse_main_page, parse_vdisk_page
 from ioparallax.simulators.scenario import load_scenario, parse_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
+from ioparallax.yamlconf import ConfigError
 from tests.stargate.support import load_mapping, target_url
 from tests.support import promtool_check_metrics
 
@@ -225,7 +225,7 @@ def test_moving_vdisk_is_counted_once():
         )
         listings = [row.vdisk_id for c in result.cvms if c.page for row in c.page.vdisks]
         assert listings == [str(sc.disks[0].vdisk_id)] * 2, "both CVMs must have listed the moving vdisk"
-        from ioparallax.exporters.stargate.exposition import StargateCollector
+        from ioparallax.exporters.stargate.collector import StargateCollector
 
         text = StargateCollector(result).render().decode()
         assert len(samples(text, "stargate_vdisk_info")) == 1
@@ -419,7 +419,7 @@ def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
 
 
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
-    from ioparallax.exporters.stargate.exposition import StargateCollector
+    from ioparallax.exporters.stargate.collector import StargateCollector
     from ioparallax.exporters.stargate.probe import probe
     from ioparallax.exporters.stargate.transport import HttpClient
 
@@ -486,7 +486,7 @@ def test_limits_and_allow_list_config_errors_name_file_and_key(tmp_path):
 
 
 def load_mapping_config(path):
-    from ioparallax.exporters.stargate.cli import load_config
+    from ioparallax.exporters.stargate.config import load_config
 
     return load_config(str(path))
 

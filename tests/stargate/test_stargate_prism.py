@@ -9,12 +9,13 @@ import time
 import pytest
 import requests
 
-from ioparallax.exporters.common.config import ConfigError, Section
 from ioparallax.exporters.common.web.server import ExporterServer
-from ioparallax.exporters.stargate.cli import load_config, make_app
+from ioparallax.exporters.stargate.cli import make_app
+from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.prism import PrismClient, PrismConfig, VDiskNames, prism_config
 from ioparallax.simulators.stargate import pages
 from ioparallax.simulators.stargate.server import StargateCluster
+from ioparallax.yamlconf import ConfigError, Section
 from tests.stargate.test_stargate_exporter import one, samples, sim_ports
 
 FROZEN = 1_700_000_000.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from ioparallax.exporters.common.config import load_yaml
 from ioparallax.simulators.scenario.model import Scenario, parse_scenario, scenario_path
+from ioparallax.yamlconf import load_yaml
 
 # A fixed wall-clock second: 1_700_000_000 is period second 200 of a 600 s period.
 EPOCH = 1_700_000_000

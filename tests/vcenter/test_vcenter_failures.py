@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.vcenter.config import load_config
+from ioparallax.yamlconf import ConfigError
 from tests.support import free_port
 
 from .conftest import PASSWORD, USER, insecure_config, value

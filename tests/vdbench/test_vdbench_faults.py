@@ -207,6 +207,44 @@ def test_unreadable_flatfile_and_oversized_parmfile(tree, caplog):
     good_still_served(sm, tree)
 
 
+def test_a_symlink_out_of_the_watched_directory_is_refused(tree, tmp_path, caplog):
+    """A file of an output directory that is a symlink leading out of the watched directory is
+    refused (down, unreadable, counted, one log line naming it and where it leads); a symlink to
+    another output directory inside the watched one is read."""
+    outside = tmp_path / "outside"
+    shutil.copytree(MULTI, outside)
+    for name in ("flatfile.html", "parmfile.html"):
+        (tree / "bad" / name).symlink_to(outside / name)
+    (tree / "bad" / "hd1.html").symlink_to(outside / "hd1.html")  # a host report is sniffed first
+    (tree / "linked").mkdir()
+    for name in ("flatfile.html", "parmfile.html"):
+        (tree / "linked" / name).symlink_to(f"../good/{name}")
+    scraper = Scraper(tree)
+    with caplog.at_level(logging.WARNING):
+        _, sm = scraper.scrape()
+        scraper.scrape()
+    refused = [r.getMessage() for r in caplog.records if "hd1.html" in r.getMessage()]
+    assert refused == [
+        f"vdbench file {tree / 'bad' / 'hd1.html'} is not read: a symbolic link to {outside / 'hd1.html'}, "
+        f"outside the watched directory {tree}: not followed (only files inside a watched directory are read)"
+    ]
+    assert not has(sm, "vdbench_host_average_iops", source=tree / "bad", host="hd1")  # not read
+    assert has(sm, "vdbench_host_average_iops", source=tree / "good", host="hd1")
+    src = tree / "bad"
+    for name in ("flatfile.html", "parmfile.html"):
+        assert value(sm, "vdbench_source_error_info", source=src, file=name, reason="unreadable") == 1
+        assert (
+            f"vdbench file {src / name} is down (unreadable): a symbolic link to {outside / name}, outside the "
+            f"watched directory {tree}: not followed" in caplog.text
+        )
+    assert value(sm, "vdbench_source_read_errors_total", source=src, file="flatfile.html") == 1
+    assert not has(sm, "vdbench_run_average_iops", source=src)
+    assert not has(sm, "vdbench_parmfile_sd_info", source=src)
+    assert value(sm, "vdbench_run_average_iops", source=tree / "linked", run="rd2") == GOOD_RD2_AVG
+    assert value(sm, "vdbench_source_up", source=tree / "linked") == 1
+    good_still_served(sm, tree)
+
+
 def test_missing_watched_path_gives_up_0(tmp_path, caplog):
     w = Watcher(WatchConfig(paths=[str(tmp_path / "gone")]))
     registry = CollectorRegistry(auto_describe=False)

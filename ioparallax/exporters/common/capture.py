@@ -1,6 +1,6 @@
 """The capture archive shared by the multi-target exporters (vCenter, Prism): writing and reading
-the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands'
-common arguments and output.
+the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands
+(:class:`Commands`: arguments, steps and output).
 
 Each exporter keeps what is its own: the exchanges it records (SOAP requests and answers, JSON
 answers with their parameters), what it learns for anonymization, and the stand-in client of its
@@ -14,11 +14,18 @@ import io
 import json
 import sys
 import tarfile
+import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
-from .anonymize import Anonymizer
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.web.app import BadRequest
+from ioparallax.version import revision, version
+from ioparallax.yamlconf import ConfigError
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.prom"
@@ -31,15 +38,77 @@ class CaptureError(Exception):
     """A capture that cannot be written or read; the message names the file and the cause."""
 
 
+E = TypeVar("E")
+
+
+@dataclass
+class Capture(Generic[E]):
+    """A capture in memory: its manifest, the exchanges (each exporter's own record of a request
+    and its answer) and, read back, the metrics the capture was written with."""
+
+    manifest: dict[str, Any]
+    exchanges: list[E]
+    metrics: str = ""
+    source: str = "capture"
+
+    @property
+    def target(self) -> str:
+        return str(self.manifest.get("target", ""))
+
+
+@dataclass
+class Recorder(Generic[E]):
+    """Keeps the exchanges of a capture's probe, from any thread; an exporter's recorder is
+    called by its client with what it sent and got, and :meth:`keep` s it."""
+
+    exchanges: list[E] = field(default_factory=list)
+    start: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def offset(self, seconds: float) -> float:
+        """When a request that took ``seconds`` and just ended was sent, in seconds from the start."""
+        return time.monotonic() - seconds - self.start
+
+    def keep(self, exchange: E) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+
+
+def probe_manifest(
+    kind: str, fmt: int, exporter: str, created: datetime, target: str, snap: Any, duration: float
+) -> dict[str, Any]:
+    """The manifest's first entries, the same for every exporter: what wrote the capture, when,
+    the target and the probe's outcome (``snap``: ``up``, ``kind``, ``cause``)."""
+    return {
+        "format": fmt,
+        "kind": kind,
+        "exporter": exporter,
+        "version": version(),
+        "revision": revision(),
+        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": target,
+        "up": snap.up,
+        "error_kind": snap.kind,
+        "error": snap.cause,
+        "duration_seconds": round(duration, 6),
+    }
+
+
 def write_archive(
-    path: str, manifest: dict[str, Any], readme: str, metrics: bytes, files: Sequence[tuple[str, bytes]]
+    path: str,
+    manifest: dict[str, Any],
+    readme: str,
+    metrics: bytes,
+    files: Sequence[tuple[str, bytes]],
+    **fields: str,
 ) -> int:
-    """Write ``manifest.json``, ``README.txt`` (``readme`` with ``{anonymized}`` and ``{name}``
-    filled in), ``metrics.prom`` and ``files`` to the ``.tar.gz`` at ``path``; its size in bytes."""
+    """Write ``manifest.json``, ``README.txt`` (``readme`` with ``{anonymized}``, ``{name}`` and
+    the other ``fields`` filled in), ``metrics.prom`` and ``files`` to the ``.tar.gz`` at ``path``;
+    its size in bytes."""
     anonymized = ", anonymized (manifest.json: anonymization)" if manifest.get("anonymized") else ", NOT anonymized"
     members: list[tuple[str, bytes]] = [
         (MANIFEST, json.dumps(manifest, indent=1).encode()),
-        ("README.txt", readme.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1]).encode()),
+        ("README.txt", readme.format(anonymized=anonymized, name=path.rsplit("/", 1)[-1], **fields).encode()),
         (METRICS, metrics),
         *files,
     ]
@@ -83,8 +152,10 @@ def read_archive(path: str, kind: str, fmt: int, producer: str) -> tuple[dict[st
         raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by {producer})") from None
     except ValueError as exc:
         raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != kind or manifest.get("format") != fmt:
-        raise CaptureError(f"{path}: {MANIFEST}: not a {kind} of format {fmt}")
+    if not isinstance(manifest, dict) or manifest.get("kind") != kind:
+        raise CaptureError(f"{path}: {MANIFEST}: kind is not {kind!r}")
+    if manifest.get("format") != fmt:
+        raise CaptureError(f"{path}: {MANIFEST}: format {manifest.get('format')!r}, this exporter reads {fmt}")
     return manifest, files
 
 
@@ -172,3 +243,66 @@ def replay_output(name: str, check: str | None, recorded: str, metrics: str, vol
     for line in [x for x in got if x not in set(want)][:10]:
         print(f"  + {line}")
     return 1
+
+
+@dataclass(frozen=True)
+class Commands:
+    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``load_config``
+    (config file, ``extra_targets=`` -> the exporter's config; ConfigError or ValueError),
+    ``targets`` (config -> its target pool, whose ``resolve`` raises BadRequest for a target that
+    may not be probed), ``capture`` (key, settings, config, timeout -> the capture), ``anonymize``
+    (capture, texts to redact -> what was replaced), ``replay`` (capture, timeout -> metrics),
+    ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture with
+    ``.metrics``; CaptureError)."""
+
+    exporter: str  # "vcenter": vcenter-exporter capture, vcenter-capture-<time>.tar.gz
+    what: str  # "vCenter"
+    description: str
+    answers: str  # how the exchanges are counted in the summary ("SOAP answers")
+    volatile: Sequence[str]
+    load_config: Callable[..., Any]
+    targets: Callable[[Any], Any]
+    capture: Callable[[str, Any, Any, float], Any]
+    anonymize: Callable[[Any, Sequence[str]], Anonymizer]
+    replay: Callable[[Any, float], bytes]
+    write: Callable[[Any, str, bytes], int]
+    read: Callable[[str], Any]
+
+    def capture_main(self, argv: list[str]) -> int:
+        ap = capture_parser(self.exporter, self.what, self.description)
+        add_logging_args(ap)
+        args = ap.parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        try:
+            # --target is listed like --<exporter>.target: the default credentials go to it and nowhere else.
+            config = self.load_config(args.config_file, extra_targets=[args.target])
+            key, cfg = self.targets(config).resolve(args.target)
+        except (ConfigError, ValueError, BadRequest) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        output = args.output or default_output(self.exporter)
+        cap = self.capture(key, cfg, config, args.timeout)
+        summary = "NOT anonymized (--no-anonymize)"
+        if args.anonymize:
+            summary = "anonymized: " + self.anonymize(cap, args.redact).summary() + " replaced"
+        metrics = self.replay(cap, args.timeout)
+        try:
+            size = self.write(cap, output, metrics)
+        except CaptureError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print_written(output, size, f"{len(cap.exchanges)} {self.answers}", cap.manifest, summary)
+        return 0 if cap.manifest["up"] else 1
+
+    def replay_main(self, argv: list[str]) -> int:
+        ap = replay_parser(self.exporter)
+        add_logging_args(ap)
+        args = ap.parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        try:
+            cap = self.read(args.capture)
+            metrics = self.replay(cap, 60.0).decode()
+        except CaptureError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile)

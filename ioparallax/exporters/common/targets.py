@@ -5,7 +5,7 @@ Each exporter keeps its own ``TargetConfig`` (its own settings and TLS key: vCen
 password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the ``ca_file`` check, the
 ``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
 message of an unlisted target and the error when nothing may be probed. Errors name the file and
-the key (:class:`~ioparallax.exporters.common.config.ConfigError`).
+the key (:class:`~ioparallax.yamlconf.ConfigError`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_duration
+from ioparallax.units import parse_duration
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 T = TypeVar("T")
 
@@ -219,3 +220,46 @@ def load(
         latest = latest_samples
     require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
     return Loaded(defaults, targets, allow, idle, latest)
+
+
+@dataclass(frozen=True)
+class ExporterConfig(Generic[T]):
+    """The shape of a multi-target exporter's configuration: the targets' settings (each
+    exporter's own ``TargetConfig``, with a ``describe()`` that never shows a password), the
+    allow-list and the session idle timeout. An exporter's subclass sets :attr:`names` and adds
+    its collector switches (and their :meth:`collector_lines` for the landing page)."""
+
+    names: ClassVar[Names]
+
+    defaults: T
+    targets: dict[str, T]  # by normalised key (the exporter's address.target_key)
+    allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
+    path: str | None = None
+    session_idle_timeout: float = 600.0
+
+    def target(self, key: str) -> T | None:
+        """The settings of a normalised target key, or None when it may not be probed."""
+        if key in self.targets:
+            return self.targets[key]
+        return self.defaults if self.allow_unlisted else None
+
+    def refusal(self, key: str) -> str:
+        """Why ``key`` is refused (for the 400 answer and the log line)."""
+        n = self.names
+        return refusal(key, self.path, f"--{n.exporter}.target / {n.prefix}_TARGETS")
+
+    def collector_lines(self) -> list[str]:
+        return []
+
+    def describe(self) -> str:
+        """The landing page's configuration (no password: see each TargetConfig.describe)."""
+        n = self.names
+        lines = [
+            f"config file: {self.path or f'(none: credentials from {n.prefix}_USERNAME/{n.prefix}_PASSWORD)'}",
+            f"defaults: {self.defaults.describe()}",  # type: ignore[attr-defined]
+            unlisted_line(self.allow_unlisted),
+            f"session idle timeout: {self.session_idle_timeout:g}s",
+            *self.collector_lines(),
+        ]
+        lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]  # type: ignore[attr-defined]
+        return "\n".join(lines)

@@ -5,7 +5,11 @@ watched directories (not recursive), shared by the exporters that read tool outp
 A path that cannot be read is reported, never raised: the caller shows it as down and serves the
 rest. File names are whatever bytes the file system holds; :func:`display_name` turns one into
 text that any exposition or log line can carry. :func:`open_regular` opens a file found there
-without ever blocking (a FIFO or device is refused, checked on the open descriptor).
+without ever blocking (a FIFO or device is refused, checked on the open descriptor) and, for a
+file found inside a watched directory, only if it lies inside that directory: a symbolic link
+there that leads outside it is refused (an exporter reads what it was pointed at, not
+``/etc/shadow`` because someone who can write into a results directory linked it there), one
+that stays inside is followed. A file named directly is read wherever it leads: the user chose it.
 """
 
 from __future__ import annotations
@@ -58,13 +62,42 @@ def display_name(path: str) -> str:
     return printable(path)
 
 
-def open_regular(path: str) -> BinaryIO:
+def watched_directory(path: str, paths: list[str]) -> str | None:
+    """The watched directory in which :func:`list_files` found ``path``, the one reading it is
+    confined to; None for a file named in ``paths`` itself."""
+    return None if path in paths else os.path.dirname(path)
+
+
+def inside(path: str, within: str) -> str:
+    """The real path of ``path`` (symbolic links resolved) when it lies inside the directory
+    ``within`` (resolved likewise), else an OSError naming where it leads: the source is then
+    down with reason ``unreadable``, one log line, like any file that cannot be read."""
+    real = os.path.realpath(path)
+    root = os.path.realpath(within)
+    if not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise OSError(
+            errno.EPERM,
+            f"a symbolic link to {display_name(real)}, outside the watched directory {display_name(root)}: "
+            "not followed (only files inside a watched directory are read)",
+        )
+    return real
+
+
+def open_regular(path: str, within: str | None = None) -> BinaryIO:
     """Open a regular file for reading; nothing else, and never wait. A FIFO named with
     --fio.watch blocked open() (and so every scrape) until a writer came; a device (/dev/zero)
     would be read without end. So the file is opened non-blocking and its type checked on the
     open descriptor (no window between a check and the open); anything but a regular file is an
-    OSError, which makes the source down with reason ``unreadable`` and one log line."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    OSError, which makes the source down with reason ``unreadable`` and one log line.
+
+    ``within`` (see :func:`watched_directory`): the file must lie inside that directory once
+    symbolic links are resolved (:func:`inside`); the resolved path is opened with O_NOFOLLOW, so
+    a link swapped in for the file after the check is refused too."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if within is not None:
+        path = inside(path, within)
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

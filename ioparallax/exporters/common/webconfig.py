@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import bcrypt
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml
+from ioparallax.yamlconf import ConfigError, Section, load_yaml
 
 log = logging.getLogger(__name__)
 

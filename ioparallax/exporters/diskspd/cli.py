@@ -12,135 +12,29 @@ import argparse
 import logging
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from ioparallax.exporters.common.logsetup import add_logging_args, escape_text, setup_logging
+from ioparallax.exporters.common.logsetup import escape_text, setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp
-from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
-from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, serve, server_limits
+from ioparallax.exporters.common.web.startup import add_web_args, serve
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
+from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
-from ioparallax.exporters.diskspd.reader import DEFAULT_MAX_DOCUMENT_BYTES, DiskspdError
+from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.diskspd")
 
-DEFAULT_LISTEN = ":9765"
 DESCRIPTION = (
     "Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
     "run, time span and target the I/Os, bytes, latency means and percentiles, outstanding I/Os "
     "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics."
 )
-
-
-@dataclass
-class Settings:
-    listen: str = DEFAULT_LISTEN
-    web_config_file: str | None = None
-    watch: list[str] = field(default_factory=list)
-    pattern: str = "*.xml"
-    retention_s: float = 3600.0
-    settle_s: float = 5.0
-    cache_size: int | None = None
-    scrape_interval_s: float = 15.0
-    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
-    all_percentiles: bool = False
-    web_limits: ServerLimits = field(default_factory=ServerLimits)
-
-    def describe(self) -> str:
-        return "\n".join(
-            [
-                f"listen_address: {self.listen}",
-                f"watch: {self.watch}",
-                f"pattern: {self.pattern}",
-                f"retention: {self.retention_s:g}s",
-                f"settle_time: {self.settle_s:g}s",
-                f"cache_size: {self.cache_size if self.cache_size is not None else 'unset (check off)'}",
-                f"scrape_interval: {self.scrape_interval_s:g}s",
-                f"max_file_size: {self.max_document_bytes}",
-                f"percentiles: {'all' if self.all_percentiles else 'text'}",
-            ]
-        )
-
-
-def _percentiles(value: str) -> bool:
-    if value not in ("text", "all"):
-        raise ValueError(f"expected text or all, got {value!r}")
-    return value == "all"
-
-
-def _common_args(p: argparse.ArgumentParser, watch: bool = True) -> None:
-    g = p.add_argument_group("DiskSPD results")
-    if watch:
-        g.add_argument(
-            "--diskspd.watch",
-            dest="watch",
-            action="append",
-            metavar="PATH",
-            help="a DiskSPD -Rxml result file, or a directory whose files matching --diskspd.pattern are; repeatable",
-        )
-        g.add_argument(
-            "--diskspd.pattern",
-            dest="pattern",
-            metavar="GLOB",
-            help="file name pattern inside watched directories (default: *.xml)",
-        )
-        g.add_argument(
-            "--diskspd.retention",
-            dest="retention",
-            metavar="DURATION",
-            help="how long a run stays visible after it ended or its file arrived, whichever is later; "
-            "0 keeps it while the file exists (default: 1h)",
-        )
-        g.add_argument(
-            "--diskspd.settle-time",
-            dest="settle_time",
-            metavar="DURATION",
-            help="a file that ends early and was modified within this time is a copy under way, "
-            "not an error (default: 5s)",
-        )
-    g.add_argument(
-        "--diskspd.cache-size",
-        dest="cache_size",
-        metavar="SIZE",
-        help="storage cache size for the working-set hygiene check, e.g. 20GiB (default: unset, check off)",
-    )
-    g.add_argument(
-        "--diskspd.scrape-interval",
-        dest="scrape_interval",
-        metavar="DURATION",
-        help="Prometheus' scrape interval: runs shorter than 3 of these are flagged (default: 15s)",
-    )
-    g.add_argument(
-        "--diskspd.max-file-size",
-        dest="max_file_size",
-        metavar="SIZE",
-        help="largest result file read; a larger one is refused unread and shown down (too_large) "
-        f"(default: {DEFAULT_MAX_DOCUMENT_BYTES // 2**20}MiB; -D stores ~400 bytes per interval, "
-        "thread and target)",
-    )
-    g.add_argument(
-        "--diskspd.percentiles",
-        dest="percentiles",
-        metavar="text|all",
-        help="latency percentiles exported: the 15 DiskSPD's text report shows (min, 25 ... 99, "
-        "3 to 9 nines, max) or all 108 of the XML (default: text)",
-    )
-    p.add_argument(
-        "--config.file",
-        dest="config_file",
-        metavar="FILE",
-        help="YAML file with the same settings (keys: listen_address, watch, pattern, retention, "
-        "settle_time, cache_size, scrape_interval, max_file_size, percentiles); flags given on the "
-        "command line win",
-    )
-    add_logging_args(p)
-    add_version_arg(p, "diskspd-exporter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/metrics; a new or changed file is parsed once, at the next scrape.",
     )
     add_web_args(s, DEFAULT_LISTEN, probe=False)
-    _common_args(s)
+    SPEC.add_args(s)
     c = sub.add_parser(
         "convert",
         help="print the exposition of result files once",
@@ -162,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stdout. Exits 1, naming each bad file and the cause on stderr, if one cannot be read.",
     )
     c.add_argument("files", nargs="+", metavar="FILE")
-    _common_args(c, watch=False)
+    SPEC.add_args(c, watch=False)
     b = sub.add_parser(
         "backfill",
         help="write the runs' -D interval series with their own timestamps",
@@ -185,58 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run `promtool tsdb create-blocks-from openmetrics` into DIR (Prometheus' data "
         "directory, or a directory to copy from); needs --output and --format openmetrics",
     )
-    _common_args(b, watch=False)
+    SPEC.add_args(b, watch=False)
     return parser
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Flags over the YAML file over defaults; errors name the file and key (or the flag)."""
-    s = Settings()
-    cfg_path = getattr(args, "config_file", None)
-    if cfg_path:
-        sec = Section(load_yaml(cfg_path), cfg_path)
-        s.listen = sec.get("listen_address", str, default=s.listen)
-        watch = sec.get("watch", (list, str), default=[])
-        s.watch = [watch] if isinstance(watch, str) else [str(w) for w in watch]
-        s.pattern = sec.get("pattern", str, default=s.pattern)
-        s.retention_s = sec.get("retention", parse_duration, default=s.retention_s)
-        s.settle_s = sec.get("settle_time", parse_duration, default=s.settle_s)
-        s.cache_size = sec.get("cache_size", parse_bytes, default=None)
-        s.scrape_interval_s = sec.get("scrape_interval", parse_duration, default=s.scrape_interval_s)
-        s.max_document_bytes = sec.get("max_file_size", parse_bytes, default=s.max_document_bytes)
-        s.all_percentiles = sec.get("percentiles", _percentiles, default=False)
-        sec.reject_unknown()
-
-    def flag(name: str, conv, dest: str, shown: str) -> None:
-        value = getattr(args, dest, None)
-        if value is None:
-            return
-        try:
-            setattr(s, name, conv(value))
-        except ValueError as exc:
-            raise ConfigError(None, shown, str(exc)) from exc
-
-    flag("listen", str, "listen", "--web.listen-address")
-    flag("web_config_file", str, "web_config_file", "--web.config.file")
-    s.web_limits = server_limits(args)
-    if getattr(args, "watch", None):
-        s.watch = list(args.watch)
-    flag("pattern", str, "pattern", "--diskspd.pattern")
-    flag("retention_s", parse_duration, "retention", "--diskspd.retention")
-    flag("settle_s", parse_duration, "settle_time", "--diskspd.settle-time")
-    flag("cache_size", parse_bytes, "cache_size", "--diskspd.cache-size")
-    flag("scrape_interval_s", parse_duration, "scrape_interval", "--diskspd.scrape-interval")
-    flag("max_document_bytes", parse_bytes, "max_file_size", "--diskspd.max-file-size")
-    flag("all_percentiles", _percentiles, "percentiles", "--diskspd.percentiles")
-    if s.max_document_bytes < 1024:
-        raise ConfigError(cfg_path, "max_file_size", "must be at least 1KiB (DiskSPD's smallest results are a few KB)")
-    if s.scrape_interval_s <= 0:
-        raise ConfigError(cfg_path, "scrape_interval", "must be positive")
-    try:
-        parse_listen_address(s.listen)
-    except ValueError as exc:
-        raise ConfigError(cfg_path, "listen_address", str(exc)) from exc
-    return s
 
 
 def _files(s: Settings, paths: list[str], pattern: str | None = None, settle_s: float | None = None) -> ResultFiles:
@@ -270,9 +114,9 @@ def cmd_serve(s: Settings) -> int:
         description=DESCRIPTION,
         probe=None,
         collectors=[_collector(s, files)],
-        config_text=s.describe(),
+        config_text=SPEC.describe(s),
     )
-    return serve(app, WebSettings(listen=s.listen, config_file=s.web_config_file, limits=s.web_limits))
+    return serve(app, s.web())
 
 
 def _read_all(s: Settings, paths: list[str]) -> tuple[ResultFiles, list[str]]:
@@ -329,6 +173,7 @@ def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, ts
     return 1 if bad else 0
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in ("serve", "convert", "backfill", "-h", "--help", "--version")):
@@ -336,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
-        s = settings_from(args)
+        s = SPEC.read(args, Settings())
         if args.command == "convert":
             return cmd_convert(s, args.files)
         if args.command == "backfill":
@@ -348,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         log.error("cannot run %s: %s", exc.filename, exc.strerror)
         return 1
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

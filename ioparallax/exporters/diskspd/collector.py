@@ -9,16 +9,15 @@ reach Prometheus by backfill (:mod:`ioparallax.exporters.diskspd.backfill`), see
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ioparallax.exporters.common.families import MetricFamilies
 from ioparallax.exporters.common.watchdir import display_name
 from ioparallax.exporters.diskspd.files import ResultFiles, SourceView
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
@@ -52,50 +51,6 @@ def percentile_label(p: float) -> str:
     return floatToGoString(p).removesuffix(".0")
 
 
-class _Families:
-    """Lazily created families, staged per source and committed whole (a file whose exposition
-    fails half-way shows none of its series, never a partial set)."""
-
-    def __init__(self) -> None:
-        self._fams: dict[str, Metric] = {}
-        self._staged: list[tuple[type, str, str, list[str], list[str], float]] | None = None
-
-    def stage(self) -> None:
-        self._staged = []
-
-    def commit(self) -> None:
-        staged, self._staged = self._staged or [], None
-        for kind, name, doc, labels, values, value in staged:
-            self._get(kind, name, doc, labels).add_metric(values, value)
-
-    def discard(self) -> None:
-        self._staged = None
-
-    def _get(self, kind: type, name: str, doc: str, labels: list[str]) -> Any:
-        fam = self._fams.get(name)
-        if fam is None:
-            fam = self._fams[name] = kind(name, doc, labels=labels)
-        return fam
-
-    def _add(self, kind: type, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        v = float(value)
-        if not math.isfinite(v):
-            raise ValueError(f"{name} would be {v}")
-        if self._staged is not None:
-            self._staged.append((kind, name, doc, labels, values, v))
-        else:
-            self._get(kind, name, doc, labels).add_metric(values, v)
-
-    def gauge(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        self._add(GaugeMetricFamily, name, doc, labels, values, value)
-
-    def counter(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        self._add(CounterMetricFamily, name.removesuffix("_total"), doc, labels, values, value)
-
-    def __iter__(self) -> Iterator[Metric]:
-        return iter(self._fams.values())
-
-
 class DiskspdCollector(Collector):
     def __init__(
         self,
@@ -118,7 +73,7 @@ class DiskspdCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         start = time.monotonic()
-        fams = _Families()
+        fams = MetricFamilies()
         ok = True
         try:
             if self.poll:
@@ -147,7 +102,7 @@ class DiskspdCollector(Collector):
         dur.add_metric([], time.monotonic() - start)
         yield dur
 
-    def _isolated(self, fams: _Families, v: SourceView) -> bool:
+    def _isolated(self, fams: MetricFamilies, v: SourceView) -> bool:
         fams.stage()
         try:
             self._source(fams, v)
@@ -161,7 +116,7 @@ class DiskspdCollector(Collector):
             self._source(fams, v)
             return False
 
-    def _source(self, fams: _Families, v: SourceView) -> None:
+    def _source(self, fams: MetricFamilies, v: SourceView) -> None:
         src = [v.name]
         fams.gauge(
             "diskspd_source_up",
@@ -207,7 +162,7 @@ class DiskspdCollector(Collector):
             return
         self._run(fams, v.result, v.name)
 
-    def _run(self, fams: _Families, r: DiskspdResult, source: str) -> None:
+    def _run(self, fams: MetricFamilies, r: DiskspdResult, source: str) -> None:
         host = display_name(r.computer_name)
         run = [host, source]
         fams.gauge(
@@ -230,7 +185,9 @@ class DiskspdCollector(Collector):
             prof = r.profiles[i] if i < len(r.profiles) else None
             self._span(fams, run + [str(i + 1)], span, prof)
 
-    def _span(self, fams: _Families, labels: list[str], span: TimeSpanResult, prof: TimeSpanProfile | None) -> None:
+    def _span(
+        self, fams: MetricFamilies, labels: list[str], span: TimeSpanResult, prof: TimeSpanProfile | None
+    ) -> None:
         if span.error is not None:
             fams.gauge(
                 "diskspd_timespan_interrupted",
@@ -307,7 +264,12 @@ class DiskspdCollector(Collector):
             self._target(fams, labels + [str(t.index), display_name(t.path)], t, span, prof)
 
     def _target(
-        self, fams: _Families, labels: list[str], t: TargetResult, span: TimeSpanResult, prof: TimeSpanProfile | None
+        self,
+        fams: MetricFamilies,
+        labels: list[str],
+        t: TargetResult,
+        span: TimeSpanResult,
+        prof: TimeSpanProfile | None,
     ) -> None:
         tp = t.profile
         if tp is not None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular
+from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
 from ioparallax.exporters.diskspd.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DiskspdError,
@@ -152,7 +152,8 @@ class ResultFiles:
                     f"{st.st_size} bytes, above the bound of {self.config.max_document_bytes} "
                     "(--diskspd.max-file-size); skipped unread"
                 )
-            with open_regular(state.path) as fh:  # never blocks, even if swapped for a FIFO
+            # never blocks, even if swapped for a FIFO; never leaves the watched directory
+            with open_regular(state.path, watched_directory(state.path, self.config.paths)) as fh:
                 data = fh.read(self.config.max_document_bytes + 1)
             result = parse_bytes(data, self.config.max_document_bytes)
         except OSError as exc:

@@ -8,19 +8,18 @@ updated in the background and no sample carries a timestamp. See docs/fio.md for
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.exposition import printable
+from ioparallax.exporters.common.families import MetricFamilies, finite
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from ioparallax.exporters.fio.reader import DirectionStats, JobRecord, Latency
@@ -74,66 +73,6 @@ def _le(edge: float) -> str:
     return floatToGoString(edge)
 
 
-class _Families:
-    """Lazily created families, so a scrape only shows metric names it has samples for.
-
-    Samples are staged per source (:meth:`stage`) and only added once the whole source was built
-    (:meth:`commit`): a file whose exposition fails half-way shows none of its job series, never a
-    partial set. Values are converted to float when staged, so a number no float can hold fails
-    there, inside the file's isolation."""
-
-    def __init__(self) -> None:
-        self._fams: dict[str, Metric] = {}
-        self._staged: list[tuple[type, str, str, list[str], list[str], tuple[Any, ...]]] | None = None
-
-    def stage(self) -> None:
-        self._staged = []
-
-    def commit(self) -> None:
-        staged, self._staged = self._staged or [], None
-        for kind, name, doc, labels, values, value in staged:
-            self.get(kind, name, doc, labels).add_metric(values, *value)
-
-    def discard(self) -> None:
-        self._staged = None
-
-    def get(self, kind: type, name: str, doc: str, labels: list[str]) -> Any:
-        """The family of type ``kind`` (Gauge-, Counter- or HistogramMetricFamily, whose
-        ``add_metric`` signatures differ: hence ``Any``)."""
-        fam = self._fams.get(name)
-        if fam is None:
-            fam = self._fams[name] = kind(name, doc, labels=labels)
-        return fam
-
-    def add(self, kind: type, name: str, doc: str, labels: list[str], values: list[str], *value) -> None:
-        # A file name (or a job name from the JSON) is data: one that UTF-8 cannot encode must not
-        # fail the whole exposition (see printable()).
-        values = [v if v.isascii() else printable(v) for v in values]
-        if self._staged is not None:
-            self._staged.append((kind, name, doc, labels, values, value))
-        else:
-            self.get(kind, name, doc, labels).add_metric(values, *value)
-
-    def gauge(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        self.add(GaugeMetricFamily, name, doc, labels, values, _finite(name, value))
-
-    def counter(self, name: str, doc: str, labels: list[str], values: list[str], value: float) -> None:
-        # CounterMetricFamily takes the name without _total and adds it back in the exposition.
-        base = name[:-6] if name.endswith("_total") else name
-        self.add(CounterMetricFamily, base, doc, labels, values, _finite(name, value))
-
-    def __iter__(self) -> Iterator[Metric]:
-        return iter(self._fams.values())
-
-
-def _finite(name: str, value: float) -> float:
-    """Last guard before the exposition (the reader has validated every number already)."""
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} would be {v}")
-    return v
-
-
 class FioCollector(Collector):
     def __init__(
         self,
@@ -158,7 +97,7 @@ class FioCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         start = time.monotonic()
-        fams = _Families()
+        fams = MetricFamilies()
         ok = True
         try:
             if self.poll:
@@ -204,7 +143,7 @@ class FioCollector(Collector):
         yield dur
 
     # ---------------------------------------------------------------------------------------
-    def _isolated_source(self, fams: _Families, v: SourceView, used: set[int]) -> bool:
+    def _isolated_source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> bool:
         """One file's series; whatever goes wrong while building them costs only this file (like
         node_exporter's textfile collector): it is shown down with reason ``internal_error``."""
         fams.stage()
@@ -220,7 +159,7 @@ class FioCollector(Collector):
             self._source(fams, v, used)
             return False
 
-    def _source(self, fams: _Families, v: SourceView, used: set[int]) -> None:
+    def _source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> None:
         src = [v.path]
         fams.gauge(
             "fio_source_up",
@@ -325,7 +264,7 @@ class FioCollector(Collector):
                 pstats = prev.directions.get(d) if prev is not None else None
                 self._direction(fams, d, stats, labels, job, prev, pstats, used)
 
-    def _job(self, fams: _Families, job: JobRecord, labels: list[str], v: SourceView, version: str | None) -> None:
+    def _job(self, fams: MetricFamilies, job: JobRecord, labels: list[str], v: SourceView, version: str | None) -> None:
         o = job.options
         info = {
             "file": o.get("filename", o.get("directory", "")),
@@ -440,7 +379,7 @@ class FioCollector(Collector):
 
     def _direction(
         self,
-        fams: _Families,
+        fams: MetricFamilies,
         d: str,
         s: DirectionStats,
         labels: list[str],
@@ -535,7 +474,7 @@ class FioCollector(Collector):
             JOB_LABELS,
             labels,
             buckets,
-            _finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS),
+            finite(f"{p}_clat_seconds_sum", c.sum_ns * _NS),
         )
         shown: set[str] = set()
         for q, ns in c.percentiles if self.collectors.percentiles else ():

@@ -16,8 +16,18 @@ files) are skipped and counted, wherever they are; one bad document never loses 
 only when a document can have ended (a ``}`` at the start of a line, which in fio's pretty output
 only the top-level closing brace has) and drops foreign lines as they arrive, so reading costs
 O(new bytes) plus one decode per finished document, and memory is bounded by the largest
-document allowed. Every number is checked in :func:`parse_document`: a document with a value fio
-cannot write (NaN, infinity, negative counts, beyond 2^64) raises :class:`InvalidValue`.
+document allowed. Every number is checked: a document with a value fio cannot write (NaN,
+infinity, negative counts, beyond 2^64) raises :class:`InvalidValue` in :func:`parse_document`.
+
+Two ways read a document, with the same records and the same rejections:
+
+- typed (``DocumentStream(typed=True)``, what :func:`read_text` and the exporter's tailer use):
+  msgspec decodes fio's ordinary ``jobs`` document straight into :class:`FioDocument`, checking
+  the type and range of every number in C as it decodes (``msgspec.Meta`` bounds), and
+  :func:`parse_document` only builds the records. A document that does not pass (a value out of
+  range or of another type, client/server ``client_stats``, keys not seen before) is decoded
+  again as plain dicts and goes the field-by-field way below, which decides and names the field;
+- plain dicts (any decoder): every number checked field by field (a block at a time when fine).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -484,7 +494,10 @@ def _client_jobs(entries: list[Any], global_options: dict[str, str]) -> tuple[li
 
 def parse_document(doc: Any) -> FioRecord:
     """A decoded fio JSON document -> :class:`FioRecord`. Raises :class:`NotFioDocument`, or
-    :class:`InvalidValue` for a number fio cannot have written (the whole document is garbage)."""
+    :class:`InvalidValue` for a number fio cannot have written (the whole document is garbage).
+    A :class:`FioDocument` (numbers checked as it was decoded) is only made into records."""
+    if type(doc) is FioDocument:
+        return _parse_typed(doc)
     if not isinstance(doc, dict):
         raise NotFioDocument(f"expected a JSON object, got {type(doc).__name__}")
     global_options = _options(doc.get("global options"))
@@ -507,6 +520,177 @@ def parse_document(doc: Any) -> FioRecord:
             interim_snapshots=interim,
         )
     raise NotFioDocument("neither 'jobs' nor 'client_stats' is a list: not fio JSON output")
+
+
+# --------------------------------------------------------------------------------------------
+# typed documents: numbers checked by msgspec as it decodes
+
+# What fio writes, as bounds msgspec checks in C. Each accepts only what the field-by-field way
+# accepts with the same value, so a document that passes gives the same records either way:
+# counts are ints in 0..2^63-1 (msgspec's bounds are int64; a float, bool or string fails and goes
+# the dict way, where it reads as absent or is converted as before); averages are ints or finite
+# floats in 0..2^63 (an int beyond 2^63 would be rounded to a float before the bound is checked).
+# What is beyond these bounds goes the dict way, which accepts it up to 2^64 and rejects the
+# rest. JSON has no NaN or infinity: msgspec refuses them outright.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+_Average = Annotated[float, msgspec.Meta(ge=0, le=2.0**63)]
+_Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
+
+
+class _LatencyBlock(msgspec.Struct, gc=False):
+    N: _Count | None = None
+    min: _Average | None = None
+    max: _Average | None = None
+    mean: _Average | None = None
+    stddev: _Average | None = None
+    percentile: dict[str, _Count] | None = None
+    bins: dict[str, _Count] | None = None
+
+
+class _DirectionBlock(msgspec.Struct, gc=False):
+    io_bytes: _Count | None = None
+    total_ios: _Count | None = None
+    short_ios: _Count | None = None
+    drop_ios: _Count | None = None
+    runtime: _Count | None = None
+    iops: _Average | None = None
+    bw_bytes: _Average | None = None
+    clat_ns: _LatencyBlock | None = None
+    slat_ns: _LatencyBlock | None = None
+    lat_ns: _LatencyBlock | None = None
+
+
+class _JobEntry(msgspec.Struct, gc=False):
+    jobname: str = ""  # a null name reads as "None" the dict way: it goes that way
+    job_options: dict[str, str] | None = msgspec.field(default=None, name="job options")
+    read: _DirectionBlock | None = None
+    write: _DirectionBlock | None = None
+    trim: _DirectionBlock | None = None
+    mixed: _DirectionBlock | None = None
+    groupid: _Count | None = None
+    error: _Count | None = None
+    eta: _Count | None = None
+    elapsed: _Count | None = None
+    job_runtime: _Count | None = None
+    ctx: _Count | None = None
+    majf: _Count | None = None
+    minf: _Count | None = None
+    usr_cpu: _Average | None = None
+    sys_cpu: _Average | None = None
+    iodepth_level: dict[str, _Average] | None = None
+    hostname: str | None = None
+    port: _Port | None = None
+
+
+class FioDocument(msgspec.Struct, gc=False):
+    """A fio ``jobs`` document decoded with its numbers checked (fields fio does not write, or
+    the reader does not use, are skipped unread). :func:`parse_document` makes it a record."""
+
+    version: str | None = msgspec.field(default=None, name="fio version")
+    timestamp: _Average | None = None
+    timestamp_ms: _Average | None = None
+    global_options: dict[str, str] | None = msgspec.field(default=None, name="global options")
+    jobs: list[_JobEntry] | None = None
+
+
+_typed_decode = msgspec.json.Decoder(FioDocument).decode
+
+
+class _KeysNotKnown(Exception):
+    """A typed document holds percentile or bin keys not proven fine yet: read it the dict way,
+    which checks them (and remembers them)."""
+
+
+def _decode_document(raw: bytes, typed: bool) -> Any:
+    """One whole document by msgspec: a :class:`FioDocument` when ``typed`` and it passes,
+    else plain dicts. Raises msgspec.DecodeError (not one JSON document, NaN, invalid UTF-8) or
+    RecursionError."""
+    if typed:
+        try:
+            doc = _typed_decode(raw)
+        except msgspec.ValidationError:  # a number fio cannot write, another type, not an object
+            pass
+        else:
+            if doc.jobs is not None:
+                return doc
+    return _msgspec_decode(raw)
+
+
+def _typed_latency(block: _LatencyBlock | None) -> Latency | None:
+    if block is None or not block.N:
+        return None
+    pct = block.percentile
+    percentiles: tuple[tuple[float, float], ...] = ()
+    if pct:
+        if not pct.keys() <= _PERCENTILE_KEYS.keys():
+            raise _KeysNotKnown
+        percentiles = tuple(sorted(zip(map(_PERCENTILE_KEYS.__getitem__, pct), map(float, pct.values()))))
+    bins = block.bins
+    if bins and not bins.keys() <= _BIN_KEYS:
+        raise _KeysNotKnown
+    return Latency(
+        block.N,
+        block.min or 0.0,
+        block.max or 0.0,
+        block.mean or 0.0,
+        block.stddev or 0.0,
+        percentiles,
+        bins,
+    )
+
+
+def _typed_direction(block: _DirectionBlock) -> DirectionStats:
+    return DirectionStats(
+        block.io_bytes or 0,
+        block.total_ios or 0,
+        block.short_ios or 0,
+        block.drop_ios or 0,
+        block.iops or 0.0,
+        block.bw_bytes or 0.0,
+        block.runtime or 0,
+        _typed_latency(block.clat_ns),
+        _typed_latency(block.slat_ns),
+        _typed_latency(block.lat_ns),
+    )
+
+
+def _typed_job(entry: _JobEntry, jobid: int, global_options: dict[str, str]) -> JobRecord:
+    directions = {}
+    for name, block in (("read", entry.read), ("write", entry.write), ("trim", entry.trim), ("mixed", entry.mixed)):
+        if block is not None:
+            directions[name] = _typed_direction(block)
+    job_options = entry.job_options or {}
+    eta = entry.eta
+    return JobRecord(
+        jobid,
+        entry.jobname,
+        {**global_options, **job_options},
+        job_options,
+        directions,
+        entry.hostname,
+        entry.port,
+        entry.groupid,
+        entry.error or 0,
+        None if eta is None or eta >= ETA_UNKNOWN else eta,
+        entry.elapsed,
+        entry.job_runtime,
+        entry.usr_cpu,
+        entry.sys_cpu,
+        entry.ctx,
+        entry.majf,
+        entry.minf,
+        entry.iodepth_level or {},
+    )
+
+
+def _parse_typed(doc: FioDocument) -> FioRecord:
+    try:
+        global_options = doc.global_options or {}
+        timestamp = doc.timestamp_ms / 1000.0 if doc.timestamp_ms is not None else doc.timestamp
+        jobs = [_typed_job(e, i, global_options) for i, e in enumerate(doc.jobs or ())]
+    except _KeysNotKnown:
+        return parse_document(msgspec.to_builtins(doc))
+    return FioRecord(version=doc.version, timestamp=timestamp, global_options=global_options, jobs=jobs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,9 +749,12 @@ class DocumentStream:
     counted in ``oversized_documents``.
     """
 
-    def __init__(self, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> None:
+    def __init__(self, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, typed: bool = False) -> None:
         self.counts = StreamCounts()
         self.max_document_bytes = max_document_bytes
+        #: Documents that pass come out as :class:`FioDocument` (numbers checked as decoded),
+        #: the others as dicts; either goes to :func:`parse_document`.
+        self.typed = typed
         self.cut_off_at: int | None = None  # finish(): byte offset of a document left incomplete
         self.garbage_since_last_document: str | None = None  # 'corrupt' or 'too_large'
         self._state = _OUTSIDE
@@ -587,10 +774,10 @@ class DocumentStream:
         """Bytes held back: the document (and line) still being written."""
         return self._doc_len + self._partial_len
 
-    def feed(self, data: bytes | str) -> list[dict[str, Any]]:
+    def feed(self, data: bytes | str) -> list[Any]:
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
-        docs: list[dict[str, Any]] = []
+        docs: list[Any] = []
         for i in range(0, len(data), _SLICE):
             self._feed(data[i : i + _SLICE], docs)
         self._try_partial(docs)
@@ -605,8 +792,8 @@ class DocumentStream:
         self._dropping_line, self._count_dropped, self._dropped_nonblank = True, False, False
         self._resync_from = self._offset
 
-    def finish(self) -> list[dict[str, Any]]:
-        docs: list[dict[str, Any]] = []
+    def finish(self) -> list[Any]:
+        docs: list[Any] = []
         if self._dropping_line:
             if self._count_dropped and self._dropped_nonblank:
                 self.counts.non_json_lines += 1
@@ -624,7 +811,7 @@ class DocumentStream:
         return docs
 
     # ---- scanning
-    def _feed(self, data: bytes, docs: list[dict[str, Any]]) -> None:
+    def _feed(self, data: bytes, docs: list[Any]) -> None:
         if self._dropping_line or self._partial:
             nl = data.find(b"\n")
             if nl < 0:
@@ -676,7 +863,7 @@ class DocumentStream:
         self._dropped_nonblank = any(p.strip() for p in self._partial)
         self._partial = []
 
-    def _block(self, buf: bytes, docs: list[dict[str, Any]]) -> int:
+    def _block(self, buf: bytes, docs: list[Any]) -> int:
         """Consume the complete lines of ``buf`` (which starts at a line start); returns where the
         line still being written begins."""
         pos, n = 0, len(buf)
@@ -730,27 +917,44 @@ class DocumentStream:
             pos = eol + 1
         return pos
 
-    def _whole_document(self, buf: bytes, pos: int, docs: list[dict[str, Any]]) -> int:
+    def _whole_document(self, buf: bytes, pos: int, docs: list[Any]) -> int:
         """fio's ordinary case at once: from the ``{`` opening the line at ``pos`` to the first
         line that is ``}`` alone, with no line opening with ``{`` between, decoded as one
         document. If that decodes (valid JSON: every line in it is a JSON line, none foreign),
         the line-by-line way would have read the same document and nothing else, so it is taken
         without looking at each line; returns where the next line starts, or 0 to read line by
         line (no such end in ``buf``, above the size bound, or not valid JSON)."""
-        end = buf.find(b"\n}\n", pos)
-        if end < 0 or end + 3 - pos > self.max_document_bytes or buf.find(b"\n{", pos, end) >= 0:
+        end = self._document_end(buf, pos)
+        if end < 0 or end + 3 - pos > self.max_document_bytes:
             return 0
         try:
-            doc = _msgspec_decode(buf[pos : end + 3])
+            doc = _decode_document(buf[pos : end + 3], self.typed)
         except (msgspec.DecodeError, RecursionError):
             return 0
-        if not isinstance(doc, dict):
+        if not isinstance(doc, (dict, FioDocument)):
             return 0
         self._doc_start = self._offset
         self._emit([doc], docs)
         return end + 3
 
-    def _line(self, line: bytes, docs: list[dict[str, Any]]) -> None:
+    @staticmethod
+    def _document_end(buf: bytes, pos: int) -> int:
+        """Where the first line that is ``}`` alone after ``pos`` starts (its newline), or -1 if
+        a line opening with ``{`` comes first or there is none. One scan for a brace opening a
+        line (a regex with a literal first byte), not two ``find`` calls that stop at every
+        newline."""
+        search = _BRACE_LINE[1].search
+        m = search(buf, pos)
+        while m is not None:
+            at = m.start()
+            if buf[at + 1] == 0x7B:  # '{'
+                return -1
+            if buf[at + 2 : at + 3] == b"\n":
+                return at
+            m = search(buf, at + 2)
+        return -1
+
+    def _line(self, line: bytes, docs: list[Any]) -> None:
         """One complete line (without its newline) that needs a decision."""
         first = line[:1]
         if self._state == _SKIPPING:
@@ -816,9 +1020,9 @@ class DocumentStream:
     def _drop_document(self) -> None:
         self._doc, self._doc_len = [], 0
 
-    def _close(self, docs: list[dict[str, Any]], compact: bool) -> None:
+    def _close(self, docs: list[Any], compact: bool) -> None:
         """Decode the document that a closing line (or a one-line document) may have ended."""
-        decoded = _decode(b"".join(self._doc))
+        decoded = _decode(b"".join(self._doc), self.typed)
         if decoded is None:
             if compact:
                 return  # a '}' ended an inner object: read on
@@ -831,12 +1035,12 @@ class DocumentStream:
         self._drop_document()
         self._state = _OUTSIDE
 
-    def _emit(self, found: list[dict[str, Any]], docs: list[dict[str, Any]]) -> None:
+    def _emit(self, found: list[Any], docs: list[Any]) -> None:
         self.counts.documents += len(found)
         self.garbage_since_last_document = None
         docs.extend(found)
 
-    def _try_partial(self, docs: list[dict[str, Any]]) -> None:
+    def _try_partial(self, docs: list[Any]) -> None:
         """A last line without its newline that can end a document (a file written without a
         final newline): decode now rather than wait for a newline that may never come."""
         if not self._partial or self._dropping_line:
@@ -848,7 +1052,7 @@ class DocumentStream:
         ):
             return
         line = b"".join(self._partial)
-        decoded = _decode(b"".join(self._doc) + line)
+        decoded = _decode(b"".join(self._doc) + line, self.typed)
         if decoded is None or decoded[1]:
             return
         if self._state == _OUTSIDE:
@@ -869,7 +1073,7 @@ def _next_line(patterns: tuple[re.Pattern[bytes], re.Pattern[bytes]], buf: bytes
     return m.start() + 1 if m else -1
 
 
-def _decode(raw: bytes) -> tuple[list[dict[str, Any]], bool] | None:
+def _decode(raw: bytes, typed: bool = False) -> tuple[list[Any], bool] | None:
     """The document(s) in ``raw`` (which starts with ``{``) and whether non-JSON text followed
     them; None if ``raw`` does not start with a complete document. Never raises: numbers beyond
     Python's digit limit and nesting beyond its recursion limit are undecodable like any garbage.
@@ -879,16 +1083,16 @@ def _decode(raw: bytes) -> tuple[list[dict[str, Any]], bool] | None:
     rounded alike; orjson, as fast, turns integers beyond 64 bits into floats). Anything msgspec
     refuses (several documents or trailing text, NaN, infinity, invalid UTF-8, deep nesting) goes
     the json module's way, so what is read and what is rejected is the json module's, as before
-    (tests/fio/test_fio_reader_fast.py)."""
+    (tests/fio/test_fio_reader_fast.py). ``typed``: see :func:`_decode_document`."""
     try:
-        doc = _msgspec_decode(raw)
+        doc = _decode_document(raw, typed)
     except (msgspec.DecodeError, RecursionError):
         pass
     else:
-        if isinstance(doc, dict):
+        if isinstance(doc, (dict, FioDocument)):
             return [doc], False
     text = raw.decode("utf-8", "replace")
-    found: list[dict[str, Any]] = []
+    found: list[Any] = []
     pos, n = 0, len(text)
     while True:
         try:
@@ -933,7 +1137,7 @@ def read_text(text: str) -> ReadResult:
     slice at a time and each slice's documents made records at once, while they are fresh in the
     CPU's caches, and dropped (a 10-minute status stream's 600 decoded documents are never held
     all at once)."""
-    stream = DocumentStream()
+    stream = DocumentStream(typed=True)
     records: list[FioRecord] = []
     for i in range(0, len(text), _SLICE):
         records.extend(parse_documents(stream.feed(text[i : i + _SLICE]), stream.counts))

@@ -22,8 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from ioparallax.exporters.common.watchdir import list_files, open_regular
+from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory
 from ioparallax.exporters.fio.reader import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -53,7 +54,7 @@ REJECT_REASONS = ("invalid_value", "too_large")
 
 @dataclass
 class TailResult:
-    documents: list[dict]
+    documents: list[Any]  # dicts or FioDocument (see reader.DocumentStream)
     new_bytes: int
     reset: str | None = None  # why the file was read again from the start, if it was
     skipped: int = 0  # bytes of backlog skipped (see FileTailer.skip_backlog)
@@ -62,8 +63,17 @@ class TailResult:
 class FileTailer:
     """Follows one file: new bytes since the last read, decoded into fio documents."""
 
-    def __init__(self, path: str, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, skip_backlog: bool = True):
+    def __init__(
+        self,
+        path: str,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        skip_backlog: bool = True,
+        within: str | None = None,
+    ):
         self.path = path
+        #: the watched directory the file was found in: it is read only if it lies inside it
+        #: (watchdir.open_regular); None for a file named directly
+        self.within = within
         self.max_document_bytes = max_document_bytes
         #: With more than MAX_READ_BYTES unread (an exporter started late on a long stream), jump
         #: to the last 2 documents' worth of bytes: records are cumulative, so the latest two hold
@@ -74,7 +84,7 @@ class FileTailer:
         self.identity: tuple[int, int] | None = None  # (st_dev, st_ino)
         self.mtime: float | None = None
         self.size = 0
-        self.stream = DocumentStream(max_document_bytes)
+        self.stream = DocumentStream(max_document_bytes, typed=True)
         self._seen: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) last read
         self._prefix = b""  # the file's first bytes, up to PREFIX_BYTES
 
@@ -82,7 +92,7 @@ class FileTailer:
         counts = self.stream.counts
         self.offset = 0
         self._prefix = b""
-        self.stream = DocumentStream(self.max_document_bytes)
+        self.stream = DocumentStream(self.max_document_bytes, typed=True)
         self.stream.counts = counts  # counters are cumulative over the file's lifetime
 
     def read_new(self, max_bytes: int = MAX_READ_BYTES) -> TailResult:
@@ -101,7 +111,7 @@ class FileTailer:
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
             return  # unchanged since the last read: nothing to do
-        with open_regular(self.path) as fh:
+        with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
             reset = None
@@ -245,7 +255,13 @@ class Watcher:
                 state = self.sources.get(path)
                 if state is None:
                     state = self.sources[path] = SourceState(
-                        path=path, tailer=FileTailer(path, self.config.max_document_bytes, self.config.skip_backlog)
+                        path=path,
+                        tailer=FileTailer(
+                            path,
+                            self.config.max_document_bytes,
+                            self.config.skip_backlog,
+                            within=watched_directory(path, self.config.paths),
+                        ),
                     )
                 running = self.process_running.get(path)
                 try:
@@ -321,7 +337,7 @@ class Watcher:
         # (the latest state and the per-interval differences). Earlier ones are decoded (to find
         # where documents end) and counted, but not checked or kept: memory stays at two
         # documents whatever the backlog, and a catch-up costs a decode per document, not a parse.
-        tail: list[dict] = []
+        tail: list[Any] = []
         error: OSError | None = None
         try:
             for part in _chain(parts, chunks):
@@ -353,7 +369,7 @@ class Watcher:
         if tailer.mtime is not None:
             state.last_growth = tailer.mtime
 
-    def _records(self, state: SourceState, documents: list[dict], stream: DocumentStream) -> None:
+    def _records(self, state: SourceState, documents: list[Any], stream: DocumentStream) -> None:
         """Documents of one chunk, in order: the latest valid one is the file's state; a rejected
         one after it takes the file down until a valid one follows."""
         oversized = stream.counts.oversized_documents - state.rejected["too_large"]

@@ -4,7 +4,7 @@ with Prism's port 9440 and no path."""
 
 from __future__ import annotations
 
-from ..vcenter.address import TargetAddress, parse_target
+from ioparallax.exporters.vcenter.address import TargetAddress, parse_target
 
 DEFAULT_PORT = 9440
 ALLOWED_PATHS = ("", "/")

@@ -23,22 +23,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ioparallax.version import revision, version
-
-from ..common import capture as archive
-from ..common.anonymize import Anonymizer
-from ..common.capture import MANIFEST, CaptureError
-from . import client as client_module
-from .client import Answer, TargetError, answer_of
-from .collector import render_probe
-from .config import Collectors, ExporterConfig, TargetConfig
-from .target import V2, Target
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.prism import client as client_module
+from ioparallax.exporters.prism.cli import Targets
+from ioparallax.exporters.prism.client import Answer, TargetError, answer_of
+from ioparallax.exporters.prism.collector import render_probe
+from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig, load_config
+from ioparallax.exporters.prism.target import V2, Target
 
 FORMAT = 1
 KIND = "prism-capture"
@@ -81,34 +79,17 @@ class Exchange:
         }
 
 
-@dataclasses.dataclass
-class Capture:
-    manifest: dict[str, Any]
-    exchanges: list[Exchange]
-    metrics: str = ""
-    source: str = "capture"
-
-    @property
-    def target(self) -> str:
-        return str(self.manifest.get("target", ""))
+Capture = archive.Capture[Exchange]
 
 
-class Recorder:
+class Recorder(archive.Recorder[Exchange]):
     """Installed as ``client.RECORDER`` while a capture runs: keeps every answer of ``get``."""
-
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-        self.start = time.monotonic()
-        self._lock = threading.Lock()
 
     def __call__(
         self, path: str, params: dict[str, Any], status: int, body: bytes, ctype: str, date: str, seconds: float
     ) -> None:
-        with self._lock:
-            offset = time.monotonic() - seconds - self.start
-            self.exchanges.append(
-                Exchange(path, {k: str(v) for k, v in params.items()}, status, ctype, date, body, seconds, offset)
-            )
+        params = {k: str(v) for k, v in params.items()}
+        self.keep(Exchange(path, params, status, ctype, date, body, seconds, self.offset(seconds)))
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -131,18 +112,7 @@ def capture(
         client_module.RECORDER = None
         target.close()
     metrics = render_probe(name, snap, duration, collectors)
-    manifest = {
-        "format": FORMAT,
-        "kind": KIND,
-        "exporter": "prism-exporter",
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": name,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
+    manifest = archive.probe_manifest(KIND, FORMAT, "prism-exporter", created, name, snap, duration) | {
         "disks": len(snap.disks),
         "vms": len(snap.vms),
         "logins": snap.logins,
@@ -304,7 +274,7 @@ def replay(cap: Capture, timeout: float = 60.0) -> bytes:
 def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
     """``prism-exporter --replay``: (the exporter's config, with the capture's target as the only
     target; the client factory answering from the capture)."""
-    from .address import target_key
+    from ioparallax.exporters.prism.address import target_key
 
     cap = read(path)
     cfg, collectors = _settings(cap)
@@ -367,62 +337,24 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def capture_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.config import ConfigError
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-    from ioparallax.exporters.common.web.app import BadRequest
-
-    from .cli import Targets
-    from .config import load_config
-
-    ap = archive.capture_parser(
-        "prism",
-        "Prism",
+COMMANDS = archive.Commands(
+    exporter="prism",
+    what="Prism",
+    description=(
         "One probe of a Prism as the exporter makes it (the first of a session: every virtual_disks "
         "page, the VM list and hosts, and the v4 series with controller_api v4), its JSON answers written to a "
         ".tar.gz with a manifest and the metrics they give. Names, addresses and UUIDs are anonymized by "
-        "default (docs/prism.md, Captures).",
-    )
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        # --target is listed like --prism.target: the default credentials go to it and nowhere else.
-        config = load_config(args.config_file, extra_targets=[args.target])
-        key, cfg = Targets(config).resolve(args.target)
-    except (ConfigError, ValueError, BadRequest) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    output = args.output or archive.default_output("prism")
-    cap, _ = capture(key, cfg, config.collectors, args.timeout)
-    summary = "NOT anonymized (--no-anonymize)"
-    if args.anonymize:
-        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
-    metrics = replay(cap, args.timeout)
-    try:
-        size = write(cap, output, metrics)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    archive.print_written(output, size, f"{len(cap.exchanges)} answers", cap.manifest, summary)
-    return 0 if cap.manifest["up"] else 1
-
-
-def replay_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-
-    ap = archive.replay_parser("prism")
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        cap = read(args.capture)
-        metrics = replay(cap).decode()
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return archive.replay_output(args.capture, args.check, cap.metrics, metrics, VOLATILE)
+        "default (docs/prism.md, Captures)."
+    ),
+    answers="answers",
+    volatile=VOLATILE,
+    load_config=load_config,
+    targets=Targets,
+    capture=lambda key, cfg, config, timeout: capture(key, cfg, config.collectors, timeout)[0],
+    anonymize=anonymize,
+    replay=replay,
+    write=write,
+    read=read,
+)
+capture_main = COMMANDS.capture_main
+replay_main = COMMANDS.replay_main

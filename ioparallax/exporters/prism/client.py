@@ -19,8 +19,8 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from .address import parse_prism_target
-from .config import TargetConfig
+from ioparallax.exporters.prism.address import parse_prism_target
+from ioparallax.exporters.prism.config import TargetConfig
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from ..common.exposition import Exposition, label_block
-from .config import Collectors
-from .target import DiskState, Snapshot, ViewCounters
+from ioparallax.exporters.common.exposition import Exposition, label_block
+from ioparallax.exporters.prism.config import Collectors
+from ioparallax.exporters.prism.target import DiskState, Snapshot, ViewCounters
 
 #: vm and disk name the disk; vm_id (Prism's VM uuid) keeps two VMs of the same name apart.
 DISK_LABELS = ("vm", "disk", "vm_id")

@@ -36,11 +36,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from ioparallax.exporters.common import targets as common
-from ioparallax.exporters.common.config import Section, parse_duration
-
-from .address import target_key
+from ioparallax.exporters.prism.address import target_key
+from ioparallax.units import parse_duration
+from ioparallax.yamlconf import Section
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_INVENTORY_REFRESH = 60.0
@@ -97,37 +98,23 @@ class Collectors:
 
 
 @dataclass(frozen=True)
-class ExporterConfig:
-    defaults: TargetConfig
-    targets: dict[str, TargetConfig]
-    allow_unlisted: bool = False
-    path: str | None = None
+class ExporterConfig(common.ExporterConfig[TargetConfig]):
+    """The targets' settings and allow-list (common.ExporterConfig), and what a probe exposes."""
+
+    names: ClassVar[common.Names] = common.Names("Prism addresses", "PRISM", "prism")
+
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     collectors: Collectors = Collectors()
     #: Prism seconds per local second for the sample keeper's sleeps (tests with an accelerated
     #: simulator clock); never from the file.
     time_scale: float = 1.0
 
-    def target(self, key: str) -> TargetConfig | None:
-        if key in self.targets:
-            return self.targets[key]
-        return self.defaults if self.allow_unlisted else None
-
-    def refusal(self, key: str) -> str:
-        return common.refusal(key, self.path, "--prism.target / PRISM_TARGETS")
-
-    def describe(self) -> str:
+    def collector_lines(self) -> list[str]:
         c = self.collectors
-        lines = [
-            f"config file: {self.path or '(none: credentials from PRISM_USERNAME/PRISM_PASSWORD)'}",
-            f"defaults: {self.defaults.describe()}",
-            common.unlisted_line(self.allow_unlisted),
-            f"session idle timeout: {self.session_idle_timeout:g}s",
+        return [
             f"collectors: latest_samples={'on' if c.latest_samples else 'off'} "
-            f"controller={'on' if c.controller else 'off'} vm_info={'on' if c.vm_info else 'off'}",
+            f"controller={'on' if c.controller else 'off'} vm_info={'on' if c.vm_info else 'off'}"
         ]
-        lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
-        return "\n".join(lines)
 
 
 _duration = common.positive_duration
@@ -204,7 +191,7 @@ def load_config(
         base,
         lambda sec, over: _read_target(sec, over, env),
         target_key,
-        common.Names("Prism addresses", "PRISM", "prism"),
+        ExporterConfig.names,
         extra_targets,
         allow_unlisted,
         session_idle_timeout,

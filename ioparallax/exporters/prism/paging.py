@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .parse import ParseError, entities
+from ioparallax.exporters.prism.parse import ParseError, entities
 
 #: Most pages one list may fetch (page_size x this entities).
 MAX_PAGES = 1000

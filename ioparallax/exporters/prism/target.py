@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as Futur
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import paging, parse
-from .client import PrismClient, TargetError
-from .config import SAMPLE_SECONDS, TargetConfig
+from ioparallax.exporters.prism import paging, parse
+from ioparallax.exporters.prism.client import PrismClient, TargetError
+from ioparallax.exporters.prism.config import SAMPLE_SECONDS, TargetConfig
 
 log = logging.getLogger(__name__)
 

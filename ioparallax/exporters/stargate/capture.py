@@ -26,11 +26,8 @@ regular files, each and all together within a size limit (a capture may come fro
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import re
-import tarfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,31 +36,21 @@ from typing import Any
 
 import lxml.etree
 
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, ProbeResult, probe
+from ioparallax.exporters.stargate.targets import Origin, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.version import revision, version
-
-from ..common.anonymize import Anonymizer
-from .exposition import Collectors, StargateCollector
-from .parse import _cells, _header_keys, _rows, _text
-from .probe import DEFAULT_CONCURRENCY, ProbeResult, probe
-from .targets import Origin, TargetPolicy, parse_target
-from .transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 KIND = "stargate-capture"
-MANIFEST = "manifest.json"
-METRICS = "metrics.prom"
-README = "README.txt"
-#: A capture read back: every member and all of them together at most this big (uncompressed).
-MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
-MAX_MEMBERS = 100_000
-
 _STATUS = re.compile(r"HTTP ([0-9]{3})$")
-
-
-class CaptureError(Exception):
-    """A capture that cannot be written or read; the message names the file and the cause."""
 
 
 @dataclass
@@ -398,63 +385,13 @@ Replay it:    stargate-exporter replay {name}              (prints the metrics)
 def write(cap: Capture, path: str, metrics: bytes) -> int:
     """Write the archive; returns its size in bytes. CaptureError names the file and the cause."""
     cap.manifest["pages"] = [p.manifest() for p in cap.pages]
-    anonymized = cap.manifest.get("anonymized")
-    readme = _README.format(
-        anonymized=", anonymized (see manifest.json: anonymization)" if anonymized else ", NOT anonymized",
-        name=path.rsplit("/", 1)[-1],
-        target=cap.target,
-    )
-    members: list[tuple[str, bytes]] = [
-        (MANIFEST, json.dumps(cap.manifest, indent=1).encode()),
-        (README, readme.encode()),
-        (METRICS, metrics),
-    ]
-    members += [(p.file, p.body) for p in cap.pages if p.body is not None and p.file]
-    now = time.time()
-    try:
-        with tarfile.open(path, "w:gz") as tar:
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(data), int(now), 0o644
-                tar.addfile(info, io.BytesIO(data))
-    except OSError as exc:
-        raise CaptureError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with open(path, "rb") as f:
-            return f.seek(0, io.SEEK_END)
-    except OSError:
-        return 0
+    files = [(p.file, p.body) for p in cap.pages if p.body is not None and p.file]
+    return archive.write_archive(path, cap.manifest, _README, metrics, files, target=cap.target)
 
 
 def read(path: str) -> Capture:
     """A capture read back (nothing extracted to disk). CaptureError names the file and the cause."""
-    files: dict[str, bytes] = {}
-    total = 0
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for n, member in enumerate(tar):
-                if n >= MAX_MEMBERS:
-                    raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
-                if not member.isfile():
-                    continue
-                total += member.size
-                if total > MAX_CAPTURE_BYTES:
-                    raise CaptureError(f"{path}: over {MAX_CAPTURE_BYTES} bytes uncompressed")
-                f = tar.extractfile(member)
-                if f is not None:
-                    files[member.name] = f.read()
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise CaptureError(f"{path}: not a capture (a .tar.gz written by stargate-exporter capture): {exc}") from None
-    if MANIFEST not in files:
-        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by stargate-exporter capture)")
-    try:
-        manifest = json.loads(files[MANIFEST])
-    except ValueError as exc:
-        raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
-        raise CaptureError(f"{path}: {MANIFEST}: kind is not {KIND!r}")
-    if manifest.get("format") != FORMAT:
-        raise CaptureError(f"{path}: {MANIFEST}: format {manifest.get('format')!r}, this exporter reads {FORMAT}")
+    manifest, files = archive.read_archive(path, KIND, FORMAT, "stargate-exporter capture")
     pages = []
     for i, entry in enumerate(manifest.get("pages") or []):
         try:
@@ -478,14 +415,10 @@ def read(path: str) -> Capture:
         pages.append(page)
     if not isinstance(manifest.get("target"), str) or not manifest["target"]:
         raise CaptureError(f"{path}: {MANIFEST}: no target")
-    return Capture(manifest, pages, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+    return Capture(manifest, pages, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
 
 
 def comparable(exposition: str) -> list[str]:
     """The sample lines of an exposition that a replay must reproduce: all but the probe's
     duration (HELP and TYPE lines are left out: a reworded HELP is not a misread page)."""
-    return [
-        line
-        for line in exposition.splitlines()
-        if line and not line.startswith(("#", "stargate_scrape_duration_seconds "))
-    ]
+    return archive.comparable(exposition, ("stargate_scrape_duration_seconds ",))

@@ -9,14 +9,13 @@ import re
 import sys
 import time
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-
-from .capture import CaptureError, anonymize, capture, comparable, read, replay, write
-from .cli import load_config
-from .exposition import Collectors
-from .probe import DEFAULT_CONCURRENCY
-from .targets import TargetError, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.capture import CaptureError, anonymize, capture, comparable, read, replay, write
+from ioparallax.exporters.stargate.collector import Collectors
+from ioparallax.exporters.stargate.config import load_config
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY
+from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
+from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.stargate")
 

@@ -28,7 +28,13 @@ import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from .parse import MainPage, StargatePageError, VDiskDetail, parse_main_page, parse_vdisk_page
+from ioparallax.exporters.stargate.parse import (
+    MainPage,
+    StargatePageError,
+    VDiskDetail,
+    parse_main_page,
+    parse_vdisk_page,
+)
 
 log = logging.getLogger(__name__)
 

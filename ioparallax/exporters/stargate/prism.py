@@ -28,9 +28,10 @@ from typing import Any
 import requests
 import urllib3
 
-from ioparallax.exporters.common.config import Section, parse_duration
 from ioparallax.exporters.prism import paging
 from ioparallax.exporters.prism.parse import ParseError
+from ioparallax.units import parse_duration
+from ioparallax.yamlconf import Section
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """One probe of a CVM (or, with discovery, of its whole cluster): which pages to fetch, their
-parsing, and the merge of their vdisks into a :class:`ProbeResult` (written by exposition.py).
+parsing, and the merge of their vdisks into a :class:`ProbeResult` (written by collector.py).
 
 Collected when Prometheus scrapes: the main page, then every hosted vdisk's detail view (followed
 from the page's links), ``concurrency`` at a time over keep-alive connections. A failing detail
@@ -27,10 +27,24 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from .parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
-from .parsepool import DETAIL_BATCH, DetailResult, ParsePool, parse_details
-from .targets import Origin, TargetError, TargetPolicy, cluster_cvms, parse_target, same_origin_link
-from .transport import DEFAULT_CONCURRENCY, Budget, DeadlineExceeded, FetchError, Limits, PageClient
+from ioparallax.exporters.stargate.parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
+from ioparallax.exporters.stargate.parsepool import DETAIL_BATCH, DetailResult, ParsePool, parse_details
+from ioparallax.exporters.stargate.targets import (
+    Origin,
+    TargetError,
+    TargetPolicy,
+    cluster_cvms,
+    parse_target,
+    same_origin_link,
+)
+from ioparallax.exporters.stargate.transport import (
+    DEFAULT_CONCURRENCY,
+    Budget,
+    DeadlineExceeded,
+    FetchError,
+    Limits,
+    PageClient,
+)
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -32,17 +31,16 @@ from typing import Any
 
 from lxml import etree
 
-from ioparallax.version import revision, version
-
-from ..common import capture as archive
-from ..common.anonymize import Anonymizer
-from ..common.capture import MANIFEST, CaptureError
-from . import soap
-from .client import TargetError
-from .collector import render_probe
-from .config import TargetConfig
-from .perf import counter_name
-from .target import Target
+from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.vcenter import soap
+from ioparallax.exporters.vcenter.cli import Targets
+from ioparallax.exporters.vcenter.client import TargetError
+from ioparallax.exporters.vcenter.collector import render_probe
+from ioparallax.exporters.vcenter.config import TargetConfig, load_config
+from ioparallax.exporters.vcenter.perf import counter_name
+from ioparallax.exporters.vcenter.target import Target
 
 FORMAT = 1
 KIND = "vcenter-capture"
@@ -81,30 +79,14 @@ class Exchange:
         }
 
 
-@dataclasses.dataclass
-class Capture:
-    manifest: dict[str, Any]
-    exchanges: list[Exchange]
-    metrics: str = ""
-    source: str = "capture"
-
-    @property
-    def target(self) -> str:
-        return str(self.manifest.get("target", ""))
+Capture = archive.Capture[Exchange]
 
 
-class Recorder:
+class Recorder(archive.Recorder[Exchange]):
     """Installed as ``soap.RECORDER`` while a capture runs: keeps every exchange of ``post``."""
 
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-        self.start = time.monotonic()
-        self._lock = threading.Lock()
-
     def __call__(self, method: str, request: bytes, status: int, answer: bytes, seconds: float) -> None:
-        with self._lock:
-            offset = time.monotonic() - seconds - self.start
-            self.exchanges.append(Exchange(method, request, status, answer, seconds, offset))
+        self.keep(Exchange(method, request, status, answer, seconds, self.offset(seconds)))
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -129,18 +111,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
         soap.RECORDER = None
         target.close()
     metrics = render_probe(name, snap, duration, False)
-    manifest = {
-        "format": FORMAT,
-        "kind": KIND,
-        "exporter": "vcenter-exporter",
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": name,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
+    manifest = archive.probe_manifest(KIND, FORMAT, "vcenter-exporter", created, name, snap, duration) | {
         "vms": len(snap.vms),
         "disks": sum(len(vm.disks) for vm in snap.vms),
         "perf_format": cfg.perf_format,
@@ -328,8 +299,8 @@ def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> 
 def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
     """``vcenter-exporter --replay``: (the exporter's config, with the capture's target as the
     only target; the client factory answering from the capture)."""
-    from .address import target_key
-    from .config import ExporterConfig
+    from ioparallax.exporters.vcenter.address import target_key
+    from ioparallax.exporters.vcenter.config import ExporterConfig
 
     cap = read(path)
     m = cap.manifest
@@ -392,61 +363,23 @@ def read(path: str) -> Capture:
 
 
 # ------------------------------------------------------------------------------ the commands
-def capture_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.config import ConfigError
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-    from ioparallax.exporters.common.web.app import BadRequest
-
-    from .cli import Targets
-    from .config import load_config
-
-    ap = archive.capture_parser(
-        "vcenter",
-        "vCenter",
+COMMANDS = archive.Commands(
+    exporter="vcenter",
+    what="vCenter",
+    description=(
         "One probe of a vCenter as the exporter makes it (the first of a session: the inventory "
         "and each running VM's latest samples), its SOAP answers written to a .tar.gz with a manifest and the "
-        "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures).",
-    )
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        # --target is listed like --vcenter.target: the default credentials go to it and nowhere else.
-        config = load_config(args.config_file, extra_targets=[args.target])
-        key, cfg = Targets(config).resolve(args.target)
-    except (ConfigError, BadRequest) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    output = args.output or archive.default_output("vcenter")
-    cap, _ = capture(key, cfg, args.timeout)
-    summary = "NOT anonymized (--no-anonymize)"
-    if args.anonymize:
-        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
-    metrics = replay(cap, args.timeout)
-    try:
-        size = write(cap, output, metrics)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    archive.print_written(output, size, f"{len(cap.exchanges)} SOAP answers", cap.manifest, summary)
-    return 0 if cap.manifest["up"] else 1
-
-
-def replay_main(argv: list[str]) -> int:
-    import sys
-
-    from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-
-    ap = archive.replay_parser("vcenter")
-    add_logging_args(ap)
-    args = ap.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        cap = read(args.capture)
-    except CaptureError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    metrics = replay(cap).decode()
-    return archive.replay_output(args.capture, args.check, cap.metrics, metrics, VOLATILE)
+        "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures)."
+    ),
+    answers="SOAP answers",
+    volatile=VOLATILE,
+    load_config=load_config,
+    targets=Targets,
+    capture=lambda key, cfg, config, timeout: capture(key, cfg, timeout)[0],
+    anonymize=anonymize,
+    replay=replay,
+    write=write,
+    read=read,
+)
+capture_main = COMMANDS.capture_main
+replay_main = COMMANDS.replay_main

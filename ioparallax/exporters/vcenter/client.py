@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
-from .address import parse_target
-from .config import TargetConfig
+from ioparallax.exporters.vcenter.address import parse_target
+from ioparallax.exporters.vcenter.config import TargetConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..common.exposition import Exposition, label_block
-from .target import Snapshot
+from ioparallax.exporters.common.exposition import Exposition, label_block
+from ioparallax.exporters.vcenter.target import Snapshot
 
 #: vm and disk name the disk; vm_id (the VM's managed object id, vm-42) keeps two VMs of the
 #: same name (legal in different folders) apart. Joins use vm and disk where names are unique.

@@ -33,11 +33,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from ioparallax.exporters.common import targets as common
-from ioparallax.exporters.common.config import Section
-
-from .address import target_key
+from ioparallax.exporters.vcenter.address import target_key
+from ioparallax.yamlconf import Section
 
 DEFAULT_INVENTORY_REFRESH = 300.0
 DEFAULT_TIMEOUT = 30.0
@@ -85,34 +85,16 @@ class TargetConfig:
 
 
 @dataclass(frozen=True)
-class ExporterConfig:
-    defaults: TargetConfig
-    targets: dict[str, TargetConfig]  # by normalised key (address.target_key)
-    allow_unlisted: bool = False  # True: targets not listed are probed with `defaults` credentials
-    path: str | None = None
+class ExporterConfig(common.ExporterConfig[TargetConfig]):
+    """The targets' settings and allow-list (common.ExporterConfig), and the collector switch."""
+
+    names: ClassVar[common.Names] = common.Names("vCenters", "VCENTER", "vcenter")
+
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     latest_samples: bool = True  # False: the latest-sample gauges are not exposed (series budget)
 
-    def target(self, key: str) -> TargetConfig | None:
-        """The settings of a normalised target key, or None when it may not be probed."""
-        if key in self.targets:
-            return self.targets[key]
-        return self.defaults if self.allow_unlisted else None
-
-    def refusal(self, key: str) -> str:
-        """Why ``key`` is refused (for the 400 answer and the log line)."""
-        return common.refusal(key, self.path, "--vcenter.target / VCENTER_TARGETS")
-
-    def describe(self) -> str:
-        lines = [
-            f"config file: {self.path or '(none: credentials from VCENTER_USERNAME/VCENTER_PASSWORD)'}",
-            f"defaults: {self.defaults.describe()}",
-            common.unlisted_line(self.allow_unlisted),
-            f"session idle timeout: {self.session_idle_timeout:g}s",
-            f"latest-sample gauges: {'on' if self.latest_samples else 'off'}",
-        ]
-        lines += [f"target {name}: {t.describe()}" for name, t in sorted(self.targets.items())]
-        return "\n".join(lines)
+    def collector_lines(self) -> list[str]:
+        return [f"latest-sample gauges: {'on' if self.latest_samples else 'off'}"]
 
 
 _duration = common.positive_duration
@@ -184,7 +166,7 @@ def load_config(
         base,
         lambda sec, over: _read_target(sec, over, env),
         target_key,
-        common.Names("vCenters", "VCENTER", "vcenter"),
+        ExporterConfig.names,
         extra_targets,
         allow_unlisted,
         session_idle_timeout,

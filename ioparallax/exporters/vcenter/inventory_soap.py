@@ -22,8 +22,8 @@ from xml.sax.saxutils import escape
 from lxml import etree
 from pyVmomi import VmomiSupport, vim
 
-from .client import TargetError
-from .inventory import (
+from ioparallax.exporters.vcenter.client import TargetError
+from ioparallax.exporters.vcenter.inventory import (
     CONTROLLER_PREFIXES,
     VM_PROPERTIES,
     GuestDisk,
@@ -31,7 +31,17 @@ from .inventory import (
     VirtualMachine,
     normalize_disk_uuid,
 )
-from .soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, XSI_TYPE, _snippet, fault_from, post
+from ioparallax.exporters.vcenter.soap import (
+    _PARSER,
+    _T_BODY,
+    _T_FAULT,
+    SOAPENV,
+    VIM,
+    XSI_TYPE,
+    _snippet,
+    fault_from,
+    post,
+)
 
 #: Objects per answer page: fewer round trips than pyvmomi's 500 without making one answer huge
 #: (7 KB of XML per stock vcsim VM: ~7 MB a page).

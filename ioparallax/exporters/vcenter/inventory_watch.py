@@ -36,9 +36,9 @@ from xml.sax.saxutils import escape
 from lxml import etree
 from pyVmomi import vim, vmodl
 
-from .client import STALE_CONNECTION, TargetError
-from .inventory import VM_PROPERTIES, GuestDisk, VirtualDisk, VirtualMachine
-from .inventory_soap import (
+from ioparallax.exporters.vcenter.client import STALE_CONNECTION, TargetError
+from ioparallax.exporters.vcenter.inventory import VM_PROPERTIES, GuestDisk, VirtualDisk, VirtualMachine
+from ioparallax.exporters.vcenter.inventory_soap import (
     PAUSE_EVERY,
     _disk_devices,
     _local,
@@ -50,7 +50,7 @@ from .inventory_soap import (
     filter_spec,
     guest_disks_from_xml,
 )
-from .soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, _snippet, fault_from, post
+from ioparallax.exporters.vcenter.soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, _snippet, fault_from, post
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from xml.sax.saxutils import escape
 from lxml import etree
 from pyVmomi import VmomiSupport
 
-from .client import TargetError
-from .perf import REALTIME_INTERVAL, EntityRequest, ParseResult, Sample, parse_timestamp
+from ioparallax.exporters.vcenter.client import TargetError
+from ioparallax.exporters.vcenter.perf import REALTIME_INTERVAL, EntityRequest, ParseResult, Sample, parse_timestamp
 
 SOAPENV = "http://schemas.xmlsoap.org/soap/envelope/"
 VIM = "urn:vim25"

@@ -29,13 +29,20 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from .client import TargetError, VCenterClient
-from .config import TargetConfig
-from .integrate import DiskCounters, integrate
-from .inventory import VirtualMachine, collect_inventory
-from .inventory_watch import InventoryWatch
-from .perf import EntityRequest, ParseResult, batch_requests, counter_keys, read_max_query_metrics, unmapped_counters
-from .soap import query_perf
+from ioparallax.exporters.vcenter.client import TargetError, VCenterClient
+from ioparallax.exporters.vcenter.config import TargetConfig
+from ioparallax.exporters.vcenter.integrate import DiskCounters, integrate
+from ioparallax.exporters.vcenter.inventory import VirtualMachine, collect_inventory
+from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
+from ioparallax.exporters.vcenter.perf import (
+    EntityRequest,
+    ParseResult,
+    batch_requests,
+    counter_keys,
+    read_max_query_metrics,
+    unmapped_counters,
+)
+from ioparallax.exporters.vcenter.soap import query_perf
 
 log = logging.getLogger(__name__)
 
@@ -580,7 +587,7 @@ class Target:
 
 
 def _wanted() -> tuple[str, ...]:
-    from .perf import VIRTUAL_DISK_COUNTERS
+    from ioparallax.exporters.vcenter.perf import VIRTUAL_DISK_COUNTERS
 
     return VIRTUAL_DISK_COUNTERS
 

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 # The staged, lazily created families of the fio exporter: a directory whose exposition fails
 # half-way shows none of its series.
-from ioparallax.exporters.fio.collector import _Families
+from ioparallax.exporters.common.families import MetricFamilies
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.reader import FlatRow
 from ioparallax.exporters.vdbench.tailer import LINE_REASONS, DirectoryState, RunState, Watcher
@@ -103,7 +103,7 @@ class VdbenchCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         start = time.monotonic()
-        fams = _Families()
+        fams = MetricFamilies()
         ok = True
         with self.watcher.lock:
             try:
@@ -131,7 +131,7 @@ class VdbenchCollector(Collector):
         dur.add_metric([], time.monotonic() - start)
         yield dur
 
-    def _isolated(self, fams: _Families, d: DirectoryState, finished: bool, visible: bool) -> bool:
+    def _isolated(self, fams: MetricFamilies, d: DirectoryState, finished: bool, visible: bool) -> bool:
         fams.stage()
         try:
             self._directory(fams, d, finished, visible)
@@ -152,7 +152,7 @@ class VdbenchCollector(Collector):
             return False
 
     # -----------------------------------------------------------------------------------------
-    def _directory(self, fams: _Families, d: DirectoryState, finished: bool, visible: bool) -> None:
+    def _directory(self, fams: MetricFamilies, d: DirectoryState, finished: bool, visible: bool) -> None:
         src = [_text(d.path)]
         fams.gauge("vdbench_source_up", _UP_HELP, ["source"], src, 1.0 if d.up else 0.0)
         for fs in d.files.values():
@@ -244,7 +244,7 @@ class VdbenchCollector(Collector):
                     self._run(fams, "vdbench_run", RUN_LABELS, labels, run)
                     self._run_facts(fams, d, labels, run)
 
-    def _parmfile(self, fams: _Families, d: DirectoryState) -> None:
+    def _parmfile(self, fams: MetricFamilies, d: DirectoryState) -> None:
         pf = d.parmfile
         assert pf is not None
         src = [_text(d.path)]
@@ -271,7 +271,7 @@ class VdbenchCollector(Collector):
                     1.0,
                 )
 
-    def _run_facts(self, fams: _Families, d: DirectoryState, labels: list[str], run: RunState) -> None:
+    def _run_facts(self, fams: MetricFamilies, d: DirectoryState, labels: list[str], run: RunState) -> None:
         first = run.first or run.summary
         values = first.values if first is not None else {}
         fams.gauge(
@@ -312,7 +312,7 @@ class VdbenchCollector(Collector):
                 1.0,
             )
 
-    def _run(self, fams: _Families, p: str, names: list[str], labels: list[str], run: RunState) -> None:
+    def _run(self, fams: MetricFamilies, p: str, names: list[str], labels: list[str], run: RunState) -> None:
         what = "the host's" if p == "vdbench_host" else "the run's (all hosts)"
         fams.counter(
             f"{p}_read_ops_total",
@@ -394,7 +394,7 @@ class VdbenchCollector(Collector):
             )
             self._row(fams, f"{p}_average", names, labels, run.summary, "over the run (its avg_F-L summary row)")
 
-    def _row(self, fams: _Families, p: str, names: list[str], labels: list[str], row: FlatRow, when: str) -> None:
+    def _row(self, fams: MetricFamilies, p: str, names: list[str], labels: list[str], row: FlatRow, when: str) -> None:
         for col, suffix, scale, doc in ROW_GAUGES:
             value = row.values.get(col)
             if value is not None:

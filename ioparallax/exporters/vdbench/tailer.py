@@ -15,6 +15,7 @@ one directory's trouble never reaches another's.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.vdbench.reader import (
     MAX_LINE_BYTES,
     FlatfileParser,
@@ -73,8 +75,9 @@ DEFAULT_INTERVAL_S = 1.0
 class LineTailer:
     """Follows one file: the complete lines appended since the last read."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, within: str | None = None):
         self.path = path
+        self.within = within  # the watched directory the file must lie in (watchdir.open_regular)
         self.offset = 0
         self.size = 0
         self.mtime: float | None = None
@@ -110,7 +113,7 @@ class LineTailer:
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if seen == self._seen:
             return
-        with open(self.path, "rb") as fh:
+        with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
             reset = None
@@ -284,8 +287,12 @@ class SmallFile:
 class DirectoryState:
     """Everything the exporter knows about one vdbench output directory."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, within: str | None = None):
         self.path = path
+        #: the watched directory this output directory was found under: its files are read only
+        #: if they lie inside it (a symbolic link leading out is refused, watchdir.open_regular);
+        #: None when the watched path named a flatfile itself
+        self.within = within
         self.files: dict[str, FileState] = {}
         self.parmfile: Parmfile | None = None
         self.parm_file = SmallFile()
@@ -293,6 +300,7 @@ class DirectoryState:
         self.normal_p95_file: str | None = None
         self._report_files: dict[str, SmallFile] = {}
         self._sniffed: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+        self._refused: set[str] = set()  # files not sniffed as host reports: links leading out, logged once
         self.last_growth = 0.0
         self.first_seen = 0.0  # when the watcher found the directory (its clock)
         #: (reason, detail) while the directory itself cannot be read: its data is hidden
@@ -316,9 +324,12 @@ class DirectoryState:
             cached = self._sniffed.get(name)
             if cached is None or cached[0] != key:
                 try:
-                    with open(full, "rb") as fh:
+                    with open_regular(full, self.within) as fh:
                         head = fh.read(512).decode("utf-8", "replace")
-                except OSError:
+                except OSError as exc:
+                    if exc.errno == errno.EPERM and name not in self._refused:  # a link leading out
+                        self._refused.add(name)
+                        log.warning("vdbench file %s is not read: %s", full, exc.strerror)
                     continue
                 cached = self._sniffed[name] = (key, sniff_host_report(head))
             if cached[1] is not None:
@@ -342,7 +353,7 @@ class DirectoryState:
                     FlatfileParser() if name == FLATFILE else SummaryTableParser(host=host)
                 )
                 fs = self.files[name] = FileState(
-                    name=name, tailer=LineTailer(os.path.join(self.path, name)), parser=parser, host=host
+                    name=name, tailer=LineTailer(os.path.join(self.path, name), self.within), parser=parser, host=host
                 )
             try:
                 self._read(fs)
@@ -462,7 +473,7 @@ class DirectoryState:
                     )
                 state.reason, state.detail = "too_large", f"{st.st_size} bytes, above {MAX_SMALL_FILE_BYTES}"
                 return ""
-            with open(path, "rb") as fh:
+            with open_regular(path, self.within) as fh:
                 data = fh.read(MAX_SMALL_FILE_BYTES + 1)
         except OSError as exc:
             if state.reason != "unreadable":
@@ -585,6 +596,7 @@ class Watcher:
     def poll(self) -> None:
         with self.lock:
             found: list[str] = []
+            within: dict[str, str | None] = {}  # output directory -> the watched directory holding it
             missing: list[str] = []
             for path in self.config.paths:
                 if not os.path.exists(path):
@@ -593,7 +605,10 @@ class Watcher:
                 if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
                     missing.append(f"{path}: permission denied")
                     continue
-                found.extend(find_output_dirs(path, self.config.max_depth))
+                dirs = find_output_dirs(path, self.config.max_depth)
+                for out_dir in dirs:
+                    within.setdefault(out_dir, path if os.path.isdir(path) else None)
+                found.extend(dirs)
             for m in missing:
                 if m not in self._logged_missing:
                     log.warning("watched path cannot be read: %s", m)
@@ -606,7 +621,7 @@ class Watcher:
             for path in found:
                 d = self.dirs.get(path)
                 if d is None:
-                    d = self.dirs[path] = DirectoryState(path)
+                    d = self.dirs[path] = DirectoryState(path, within.get(path))
                     d.first_seen = self.clock()
                     log.info("reading vdbench output directory %s", path)
                 try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.rules.model import Group, Rule, keep_cluster
+from ioparallax.units import prometheus_duration_seconds
 
 
 def alert_groups(cfg: MixinConfig) -> list[Group]:
@@ -183,6 +184,9 @@ def _storage_alerts(kit: _AlertKit) -> Group:
 def _view_alerts(kit: _AlertKit) -> Group:
     """Where the views disagree: bursts averaged away, a queue depth never reached, bytes that differ."""
     cfg, t, f, w, busy, alert = kit.cfg, kit.t, kit.f, kit.w, kit.busy, kit.alert
+    # A disk's load is judged for bursts once it has run for the rate window and the longest VM
+    # sample (Prism's 30 s) more: until then the VM view's window holds samples from before it started.
+    settled = f"{(prometheus_duration_seconds(w) or 0) + 30:.0f}s"
 
     def disagree(layer: str) -> str:
         # Ratio and busy gate over the agreement window (recording_rules): a 1m gate flaps for a
@@ -211,14 +215,18 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 "warning",
                 f.burst,
                 f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
-                f"and on (vm, disk) {both_bytes(w)} > {busy}",
+                f"and on (vm, disk) {both_bytes(w)} > {busy}\n"
+                f"and on (vm, disk) (vm_disk:ioparallax_guest_iodepth:sum offset {settled})",
                 "The VM view's sample averages flatten this disk's bursts.",
                 'The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf "%.1f" }} '
                 "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
                 "the VM view's samples (vCenter's 20 s, Prism's 30 s on AHV) average away (high latency, "
                 '"low" throughput). Judge throughput on '
                 "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
-                "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy.",
+                "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy, once the "
+                "load has run for the window and a VM sample (30 s, Prism's): right after a job starts, the VM's "
+                "window still holds the idle samples from before it, which Little's law reads as a burst (a VM "
+                "joining a scaling ramp).",
             ),
             alert(
                 "IoparallaxAskedQueueDepthNotReached",

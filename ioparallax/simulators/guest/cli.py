@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .writer import GuestWriter
 

@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .model import DEFAULT_PUBLISH_DELAY
 from .server import FAULT_MODES, PrismSimulator

@@ -6,14 +6,16 @@ import argparse
 import json
 import sys
 
-from ioparallax.exporters.common.config import ConfigError
+from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .checks import LITTLE_TOLERANCE, little_warnings
 from .model import list_scenarios, load_scenario
 from .trace import compile_scenario
 
 
+@quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ioparallax-scenario",

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from ioparallax.exporters.common.config import ConfigError, Section, load_yaml, parse_bytes, parse_duration
-from ioparallax.yamlconf import cut
+from ioparallax.units import parse_bytes, parse_duration
+from ioparallax.yamlconf import ConfigError, Section, cut, load_yaml
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 

@@ -20,9 +20,9 @@ from ioparallax.simulators.stack.report import alert_line
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ioparallax.exporters.common.config import ConfigError
     from ioparallax.simulators.scenario import list_scenarios
     from ioparallax.version import add_version_arg
+    from ioparallax.yamlconf import ConfigError
 
     parser = argparse.ArgumentParser(
         prog="ioparallax-demo",

@@ -11,9 +11,9 @@ import sys
 import threading
 import time
 
-from ioparallax.exporters.common.config import ConfigError
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 from .server import FAULT_MODES, StargateCluster
 

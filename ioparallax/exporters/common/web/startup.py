@@ -12,7 +12,6 @@ import ssl
 import threading
 from dataclasses import dataclass
 
-from ioparallax.exporters.common.config import ConfigError, parse_duration
 from ioparallax.exporters.common.web.app import (
     DEFAULT_TIMEOUT_OFFSET,
     MAX_SCRAPE_TIMEOUT_SECONDS,
@@ -28,7 +27,9 @@ from ioparallax.exporters.common.web.server import (
     parse_listen_address,
 )
 from ioparallax.exporters.common.webconfig import load_web_config
+from ioparallax.units import parse_duration
 from ioparallax.version import version_line
+from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger(__name__)
 

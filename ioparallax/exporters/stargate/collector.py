@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
-from .prism import VDiskNames
-from .probe import ProbeResult
+from ioparallax.exporters.common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
+from ioparallax.exporters.stargate.prism import VDiskNames
+from ioparallax.exporters.stargate.probe import ProbeResult
 
 
 def _gauge(name: str, help_text: str) -> Family:

@@ -1,114 +1,17 @@
-"""Configuration checking shared by the exporters and simulators.
+"""Sizes and durations as the project's files and flags write them (exporters, simulators, the
+mixin, the report, ioparallax-check): one grammar each, in one place.
 
-Every error raised here names the file and the key (a dotted path such as
-``targets.vc1.password_env``) so a user can fix the file without reading code. Files are read by
-the project's one YAML loader, :func:`ioparallax.yamlconf.load_yaml` (re-exported here with
-:class:`ConfigError`, so ``from ioparallax.exporters.common.config import load_yaml`` keeps working).
+Each parser raises ValueError with a short message quoting the value (:func:`ioparallax.yamlconf.cut`);
+:meth:`ioparallax.yamlconf.Section.get` turns it into a ConfigError naming the file and the key.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from ioparallax.yamlconf import ConfigError as ConfigError, cut, load_yaml as load_yaml
-
-T = TypeVar("T")
-
-
-class Section:
-    """A mapping read from a config file that knows where it came from.
-
-    ``Section(data, path, "targets.vc1").get("port", int, default=443)`` raises a
-    ConfigError naming ``targets.vc1.port`` when the value has the wrong type.
-    Unknown keys are reported by :meth:`reject_unknown`, so typos do not pass silently.
-    """
-
-    def __init__(self, data: Any, path: str | os.PathLike[str] | None, key: str = ""):
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(path, key or None, f"expected a mapping, got {type(data).__name__}")
-        self.data: dict[str, Any] = data
-        self.path = path
-        self.key = key
-        self._seen: set[str] = set()
-
-    def child_key(self, name: str | int) -> str:
-        if isinstance(name, int):
-            return f"{self.key}[{name}]"
-        return f"{self.key}.{name}" if self.key else str(name)
-
-    def error(self, name: str | None, message: str) -> ConfigError:
-        return ConfigError(self.path, self.child_key(name) if name is not None else (self.key or None), message)
-
-    _MISSING = object()
-
-    def get(
-        self, name: str, kind: type | tuple[type, ...] | Callable[[Any], T] = object, default: Any = _MISSING
-    ) -> Any:
-        self._seen.add(name)
-        if name not in self.data or self.data[name] is None:
-            if default is Section._MISSING:
-                raise self.error(name, "is required")
-            return default
-        value = self.data[name]
-        if isinstance(kind, type) or isinstance(kind, tuple):
-            kinds = kind if isinstance(kind, tuple) else (kind,)
-            # bool is an int in Python; a YAML `true` where a number is expected is a mistake.
-            if bool not in kinds and isinstance(value, bool) and any(k in (int, float) for k in kinds):
-                raise self.error(name, f"expected {_names(kinds)}, got a boolean")
-            if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-                return float(value)
-            if not isinstance(value, kinds):
-                raise self.error(name, f"expected {_names(kinds)}, got {type(value).__name__} {cut(value)}")
-            return value
-        try:
-            return kind(value)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise self.error(name, str(exc)) from exc
-
-    def section(self, name: str, required: bool = False) -> Section:
-        self._seen.add(name)
-        if name not in self.data:
-            if required:
-                raise self.error(name, "is required")
-            return Section({}, self.path, self.child_key(name))
-        return Section(self.data[name], self.path, self.child_key(name))
-
-    def sections(self, name: str, required: bool = False) -> list[Section]:
-        """A list of mappings under ``name``."""
-        self._seen.add(name)
-        value = self.data.get(name)
-        if value is None:
-            if required:
-                raise self.error(name, "is required")
-            return []
-        if not isinstance(value, list):
-            raise self.error(name, f"expected a list, got {type(value).__name__}")
-        key = self.child_key(name)
-        return [Section(item, self.path, f"{key}[{i}]") for i, item in enumerate(value)]
-
-    def reject_unknown(self) -> None:
-        unknown = sorted(set(self.data) - self._seen)
-        if unknown:
-            raise self.error(unknown[0], f"unknown key (known: {', '.join(sorted(self._seen)) or 'none'})")
-
-
-def _names(kinds: tuple[type, ...]) -> str:
-    words = {
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        bool: "a boolean",
-        list: "a list",
-        dict: "a mapping",
-    }
-    return " or ".join(words.get(k, k.__name__) for k in kinds)
-
+from ioparallax.yamlconf import cut
 
 _UNITS = {
     "": 1,

@@ -1,0 +1,227 @@
+"""What the multi-target exporters (vCenter, Prism) run the same way: the pool of targets a
+``/probe?target=`` reaches, their flags, and ``main()`` (``serve``, ``--replay``, and the ``capture``
+and ``replay`` commands).
+
+Each exporter keeps what is its own: its ``Target`` (session, caches, counters) and how a probe of
+it is rendered (a :class:`TargetPool` subclass in its ``cli.py``), its config schema
+(``config.py``), its collector switches and its capture (``capture.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ioparallax.exporters.common.capture import CaptureError
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.targets import Names
+from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
+from ioparallax.exporters.common.web.startup import serve, web_settings
+from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
+
+
+class TargetPool:
+    """The Target objects by normalised key, created on first probe and kept until the target is
+    not probed for the config's ``session_idle_timeout``, then closed (a background reaper), so an
+    abandoned target or spelling holds no session.
+
+    A subclass sets :attr:`exporter` and :attr:`target_key` and makes a target
+    (:meth:`new_target`) and a probe's answer (:meth:`probe`)."""
+
+    exporter = "exporter"  # names the reaper thread
+    #: How a dropped target is logged (key, idle seconds).
+    drop_message = "dropping target=%s: not probed for %.0fs (session_idle_timeout)"
+
+    def __init__(self, config: Any, client_factory: Callable[..., Any] | None = None):
+        self.config = config
+        self.client_factory = client_factory  # None: the exporter's own client (--replay: a capture)
+        self.log = logging.getLogger(f"ioparallax.exporters.{self.exporter}")
+        self._targets: dict[str, Any] = {}
+        self._last_probe: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+
+    def target_key(self, name: str) -> str:
+        """The normalised key of a ``?target=`` value; ValueError saying why it is not one."""
+        raise NotImplementedError
+
+    def new_target(self, key: str, cfg: Any) -> Any:
+        raise NotImplementedError
+
+    def probe(self, probe: Probe) -> bytes:
+        raise NotImplementedError
+
+    def resolve(self, name: str) -> tuple[str, Any]:
+        """(key, settings) of a ?target= value, or BadRequest (HTTP 400) with the reason and a log
+        line, before any connection is made: a malformed target, or one not listed."""
+        try:
+            key = self.target_key(name)
+        except ValueError as exc:
+            self.log.warning("probe refused target=%r reason=%s", name, exc)
+            raise BadRequest(f"bad target: {exc}") from None
+        cfg = self.config.target(key)
+        if cfg is None:
+            reason = self.config.refusal(key)
+            self.log.warning("probe refused target=%r reason=%s", name, reason)
+            raise BadRequest(f"unknown target {name!r}: {reason}")
+        return key, cfg
+
+    def get(self, name: str) -> Any:
+        key, cfg = self.resolve(name)
+        with self._lock:
+            self._last_probe[key] = time.monotonic()
+            t = self._targets.get(key)
+            if t is None:
+                t = self._targets[key] = self.new_target(key, cfg)
+            if self._reaper is None:
+                self._reaper = threading.Thread(
+                    target=self._reap_loop, name=f"{self.exporter} session reaper", daemon=True
+                )
+                self._reaper.start()
+            return t
+
+    def _reap_loop(self) -> None:
+        period = min(30.0, max(0.2, self.config.session_idle_timeout / 4))
+        while not self._stop.wait(period):
+            self.close_idle()
+
+    def close_idle(self, now: float | None = None) -> list[str]:
+        """Close the targets not probed for session_idle_timeout (probes still running are left
+        alone); returns their keys."""
+        now = time.monotonic() if now is None else now
+        idle = self.config.session_idle_timeout
+        closing = []
+        with self._lock:
+            for key, t in list(self._targets.items()):
+                if now - self._last_probe.get(key, now) >= idle and not t.busy():
+                    closing.append((key, self._targets.pop(key)))
+                    self._last_probe.pop(key, None)
+        for key, t in closing:
+            self.log.info(self.drop_message, key, idle)
+            t.close()
+        return [key for key, _ in closing]
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            targets, self._targets = list(self._targets.values()), {}
+        for t in targets:
+            t.close()
+
+
+# -- flags -----------------------------------------------------------------------------------------
+
+
+def add_target_args(p: argparse.ArgumentParser, names: Names, what: str, config_help: str, idle_help: str) -> None:
+    """``--config.file`` and the allow-list flags: ``--<exporter>.target``,
+    ``--<exporter>.allow-unlisted-targets`` and ``--<exporter>.session-idle-timeout`` (``what``:
+    "a vCenter")."""
+    p.add_argument("--config.file", dest="config_file", default=None, help=config_help)
+    p.add_argument(
+        f"--{names.exporter}.target",
+        dest="targets",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help=f"{what} that may be probed (repeatable; also {names.prefix}_TARGETS, comma-separated); it gets the "
+        f"default credentials ({names.prefix}_USERNAME/{names.prefix}_PASSWORD or the config file's defaults)",
+    )
+    p.add_argument(
+        f"--{names.exporter}.allow-unlisted-targets",
+        dest="allow_unlisted",
+        action="store_true",
+        help="probe any ?target= with the default credentials: anyone who can reach the exporter can "
+        "then make it send them to a host of their choice (logged as a warning at start-up)",
+    )
+    p.add_argument(
+        f"--{names.exporter}.session-idle-timeout",
+        dest="session_idle_timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"{idle_help} (default: session_idle_timeout in the config file, else 600)",
+    )
+
+
+def add_probe_args(p: argparse.ArgumentParser, replay_help: str) -> None:
+    """``--probe.default-timeout``, ``--replay``, the logging flags and ``--version``."""
+    p.add_argument(
+        "--probe.default-timeout",
+        dest="default_timeout",
+        type=float,
+        default=10.0,
+        help="seconds a probe may take when Prometheus sends no scrape timeout header (default: %(default)s)",
+    )
+    p.add_argument("--replay", metavar="CAPTURE", default=None, help=replay_help)
+    add_logging_args(p)
+    add_version_arg(p)
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Program:
+    """One multi-target exporter's ``main()``: its parts, each taking the parsed flags."""
+
+    names: Names
+    default_listen: str
+    build_parser: Callable[[], argparse.ArgumentParser]
+    #: (capture_main, replay_main), imported when a command asks for them
+    commands: Callable[[], tuple[Callable[[list[str]], int], Callable[[list[str]], int]]]
+    #: the config and client factory of ``--replay CAPTURE`` (CaptureError: not a capture)
+    replay_setup: Callable[[argparse.Namespace], tuple[Any, Any]]
+    #: the config from the file and the flags (ConfigError or ValueError: a mistake in them)
+    load_config: Callable[[argparse.Namespace], Any]
+    make_app: Callable[..., tuple[ExporterApp, TargetPool]]
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"ioparallax.exporters.{self.names.exporter}")
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if argv[:1] in (["capture"], ["replay"]):
+            capture_main, replay_main = self.commands()
+            return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
+        args = self.build_parser().parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        if args.replay:
+            try:
+                config, factory = self.replay_setup(args)
+            except CaptureError as exc:
+                self.log.error("--replay: %s", exc)
+                return 2
+            app, targets = self.make_app(config, args.default_timeout, factory)
+            self.log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
+            return self._serve(app, targets, args)
+        try:
+            config = self.load_config(args)
+        except (ConfigError, ValueError) as exc:
+            self.log.error("configuration error: %s", exc)
+            return 2
+        if config.allow_unlisted:
+            self.log.warning(
+                "unlisted targets are allowed: any ?target= receives the default credentials "
+                "(user %s); list the %s instead (--%s.target or targets: in the config file)",
+                config.defaults.username or "(none)",
+                self.names.what,
+                self.names.exporter,
+            )
+        app, targets = self.make_app(config, args.default_timeout)
+        self.log.info("%d targets configured", len(config.targets))
+        return self._serve(app, targets, args)
+
+    def _serve(self, app: ExporterApp, targets: TargetPool, args: argparse.Namespace) -> int:
+        try:
+            return serve(app, web_settings(args, self.default_listen))
+        finally:
+            targets.close()
