@@ -1,7 +1,7 @@
 """Benchmark: the Stargate exporter's transports side by side on the 16-CVM cluster bench.
 
-Two real stargate-exporter processes, the same flags (parse workers as the exporter's default
-here), differing only in what fetches the pages:
+Two real stargate-exporter processes, the same flags (parse workers as the exporter's default,
+none), differing only in what fetches the pages:
 
 - **select**: the exporter's own transport (ioparallax/exporters/stargate/transport.py: HTTP/1.1
   framing over non-blocking sockets, one ``select`` loop per probe in the probe's thread);
@@ -17,22 +17,22 @@ load): **per-CVM**, 16 probes at once, one per CVM, as Prometheus scrapes 16 tar
 wall time and the exporter's CPU (its process tree; and its own process, where the fetches run),
 min / median over the runs, the load average, and curl's figures as a ratio of select's.
 
-Verdict: the exporter's transport (``--chosen``) must not lose to the other by more than
-``--margin`` (10 %) on the median of the exporter's own-process CPU (where the fetches run), nor by
-more than ``--wall-margin`` (25 %: the slowest of 16 concurrent probes varies by ~20 % from run to
-run on a loaded 2-core machine) on the median of the slowest per-CVM probe; exit 1 when it does.
+Targets (bench/gate.py: each figure as min / median over the runs with the load average, the
+target beside it; exit 1 when one is missed): the exporter's transport (``--chosen``) must not
+lose to the other by ``--margin`` (10 %) or more on the median of the exporter's own-process CPU
+(where the fetches run), nor by ``--wall-margin`` (25 %: the slowest of 16 concurrent probes
+varies by ~20 % from run to run on a loaded 2-core machine) or more on the median of the slowest
+per-CVM probe.
 
     nice -n 10 .venv/bin/python bench/stargate_transport.py [--runs 5] [--margin 0.10] [--wall-margin 0.25]
-        [--chosen select] [--lean-curl]
+        [--chosen select] [--lean-curl] [--workers 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import ssl
-import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -43,8 +43,9 @@ import pycurl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stargate_cluster import Round, measure, start_simulator, tree_peak_rss_mb  # noqa: E402
+from stargate_cluster import Round, measure, start_simulator  # noqa: E402
 
+import gate  # noqa: E402
 from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
 from ioparallax.exporters.stargate.targets import Origin  # noqa: E402
 from ioparallax.exporters.stargate.transport import (  # noqa: E402
@@ -295,10 +296,6 @@ def start_side(tmp: Path, kind: str, ports: list[int], workers: int, lean: bool)
     return proc, base
 
 
-def describe(values: list[float], unit: str = "s") -> str:
-    return f"min {min(values):5.2f} / median {statistics.median(values):5.2f} {unit}"
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--serve"]:
@@ -307,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="measured runs per side and mode (default: %(default)s)")
     ap.add_argument("--cvms", type=int, default=16, help="simulated CVMs (default: %(default)s)")
     ap.add_argument("--vdisks-per-cvm", type=int, default=250, help="default: %(default)s")
-    ap.add_argument("--workers", type=int, default=default_workers() or 2, help="parse workers (default: %(default)s)")
+    ap.add_argument("--workers", type=int, default=default_workers(), help="parse workers (default: %(default)s)")
     ap.add_argument("--chosen", choices=SIDES, default="select", help="the exporter's transport (default: %(default)s)")
     ap.add_argument(
         "--margin",
@@ -329,11 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the curl side without its Python callbacks (libcurl's own head limits): the library's best case",
     )
     args = ap.parse_args(argv)
+    g = gate.Gate("bench/stargate_transport.py")
     total = args.cvms * args.vdisks_per_cvm
     rounds: dict[tuple[str, str], list[Round]] = {}
     rss: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+        try:
+            sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+        except SystemExit as exc:
+            return g.cannot_measure(str(exc))
         targets = [u.split("://", 1)[1] for u in urls.values()]
         ports = [int(t.rsplit(":", 1)[1]) for t in targets]
         sides: dict[str, tuple[Process, str]] = {}
@@ -349,51 +350,51 @@ def main(argv: list[str] | None = None) -> int:
                     for mode, discover in (("per-CVM", False), ("discover", True)):
                         rounds.setdefault((kind, mode), []).append(measure(proc, sim, base, targets, discover, total))
             for kind, (proc, _) in sides.items():
-                rss[kind] = tree_peak_rss_mb(proc.pid)
+                rss[kind] = gate.tree_peak_rss_mb(proc.pid)
         finally:
             stop_all([proc for proc, _ in sides.values()] + [sim], timeout=15)
 
     loads = [r.load for rs in rounds.values() for r in rs]
     print(
         f"stargate transport bench: {args.cvms} CVMs x {args.vdisks_per_cvm} vdisks ({total} vdisks), "
-        f"{os.cpu_count()} cores, parse workers {args.workers}, {args.runs} runs per side interleaved, "
+        f"{gate.CORES} cores, parse workers {args.workers}, {args.runs} runs per side interleaved, "
         f"curl side {'lean (no callbacks)' if args.lean_curl else 'with the limits callbacks'}, "
         f"load average {min(loads):.1f}-{max(loads):.1f}"
     )
     print("  slowest: the slowest probe of the round; cpu: the exporter's processes; own: its own process (fetches)")
-    med: dict[tuple[str, str, str], float] = {}
+    med: dict[tuple[str, str, str], gate.Runs] = {}
     for mode in ("per-CVM", "discover"):
         print(f"\n  {mode}:")
         for kind in SIDES:
             rs = rounds[(kind, mode)]
-            slowest, cpu, own = [max(r.walls) for r in rs], [r.cpu for r in rs], [r.own_cpu for r in rs]
-            med[(kind, mode, "slowest")] = statistics.median(slowest)
-            med[(kind, mode, "own")] = statistics.median(own)
-            print(
-                f"    {kind:6}  slowest {describe(slowest)}   cpu {describe(cpu)}   own {describe(own)}   "
-                f"load {min(r.load for r in rs):.1f}-{max(r.load for r in rs):.1f}"
-            )
+            at = [r.load for r in rs]
+            slowest = gate.Runs([max(r.walls) for r in rs], at)
+            cpu = gate.Runs([r.cpu for r in rs], at)
+            own = gate.Runs([r.own_cpu for r in rs], at)
+            med[(kind, mode, "slowest")], med[(kind, mode, "own")] = slowest, own
+            print(f"    {kind:6}  slowest {slowest.describe('s')}")
+            print(f"    {kind:6}  cpu {cpu.describe('s')}; own {own.describe('s')}")
         for what in ("slowest", "own"):
-            s, c = med[("select", mode, what)], med[("curl", mode, what)]
+            s, c = med[("select", mode, what)].median, med[("curl", mode, what)].median
             print(f"    curl / select, {what} (medians): {c:5.2f} / {s:5.2f} = {c / s:4.2f}x")
     print()
     for kind in SIDES:
         print(f"  peak RSS {kind}: {rss[kind]:6.1f} MB (sum of VmHWM over the exporter's processes)")
     other = next(k for k in SIDES if k != args.chosen)
-    missed = []
     for what, label, margin in (
         ("slowest", "slowest per-CVM probe", args.wall_margin),
         ("own", "exporter's own-process CPU, per-CVM", args.margin),
     ):
         mine, theirs = med[(args.chosen, "per-CVM", what)], med[(other, "per-CVM", what)]
-        ok = mine <= theirs * (1 + margin)
-        if not ok:
-            missed.append(label)
-        print(
-            f"  target: {args.chosen} loses to {other} by at most {margin:.0%} on the {label} (medians): "
-            f"{mine:.2f} against {theirs:.2f} ({mine / theirs:.2f}x): {'met' if ok else 'MISSED'}"
+        print(f"  {label}: {args.chosen} {mine.describe('s')}; {other} {theirs.describe('s')}")
+        g.check(
+            f"{label}, {args.chosen} / {other} (medians)",
+            gate.of([mine.median / theirs.median], at_load=max(mine.loads + theirs.loads)),
+            below=1 + margin,
+            unit="x",
+            fmt=".2f",
         )
-    return 1 if missed else 0
+    return g.verdict()
 
 
 if __name__ == "__main__":

@@ -306,3 +306,21 @@ def test_a_lone_surrogate_in_a_label_value_is_escaped_not_a_failed_probe():
     body = exp.render().decode("utf-8")
     assert 'src_vm_info{vm="db\\\\xff\\\\ud800"} 1' in body
     assert promtool_check_metrics(body).returncode == 0
+
+
+def test_write_families_writes_what_exposition_writes():
+    from ioparallax.exporters.common.exposition import Exposition, Family, GaugeHistogram, write_families
+
+    def families():
+        up = Family("x_up", "gauge", "Up.")
+        up.add("", 1.0)
+        yield up
+        h = GaugeHistogram("x_latency_seconds", "Latency\nwindow.")
+        h.add('vdisk_id="1"', (0.001, float("inf")), (3.0, 1.0), 0.004)
+        yield h
+        yield Family("x_empty", "gauge", "No samples.")
+
+    out = Exposition()
+    out.add(*families())
+    assert write_families(families()) == out.render()
+    assert write_families(iter(())) == b""

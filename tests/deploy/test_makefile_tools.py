@@ -33,7 +33,6 @@ BASE = {
     "dpkg",
     "dpkg-query",
     "getent",
-    "head",
     "kill",
     "make",
     "true",

@@ -203,6 +203,31 @@ def test_series_budget_per_vdisk_with_each_switch(cluster):
     assert [ln for ln in lines(neither) if "vdisk_id" not in ln] == [ln for ln in lines(full) if "vdisk_id" not in ln]
 
 
+def test_answers_are_written_one_at_a_time_and_by_the_deadline(cluster):
+    """While one answer is being written, another waits for it (16 probes ending together do not
+    hold 16 answers half-written), but never past its deadline: then it is written anyway."""
+    from ioparallax.exporters.stargate import collector as exposition
+
+    r = run(cluster, cluster.urls["cvm-1"], None)
+    want = StargateCollector(r).render()
+    with exposition._WRITING:  # another probe's answer being written
+        t0 = time.monotonic()
+        got = StargateCollector(r).render(time.monotonic() + 0.3)
+        waited = time.monotonic() - t0
+    assert got == want and 0.3 <= waited < 5
+    done: list[float] = []
+    exposition._WRITING.acquire()
+    writer = threading.Thread(target=lambda: done.append(len(StargateCollector(r).render(time.monotonic() + 30))))
+    writer.start()
+    time.sleep(0.2)
+    assert done == []  # waiting for the other answer
+    exposition._WRITING.release()
+    writer.join(10)
+    assert done == [len(want)]
+    assert exposition._WRITING.acquire(blocking=False)  # released after writing
+    exposition._WRITING.release()
+
+
 def test_collector_and_worker_keys_of_the_config_file(tmp_path):
     f = tmp_path / "stargate.yml"
     f.write_text("histograms: false\nsource_ratios: false\nparse_workers: 0\n")
@@ -221,14 +246,14 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
         assert str(f) in str(exc.value) and key in str(exc.value)
 
 
-@pytest.mark.parametrize("cores, workers", [(1, 0), (2, 2), (3, 3), (4, 4), (64, 4)])
-def test_parse_workers_default_to_the_usable_cores_up_to_four(cores, workers, monkeypatch):
-    """Without --stargate.parse-workers or parse_workers:, one worker per usable core (at most
-    4; none on one core, where a worker would only add a copy of the parse)."""
+@pytest.mark.parametrize("cores", [1, 2, 4, 64])
+def test_parse_workers_default_to_none_whatever_the_cores(cores, monkeypatch):
+    """Without --stargate.parse-workers or parse_workers:, pages are parsed in each probe's
+    thread: the strict reader made a worker cost as much as it saves (docs/stargate.md)."""
     from ioparallax.exporters.stargate import parsepool
 
     monkeypatch.setattr(parsepool, "usable_cores", lambda: cores)
-    assert parsepool.default_workers() == workers
+    assert parsepool.default_workers() == 0
 
 
 def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess, str]:
@@ -247,13 +272,12 @@ def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess,
     return proc, f"http://127.0.0.1:{port}"
 
 
-def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
-    """The real command with no worker setting: on this machine's cores it starts
-    default_workers() workers (0 on one core), and its probe answers as the in-process path."""
-    from ioparallax.exporters.stargate.parsepool import default_workers
-
+def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
+    """The real command with no worker setting: no parse workers (one process), its probe answers
+    as the in-process path, every detail view is read by the strict reader (counted on /metrics),
+    and glibc's allocator is set up (two arenas)."""
     config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
-    proc, url = _exporter(tmp_path, config, "--log.level=info")
+    proc, url = _exporter(tmp_path, config, "--log.level=debug")
     try:
         r = requests.get(
             f"{url}/probe",
@@ -262,12 +286,20 @@ def test_exporter_process_parses_in_workers_by_default(cluster, tmp_path):
             timeout=30,
         )
         assert r.status_code == 200
-        assert lines(r.content) == lines(StargateCollector(run(cluster, cluster.urls["cvm-2"], None)).render())
+        want = StargateCollector(run(cluster, cluster.urls["cvm-2"], None))
+        assert lines(r.content) == lines(want.render())
+        details = len(want.result.details)
+        own = requests.get(f"{url}/metrics", timeout=10).text
+        assert f'stargate_parse_detail_views_total{{reader="strict"}} {float(details)}' in own, own
+        assert 'stargate_parse_detail_views_total{reader="lxml"} 0.0' in own
+        assert details > 0
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert children == [], children  # no fork server, no workers, no resource tracker
     finally:
         proc.stop()
-    workers = default_workers()
     log_text = proc.log_path.read_text()
-    assert (f"pages parsed by {workers} worker processes" if workers else "parse_workers 0") in log_text, log_text
+    assert "parse_workers 0" in log_text, log_text
+    assert "malloc: 2 arenas, mmap from 131072 bytes: set" in log_text, log_text
 
 
 def test_exporter_process_with_workers_and_switches(cluster, tmp_path):

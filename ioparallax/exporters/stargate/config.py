@@ -21,7 +21,7 @@ class StargateConfig:
     allow_unlisted: bool = False
     limits: Limits = Limits()
     discovery_ports: tuple[int, ...] = ()
-    parse_workers: int | None = None  # None: the command line's (default: cores)
+    parse_workers: int | None = None  # None: the command line's (default: none, parsepool.default_workers)
     histograms: bool = True
     source_ratios: bool = True
 

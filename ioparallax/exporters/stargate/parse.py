@@ -23,6 +23,7 @@ bucket counts a histogram never decreases.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -32,6 +33,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
+
+log = logging.getLogger(__name__)
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -502,6 +505,8 @@ class VDiskDetail:
     write_destinations: dict[str, tuple[float, float]] = field(default_factory=dict)
     up_migrations: dict[str, float] = field(default_factory=dict)  # window -> count
     unknown: tuple[Unknown, ...] = ()  # what the parse does not read (module docstring)
+    #: Read by the strict reader (strict.py), not lxml: how, not what (left out of ==).
+    strict: bool = field(default=False, compare=False)
 
 
 #: The detail view's sections (headings ``VDisk <id> <section>``, lowercased), all read.
@@ -757,9 +762,24 @@ def _label_table(rows: list, where: str, unknown: list) -> dict[str, tuple[float
 
 
 def parse_vdisk_page(html: bytes, check_headers: bool = True) -> VDiskDetail:
-    """A vdisk's detail view. ``check_headers``: name the columns of its tables even when their
-    count is the expected one (the names are the same on every page of a build, so a probe
-    checks one page in DETAIL_BATCH; see the module docstring)."""
+    """A vdisk's detail view: read by the strict reader (strict.py) when the page is in the exact
+    shape Stargate emits, else by lxml (parse_vdisk_page_lxml), which gives the same record for
+    every page the strict reader reads and is the one that reports what is unknown and rejects
+    garbage. ``check_headers``: see parse_vdisk_page_lxml (the strict reader checks the names of
+    every table's columns on every page)."""
+    try:
+        detail = _strict.read_vdisk_page(html)
+    except _strict.Unrecognised as exc:
+        log.debug("vdisk detail view read with lxml: not in the strict reader's shape (%s)", exc)
+        return parse_vdisk_page_lxml(html, check_headers)
+    detail.strict = True
+    return detail
+
+
+def parse_vdisk_page_lxml(html: bytes, check_headers: bool = True) -> VDiskDetail:
+    """A vdisk's detail view, read with lxml. ``check_headers``: name the columns of its tables
+    even when their count is the expected one (the names are the same on every page of a build, so
+    a probe checks one page in DETAIL_BATCH; see the module docstring)."""
     doc = _parse_html(_cut_bar_graphs(html) if html else html)
     sections, tables = _sections(doc)
     if "ops and randomness" not in sections:
@@ -837,3 +857,7 @@ def parse_vdisk_page(html: bytes, check_headers: bool = True) -> VDiskDetail:
     if unknown:
         d.unknown = tuple(dict.fromkeys(unknown))  # each once per page
     return d
+
+
+# The strict reader imports this module's records and vocabulary (imported last: the cycle).
+from ioparallax.exporters.stargate import strict as _strict  # noqa: E402

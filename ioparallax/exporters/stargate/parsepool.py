@@ -1,14 +1,14 @@
-"""Stargate pages parsed in worker processes, so that concurrent probes use every core.
+"""Stargate pages parsed in worker processes, so that concurrent probes use every core (opt-in:
+``parse_workers``; the default is none, see default_workers).
 
-Parsing is most of a probe's CPU (~0.8 ms a detail view with its bar graphs cut, about half of
-it Python walking lxml's tree under the interpreter lock), so probes running at once in one
-process (Prometheus scrapes every CVM at the same moment) queue on that lock. A
-:class:`ParsePool` is created once per exporter (``parse_workers``; by default one per usable
-core, see default_workers) and shared by every probe: each probe still fetches its pages in its
-own thread (deadline, size limit, allowed links: transport.py, targets.py); the bytes of a batch
-of pages go to a worker process, plain records (parse.py's dataclasses) come back. Batches, not
-single pages: handing one page over costs ~0.4 ms of the exporter's CPU, a batch of 16 ~0.1 ms
-a page (see docs/stargate.md).
+Before the strict reader (strict.py), parsing was most of a probe's CPU (~0.8 ms a detail view
+with lxml), so probes running at once in one process (Prometheus scrapes every CVM at the same
+moment) queued on the interpreter lock. A :class:`ParsePool` is created once per exporter when
+``parse_workers`` asks for one and shared by every probe: each probe still fetches its pages in
+its own thread (deadline, size limit, allowed links: transport.py, targets.py); the bytes of a
+batch of pages go to a worker process, plain records (parse.py's dataclasses) come back.
+Batches, not single pages: handing one page over costs ~0.4 ms of the exporter's CPU, a batch of
+16 ~0.1 ms a page (see docs/stargate.md).
 
 A probe that reaches its deadline cancels its batches still queued; a batch already in a worker
 runs to its end (at most ``DETAIL_BATCH`` pages within ``body_size_limit``, well under a second)
@@ -45,14 +45,6 @@ DETAIL_BATCH = 16
 DetailResult = tuple[VDiskDetail | None, str, int]
 
 
-#: Workers by default on a host with two cores or more: the usable cores, at most this many (each
-#: is a process of ~55 MB RSS). On 2 cores bench/stargate_cluster.py measured 16 concurrent
-#: per-CVM probes of 250 vdisks each 1.8x faster with 2 workers than parsed in the probes'
-#: threads (the slowest 4.4 s against 7.9 s), for ~80 MB more PSS (docs/stargate.md, Cluster
-#: scale): in-process, every probe's Python work queues on one interpreter lock.
-DEFAULT_MAX_WORKERS = 4
-
-
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -61,10 +53,15 @@ def usable_cores() -> int:
 
 
 def default_workers() -> int:
-    """Parse workers when neither the command line nor the config file says: the usable cores up
-    to DEFAULT_MAX_WORKERS, or 0 (in-process) on one core, where a worker only adds a copy."""
-    cores = usable_cores()
-    return min(cores, DEFAULT_MAX_WORKERS) if cores >= 2 else 0
+    """Parse workers when neither the command line nor the config file says: none, whatever the
+    cores. Since the strict reader (strict.py) a detail view costs ~0.1-0.2 ms to read, about
+    what handing it to a worker and its record back costs, and each worker is ~55 MB more: on 2
+    cores bench/stargate_cluster.py measured 16 concurrent probes of 250 vdisks in-process within
+    its targets (slowest probe 2.9-3.4 s median under load 9-20, against 2.5-2.9 s with 2 workers,
+    whose 3 processes get more of the contended cores), for 12-16 % less CPU and 129-135 MB summed
+    over the exporter's processes against ~253 MB (docs/stargate.md, Cluster scale). Workers still
+    help a host with many cores that scrapes many large CVMs at once (``--stargate.parse-workers``)."""
+    return 0
 
 
 def parse_details(pages: list[tuple[str, bytes]], check_headers: bool = True) -> list[DetailResult]:

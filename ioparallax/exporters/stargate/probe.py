@@ -22,10 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily
 
 from ioparallax.exporters.stargate.parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
 from ioparallax.exporters.stargate.parsepool import DETAIL_BATCH, DetailResult, ParsePool, parse_details
@@ -90,6 +92,41 @@ _LOGGED_DETAIL_ERRORS = 5
 _LOGGED_UNKNOWN: set[tuple[str, ...]] = set()
 _LOGGED_UNKNOWN_CAP = 10_000
 _LOGGED_UNKNOWN_LOCK = threading.Lock()
+
+
+class DetailReads:
+    """Detail views read since the exporter started, by reader (served on /metrics): the strict
+    reader (strict.py) or its lxml fallback, for a page in any other shape."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.strict = 0
+        self.lxml = 0
+
+    def add(self, details: dict[str, VDiskDetail | None]) -> tuple[int, int]:
+        strict = sum(1 for d in details.values() if d is not None and d.strict)
+        lxml = sum(1 for d in details.values() if d is not None) - strict
+        with self._lock:
+            self.strict += strict
+            self.lxml += lxml
+        return strict, lxml
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        fam = CounterMetricFamily(
+            "stargate_parse_detail_views",
+            "Vdisk detail views read since the exporter started, by reader: strict (the fast reader of the "
+            "exact page shape Stargate emits) or lxml (its fallback, for a page in any other shape; the "
+            "same record). Views rejected as garbage are not counted.",
+            labels=["reader"],
+        )
+        with self._lock:
+            fam.add_metric(["strict"], float(self.strict))
+            fam.add_metric(["lxml"], float(self.lxml))
+        yield fam
+
+
+#: This process' tally (cli.py serves it on /metrics).
+DETAIL_READS = DetailReads()
 
 
 class _Deadline(Exception):
@@ -180,6 +217,14 @@ def probe(
             errors[vid] = err
             rejected += garbage
     unknown = _coverage(target, cvms, vdisks, details)
+    strict, lxml = DETAIL_READS.add(details)
+    if lxml:
+        log.debug(
+            "stargate target %s: %d of %d detail views read with lxml (not in the strict reader's shape)",
+            target,
+            lxml,
+            strict + lxml,
+        )
     for n, (vid, err) in enumerate(errors.items()):
         if n < _LOGGED_DETAIL_ERRORS:
             log.warning("stargate target %s: vdisk %s detail view failed: %s", target, vid, err)
