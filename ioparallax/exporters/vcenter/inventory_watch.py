@@ -340,7 +340,7 @@ class InventoryWatch:
                 self._forget()
                 raise  # the client logs in again and calls read() with the new session: a full read
             except STALE_CONNECTION:
-                self._forget()  # an answer may have been lost on the way: read it whole
+                self._version = None  # an answer may have been lost on the way: read it whole
                 raise
             except Exception as exc:
                 cause = (
@@ -412,9 +412,11 @@ class InventoryWatch:
                     version = update.version
                 if not update.truncated:
                     break
-        except BaseException:
-            self._forget()
+        except vim.fault.NotAuthenticated:
+            self._forget()  # the session is gone, and the collector with it
             raise
+        # Anything else (a lost connection too): the collector stays recorded with no version, so
+        # that the next read destroys it on the server before it makes a new one.
         self.state, self._version = state, version
         self.full_reads += 1
         return Read(state.inventory(), True, counts, "WaitForUpdatesEx")
