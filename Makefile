@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench bench-deps rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -81,9 +81,9 @@ TEST_WORKERS ?= 4
 
 test: deps ## install what is missing, then run every test (unit tests in TEST_WORKERS workers beside the e2e tests)
 	@mkdir -p .run; \
-	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
+	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e --durations=20 $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
 	echo ">> e2e tests started in the background (pid $$e2e, output: .run/test-e2e.log)"; \
-	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) $(PYTEST_ARGS); unit=$$?; \
+	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS); unit=$$?; \
 	echo ">> unit tests done (exit $$unit); the e2e tests' output:"; \
 	tail -n +1 --pid=$$e2e -f .run/test-e2e.log; wait $$e2e; e2e_rc=$$?; \
 	echo ">> unit tests: exit $$unit; e2e tests: exit $$e2e_rc"; \
@@ -115,6 +115,9 @@ dashboards: deps-python ## regenerate dashboards/*.json from ioparallax/mixin/co
 # run of bench/vcenter_scrape.py (~16 min, most of it stock vcsim starting).
 BENCHES    := $(filter-out bench/gate.py,$(wildcard bench/*.py))
 BENCH_RUNS ?= $(BENCHES) bench/vcenter_scrape.py,--inventory
+
+bench-deps: deps-python ## install vmware_exporter 0.18.4 (PyPI) into .build/vmware-exporter-venv for bench/vcenter_scrape.py (not a project dependency)
+	$(VPY) bench/vcenter_scrape.py --bench-deps
 
 bench: deps ## run the benchmarks in bench/; fails if one misses a target (after running them all)
 	@missed=""; for b in $(BENCH_RUNS); do cmd=$$(echo "$$b" | tr , ' '); echo ">> $$cmd"; \

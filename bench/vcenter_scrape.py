@@ -1,18 +1,33 @@
 #!/usr/bin/env python3
-"""Scrape cost of vcenter-exporter against pryorda/vmware_exporter 0.18.4, side by side.
+"""Scrape cost of vcenter-exporter against pryorda/vmware_exporter 0.18.4, side by side, and
+what a background inventory update costs a probe (issue 24).
 
-One scenario vCenter simulator (.build/vcsim-scenario) with 1,000 VMs x 2 virtual disks serves
-both exporters in the same run. The simulator's clock runs faster (-clock-speed 4) so that
-every scrape has new 20 s samples: ours fetches and integrates every one of them (15 virtualDisk
-counters per disk), vmware_exporter takes one sample per VM (its default metric set).
+For each VM count (``--vms``, default 1,000 then 5,000), one scenario vCenter simulator
+(.build/vcsim-scenario, 2 virtual disks per VM) serves every exporter of that run. Its clock runs
+faster (-clock-speed 4 up to 1,000 VMs, 1 above, where a round of scrapes takes ~4x longer) so
+that every scrape has 1-2 new 20 s samples per disk: ours fetches and integrates
+every one of them (15 virtualDisk counters per disk), vmware_exporter takes one sample per VM
+(its default metric set).
 
-Printed: wall time and CPU per scrape of each exporter (min / median of 20 scrapes after one
-warm-up, with the load average), peak RSS and RSS after scrape 5 and 20 (memory flat?), the
-simulator's own CPU per scrape (the floor a client can approach), and the ratios. Targets (exit 1
-when one is missed; both exporters scrape in turn, under the same load): ours >= 4x cheaper in
-wall time and CPU (ratio of the medians) while collecting more, memory flat (RSS growth from
-scrape 5 to the last under 10 MB). When vmware_exporter cannot be installed, the ratios cannot be
-measured: a miss.
+- **cold**, paired: a fresh process of each, in turn, ``--cold-runs`` times: ours probed with a
+  ``--scrape-timeout`` deadline until the first ``vcenter_up 1`` (every answer before it must be
+  ``up`` or ``warming_up``, inside the deadline), vmware_exporter's first scrape (login,
+  inventory, samples); wall and CPU.
+- **steady**, paired: three processes scraped in turn, ``--scrapes`` rounds after a warm-up:
+  ours with a cached inventory (``inventory_refresh: 1h``), ours with inventory updates running
+  back to back (``inventory_refresh: --update-every``, 0.2 s: a WaitForUpdatesEx every ~0.25 s, so
+  every probe overlaps updates), and vmware_exporter; meanwhile an admin session renames one VM
+  every ``--churn-every`` seconds, so most updates carry a change (and the updating exporter
+  renders its inventory families again).
+
+Printed: min / median wall and CPU with the load average, peak RSS and RSS after scrape 1, 5 and
+the last, the simulator's own CPU per scrape (the floor a client can approach), the updates the
+updating exporter logged (changes, wall, thread CPU), and the ratios. Targets (exit 1 when one
+is missed): cold answers only ``up``/``warming_up`` within the deadline; a probe with updates
+running < 1.5x a probe on a cached inventory (medians) and the slowest < 2x that median; ours
+>= 4x cheaper than vmware_exporter in wall time and CPU (ratio of the medians) while collecting
+more; our RSS growing less than 10 MB from scrape 5 to the last. When vmware_exporter cannot be
+installed or run, its ratios cannot be measured: a miss.
 
 ``--inventory`` measures the inventory at scale instead (issue 15), on stock vcsim (``.build/vcsim``,
 5,000 VMs by default), the new behaviour against the old one side by side in the same run:
@@ -23,10 +38,10 @@ measured: a miss.
 - cold start: exporter process started, probes (10 s scrape timeout) until the first
   ``vcenter_up 1``: ``inventory_mode: sync`` (old) against ``background`` (new), twice each,
   with no second refresh competing (``inventory_refresh: 1h``, and 1s for one old start);
-- probe wall during a refresh: ``inventory_refresh: 1s``, so that the old mode reads the inventory
-  in every probe ("refresh forced") and the new one has refreshes running back to back in the
-  background (probes counted only when the inventory was older than 1 s, i.e. a refresh was under
-  way); the old mode's probes on a cached inventory (``inventory_refresh: 1h``) for reference.
+- probe wall during a refresh in the old mode: ``inventory_refresh: 1s``, so that it reads the
+  inventory in every probe ("refresh forced"), against its probes on a cached inventory
+  (``inventory_refresh: 1h``). The new mode's refreshes are WaitForUpdatesEx updates since issue 24:
+  what they cost a probe is measured by the default run (above), paired.
 
 vmware_exporter is installed into a throwaway venv under .build/ (never into the project's
 deps). It connects to port 443 only (pyVim SmartConnect's default): we start it through a
@@ -168,6 +183,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO))
     from ioparallax.exporters.vcenter.inventory import collect_inventory
     from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
+    from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
 
     if not STOCK.exists() or STOCK.stat().st_size == 0:
         print(f"{STOCK} is missing: run `make deps-go`", file=sys.stderr)
@@ -215,19 +231,39 @@ def inventory_bench(args: argparse.Namespace) -> int:
             si = SmartConnect(
                 host="127.0.0.1", port=sim_port, user="bench", pwd=password, sslContext=ssl._create_unverified_context()
             )
-            cost: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+            cost: dict[str, list[tuple[float, float]]] = {"old": [], "new": [], "watch": [], "update": []}
+
+            def watch_full(si: object) -> list:
+                watch = InventoryWatch("bench")
+                inv = watch.read(si).inventory or []
+                w0, c0 = time.perf_counter(), time.thread_time()
+                assert watch.read(si).inventory is None  # nothing changed
+                cost["update"].append((time.perf_counter() - w0, time.thread_time() - c0))
+                return inv
+
             try:
                 for _ in range(args.runs):
-                    for side, read in (("old", collect_inventory), ("new", collect_inventory_soap)):
+                    for side, read in (
+                        ("old", collect_inventory),
+                        ("new", collect_inventory_soap),
+                        ("watch", watch_full),
+                    ):
                         w0, c0 = time.perf_counter(), time.thread_time()
                         inv = read(si)
                         cost[side].append((time.perf_counter() - w0, time.thread_time() - c0))
                         assert len(inv) == vms, (side, len(inv))
+                        if side == "watch":  # the update it made is not part of the full read
+                            cost[side][-1] = tuple(a - b for a, b in zip(cost[side][-1], cost["update"][-1]))
             finally:
                 Disconnect(si)
             print(f"\none inventory read of {vms} VMs, {args.runs} runs each, min / median:")
             print(f"{'':<32} {'wall s':>17} {'client CPU s':>17}")
-            for side, label in (("old", "old: pyvmomi objects"), ("new", "new: plain SOAP + lxml")):
+            for side, label in (
+                ("old", "old: pyvmomi objects"),
+                ("new", "new: plain SOAP + lxml"),
+                ("watch", "full read by WaitForUpdatesEx"),
+                ("update", "an update, nothing changed"),
+            ):
                 print(f"{label:<32} {_min_med([w for w, _ in cost[side]])} {_min_med([c for _, c in cost[side]])}")
             old_w, new_w = (statistics.median(w for w, _ in cost[k]) for k in ("old", "new"))
             old_c, new_c = (statistics.median(c for _, c in cost[k]) for k in ("old", "new"))
@@ -278,8 +314,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 procs.remove(proc)
 
             cold: dict[str, list[tuple[float, float]]] = {"sync": [], "background": []}
-            probes: dict[str, list[float]] = {"cached": [], "forced": [], "background": []}
-            builds: list[tuple[float, float]] = []
+            probes: dict[str, list[float]] = {"cached": [], "forced": []}
 
             proc, url = start_exporter("sync-cached", "sync", "1h")
             cold["sync"].append(cold_start(proc, url))
@@ -323,21 +358,6 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 first_builds += builds_of(proc)[:1]
                 stop(proc)
 
-            # refreshes back to back (inventory_refresh 1s) while probes run
-            for i in range(1):
-                proc, url = start_exporter(f"background-{i}", "background", "1s")
-                cold_start(proc, url)
-                met = 0
-                deadline = time.monotonic() + 120
-                while met < 2 * args.probes and time.monotonic() < deadline:
-                    wall, text = _probe(url, {"target": target}, 60.0)
-                    if _up(text) and _gauge(text, "vcenter_inventory_age_seconds") > 1.0:
-                        probes["background"].append(wall)  # a refresh was due, so under way
-                        met += 1
-                    time.sleep(0.5)
-                builds += builds_of(proc)[1:]  # those that ran while probes were made
-                stop(proc)
-
             print(f"\nexporter process against the same {vms}-VM vcsim, min / median:")
             print(f"cold start, first probe to the first vcenter_up 1 ({len(cold['sync'])} starts each):")
             print(f"{'':<32} {'wall s':>17} {'exporter CPU s':>17}")
@@ -350,14 +370,9 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 f"background inventory builds in the exporter, first (cold, alone) ({len(first_builds)}): "
                 f"wall {_min_med([w for w, _ in first_builds])} s, thread CPU {_min_med([c for _, c in first_builds])} s"
             )
-            print(
-                f"background inventory builds in the exporter, while probes ran ({len(builds)}): "
-                f"wall {_min_med([w for w, _ in builds])} s, thread CPU {_min_med([c for _, c in builds])} s"
-            )
             print("probe wall, s:")
             for key, label in (
                 ("forced", "old, refresh in the probe"),
-                ("background", "new, during a refresh"),
                 ("cached", "old, cached inventory"),
             ):
                 print(f"  {label:<30} {_min_med(probes[key])}  ({len(probes[key])} probes)")
@@ -374,23 +389,294 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 and max(w for _, w, _ in first_answers) < 10.0,
                 f"{dict(kinds)}, slowest {max((w for _, w, _ in first_answers), default=float('nan')):.2f} s",
             )
-            if not probes["background"] or not probes["cached"]:
-                return g.cannot_measure("no probe met a background refresh, or no probe on a cached inventory")
-            f_med, b_med = statistics.median(probes["forced"]), statistics.median(probes["background"])
-            c_med = statistics.median(probes["cached"])
-            print(f"ratio old with refresh / new during a refresh (medians): {f_med / b_med:.1f}x")
-            # Both measured in this run, against the same vcsim: the ratio is the load-fair figure.
-            g.check(
-                "probe during a background refresh / on a cached inventory (medians)", b_med / c_med, below=2, unit="x"
-            )
-            g.check(
-                "slowest probe during a background refresh / median on a cached inventory",
-                max(probes["background"]) / c_med,
-                below=2,
-                unit="x",
-            )
+            if probes["forced"] and probes["cached"]:
+                f_med, c_med = statistics.median(probes["forced"]), statistics.median(probes["cached"])
+                print(f"ratio old, refresh in the probe / old, cached inventory (medians): {f_med / c_med:.1f}x")
             return g.verdict()
         finally:
+            for p in reversed(procs):
+                p.stop(timeout=10)
+
+
+class Churn:
+    """An admin session renaming one VM of the simulator every ``every`` seconds (a name change is
+    the commonest inventory change), in a thread: the exporter that watches for updates then finds
+    one change in most of its refreshes and renders its inventory families again."""
+
+    def __init__(self, port: int, password: str, every: float = 1.0) -> None:
+        import ssl
+        import threading
+
+        from pyVim.connect import SmartConnect
+        from pyVmomi import vim
+
+        self.si = SmartConnect(
+            host="127.0.0.1", port=port, user="bench", pwd=password, sslContext=ssl._create_unverified_context()
+        )
+        content = self.si.content
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        self.vms = list(view.view)[:20]
+        view.Destroy()
+        self.every, self.renames = every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            vm = self.vms[self.renames % len(self.vms)]
+            task = vm.Rename_Task(f"churn-{self.renames:05d}")
+            while task.info.state not in ("success", "error") and not self._stop.is_set():
+                time.sleep(0.05)
+            self.renames += 1
+
+    def stop(self) -> None:
+        from pyVim.connect import Disconnect
+
+        self._stop.set()
+        self._thread.join(timeout=10)
+        Disconnect(self.si)
+
+
+def update_lines(proc: Process) -> list[tuple[int, float, float]]:
+    """(changes, wall, thread CPU) of each inventory update the exporter logged."""
+    return [
+        (int(m.group(1)), float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(
+            r"inventory of target=\S+ updated: (\d+) changes .*? in ([\d.]+)s \(([\d.]+)s CPU", proc.log_text()
+        )
+    ]
+
+
+def paired(args: argparse.Namespace, vms: int, their_py: Path | None, why_not: str, g: gate.Gate) -> None:
+    """One simulator of ``vms`` VMs: cold starts and steady scrapes of both exporters in turn, and
+    our probes with inventory updates running against our probes without (see the docstring)."""
+    password = secrets.token_urlsafe(12)
+    procs: list[Process] = []
+    churn: Churn | None = None
+    with tempfile.TemporaryDirectory(prefix="vcenter-bench-") as tmp:
+        tmpdir = Path(tmp)
+        try:
+            sim_port = free_port()
+            sim = start(
+                "vcsim-scenario",
+                [
+                    str(SIM),
+                    "-vms",
+                    str(vms),
+                    "-disks-per-vm",
+                    str(args.disks_per_vm),
+                    "-listen",
+                    f"127.0.0.1:{sim_port}",
+                    "-username",
+                    "bench",
+                    "-password",
+                    password,
+                    "-clock-speed",
+                    str(args.clock_speed or (4.0 if vms <= 1000 else 1.0)),
+                    "-max-query-metrics",
+                    "0",
+                ],
+                tmpdir / "vcsim-scenario.log",
+            )
+            procs.append(sim)
+            t0 = time.monotonic()
+            sim.wait_for_output(r"listening https://", 1800)
+            print(
+                f"\n== {vms} VMs x {args.disks_per_vm} disks: simulator ready in {time.monotonic() - t0:.1f} s",
+                flush=True,
+            )
+            target = f"127.0.0.1:{sim_port}"
+
+            def start_ours(name: str, refresh: str) -> tuple[Process, str]:
+                cfg = tmpdir / f"{name}.yml"
+                cfg.write_text(
+                    "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+                    f"  insecure_skip_verify: true\n  max_query_metrics: 256\n  inventory_refresh: {refresh}\n"
+                    f"targets:\n  {target}: {{}}\n"
+                )
+                port = free_port()
+                proc = start(
+                    name,
+                    [
+                        str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+                        "--web.listen-address",
+                        f"127.0.0.1:{port}",
+                        "--config.file",
+                        str(cfg),
+                        "--log.level",
+                        "info",
+                    ],
+                    tmpdir / f"{name}.log",
+                    env={"BENCH_VC_PASSWORD": password},
+                )
+                procs.append(proc)
+                proc.wait_for_output(r"listening on", 30)
+                return proc, f"http://127.0.0.1:{port}/probe"
+
+            def start_theirs(name: str) -> tuple[Process, str]:
+                assert their_py is not None
+                port = free_port()
+                proc = start(
+                    name,
+                    [str(their_py), "-c", SHIM, str(sim_port), str(port)],
+                    tmpdir / f"{name}.log",
+                    env={
+                        "VSPHERE_HOST": "127.0.0.1",
+                        "VSPHERE_USER": "bench",
+                        "VSPHERE_PASSWORD": password,
+                        "VSPHERE_IGNORE_SSL": "True",
+                    },
+                )
+                procs.append(proc)
+                proc.wait_for_output(r"Starting web server", 60)
+                return proc, f"http://127.0.0.1:{port}/metrics"
+
+            def stop(proc: Process) -> None:
+                proc.stop(timeout=10)
+                procs.remove(proc)
+
+            # -- cold, paired: a fresh process each, ours then theirs, --cold-runs times ----------
+            cold_ours: list[tuple[float, float, float]] = []  # (to first up, first probe wall, CPU)
+            cold_theirs: list[tuple[float, float]] = []  # (first scrape wall, CPU)
+            kinds: Counter = Counter()
+            slowest_answer = 0.0
+            for i in range(args.cold_runs):
+                proc, url = start_ours(f"ours-cold-{i}", "1h")
+                t0, c0, first = time.perf_counter(), gate.cpu_seconds(proc.pid), None
+                while True:
+                    wall, text = _probe(url, {"target": target}, args.scrape_timeout)
+                    first = wall if first is None else first
+                    slowest_answer = max(slowest_answer, wall)
+                    kind = re.search(r'^vcenter_probe_error_info\{[^}]*kind="([^"]+)"', text, re.M)
+                    kinds["up" if _up(text) else kind.group(1) if kind else "?"] += 1
+                    if _up(text):
+                        break
+                    if time.perf_counter() - t0 > 900:
+                        raise TimeoutError(f"ours: no vcenter_up 1 in 900 s: {text[-600:]}")
+                cold_ours.append((time.perf_counter() - t0, first, gate.cpu_seconds(proc.pid) - c0))
+                stop(proc)
+                if their_py is not None:
+                    proc, url = start_theirs(f"theirs-cold-{i}")
+                    c0 = gate.cpu_seconds(proc.pid)
+                    r = scrape(url, proc.pid, sim.pid)
+                    cold_theirs.append((r["wall"], gate.cpu_seconds(proc.pid) - c0))
+                    stop(proc)
+            load_now = gate.load()
+            print(
+                f"cold start, a fresh process each, {args.cold_runs} starts each, min / median (load {load_now:.1f}):"
+            )
+            print(f"  {'':<44} {'wall s':>17} {'CPU s':>17}")
+            print(
+                f"  {'ours: first probe to the first vcenter_up 1':<44} {_min_med([w for w, _, _ in cold_ours])} "
+                f"{_min_med([c for _, _, c in cold_ours])}"
+            )
+            print(f"  {'ours: the first probe answered in':<44} {_min_med([f for _, f, _ in cold_ours])}")
+            if cold_theirs:
+                print(
+                    f"  {'vmware_exporter: its first scrape':<44} {_min_med([w for w, _ in cold_theirs])} "
+                    f"{_min_med([c for _, c in cold_theirs])}"
+                )
+                ratio = statistics.median(w for w, _ in cold_theirs) / statistics.median(w for w, _, _ in cold_ours)
+                print(f"  ratio vmware_exporter first scrape / our first vcenter_up 1 (medians): {ratio:.1f}x")
+            g.require(
+                f"{vms} VMs, cold: every probe before the first vcenter_up 1 answered up or warming_up within "
+                f"its {args.scrape_timeout:g} s deadline",
+                set(kinds) <= {"up", "warming_up"} and slowest_answer < args.scrape_timeout + 1.0,
+                f"{dict(kinds)}, slowest {slowest_answer:.2f} s",
+            )
+
+            # -- steady, paired: ours (cached inventory), ours (updates running), theirs ---------
+            steady, updating = start_ours("ours-steady", "1h"), start_ours("ours-updating", f"{args.update_every:g}s")
+            theirs = start_theirs("theirs") if their_py is not None else None
+            for proc, url in (steady, updating):  # warm-up: login, first inventory, counter look-up
+                t0 = time.perf_counter()
+                while not _up(_probe(url, {"target": target}, 60.0)[1]):
+                    if time.perf_counter() - t0 > 900:
+                        raise TimeoutError(f"{proc.name}: no vcenter_up 1 in 900 s")
+            if theirs is not None:
+                scrape(theirs[1], theirs[0].pid, sim.pid)
+            ours_runs, upd_runs, their_runs, new_samples = [], [], [], []
+            for _ in range(args.scrapes):
+                time.sleep(args.pause)
+                r = scrape(steady[1], steady[0].pid, sim.pid, {"target": target})
+                m = re.search(r"^vcenter_perf_new_samples (\S+)", r["text"], re.M)
+                new_samples.append(float(m.group(1)) if m else 0.0)
+                ours_runs.append(r)
+                upd_runs.append(scrape(updating[1], updating[0].pid, sim.pid, {"target": target}))
+                if theirs is not None:
+                    their_runs.append(scrape(theirs[1], theirs[0].pid, sim.pid))
+            # then only ours, with one VM renamed every --churn-every seconds: updates with a change
+            churn = Churn(sim_port, password, args.churn_every)
+            churn_ours, churn_upd = [], []
+            for _ in range(args.churn_scrapes):
+                time.sleep(args.pause)
+                churn_ours.append(scrape(steady[1], steady[0].pid, sim.pid, {"target": target}))
+                churn_upd.append(scrape(updating[1], updating[0].pid, sim.pid, {"target": target}))
+            churn.stop()
+            renames, churn = churn.renames, None
+            updates = update_lines(updating[0])
+
+            print(f"steady, {args.scrapes} scrapes each in turn (no inventory change):")
+            s_ours = summary("ours, cached", ours_runs)
+            print(
+                f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape (x 15 counters)"
+            )
+            summary("ours, updating", upd_runs)
+            growth = s_ours["rss_last"] - s_ours["rss5"]
+            g.check(f"{vms} VMs: our RSS growth from scrape 5 to {args.scrapes}", growth, below=10, unit="MB")
+
+            def overlap(label: str, cached: list[dict], updated: list[dict]) -> None:
+                med = statistics.median(r["wall"] for r in cached)
+                g.check(
+                    f"{vms} VMs, {label}: probe with inventory updates running / on a cached inventory (medians)",
+                    statistics.median(u["wall"] for u in updated) / med,
+                    below=1.5,
+                    unit="x",
+                )
+                g.check(
+                    f"{vms} VMs, {label}: slowest probe with updates running / median on a cached inventory",
+                    gate.of([u["wall"] / med for u in updated]),
+                    below=2,
+                    unit="x",
+                    stat="max",
+                )
+
+            overlap("no change", ours_runs, upd_runs)
+            print(
+                f"then {args.churn_scrapes} scrapes of ours each in turn, one VM renamed every {args.churn_every:g} s "
+                f"({renames} renames):"
+            )
+            summary("ours, cached", churn_ours)
+            summary("ours, updating", churn_upd)
+            print(
+                f"{'':<18} inventory_refresh {args.update_every:g}s: {len(updates)} updates with changes logged "
+                f"({sum(c for c, _, _ in updates)} changes), wall {_min_med([w for _, w, _ in updates])} s, "
+                f"thread CPU {_min_med([c for _, _, c in updates])} s (the wall is the simulator's: see docs/vcenter.md)"
+            )
+            overlap("VMs renamed", churn_ours, churn_upd)
+            if theirs is None:
+                g.cannot_measure(f"vmware_exporter could not be run: {why_not}")
+                return
+            s_theirs = summary("vmware_exporter", their_runs)
+            print(
+                f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
+                f"vmware_exporter {s_theirs['sim_cpu']:.3f} s; vmware_exporter's RSS growth from scrape 5: "
+                f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB; peak RSS ratio vmware_exporter / ours "
+                f"{s_theirs['hwm'] / s_ours['hwm']:.1f}x"
+            )
+            # Both exporters scraped in turn, under the same load: the ratios are the load-fair figures.
+            g.check(
+                f"{vms} VMs: wall ratio vmware_exporter / ours (medians)",
+                s_theirs["wall"].median / s_ours["wall"].median,
+                at_least=4,
+                unit="x",
+            )
+            cpu_ratio = s_theirs["cpu"].median / s_ours["cpu"].median if s_ours["cpu"].median > 0 else float("inf")
+            g.check(f"{vms} VMs: CPU ratio vmware_exporter / ours (medians)", cpu_ratio, at_least=4, unit="x")
+        finally:
+            if churn is not None:
+                churn.stop()
             for p in reversed(procs):
                 p.stop(timeout=10)
 
@@ -402,160 +688,48 @@ def main() -> int:
         action="store_true",
         help="measure the inventory at scale on stock vcsim instead (see above; --vms defaults to 5000)",
     )
+    ap.add_argument("--bench-deps", action="store_true", help="only install vmware_exporter into its venv, then exit")
     ap.add_argument("--runs", type=int, default=3, help="--inventory: inventory reads per side (default 3)")
     ap.add_argument("--probes", type=int, default=3, help="--inventory: probes per measurement (default 3)")
-    ap.add_argument("--vms", type=int, default=None, help="VMs in the simulator (default 1000; 5000 with --inventory)")
+    ap.add_argument(
+        "--vms",
+        default=None,
+        help="VMs in the simulator, comma-separated for several runs (default 1000,5000; 5000 with --inventory)",
+    )
     ap.add_argument("--disks-per-vm", type=int, default=2)
-    ap.add_argument("--scrapes", type=int, default=20)
+    ap.add_argument("--scrapes", type=int, default=12, help="steady scrapes of each exporter per VM count")
+    ap.add_argument("--cold-runs", type=int, default=2, help="cold starts of each exporter per VM count")
+    ap.add_argument("--scrape-timeout", type=float, default=10.0, help="our probes' deadline in the cold starts")
+    ap.add_argument("--update-every", type=float, default=0.2, help="inventory_refresh of the updating exporter (s)")
+    ap.add_argument("--churn-every", type=float, default=3.0, help="seconds between two VM renames (churn phase)")
+    ap.add_argument("--churn-scrapes", type=int, default=8, help="rounds of our two exporters while VMs are renamed")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between rounds")
     ap.add_argument(
         "--clock-speed",
         type=float,
-        default=4.0,
-        help="simulated seconds per real second; a round of both scrapes takes ~8 s, so 4 gives "
-        "~30 simulated seconds (1-2 new 20 s samples) between our scrapes",
+        default=None,
+        help="simulated seconds per real second (default 4 up to 1,000 VMs, 1 above): a round of the "
+        "steady scrapes takes ~8 s at 1,000 VMs and ~30 s at 5,000 (vmware_exporter's scrape is most of "
+        "it), so each of our scrapes has 1-2 new 20 s samples per disk to integrate at either count",
     )
     args = ap.parse_args()
+    if args.bench_deps:
+        py, why = ensure_vmware_exporter()
+        print(py or why)
+        return 0 if py else 1
     args.vms_given = args.vms is not None
     if args.inventory:
+        args.vms = int(args.vms) if args.vms_given else 5000
         return inventory_bench(args)
-    if args.vms is None:
-        args.vms = 1000
+    counts = [int(v) for v in (args.vms or "1000,5000").split(",")]
     if not SIM.exists() or SIM.stat().st_size == 0:
         print(f"{SIM} is missing: run `make deps-go`", file=sys.stderr)
         return 1
     their_py, why_not = ensure_vmware_exporter()
-
-    password = secrets.token_urlsafe(12)
-    procs: list[Process] = []
-    with tempfile.TemporaryDirectory(prefix="vcenter-bench-") as tmp:
-        tmpdir = Path(tmp)
-        try:
-            sim_port = free_port()
-            sim = start(
-                "vcsim-scenario",
-                [
-                    str(SIM),
-                    "-vms",
-                    str(args.vms),
-                    "-disks-per-vm",
-                    str(args.disks_per_vm),
-                    "-listen",
-                    f"127.0.0.1:{sim_port}",
-                    "-username",
-                    "bench",
-                    "-password",
-                    password,
-                    "-clock-speed",
-                    str(args.clock_speed),
-                    "-max-query-metrics",
-                    "0",
-                ],
-                tmpdir / "vcsim-scenario.log",
-            )
-            procs.append(sim)
-            t0 = time.monotonic()
-            sim.wait_for_output(r"listening https://", 600)
-            print(f"simulator: {args.vms} VMs x {args.disks_per_vm} disks ready in {time.monotonic() - t0:.1f} s")
-
-            cfg = tmpdir / "vcenter.yml"
-            cfg.write_text(
-                "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                "  insecure_skip_verify: true\n  max_query_metrics: 256\n"
-                f"targets:\n  127.0.0.1:{sim_port}: {{}}\n"
-            )
-            our_port = free_port()
-            ours = start(
-                "vcenter-exporter",
-                [
-                    str(REPO / ".venv" / "bin" / "vcenter-exporter"),
-                    "--web.listen-address",
-                    f"127.0.0.1:{our_port}",
-                    "--config.file",
-                    str(cfg),
-                ],
-                tmpdir / "vcenter-exporter.log",
-                env={"BENCH_VC_PASSWORD": password},
-            )
-            procs.append(ours)
-            ours.wait_for_output(r"listening on", 30)
-            our_url = f"http://127.0.0.1:{our_port}/probe"
-            our_params = {"target": f"127.0.0.1:{sim_port}"}
-
-            theirs = None
-            if their_py is not None:
-                their_port = free_port()
-                theirs = start(
-                    "vmware_exporter",
-                    [str(their_py), "-c", SHIM, str(sim_port), str(their_port)],
-                    tmpdir / "vmware_exporter.log",
-                    env={
-                        "VSPHERE_HOST": "127.0.0.1",
-                        "VSPHERE_USER": "bench",
-                        "VSPHERE_PASSWORD": password,
-                        "VSPHERE_IGNORE_SSL": "True",
-                    },
-                )
-                procs.append(theirs)
-                theirs.wait_for_output(r"Starting web server", 60)
-                their_url = f"http://127.0.0.1:{their_port}/metrics"
-
-            # warm-up: login, inventory, counter look-up
-            w = scrape(our_url, ours.pid, sim.pid, our_params)
-            if not re.search(r"^vcenter_up 1(\.0)?$", w["text"], re.M):
-                print("our exporter failed against the simulator:\n" + ours.output(2000), file=sys.stderr)
-                return 1
-            print(f"warm-up scrape: ours {w['wall']:.2f} s", end="")
-            if theirs is not None:
-                w = scrape(their_url, theirs.pid, sim.pid)
-                print(f", vmware_exporter {w['wall']:.2f} s", end="")
-            print()
-
-            our_runs, their_runs, new_samples = [], [], []
-            for _ in range(args.scrapes):
-                time.sleep(args.pause)
-                r = scrape(our_url, ours.pid, sim.pid, our_params)
-                m = re.search(r"^vcenter_perf_new_samples (\S+)", r["text"], re.M)
-                new_samples.append(float(m.group(1)) if m else 0.0)
-                our_runs.append(r)
-                if theirs is not None:
-                    their_runs.append(scrape(their_url, theirs.pid, sim.pid))
-
-            print(f"\n{args.scrapes} scrapes each, {args.vms} VMs x {args.disks_per_vm} disks, same simulator:")
-            s_ours = summary("vcenter-exporter", our_runs)
-            print(
-                f"{'':<18} integrated {statistics.mean(new_samples):.0f} new 20 s disk samples per scrape "
-                f"(x 15 virtualDisk counters)"
-            )
-            g = gate.Gate("bench/vcenter_scrape.py")
-            growth = s_ours["rss_last"] - s_ours["rss5"]
-            print(
-                f"our RSS growth from scrape 5 to {args.scrapes}: {growth:+.1f} MB "
-                f"(from scrape 1: {s_ours['rss_last'] - s_ours['rss1']:+.1f} MB)"
-            )
-            g.check(f"our RSS growth from scrape 5 to {args.scrapes}", growth, below=10, unit="MB")
-            if theirs is None:
-                return g.cannot_measure(f"vmware_exporter could not be run: {why_not}")
-            s_theirs = summary("vmware_exporter", their_runs)
-            print(
-                f"simulator CPU per scrape (the floor): ours {s_ours['sim_cpu']:.3f} s, "
-                f"vmware_exporter {s_theirs['sim_cpu']:.3f} s; vmware_exporter's RSS growth from scrape 5: "
-                f"{s_theirs['rss_last'] - s_theirs['rss5']:+.1f} MB; peak RSS ratio vmware_exporter / ours "
-                f"{s_theirs['hwm'] / s_ours['hwm']:.1f}x"
-            )
-            # Both exporters scraped in turn, under the same load: the ratios are the load-fair figures.
-            g.check(
-                "wall ratio vmware_exporter / ours (medians)",
-                s_theirs["wall"].median / s_ours["wall"].median,
-                at_least=4,
-                unit="x",
-            )
-            cpu_ratio = s_theirs["cpu"].median / s_ours["cpu"].median if s_ours["cpu"].median > 0 else float("inf")
-            g.check("CPU ratio vmware_exporter / ours (medians)", cpu_ratio, at_least=4, unit="x")
-            return g.verdict()
-        finally:
-            for p in reversed(procs):
-                p.stop(timeout=10)
+    g = gate.Gate("bench/vcenter_scrape.py")
+    for vms in counts:
+        paired(args, vms, their_py, why_not, g)
+    return g.verdict()
 
 
 if __name__ == "__main__":

@@ -58,12 +58,12 @@ def test_soap_inventory_equals_pyvmomis(simulator, scenario_sim, postgres_trace,
 def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(
     scenario_sim, bursty_trace, exporter, caplog
 ):
-    """RetrievePropertiesEx takes 3 s: a probe with a 1.5 s budget before the first inventory is
+    """WaitForUpdatesEx (the inventory's full read and each update) takes 3 s: a probe with a 1.5 s budget before the first inventory is
     complete answers vcenter_up 0, kind warming_up, with one log line; once it is complete, probes
     are served from it in well under the 3 s a refresh takes, while refreshes run back to back
     (inventory_refresh 1s)."""
     path, _ = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "RetrievePropertiesEx:3000")
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "WaitForUpdatesEx:3000")
     exp = exporter(insecure_config(inventory_refresh="1s"), ENV)
     with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.vcenter"):
         t0 = time.monotonic()
@@ -136,19 +136,19 @@ def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace,
 
 def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter):
     """After the idle-session logout no inventory is read any more (the simulator's SOAP trace
-    stops counting RetrievePropertiesEx), although inventory_refresh is 0.3 s."""
+    stops counting WaitForUpdatesEx), although inventory_refresh is 0.3 s."""
     address, sim = stock_vcsim("-trace")
     exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 1.5s\n", ENV)
     assert value(exp.probe(address), "vcenter_up") == 1
     time.sleep(1.0)
-    assert _trace_count(sim, "RetrievePropertiesEx") >= 2  # refreshed in the background
+    assert _trace_count(sim, "WaitForUpdatesEx") >= 2  # refreshed in the background
     deadline = time.monotonic() + 10
     while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _trace_count(sim, "Logout") == 1
-    reads = _trace_count(sim, "RetrievePropertiesEx")
+    reads = _trace_count(sim, "WaitForUpdatesEx")
     time.sleep(1.5)
-    assert _trace_count(sim, "RetrievePropertiesEx") == reads
+    assert _trace_count(sim, "WaitForUpdatesEx") == reads
     assert _trace_count(sim, "Login") == 1
 
 
@@ -266,7 +266,7 @@ def test_a_first_collection_longer_than_the_deadline_answers_warming_up_not_time
     (A first collection that overruns although the inventory was read quickly is a slow vCenter,
     kind timeout: test_vcenter_failures.py.)"""
     path, _ = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "RetrievePropertiesEx:2000,QueryPerf:4000")
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "WaitForUpdatesEx:2000,QueryPerf:4000")
     exp = exporter(insecure_config(), ENV)
     causes = []
     deadline = time.monotonic() + 40
@@ -295,7 +295,8 @@ def test_a_background_refresh_pauses_while_a_collection_runs(scenario_sim, burst
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "QueryPerf:1500")
     exp = exporter(insecure_config(inventory_refresh="1s"), ENV)
-    with caplog.at_level(logging.INFO, logger="ioparallax.exporters.vcenter"):
+    # DEBUG: a refresh that finds nothing changed (WaitForUpdatesEx answers no update) logs there
+    with caplog.at_level(logging.DEBUG, logger="ioparallax.exporters.vcenter"):
         deadline = time.monotonic() + 20
         while value(exp.probe(address, timeout=5.0), "vcenter_up") != 1:
             assert time.monotonic() < deadline

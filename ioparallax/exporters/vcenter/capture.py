@@ -96,6 +96,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
     created = datetime.now(UTC)
     soap.RECORDER = recorder
     target = Target(name, cfg)
+    target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
     try:
         start = time.monotonic()
         snap, _ = target.probe(timeout)
@@ -124,6 +125,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
 
 # ------------------------------------------------------------------------------ anonymizing
 _PROPSET = "{urn:vim25}propSet"
+_CHANGESET = "{urn:vim25}changeSet"
 _NAME = "{urn:vim25}name"
 _VAL = "{urn:vim25}val"
 _FILE = "{urn:vim25}fileName"
@@ -139,7 +141,7 @@ def learn(anon: Anonymizer, answer: bytes) -> None:
         root = etree.fromstring(answer, _XML)
     except etree.XMLSyntaxError:
         return
-    for prop in root.iter(_PROPSET):
+    for prop in root.iter(_PROPSET, _CHANGESET):  # RetrievePropertiesEx, WaitForUpdatesEx
         if (prop.findtext(_NAME) or "").strip() in _NAMING_PROPS:
             val = prop.find(_VAL)
             if val is not None and val.text:
@@ -284,6 +286,7 @@ def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> 
     m = cap.manifest
     cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
     target = Target(cap.target, cfg, client_factory=lambda name, c: _ReplayClient(cap))  # type: ignore[arg-type,return-value]
+    target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
     try:
         start = time.monotonic()
         snap, _ = target.probe(timeout)

@@ -203,15 +203,16 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
     out.family(
         "vcenter_inventory_age_seconds",
         gauge,
-        "Age of the cached inventory (VMs, disks, hosts, "
-        "datastores); refreshed every inventory_refresh, in the background.",
+        "Seconds since the cached inventory (VMs, disks, hosts, datastores) was last known current: "
+        "brought up to date every inventory_refresh, in the background (WaitForUpdatesEx).",
         [("", s.inventory_age)],
     )
     out.family(
         "vcenter_inventory_build_duration_seconds",
         gauge,
-        "Seconds the last complete inventory read "
-        "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync).",
+        "Seconds the last full inventory read "
+        "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync; "
+        "later refreshes read only the changes).",
         [("", s.inventory_build_seconds)],
     )
     out.family(

@@ -76,19 +76,26 @@ _T_CAP_BYTES, _T_CAP_KB = _q("capacityInBytes"), _q("capacityInKB")
 _T_DISK_PATH, _T_MAPPINGS = _q("diskPath"), _q("mappings")
 
 
-def retrieve_body(collector: str, view: str, page_size: int = PAGE_SIZE) -> bytes:
-    """RetrievePropertiesEx for VMs (VM_PROPERTIES), hosts and datastores (name) in ``view``;
-    elements in the WSDL's order."""
+def filter_spec(view: str) -> str:
+    """The PropertyFilterSpec's content: VMs (VM_PROPERTIES), hosts and datastores (name) in
+    ``view``, elements in the WSDL's order; shared by RetrievePropertiesEx and CreateFilter."""
     vm_paths = "".join(f"<pathSet>{escape(p)}</pathSet>" for p in VM_PROPERTIES)
     return (
-        f'{_ENVELOPE_START}<RetrievePropertiesEx xmlns="{VIM}">'
-        f'<_this type="PropertyCollector">{escape(collector)}</_this><specSet>'
         f"<propSet><type>VirtualMachine</type><all>false</all>{vm_paths}</propSet>"
         "<propSet><type>HostSystem</type><all>false</all><pathSet>name</pathSet></propSet>"
         "<propSet><type>Datastore</type><all>false</all><pathSet>name</pathSet></propSet>"
         f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         "<skip>false</skip></selectSet></objectSet>"
+    )
+
+
+def retrieve_body(collector: str, view: str, page_size: int = PAGE_SIZE) -> bytes:
+    """RetrievePropertiesEx for VMs (VM_PROPERTIES), hosts and datastores (name) in ``view``;
+    elements in the WSDL's order."""
+    return (
+        f'{_ENVELOPE_START}<RetrievePropertiesEx xmlns="{VIM}">'
+        f'<_this type="PropertyCollector">{escape(collector)}</_this><specSet>{filter_spec(view)}'
         f"</specSet><options><maxObjects>{int(page_size)}</maxObjects></options></RetrievePropertiesEx>"
         f"{_ENVELOPE_END}"
     ).encode()

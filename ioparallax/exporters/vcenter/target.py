@@ -33,7 +33,7 @@ from ioparallax.exporters.vcenter.client import TargetError, VCenterClient
 from ioparallax.exporters.vcenter.config import TargetConfig
 from ioparallax.exporters.vcenter.integrate import DiskCounters, integrate
 from ioparallax.exporters.vcenter.inventory import VirtualMachine, collect_inventory
-from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
+from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
 from ioparallax.exporters.vcenter.perf import (
     EntityRequest,
     ParseResult,
@@ -127,7 +127,8 @@ class Target:
         self.inventory_error: TargetError | None = None  # the last build's failure, None after a success
         self.inventory_failures = 0
         self.inventory_generation = 0
-        self.inventory_build_seconds = 0.0
+        self.inventory_build_seconds = 0.0  # wall time of the last full read
+        self.inventory_update_seconds = 0.0  # wall time of the last refresh (full or updates)
         self.inventory_first_asked: float | None = None
         self._applied: list[VirtualMachine] | None = None  # the inventory states/render cache follow
         self._applied_at = 0.0
@@ -137,6 +138,11 @@ class Target:
         self._waiting_for_inventory = 0  # collections waiting for a (new) inventory: no pause then
         self.refresh_paused_seconds = 0.0  # of the refresh running or last finished
         self.collected_once = False  # a collection has finished since start (up or not)
+        self._watch = InventoryWatch(name)  # the inventory thread's PropertyCollector (WaitForUpdatesEx)
+
+    def watch_inventory_updates(self, on: bool) -> None:
+        """Off: every inventory refresh is a full paged RetrievePropertiesEx (captures, replays)."""
+        self._watch.updates = on
 
     def busy(self) -> bool:
         """True while a collection is running (it still uses the session)."""
@@ -219,10 +225,12 @@ class Target:
                 self._building, self._refresh_asked = True, False
             start, cpu = time.monotonic(), time.thread_time()
             inv: list[VirtualMachine] | None = None
+            read = None
             error: TargetError | None = None
             self.refresh_paused_seconds = 0.0
             try:
-                inv = self.client.call(lambda si: collect_inventory_soap(si, pause=self._yield))
+                read = self.client.call(lambda si: self._watch.read(si, pause=self._yield))
+                inv = read.inventory if read.inventory is not None else self.inventory  # None: unchanged
             except TargetError as exc:
                 error = exc
             except Exception as exc:  # a bug must not kill the thread: report it as the cause
@@ -237,7 +245,9 @@ class Target:
                     self.inventory, self.inventory_at = inv, time.monotonic()
                     self.inventory_error = None
                     self.inventory_generation += 1
-                    self.inventory_build_seconds = wall
+                    if read is not None and read.full:
+                        self.inventory_build_seconds = wall
+                    self.inventory_update_seconds = wall
                 else:
                     self.inventory_error = error
                     self.inventory_failures += 1
@@ -245,16 +255,29 @@ class Target:
                 delay = (
                     self.cfg.inventory_refresh if inv is not None else min(self.cfg.inventory_refresh, INVENTORY_RETRY)
                 )
-            if inv is not None:
-                log.info(
-                    "inventory of target=%s read: %d VMs, %d disks in %.2fs (%.2fs CPU, %.2fs paused for collections)",
-                    self.name,
-                    len(inv),
-                    sum(len(vm.disks) for vm in inv),
-                    wall,
-                    cpu,
-                    self.refresh_paused_seconds,
-                )
+            if inv is not None and read is not None:
+                timing = f"in {wall:.2f}s ({cpu:.2f}s CPU, {self.refresh_paused_seconds:.2f}s paused for collections)"
+                disks = sum(len(vm.disks) for vm in inv)
+                if read.full:
+                    log.info(
+                        "inventory of target=%s read: %d VMs, %d disks %s via %s",
+                        self.name,
+                        len(inv),
+                        disks,
+                        timing,
+                        read.how,
+                    )
+                else:
+                    log.log(
+                        logging.INFO if read.counts.total else logging.DEBUG,
+                        "inventory of target=%s updated: %d changes (%s), %d VMs, %d disks %s",
+                        self.name,
+                        read.counts.total,
+                        read.counts,
+                        len(inv),
+                        disks,
+                        timing,
+                    )
             else:
                 assert error is not None
                 if self.inventory is not None:
@@ -348,7 +371,9 @@ class Target:
                 self.inventory_build_seconds = self.inventory_at - start
         with self._inv:
             inv, inv_at = self.inventory, self.inventory_at
-        if inv is not None and inv is not self._applied:  # None only before the first inventory
+        if inv is not None and inv is self._applied:
+            self._applied_at = inv_at  # a refresh found nothing changed: known current since then
+        elif inv is not None:  # None only before the first inventory
             self._applied, self._applied_at = inv, inv_at
             self.render_cache = {}
             alive = {(vm.moref, d.instance) for vm in inv for d in vm.disks}
