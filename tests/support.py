@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
@@ -27,9 +28,12 @@ __all__ = [
     "NotReadyYet",
     "Process",
     "free_port",
+    "has",
     "promtool_check_metrics",
     "require_built",
     "require_tool",
+    "samples",
+    "value",
     "venv_tool",
     "wait_for_http",
 ]
@@ -113,6 +117,29 @@ def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [require_tool("promtool"), "check", "metrics"], input=text.encode(), capture_output=True, timeout=30
     )
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """An exposition's samples by name and label set (the exporters' tests assert on these)."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(sm: dict, name: str, **labels) -> float:
+    """The one sample of ``name`` whose labels include ``labels``; fails when there is none or several."""
+    want = {k: str(v) for k, v in labels.items()}
+    found = [v for (n, ls), v in sm.items() if n == name and want.items() <= dict(ls).items()]
+    assert len(found) == 1, f"{name}{want}: {len(found)} samples"
+    return found[0]
+
+
+def has(sm: dict, name: str, **labels) -> bool:
+    """Whether a sample of ``name`` with labels including ``labels`` is there."""
+    want = {k: str(v) for k, v in labels.items()}
+    return any(n == name and want.items() <= dict(ls).items() for (n, ls) in sm)
 
 
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")

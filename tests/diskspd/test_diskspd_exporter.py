@@ -12,13 +12,12 @@ import bcrypt
 import pytest
 import requests
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
-from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
+from tests.support import free_port, has, promtool_check_metrics, samples, value, venv_tool, wait_for_http
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_END = 1795165200.0 + 30 + 60 + 5  # the OLTP fixture: RunTime + warm-up + test + cool-down
@@ -41,26 +40,6 @@ def exposition(files: ResultFiles, **kw) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DiskspdCollector(files, **kw))
     return generate_latest(registry).decode()
-
-
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(sm: dict, name: str, **labels) -> float:
-    want = {k: str(v) for k, v in labels.items()}
-    found = [v for (n, ls), v in sm.items() if n == name and want.items() <= dict(ls).items()]
-    assert len(found) == 1, f"{name}{want}: {len(found)} samples"
-    return found[0]
-
-
-def has(sm: dict, name: str, **labels) -> bool:
-    want = {k: str(v) for k, v in labels.items()}
-    return any(n == name and want.items() <= dict(ls).items() for (n, ls) in sm)
 
 
 @pytest.fixture()

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 import requests
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from ioparallax.exporters.fio.tailer import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all
-from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
+from tests.support import free_port, has, promtool_check_metrics, samples, value, venv_tool, wait_for_http
 
 
 class Clock:
@@ -33,26 +32,6 @@ def exposition(watcher: Watcher, **kw) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FioCollector(watcher, local_host="guest1", clock=watcher.clock, **kw))
     return generate_latest(registry).decode()
-
-
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(sm: dict, name: str, **labels) -> float:
-    want = {k: str(v) for k, v in labels.items()}
-    found = [v for (n, ls), v in sm.items() if n == name and want.items() <= dict(ls).items()]
-    assert len(found) == 1, f"{name}{want}: {len(found)} samples"
-    return found[0]
-
-
-def has(sm: dict, name: str, **labels) -> bool:
-    want = {k: str(v) for k, v in labels.items()}
-    return any(n == name and want.items() <= dict(ls).items() for (n, ls) in sm)
 
 
 def watcher_for(*paths, clock=None, **kw) -> Watcher:

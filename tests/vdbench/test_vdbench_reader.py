@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, normal_percentile_matches, parmfile_findings
@@ -24,7 +23,7 @@ from ioparallax.exporters.vdbench.parse import (
     split_parameters,
 )
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
-from tests.support import promtool_check_metrics
+from tests.support import has, promtool_check_metrics, samples, value
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MULTI = FIXTURES / "vdbconvert-multihost"
@@ -64,26 +63,6 @@ def exposition(*paths: Path, cache: int | None = None, clock=None) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(VdbenchCollector(w, HygieneConfig(cache_size_bytes=cache)))
     return generate_latest(registry).decode()
-
-
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(sm: dict, name: str, **labels) -> float:
-    want = {k: str(v) for k, v in labels.items()}
-    found = [v for (n, ls), v in sm.items() if n == name and want.items() <= dict(ls).items()]
-    assert len(found) == 1, f"{name}{want}: {len(found)} samples"
-    return found[0]
-
-
-def has(sm: dict, name: str, **labels) -> bool:
-    want = {k: str(v) for k, v in labels.items()}
-    return any(n == name and want.items() <= dict(ls).items() for (n, ls) in sm)
 
 
 # ---------------------------------------------------------------------------------------------
