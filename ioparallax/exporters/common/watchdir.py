@@ -1,6 +1,6 @@
 """Finding the files under watched paths: files named directly, and files matching a glob inside
 watched directories (not recursive), shared by the exporters that read tool output from disk
-(fio-exporter, diskspd-exporter).
+(fio-exporter, diskspd-exporter, vdbench-exporter).
 
 A path that cannot be read is reported, never raised: the caller shows it as down and serves the
 rest. File names are whatever bytes the file system holds; :func:`display_name` turns one into
@@ -120,3 +120,21 @@ def _file_type(mode: int) -> str:
         if test(mode):
             return name
     return f"file type {stat.S_IFMT(mode):o}"
+
+
+def why_reread(fh: BinaryIO, identity: tuple[int, int] | None, offset: int, prefix: bytes) -> str | None:
+    """Why a followed file must be read again from the start, or None to go on from ``offset``:
+    ``fh`` is the file opened again, ``identity`` the (st_dev, st_ino) it had (None before the
+    first read) and ``prefix`` its first bytes as read then. A new inode is a rotation, a size
+    below ``offset`` a truncation (a tool starting a new run), changed first bytes a rewrite in
+    place with content as long or longer. Leaves ``fh``'s position anywhere: seek before reading."""
+    st = os.fstat(fh.fileno())
+    if identity is not None and (st.st_dev, st.st_ino) != identity:
+        return "replaced by a new file"
+    if st.st_size < offset:
+        return f"truncated from {offset} to {st.st_size} bytes"
+    if prefix:
+        fh.seek(0)
+        if fh.read(len(prefix)) != prefix:
+            return "rewritten in place (its first bytes changed)"
+    return None

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory
+from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory, why_reread
 from ioparallax.exporters.fio.parse import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
@@ -114,15 +114,7 @@ class FileTailer:
         with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
-            reset = None
-            if self.identity is not None and identity != self.identity:
-                reset = "replaced by a new file"
-            elif st.st_size < self.offset:
-                reset = f"truncated from {self.offset} to {st.st_size} bytes"
-            elif self._prefix:
-                fh.seek(0)
-                if fh.read(len(self._prefix)) != self._prefix:
-                    reset = "rewritten in place (its first bytes changed)"
+            reset = why_reread(fh, self.identity, self.offset, self._prefix)
             if reset:
                 self._restart()
             self.identity = identity

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ioparallax.exporters.common.watchdir import open_regular
+from ioparallax.exporters.common.watchdir import open_regular, why_reread
 from ioparallax.exporters.vdbench.parse import (
     MAX_LINE_BYTES,
     FlatfileParser,
@@ -116,15 +116,7 @@ class LineTailer:
         with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
-            reset = None
-            if self.identity is not None and identity != self.identity:
-                reset = "replaced by a new file"
-            elif st.st_size < self.offset:
-                reset = f"truncated from {self.offset} to {st.st_size} bytes"
-            elif self._prefix:
-                fh.seek(0)
-                if fh.read(len(self._prefix)) != self._prefix:
-                    reset = "rewritten in place (its first bytes changed)"
+            reset = why_reread(fh, self.identity, self.offset, self._prefix)
             if reset:
                 self._restart()
             self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
