@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import StartupError
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
-from ioparallax.exporters.common.web.startup import WebSettings, server_limits
+from ioparallax.exporters.common.web.startup import WebSettings, add_web_args, server_limits
 from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError, Section, load_yaml
@@ -106,6 +106,26 @@ class WatchSpec:
 
     def add_args(self, p: argparse.ArgumentParser, watch: bool = True) -> None:
         add_watch_args(p, self, watch)
+
+    def parser(
+        self, description: str, commands: Sequence[str], default_listen: str, serve_help: str, serve_description: str
+    ) -> tuple[argparse.ArgumentParser, Any]:
+        """The exporter's argument parser (with --version) and its subparsers (``commands``), with
+        ``serve`` added (the web flags and the watch flags); the caller adds the other commands."""
+        parser = argparse.ArgumentParser(prog=self.program, description=description)
+        add_version_arg(parser)
+        sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(commands) + "}")
+        serve = sub.add_parser("serve", help=serve_help, description=serve_description)
+        add_web_args(serve, default_listen, probe=False)
+        self.add_args(serve)
+        return parser, sub
+
+    def add_convert(self, sub: Any, help: str, description: str, dest: str, metavar: str) -> None:
+        """The ``convert`` command: the exposition of the files (or directories) named once, read
+        with the exporter's flags but for the watch ones."""
+        conv = sub.add_parser("convert", help=help, description=description)
+        conv.add_argument(dest, nargs="+", metavar=metavar)
+        self.add_args(conv, watch=False)
 
     def read(self, args: argparse.Namespace, defaults: S) -> S:
         """``defaults`` (the exporter's settings object) filled from the flags and the file."""

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.logsetup import escape_text
 from ioparallax.exporters.common.web.app import ExporterApp
-from ioparallax.exporters.common.web.startup import add_web_args, serve
+from ioparallax.exporters.common.web.startup import serve
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
@@ -25,7 +25,6 @@ from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.pipes import quiet_on_closed_stdout
-from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.diskspd")
@@ -36,27 +35,27 @@ DESCRIPTION = (
     "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics."
 )
 
+#: The subcommands, ``serve`` first (the default).
+COMMANDS = ("serve", "convert", "backfill")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="diskspd-exporter", description=DESCRIPTION)
-    add_version_arg(parser)
-    sub = parser.add_subparsers(dest="command", metavar="{serve,convert,backfill}")
-    s = sub.add_parser(
-        "serve",
-        help="watch DiskSPD result files and serve /metrics (the default)",
-        description="Watch files or directories of DiskSPD -Rxml results and serve them on "
+    parser, sub = SPEC.parser(
+        DESCRIPTION,
+        COMMANDS,
+        DEFAULT_LISTEN,
+        serve_help="watch DiskSPD result files and serve /metrics (the default)",
+        serve_description="Watch files or directories of DiskSPD -Rxml results and serve them on "
         "/metrics; a new or changed file is parsed once, at the next scrape.",
     )
-    add_web_args(s, DEFAULT_LISTEN, probe=False)
-    SPEC.add_args(s)
-    c = sub.add_parser(
-        "convert",
+    SPEC.add_convert(
+        sub,
         help="print the exposition of result files once",
         description="Read DiskSPD -Rxml result files and print their Prometheus exposition on "
         "stdout. Exits 1, naming each bad file and the cause on stderr, if one cannot be read.",
+        dest="files",
+        metavar="FILE",
     )
-    c.add_argument("files", nargs="+", metavar="FILE")
-    SPEC.add_args(c, watch=False)
     b = sub.add_parser(
         "backfill",
         help="write the runs' -D interval series with their own timestamps",
@@ -188,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return SPEC.main(argv, build_parser, ("serve", "convert", "backfill"), _run)
+    return SPEC.main(argv, build_parser, COMMANDS, _run)
 
 
 if __name__ == "__main__":

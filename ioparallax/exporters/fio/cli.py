@@ -26,7 +26,7 @@ from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
 from ioparallax.exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_duration
-from ioparallax.version import add_version_arg, version_line
+from ioparallax.version import version_line
 from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.fio")
@@ -38,20 +38,20 @@ DESCRIPTION = (
     "size limit, disk identity) from sysfs. Target data is on /metrics."
 )
 
+#: The subcommands, ``serve`` first (the default).
+COMMANDS = ("serve", "run", "convert")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fio-exporter", description=DESCRIPTION)
-    add_version_arg(parser)
-    sub = parser.add_subparsers(dest="command", metavar="{serve,run,convert}")
-    serve = sub.add_parser(
-        "serve",
-        help="watch fio output files and serve /metrics (the default)",
-        description="Watch files or directories of fio JSON output (finished results "
+    parser, sub = SPEC.parser(
+        DESCRIPTION,
+        COMMANDS,
+        DEFAULT_LISTEN,
+        serve_help="watch fio output files and serve /metrics (the default)",
+        serve_description="Watch files or directories of fio JSON output (finished results "
         "and status streams still being written) and serve them on "
         "/metrics, read incrementally at each scrape.",
     )
-    add_web_args(serve, DEFAULT_LISTEN, probe=False)
-    SPEC.add_args(serve)
     run = sub.add_parser(
         "run",
         help="run fio and serve its status records while it runs",
@@ -78,15 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("fio_command", nargs=argparse.REMAINDER, help="-- fio [options]")
     SPEC.add_args(run)
-    conv = sub.add_parser(
-        "convert",
+    SPEC.add_convert(
+        sub,
         help="print the exposition of fio output files once",
         description="Read fio output files (any form) and print their Prometheus "
         "exposition on stdout, for ad-hoc use. Exits 1 if a file could not "
         "be read.",
+        dest="files",
+        metavar="FILE",
     )
-    conv.add_argument("files", nargs="+", metavar="FILE")
-    SPEC.add_args(conv, watch=False)
     return parser
 
 
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return SPEC.main(argv, build_parser, ("serve", "run", "convert"), _run)
+    return SPEC.main(argv, build_parser, COMMANDS, _run)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ import sys
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common.web.app import ExporterApp
-from ioparallax.exporters.common.web.startup import add_web_args, serve
+from ioparallax.exporters.common.web.startup import serve
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
-from ioparallax.version import add_version_arg
 
 log = logging.getLogger("ioparallax.exporters.vdbench")
 
@@ -30,27 +29,28 @@ DESCRIPTION = (
     "benchmark hygiene findings. Target data is on /metrics."
 )
 
+#: The subcommands, ``serve`` first (the default).
+COMMANDS = ("serve", "convert")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vdbench-exporter", description=DESCRIPTION)
-    add_version_arg(parser)
-    sub = parser.add_subparsers(dest="command", metavar="{serve,convert}")
-    srv = sub.add_parser(
-        "serve",
-        help="watch vdbench output directories and serve /metrics (the default)",
-        description="Watch vdbench output directories and serve them on /metrics, read incrementally at each scrape.",
+    parser, sub = SPEC.parser(
+        DESCRIPTION,
+        COMMANDS,
+        DEFAULT_LISTEN,
+        serve_help="watch vdbench output directories and serve /metrics (the default)",
+        serve_description="Watch vdbench output directories and serve them on /metrics, read incrementally at "
+        "each scrape.",
     )
-    add_web_args(srv, DEFAULT_LISTEN, probe=False)
-    SPEC.add_args(srv)
-    conv = sub.add_parser(
-        "convert",
+    SPEC.add_convert(
+        sub,
         help="print the exposition of vdbench output directories once",
         description="Read vdbench output directories to their end and print their Prometheus exposition "
         "on stdout. Exits 1 if a directory or file could not be read, holds no vdbench data, or "
         "ends in a cut-off line.",
+        dest="dirs",
+        metavar="DIR",
     )
-    conv.add_argument("dirs", nargs="+", metavar="DIR")
-    SPEC.add_args(conv, watch=False)
     return parser
 
 
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return SPEC.main(argv, build_parser, ("serve", "convert"), _run)
+    return SPEC.main(argv, build_parser, COMMANDS, _run)
 
 
 if __name__ == "__main__":
