@@ -11,6 +11,7 @@ number no float can hold fails there, inside the source's isolation.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,17 @@ def finite(name: str, value: float) -> float:
     if not math.isfinite(v):
         raise ValueError(f"{name} would be {v}")
     return v
+
+
+def scrape_health(prefix: str, ok: bool, up_help: str, duration_help: str, start: float) -> Iterator[Metric]:
+    """A scrape's last two families: ``<prefix>_up`` (1 if ``ok``, else 0) and
+    ``<prefix>_scrape_duration_seconds`` (since ``start``, a time.monotonic() reading)."""
+    up = GaugeMetricFamily(f"{prefix}_up", up_help)
+    up.add_metric([], 1.0 if ok else 0.0)
+    yield up
+    dur = GaugeMetricFamily(f"{prefix}_scrape_duration_seconds", duration_help)
+    dur.add_metric([], time.monotonic() - start)
+    yield dur
 
 
 class MetricFamilies:

@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ioparallax.exporters.common.families import MetricFamilies
+from ioparallax.exporters.common.families import MetricFamilies, scrape_health
 from ioparallax.exporters.common.watchdir import display_name
 from ioparallax.exporters.diskspd.files import ResultFiles, SourceView
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
@@ -89,18 +89,14 @@ class DiskspdCollector(Collector):
             ok = self._isolated(fams, view) and ok
         self._targets = {k: v for k, v in self._targets.items() if k in self._used}
         yield from fams
-        up = GaugeMetricFamily(
-            "diskspd_up",
+        yield from scrape_health(
+            "diskspd",
+            ok,
             "1 if every watched path and DiskSPD result file could be read on this scrape and no "
             "file is down, else 0 (diskspd_source_error_info and the log name the file and the cause).",
+            "Seconds spent reading DiskSPD result files and building this scrape.",
+            start,
         )
-        up.add_metric([], 1.0 if ok else 0.0)
-        yield up
-        dur = GaugeMetricFamily(
-            "diskspd_scrape_duration_seconds", "Seconds spent reading DiskSPD result files and building this scrape."
-        )
-        dur.add_metric([], time.monotonic() - start)
-        yield dur
 
     def _isolated(self, fams: MetricFamilies, v: SourceView) -> bool:
         fams.stage()

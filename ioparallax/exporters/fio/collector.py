@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.exposition import printable
-from ioparallax.exporters.common.families import MetricFamilies, finite
+from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_health
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from ioparallax.exporters.fio.parse import DirectionStats, JobRecord, Latency
@@ -128,19 +128,15 @@ class FioCollector(Collector):
             ok = self._isolated_source(fams, view, used) and ok
         self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
         yield from fams
-        up = GaugeMetricFamily(
-            "fio_up",
+        yield from scrape_health(
+            "fio",
+            ok,
             "1 if every watched path and fio output file could be read "
             "on this scrape and no file is down, else 0 (fio_source_error_info and the "
             "log name the file and the cause).",
+            "Seconds spent reading fio output and building this scrape.",
+            start,
         )
-        up.add_metric([], 1.0 if ok else 0.0)
-        yield up
-        dur = GaugeMetricFamily(
-            "fio_scrape_duration_seconds", "Seconds spent reading fio output and building this scrape."
-        )
-        dur.add_metric([], time.monotonic() - start)
-        yield dur
 
     # ---------------------------------------------------------------------------------------
     def _isolated_source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> bool:

@@ -15,12 +15,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 # The staged, lazily created families of the fio exporter: a directory whose exposition fails
 # half-way shows none of its series.
-from ioparallax.exporters.common.families import MetricFamilies
+from ioparallax.exporters.common.families import MetricFamilies, scrape_health
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.parse import FlatRow
 from ioparallax.exporters.vdbench.tailer import LINE_REASONS, DirectoryState, RunState, Watcher
@@ -118,18 +118,14 @@ class VdbenchCollector(Collector):
             for d, finished, visible in snapshot:
                 ok = self._isolated(fams, d, finished, visible) and ok
         yield from fams
-        up = GaugeMetricFamily(
-            "vdbench_up",
+        yield from scrape_health(
+            "vdbench",
+            ok,
             "1 if every watched path and vdbench output directory could be read on this scrape and "
             "no file is down, else 0 (vdbench_source_error_info and the log name the file and the cause).",
+            "Seconds spent reading vdbench output and building this scrape.",
+            start,
         )
-        up.add_metric([], 1.0 if ok else 0.0)
-        yield up
-        dur = GaugeMetricFamily(
-            "vdbench_scrape_duration_seconds", "Seconds spent reading vdbench output and building this scrape."
-        )
-        dur.add_metric([], time.monotonic() - start)
-        yield dur
 
     def _isolated(self, fams: MetricFamilies, d: DirectoryState, finished: bool, visible: bool) -> bool:
         fams.stage()
