@@ -61,6 +61,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -174,6 +175,43 @@ def _probe(url: str, params: dict, timeout: float) -> tuple[float, str]:
     return time.perf_counter() - t0, r.text
 
 
+def start_exporter_process(
+    procs: list[Process],
+    tmpdir: Path,
+    name: str,
+    target: str,
+    password: str,
+    settings: dict[str, str],
+    args: Sequence[str] = (),
+) -> tuple[Process, str]:
+    """A vcenter-exporter reading ``target`` with the bench's credentials and ``settings`` (config
+    keys of its defaults), started (added to ``procs``, which the caller stops) and listening;
+    (its process, its /probe URL)."""
+    cfg = tmpdir / f"{name}.yml"
+    keys = "".join(f"  {k}: {v}\n" for k, v in settings.items())
+    cfg.write_text(
+        "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
+        f"  insecure_skip_verify: true\n{keys}targets:\n  {target}: {{}}\n"
+    )
+    port = free_port()
+    proc = start(
+        name,
+        [
+            str(REPO / ".venv" / "bin" / "vcenter-exporter"),
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--config.file",
+            str(cfg),
+            *args,
+        ],
+        tmpdir / f"{name}.log",
+        env={"BENCH_VC_PASSWORD": password},
+    )
+    procs.append(proc)
+    proc.wait_for_output(r"listening on", 30)
+    return proc, f"http://127.0.0.1:{port}/probe"
+
+
 def inventory_bench(args: argparse.Namespace) -> int:
     """See the module's docstring (``--inventory``)."""
     import ssl
@@ -271,28 +309,9 @@ def inventory_bench(args: argparse.Namespace) -> int:
 
             # -- exporter processes: cold start and probe wall during a refresh -----------------
             def start_exporter(name: str, mode: str, refresh: str) -> tuple[Process, str]:
-                cfg = tmpdir / f"{name}.yml"
-                cfg.write_text(
-                    "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                    f"  insecure_skip_verify: true\n  inventory_mode: {mode}\n"
-                    f"  inventory_refresh: {refresh}\ntargets:\n  {target}: {{}}\n"
+                return start_exporter_process(
+                    procs, tmpdir, name, target, password, {"inventory_mode": mode, "inventory_refresh": refresh}
                 )
-                port = free_port()
-                proc = start(
-                    name,
-                    [
-                        str(REPO / ".venv" / "bin" / "vcenter-exporter"),
-                        "--web.listen-address",
-                        f"127.0.0.1:{port}",
-                        "--config.file",
-                        str(cfg),
-                    ],
-                    tmpdir / f"{name}.log",
-                    env={"BENCH_VC_PASSWORD": password},
-                )
-                procs.append(proc)
-                proc.wait_for_output(r"listening on", 30)
-                return proc, f"http://127.0.0.1:{port}/probe"
 
             first_answers: list[tuple[str, float, str]] = []  # background mode: (mode, wall, kind or "up")
 
@@ -489,30 +508,15 @@ def paired(args: argparse.Namespace, vms: int, their_py: Path | None, why_not: s
             target = f"127.0.0.1:{sim_port}"
 
             def start_ours(name: str, refresh: str) -> tuple[Process, str]:
-                cfg = tmpdir / f"{name}.yml"
-                cfg.write_text(
-                    "defaults:\n  username: bench\n  password_env: BENCH_VC_PASSWORD\n"
-                    f"  insecure_skip_verify: true\n  max_query_metrics: 256\n  inventory_refresh: {refresh}\n"
-                    f"targets:\n  {target}: {{}}\n"
-                )
-                port = free_port()
-                proc = start(
+                return start_exporter_process(
+                    procs,
+                    tmpdir,
                     name,
-                    [
-                        str(REPO / ".venv" / "bin" / "vcenter-exporter"),
-                        "--web.listen-address",
-                        f"127.0.0.1:{port}",
-                        "--config.file",
-                        str(cfg),
-                        "--log.level",
-                        "info",
-                    ],
-                    tmpdir / f"{name}.log",
-                    env={"BENCH_VC_PASSWORD": password},
+                    target,
+                    password,
+                    {"max_query_metrics": "256", "inventory_refresh": refresh},
+                    ["--log.level", "info"],
                 )
-                procs.append(proc)
-                proc.wait_for_output(r"listening on", 30)
-                return proc, f"http://127.0.0.1:{port}/probe"
 
             def start_theirs(name: str) -> tuple[Process, str]:
                 assert their_py is not None
