@@ -27,6 +27,7 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -577,6 +578,14 @@ _SIZE_COLUMNS = (
     4,
 )
 _SOURCE_COLUMNS = (frozenset({"source", "destination", "data (mb/s)", "percent"}), 3)
+#: The vdisk view's histogram sections: (section, VDiskDetail attribute, bucket bounds, bucket
+#: labels, columns, unit of the values in base units).
+_HISTOGRAMS = (
+    ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+    ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+    ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
+    ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
+)
 _WINDOWS = {"2 min": "2m", "1 hr": "1h"}
 _WSS_KINDS = frozenset({"read", "write", "union"})
 
@@ -761,6 +770,25 @@ def _label_table(rows: list, where: str, unknown: list) -> dict[str, tuple[float
     return out
 
 
+def _ops_row(d: VDiskDetail, cells: Sequence[str]) -> bool:
+    """Set what a row of the Ops and Randomness table (label, read, write) gives, in base units;
+    False for a row of another label (nothing set). Raises StargatePageError for a bad value."""
+    label = cells[0].lower()
+    where = f"VDisk {d.vdisk_id} Ops and Randomness, {cells[0]}"
+    rd, wr = _num(cells[1], where), _num(cells[2], where)
+    if label.startswith("iops"):
+        d.read_ops_per_second, d.write_ops_per_second = rd * 1000, wr * 1000
+    elif label.startswith("io rate"):
+        d.read_bytes_per_second, d.write_bytes_per_second = rd * MIB, wr * MIB
+    elif label.startswith("random"):
+        d.read_random_ratio, d.write_random_ratio = rd / 100, wr / 100
+    elif label.startswith("sequential"):
+        d.read_sequential_ratio, d.write_sequential_ratio = rd / 100, wr / 100
+    else:
+        return False
+    return True
+
+
 def parse_vdisk_page(html: bytes, check_headers: bool = True) -> VDiskDetail:
     """A vdisk's detail view: read by the strict reader (strict.py) when the page is in the exact
     shape Stargate emits, else by lxml (parse_vdisk_page_lxml), which gives the same record for
@@ -798,25 +826,9 @@ def parse_vdisk_page_lxml(html: bytes, check_headers: bool = True) -> VDiskDetai
         cells = _row_texts(row, 3)
         if len(cells) < 3:
             continue
-        label = cells[0].lower()
-        where = f"VDisk {vdisk_id} Ops and Randomness, {cells[0]}"
-        rd, wr = _num(cells[1], where), _num(cells[2], where)
-        if label.startswith("iops"):
-            d.read_ops_per_second, d.write_ops_per_second = rd * 1000, wr * 1000
-        elif label.startswith("io rate"):
-            d.read_bytes_per_second, d.write_bytes_per_second = rd * MIB, wr * MIB
-        elif label.startswith("random"):
-            d.read_random_ratio, d.write_random_ratio = rd / 100, wr / 100
-        elif label.startswith("sequential"):
-            d.read_sequential_ratio, d.write_sequential_ratio = rd / 100, wr / 100
-        else:
+        if not _ops_row(d, cells):
             unknown.append(_unknown("ops and randomness", "row", cells[0]))
-    for key, attr, bounds, labels, columns, unit in (
-        ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-        ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-        ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-        ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-    ):
+    for key, attr, bounds, labels, columns, unit in _HISTOGRAMS:
         if key in sections:
             rows = _rows(sections[key][1])
             _check_columns(rows, key, columns, check_headers, unknown)

@@ -31,25 +31,21 @@ from __future__ import annotations
 import re
 
 from ioparallax.exporters.stargate.parse import (
-    _LATENCY_COLUMNS,
+    _HISTOGRAMS,
     _OPS_COLUMNS,
     _SECTION,
-    _SIZE_COLUMNS,
     _SOURCE_COLUMNS,
     _WINDOWS,
     _WSS_KINDS,
     DETAIL_SECTIONS,
-    LATENCY_BOUNDS,
-    LATENCY_LABELS,
     MIB,
-    SIZE_BOUNDS,
-    SIZE_LABELS,
     SOURCE_NAMES,
     Histogram,
     StargatePageError,
     VDiskDetail,
     _empty_cells,
     _num,
+    _ops_row,
 )
 
 
@@ -241,12 +237,6 @@ def _label_table(rows: list[Row], where: str) -> dict[str, tuple[float, float]]:
     return out
 
 
-_HISTOGRAMS = (
-    ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-    ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-    ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-    ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-)
 _UP_MIGRATION = re.compile(r"Last (\d+) seconds")
 
 
@@ -270,18 +260,7 @@ def _read(html: bytes) -> VDiskDetail:
     for _, cells in _check_header(rows, _OPS_COLUMNS):
         if len(cells) < 3:
             raise Unrecognised("a short Ops and Randomness row")
-        label = cells[0].lower()
-        where = f"VDisk {vdisk_id} Ops and Randomness, {cells[0]}"
-        rd, wr = _num(cells[1], where), _num(cells[2], where)
-        if label.startswith("iops"):
-            d.read_ops_per_second, d.write_ops_per_second = rd * 1000, wr * 1000
-        elif label.startswith("io rate"):
-            d.read_bytes_per_second, d.write_bytes_per_second = rd * MIB, wr * MIB
-        elif label.startswith("random"):
-            d.read_random_ratio, d.write_random_ratio = rd / 100, wr / 100
-        elif label.startswith("sequential"):
-            d.read_sequential_ratio, d.write_sequential_ratio = rd / 100, wr / 100
-        else:
+        if not _ops_row(d, cells):
             raise Unrecognised(f"Ops and Randomness row {cells[0]!r}")
     for key, attr, bounds, labels, columns, unit in _HISTOGRAMS:
         if key in sections:
