@@ -19,7 +19,6 @@ from functools import lru_cache
 from typing import Any
 from xml.sax.saxutils import escape
 
-from lxml import etree
 from pyVmomi import VmomiSupport, vim
 
 from ioparallax.exporters.vcenter.client import TargetError
@@ -32,15 +31,11 @@ from ioparallax.exporters.vcenter.inventory import (
     normalize_disk_uuid,
 )
 from ioparallax.exporters.vcenter.soap import (
-    _PARSER,
-    _T_BODY,
-    _T_FAULT,
     SOAPENV,
     VIM,
     XSI_TYPE,
-    _snippet,
-    fault_from,
     post,
+    soap_response,
 )
 
 #: Objects per answer page: fewer round trips than pyvmomi's 500 without making one answer huge
@@ -210,20 +205,7 @@ def guest_disks_from_xml(value: Any) -> tuple[GuestDisk, ...]:
 def parse_page(body: bytes, status: int = 200) -> tuple[list[tuple[str, str, dict[str, Any]]], str | None]:
     """One RetrievePropertiesEx/ContinueRetrievePropertiesEx answer -> ((type, moref, {property:
     value element}) per object, the next page's token or None)."""
-    try:
-        root = etree.fromstring(body, _PARSER)
-    except etree.XMLSyntaxError as exc:
-        raise TargetError(
-            f"inventory answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
-        ) from None
-    soap_body = root.find(_T_BODY)
-    if soap_body is None or not len(soap_body):
-        raise TargetError(f"inventory answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
-    response = soap_body[0]
-    if response.tag == _T_FAULT:
-        raise fault_from(response)
-    if status != 200:
-        raise TargetError(f"inventory answer has HTTP status {status} without a SOAP fault", "protocol")
+    response = soap_response(body, status, "inventory")
     objects: list[tuple[str, str, dict[str, Any]]] = []
     token = None
     returnval = response.find(_T_RETURNVAL)

@@ -33,16 +33,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
-from lxml import etree
 from pyVmomi import vim, vmodl
 
 from ioparallax.exporters.vcenter.client import STALE_CONNECTION, TargetError
 from ioparallax.exporters.vcenter.inventory import VM_PROPERTIES, GuestDisk, VirtualDisk, VirtualMachine
 from ioparallax.exporters.vcenter.inventory_soap import (
+    _ENVELOPE_END,
+    _ENVELOPE_START,
     PAUSE_EVERY,
     _disk_devices,
     _local,
     _no_pause,
+    _q,
     _text,
     _value_text,
     collect_inventory_soap,
@@ -50,24 +52,13 @@ from ioparallax.exporters.vcenter.inventory_soap import (
     filter_spec,
     guest_disks_from_xml,
 )
-from ioparallax.exporters.vcenter.soap import _PARSER, _T_BODY, _T_FAULT, SOAPENV, VIM, _snippet, fault_from, post
+from ioparallax.exporters.vcenter.soap import VIM, post, soap_response
 
 log = logging.getLogger(__name__)
 
 #: Object updates asked for per WaitForUpdatesEx answer (a page of the first, full one). vCenter
 #: and govmomi's simulator may answer with fewer (the simulator caps it at 100).
 MAX_OBJECT_UPDATES = 1000
-
-_ENVELOPE_START = (
-    '<?xml version="1.0" encoding="UTF-8"?>\n'
-    f'<soapenv:Envelope xmlns:soapenv="{SOAPENV}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-    'xmlns:xsd="http://www.w3.org/2001/XMLSchema"><soapenv:Body>'
-)
-_ENVELOPE_END = "</soapenv:Body></soapenv:Envelope>"
-
-
-def _q(tag: str) -> str:
-    return f"{{{VIM}}}{tag}"
 
 
 _T_RETURNVAL, _T_VERSION, _T_FILTER_SET, _T_TRUNCATED = _q("returnval"), _q("version"), _q("filterSet"), _q("truncated")
@@ -111,27 +102,8 @@ def destroy_collector_body(collector: str) -> bytes:
     return _call(collector, "DestroyPropertyCollector", "")
 
 
-def _answer(body: bytes, status: int, method: str) -> Any:
-    """The response element of a SOAP answer; a fault raised as the pyvmomi fault it names."""
-    try:
-        root = etree.fromstring(body, _PARSER)
-    except etree.XMLSyntaxError as exc:
-        raise TargetError(
-            f"{method} answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
-        ) from None
-    soap_body = root.find(_T_BODY)
-    if soap_body is None or not len(soap_body):
-        raise TargetError(f"{method} answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
-    response = soap_body[0]
-    if response.tag == _T_FAULT:
-        raise fault_from(response)
-    if status != 200:
-        raise TargetError(f"{method} answer has HTTP status {status} without a SOAP fault", "protocol")
-    return response
-
-
 def _moref_answer(body: bytes, status: int, method: str) -> str:
-    value = (_answer(body, status, method).findtext(_T_RETURNVAL) or "").strip()
+    value = (soap_response(body, status, method).findtext(_T_RETURNVAL) or "").strip()
     if not value:
         raise TargetError(f"{method} answer has no returnval", "protocol")
     return value
@@ -161,7 +133,7 @@ class UpdateSet:
 
 def parse_update_set(body: bytes, status: int = 200) -> UpdateSet:
     """A WaitForUpdatesEx answer -> its version, object updates (of every filter) and truncated flag."""
-    response = _answer(body, status, "WaitForUpdatesEx")
+    response = soap_response(body, status, "WaitForUpdatesEx")
     returnval = response.find(_T_RETURNVAL)
     if returnval is None:
         return UpdateSet(None, [])

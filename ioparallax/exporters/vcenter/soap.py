@@ -115,6 +115,26 @@ def fault_from(fault: Any) -> Exception:
     return TargetError(f"QueryPerf SOAP fault ({code}) {what}{faultstring or 'no faultstring'}".rstrip(), "protocol")
 
 
+def soap_response(body: bytes, status: int, method: str) -> Any:
+    """The response element of a SOAP answer to ``method`` (named in the errors): a SOAP fault is
+    raised as the pyvmomi fault it names; anything else malformed as TargetError("protocol")."""
+    try:
+        root = etree.fromstring(body, _PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise TargetError(
+            f"{method} answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
+        ) from None
+    soap_body = root.find(_T_BODY)
+    if soap_body is None or not len(soap_body):
+        raise TargetError(f"{method} answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
+    response = soap_body[0]
+    if response.tag == _T_FAULT:
+        raise fault_from(response)
+    if status != 200:
+        raise TargetError(f"{method} answer has HTTP status {status} without a SOAP fault", "protocol")
+    return response
+
+
 def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) -> ParseResult:
     """QueryPerf's answer (CSV or normal format) -> samples per VM and instance, ascending.
 
@@ -123,20 +143,7 @@ def parse_query_perf(body: bytes, key_names: dict[int, str], status: int = 200) 
     counted (stock vcsim drops zeros on the wire), ``*`` echoed back recorded. A SOAP fault is
     raised as the pyvmomi fault it names; anything else malformed as TargetError("protocol").
     """
-    try:
-        root = etree.fromstring(body, _PARSER)
-    except etree.XMLSyntaxError as exc:
-        raise TargetError(
-            f"QueryPerf answer (HTTP {status}) is not XML ({exc.msg}): {_snippet(body)!r}", "protocol"
-        ) from None
-    soap_body = root.find(_T_BODY)
-    if soap_body is None or not len(soap_body):
-        raise TargetError(f"QueryPerf answer (HTTP {status}) is not a SOAP envelope: {_snippet(body)!r}", "protocol")
-    response = soap_body[0]
-    if response.tag == _T_FAULT:
-        raise fault_from(response)
-    if status != 200:
-        raise TargetError(f"QueryPerf answer has HTTP status {status} without a SOAP fault", "protocol")
+    response = soap_response(body, status, "QueryPerf")
 
     out = ParseResult()
     samples_out = out.samples
