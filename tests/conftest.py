@@ -1,8 +1,10 @@
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from ioparallax.simulators.process import Process, start
+from tests.support import Canary
 
 # The e2e stacks (fixtures, their pool and the test order) as a plugin, so that the pool can start
 # with the session and its stacks age while the unit tests run.
@@ -27,6 +29,14 @@ def processes(tmp_path):
     yield procs
     for p in reversed(procs.started):
         p.stop()
+
+
+@pytest.fixture
+def canary() -> Iterator[Canary]:
+    """A loopback TCP server recording every connection (tests/support.py's Canary), closed after the test."""
+    c = Canary()
+    yield c
+    c.close()
 
 
 @pytest.fixture(scope="session")

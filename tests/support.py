@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
 __all__ = [
     "BUILD",
+    "Canary",
+    "Exporter",
     "REPO",
     "VENV_BIN",
     "ManagedProcess",
@@ -29,6 +34,8 @@ __all__ = [
     "Process",
     "free_port",
     "has",
+    "metric_value",
+    "parse_metrics",
     "promtool_check_metrics",
     "require_built",
     "require_tool",
@@ -140,6 +147,81 @@ def has(sm: dict, name: str, **labels) -> bool:
     """Whether a sample of ``name`` with labels including ``labels`` is there."""
     want = {k: str(v) for k, v in labels.items()}
     return any(n == name and want.items() <= dict(ls).items() for (n, ls) in sm)
+
+
+def parse_metrics(text: str) -> dict:
+    """{name: {frozenset(labels.items()): value}} of an exposition."""
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def metric_value(metrics: dict, name: str, **labels) -> float:
+    """The first series of ``name`` in ``parse_metrics``' result whose labels include ``labels``."""
+    series = metrics.get(name, {})
+    for key, v in series.items():
+        if all(dict(key).get(k) == val for k, val in labels.items()):
+            return v
+    raise KeyError(f"{name}{labels} not in {sorted(series)[:5]}")
+
+
+class Exporter:
+    """A multi-target exporter served in-process (its ExporterServer and its targets): probes it."""
+
+    def __init__(self, server: Any, targets: Any):
+        self.server = server
+        self.targets = targets
+
+    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
+        r = requests.get(
+            f"{self.server.url}/probe",
+            params={"target": target},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
+            timeout=timeout + 30,
+        )
+        return r.status_code, r.text
+
+    def probe(self, target: str, timeout: float = 10.0) -> dict:
+        code, text = self.probe_text(target, timeout)
+        assert code == 200, text
+        return parse_metrics(text)
+
+
+class Canary:
+    """A TCP server on loopback recording every connection and the bytes it received: a target
+    credentials must never reach (the ``canary`` fixture, tests/conftest.py)."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.received: list[bytes] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.settimeout(1.0)
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                data = b""
+            with self._lock:
+                self.received.append(data)
+            conn.close()
+
+    def connections(self) -> list[bytes]:
+        with self._lock:
+            return list(self.received)
+
+    def close(self):
+        self.listener.close()
 
 
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")

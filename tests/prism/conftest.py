@@ -8,13 +8,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
-from ioparallax.exporters.prism.cli import Targets, make_app
+from ioparallax.exporters.prism.cli import make_app
 from ioparallax.exporters.prism.config import load_config
 from ioparallax.simulators.prism.server import PrismSimulator
+from tests.support import Exporter
 
 USER, PASSWORD = "monitor", "pr1sm-Secret!"
 ENV = {"PRISM_TEST_PASSWORD": PASSWORD}
@@ -64,26 +63,6 @@ def config_yaml(targets: list[str] | None = None, scheme: str = "http", **extra)
     return "\n".join(lines) + "\n"
 
 
-class Exporter:
-    def __init__(self, server: ExporterServer, targets: Targets):
-        self.server = server
-        self.targets = targets
-
-    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
-        r = requests.get(
-            f"{self.server.url}/probe",
-            params={"target": target},
-            headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
-            timeout=timeout + 30,
-        )
-        return r.status_code, r.text
-
-    def probe(self, target: str, timeout: float = 10.0) -> dict:
-        code, text = self.probe_text(target, timeout)
-        assert code == 200, text
-        return parse_metrics(text)
-
-
 @pytest.fixture
 def exporter(tmp_path, monkeypatch) -> Callable[..., Exporter]:
     """start(yaml_text, time_scale=1.0, **load_config flags) -> Exporter on a free loopback port."""
@@ -104,23 +83,6 @@ def exporter(tmp_path, monkeypatch) -> Callable[..., Exporter]:
     for server, targets in started:
         server.stop()
         targets.close()
-
-
-def parse_metrics(text: str) -> dict:
-    """{name: {frozenset(labels.items()): value}} of an exposition."""
-    out: dict = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
-    return out
-
-
-def value(metrics: dict, name: str, **labels) -> float:
-    series = metrics.get(name, {})
-    for key, v in series.items():
-        if all(dict(key).get(k) == val for k, val in labels.items()):
-            return v
-    raise KeyError(f"{name}{labels} not in {sorted(series)[:5]}")
 
 
 def series(metrics: dict, name: str, **labels) -> list[float]:

@@ -33,7 +33,8 @@ from ioparallax.exporters.prism.capture import (
 from ioparallax.exporters.prism.cli import main as prism_main, make_app
 from ioparallax.exporters.prism.config import Collectors, TargetConfig
 from ioparallax.exporters.prism.target import Target
-from tests.prism.conftest import FROZEN, PASSWORD, USER, parse_metrics, value
+from tests.prism.conftest import FROZEN, PASSWORD, USER
+from tests.support import metric_value as value, parse_metrics
 
 CFG = TargetConfig(username=USER, password=PASSWORD, scheme="http", page_size=1)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ioparallax.simulators.prism.model import SAMPLE_SECONDS
+from tests.support import metric_value as value
 
-from .conftest import FROZEN, AcceleratedClock, config_yaml, series, value
+from .conftest import FROZEN, AcceleratedClock, config_yaml, series
 
 SCALE = 10.0  # simulated seconds per real second: a 30 s sample lasts 3 s (slack for a loaded machine)
 

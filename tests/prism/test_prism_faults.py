@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from tests.support import free_port, self_signed_cert
+from tests.support import free_port, metric_value as value, parse_metrics, self_signed_cert
 
-from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
+from .conftest import FROZEN, PASSWORD, USER, config_yaml
 
 PROBE_TIMEOUT = 3.0
 

@@ -19,8 +19,9 @@ import pytest
 from ioparallax.exporters.prism import client as client_module, parse
 from ioparallax.exporters.prism.client import PrismClient, TargetError
 from ioparallax.exporters.prism.config import TargetConfig
+from tests.support import metric_value as value, parse_metrics
 
-from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
+from .conftest import FROZEN, PASSWORD, USER, config_yaml
 from .test_prism_faults import _failed
 
 V2 = "/PrismGateway/services/rest/v2.0"

@@ -18,8 +18,9 @@ import pytest
 from ioparallax.exporters.prism import parse
 from ioparallax.exporters.prism.collector import render_probe
 from ioparallax.exporters.prism.target import DiskState, Snapshot
+from tests.support import metric_value as value, parse_metrics
 
-from .conftest import parse_metrics, series, value
+from .conftest import series
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,20 +8,12 @@ import logging
 import subprocess
 import time
 
-import pytest
 import requests
 
-from tests.support import free_port, self_signed_cert, venv_tool
-from tests.vcenter.test_vcenter_security import HOSTILE_TARGETS, Canary
+from tests.support import Canary, free_port, metric_value as value, parse_metrics, self_signed_cert, venv_tool
+from tests.vcenter.test_vcenter_security import HOSTILE_TARGETS
 
-from .conftest import FROZEN, PASSWORD, USER, config_yaml, parse_metrics, value
-
-
-@pytest.fixture
-def canary():
-    c = Canary()
-    yield c
-    c.close()
+from .conftest import FROZEN, PASSWORD, USER, config_yaml
 
 
 def refused_spellings(canary: Canary, listed: str) -> list[str]:

@@ -7,14 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.vcenter.cli import make_app
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
-from tests.support import BUILD, ManagedProcess, free_port, require_built
+from tests.support import BUILD, Exporter, ManagedProcess, free_port, require_built
 
 SIM = BUILD / "vcsim-scenario"
 STOCK = BUILD / "vcsim"
@@ -107,43 +105,6 @@ def stock_vcsim(processes):
         return f"127.0.0.1:{port}", proc
 
     return start
-
-
-class Exporter:
-    def __init__(self, server: ExporterServer, targets):
-        self.server = server
-        self.targets = targets
-
-    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
-        r = requests.get(
-            f"{self.server.url}/probe",
-            params={"target": target},
-            headers={"X-Prometheus-Scrape-Timeout-Seconds": str(timeout)},
-            timeout=timeout + 30,
-        )
-        return r.status_code, r.text
-
-    def probe(self, target: str, timeout: float = 10.0) -> dict:
-        code, text = self.probe_text(target, timeout)
-        assert code == 200, text
-        return parse_metrics(text)
-
-
-def parse_metrics(text: str) -> dict:
-    """{name: {frozenset(labels.items()): value}} of an exposition."""
-    out: dict = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
-    return out
-
-
-def value(metrics: dict, name: str, **labels) -> float:
-    series = metrics.get(name, {})
-    for key, v in series.items():
-        if all(dict(key).get(k) == val for k, val in labels.items()):
-            return v
-    raise KeyError(f"{name}{labels} not in {sorted(series)[:5]}")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import threading
 
 import requests
 
-from tests.support import promtool_check_metrics, venv_tool
+from tests.support import metric_value as value, promtool_check_metrics, venv_tool
 
-from .conftest import insecure_config, value
+from .conftest import insecure_config
 from .test_vcenter_simulator import FROZEN, T0
 
 ENV = {"VC_TEST_PASSWORD": "s3cret-Pa55"}

@@ -15,9 +15,9 @@ from pyVmomi import vim
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.exporters.vcenter.perf import DEFAULT_MAX_QUERY_METRICS, read_max_query_metrics
 from ioparallax.yamlconf import ConfigError
-from tests.support import free_port
+from tests.support import free_port, metric_value as value
 
-from .conftest import PASSWORD, USER, insecure_config, value
+from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -45,7 +45,7 @@ def test_wrong_password(scenario_sim, bursty_trace, exporter, caplog):
     with caplog.at_level(logging.DEBUG):
         code, text = exp.probe_text(address)
     assert code == 200
-    from .conftest import parse_metrics
+    from tests.support import parse_metrics
 
     _assert_down(parse_metrics(text), "login", "invalid user name or password")
     (line,) = _failure_logs(caplog, address)

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from tests.support import promtool_check_metrics
+from tests.support import metric_value as value, parse_metrics, promtool_check_metrics
 
-from .conftest import PASSWORD, USER, insecure_config, parse_metrics, value
+from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}

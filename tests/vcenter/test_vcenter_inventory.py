@@ -19,8 +19,9 @@ from ioparallax.exporters.vcenter.cli import build_parser
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.exporters.vcenter.inventory import collect_inventory
 from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
+from tests.support import metric_value as value
 
-from .conftest import PASSWORD, USER, insecure_config, value
+from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
 from .test_vcenter_security import _trace_count
 from .test_vcenter_simulator import FROZEN

@@ -24,8 +24,9 @@ from ioparallax.exporters.vcenter.inventory_watch import (
     destroy_collector_body,
     parse_update_set,
 )
+from tests.support import metric_value as value
 
-from .conftest import PASSWORD, insecure_config, value
+from .conftest import PASSWORD, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
 from .test_vcenter_inventory import _connect
 from .test_vcenter_simulator import FROZEN

@@ -10,61 +10,18 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 import subprocess
-import threading
 import time
 
 import pytest
 import requests
 
-from tests.support import free_port, self_signed_cert, venv_tool
+from tests.support import Canary, free_port, metric_value as value, parse_metrics, self_signed_cert, venv_tool
 
-from .conftest import PASSWORD, STOCK, USER, _need, insecure_config, parse_metrics, value
+from .conftest import PASSWORD, STOCK, USER, _need, insecure_config
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
-
-
-class Canary:
-    """A TCP server on loopback recording every connection and the bytes it received."""
-
-    def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
-        self.received: list[bytes] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            conn.settimeout(1.0)
-            try:
-                data = conn.recv(65536)
-            except OSError:
-                data = b""
-            with self._lock:
-                self.received.append(data)
-            conn.close()
-
-    def connections(self) -> list[bytes]:
-        with self._lock:
-            return list(self.received)
-
-    def close(self):
-        self.listener.close()
-
-
-@pytest.fixture
-def canary():
-    c = Canary()
-    yield c
-    c.close()
 
 
 def refused_spellings(canary: Canary, listed: str) -> list[str]:

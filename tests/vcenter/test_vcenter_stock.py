@@ -4,9 +4,9 @@ reports what is there, nothing more."""
 
 from __future__ import annotations
 
-from tests.support import promtool_check_metrics
+from tests.support import metric_value as value, parse_metrics, promtool_check_metrics
 
-from .conftest import PASSWORD, insecure_config, parse_metrics, value
+from .conftest import PASSWORD, insecure_config
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
 
