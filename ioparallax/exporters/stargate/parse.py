@@ -578,14 +578,6 @@ _SIZE_COLUMNS = (
     4,
 )
 _SOURCE_COLUMNS = (frozenset({"source", "destination", "data (mb/s)", "percent"}), 3)
-#: The vdisk view's histogram sections: (section, VDiskDetail attribute, bucket bounds, bucket
-#: labels, columns, unit of the values in base units).
-_HISTOGRAMS = (
-    ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-    ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
-    ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-    ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
-)
 _WINDOWS = {"2 min": "2m", "1 hr": "1h"}
 _WSS_KINDS = frozenset({"read", "write", "union"})
 
@@ -770,6 +762,34 @@ def _label_table(rows: list, where: str, unknown: list) -> dict[str, tuple[float
     return out
 
 
+#: The vdisk view's histogram sections: (section, VDiskDetail attribute, bucket bounds, bucket
+#: labels, columns, unit of the values in base units).
+_HISTOGRAMS = (
+    ("frontend read latency", "read_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+    ("frontend write latency", "write_latency", LATENCY_BOUNDS, LATENCY_LABELS, _LATENCY_COLUMNS, 1e-6),
+    ("read size distribution", "read_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
+    ("write size distribution", "write_size", SIZE_BOUNDS, SIZE_LABELS, _SIZE_COLUMNS, 1.0),
+)
+
+
+#: The vdisk view's tables of rates by source: (section, title in errors, VDiskDetail attribute).
+_SOURCE_TABLES = (
+    ("read source", "Read Source", "read_sources"),
+    ("write destination", "Write Destination", "write_destinations"),
+)
+
+
+def _wss_row(d: VDiskDetail, windows: list[str], cells: Sequence[str]) -> str | None:
+    """Set the bytes a row of the Working Set Sizes table gives per window (a missing cell is a
+    blank one: 0). None, or the row's label when its kind (Read / Write / Union) is not known
+    (its values are set under the kind as read). Raises StargatePageError for a bad value."""
+    cells = [*cells, *[""] * (len(windows) + 1 - len(cells))]
+    kind = (cells[0].split() or ["unknown"])[0].lower()
+    for w, v in zip(windows, cells[1:]):
+        d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {d.vdisk_id} Working Set Sizes, {cells[0]}") * MIB
+    return None if kind in _WSS_KINDS else cells[0]
+
+
 def _ops_row(d: VDiskDetail, cells: Sequence[str]) -> bool:
     """Set what a row of the Ops and Randomness table (label, read, write) gives, in base units;
     False for a row of another label (nothing set). Raises StargatePageError for a bad value."""
@@ -843,17 +863,10 @@ def parse_vdisk_page_lxml(html: bytes, check_headers: bool = True) -> VDiskDetai
                 unknown.append(_unknown("working set sizes", "column", k))
             windows.append(window)
         for row in data:
-            cells = [_text(x) for x in _cells(row)]
-            cells += [""] * (len(windows) + 1 - len(cells))  # a missing cell is a blank one: 0
-            kind = (cells[0].split() or ["unknown"])[0].lower()  # Read / Write / Union
-            if kind not in _WSS_KINDS:
-                unknown.append(_unknown("working set sizes", "row", cells[0]))
-            for w, v in zip(windows, cells[1:]):
-                d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {vdisk_id} Working Set Sizes, {cells[0]}") * MIB
-    for key, title, attr in (
-        ("read source", "Read Source", "read_sources"),
-        ("write destination", "Write Destination", "write_destinations"),
-    ):
+            label = _wss_row(d, windows, [_text(x) for x in _cells(row)])
+            if label is not None:
+                unknown.append(_unknown("working set sizes", "row", label))
+    for key, title, attr in _SOURCE_TABLES:
         if key in sections:
             rows = _rows(sections[key][1])
             _check_columns(rows, key, _SOURCE_COLUMNS, check_headers, unknown)

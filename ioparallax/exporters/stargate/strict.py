@@ -35,8 +35,8 @@ from ioparallax.exporters.stargate.parse import (
     _OPS_COLUMNS,
     _SECTION,
     _SOURCE_COLUMNS,
+    _SOURCE_TABLES,
     _WINDOWS,
-    _WSS_KINDS,
     DETAIL_SECTIONS,
     MIB,
     SOURCE_NAMES,
@@ -46,6 +46,7 @@ from ioparallax.exporters.stargate.parse import (
     _empty_cells,
     _num,
     _ops_row,
+    _wss_row,
 )
 
 
@@ -277,16 +278,10 @@ def _read(html: bytes) -> VDiskDetail:
                 raise Unrecognised(f"Working Set Sizes column {k!r}")
             windows.append(window)
         for _, cells in rows[1:]:
-            cells = (*cells, *[""] * (len(windows) + 1 - len(cells)))
-            kind = (cells[0].split() or ["unknown"])[0].lower()
-            if kind not in _WSS_KINDS:
-                raise Unrecognised(f"Working Set Sizes row {cells[0]!r}")
-            for w, v in zip(windows, cells[1:]):
-                d.working_set_bytes[(kind, w)] = _num(v, f"VDisk {vdisk_id} Working Set Sizes, {cells[0]}") * MIB
-    for key, title, attr in (
-        ("read source", "Read Source", "read_sources"),
-        ("write destination", "Write Destination", "write_destinations"),
-    ):
+            label = _wss_row(d, windows, cells)
+            if label is not None:
+                raise Unrecognised(f"Working Set Sizes row {label!r}")
+    for key, title, attr in _SOURCE_TABLES:
         if key in sections:
             rows = _check_header(sections[key][1], _SOURCE_COLUMNS)
             setattr(d, attr, _label_table(rows, f"VDisk {vdisk_id} {title}"))
