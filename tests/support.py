@@ -21,6 +21,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "ManagedProcess",
     "NotReadyYet",
     "Process",
+    "ec_cert",
     "free_port",
     "has",
     "metric_value",
@@ -174,6 +176,15 @@ class Exporter:
         self.server = server
         self.targets = targets
 
+    @classmethod
+    def serve(cls, app: Any, targets: Any) -> Exporter:
+        """``make_app``'s (app, targets) served on a free loopback port; ``stop()`` it."""
+        return cls(ExporterServer(app, "127.0.0.1", 0).start(), targets)
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.targets.close()
+
     def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
         r = requests.get(
             f"{self.server.url}/probe",
@@ -239,6 +250,19 @@ def drawn_data_paths(figure) -> list:
         if clipped and len(_NUMBER.findall(p.get("d", ""))) > 4:
             out.append(p)
     return out
+
+
+def ec_cert(directory: Path, name: str, cn: str, san: str | None = None) -> tuple[Path, Path]:
+    """(certificate, key), self-signed (prime256v1), for ``cn`` and the ``san`` subject alternative
+    names (``DNS:localhost,IP:127.0.0.1``; none when None), valid two days, written by openssl into
+    ``directory`` as ``<name>.crt`` and ``<name>.key``."""
+    key, crt = directory / f"{name}.key", directory / f"{name}.crt"
+    argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    argv += ["-keyout", str(key), "-out", str(crt), "-days", "2", "-subj", f"/CN={cn}"]
+    if san:
+        argv += ["-addext", f"subjectAltName={san}"]
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    return crt, key
 
 
 def self_signed_cert(directory: Path, name: str = "server") -> tuple[Path, Path]:

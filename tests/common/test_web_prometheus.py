@@ -7,14 +7,13 @@ import re
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import bcrypt
 import pytest
 import requests
 import yaml
 
-from tests.support import REPO, ManagedProcess, free_port, require_tool, venv_tool, wait_for_http
+from tests.support import REPO, ManagedProcess, ec_cert, free_port, require_tool, venv_tool, wait_for_http
 
 pytestmark = pytest.mark.e2e
 
@@ -28,37 +27,9 @@ def _readme_scrape_configs() -> list[dict]:
     return yaml.safe_load(block)["scrape_configs"]
 
 
-def _cert(d: Path) -> tuple[Path, Path]:
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(d / "tls.key"),
-            "-out",
-            str(d / "tls.crt"),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return d / "tls.crt", d / "tls.key"
-
-
 def test_prometheus_scrapes_tls_and_basic_auth_exporters_as_documented(tmp_path):
     require_tool("prometheus")
-    crt, key = _cert(tmp_path)
+    crt, key = ec_cert(tmp_path, "tls", "localhost", "DNS:localhost,IP:127.0.0.1")
     web = tmp_path / "web.yml"
     web.write_text(
         f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\nbasic_auth_users:\n"

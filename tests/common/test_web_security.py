@@ -22,47 +22,18 @@ import bcrypt
 import pytest
 import requests
 
-from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
+from tests.support import ManagedProcess, ec_cert, free_port, venv_tool, wait_for_http
 
 PASSWORD = "s3cret pass:word"  # a space and a colon: basic auth splits at the first colon only
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def _cert(dir: Path, name: str, cn: str, san: str | None = None) -> tuple[Path, Path]:
-    key, crt = dir / f"{name}.key", dir / f"{name}.crt"
-    argv = [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        str(key),
-        "-out",
-        str(crt),
-        "-days",
-        "2",
-        "-subj",
-        f"/CN={cn}",
-    ]
-    if san:
-        argv += ["-addext", f"subjectAltName={san}"]
-    _openssl(*argv)
-    return crt, key
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict[str, Path]:
     """A self-signed server certificate for localhost/127.0.0.1/::1 and a self-signed client one."""
     d = tmp_path_factory.mktemp("pki")
-    crt, key = _cert(d, "server", "localhost", "DNS:localhost,IP:127.0.0.1,IP:::1")
-    ccrt, ckey = _cert(d, "client", "prometheus")
-    other_crt, other_key = _cert(d, "stranger", "stranger")
+    crt, key = ec_cert(d, "server", "localhost", "DNS:localhost,IP:127.0.0.1,IP:::1")
+    ccrt, ckey = ec_cert(d, "client", "prometheus")
+    other_crt, other_key = ec_cert(d, "stranger", "stranger")
     return {
         "crt": crt,
         "key": key,

@@ -4,7 +4,6 @@ file and the key; basic auth checks cached so a scrape does not pay bcrypt each 
 from __future__ import annotations
 
 import ssl
-import subprocess
 from pathlib import Path
 
 import bcrypt
@@ -13,34 +12,12 @@ import pytest
 from ioparallax.exporters.common import webconfig
 from ioparallax.exporters.common.webconfig import BasicAuth, load_web_config
 from ioparallax.yamlconf import ConfigError
+from tests.support import ec_cert
 
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("cert")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(d / "k.pem"),
-            "-out",
-            str(d / "c.pem"),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return d / "c.pem", d / "k.pem"
+    return ec_cert(tmp_path_factory.mktemp("cert"), "server", "localhost")
 
 
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()

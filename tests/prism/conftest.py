@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import pytest
 
-from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.prism.cli import make_app
 from ioparallax.exporters.prism.config import load_config
 from ioparallax.simulators.prism.server import PrismSimulator
@@ -66,23 +65,20 @@ def config_yaml(targets: list[str] | None = None, scheme: str = "http", **extra)
 @pytest.fixture
 def exporter(tmp_path, monkeypatch) -> Callable[..., Exporter]:
     """start(yaml_text, time_scale=1.0, **load_config flags) -> Exporter on a free loopback port."""
-    started = []
+    started: list[Exporter] = []
 
     def start(yaml_text: str, time_scale: float = 1.0, env: dict[str, str] | None = None, **flags) -> Exporter:
         for k, v in {**ENV, **(env or {})}.items():
             monkeypatch.setenv(k, v)
         path = tmp_path / f"prism-{len(started)}.yml"
         path.write_text(yaml_text)
-        config = dataclasses.replace(load_config(str(path), **flags), time_scale=time_scale)
-        app, targets = make_app(config)
-        server = ExporterServer(app, "127.0.0.1", 0).start()
-        started.append((server, targets))
-        return Exporter(server, targets)
+        exp = Exporter.serve(*make_app(dataclasses.replace(load_config(str(path), **flags), time_scale=time_scale)))
+        started.append(exp)
+        return exp
 
     yield start
-    for server, targets in started:
-        server.stop()
-        targets.close()
+    for exp in started:
+        exp.stop()
 
 
 def series(metrics: dict, name: str, **labels) -> list[float]:

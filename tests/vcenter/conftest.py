@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.vcenter.cli import make_app
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
@@ -110,22 +109,20 @@ def stock_vcsim(processes):
 @pytest.fixture
 def exporter(tmp_path, monkeypatch):
     """start(yaml_text) -> Exporter serving on a free loopback port, stopped after the test."""
-    started = []
+    started: list[Exporter] = []
 
     def start(yaml_text: str, env: dict[str, str] | None = None) -> Exporter:
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
         path = tmp_path / f"vcenter-{len(started)}.yml"
         path.write_text(yaml_text)
-        app, targets = make_app(load_config(str(path)))
-        server = ExporterServer(app, "127.0.0.1", 0).start()
-        started.append((server, targets))
-        return Exporter(server, targets)
+        exp = Exporter.serve(*make_app(load_config(str(path))))
+        started.append(exp)
+        return exp
 
     yield start
-    for server, targets in started:
-        server.stop()
-        targets.close()
+    for exp in started:
+        exp.stop()
 
 
 def insecure_config(
