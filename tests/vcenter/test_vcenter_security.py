@@ -18,7 +18,7 @@ import requests
 
 from tests.support import Canary, free_port, metric_value as value, parse_metrics, self_signed_cert, venv_tool
 
-from .conftest import PASSWORD, STOCK, USER, _need, insecure_config
+from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -110,43 +110,12 @@ def _probe(url, target):
     return r.status_code, r.text
 
 
-def test_environment_credentials_need_a_target_list(processes, tmp_path, canary):
+def test_environment_credentials_need_a_target_list(processes, stock_vcsim, tmp_path, canary):
     """No config file: VCENTER_USERNAME/VCENTER_PASSWORD go to --vcenter.target only (TLS verified);
     without a list the exporter does not start; --vcenter.allow-unlisted-targets is the explicit
     opt-in, warned about at start-up (and then the canary is reached: the canary works)."""
-    _need(STOCK)
     cert, key = _self_signed(tmp_path)
-    sim_port = free_port()
-    sim = processes.start(
-        "vcsim-tls",
-        [
-            STOCK,
-            "-l",
-            f"127.0.0.1:{sim_port}",
-            "-username",
-            USER,
-            "-password",
-            PASSWORD,
-            "-tlscert",
-            cert,
-            "-tlskey",
-            key,
-            "-dc",
-            "1",
-            "-cluster",
-            "1",
-            "-host",
-            "1",
-            "-standalone-host",
-            "0",
-            "-vm",
-            "1",
-            "-pg",
-            "0",
-        ],
-    )
-    sim.wait_for_output(r"export GOVC_URL=", 60)
-    listed = f"127.0.0.1:{sim_port}"
+    listed, _ = stock_vcsim("-tlscert", cert, "-tlskey", key, "-vm", "1")  # the last -vm counts
     env = {"VCENTER_USERNAME": USER, "VCENTER_PASSWORD": PASSWORD, "SSL_CERT_FILE": str(cert), "VCENTER_TARGETS": ""}
 
     out = subprocess.run(
