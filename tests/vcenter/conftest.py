@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pyVim.connect import Disconnect, SmartConnect
 
 from ioparallax.exporters.vcenter.cli import make_app
 from ioparallax.exporters.vcenter.config import load_config
@@ -68,6 +69,23 @@ def scenario_sim(processes):
         return m.group(1), proc
 
     return start
+
+
+@pytest.fixture
+def connect():
+    """connect(address) -> a pyVmomi session to a simulator (certificate not checked), logged out
+    after the test."""
+    sessions = []
+
+    def open_(address: str):
+        host, port = address.split(":")
+        si = SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, disableSslCertValidation=True)
+        sessions.append(si)
+        return si
+
+    yield open_
+    for si in sessions:
+        Disconnect(si)
 
 
 @pytest.fixture

@@ -9,13 +9,10 @@ import dataclasses
 import json
 
 import pytest
-from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
 from ioparallax.exporters.vcenter.perf import counter_keys
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
-
-from .conftest import PASSWORD, USER
 
 FROZEN = 1_800_000_007
 # A multiple of 300 s (the roll-up) that is not one of the period (600 s, 960 s): samples keep their
@@ -32,21 +29,6 @@ COUNTERS = (
     "virtualDisk.writeLatencyUS.latest",
     "virtualDisk.readOIO.latest",
 )
-
-
-@pytest.fixture
-def connect():
-    sessions = []
-
-    def open_(address: str):
-        host, port = address.split(":")
-        si = SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, disableSslCertValidation=True)
-        sessions.append(si)
-        return si
-
-    yield open_
-    for si in sessions:
-        Disconnect(si)
 
 
 def trace_file(tmp_path, name: str, origin: int):

@@ -5,33 +5,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
 from ioparallax.exporters.vcenter.inventory import collect_inventory
 from ioparallax.exporters.vcenter.perf import counter_keys
 
-from .conftest import PASSWORD, USER
-
 # An epoch second on a period boundary (1.8e9 is a multiple of 600): the newest realtime sample
 # ends at T0 and covers period seconds 580-599, which hold one 1 s burst of bursty-1m.
 T0 = 1_800_000_000
 FROZEN = T0 + 7
-
-
-@pytest.fixture
-def connect():
-    sessions = []
-
-    def open_(address: str):
-        host, port = address.split(":")
-        si = SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, disableSslCertValidation=True)
-        sessions.append(si)
-        return si
-
-    yield open_
-    for si in sessions:
-        Disconnect(si)
 
 
 def _vm(si, name):
