@@ -98,9 +98,9 @@ def venv_tool(name: str) -> str:
 ENTRY_POINTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
 
 
-def run_entry_point(name: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+def run_entry_point(name: str, argv: list, timeout: float = 30) -> subprocess.CompletedProcess:
     """``[venv_tool(name), *argv]`` run in this process: the console script's function called with
-    ``argv`` in a thread, its stdout and stderr captured (logging included: the programs point the
+    ``argv`` in a thread (sys.argv[0] the script's path), its stdout and stderr captured (logging included: the programs point the
     root logger at sys.stderr, put back here afterwards), SystemExit as the exit status and an
     escaping exception as a traceback on stderr with status 1, as a Python process would end.
 
@@ -115,7 +115,7 @@ def run_entry_point(name: str, argv: list[str], timeout: float = 30) -> subproce
 
     def call() -> None:
         try:
-            code = main(list(argv))
+            code = main([str(a) for a in argv])
         except SystemExit as exc:
             code = exc.code
             if code is not None and not isinstance(code, int):
@@ -127,14 +127,15 @@ def run_entry_point(name: str, argv: list[str], timeout: float = 30) -> subproce
         status.append(code or 0)
 
     root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+    handlers, level, sys_argv = root.handlers[:], root.level, sys.argv
+    sys.argv = [str(VENV_BIN / name), *map(str, argv)]  # argparse's prog, as the script sees it
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             thread = threading.Thread(target=call, name=f"{name} in-process", daemon=True)
             thread.start()
             thread.join(timeout)
     finally:
-        root.handlers[:], root.level = handlers, level
+        root.handlers[:], root.level, sys.argv = handlers, level, sys_argv
     if thread.is_alive():
         raise AssertionError(f"{name} {argv} still running after {timeout} s:\n{out.getvalue()}{err.getvalue()}")
     return subprocess.CompletedProcess([name, *argv], status[0], out.getvalue(), err.getvalue())
