@@ -81,9 +81,9 @@ TEST_WORKERS ?= 4
 
 test: deps ## install what is missing, then run every test (unit tests in TEST_WORKERS workers beside the e2e tests)
 	@mkdir -p .run; \
-	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
+	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e --durations=20 $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
 	echo ">> e2e tests started in the background (pid $$e2e, output: .run/test-e2e.log)"; \
-	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) $(PYTEST_ARGS); unit=$$?; \
+	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS); unit=$$?; \
 	echo ">> unit tests done (exit $$unit); the e2e tests' output:"; \
 	tail -n +1 --pid=$$e2e -f .run/test-e2e.log; wait $$e2e; e2e_rc=$$?; \
 	echo ">> unit tests: exit $$unit; e2e tests: exit $$e2e_rc"; \

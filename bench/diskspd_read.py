@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lxml import etree  # noqa: E402
 
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document  # noqa: E402
-from ioparallax.exporters.diskspd.reader import (  # noqa: E402
+from ioparallax.exporters.diskspd.parse import (  # noqa: E402
     CpuAverage,
     DiskspdResult,
     IopsBucket,

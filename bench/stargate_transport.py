@@ -3,7 +3,7 @@
 Two real stargate-exporter processes, the same flags (parse workers as the exporter's default,
 none), differing only in what fetches the pages:
 
-- **select**: the exporter's own transport (ioparallax/exporters/stargate/transport.py: HTTP/1.1
+- **select**: the exporter's own transport (ioparallax/exporters/stargate/client.py: HTTP/1.1
   framing over non-blocking sockets, one ``select`` loop per probe in the probe's thread);
 - **curl**: libcurl's multi interface through pycurl (:class:`CurlClient` below: every request of
   a probe driven from the probe's thread, framing in C), the best library alternative measured
@@ -46,29 +46,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stargate_cluster import Round, measure, start_simulator  # noqa: E402
 
 import gate  # noqa: E402
-from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
-from ioparallax.exporters.stargate.targets import Origin  # noqa: E402
-from ioparallax.exporters.stargate.transport import (  # noqa: E402
+from ioparallax.exporters.stargate.client import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     Budget,
     DeadlineExceeded,
     FetchError,
     resolve,
 )
+from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
+from ioparallax.exporters.stargate.targets import Origin  # noqa: E402
 from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 SIDES = ("select", "curl")
 
 # ------------------------------------------------------------------ the curl side's page client
 # The same PageClient interface as transport.HttpClient over libcurl's multi interface (pycurl),
-# every request of a call driven from the caller's thread. It keeps transport.py's guarantees so
+# every request of a call driven from the caller's thread. It keeps client.py's guarantees so
 # that the sides compare like with like: the probe's deadline over the whole call (``select``
 # bounded by the time left, each transfer's TIMEOUT_MS the time left when it starts),
 # body_size_limit (MAXFILESIZE for an announced length, the write callback past it), at most 100
 # header lines and 64 KiB of head (the header callback), keep-alive reuse (one multi handle per
 # probe, closed with it), 200 the only status read, https verified against the system's CAs, no
 # redirect, names resolved once per probe by transport.resolve (handed over with RESOLVE). Its
-# error messages are libcurl's, not transport.py's wording.
+# error messages are libcurl's, not client.py's wording.
 
 _MAX_HEAD = 64 * 1024
 _MAX_HEADERS = 100
@@ -113,7 +113,7 @@ class CurlClient:
     docstring). One multi handle per budget (probe): its connections are the probe's."""
 
     #: No Python callback per transfer: the body limit is libcurl's MAXFILESIZE (applied while
-    #: receiving too, libcurl >= 8.4), the head limits libcurl's own (not transport.py's 100
+    #: receiving too, libcurl >= 8.4), the head limits libcurl's own (not client.py's 100
     #: lines / 64 KiB). The library's best case, for the bench; not what the exporter could ship.
     lean = False
 
@@ -231,7 +231,7 @@ def _multi(budget: Budget, concurrency: int) -> pycurl.CurlMulti:
 
 
 def _pins(origin: Origin, budget: Budget) -> list[str]:
-    """``host:port:address`` for libcurl's RESOLVE: the name resolved by transport.py's resolver
+    """``host:port:address`` for libcurl's RESOLVE: the name resolved by client.py's resolver
     (once per probe, within its deadline)."""
     try:
         ipaddress.ip_address(origin.host)

@@ -39,7 +39,7 @@ import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ioparallax.exporters.vdbench.reader import NUMERIC_COLUMNS  # noqa: E402
+from ioparallax.exporters.vdbench.parse import NUMERIC_COLUMNS  # noqa: E402
 from ioparallax.exporters.vdbench.tailer import DirectoryState  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "vdbench" / "fixtures" / "vdbconvert-multihost"

@@ -27,7 +27,7 @@ from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench
 from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
-from ioparallax.exporters.diskspd.reader import DiskspdError, decode
+from ioparallax.exporters.diskspd.parse import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
 from ioparallax.pipes import quiet_on_closed_stdout

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.diskspd.hygiene import TargetSpec, spec_from_result, working_set
-from ioparallax.exporters.diskspd.reader import NotDiskspd, TargetProfile, TargetResult, parse_bytes, targets_of
+from ioparallax.exporters.diskspd.parse import NotDiskspd, TargetProfile, TargetResult, parse_bytes, targets_of
 
 
 class CommandLineError(ValueError):

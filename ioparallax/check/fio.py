@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems
-from ioparallax.exporters.fio.reader import JobRecord
+from ioparallax.exporters.fio.parse import JobRecord
 
 _SECTION = re.compile(r"^\[([^\]]+)\]\s*$")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, parmfile_findings, working_set_bytes
-from ioparallax.exporters.vdbench.reader import Parmfile, parse_parmfile
+from ioparallax.exporters.vdbench.parse import Parmfile, parse_parmfile
 
 _DEFINITION = re.compile(r"^\s*(sd|wd|rd|fsd|fwd)\s*=", re.IGNORECASE | re.MULTILINE)
 

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ioparallax.pipes import quiet_on_closed_stdout
+from ioparallax.report import usl_cli
+from ioparallax.report.chromium import print_pdf
+from ioparallax.report.pairing import split_matchers
 from ioparallax.report.promapi import PromError, parse_seconds
+from ioparallax.report.ramps import parse_steps
 from ioparallax.units import parse_bytes
 from ioparallax.version import add_version_arg
 
@@ -82,8 +86,6 @@ class Compare(NamedTuple):
 def parse_compare(text: str, prometheus: str, start: float, end: float, now: float) -> Compare:
     """``LABEL=URL``, ``LABEL=START..END``, ``LABEL=URL@START..END``, ``LABEL={matchers}`` or
     ``LABEL={matchers}@START..END`` -> :class:`Compare`."""
-    from ioparallax.report.pairing import split_matchers
-
     label, sep, what = text.partition("=")
     if not sep or not re.fullmatch(r"[A-Za-z0-9_ .-]{1,20}", label) or not what:
         raise ValueError(
@@ -193,13 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["usl"]:
-        from ioparallax.report import usl_cli
-
         return usl_cli.main(argv[1:])
     args = build_parser().parse_args(_join_negative_times(argv))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    # Here, once the arguments are read: matplotlib and the report's modules take a second to
+    # import, which --help, a bad argument and `usl` need not wait for.
     from ioparallax.report.report import ReportError, make_report
 
     now = time.time()
@@ -226,8 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         compare = parse_compare(args.compare, args.prometheus, start, end, now) if args.compare else None
         if args.compare_pairs and not compare:
             raise ValueError("--compare-pairs needs --compare")
-        from ioparallax.report.ramps import parse_steps
-
         steps = parse_steps(args.steps) if args.steps else None
     except ValueError as e:
         print(f"ioparallax-report: {e}", file=sys.stderr)
@@ -259,8 +259,6 @@ def main(argv: list[str] | None = None) -> int:
     for view, why in result.missing_views.items():
         print(f"  view missing: {view}: {why}")
     if args.pdf:
-        from ioparallax.report.chromium import print_pdf
-
         try:
             print_pdf(args.output, args.pdf)
         except RuntimeError as e:

@@ -2,7 +2,7 @@
 B: the other) and their deltas. The figures of the disk pages overlay B dashed (disks.py). B's disks
 are paired with A's by ioparallax.report.pairing (same VM and disk address, or a pairs file) and
 carry A's names in B's dataset; the table names both, and which manager each side's VM view came
-from."""
+from. An ordinary section builder (builders.report_builders), given both sides and the pairs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
+from ioparallax.report.analysis import Side, vm_view_words
 from ioparallax.report.data import Dataset, Key
 from ioparallax.report.figures import fmt_bytes_rate, fmt_ops, fmt_seconds, rows_csv
-from ioparallax.report.sections import ReportContext, Section, esc
-from ioparallax.report.summary import dataset, verdicts
+from ioparallax.report.sections import Section, esc
 
 
 def _mean(ds: Dataset, key: Key, *fams: str) -> float:
@@ -51,33 +51,27 @@ def delta(a: float, b: float) -> str:
     return f"{(b - a) / a * 100:+.0f} %"
 
 
-def vm_view_words(ds: Dataset) -> str:
-    """``vCenter (20 s samples)``, ``Prism (30 s samples)``, both, or ``unknown`` for a dataset."""
-    names = {"vcenter": "vCenter", "prism": "Prism"}
-    seen = sorted({(names.get(src, src), period) for src, period in ds.vm_source_of.values()})
-    return ", ".join(f"{n} ({p:g} s samples)" for n, p in seen) or "unknown (no VM view)"
-
-
-def compare_section(ctx: ReportContext) -> Section:
-    assert ctx.compare is not None
-    a_ds, b_ds = dataset(ctx), dataset(ctx.compare)
-    a_v, b_v = verdicts(ctx), verdicts(ctx.compare)
+def compare_section(a: Side, b: Side, pairs: dict[Key, Key]) -> Section:
+    """The table of key numbers and verdicts, A against B; ``pairs`` maps an A disk to the B disk
+    paired with it (under A's name in B's dataset)."""
+    ctx, b_ctx = a.ctx, b.ctx
+    a_ds, b_ds = a.data, b.data
+    a_v, b_v = a.verdicts.get(), b.verdicts.get()
     keys = sorted(set(a_ds.disks()) | set(b_ds.disks()))
     fmt = {title: f for title, _, f in KEY_NUMBERS}
     head = "".join(
-        f"<th>{esc(t)}<span class='thr'>A / {esc(ctx.compare.label)} / delta</span></th>" for t, _, _ in KEY_NUMBERS
+        f"<th>{esc(t)}<span class='thr'>A / {esc(b_ctx.label)} / delta</span></th>" for t, _, _ in KEY_NUMBERS
     )
-    pairs = ctx.shared.get("pairs", {})
     rows, csv_rows = [], []
     for key in keys:
-        a, b = key_numbers(a_ds, key), key_numbers(b_ds, key)
+        na, nb = key_numbers(a_ds, key), key_numbers(b_ds, key)
         cells = []
-        for t in a:
-            fa = "—" if math.isnan(a[t]) else fmt[t](a[t])
-            fb = "—" if math.isnan(b[t]) else fmt[t](b[t])
-            cells.append(f"<td>{esc(fa)}<br>{esc(fb)}<br><b>{esc(delta(a[t], b[t]))}</b></td>")
+        for t in na:
+            fa = "—" if math.isnan(na[t]) else fmt[t](na[t])
+            fb = "—" if math.isnan(nb[t]) else fmt[t](nb[t])
+            cells.append(f"<td>{esc(fa)}<br>{esc(fb)}<br><b>{esc(delta(na[t], nb[t]))}</b></td>")
             bk = pairs.get(key, key)
-            csv_rows.append((key[0], key[1], bk[0], bk[1], t, a[t], b[t]))
+            csv_rows.append((key[0], key[1], bk[0], bk[1], t, na[t], nb[t]))
         changed = [
             f"{k}: {a_v[key][k].state.value} -> {b_v[key][k].state.value}"
             for k in a_v.get(key, {})
@@ -85,14 +79,14 @@ def compare_section(ctx: ReportContext) -> Section:
         ]
         cells.append(f"<td>{esc('; '.join(changed) or 'same verdicts')}</td>")
         bk = pairs.get(key, key)
-        other = f"<br><span class='thr'>{esc(ctx.compare.label)}: {esc(bk[0])} {esc(bk[1])}</span>" if bk != key else ""
-        rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}{other}</th>{''.join(cells)}</tr>")
-    other_label = esc(ctx.compare.label)
+        b_name = f"<br><span class='thr'>{esc(b_ctx.label)}: {esc(bk[0])} {esc(bk[1])}</span>" if bk != key else ""
+        rows.append(f"<tr><th>{esc(key[0])}<br>{esc(key[1])}{b_name}</th>{''.join(cells)}</tr>")
+    other_label = esc(b_ctx.label)
     where_a = f" {{{esc(ctx.match)}}}" if ctx.match else ""
-    where_b = f" {{{esc(ctx.compare.match)}}}" if ctx.compare.match else ""
+    where_b = f" {{{esc(b_ctx.match)}}}" if b_ctx.match else ""
     html = (
         f"<p>A: {esc(ctx.api.url)}{where_a}, the report's range. {other_label}: "
-        f"{esc(ctx.compare.api.url)}{where_b}, its own range (drawn dashed on every disk page, shifted to A's start). "
+        f"{esc(b_ctx.api.url)}{where_b}, its own range (drawn dashed on every disk page, shifted to A's start). "
         f"Means over each range; delta is ({other_label} - A) / A.</p>"
         f"<p>VM view: A from {esc(vm_view_words(a_ds))}; {other_label} from {esc(vm_view_words(b_ds))}. "
         f"A VM disk of {other_label} pairs with the one of A with the same VM name and disk address (vCenter's "
@@ -103,18 +97,18 @@ def compare_section(ctx: ReportContext) -> Section:
     )
     return Section(
         id="compare",
-        title=f"Compare A with {ctx.compare.label}",
+        title=f"Compare A with {b_ctx.label}",
         html=html,
         csv={
             "compare.csv": rows_csv(
                 [
                     "vm",
                     "disk",
-                    f"{ctx.compare.label} vm",
-                    f"{ctx.compare.label} disk",
+                    f"{b_ctx.label} vm",
+                    f"{b_ctx.label} disk",
                     "number",
                     "A",
-                    ctx.compare.label,
+                    b_ctx.label,
                 ],
                 csv_rows,
             )

@@ -1,4 +1,5 @@
-"""Everything the report reads from Prometheus, fetched once per kind of series.
+"""The fetch stage: everything the report reads from Prometheus, fetched once per kind of series,
+as one :class:`Dataset` per side (the analysis and the sections read it, and query nothing).
 
 Each *family* is one query over every VM disk at once (a recording rule of
 alerts/ioparallax.rules.yml with the --match matchers, or a raw series summed by ``(vm, disk)``),
@@ -20,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ioparallax.mixin.vmview import SAMPLE_SECONDS, SOURCES, Missing, metric
-from ioparallax.report.promapi import PromError
-from ioparallax.report.sections import ReportContext
+from ioparallax.report.context import ReportContext
+from ioparallax.report.promapi import PromError, parse_seconds
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ QUANTITIES = ("ops", "bytes", "latency_seconds")
 LAYERS = ("guest", "guest_os", "vm", "storage")
 
 Key = tuple[str, str]  # (vm, disk)
+VCENTER_SAMPLE_SECONDS = float(SAMPLE_SECONDS["vcenter"])  # fixed by vCenter, whatever the scrape
 
 
 def rule_name(cfg_w: str, layer: str, d: str, q: str) -> str:
@@ -104,7 +106,7 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         f"* on ({DS_TARGET}) group_left (vm, disk) {ds_target})"
     )
     # vdbench's findings are per output directory (source), its hosts per VM disk: a many-to-many
-    # join PromQL cannot do, so both come as labelled series and meet in summary.disk_input.
+    # join PromQL cannot do, so both come as labelled series and meet in analysis.disk_input.
     out["vdbench_hygiene"] = f"max by (source, problem) (vdbench_run_hygiene_problem{ctx.sel('vdbench')})"
     out["vdbench_disks"] = f"group by (source, vm, disk) ({ctx.rule('guest_host:ioparallax_vdbench_vm_disk:info')})"
     # Which tool measured the guest view, and which exporter the guest OS view (report cells say it).
@@ -137,6 +139,7 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
     """Family id -> PromQL of the instant queries at the range's end, over the whole range."""
     r = f"{ctx.range_seconds}s"
     job_info = ctx.rule("guest_job:ioparallax_vm_disk:info")
+    builds = ctx.rule("", '__name__=~"[a-z]+_exporter_build_info"')
     out = {
         "vdisk_info": f"last_over_time({ctx.rule('vdisk:ioparallax_vdisk:info')}[{r}])",
         "vcenter_disk_info": f"last_over_time(vcenter_virtual_disk_info{ctx.sel('vcenter')}[{r}])",
@@ -151,6 +154,9 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
         "partitions": f"last_over_time(fio_guest_partition_start_bytes{ctx.sel('fio')}[{r}])",
         "fio_versions": f"count by (version) (last_over_time(fio_job_info{ctx.sel('fio')}[{r}]))",
         "stargate_builds": f"count by (build_version) (last_over_time(stargate_cvm_info{ctx.sel('stargate')}[{r}]))",
+        # Each exporter's <name>_exporter_build_info, on its own /metrics (docs/metrics.md): by job,
+        # as the range functions drop the metric's name.
+        "exporter_builds": f"count by (job, version, revision) (last_over_time({builds}[{r}]))",
     }
     for d in DIRECTIONS:
         out[f"guest_latency_{d}"] = (
@@ -190,13 +196,18 @@ class Dataset:
     vm_source_of: dict[Key, tuple[str, float]] = field(default_factory=dict)
     clusters: set[str] = field(default_factory=set)  # values of the config's cluster label seen
     # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
-    # vCenter's 20 s sample) still show I/O that ended before the range (report.scaling.settle_seconds).
+    # vCenter's 20 s sample) still show I/O that ended before the range (:func:`settle_seconds`).
     settle_points: int = 0
     settle_seconds: float = 0.0
     rate_window: str = ""  # the config's windows.rate, named where the settling time is explained
 
     def get(self, family: str, key: Key) -> np.ndarray | None:
         return self.series.get(family, {}).get(key)
+
+    def vm_sample_seconds(self) -> float:
+        """The VM view's longest sample period in the data (vCenter's 20 s, Prism's 30 s); vCenter's
+        when no VM disk says where its VM view came from."""
+        return max((period for _, period in self.vm_source_of.values()), default=VCENTER_SAMPLE_SECONDS)
 
     def _known(self, busy: bool) -> set[Key]:
         keys: set[Key] = set()
@@ -321,15 +332,19 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         m = r["metric"]
         if "vm" in m and "disk" in m and m.get("vm_source") in SAMPLE_SECONDS:
             ds.vm_source_of[(m["vm"], m["disk"])] = (m["vm_source"], float(r["value"][1]))
-    if ds.vm_source_of:
-        ctx.shared["vm_sample_seconds"] = max(period for _, period in ds.vm_source_of.values())
     ds.missing_views = missing_views(ctx, ds)
-    from ioparallax.report.scaling import settle_seconds
-
-    ds.settle_seconds = settle_seconds(ctx)
+    ds.settle_seconds = settle_seconds(ctx.config.w, ds.vm_sample_seconds(), ctx.step)
     ds.rate_window = ctx.config.w
     ds.settle_points = int(math.ceil(ds.settle_seconds / ctx.step))
     return ds
+
+
+def settle_seconds(rate_window: str, vm_sample_seconds: float, step: float) -> float:
+    """Seconds for every view to settle after a change of load: the rules' rate window, the VM
+    view's sample (vCenter's 20 s, Prism's 30 s: :meth:`Dataset.vm_sample_seconds`) and one step.
+    The verdicts leave out the steps before a fio job has run that long, the scalability section
+    the first that many seconds of each ramp step."""
+    return parse_seconds(rate_window) + vm_sample_seconds + step
 
 
 def release_freed_memory() -> None:

@@ -13,6 +13,8 @@ import numpy as np
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter
 
+from ioparallax.report.analysis import Side, VerdictTable, guest_devices, partitions
+from ioparallax.report.context import ReportContext
 from ioparallax.report.data import DIRECTIONS, QUANTITIES, Dataset, Key
 from ioparallax.report.figures import (
     COLORS,
@@ -32,9 +34,9 @@ from ioparallax.report.figures import (
     to_svg,
     unit_axis,
 )
-from ioparallax.report.sections import Figure, ReportContext, Section, esc
-from ioparallax.report.summary import dataset, disk_anchor, fmt_time, guest_devices, partitions, verdict_cell, verdicts
-from ioparallax.report.verdicts import TRAPS, Verdict
+from ioparallax.report.sections import Figure, Section, esc
+from ioparallax.report.summary import disk_anchor, fmt_time, verdict_cell
+from ioparallax.report.verdicts import TRAPS
 
 ZERO_SOURCES = ("zero",)
 TITLES = {"ops": "Operations (IO/s)", "bytes": "Throughput (bytes/s)", "latency_seconds": "Mean latency"}
@@ -46,8 +48,10 @@ LAYER_STYLE: dict[str, dict[str, Any]] = {
 }  # any source/destination whose name contains it (estore_zero, oplog_zero, zero)
 
 
+# The compare side's context and data, drawn dashed (None without --compare).
+Other = tuple[ReportContext, Dataset] | None
 # (ctx, dataset, verdicts, other) for the forked workers, set by disk_sections while they run.
-_WORK: tuple[ReportContext, Dataset, dict[Key, dict[str, Verdict]], tuple[ReportContext, Dataset] | None] | None = None
+_WORK: tuple[ReportContext, Dataset, VerdictTable, Other] | None = None
 
 
 def _one(key: Key) -> Section:
@@ -60,25 +64,25 @@ def _many(keys: list[Key]) -> list[Section]:
     return [_one(k) for k in keys]
 
 
-def disk_sections(ctx: ReportContext) -> list[Section]:
-    """A page per VM disk. Drawing is most of the report's time, so with more than a few disks the
-    pages are drawn by this process and forked worker processes, one per core in all (they
-    inherit the data, and send back only the finished HTML and CSV text). This process draws
-    too rather than wait: each forked worker counts the pages it shares with this process (the
-    libraries, the data) in its own resident memory, so one worker fewer is ~150 MB less for
-    the process tree at 100 VM disks, for the same use of the cores."""
+def disk_sections(a: Side, b: Side | None) -> list[Section]:
+    """A page per VM disk of side ``a``, with side ``b`` (--compare) drawn dashed. Drawing is most
+    of the report's time, so with more than a few disks the pages are drawn by this process and
+    forked worker processes, one per core in all (they inherit the data, and send back only the
+    finished HTML and CSV text). This process draws too rather than wait: each forked worker
+    counts the pages it shares with this process (the libraries, the data) in its own resident
+    memory, so one worker fewer is ~150 MB less for the process tree at 100 VM disks, for the
+    same use of the cores."""
     global _WORK
-    ds = dataset(ctx)
-    table = verdicts(ctx)
-    other = _compare_dataset(ctx)
+    ctx, ds = a.ctx, a.data
+    table = a.verdicts.get()
+    other = (b.ctx, b.data) if b is not None else None
     keys = ds.disks()
     _WORK = (ctx, ds, table, other)
     try:
         workers = min(len(keys), os.cpu_count() or 1, 8)
         if workers < 2 or len(keys) < 4 or "fork" not in mp.get_all_start_methods():
             return [_one(k) for k in keys]
-        size = max(1, len(keys) // (workers * 4))
-        chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+        chunks = guided(keys, workers)
         done: list[list[Section] | None] = [None] * len(chunks)
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=mp.get_context("fork")) as pool:
             pending: dict[Future, int] = {}
@@ -105,10 +109,17 @@ def disk_sections(ctx: ReportContext) -> list[Section]:
         _WORK = None
 
 
-def _compare_dataset(ctx: ReportContext) -> tuple[ReportContext, Dataset] | None:
-    if ctx.compare is None:
-        return None
-    return ctx.compare, dataset(ctx.compare)
+def guided(keys: list[Key], workers: int) -> list[list[Key]]:
+    """The pages in chunks of decreasing size (guided scheduling): large first, few hand-overs;
+    single pages at the end, so that no process waits long for another's last chunk (12 pages
+    at a time left one process idle for up to 12 pages' drawing at the end, seconds on a loaded
+    machine)."""
+    out, i = [], 0
+    while i < len(keys):
+        size = max(1, (len(keys) - i) // (4 * workers))
+        out.append(keys[i : i + size])
+        i += size
+    return out
 
 
 def _new(figsize: tuple[float, float], **grid) -> tuple[MplFigure, object]:
@@ -120,7 +131,7 @@ def fid(key: Key, what: str) -> str:
     return f"{disk_anchor(key)}-{what}"
 
 
-def disk_section(ctx: ReportContext, ds: Dataset, key: Key, row: dict, other) -> Section:
+def disk_section(ctx: ReportContext, ds: Dataset, key: Key, row: dict, other: Other) -> Section:
     parts = []
     if row:
         head = "".join(f"<th>{esc(TRAPS[t][0])}</th>" for t in row)
@@ -262,7 +273,7 @@ def _shift(ctx: ReportContext, other_ctx: ReportContext) -> float:
     return ctx.start - other_ctx.start
 
 
-def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
+def three_views(ctx: ReportContext, ds: Dataset, key: Key, other: Other) -> Figure:
     id_ = fid(key, "three-views")
     fams = [
         f"{layer}_{d}_{q}"
@@ -366,7 +377,7 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other) -> Figure:
 # -- read sources / write destinations ---------------------------------------------------------
 
 
-def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other, kind: str) -> Figure:
+def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other: Other, kind: str) -> Figure:
     label = "source" if kind == "read_sources" else "destination"
     title = "Read sources" if kind == "read_sources" else "Write destinations"
     id_ = fid(key, kind.replace("_", "-"))

@@ -9,7 +9,10 @@ import urllib.parse
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from ioparallax.report.sections import ReportContext, Section, esc
+from ioparallax.report.analysis import Side, vm_view_words
+from ioparallax.report.context import ReportContext
+from ioparallax.report.sections import Figure, Section, esc
+from ioparallax.report.verdicts import si_bytes
 
 CSS = """
 :root { --ok:#2e7d32; --ok-bg:#e8f5e9; --bad:#c62828; --bad-bg:#ffebee; --nm:#616161; --nm-bg:#eeeeee;
@@ -121,7 +124,7 @@ def shared_glyphs(sections: list[Section]) -> str:
     )
 
 
-def render_figure(f) -> str:
+def render_figure(f: Figure) -> str:
     # The CSV itself is embedded once, in the appendix; the caption links there.
     dl = f'<a class="dl" href="#data-{esc(f.id)}">data (CSV)</a>' if f.csv else ""
     if not f.svg:
@@ -193,8 +196,6 @@ def appendix(ctx: ReportContext, sections: list[Section], versions: dict[str, st
 
 
 def _number(key: str, v: float) -> str:
-    from ioparallax.report.verdicts import si_bytes
-
     text = f"{int(v):,}" if float(v).is_integer() and abs(v) >= 1000 else f"{v:g}"
     return f"{text} ({si_bytes(v)})" if "bytes" in key else text
 
@@ -203,22 +204,21 @@ def fmt_utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def render(
-    ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str], queries: int, generated: float
-) -> str:
-    return "".join(render_parts(ctx, title, sections, versions, queries, generated))
-
-
 def render_parts(
-    ctx: ReportContext, title: str, sections: list[Section], versions: dict[str, str], queries: int, generated: float
+    a: Side,
+    b: Side | None,
+    title: str,
+    sections: list[Section],
+    versions: dict[str, str],
+    queries: int,
+    generated: float,
 ) -> list[str]:
-    """The page as a list of pieces, to be written one after the other: a report of a hundred VM
-    disks is tens of megabytes, and joining it would hold it twice in memory."""
-    missing = (" <b>Views missing:</b> " + esc(", ".join(ctx.missing_views))) if ctx.missing_views else ""
-    from ioparallax.report.compare import vm_view_words
-    from ioparallax.report.summary import dataset
-
-    vm_view = f" &middot; <b>VM view</b> {esc(vm_view_words(dataset(ctx)))}"
+    """The page of side ``a`` (and ``b``, --compare) as a list of pieces, to be written one after the
+    other: a report of a hundred VM disks is tens of megabytes, and joining it would hold it twice
+    in memory."""
+    ctx, missing_views = a.ctx, a.data.missing_views
+    missing = (" <b>Views missing:</b> " + esc(", ".join(missing_views))) if missing_views else ""
+    vm_view = f" &middot; <b>VM view</b> {esc(vm_view_words(a.data))}"
     meta = (
         f'<p class="meta"><b>Range</b> {esc(fmt_utc(ctx.start))} to {esc(fmt_utc(ctx.end))} '
         f"({esc(_dur(ctx.range_seconds))}, a point every {ctx.step:g} s) &middot; <b>Prometheus</b> "
@@ -226,11 +226,11 @@ def render_parts(
         + (f" &middot; <b>match</b> {{{esc(ctx.match)}}}" if ctx.match else "")
         + vm_view
         + (
-            f" &middot; <b>compared with</b> {esc(ctx.compare.label)}: {esc(ctx.compare.api.url)}"
-            + (f" {{{esc(ctx.compare.match)}}}" if ctx.compare.match != ctx.match else "")
-            + f" {esc(fmt_utc(ctx.compare.start))} to {esc(fmt_utc(ctx.compare.end))}"
-            + f" (VM view {esc(vm_view_words(dataset(ctx.compare)))})"
-            if ctx.compare
+            f" &middot; <b>compared with</b> {esc(b.ctx.label)}: {esc(b.ctx.api.url)}"
+            + (f" {{{esc(b.ctx.match)}}}" if b.ctx.match != ctx.match else "")
+            + f" {esc(fmt_utc(b.ctx.start))} to {esc(fmt_utc(b.ctx.end))}"
+            + f" (VM view {esc(vm_view_words(b.data))})"
+            if b is not None
             else ""
         )
         + f" &middot; generated {esc(fmt_utc(generated))}.{missing}</p>"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,8 +84,6 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
     padded = np.pad(values, half, mode="constant", constant_values=np.nan)
     view = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
     with np.errstate(all="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows
             out = np.nanmedian(view, axis=1)

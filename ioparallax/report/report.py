@@ -1,19 +1,24 @@
-"""Make the report: the context(s), the data, the sections, the page."""
+"""Make the report, one stage after the other: connect (a ReportContext per side), fetch (a Dataset
+per side, ioparallax.report.data), pair B's disks with A's, analyse (verdicts and the ramp,
+ioparallax.report.analysis and ioparallax.report.scaling), render (the sections of
+ioparallax.report.builders and the page of ioparallax.report.page)."""
 
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ioparallax.mixin.config import load_config
-from ioparallax.report.builders import build_sections
-from ioparallax.report.data import choose_step
-from ioparallax.report.page import render_parts
+from ioparallax.report.analysis import Computed, Side, analyse, compute
+from ioparallax.report.context import ReportContext
+from ioparallax.report.data import Key, choose_step, fetch
+from ioparallax.report.pairing import load_pairs, merge_matchers, pair, remap
 from ioparallax.report.promapi import DEFAULT_MAX_ANSWER_BYTES, PromAPI, PromError
-from ioparallax.report.sections import ReportContext
-from ioparallax.report.summary import dataset
+from ioparallax.report.ramps import Step
+from ioparallax.report.scaling import Scaling, scaling
 from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger(__name__)
@@ -29,8 +34,15 @@ class ReportResult:
     queries: int
     seconds: float
     disks: int
-    missing_views: dict[str, str] = field(default_factory=dict)
-    context: ReportContext | None = None
+    a: Side  # the report's side: where it read, what it read, its verdicts
+    b: Side | None = None  # the --compare side
+    pairs: dict[Key, Key] = field(default_factory=dict)  # A disk -> the B disk paired with it
+    ramp: Computed[Scaling | None] = field(default_factory=Computed)  # A's scalability analysis
+
+    @property
+    def missing_views(self) -> dict[str, str]:
+        """A's views missing in the range, and why."""
+        return dict(self.a.data.missing_views)
 
     @property
     def html(self) -> str:
@@ -56,12 +68,13 @@ def context(
     label: str = "",
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> ReportContext:
+    """One side's context, after its first request (the query API's build info): an unreachable
+    Prometheus stops the report here with its URL and the cause."""
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
         raise ReportError(f"config: {e}") from None
     api = PromAPI(prometheus, timeout=timeout, max_answer_bytes=max_answer_bytes)
-    # The first request: an unreachable Prometheus stops here with its URL and the cause.
     build = api.buildinfo()
     if not build:
         api.query("vector(1)")
@@ -73,23 +86,30 @@ def context(
             "(Prometheus' limit): give a larger --step"
         )
     return ReportContext(
-        api=api, start=start, end=end, step=step, config=cfg, match=match, label=label, shared={"buildinfo": build}
+        api=api, start=start, end=end, step=step, config=cfg, match=match, label=label, build=build or {}
     )
 
 
-def versions(ctx: ReportContext) -> dict[str, str]:
-    ds = dataset(ctx)
-    out = {"Prometheus": ctx.shared.get("buildinfo", {}).get("version", "not exposed by the query API")}
+def versions(a: Side) -> dict[str, str]:
+    """The versions the appendix lists: the query API's, and those the data names."""
+    ds = a.data
+    out = {"Prometheus": a.ctx.build.get("version", "not exposed by the query API")}
     fio = sorted(r["metric"].get("version", "") for r in ds.instant.get("fio_versions", []))
     out["fio (fio_job_info version)"] = ", ".join(v for v in fio if v) or "not exposed"
     builds = sorted(r["metric"].get("build_version", "") for r in ds.instant.get("stargate_builds", []))
     out["Stargate build (stargate_cvm_info)"] = ", ".join(b for b in builds if b) or "not exposed"
-    out["ioparallax exporters"] = "not exposed (the exporters publish no build_info metric)"
+    exporters = sorted(
+        {
+            f"{m.get('job', '?')} {m.get('version', '?')}" + (f" ({m['revision']})" if m.get("revision") else "")
+            for m in (r["metric"] for r in ds.instant.get("exporter_builds", []))
+        }
+    )
+    out["ioparallax exporters (<name>_exporter_build_info)"] = ", ".join(exporters) or (
+        "not exposed (no exporter's own /metrics is scraped in the range)"
+    )
     try:
-        from importlib.metadata import version
-
         out["ioparallax-report"] = version("ioparallax")
-    except Exception:  # noqa: BLE001 - a source checkout without metadata
+    except PackageNotFoundError:  # a source checkout without metadata
         out["ioparallax-report"] = "unknown"
     return out
 
@@ -105,9 +125,11 @@ def make_report(
     compare_pairs: Path | None = None,
     title: str = "Storage PoC report",
     timeout: float = 30.0,
-    steps: list | None = None,
+    steps: list[Step] | None = None,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> ReportResult:
+    """The report of ``prometheus`` over ``start``..``end`` (``compare``: label, URL, start, end and
+    optionally B's own matchers; ``steps``: --steps, the ramp's boundaries)."""
     t0 = time.monotonic()
     ctx = context(
         prometheus,
@@ -120,44 +142,55 @@ def make_report(
         label="A" if compare else "",
         max_answer_bytes=max_answer_bytes,
     )
-    if steps:
-        ctx.shared["steps"] = steps  # --steps: the scalability ramp's boundaries (ioparallax.report.ramps.Step)
+    b_ctx: ReportContext | None = None
+    given: dict[Key, Key] = {}
     if compare is not None:
-        from ioparallax.report.pairing import load_pairs, merge_matchers, pair, remap
-
         label, url, cstart, cend = compare[:4]
         own = compare[4] if len(compare) > 4 else None
         # The matcher form: B's matchers replace A's on the labels they name (another cluster).
         cmatch = match if own is None else merge_matchers(match, own)
         try:
-            pairs = load_pairs(compare_pairs) if compare_pairs else {}
+            given = load_pairs(compare_pairs) if compare_pairs else {}
         except ConfigError as e:
             raise ReportError(f"--compare-pairs: {e}") from None
         # The same step, so both sides have points at the same spacing.
-        ctx.compare = context(
+        b_ctx = context(
             url, cstart, cend, ctx.step, cmatch, config_path, timeout, label=label, max_answer_bytes=max_answer_bytes
         )
-        b_ds = dataset(ctx.compare)
-        a_ds = dataset(ctx)
-        b_to_a = pair(a_ds.disks(), b_ds.disks(), pairs)
-        remap(b_ds, b_to_a)  # B's paired disks under A's names: every figure overlays them
-        ctx.shared["pairs"] = {a: b for b, a in b_to_a.items()}
-    ds = dataset(ctx)
-    sections = build_sections(ctx)
-    if compare is not None:
-        from ioparallax.report.compare import compare_section
 
-        sections.insert(2, compare_section(ctx))
-    queries = ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0)
-    parts = render_parts(ctx, title, sections, versions(ctx), queries, time.time())
+    # Fetch: every kind of series once per side.
+    a_data = fetch(ctx)
+    b_data = fetch(b_ctx) if b_ctx is not None else None
+    pairs: dict[Key, Key] = {}
+    if b_data is not None:
+        b_to_a = pair(a_data.disks(), b_data.disks(), given)
+        remap(b_data, b_to_a)  # B's paired disks under A's names: every figure overlays them
+        pairs = {a_key: b_key for b_key, a_key in b_to_a.items()}
+
+    # Analysis: verdicts of each side, A's ramp.
+    a = analyse(ctx, a_data)
+    b = analyse(b_ctx, b_data) if b_ctx is not None and b_data is not None else None
+    ramp = compute("scalability", lambda: scaling(ctx, a_data, steps))
+
+    # Render. Its modules are imported here, not at the top: matplotlib takes a second or more to
+    # import, and an unreachable or hostile Prometheus (the first request, in context()) is named
+    # without waiting for it (tests/report/test_report_faults.py times the command).
+    from ioparallax.report.builders import build_sections, report_builders
+    from ioparallax.report.page import render_parts
+
+    sections = build_sections(report_builders(a, b, pairs, ramp))
+    queries = ctx.api.queries + (b_ctx.api.queries if b_ctx else 0)
+    parts = render_parts(a, b, title, sections, versions(a), queries, time.time())
     del sections
     return ReportResult(
         parts=parts,
-        queries=ctx.api.queries + (ctx.compare.api.queries if ctx.compare else 0),
+        queries=queries,
         seconds=time.monotonic() - t0,
-        disks=len(ds.disks()),
-        missing_views=dict(ctx.missing_views),
-        context=ctx,
+        disks=len(a_data.disks()),
+        a=a,
+        b=b,
+        pairs=pairs,
+        ramp=ramp,
     )
 
 

@@ -1,5 +1,6 @@
 """The report's first page: the verdict table (one row per VM disk, one column per trap), the views
-that were missing and why, and the alerts that fired in the range."""
+that were missing and why, and the alerts that fired in the range; and the pieces of it the other
+sections reuse (a verdict cell, a disk's anchor, times)."""
 
 from __future__ import annotations
 
@@ -8,116 +9,15 @@ import io
 import logging
 from datetime import UTC, datetime
 
-import numpy as np
-
-from ioparallax.report.data import Dataset, Key, fetch
-from ioparallax.report.sections import ReportContext, Section, esc
-from ioparallax.report.verdicts import TRAPS, VIEW_NAMES, DiskInput, State, Verdict, judge
+from ioparallax.report.analysis import Side, VerdictTable, fired_alerts
+from ioparallax.report.context import ReportContext
+from ioparallax.report.data import Key
+from ioparallax.report.sections import Section, esc
+from ioparallax.report.verdicts import TRAPS, VIEW_NAMES, State, Verdict
 
 log = logging.getLogger(__name__)
 
 STATE_CLASS = {State.OK: "ok", State.DISTORTED: "distorted", State.NOT_MEASURABLE: "nm"}
-
-
-def dataset(ctx: ReportContext) -> Dataset:
-    """The context's data, fetched on first use and shared by every builder."""
-    if "dataset" not in ctx.shared:
-        ctx.shared["dataset"] = fetch(ctx)
-        ctx.missing_views.update(ctx.shared["dataset"].missing_views)
-    return ctx.shared["dataset"]
-
-
-def _sum(*arrays: np.ndarray | None) -> np.ndarray | None:
-    present = [a for a in arrays if a is not None]
-    if not present:
-        return None
-    stacked = np.vstack(present)
-    out = np.nansum(stacked, axis=0)
-    out[np.all(np.isnan(stacked), axis=0)] = np.nan
-    return out
-
-
-def guest_devices(ds: Dataset, key: Key) -> list[tuple[str, str]]:
-    """(instance, device) of the guest block devices that are this VM disk."""
-    return sorted(
-        {
-            (r["metric"].get("instance", ""), r["metric"].get("device", ""))
-            for r in ds.instant.get("guest_disk_info", [])
-            if (r["metric"].get("vm"), r["metric"].get("disk")) == key
-        }
-    )
-
-
-def partitions(ds: Dataset, key: Key) -> dict[str, float] | None:
-    devices = guest_devices(ds, key)
-    if not devices:
-        return None
-    out = {}
-    for r in ds.instant.get("partitions", []):
-        m = r["metric"]
-        if (m.get("instance", ""), m.get("disk", "")) in devices:
-            out[m.get("partition", "?")] = float(r["value"][1])
-    return out
-
-
-def disk_input(ds: Dataset, key: Key) -> DiskInput:
-    g = lambda fam: ds.get(fam, key)  # noqa: E731
-    inp = DiskInput(
-        missing_views={v: why for v, why in ds.missing_views.items() if v != "guest_os"},
-        guest_bytes=_sum(g("guest_read_bytes"), g("guest_write_bytes")),
-        vm_bytes=_sum(g("vm_read_bytes"), g("vm_write_bytes")),
-        storage_bytes=_sum(g("storage_read_bytes"), g("storage_write_bytes")),
-        storage_read_bytes=g("storage_read_bytes"),
-        storage_write_bytes=g("storage_write_bytes"),
-        read_zero=g("read_zero"),
-        write_zero=g("write_zero"),
-        read_zero_measurable=g("read_zero_measurable"),
-        write_zero_measurable=g("write_zero_measurable"),
-        read_cache=g("read_cache"),
-        working_set_to_cache=g("working_set_to_cache"),
-        rmw_read_to_write=g("rmw_read_to_write"),
-        iodepth=g("iodepth"),
-        vm_outstanding=g("vm_outstanding"),
-        buffered=g("buffered"),
-        splitting=g("splitting"),
-        partitions=partitions(ds, key),
-        split_ios=g("split_ios"),
-        job_elapsed=g("job_elapsed"),
-        settle_seconds=ds.settle_seconds,
-        rate_window=ds.rate_window,
-    )
-    if key in ds.vm_source_of:
-        inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
-    for fam, attr, label in (("guest_tool", "tool", "tool"), ("guest_os_source", "guest_os_source", "source")):
-        seen = sorted(
-            m.get(label, "")
-            for m, v in ds.labelled.get(fam, [])
-            if (m.get("vm"), m.get("disk")) == key and np.any(~np.isnan(v))
-        )
-        setattr(inp, attr, "+".join(seen))
-    runs_tool = any(a is not None and np.any(~np.isnan(a)) for a in (inp.guest_bytes, inp.iodepth))
-    if runs_tool:
-        inp.hygiene_problems = {
-            m.get("problem", "?")
-            for m, v in ds.labelled.get("hygiene", [])
-            if (m.get("vm"), m.get("disk")) == key and np.nanmax(v, initial=0) >= 1
-        }
-        sources = {
-            m.get("source") for m, v in ds.labelled.get("vdbench_disks", []) if (m.get("vm"), m.get("disk")) == key
-        }
-        inp.hygiene_problems |= {
-            m.get("problem", "?")
-            for m, v in ds.labelled.get("vdbench_hygiene", [])
-            if m.get("source") in sources and np.nanmax(v, initial=0) >= 1
-        }
-    return inp
-
-
-def verdicts(ctx: ReportContext) -> dict[Key, dict[str, Verdict]]:
-    if "verdicts" not in ctx.shared:
-        ds = dataset(ctx)
-        ctx.shared["verdicts"] = {key: judge(disk_input(ds, key), ctx.config.thresholds) for key in ds.disks()}
-    return ctx.shared["verdicts"]
 
 
 def disk_anchor(key: Key) -> str:
@@ -150,7 +50,7 @@ def fmt_clock(t: float, ctx: ReportContext) -> str:
     return fmt_time(t)
 
 
-def verdicts_csv(table: dict[Key, dict[str, Verdict]]) -> str:
+def verdicts_csv(table: VerdictTable) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["vm", "disk", "trap", "state", "number", "threshold", "sentence"])
@@ -160,13 +60,13 @@ def verdicts_csv(table: dict[Key, dict[str, Verdict]]) -> str:
     return buf.getvalue()
 
 
-def verdicts_section(ctx: ReportContext) -> Section:
-    ds = dataset(ctx)
-    table = verdicts(ctx)
+def verdicts_section(side: Side) -> Section:
+    ctx, ds = side.ctx, side.data
+    table = side.verdicts.get()
     parts: list[str] = []
-    if ctx.missing_views:
+    if ds.missing_views:
         items = "".join(
-            f"<li><b>{esc(VIEW_NAMES.get(v, v))}</b>: {esc(why)}</li>" for v, why in ctx.missing_views.items()
+            f"<li><b>{esc(VIEW_NAMES.get(v, v))}</b>: {esc(why)}</li>" for v, why in ds.missing_views.items()
         )
         parts.append(
             f'<div class="missing"><p><b>Views missing in this range.</b> The cells that need them '
@@ -255,29 +155,8 @@ def verdicts_section(ctx: ReportContext) -> Section:
     )
 
 
-def fired_alerts(ds: Dataset, step: float) -> list[tuple[str, dict[str, str], float, float, bool]]:
-    """(alertname, labels, first firing, last firing, still firing at the end) per alert series and
-    per firing episode in the range."""
-    out = []
-    times = ds.times
-    for m, values in ds.labelled.get("alerts", []):
-        on = ~np.isnan(values)
-        i = 0
-        while i < len(on):
-            if not on[i]:
-                i += 1
-                continue
-            j = i
-            while j + 1 < len(on) and on[j + 1]:
-                j += 1
-            labels = {k: v for k, v in m.items() if k not in ("__name__", "alertstate", "alertname")}
-            out.append((m.get("alertname", "?"), labels, float(times[i]), float(times[j]), j == len(on) - 1))
-            i = j + 1
-    return sorted(out, key=lambda a: (a[2], a[0]))
-
-
-def alerts_section(ctx: ReportContext) -> Section:
-    ds = dataset(ctx)
+def alerts_section(side: Side) -> Section:
+    ctx, ds = side.ctx, side.data
     fired = fired_alerts(ds, ctx.step)
     if "alerts" in ds.errors:
         body = f'<p class="error">The alerts could not be read: {esc(ds.errors["alerts"])}</p>'

@@ -144,7 +144,7 @@ def _g(v: float | None) -> str:
 
 
 def format_fit(r: usl.UslFit, source: str, unit: str = "", what: str = "") -> str:
-    """The fit as the CLI prints it (also used by the report's CSV/appendix)."""
+    """The fit as the CLI prints it."""
     u = f" {unit}" if unit else ""
     out = []
     if not r.ok:

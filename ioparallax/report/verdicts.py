@@ -92,7 +92,7 @@ class DiskInput:
     guest_os_source: str = ""  # node_exporter or windows_exporter ("" unknown)
     split_ios: np.ndarray | None = None  # vm_disk:ioparallax_guest_os_split_ios:ratio1m (Windows guests)
     # Seconds the youngest running fio job on the disk had run (fio_job_elapsed_seconds), and how long
-    # the VM and storage views' windows take to fill after a job starts (report.scaling.settle_seconds):
+    # the VM and storage views' windows take to fill after a job starts (data.settle_seconds):
     # views_agree and bursts leave out the steps where a job had run less than that. rate_window is
     # the config's windows.rate the rules were made with ("1m"), for the words that name the cause.
     job_elapsed: np.ndarray | None = None

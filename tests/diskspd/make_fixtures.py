@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     CpuAverage,
     DiskspdResult,
     IopsBucket,

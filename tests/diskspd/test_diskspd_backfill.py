@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from ioparallax.exporters.diskspd.backfill import interval_samples, render
-from ioparallax.exporters.diskspd.reader import parse_bytes, targets_of
+from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from tests.diskspd.test_diskspd_exporter import FIXTURES
 from tests.support import free_port, require_tool, venv_tool, wait_for_http
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
-from ioparallax.exporters.diskspd.reader import parse_bytes, targets_of
+from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

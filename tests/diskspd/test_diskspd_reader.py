@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ioparallax.exporters.diskspd.document import write_document
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     DiskspdError,
     Forbidden,
     InvalidValue,

@@ -29,7 +29,6 @@ import pytest
 
 from ioparallax.mixin.vmview import vcenter_only
 from ioparallax.report.report import make_report
-from ioparallax.report.summary import verdicts
 from ioparallax.simulators.scenario import load_scenario
 from ioparallax.simulators.stack import Stack
 from tests.dashboards.promql import expressions, substitute
@@ -196,29 +195,28 @@ def test_report_compares_esxi_with_ahv_in_one_prometheus(two_hypervisors_stack):
         match='cluster="esxi"',
         compare=("AHV", stack.urls["prometheus"], start, end, 'cluster="ahv"'),
     )
-    ctx = result.context
-    assert ctx.compare.match == 'cluster="ahv"'
+    assert result.b is not None and result.b.ctx.match == 'cluster="ahv"'
     esx, ahv = _part(stack, "esxi").trace.scenario, _part(stack, "ahv").trace.scenario
     # the disks pair by VM name and address: vCenter's scsi0:1 is Prism's scsi.1
-    assert ctx.shared["pairs"] == {
+    assert result.pairs == {
         ("oltp-01", "scsi0:1"): ("oltp-01", "scsi.1"),
         ("oltp-02", "scsi0:1"): ("oltp-02", "scsi.1"),
     }
-    a = {k: {t: v.state.value for t, v in row.items()} for k, row in verdicts(ctx).items()}
-    b = {k: {t: v.state.value for t, v in row.items()} for k, row in verdicts(ctx.compare).items()}
+    a = {k: {t: v.state.value for t, v in row.items()} for k, row in result.a.verdicts.get().items()}
+    b = {k: {t: v.state.value for t, v in row.items()} for k, row in result.b.verdicts.get().items()}
     detail = "\n".join(
         f"  {side} {k} {t}: {v.state.value} | {v.sentence}"
-        for side, c in (("A", ctx), ("AHV", ctx.compare))
-        for k, row in verdicts(c).items()
+        for side, c in (("A", result.a), ("AHV", result.b))
+        for k, row in c.verdicts.get().items()
         for t, v in row.items()
     )
     assert a == esx.expected_verdicts(), detail
     # B's disks under A's names (the overlays); their verdicts are the AHV scenario's, and ESXi's
     assert b == {(vm, unit.replace(".", "0:")): row for (vm, unit), row in ahv.expected_verdicts().items()}, detail
     assert a == b
-    views = verdicts(ctx.compare)[("oltp-01", "scsi0:1")]["views_agree"]
+    views = result.b.verdicts.get()[("oltp-01", "scsi0:1")]["views_agree"]
     assert views.state.value == "OK" and "VM" in views.number  # judged against Prism's bytes
-    assert {s for s, _ in ctx.compare.shared["dataset"].vm_source_of.values()} == {"prism"}
+    assert {s for s, _ in result.b.data.vm_source_of.values()} == {"prism"}
     html = result.html
     assert "same verdicts" in html and "AHV: oltp-01 scsi.1" in html
     assert "VM view</b> vCenter (20 s samples)" in html and "Prism (30 s samples)" in html
@@ -230,7 +228,7 @@ def test_bursty_ahv_verdicts_are_bursty_1m_on_esxi(two_hypervisors_stack):
     start, end = _range(stack)
     start = end - 60 * max(1, int((end - start) // 60))  # whole 20 s bursts and 30 s Prism samples
     result = make_report(prometheus=stack.urls["prometheus"], start=start, end=end, match='cluster="ahv-bursty"')
-    got = verdicts(result.context)
+    got = result.a.verdicts.get()
     table = {k: {t: v.state.value for t, v in row.items()} for k, row in got.items()}
     esx = load_scenario("bursty-1m").expected_verdicts()
     assert table == {(vm, unit.replace("0:", ".")): row for (vm, unit), row in esx.items()}, got

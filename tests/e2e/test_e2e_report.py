@@ -9,7 +9,6 @@ import time
 import pytest
 
 from ioparallax.report.report import make_report
-from ioparallax.report.summary import verdicts
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +43,7 @@ def report_of(stack):
 def test_report_verdicts_match_the_scenario(scenario_stack):
     sc = scenario_stack.trace.scenario
     result = report_of(scenario_stack)
-    got = verdicts(result.context)
+    got = result.a.verdicts.get()
     expected = sc.expected_verdicts()
     assert result.missing_views == {} or set(result.missing_views) == {"guest_os"}, result.missing_views
     table = {key: {t: v.state.value for t, v in row.items()} for key, row in got.items()}
@@ -55,7 +54,7 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     )
     # Every VM disk with I/O in the range (by the scenario's trace, 30 s before the end: the rules'
     # lag) is in the report, and nothing else (scaling-ramp adds VMs as it goes).
-    ctx = result.context
+    ctx = result.a.ctx
     trace = scenario_stack.trace
     seconds = int(ctx.end - ctx.start) - 30
     active = {
@@ -74,7 +73,7 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     # Only a disk whose I/O starts (after a minute idle, by the trace) too close to the range's end to
     # have a settled step may read "Not measurable" there, and then with that cause; every other cell of
     # every disk must match.
-    settle = ctx.shared["dataset"].settle_seconds
+    settle = result.a.data.settle_seconds
     late = {
         (vm.name, d.unit)
         for vm in sc.vms

@@ -21,6 +21,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from ioparallax.report import chromium, scaling
+from ioparallax.report.data import fetch
 from ioparallax.report.report import context
 from tests.e2e.test_e2e_scenarios import prometheus_start, wait_running
 from tests.support import drawn_data_paths, require_tool, venv_tool
@@ -46,7 +47,8 @@ def _fit_when_ready(stack, step: float, timeout: float) -> tuple[scaling.Scaling
     while True:
         # The last seconds are left out: the rules of the newest scrapes may not be evaluated yet.
         start, end = prometheus_start(stack), time.time() - 10
-        s = scaling.scaling(context(stack.urls["prometheus"], start, end, None, "", None))
+        ctx = context(stack.urls["prometheus"], start, end, None, "", None)
+        s = scaling.scaling(ctx, fetch(ctx))
         levels = {round(p.concurrency) for p in s.plateaus} if s else set()
         fitted = s is not None and "guest" in s.views and s.views["guest"].fit is not None and s.views["guest"].fit.ok
         if (len(levels) >= LEVELS and fitted) or time.time() > deadline:

@@ -8,23 +8,23 @@ import json
 
 import pytest
 
-from ioparallax.exporters.fio import reader
-from ioparallax.exporters.fio.reader import InvalidValue, parse_document, read_text
+from ioparallax.exporters.fio import parse
+from ioparallax.exporters.fio.parse import InvalidValue, parse_document, read_text
 
 
 @pytest.fixture
 def slow_path(monkeypatch):
     """Every block goes the field-by-field way, every key is checked anew."""
-    monkeypatch.setattr(reader, "_fine", lambda *a, **k: False)
-    monkeypatch.setattr(reader, "_PERCENTILE_KEYS", {})
-    monkeypatch.setattr(reader, "_BIN_KEYS", set())
-    monkeypatch.setattr(reader, "_KNOWN_KEYS_LIMIT", 0)
-    monkeypatch.setattr(reader, "_msgspec_decode", _refuse)
-    monkeypatch.setattr(reader, "_typed_decode", _refuse)
+    monkeypatch.setattr(parse, "_fine", lambda *a, **k: False)
+    monkeypatch.setattr(parse, "_PERCENTILE_KEYS", {})
+    monkeypatch.setattr(parse, "_BIN_KEYS", set())
+    monkeypatch.setattr(parse, "_KNOWN_KEYS_LIMIT", 0)
+    monkeypatch.setattr(parse, "_msgspec_decode", _refuse)
+    monkeypatch.setattr(parse, "_typed_decode", _refuse)
 
 
 def _refuse(raw: bytes) -> None:
-    raise reader.msgspec.DecodeError("refused (test)")
+    raise parse.msgspec.DecodeError("refused (test)")
 
 
 @pytest.mark.parametrize("fixture", ["jsonplus_result", "plain_json_result", "status_stream", "unified_gtod_result"])
@@ -76,7 +76,7 @@ def test_remembered_bin_keys_do_not_let_a_bad_key_or_count_through(jsonplus_resu
     doc = _record(jsonplus_result)
     parse_document(doc)
     bins = doc["jobs"][0]["read"]["clat_ns"]["bins"]
-    assert bins and set(bins) <= reader._BIN_KEYS
+    assert bins and set(bins) <= parse._BIN_KEYS
     key = next(iter(bins))
     bins[key] = -3
     with pytest.raises(InvalidValue, match="negative"):
@@ -91,8 +91,8 @@ def test_remembered_bin_keys_do_not_let_a_bad_key_or_count_through(jsonplus_resu
 
 def test_msgspec_and_the_json_module_decode_a_record_alike(jsonplus_result):
     raw = jsonplus_result.read_bytes()
-    assert reader.msgspec.json.decode(raw) == json.loads(raw)
-    found, trailing = reader._decode(raw)
+    assert parse.msgspec.json.decode(raw) == json.loads(raw)
+    found, trailing = parse._decode(raw)
     assert found == [json.loads(raw)] and not trailing
 
 
@@ -118,7 +118,7 @@ def test_what_msgspec_refuses_is_decoded_by_the_json_module(raw):
         if not rest.startswith("{"):
             break
         pos = len(text) - len(rest)
-    found, trailing = reader._decode(raw)
+    found, trailing = parse._decode(raw)
     assert repr(found) == repr(expected)  # repr: NaN == NaN, and int stays int
     assert trailing == raw.endswith(b"trailing")
 
@@ -135,10 +135,10 @@ def _text(doc: dict) -> str:
 def test_typed_and_dict_documents_give_the_same_records(request, jsonplus_result, status_stream):
     for path in (jsonplus_result, status_stream):
         raw = path.read_bytes()
-        stream = reader.DocumentStream(typed=True)
+        stream = parse.DocumentStream(typed=True)
         typed = stream.feed(raw) + stream.finish()
-        assert typed and all(type(d) is reader.FioDocument for d in typed)
-        plain = reader.DocumentStream()
+        assert typed and all(type(d) is parse.FioDocument for d in typed)
+        plain = parse.DocumentStream()
         dicts = plain.feed(raw) + plain.finish()
         assert [parse_document(d) for d in typed] == [parse_document(d) for d in dicts]
 
@@ -172,7 +172,7 @@ def test_read_text_rejects_a_bad_bin_count_even_with_its_key_remembered(jsonplus
     read_text(_text(doc))
     bins = doc["jobs"][0]["read"]["clat_ns"]["bins"]
     key = next(iter(bins))
-    assert key in reader._BIN_KEYS
+    assert key in parse._BIN_KEYS
     bins[key] = -3
     with pytest.raises(InvalidValue, match=r"bins\['%s'\] = -3: negative" % key):
         read_text(_text(doc))
@@ -196,11 +196,11 @@ def test_typed_bounds_hand_what_they_cannot_decide_to_the_dict_way(jsonplus_resu
 def test_keys_never_seen_are_checked_on_a_typed_document(jsonplus_result, monkeypatch):
     """A typed document with percentile or bin keys not yet proven fine goes the dict way, which
     checks them: a bad key is rejected, good ones are remembered and the records are the same."""
-    monkeypatch.setattr(reader, "_PERCENTILE_KEYS", {})
-    monkeypatch.setattr(reader, "_BIN_KEYS", set())
+    monkeypatch.setattr(parse, "_PERCENTILE_KEYS", {})
+    monkeypatch.setattr(parse, "_BIN_KEYS", set())
     doc = _record(jsonplus_result)
     first = read_text(_text(doc)).records
-    assert reader._PERCENTILE_KEYS and reader._BIN_KEYS  # remembered by the dict way
+    assert parse._PERCENTILE_KEYS and parse._BIN_KEYS  # remembered by the dict way
     assert first == read_text(_text(doc)).records == [parse_document(doc)]
     doc["jobs"][0]["read"]["clat_ns"]["bins"]["12x"] = 1
     with pytest.raises(InvalidValue, match="not a latency in ns"):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ioparallax.exporters.diskspd.reader import parse_bytes, targets_of
+from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from ioparallax.simulators.guest.diskspd import KEEP, GuestDiskspd
 from ioparallax.simulators.guest.writer import GuestWriter
 from ioparallax.simulators.scenario import compile_scenario, load_scenario, parse_scenario

@@ -13,10 +13,11 @@ from matplotlib.path import Path
 
 from ioparallax.mixin.config import load_config
 from ioparallax.report import disks, figures
+from ioparallax.report.context import ReportContext
 from ioparallax.report.data import Dataset
 from ioparallax.report.page import data_uri, shared_glyphs
 from ioparallax.report.promapi import PromAPI
-from ioparallax.report.sections import Figure, ReportContext, Section
+from ioparallax.report.sections import Figure, Section
 
 T0 = 1_763_900_000.0
 
@@ -186,3 +187,14 @@ def test_text_kept_across_figures_draws_the_same_svg(monkeypatch):
     monkeypatch.setattr(textpath.TextToPath, "get_glyphs_with_font", figures._glyphs_with_font)
     figures._REUSED.clear()
     assert disks.three_views(ctx, ds, key, None).svg == cached
+
+
+@pytest.mark.parametrize("n, workers", [(100, 2), (7, 2), (4, 4), (1000, 8)])
+def test_pages_are_shared_out_largest_first_and_one_by_one_at_the_end(n, workers):
+    keys = [(f"vm-{i:03d}", "scsi0:1") for i in range(n)]
+    chunks = disks.guided(keys, workers)
+    assert [k for c in chunks for k in c] == keys  # every page once, in page order
+    sizes = [len(c) for c in chunks]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert sizes[0] == max(1, n // (4 * workers))  # the first hand-over is a quarter of a worker's share
+    assert sum(1 for s in sizes if s == 1) >= min(n, 2 * workers)  # the tail: single pages

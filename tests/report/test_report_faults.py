@@ -365,7 +365,10 @@ def test_the_report_command_holds_its_timeout_against_a_drip(prom, tmp_path):
     code, err, took = _report(prom.url, tmp_path, "--timeout", "2")
     assert code == 1 and "Traceback" not in err, err
     assert "no complete answer within 2 s (--timeout)" in err
-    assert took < 2 * 2 + 3, took  # buildinfo, then vector(1): two requests of 2 s at most
+    # buildinfo, then vector(1): two requests of 2 s at most. Each drip takes ~34 s without the
+    # deadline, so 15 s still proves it, with room for the program's start on a loaded machine (a run
+    # at load 14-16 took 8.2 s).
+    assert took < 2 * 2 + 11, took
 
 
 def test_the_report_command_caps_a_huge_answer_in_memory(prom, tmp_path):

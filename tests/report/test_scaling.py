@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from ioparallax.mixin.config import load_config
-from ioparallax.report import ramps, scaling, usl
+from ioparallax.report import ramps, scaling, scaling_section, usl
+from ioparallax.report.context import ReportContext
 from ioparallax.report.data import Dataset
 from ioparallax.report.promapi import PromAPI
-from ioparallax.report.sections import ReportContext
+from ioparallax.report.sections import Section
 
 T0 = 1_800_000_000.0
 STEP = 2.0
@@ -69,22 +70,28 @@ def ramp_dataset(
     return ds
 
 
-def context(ds: Dataset, steps: list[ramps.Step] | None = None) -> ReportContext:
-    ctx = ReportContext(
+def context(ds: Dataset) -> ReportContext:
+    return ReportContext(
         api=PromAPI("http://127.0.0.1:9"),
         start=float(ds.times[0]),
         end=float(ds.times[-1]),
         step=STEP,
         config=load_config(),
     )
-    ctx.shared["dataset"] = ds
-    if steps is not None:
-        ctx.shared["steps"] = steps
-    return ctx
+
+
+def ramp(ds: Dataset, steps: list[ramps.Step] | None = None) -> scaling.Scaling | None:
+    """The analysis of the dataset's ramp, as the report makes it (report.make_report)."""
+    return scaling.scaling(context(ds), ds, steps)
+
+
+def section(ds: Dataset) -> Section | None:
+    """The section of the dataset's ramp, as the report's builder makes it (builders.report_builders)."""
+    return scaling_section.scaling_section(context(ds), ramp(ds))
 
 
 def test_ramp_of_vms_recovers_sigma_and_kappa_in_every_view():
-    s = scaling.scaling(context(ramp_dataset()))
+    s = ramp(ramp_dataset())
     assert s is not None and s.what == "VMs" and s.source.startswith("VMs running fio jobs")
     assert [round(p.concurrency) for p in s.plateaus] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert s.settle == 60 + 20 + STEP
@@ -98,7 +105,7 @@ def test_ramp_of_vms_recovers_sigma_and_kappa_in_every_view():
 
 
 def test_section_has_the_sentence_tables_and_a_figure_with_data():
-    sec = scaling.scaling_section(context(ramp_dataset()))
+    sec = section(ramp_dataset())
     assert sec.id == "scalability" and sec.page_break
     assert "<b>guest (fio):</b> Throughput at 8 VMs is" in sec.html
     assert "peaked at about 16," in sec.html
@@ -114,9 +121,9 @@ def test_section_has_the_sentence_tables_and_a_figure_with_data():
 
 
 def test_a_view_that_differs_is_fitted_and_drawn_apart():
-    s = scaling.scaling(context(ramp_dataset(storage_scale=0.8)))
+    s = ramp(ramp_dataset(storage_scale=0.8))
     assert s.differ == ["storage"]
-    sec = scaling.scaling_section(context(ramp_dataset(storage_scale=0.8)))
+    sec = section(ramp_dataset(storage_scale=0.8))
     assert "<b>storage (Stargate) differs</b> by more than 5%" in sec.html
     csv = sec.figures[0].csv
     assert csv.count("storage,plateau,") == 8 and csv.count("storage,fit,") == 30
@@ -124,14 +131,14 @@ def test_a_view_that_differs_is_fitted_and_drawn_apart():
 
 
 def test_without_a_guest_view_the_vms_with_io_in_vcenter_count():
-    s = scaling.scaling(context(ramp_dataset(guest=False)))
+    s = ramp(ramp_dataset(guest=False))
     assert s.source.startswith("VMs with I/O in the VM view")
     assert s.primary == "vm"
     assert s.views["vm"].fit.kappa.value == pytest.approx(KAPPA, rel=0.1)
 
 
 def test_too_short_a_ramp_says_so_instead_of_a_curve():
-    sec = scaling.scaling_section(context(ramp_dataset(vms=3)))
+    sec = section(ramp_dataset(vms=3))
     assert "No scalability fit: 3 concurrency levels measured, at least 4 are needed" in sec.html
     [fig] = sec.figures  # the points, and no curve through them
     assert fig.csv.count("guest,plateau,") == 3 and ",fit," not in fig.csv
@@ -140,25 +147,25 @@ def test_too_short_a_ramp_says_so_instead_of_a_curve():
 @pytest.mark.parametrize("vms", [1, 2])
 def test_no_ramp_no_section(vms):
     # One level is a steady workload; two are a job that starts and stops (noisy-neighbour), not a ramp.
-    assert scaling.scaling_section(context(ramp_dataset(vms=vms))) is None
+    assert section(ramp_dataset(vms=vms)) is None
 
 
 def test_given_steps_replace_the_detection():
     ds = ramp_dataset()
     steps = ramps.parse_steps(",".join(f"{k * STEP_S}s" for k in range(8)))
-    s = scaling.scaling(context(ds, steps))
+    s = ramp(ds, steps)
     assert s.given_steps and s.source.startswith("steps given with --steps")
     assert [round(p.concurrency) for p in s.plateaus] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert s.views["guest"].fit.sigma.value == pytest.approx(SIGMA, rel=0.1)
 
 
 def test_the_plateau_means_are_the_settled_totals_and_in_flight_follows_littles_law():
-    s = scaling.scaling(context(ramp_dataset(noise=0.0)))
+    s = ramp(ramp_dataset(noise=0.0))
     for p, x, q in zip(s.plateaus, s.views["guest"].throughput, s.views["vm"].in_flight):
         n = round(p.concurrency)
         assert x == pytest.approx(float(usl.usl(np.array([n]), SIGMA, KAPPA, GAMMA)[0]), rel=1e-9)
         assert q == pytest.approx(4 * n, rel=1e-9)  # QD4 per VM: 4 N in flight
-    sec = scaling.scaling_section(context(ramp_dataset(noise=0.0)))
+    sec = section(ramp_dataset(noise=0.0))
     assert "<th>in flight, VM</th>" in sec.html
     assert sec.csv["scalability-plateaus.csv"].splitlines()[3].endswith(",12")  # 3 VMs: 12 in flight
 

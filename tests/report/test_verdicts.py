@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from ioparallax.mixin.config import load_config
+from ioparallax.report.analysis import disk_input
+from ioparallax.report.data import Dataset
 from ioparallax.report.verdicts import (
     BUFFERED_ANCHOR,
     MISALIGNED_IO_ANCHOR,
@@ -367,10 +369,7 @@ def test_settling_sentence_names_the_configs_rate_window():
 
 
 def test_settling_sentence_from_the_dataset_the_report_fetched():
-    # summary.disk_input hands the verdicts the window data.fetch took from the config (ctx.config.w).
-    from ioparallax.report.data import Dataset
-    from ioparallax.report.summary import disk_input
-
+    # analysis.disk_input hands the verdicts the window data.fetch took from the config (ctx.config.w).
     ds = Dataset(times=np.arange(N) * 5.0, settle_seconds=145.0, rate_window="2m")
     assert disk_input(ds, ("vm1", "scsi0:1")).rate_window == "2m"
 

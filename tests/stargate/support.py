@@ -2,7 +2,7 @@
 
 - :class:`RequestsClient`: the probe's page client over a ``requests.Session``, so a test can
   hook the session (e.g. move a vdisk between two page reads). The exporter itself uses
-  :class:`ioparallax.exporters.stargate.transport.HttpClient`.
+  :class:`ioparallax.exporters.stargate.client.HttpClient`.
 - :func:`load_mapping`: the ``vdisks:`` hand mapping of a config file.
 - :func:`target_url`: a target string as the base URL a probe reads.
 - :func:`get`: one page through a page client.
@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 
 import requests
 
+from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, PageClient
 from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.targets import Origin, parse_target
-from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, PageClient
 
 _CHUNK = 64 * 1024
 

@@ -30,10 +30,10 @@ from ioparallax.exporters.stargate.capture import (
 )
 from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
+from ioparallax.exporters.stargate.client import HttpClient
 from ioparallax.exporters.stargate.collector import StargateCollector
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy
-from ioparallax.exporters.stargate.transport import HttpClient
 from ioparallax.simulators.scenario.model import parse_scenario, scenario_path
 from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.hostile import FROZEN, Canary, HostileStargate, real_pages, response, set_links

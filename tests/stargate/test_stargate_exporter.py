@@ -419,9 +419,9 @@ def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
 
 
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
+    from ioparallax.exporters.stargate.client import HttpClient
     from ioparallax.exporters.stargate.collector import StargateCollector
     from ioparallax.exporters.stargate.probe import probe
-    from ioparallax.exporters.stargate.transport import HttpClient
 
     result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
     tricky = 'db "prod"\\new\nline'

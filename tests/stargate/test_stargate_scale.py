@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from ioparallax.exporters.stargate.client import HttpClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import TargetPolicy
-from ioparallax.exporters.stargate.transport import HttpClient
 from ioparallax.simulators.stargate.server import StargateCluster
 from ioparallax.yamlconf import ConfigError
 from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http

@@ -1,4 +1,4 @@
-"""The Stargate exporter's HTTP/1.1 client (transport.py) against raw servers on loopback: framing
+"""The Stargate exporter's HTTP/1.1 transport (client.py) against raw servers on loopback: framing
 (Content-Length, chunked, close-delimited, interim 1xx), keep-alive reuse and its retry, limits,
 the deadline, names and TLS. Pages are the simulator's real ones where a body matters."""
 
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from ioparallax.exporters.stargate import transport
+from ioparallax.exporters.stargate import client
+from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.exporters.stargate.probe import probe
 from ioparallax.exporters.stargate.targets import parse_target
-from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from tests.stargate.hostile import HostileStargate, real_pages, response
 from tests.stargate.support import get
 from tests.support import self_signed_cert
@@ -227,7 +227,7 @@ def test_https_pages_are_verified(page, tls_cert, monkeypatch):
             get(HttpClient(), origin, "/", budget)
         budget.close()
         trusting = ssl.create_default_context(cafile=str(cert))
-        monkeypatch.setattr(transport, "_TLS", trusting)
+        monkeypatch.setattr(client, "_TLS", trusting)
         budget = Budget(time.monotonic() + 5)
         got = dict(HttpClient().get_many([(origin, "/a"), (origin, "/b"), (origin, "/c")], budget, 1))
         budget.close()
@@ -237,7 +237,7 @@ def test_https_pages_are_verified(page, tls_cert, monkeypatch):
 
 
 def _resolver(tmp_path, script: str) -> tuple[str, ...]:
-    """A stand-in for ``getent ahosts`` (transport.RESOLVER): a shell script answering for cvm.test."""
+    """A stand-in for ``getent ahosts`` (client.RESOLVER): a shell script answering for cvm.test."""
     path = tmp_path / "resolver"
     path.write_text("#!/bin/sh\n" + script)
     path.chmod(0o755)
@@ -252,9 +252,9 @@ def test_a_name_whose_first_address_refuses_is_tried_at_the_next(page, monkeypat
             answer = "".join(
                 f"127.0.0.{n}       {kind}\\n" for n in (1, 1) for kind in ("STREAM cvm.test", "DGRAM", "RAW")
             )
-            monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, f'[ "$1" = cvm.test ] && printf "{answer}"'))
+            monkeypatch.setattr(client, "RESOLVER", _resolver(tmp_path, f'[ "$1" = cvm.test ] && printf "{answer}"'))
             budget = Budget(time.monotonic() + 5)
-            addrs = transport.resolve(parse_target(f"cvm.test:{fake.port}").origin, budget)
+            addrs = client.resolve(parse_target(f"cvm.test:{fake.port}").origin, budget)
             assert addrs == [(socket.AF_INET, ("127.0.0.1", fake.port))]  # duplicates dropped
             budget.resolved["cvm.test"] = [
                 (socket.AF_INET, ("127.0.0.1", dead.getsockname()[1])),
@@ -267,7 +267,7 @@ def test_a_name_whose_first_address_refuses_is_tried_at_the_next(page, monkeypat
 
 
 def test_a_name_that_does_not_resolve_costs_its_page_with_the_cause(page, monkeypatch, tmp_path):
-    monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, "exit 2"))
+    monkeypatch.setattr(client, "RESOLVER", _resolver(tmp_path, "exit 2"))
     budget = Budget(time.monotonic() + 5)
     with pytest.raises(FetchError, match=r"http://nowhere.test:2009/: cannot resolve 'nowhere.test': unknown name"):
         get(HttpClient(), parse_target("nowhere.test:2009").origin, "/", budget)
@@ -286,7 +286,7 @@ def _children() -> set[int]:
 def test_a_resolver_that_hangs_costs_the_deadline_and_leaves_nothing_running(page, monkeypatch, tmp_path):
     """A name whose resolution never answers: the probe ends at its deadline with the cause, and
     leaves no thread and no process behind (the resolver child is killed and reaped)."""
-    monkeypatch.setattr(transport, "RESOLVER", _resolver(tmp_path, "exec sleep 30"))
+    monkeypatch.setattr(client, "RESOLVER", _resolver(tmp_path, "exec sleep 30"))
     threads, children = threading.active_count(), _children()
     start = time.monotonic()
     result = probe(HttpClient(), "cvm.test:2009", start + 0.6)

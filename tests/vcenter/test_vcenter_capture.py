@@ -14,9 +14,9 @@ import tarfile
 import pytest
 import requests
 
+from ioparallax.exporters.common.capture import CaptureError
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.vcenter.capture import (
-    CaptureError,
     anonymize,
     capture,
     capture_main,

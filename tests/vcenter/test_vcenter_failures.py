@@ -7,10 +7,13 @@ import logging
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
+from pyVmomi import vim
 
 from ioparallax.exporters.vcenter.config import load_config
+from ioparallax.exporters.vcenter.perf import DEFAULT_MAX_QUERY_METRICS, read_max_query_metrics
 from ioparallax.yamlconf import ConfigError
 from tests.support import free_port
 
@@ -215,3 +218,30 @@ def test_connections_closed_by_the_server_while_idle_are_reopened(scenario_sim, 
         assert value(m, "vcenter_session_logins_total") == 1
     finally:
         proxy.close()
+
+
+def _options(answer):
+    """A service instance whose OptionManager answers QueryOptions with ``answer`` (raised if an exception)."""
+
+    def query(name):
+        assert name == "config.vpxd.stats.maxQueryMetrics"
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    return SimpleNamespace(content=SimpleNamespace(setting=SimpleNamespace(QueryOptions=query)))
+
+
+def test_max_query_metrics_defaults_only_when_the_option_is_absent_or_unreadable():
+    """An expired session while the limit is read is raised (the client logs in again and retries),
+    not taken as the 256 default: the answer is kept for the target's life, and a default taken on a
+    transient error made every later QueryPerf too large for a limit of 15 (a CI run at load 13)."""
+    assert read_max_query_metrics(_options([SimpleNamespace(key="x", value="15")])) == 15
+    assert read_max_query_metrics(_options(vim.fault.InvalidName(name="x"))) == DEFAULT_MAX_QUERY_METRICS
+    assert read_max_query_metrics(_options([])) == DEFAULT_MAX_QUERY_METRICS
+    assert read_max_query_metrics(_options([SimpleNamespace(key="x", value="many")])) == DEFAULT_MAX_QUERY_METRICS
+    assert read_max_query_metrics(_options([SimpleNamespace(key="x", value="0")])) == DEFAULT_MAX_QUERY_METRICS
+    with pytest.raises(vim.fault.NotAuthenticated):
+        read_max_query_metrics(_options(vim.fault.NotAuthenticated()))
+    with pytest.raises(ConnectionResetError):
+        read_max_query_metrics(_options(ConnectionResetError()))

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.vdbench import collector as collector_module, tailer as tailer_module
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
-from ioparallax.exporters.vdbench.reader import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
+from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
 from tests.support import promtool_check_metrics, venv_tool
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, normal_percentile_matches, parmfile_findings
-from ioparallax.exporters.vdbench.reader import (
+from ioparallax.exporters.vdbench.parse import (
     FlatfileParser,
     InvalidLine,
     SummaryTableParser,

@@ -159,6 +159,23 @@ def read_archive(path: str, kind: str, fmt: int, producer: str) -> tuple[dict[st
     return manifest, files
 
 
+def read_capture(
+    path: str, kind: str, fmt: int, producer: str, exchange: Callable[[dict[str, Any], dict[str, bytes]], E]
+) -> Capture[E]:
+    """The capture at ``path`` (see :func:`read_archive`), each entry of the manifest's
+    ``exchanges`` made an exchange by ``exchange`` (entry, the archive's files), which raises
+    KeyError, TypeError, ValueError or AttributeError for an entry it cannot read: a CaptureError
+    naming the entry."""
+    manifest, files = read_archive(path, kind, fmt, producer)
+    exchanges = []
+    for i, entry in enumerate(manifest.get("exchanges") or []):
+        try:
+            exchanges.append(exchange(entry, files))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
+    return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+
+
 def anonymize_target(anon: Anonymizer, target: str) -> None:
     """Teach ``anon`` the target's host (``host``, ``host:port``, ``[v6]:port``), before the answers."""
     host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target

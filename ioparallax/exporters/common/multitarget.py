@@ -10,6 +10,7 @@ it is rendered (a :class:`TargetPool` subclass in its ``cli.py``), its config sc
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import threading
@@ -32,16 +33,21 @@ class TargetPool:
     not probed for the config's ``session_idle_timeout``, then closed (a background reaper), so an
     abandoned target or spelling holds no session.
 
-    A subclass sets :attr:`exporter` and :attr:`target_key` and makes a target
+    A subclass sets :attr:`names` (its config's) and :attr:`target_key` and makes a target
     (:meth:`new_target`) and a probe's answer (:meth:`probe`)."""
 
-    exporter = "exporter"  # names the reaper thread
+    names = Names("targets", "EXPORTER", "exporter")  # the reaper thread, the logger, the flags
+    #: The landing page: what the exporter serves, and the target its example links probe when
+    #: the config lists none.
+    description = ""
+    example_target = "target.example.com"
     #: How a dropped target is logged (key, idle seconds).
     drop_message = "dropping target=%s: not probed for %.0fs (session_idle_timeout)"
 
     def __init__(self, config: Any, client_factory: Callable[..., Any] | None = None):
         self.config = config
         self.client_factory = client_factory  # None: the exporter's own client (--replay: a capture)
+        self.exporter = self.names.exporter
         self.log = logging.getLogger(f"ioparallax.exporters.{self.exporter}")
         self._targets: dict[str, Any] = {}
         self._last_probe: dict[str, float] = {}
@@ -58,6 +64,26 @@ class TargetPool:
 
     def probe(self, probe: Probe) -> bytes:
         raise NotImplementedError
+
+    @classmethod
+    def make_app(
+        cls, config: Any, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
+    ) -> tuple[ExporterApp, Any]:
+        """(the routes, the target pool) of ``config``; ``client_factory``: what reaches a target
+        (default: the exporter's client; ``--replay``: a capture)."""
+        targets = cls(config, client_factory)
+        return targets.app(default_timeout), targets
+
+    def app(self, default_timeout: float = 10.0) -> ExporterApp:
+        """The exporter's routes, probing these targets."""
+        return ExporterApp(
+            name=f"{self.exporter}-exporter",
+            description=self.description,
+            probe=self.probe,
+            default_timeout=default_timeout,
+            example_target=next(iter(self.config.targets), self.example_target),
+            config_text=self.config.describe(),
+        )
 
     def resolve(self, name: str) -> tuple[str, Any]:
         """(key, settings) of a ?target= value, or BadRequest (HTTP 400) with the reason and a log
@@ -170,18 +196,24 @@ def add_probe_args(p: argparse.ArgumentParser, replay_help: str) -> None:
 
 @dataclass(frozen=True)
 class Program:
-    """One multi-target exporter's ``main()``: its parts, each taking the parsed flags."""
+    """One multi-target exporter's ``main()``: its parts."""
 
-    names: Names
-    default_listen: str
+    pool: type[TargetPool]
     build_parser: Callable[[], argparse.ArgumentParser]
-    #: (capture_main, replay_main), imported when a command asks for them
-    commands: Callable[[], tuple[Callable[[list[str]], int], Callable[[list[str]], int]]]
-    #: the config and client factory of ``--replay CAPTURE`` (CaptureError: not a capture)
-    replay_setup: Callable[[argparse.Namespace], tuple[Any, Any]]
-    #: the config from the file and the flags (ConfigError or ValueError: a mistake in them)
-    load_config: Callable[[argparse.Namespace], Any]
-    make_app: Callable[..., tuple[ExporterApp, TargetPool]]
+    #: config file, ``extra_targets=``, ``allow_unlisted=``, ``session_idle_timeout=`` and the
+    #: ``switches`` -> the config (ConfigError or ValueError: a mistake in them)
+    load_config: Callable[..., Any]
+    #: the module of ``capture_main``, ``replay_main`` and ``replay_setup(path, **replay_switches)``
+    #: (the config and client factory of ``--replay CAPTURE``; CaptureError: not a capture),
+    #: imported when a command asks for it
+    capture_module: str
+    default_listen: str
+    switches: tuple[str, ...] = ("latest_samples",)  # collector flags (their dests) for load_config
+    replay_switches: tuple[str, ...] = ()  # ... and for replay_setup
+
+    @property
+    def names(self) -> Names:
+        return self.pool.names
 
     @property
     def log(self) -> logging.Logger:
@@ -190,24 +222,37 @@ class Program:
     def main(self, argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
         if argv[:1] in (["capture"], ["replay"]):
-            capture_main, replay_main = self.commands()
-            return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
+            capture = importlib.import_module(self.capture_module)
+            return capture.capture_main(argv[1:]) if argv[0] == "capture" else capture.replay_main(argv[1:])
         args = self.build_parser().parse_args(argv)
         setup_logging(args.log_level, args.log_format)
         if args.replay:
+            capture = importlib.import_module(self.capture_module)
             try:
-                config, factory = self.replay_setup(args)
+                config, factory = capture.replay_setup(args.replay, **_flags(args, self.replay_switches))
             except CaptureError as exc:
                 self.log.error("--replay: %s", exc)
                 return 2
-            app, targets = self.make_app(config, args.default_timeout, factory)
+            app, targets = self.pool.make_app(config, args.default_timeout, factory)
             self.log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
             return self._serve(app, targets, args)
         try:
-            config = self.load_config(args)
+            config = self.load_config(
+                args.config_file,
+                extra_targets=args.targets,
+                allow_unlisted=True if args.allow_unlisted else None,
+                session_idle_timeout=args.session_idle_timeout,
+                **_flags(args, self.switches),
+            )
         except (ConfigError, ValueError) as exc:
             self.log.error("configuration error: %s", exc)
             return 2
+        self._warn(config)
+        app, targets = self.pool.make_app(config, args.default_timeout)
+        self.log.info("%d targets configured", len(config.targets))
+        return self._serve(app, targets, args)
+
+    def _warn(self, config: Any) -> None:
         if config.allow_unlisted:
             self.log.warning(
                 "unlisted targets are allowed: any ?target= receives the default credentials "
@@ -216,12 +261,16 @@ class Program:
                 self.names.what,
                 self.names.exporter,
             )
-        app, targets = self.make_app(config, args.default_timeout)
-        self.log.info("%d targets configured", len(config.targets))
-        return self._serve(app, targets, args)
+        for name, t in config.targets.items():
+            if getattr(t, "scheme", "https") == "http" and t.password:
+                self.log.warning("target %s uses plain http: its credentials cross the network in clear text", name)
 
     def _serve(self, app: ExporterApp, targets: TargetPool, args: argparse.Namespace) -> int:
         try:
             return serve(app, web_settings(args, self.default_listen))
         finally:
             targets.close()
+
+
+def _flags(args: argparse.Namespace, dests: Sequence[str]) -> dict[str, Any]:
+    return {dest: getattr(args, dest) for dest in dests}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ioparallax.units import parse_duration
@@ -170,6 +170,17 @@ class Loaded(Generic[T]):
     session_idle_timeout: float
     latest_samples: bool
 
+    def fields(self, path: str | os.PathLike[str] | None) -> dict[str, Any]:
+        """The :class:`ExporterConfig` fields of the config file ``path`` (all but the exporter's
+        collector switches)."""
+        return {
+            "defaults": self.defaults,
+            "targets": self.targets,
+            "allow_unlisted": self.allow_unlisted,
+            "path": path and str(path),
+            "session_idle_timeout": self.session_idle_timeout,
+        }
+
 
 @dataclass(frozen=True)
 class Names:
@@ -183,9 +194,9 @@ class Names:
 
 def load(
     path: str | None,
-    env: dict[str, str],
-    base: T,
-    read_target: Callable[[Section, T], T],
+    env: dict[str, str] | None,
+    base: Callable[[Credentials], T],
+    read_target: Callable[[Section, T, dict[str, str]], T],
     target_key: Callable[[str], str],
     names: Names,
     extra_targets: Iterable[str] = (),
@@ -195,20 +206,22 @@ def load(
     default_idle: float = 600.0,
 ) -> Loaded[T]:
     """The file's ``defaults``, ``allow_unlisted_targets``, ``session_idle_timeout``,
-    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base``), the
+    ``latest_samples`` and ``targets`` (each target over the defaults, over ``base`` made of the
+    ``<PREFIX>_USERNAME``/``_PASSWORD`` credentials of ``env``, default the process'), the
     targets listed with ``--<exporter>.target`` and ``<PREFIX>_TARGETS``, and the flags that
     override the file when given; refused when no target may be probed."""
+    env = dict(os.environ) if env is None else env
     source = path or "the command line"
-    defaults, allow, idle, latest = base, False, default_idle, True
+    defaults, allow, idle, latest = base(env_credentials(env, names.prefix)), False, default_idle, True
     targets: dict[str, T] = {}
     if path is not None:
         root = Section(load_yaml(path), path)
-        defaults = read_target(root.section("defaults"), base)
+        defaults = read_target(root.section("defaults"), defaults, env)
         allow = root.get("allow_unlisted_targets", bool, default=False)
         idle = root.get("session_idle_timeout", positive_duration, default=idle)
         latest = root.get("latest_samples", bool, default=latest)
         file_defaults = defaults
-        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults))
+        targets = read_targets(root.section("targets"), target_key, lambda sec: read_target(sec, file_defaults, env))
         root.reject_unknown()
     listed = [*extra_targets, *env_targets(env, names.prefix)]
     add_listed_targets(targets, listed, defaults, target_key, source, f"--{names.exporter}.target")
@@ -220,6 +233,49 @@ def load(
         latest = latest_samples
     require_targets(allow, targets, source, names.what, names.prefix, names.exporter)
     return Loaded(defaults, targets, allow, idle, latest)
+
+
+@dataclass(frozen=True)
+class Schema(Generic[T]):
+    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (a
+    dataclass with ``username``, ``password``, ``password_source`` and ``ca_file``), what it reads
+    of a target's section beyond those (``read_target``: section, defaults with the credentials
+    and ``ca_file`` already read; it calls ``reject_unknown``), its ``target_key`` and the default
+    session idle timeout."""
+
+    names: Names
+    target_config: Callable[..., T]
+    read_target: Callable[[Section, T], T]
+    target_key: Callable[[str], str]
+    default_idle: float = 600.0
+
+    def load(self, path: str | None, env: dict[str, str] | None = None, **flags: Any) -> Loaded[T]:
+        """:func:`load` with this exporter's parts; ``flags``: ``extra_targets``, ``allow_unlisted``,
+        ``session_idle_timeout`` and ``latest_samples``, as there."""
+        return load(
+            path,
+            env,
+            self._base,
+            self._read_target,
+            self.target_key,
+            self.names,
+            **flags,
+            default_idle=self.default_idle,
+        )
+
+    def _base(self, cred: Credentials) -> T:
+        return self.target_config(username=cred.username, password=cred.password, password_source=cred.source)
+
+    def _read_target(self, sec: Section, base: T, env: dict[str, str]) -> T:
+        """The credentials (see :func:`read_credentials`) and ``ca_file`` of a target's section
+        over ``base``, then the exporter's own keys."""
+        b: Any = base
+        cred = read_credentials(sec, Credentials(b.username, b.password, b.password_source), env)
+        ca_file = read_ca_file(sec, b.ca_file)
+        with_access = replace(
+            b, username=cred.username, password=cred.password, password_source=cred.source, ca_file=ca_file
+        )
+        return self.read_target(sec, with_access)
 
 
 @dataclass(frozen=True)

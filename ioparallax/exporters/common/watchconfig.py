@@ -1,4 +1,4 @@
-"""The settings of the watch-directory exporters (fio, DiskSPD, vdbench), read one way.
+"""The settings and ``main()`` of the watch-directory exporters (fio, DiskSPD, vdbench), one way.
 
 Each of them takes its settings from flags, a ``--config.file`` YAML file and defaults, in that
 order of precedence; most settings are the same in all three (``listen_address``, ``watch``,
@@ -6,6 +6,9 @@ order of precedence; most settings are the same in all three (``listen_address``
 :class:`Option` rows in a :class:`WatchSpec` (its ``config.py``); this module adds the flags to
 argparse, reads and checks the file (unknown keys refused) and the flags, and raises a
 :class:`~ioparallax.yamlconf.ConfigError` naming the file and the key, or the flag, of a bad value.
+
+:meth:`WatchSpec.main` runs a command line: ``serve`` when no command is named, one error line
+and exit 2 for a configuration mistake, 1 when the exporter cannot start.
 
 An exporter's own flags keep their own argparse ``dest`` (``<prefix>_<key>``, such as
 ``fio_idle_timeout``), so they never meet the ``--web.*`` flags' (``--web.idle-timeout`` is
@@ -15,11 +18,14 @@ An exporter's own flags keep their own argparse ``dest`` (``<prefix>_<key>``, su
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ioparallax.exporters.common.logsetup import add_logging_args
+from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.web.app import StartupError
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
 from ioparallax.exporters.common.web.startup import WebSettings, server_limits
 from ioparallax.units import parse_bytes, parse_duration
@@ -107,6 +113,36 @@ class WatchSpec:
 
     def describe(self, s: WatchSettings) -> str:
         return describe(self, s)
+
+    def main(
+        self,
+        argv: Sequence[str] | None,
+        build_parser: Callable[[], argparse.ArgumentParser],
+        commands: Sequence[str],
+        run: Callable[[argparse.Namespace], int],
+    ) -> int:
+        """Parse ``argv`` (``serve`` when it names none of ``commands``), set up logging and
+        ``run`` the command; the exit code: 2 for a configuration mistake, 1 (or the
+        StartupError's) when the exporter cannot start, each with one log line."""
+        log = logging.getLogger(f"ioparallax.exporters.{self.prefix}")
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if not argv or argv[0] not in (*commands, "-h", "--help", "--version"):
+            argv.insert(0, "serve")
+        args = build_parser().parse_args(argv)
+        setup_logging(args.log_level, args.log_format)
+        try:
+            return run(args)
+        except ConfigError as exc:
+            log.error("configuration error: %s", exc)
+            return 2
+        except StartupError as exc:
+            log.error("cannot start: %s", exc)
+            return exc.exit_code
+        except BrokenPipeError:
+            raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
+        except (OSError, ValueError) as exc:
+            log.error("cannot start: %s", exc)
+            return 1
 
 
 # -- the options the three share (help texts differ a little, so each passes its own) -----------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ioparallax.exporters.common.exposition import format_value, header, label_block
 from ioparallax.exporters.common.watchdir import display_name
 from ioparallax.exporters.diskspd.collector import TARGET_LABELS
-from ioparallax.exporters.diskspd.reader import DiskspdError, DiskspdResult, targets_of
+from ioparallax.exporters.diskspd.parse import DiskspdError, DiskspdResult, targets_of
 
 #: name -> HELP of the backfilled families.
 FAMILIES = {

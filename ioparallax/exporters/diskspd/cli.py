@@ -15,7 +15,7 @@ import sys
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.logsetup import escape_text, setup_logging
+from ioparallax.exporters.common.logsetup import escape_text
 from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.startup import add_web_args, serve
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
@@ -23,7 +23,7 @@ from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
-from ioparallax.exporters.diskspd.reader import DiskspdError
+from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
@@ -173,31 +173,22 @@ def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, ts
     return 1 if bad else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    s = SPEC.read(args, Settings())
+    if args.command == "convert":
+        return cmd_convert(s, args.files)
+    if args.command == "backfill":
+        try:
+            return cmd_backfill(s, args.files, args.format, args.output, args.tsdb)
+        except FileNotFoundError as exc:  # promtool (--tsdb), or --output's directory
+            log.error("cannot run %s: %s", exc.filename, exc.strerror)
+            return 1
+    return cmd_serve(s)
+
+
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in ("serve", "convert", "backfill", "-h", "--help", "--version")):
-        argv.insert(0, "serve")
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        s = SPEC.read(args, Settings())
-        if args.command == "convert":
-            return cmd_convert(s, args.files)
-        if args.command == "backfill":
-            return cmd_backfill(s, args.files, args.format, args.output, args.tsdb)
-        return cmd_serve(s)
-    except ConfigError as exc:
-        log.error("configuration error: %s", exc)
-        return 2
-    except FileNotFoundError as exc:
-        log.error("cannot run %s: %s", exc.filename, exc.strerror)
-        return 1
-    except BrokenPipeError:
-        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
-    except OSError as exc:
-        log.error("cannot start: %s", exc)
-        return 1
+    return SPEC.main(argv, build_parser, ("serve", "convert", "backfill"), _run)
 
 
 if __name__ == "__main__":

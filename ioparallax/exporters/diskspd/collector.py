@@ -21,7 +21,7 @@ from ioparallax.exporters.common.families import MetricFamilies
 from ioparallax.exporters.common.watchdir import display_name
 from ioparallax.exporters.diskspd.files import ResultFiles, SourceView
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     TEXT_PERCENTILES,
     DiskspdResult,
     TargetResult,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
-from ioparallax.exporters.diskspd.reader import DEFAULT_MAX_DOCUMENT_BYTES
+from ioparallax.exporters.diskspd.parse import DEFAULT_MAX_DOCUMENT_BYTES
 from ioparallax.units import parse_bytes, parse_duration
 
 DEFAULT_LISTEN = ":9765"

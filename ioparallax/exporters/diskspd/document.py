@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from xml.sax.saxutils import escape
 
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     DiskspdResult,
     IopsSeries,
     LatencyStats,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DiskspdError,
     DiskspdResult,

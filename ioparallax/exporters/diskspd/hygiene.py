@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ioparallax.exporters.diskspd.reader import TargetProfile, TargetResult, TimeSpanProfile
+from ioparallax.exporters.diskspd.parse import TargetProfile, TargetResult, TimeSpanProfile
 
 #: Problem names, as exported in the ``problem`` label, in the order they are checked. Shared with
 #: fio's where the trap is the same (``zero_buffers``, ``buffered_io``, ``working_set_below_cache``,

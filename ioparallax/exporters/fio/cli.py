@@ -16,7 +16,6 @@ import threading
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.startup import add_web_args, serve, start_server
 from ioparallax.exporters.fio.collector import FioCollector
@@ -223,37 +222,23 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
     return 1 if bad else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    s = settings_from(args)
+    if args.command == "convert":
+        s.guest_disks = False  # convert shows the files, not this machine
+        return cmd_convert(s, args.files)
+    if args.command == "run":
+        try:
+            linger = parse_duration(args.linger)
+        except ValueError as exc:
+            raise ConfigError(None, "--run.linger", str(exc)) from exc
+        return cmd_run(s, args.fio_command, args.run_output, linger)
+    return cmd_serve(s)
+
+
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in ("serve", "run", "convert", "-h", "--help", "--version")):
-        argv.insert(0, "serve")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        s = settings_from(args)
-        if args.command == "convert":
-            s.guest_disks = False  # convert shows the files, not this machine
-            return cmd_convert(s, args.files)
-        if args.command == "run":
-            try:
-                linger = parse_duration(args.linger)
-            except ValueError as exc:
-                raise ConfigError(None, "--run.linger", str(exc)) from exc
-            return cmd_run(s, args.fio_command, args.run_output, linger)
-        return cmd_serve(s)
-    except ConfigError as exc:
-        log.error("configuration error: %s", exc)
-        return 2
-    except StartupError as exc:
-        log.error("cannot start: %s", exc)
-        return exc.exit_code
-    except BrokenPipeError:
-        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
-    except (OSError, ValueError) as exc:
-        log.error("cannot start: %s", exc)
-        return 1
+    return SPEC.main(argv, build_parser, ("serve", "run", "convert"), _run)
 
 
 if __name__ == "__main__":

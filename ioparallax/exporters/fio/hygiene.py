@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ioparallax.exporters.fio.reader import JobRecord
+from ioparallax.exporters.fio.parse import JobRecord
 
 #: Problem names, as exported in the ``problem`` label, in the order they are checked.
 PROBLEMS = (

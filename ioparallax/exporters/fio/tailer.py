@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory
-from ioparallax.exporters.fio.reader import (
+from ioparallax.exporters.fio.parse import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DocumentStream,
     FioRecord,
@@ -54,7 +54,7 @@ REJECT_REASONS = ("invalid_value", "too_large")
 
 @dataclass
 class TailResult:
-    documents: list[Any]  # dicts or FioDocument (see reader.DocumentStream)
+    documents: list[Any]  # dicts or FioDocument (see parse.DocumentStream)
     new_bytes: int
     reset: str | None = None  # why the file was read again from the start, if it was
     skipped: int = 0  # bytes of backlog skipped (see FileTailer.skip_backlog)

@@ -311,29 +311,24 @@ def write(cap: Capture, path: str, metrics: bytes) -> int:
     return archive.write_archive(path, cap.manifest, _README, metrics, files)
 
 
+def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
+    params = e.get("params") or {}
+    if not isinstance(params, dict):
+        raise TypeError("params is not an object")
+    return Exchange(
+        str(e["path"]),
+        {str(k): str(v) for k, v in params.items()},
+        int(e["status"]),
+        str(e.get("content_type") or ""),
+        str(e.get("date") or ""),
+        files[e["answer"]],
+        float(e.get("seconds") or 0.0),
+        float(e.get("requested_at") or 0.0),
+    )
+
+
 def read(path: str) -> Capture:
-    manifest, files = archive.read_archive(path, KIND, FORMAT, "prism-exporter capture")
-    exchanges = []
-    for i, e in enumerate(manifest.get("exchanges") or []):
-        try:
-            params = e.get("params") or {}
-            if not isinstance(params, dict):
-                raise TypeError("params is not an object")
-            exchanges.append(
-                Exchange(
-                    str(e["path"]),
-                    {str(k): str(v) for k, v in params.items()},
-                    int(e["status"]),
-                    str(e.get("content_type") or ""),
-                    str(e.get("date") or ""),
-                    files[e["answer"]],
-                    float(e.get("seconds") or 0.0),
-                    float(e.get("requested_at") or 0.0),
-                )
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
-    return Capture(manifest, exchanges, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
+    return archive.read_capture(path, KIND, FORMAT, "prism-exporter capture", _exchange)
 
 
 # ------------------------------------------------------------------------------ the commands

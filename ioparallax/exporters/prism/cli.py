@@ -13,11 +13,10 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import ExporterApp, Probe
+from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.prism.address import target_key
 from ioparallax.exporters.prism.collector import render_probe
@@ -33,7 +32,12 @@ class Targets(TargetPool):
     """The Target objects by normalised key (common.multitarget.TargetPool): each keeps its
     session, counters and sample keeper until it is not probed for ``session_idle_timeout``."""
 
-    exporter = "prism"
+    names = ExporterConfig.names
+    description = (
+        "Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
+        "(controller_*), every 30 s sample integrated into counters, plus identity series for joins."
+    )
+    example_target = "prism.example.com"
 
     def target_key(self, name: str) -> str:
         return target_key(name)
@@ -103,53 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_app(
-    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
-) -> tuple[ExporterApp, Targets]:
-    """The routes; ``client_factory``: what reaches a Prism (default: PrismClient; ``--replay``:
-    a capture)."""
-    targets = Targets(config, client_factory)
-    app = ExporterApp(
-        name="prism-exporter",
-        description="Prism per-virtual-disk statistics: the VM view (hypervisor_*) and the storage view "
-        "(controller_*), every 30 s sample integrated into counters, plus identity series for joins.",
-        probe=targets.probe,
-        default_timeout=default_timeout,
-        example_target=next(iter(config.targets), "prism.example.com"),
-        config_text=config.describe(),
-    )
-    return app, targets
+make_app = Targets.make_app
 
-
-def _commands():
-    from ioparallax.exporters.prism.capture import capture_main, replay_main
-
-    return capture_main, replay_main
-
-
-def _replay_setup(args: argparse.Namespace):
-    from ioparallax.exporters.prism.capture import replay_setup
-
-    return replay_setup(args.replay)
-
-
-def _load_config(args: argparse.Namespace) -> ExporterConfig:
-    config = load_config(
-        args.config_file,
-        extra_targets=args.targets,
-        allow_unlisted=True if args.allow_unlisted else None,
-        session_idle_timeout=args.session_idle_timeout,
-        latest_samples=args.latest_samples,
-        controller=args.controller,
-        vm_info=args.vm_info,
-    )
-    for name, t in config.targets.items():
-        if t.scheme == "http" and t.password:
-            log.warning("target %s uses plain http: its credentials cross the network in clear text", name)
-    return config
-
-
-PROGRAM = Program(ExporterConfig.names, DEFAULT_LISTEN, build_parser, _commands, _replay_setup, _load_config, make_app)
+PROGRAM = Program(
+    Targets,
+    build_parser,
+    load_config,
+    "ioparallax.exporters.prism.capture",
+    DEFAULT_LISTEN,
+    switches=("latest_samples", "controller", "vm_info"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

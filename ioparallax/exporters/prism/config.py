@@ -33,7 +33,6 @@ verification on), and the targets that may receive them are listed with ``--pris
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -120,10 +119,9 @@ class ExporterConfig(common.ExporterConfig[TargetConfig]):
 _duration = common.positive_duration
 
 
-def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
-    cred = common.read_credentials(sec, common.Credentials(base.username, base.password, base.password_source), env)
+def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
+    """A target's own keys (common.Schema reads its credentials and ca_file)."""
     tls_verify = sec.get("tls_verify", bool, default=base.tls_verify)
-    ca_file = common.read_ca_file(sec, base.ca_file)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     page_size = sec.get("page_size", int, default=base.page_size)
@@ -145,11 +143,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     sec.reject_unknown()
     return replace(
         base,
-        username=cred.username,
-        password=cred.password,
-        password_source=cred.source,
         tls_verify=tls_verify,
-        ca_file=ca_file,
         timeout=timeout,
         inventory_refresh=refresh,
         page_size=page_size,
@@ -161,14 +155,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     )
 
 
-def env_defaults(env: dict[str, str]) -> TargetConfig:
-    cred = common.env_credentials(env, "PRISM")
-    return TargetConfig(username=cred.username, password=cred.password, password_source=cred.source)
-
-
-def env_targets(env: dict[str, str]) -> list[str]:
-    """``PRISM_TARGETS``: comma- or space-separated target names."""
-    return common.env_targets(env, "PRISM")
+SCHEMA = common.Schema(ExporterConfig.names, TargetConfig, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
 
 
 def load_config(
@@ -183,31 +170,17 @@ def load_config(
 ) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key. Flags given on the
     command line override the file."""
-    env = dict(os.environ) if env is None else env
-    base = env_defaults(env)
-    got = common.load(
+    got = SCHEMA.load(
         path,
         env,
-        base,
-        lambda sec, over: _read_target(sec, over, env),
-        target_key,
-        ExporterConfig.names,
-        extra_targets,
-        allow_unlisted,
-        session_idle_timeout,
-        latest_samples,
-        DEFAULT_SESSION_IDLE_TIMEOUT,
+        extra_targets=extra_targets,
+        allow_unlisted=allow_unlisted,
+        session_idle_timeout=session_idle_timeout,
+        latest_samples=latest_samples,
     )
     collectors = Collectors(
         latest_samples=got.latest_samples,
         controller=True if controller is None else controller,
         vm_info=True if vm_info is None else vm_info,
     )
-    return ExporterConfig(
-        defaults=got.defaults,
-        targets=got.targets,
-        allow_unlisted=got.allow_unlisted,
-        path=path and str(path),
-        session_idle_timeout=got.session_idle_timeout,
-        collectors=collectors,
-    )
+    return ExporterConfig(**got.fields(path), collectors=collectors)

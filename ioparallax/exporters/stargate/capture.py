@@ -39,11 +39,11 @@ import lxml.etree
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
 from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, ProbeResult, probe
 from ioparallax.exporters.stargate.targets import Origin, TargetPolicy, parse_target
-from ioparallax.exporters.stargate.transport import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.version import revision, version
 
 log = logging.getLogger(__name__)

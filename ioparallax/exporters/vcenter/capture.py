@@ -33,7 +33,6 @@ from lxml import etree
 
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
-from ioparallax.exporters.common.capture import MANIFEST, CaptureError
 from ioparallax.exporters.vcenter import soap
 from ioparallax.exporters.vcenter.cli import Targets
 from ioparallax.exporters.vcenter.client import TargetError
@@ -342,24 +341,19 @@ def write(cap: Capture, path: str, metrics: bytes) -> int:
     return archive.write_archive(path, cap.manifest, _README, metrics, files)
 
 
+def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
+    return Exchange(
+        str(e["method"]),
+        files[e["request"]],
+        int(e["status"]),
+        files[e["answer"]],
+        float(e.get("seconds") or 0.0),
+        float(e.get("requested_at") or 0.0),
+    )
+
+
 def read(path: str) -> Capture:
-    manifest, files = archive.read_archive(path, KIND, FORMAT, "vcenter-exporter capture")
-    exchanges = []
-    for i, e in enumerate(manifest.get("exchanges") or []):
-        try:
-            exchanges.append(
-                Exchange(
-                    str(e["method"]),
-                    files[e["request"]],
-                    int(e["status"]),
-                    files[e["answer"]],
-                    float(e.get("seconds") or 0.0),
-                    float(e.get("requested_at") or 0.0),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
-    return Capture(manifest, exchanges, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
+    return archive.read_capture(path, KIND, FORMAT, "vcenter-exporter capture", _exchange)
 
 
 # ------------------------------------------------------------------------------ the commands

@@ -12,11 +12,9 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import ExporterApp, Probe
+from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.exporters.vcenter.collector import render_probe
@@ -33,7 +31,12 @@ class Targets(TargetPool):
     sessions, caches and counters until it is not probed for ``session_idle_timeout``: then its
     session is logged out and its state dropped, so abandoned targets hold no vCenter session."""
 
-    exporter = "vcenter"
+    names = ExporterConfig.names
+    description = (
+        "vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
+        "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins."
+    )
+    example_target = "vcenter.example.com"
     drop_message = "closing the session of target=%s: not probed for %.0fs (session_idle_timeout)"
 
     def target_key(self, name: str) -> str:
@@ -102,47 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_app(
-    config: ExporterConfig, default_timeout: float = 10.0, client_factory: Callable[..., Any] | None = None
-) -> tuple[ExporterApp, Targets]:
-    """The routes; ``client_factory``: what reaches a vCenter (default: a pyvmomi session;
-    ``--replay``: a capture)."""
-    targets = Targets(config, client_factory)
-    app = ExporterApp(
-        name="vcenter-exporter",
-        description="vCenter per-virtual-disk performance counters (every 20 s sample integrated into "
-        "counters, plus the latest sample as vCenter shows it) and VM/disk inventory for joins.",
-        probe=targets.probe,
-        default_timeout=default_timeout,
-        example_target=next(iter(config.targets), "vcenter.example.com"),
-        config_text=config.describe(),
-    )
-    return app, targets
+make_app = Targets.make_app
 
-
-def _commands():
-    from ioparallax.exporters.vcenter.capture import capture_main, replay_main
-
-    return capture_main, replay_main
-
-
-def _replay_setup(args: argparse.Namespace):
-    from ioparallax.exporters.vcenter.capture import replay_setup
-
-    return replay_setup(args.replay, args.latest_samples)
-
-
-def _load_config(args: argparse.Namespace) -> ExporterConfig:
-    return load_config(
-        args.config_file,
-        extra_targets=args.targets,
-        allow_unlisted=True if args.allow_unlisted else None,
-        session_idle_timeout=args.session_idle_timeout,
-        latest_samples=args.latest_samples,
-    )
-
-
-PROGRAM = Program(ExporterConfig.names, DEFAULT_LISTEN, build_parser, _commands, _replay_setup, _load_config, make_app)
+PROGRAM = Program(
+    Targets,
+    build_parser,
+    load_config,
+    "ioparallax.exporters.vcenter.capture",
+    DEFAULT_LISTEN,
+    replay_switches=("latest_samples",),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,6 @@ target. Passwords are never logged nor shown on the landing page.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -100,10 +99,9 @@ class ExporterConfig(common.ExporterConfig[TargetConfig]):
 _duration = common.positive_duration
 
 
-def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> TargetConfig:
-    cred = common.read_credentials(sec, common.Credentials(base.username, base.password, base.password_source), env)
+def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
+    """A target's own keys (common.Schema reads its credentials and ca_file)."""
     insecure = sec.get("insecure_skip_verify", bool, default=base.insecure_skip_verify)
-    ca_file = common.read_ca_file(sec, base.ca_file)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)
@@ -119,11 +117,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     sec.reject_unknown()
     return replace(
         base,
-        username=cred.username,
-        password=cred.password,
-        password_source=cred.source,
         insecure_skip_verify=insecure,
-        ca_file=ca_file,
         inventory_refresh=refresh,
         timeout=timeout,
         max_query_metrics=mqm,
@@ -133,15 +127,7 @@ def _read_target(sec: Section, base: TargetConfig, env: dict[str, str]) -> Targe
     )
 
 
-def env_defaults(env: dict[str, str] | None = None) -> TargetConfig:
-    env = dict(os.environ) if env is None else env
-    cred = common.env_credentials(env, "VCENTER")
-    return TargetConfig(username=cred.username, password=cred.password, password_source=cred.source)
-
-
-def env_targets(env: dict[str, str]) -> list[str]:
-    """``VCENTER_TARGETS``: comma- or space-separated target names."""
-    return common.env_targets(env, "VCENTER")
+SCHEMA = common.Schema(ExporterConfig.names, TargetConfig, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
 
 
 def load_config(
@@ -158,26 +144,12 @@ def load_config(
     targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
     ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
     the file when given."""
-    env = dict(os.environ) if env is None else env
-    base = env_defaults(env)
-    got = common.load(
+    got = SCHEMA.load(
         path,
         env,
-        base,
-        lambda sec, over: _read_target(sec, over, env),
-        target_key,
-        ExporterConfig.names,
-        extra_targets,
-        allow_unlisted,
-        session_idle_timeout,
-        latest_samples,
-        DEFAULT_SESSION_IDLE_TIMEOUT,
+        extra_targets=extra_targets,
+        allow_unlisted=allow_unlisted,
+        session_idle_timeout=session_idle_timeout,
+        latest_samples=latest_samples,
     )
-    return ExporterConfig(
-        defaults=got.defaults,
-        targets=got.targets,
-        allow_unlisted=got.allow_unlisted,
-        path=path and str(path),
-        session_idle_timeout=got.session_idle_timeout,
-        latest_samples=got.latest_samples,
-    )
+    return ExporterConfig(**got.fields(path), latest_samples=got.latest_samples)

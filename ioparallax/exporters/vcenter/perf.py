@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyVmomi import vim
+
 REALTIME_INTERVAL = 20
 
 #: The per-virtual-disk counters collected (group.name.rollup), see docs/vcenter.md.
@@ -55,14 +57,22 @@ def unmapped_counters(perf_counters: Iterable[Any], mapped: Iterable[str] = VIRT
 
 
 def read_max_query_metrics(si: Any) -> int:
-    """config.vpxd.stats.maxQueryMetrics, or 256 when the option is absent or unreadable
-    (256 is the default since vCenter 6.5; set max_query_metrics for older ones)."""
+    """config.vpxd.stats.maxQueryMetrics, or 256 when the option is absent or its value unreadable
+    (256 is the default since vCenter 6.5; set max_query_metrics for older ones).
+
+    Any other failure (an expired session, a dropped connection) is raised: the caller keeps the
+    answer for the target's life, so a default taken on a transient error would make every later
+    QueryPerf too large for a vCenter whose limit is lower (a session that expired during a slow
+    first probe did that)."""
     try:
         opts = si.content.setting.QueryOptions("config.vpxd.stats.maxQueryMetrics")
-        value = int(opts[0].value)
-        return value if value > 0 else DEFAULT_MAX_QUERY_METRICS
-    except Exception:
+    except vim.fault.InvalidName:
         return DEFAULT_MAX_QUERY_METRICS
+    try:
+        value = int(opts[0].value)
+    except (IndexError, TypeError, ValueError, AttributeError):
+        return DEFAULT_MAX_QUERY_METRICS
+    return value if value > 0 else DEFAULT_MAX_QUERY_METRICS
 
 
 @dataclass

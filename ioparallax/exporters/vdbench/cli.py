@@ -12,8 +12,7 @@ import sys
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.common.logsetup import setup_logging
-from ioparallax.exporters.common.web.app import ExporterApp, StartupError
+from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.startup import add_web_args, serve
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
@@ -21,7 +20,6 @@ from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.version import add_version_arg
-from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.vdbench")
 
@@ -107,29 +105,16 @@ def cmd_convert(s: Settings, dirs: list[str]) -> int:
     return 1 if bad else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    s = SPEC.read(args, Settings())
+    if args.command == "convert":
+        return cmd_convert(s, args.dirs)
+    return cmd_serve(s)
+
+
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("serve", "convert", "-h", "--help", "--version"):
-        argv.insert(0, "serve")
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level, args.log_format)
-    try:
-        s = SPEC.read(args, Settings())
-        if args.command == "convert":
-            return cmd_convert(s, args.dirs)
-        return cmd_serve(s)
-    except ConfigError as exc:
-        log.error("configuration error: %s", exc)
-        return 2
-    except StartupError as exc:
-        log.error("cannot start: %s", exc)
-        return exc.exit_code
-    except BrokenPipeError:
-        raise  # stdout closed by its reader (| head): quiet_on_closed_stdout ends quietly
-    except (OSError, ValueError) as exc:
-        log.error("cannot start: %s", exc)
-        return 1
+    return SPEC.main(argv, build_parser, ("serve", "convert"), _run)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 # half-way shows none of its series.
 from ioparallax.exporters.common.families import MetricFamilies
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
-from ioparallax.exporters.vdbench.reader import FlatRow
+from ioparallax.exporters.vdbench.parse import FlatRow
 from ioparallax.exporters.vdbench.tailer import LINE_REASONS, DirectoryState, RunState, Watcher
 
 log = logging.getLogger(__name__)

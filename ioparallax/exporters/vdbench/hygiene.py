@@ -16,7 +16,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from ioparallax.exporters.vdbench.reader import Parmfile, parse_vdbench_size
+from ioparallax.exporters.vdbench.parse import Parmfile, parse_vdbench_size
 
 #: Problem names (the ``problem`` label), in the order they are checked. ``buffered_io``,
 #: ``working_set_below_cache`` and ``short_runtime`` are fio's names for the same traps.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.watchdir import open_regular
-from ioparallax.exporters.vdbench.reader import (
+from ioparallax.exporters.vdbench.parse import (
     MAX_LINE_BYTES,
     FlatfileParser,
     FlatRow,

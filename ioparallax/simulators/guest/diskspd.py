@@ -41,7 +41,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document
-from ioparallax.exporters.diskspd.reader import (
+from ioparallax.exporters.diskspd.parse import (
     CpuAverage,
     DiskspdResult,
     IopsBucket,
