@@ -76,14 +76,15 @@ lint: deps-python ## ruff (lint, format check) and mypy on the Python code, go v
 # samples, the scaling ramp), their output kept in .run/test-e2e.log and shown once the unit tests
 # are done. Each process picks ports from its own share (IOPARALLAX_PORT_SHARE, process.free_port).
 # Exit status 5 (no test selected, e.g. PYTEST_ARGS=tests/fio has no e2e test) counts as passed
-# unless neither process ran a test.
+# unless neither process ran a test. The tests last from milliseconds to ~30 s: --dist worksteal
+# lets an idle worker take queued tests from a busy one instead of waiting out a fixed share.
 TEST_WORKERS ?= 4
 
 test: deps ## install what is missing, then run every test (unit tests in TEST_WORKERS workers beside the e2e tests)
 	@mkdir -p .run; \
 	IOPARALLAX_PORT_SHARE=1/2 $(VPY) -m pytest -m e2e --durations=20 $(PYTEST_ARGS) > .run/test-e2e.log 2>&1 & e2e=$$!; \
 	echo ">> e2e tests started in the background (pid $$e2e, output: .run/test-e2e.log)"; \
-	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS); unit=$$?; \
+	IOPARALLAX_PORT_SHARE=0/2 $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --dist worksteal --durations=10 $(PYTEST_ARGS); unit=$$?; \
 	echo ">> unit tests done (exit $$unit); the e2e tests' output:"; \
 	tail -n +1 --pid=$$e2e -f .run/test-e2e.log; wait $$e2e; e2e_rc=$$?; \
 	echo ">> unit tests: exit $$unit; e2e tests: exit $$e2e_rc"; \
@@ -91,7 +92,7 @@ test: deps ## install what is missing, then run every test (unit tests in TEST_W
 	[ $$unit = 0 -o $$unit = 5 ] && [ $$e2e_rc = 0 -o $$e2e_rc = 5 ]
 
 test-fast: deps-python ## unit tests only (no e2e stacks), in TEST_WORKERS workers
-	$(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=a or a,b: one cluster each; DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)

@@ -7,12 +7,18 @@ stopping are ioparallax/simulators/process.py's, shared with the demo stack and 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import logging
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import tomllib
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ __all__ = [
     "promtool_check_metrics",
     "require_built",
     "require_tool",
+    "run_entry_point",
     "samples",
     "value",
     "venv_tool",
@@ -98,6 +105,53 @@ def venv_tool(name: str) -> str:
     if not found:
         raise FileNotFoundError(f"{name} is not installed: run `make deps`")
     return found
+
+
+#: console script -> "module:function", as pyproject.toml declares them.
+ENTRY_POINTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def run_entry_point(name: str, argv: list, timeout: float = 30) -> subprocess.CompletedProcess:
+    """``[venv_tool(name), *argv]`` run in this process: the console script's function called with
+    ``argv`` in a thread (sys.argv[0] the script's path), its stdout and stderr captured (logging included: the programs point the
+    root logger at sys.stderr, put back here afterwards), SystemExit as the exit status and an
+    escaping exception as a traceback on stderr with status 1, as a Python process would end.
+
+    For tests of what a command line that must fail says and returns: a process per case cost 1-8 s
+    on the shared machine (a Python start importing the exporter). Each console script keeps a
+    test that runs it as a process (tests/common/test_version.py runs them all). A command that
+    does not end within ``timeout`` (it went on to serve) fails the test."""
+    module, _, function = ENTRY_POINTS[name].partition(":")
+    main = getattr(importlib.import_module(module), function)
+    out, err = io.StringIO(), io.StringIO()
+    status: list[int] = []
+
+    def call() -> None:
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exc:
+            code = exc.code
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1
+        except BaseException:  # noqa: BLE001 - as the interpreter would: printed, status 1
+            traceback.print_exc()
+            code = 1
+        status.append(code or 0)
+
+    root = logging.getLogger()
+    handlers, level, sys_argv = root.handlers[:], root.level, sys.argv
+    sys.argv = [str(VENV_BIN / name), *map(str, argv)]  # argparse's prog, as the script sees it
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            thread = threading.Thread(target=call, name=f"{name} in-process", daemon=True)
+            thread.start()
+            thread.join(timeout)
+    finally:
+        root.handlers[:], root.level, sys.argv = handlers, level, sys_argv
+    if thread.is_alive():
+        raise AssertionError(f"{name} {argv} still running after {timeout} s:\n{out.getvalue()}{err.getvalue()}")
+    return subprocess.CompletedProcess([name, *argv], status[0], out.getvalue(), err.getvalue())
 
 
 def require_tool(name: str) -> str:

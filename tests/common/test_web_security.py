@@ -22,7 +22,7 @@ import bcrypt
 import pytest
 import requests
 
-from tests.support import ManagedProcess, ec_cert, free_port, venv_tool, wait_for_http
+from tests.support import ManagedProcess, ec_cert, free_port, run_entry_point, venv_tool, wait_for_http
 
 PASSWORD = "s3cret pass:word"  # a space and a colon: basic auth splits at the first colon only
 
@@ -214,7 +214,7 @@ def test_port_taken_exits_1_with_one_clear_line(exporter):
     ],
 )
 def test_bad_listen_address_is_one_clear_line(listen, code, message):
-    res = _run([venv_tool("fio-exporter"), f"--web.listen-address={listen}", "--no-collector.guest-disk"])
+    res = run_entry_point("fio-exporter", [f"--web.listen-address={listen}", "--no-collector.guest-disk"])
     assert res.returncode == code, res.stderr
     assert message in _one_error_line(res)
 
@@ -222,13 +222,9 @@ def test_bad_listen_address_is_one_clear_line(listen, code, message):
 @pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter", "prism-exporter"])
 def test_bad_web_config_names_file_and_key(tmp_path, exporter):
     cfg = _web_config(tmp_path / "web.yml", "basic_auth_users:\n  prom: '$2y$10$x'\ntls_server_confg: {}\n")
-    res = _run(
-        [
-            venv_tool(exporter),
-            f"--web.listen-address=127.0.0.1:{free_port()}",
-            f"--web.config.file={cfg}",
-            *_MINIMAL_ARGS[exporter],
-        ]
+    res = run_entry_point(
+        exporter,
+        [f"--web.listen-address=127.0.0.1:{free_port()}", f"--web.config.file={cfg}", *_MINIMAL_ARGS[exporter]],
     )
     assert res.returncode == 2, res.stderr
     line = _one_error_line(res)
@@ -420,7 +416,7 @@ def test_no_input_to_the_http_layer_gives_500(stargate_any, request_line, allowe
     ],
 )
 def test_bad_timeout_flags_are_one_clear_line(exporter, flag, message):
-    res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", flag, *_MINIMAL_ARGS[exporter]])
+    res = run_entry_point(exporter, [f"--web.listen-address=127.0.0.1:{free_port()}", flag, *_MINIMAL_ARGS[exporter]])
     assert res.returncode == 2, res.stderr
     assert message in _one_error_line(res)
 

@@ -27,7 +27,7 @@ import requests
 from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.server import ExporterServer, ServerLimits
 from ioparallax.exporters.common.webconfig import load_web_config
-from tests.support import ManagedProcess, free_port, venv_tool
+from tests.support import ManagedProcess, free_port, run_entry_point, venv_tool
 
 LIMITS = ServerLimits(read_header_timeout=1.0, idle_timeout=1.0, max_connections=4, tls_handshake_timeout=1.0)
 SLACK = 3.0  # seconds of scheduling slack on a shared, loaded 2-core machine (before: held for ever)
@@ -275,13 +275,7 @@ def test_the_flags_reach_a_real_exporter(tmp_path):
 def test_bad_limit_flags_are_one_clear_line(exporter, extra, flag, message):
     """Every exporter has the flags and hands them to the server (a value the server would
     refuse, refused: the proof that it got there)."""
-    res = subprocess.run(
-        [venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", *extra, flag],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
+    res = run_entry_point(exporter, [f"--web.listen-address=127.0.0.1:{free_port()}", *extra, flag])
     out = res.stdout + res.stderr
     assert res.returncode == 2 and "Traceback" not in out, out
     assert message in out, out

@@ -10,7 +10,6 @@ scenario library's loader and the mixin config.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from ioparallax.mixin.config import load_config as load_mixin_config
 from ioparallax.simulators.scenario.model import load_scenario
 from ioparallax.yamlconf import MAX_YAML_BYTES, ConfigError, Section, cut, load_yaml, parse_yaml
-from tests.support import free_port, venv_tool
+from tests.support import free_port, run_entry_point
 
 #: Ten levels of nine aliases each: 9^10 (3.5 billion) leaves once expanded; 60 s and 2.4 GB then
 #: a MemoryError before the loader refused aliases.
@@ -111,10 +110,6 @@ _EXPORTERS = {
 }
 
 
-def _run(argv: list, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
 @pytest.mark.parametrize("flag", ["--config.file", "--web.config.file"])
 @pytest.mark.parametrize("exporter", sorted(_EXPORTERS))
 @pytest.mark.parametrize("case", ["alias_bomb", "duplicate_top_level_key", "not_utf8"])
@@ -125,7 +120,7 @@ def test_every_exporter_refuses_hostile_yaml_in_one_line(tmp_path, exporter, fla
     extra = (
         _EXPORTERS[exporter] if flag == "--web.config.file" else [a for a in _EXPORTERS[exporter] if "target" not in a]
     )
-    res = _run([venv_tool(exporter), f"--web.listen-address=127.0.0.1:{free_port()}", f"{flag}={path}", *extra])
+    res = run_entry_point(exporter, [f"--web.listen-address=127.0.0.1:{free_port()}", f"{flag}={path}", *extra])
     assert time.monotonic() - t0 < 20
     out = res.stdout + res.stderr
     assert res.returncode == 2, out

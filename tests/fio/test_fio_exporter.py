@@ -17,7 +17,16 @@ from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from ioparallax.exporters.fio.tailer import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all
-from tests.support import free_port, has, promtool_check_metrics, samples, value, venv_tool, wait_for_http
+from tests.support import (
+    free_port,
+    has,
+    promtool_check_metrics,
+    run_entry_point,
+    samples,
+    value,
+    venv_tool,
+    wait_for_http,
+)
 
 
 class Clock:
@@ -459,19 +468,15 @@ def test_help_documents_each_subcommand(sub):
 def test_config_errors_name_file_and_key(tmp_path):
     cfg = tmp_path / "fio.yml"
     cfg.write_text("watch: [/tmp]\nretention: soon\n")
-    out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
-    assert out.returncode == 2 and f"{cfg}: retention" in out.stderr.decode()
+    out = run_entry_point("fio-exporter", ["--config.file", cfg])
+    assert out.returncode == 2 and f"{cfg}: retention" in out.stderr
     cfg.write_text("watchh: [/tmp]\n")
-    out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
-    assert out.returncode == 2 and f"{cfg}: watchh: unknown key" in out.stderr.decode()
-    out = subprocess.run(
-        [venv_tool("fio-exporter"), "serve", "--fio.cache-size", "lots"], capture_output=True, timeout=30
-    )
-    assert out.returncode == 2 and "--fio.cache-size: expected a size" in out.stderr.decode()
+    out = run_entry_point("fio-exporter", ["--config.file", cfg])
+    assert out.returncode == 2 and f"{cfg}: watchh: unknown key" in out.stderr
+    out = run_entry_point("fio-exporter", ["serve", "--fio.cache-size", "lots"])
+    assert out.returncode == 2 and "--fio.cache-size: expected a size" in out.stderr
     cfg.write_text("max_document_size: 10\n")
-    out = subprocess.run([venv_tool("fio-exporter"), "--config.file", cfg], capture_output=True, timeout=30)
-    assert out.returncode == 2 and f"{cfg}: max_document_size: must be at least 1KiB" in out.stderr.decode()
-    out = subprocess.run(
-        [venv_tool("fio-exporter"), "convert", "--fio.max-document-size", "10", cfg], capture_output=True, timeout=30
-    )
-    assert out.returncode == 2 and "--fio.max-document-size: must be at least 1KiB" in out.stderr.decode()
+    out = run_entry_point("fio-exporter", ["--config.file", cfg])
+    assert out.returncode == 2 and f"{cfg}: max_document_size: must be at least 1KiB" in out.stderr
+    out = run_entry_point("fio-exporter", ["convert", "--fio.max-document-size", "10", cfg])
+    assert out.returncode == 2 and "--fio.max-document-size: must be at least 1KiB" in out.stderr

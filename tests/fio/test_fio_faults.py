@@ -180,11 +180,11 @@ def test_a_bug_while_exposing_one_file_costs_only_that_file(good_and_bad, monkey
 # in-place rewrites and truncation
 
 
-def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
-    """A small fio-shaped record (pretty-printed as fio does) with one job."""
+def _doc_template() -> str:
+    """A small fio-shaped record (pretty-printed as fio does) with one job, its numbers as %-fields."""
     d = {
         "fio version": "fio-3.33",
-        "timestamp_ms": ts,
+        "timestamp_ms": -9000003,
         "jobs": [
             {
                 "jobname": "w",
@@ -192,8 +192,8 @@ def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
                 "error": 0,
                 "job options": {"rw": "read"},
                 "read": {
-                    "io_bytes": total_ios * 4096,
-                    "total_ios": total_ios,
+                    "io_bytes": -9000002,
+                    "total_ios": -9000001,
                     "short_ios": 0,
                     "drop_ios": 0,
                     "iops": 1.0,
@@ -204,7 +204,17 @@ def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
             }
         ],
     }
-    return json.dumps(d, indent=2, separators=(",", " : ")) + "\n"
+    text = json.dumps(d, indent=2, separators=(",", " : ")) + "\n"
+    return text.replace("-9000003", "%(ts)d").replace("-9000002", "%(io_bytes)d").replace("-9000001", "%(total_ios)d")
+
+
+_DOC = _doc_template()
+
+
+def _doc(total_ios: int, ts: int = 1_700_000_000_000) -> str:
+    """The record of :func:`_doc_template` (formatted, not encoded: the 70 MiB files below hold
+    160,000 of them: json.dumps with an indent took 13 s to write one at load 17, this 0.6 s)."""
+    return _DOC % {"ts": ts, "io_bytes": total_ios * 4096, "total_ios": total_ios}
 
 
 @pytest.mark.parametrize("longer", [True, False], ids=["longer", "shorter"])

@@ -35,6 +35,19 @@ class AcceleratedClock:
             time.sleep(left / self.scale)
 
 
+class SteppedClock:
+    """Simulated seconds that move only when a test moves them: ``sleep_until`` is a jump."""
+
+    def __init__(self, start: float):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep_until(self, sim_time: float) -> None:
+        self.now = max(self.now, sim_time)
+
+
 @pytest.fixture
 def prism_sim():
     """start(scenario, **kw) -> a running PrismSimulator (basic auth USER/PASSWORD), stopped after."""

@@ -10,7 +10,7 @@ import pytest
 from ioparallax.simulators.prism.model import SAMPLE_SECONDS
 from tests.support import metric_value as value
 
-from .conftest import FROZEN, AcceleratedClock, config_yaml, series
+from .conftest import FROZEN, AcceleratedClock, SteppedClock, config_yaml, series
 
 SCALE = 10.0  # simulated seconds per real second: a 30 s sample lasts 3 s (slack for a loaded machine)
 
@@ -183,10 +183,11 @@ def test_a_cluster_larger_than_a_page(prism_sim, exporter):
 def test_v4_storage_view_loses_no_sample_even_without_the_keeper(prism_sim, exporter):
     """controller_api: v4 reads each disk's storage-view time series since its last sample: with
     2-minute scrapes and no sample keeper, every controller sample is there once; the VM view
-    (v2 only, latest sample) then has one sample per scrape, as documented."""
-    clock = AcceleratedClock(FROZEN, SCALE)
+    (v2 only, latest sample) then has one sample per scrape, as documented. Without the keeper
+    nothing runs between probes: Prism's clock is stepped 2 minutes at a time, not waited for."""
+    clock = SteppedClock(FROZEN)
     sim = prism_sim("bursty-1m", clock=clock)
-    exp = exporter(config_yaml([sim.address], controller_api="v4", v2_sample_keeper="false"), time_scale=SCALE)
+    exp = exporter(config_yaml([sim.address], controller_api="v4", v2_sample_keeper="false"))
     d = sim.scenario.disks[0]
     labels = {"vm": d.vm, "vm_id": sim.model.vm_uuids[d.vm]}
     m = exp.probe(sim.address)

@@ -6,7 +6,6 @@ import http.client
 import json
 import socket
 import struct
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,7 +15,7 @@ import requests
 from bs4 import BeautifulSoup
 
 from ioparallax.simulators.stargate.server import StargateCluster
-from tests.support import free_port, venv_tool, wait_for_http
+from tests.support import free_port, run_entry_point, venv_tool, wait_for_http
 
 from .stargate_sim_helpers import EPOCH, moving_scenario
 
@@ -299,10 +298,9 @@ def test_cli_serves_the_same_pages_as_the_api(processes, tmp_path: Path):
 
 
 def test_cli_help_and_errors():
-    exe = venv_tool("stargate-simulator")
-    r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
+    r = run_entry_point("stargate-simulator", ["--help"])
     assert r.returncode == 0 and "/-/sim/fault" in r.stdout and "--synthetic-vdisks" in r.stdout
-    r = subprocess.run([exe, "no-such-scenario"], capture_output=True, text=True, timeout=30)
+    r = run_entry_point("stargate-simulator", ["no-such-scenario"])
     assert r.returncode == 2 and "no-such-scenario" in r.stderr
-    r = subprocess.run([exe], capture_output=True, text=True, timeout=30)
+    r = run_entry_point("stargate-simulator", [])
     assert r.returncode == 2 and "scenario" in r.stderr

@@ -3,12 +3,11 @@ sample, joins, exposition format, shared collections, the CLI."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 
 import requests
 
-from tests.support import metric_value as value, promtool_check_metrics, venv_tool
+from tests.support import metric_value as value, promtool_check_metrics, run_entry_point
 
 from .conftest import insecure_config
 from .test_vcenter_simulator import FROZEN, T0
@@ -122,11 +121,10 @@ def test_overlapping_probes_share_one_collection(scenario_sim, bursty_trace, exp
 
 
 def test_cli_help_and_config_errors(tmp_path):
-    exe = venv_tool("vcenter-exporter")
-    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
+    out = run_entry_point("vcenter-exporter", ["--help"])
     assert out.returncode == 0 and "/probe?target=" in out.stdout and "--config.file" in out.stdout
     bad = tmp_path / "bad.yml"
     bad.write_text("targets:\n  vc1:\n    username: x\n    insecure_skip_verify: maybe\n")
-    out = subprocess.run([exe, "--config.file", str(bad)], capture_output=True, text=True, timeout=30)
+    out = run_entry_point("vcenter-exporter", ["--config.file", str(bad)])
     assert out.returncode == 2
     assert str(bad) in out.stderr and "targets.vc1.insecure_skip_verify" in out.stderr

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from ioparallax.simulators.guest.vdbench import HostInterval, RunDefinition, VdbenchOutput
-from tests.support import free_port, promtool_check_metrics, self_signed_cert, venv_tool, wait_for_http
+from tests.support import free_port, promtool_check_metrics, run_entry_point, self_signed_cert, venv_tool, wait_for_http
 from tests.vdbench.test_vdbench_reader import MULTI, samples, value
 
 EXPORTER = "vdbench-exporter"
@@ -98,26 +98,24 @@ def test_convert_cli(tmp_path):
 
 @pytest.mark.parametrize("sub", [[], ["serve"], ["convert"]])
 def test_help_and_version(sub):
-    out = subprocess.run([venv_tool(EXPORTER), *sub, "--help"], capture_output=True, text=True, timeout=30)
+    out = run_entry_point(EXPORTER, [*sub, "--help"])
     assert out.returncode == 0 and "vdbench" in out.stdout
     if sub == ["serve"]:
         assert "--vdbench.watch" in out.stdout and "--web.config.file" in out.stdout
     if sub == []:
         assert "{serve,convert}" in out.stdout
-    ver = subprocess.run([venv_tool(EXPORTER), *sub, "--version"], capture_output=True, text=True, timeout=30)
+    ver = run_entry_point(EXPORTER, [*sub, "--version"])
     assert ver.returncode == 0 and ver.stdout.startswith("vdbench-exporter ")
 
 
 def test_config_errors_name_file_and_key(tmp_path):
     cfg = tmp_path / "cfg.yml"
     cfg.write_text("watch: [/x]\nretention: soon\n")
-    out = subprocess.run([venv_tool(EXPORTER), "--config.file", str(cfg)], capture_output=True, text=True, timeout=30)
+    out = run_entry_point(EXPORTER, ["--config.file", str(cfg)])
     assert out.returncode == 2
     assert str(cfg) in out.stderr and "retention" in out.stderr
     cfg.write_text("watchh: [/x]\n")
-    out = subprocess.run([venv_tool(EXPORTER), "--config.file", str(cfg)], capture_output=True, text=True, timeout=30)
+    out = run_entry_point(EXPORTER, ["--config.file", str(cfg)])
     assert out.returncode == 2 and "watchh" in out.stderr
-    out = subprocess.run(
-        [venv_tool(EXPORTER), "--vdbench.cache-size", "lots"], capture_output=True, text=True, timeout=30
-    )
+    out = run_entry_point(EXPORTER, ["--vdbench.cache-size", "lots"])
     assert out.returncode == 2 and "--vdbench.cache-size" in out.stderr
