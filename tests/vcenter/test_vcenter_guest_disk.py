@@ -14,10 +14,7 @@ from ioparallax.simulators.scenario import compile_scenario, parse_scenario
 
 from .conftest import insecure_config
 from .test_vcenter_exporter import ENV
-from .test_vcenter_simulator import (
-    FROZEN,
-    connect as connect,  # noqa: F401 (the fixture)
-)
+from .test_vcenter_simulator import FROZEN
 
 SCENARIO = {
     "name": "guests",
