@@ -7,7 +7,7 @@ import time
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
@@ -408,6 +408,9 @@ def test_bar_graph_cut_leaves_rows_it_cannot_prove_empty(monkeypatch, change, ke
     text=st.text(alphabet='<>/td "=x\n', min_size=1, max_size=12),
     times=st.integers(min_value=1, max_value=3),
 )
+# Two "/" made a latency row's first cells "<td>5 ms ...</td></td></td>": lxml ignores the stray
+# end tags, and the cut took the cells the parse reads (7 buckets, expected 8).
+@example(at=849, text="/", times=2)
 def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
     """Markup spliced anywhere into a real detail view (mostly into its bar graphs): the page
     parses to the same records, or the same error, with the cut and without."""
