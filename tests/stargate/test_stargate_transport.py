@@ -287,17 +287,19 @@ def test_a_resolver_that_hangs_costs_the_deadline_and_leaves_nothing_running(pag
     """A name whose resolution never answers: the probe ends at its deadline with the cause, and
     leaves no thread and no process behind (the resolver child is killed and reaped)."""
     monkeypatch.setattr(client, "RESOLVER", _resolver(tmp_path, "exec sleep 30"))
-    threads, children = threading.active_count(), _children()
+    # Threads this test started, not the count: an earlier test's thread may end meanwhile (a
+    # loaded machine showed 1 where 2 were counted before).
+    threads, children = set(threading.enumerate()), _children()
     start = time.monotonic()
     result = probe(HttpClient(), "cvm.test:2009", start + 0.6)
     took = time.monotonic() - start
     assert not result.up and "deadline exceeded" in result.error and "main page" in result.error
-    assert 0.5 <= took < 0.9
-    assert threading.active_count() == threads, threading.enumerate()
+    assert 0.5 <= took < 2  # the resolver would hang 30 s
+    assert set(threading.enumerate()) <= threads, threading.enumerate()
     assert _children() == children  # the resolver child is gone (killed and reaped, no zombie)
     # The same through the whole budget of a direct fetch, with its cause.
     budget = Budget(time.monotonic() + 0.3)
     with pytest.raises(DeadlineExceeded, match="deadline exceeded resolving 'cvm.test'"):
         get(HttpClient(), parse_target("cvm.test:2009").origin, "/", budget)
     budget.close()
-    assert threading.active_count() == threads and _children() == children
+    assert set(threading.enumerate()) <= threads and _children() == children
