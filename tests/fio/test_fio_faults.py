@@ -429,9 +429,12 @@ def test_error_line_in_every_record_is_read_in_linear_time(status_stream):
         assert stream.counts.non_json_lines == records and stream.counts.corrupt_documents == 0
         return dt, stream
 
-    small = min(cost(100)[0] for _ in range(3))
-    large = min(cost(800)[0] for _ in range(3))
-    assert large / small < 8 * 2.5, (small, large)  # 8x the input: about 8x the time, not 64x
+    # 8x the input: about 8x the time (9-10x measured), not 64x. The best of five, on inputs big
+    # enough (~15 ms and ~120 ms) that a loaded machine's pauses do not decide the ratio (100 against
+    # 800 records once gave 11 ms against 442 ms at load 8).
+    small = min(cost(200)[0] for _ in range(5))
+    large = min(cost(1600)[0] for _ in range(5))
+    assert large / small < 8 * 3.5, (small, large)
 
 
 # ---------------------------------------------------------------------------------------------
