@@ -120,8 +120,18 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     if require_tool("chromium"):
         # The section cut out of the report with the report's own head (CSS, content policy): headless
         # Chromium screenshots of a fragment (#scalability) of a multi-megabyte page come out blank.
+        # The text of every figure is drawn with glyphs the page defines once (svg.glyphs): the cut
+        # takes them too, and every glyph the section uses must be there (without them the screenshot
+        # had the curve and no tick label, axis title or legend text).
+        glyphs = soup.select_one("svg.glyphs")
+        assert glyphs is not None
         alone = ARTIFACTS / "scalability.html"
-        alone.write_text(f"<!DOCTYPE html><html>{soup.head}<body>{section}</body></html>", encoding="utf-8")
+        alone.write_text(f"<!DOCTYPE html><html>{soup.head}<body>{glyphs}{section}</body></html>", encoding="utf-8")
+        cut = BeautifulSoup(alone.read_text(), "lxml")
+        defined = {el["id"] for el in cut.select("[id]")}
+        used = {u.get("xlink:href", u.get("href", ""))[1:] for u in cut.select("figure#scalability-usl use")}
+        assert any(g.startswith("DejaVu") for g in used)  # the figure has text
+        assert used <= defined, sorted(used - defined)[:10]
         png = ARTIFACTS / "scalability.png"
         chromium.screenshot(alone.resolve().as_uri(), png, 1400, 1400)
         from PIL import Image
