@@ -255,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             oc = statistics.median([r.cpu for r in rounds[(other, mode)]])
             mc = statistics.median([r.cpu for r in rounds[(main_name, mode)]])
             print(
-                f"  {main_name} against {other}, {mode}: slowest probe (median over runs) "
-                f"{o:5.2f} s -> {m:5.2f} s = {o / m:4.2f}x; cpu {oc:5.2f} s -> {mc:5.2f} s = {oc / mc:4.2f}x"
+                f"  {other} / {main_name}, {mode}: slowest probe (median over runs) "
+                f"{o:5.2f} s / {m:5.2f} s = {o / m:4.2f}x; cpu {oc:5.2f} s / {mc:5.2f} s = {oc / mc:4.2f}x"
             )
     for name in sides:
         rs = rounds[(name, "per-CVM")]
