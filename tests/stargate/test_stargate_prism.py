@@ -136,6 +136,27 @@ def test_wrong_password_is_named_not_printed(cluster, caplog):
     assert PASSWORD not in caplog.text and "wrong-" not in caplog.text
 
 
+def test_no_proxy_or_netrc_from_the_environment_sees_the_credentials(cluster, canary, monkeypatch, tmp_path):
+    """The environment's proxy and ~/.netrc are not the user's Prism: the request goes straight to
+    the URL the config names, with only the credentials it names (before: through HTTP_PROXY, the
+    Authorization header included)."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, f"http://{canary.address}")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login intruder password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    names = names_for(cluster)
+    assert names.refresh() is True and names.prism_up
+    assert canary.connections() == []
+    # Without a username in the config, no credentials at all (not the netrc's): refused.
+    anonymous = VDiskNames({}, PrismClient(PrismConfig(url=cluster.urls["cvm-1"])))
+    assert anonymous.refresh() is False
+    assert canary.connections() == []
+
+
 def test_refused_prism_never_fails_the_probe(cluster, caplog):
     # Prism on cvm-3, which refuses connections (it hosts no vdisk); the probe reads cvm-1 and -2.
     names = names_for(cluster, cvm="cvm-3")

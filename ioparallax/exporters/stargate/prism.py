@@ -110,6 +110,10 @@ class PrismClient:
         self.cfg = cfg
         self.session = session or requests.Session()
         self.session.headers["Accept"] = "application/json"
+        # No environment, as prism-exporter's client: a proxy from HTTP(S)_PROXY would see the
+        # credentials, REQUESTS_CA_BUNDLE would override ca_file and tls_verify, and ~/.netrc could
+        # add credentials of its own to a Prism the config names without any.
+        self.session.trust_env = False
         if cfg.username:
             self.session.auth = (cfg.username, cfg.password)
         self.session.verify = cfg.tls_verify
