@@ -1,10 +1,10 @@
-"""Prism target addresses: the vCenter exporter's rules (:mod:`..vcenter.address`: one key per
-target, user info, other schemes, paths, control characters refused before any connection),
+"""Prism target addresses: the shared rules (:mod:`ioparallax.exporters.common.address`: one key
+per target; user info, other schemes, paths, control characters refused before any connection),
 with Prism's port 9440 and no path."""
 
 from __future__ import annotations
 
-from ioparallax.exporters.vcenter.address import TargetAddress, parse_target
+from ioparallax.exporters.common.address import TargetAddress, parse_target
 
 DEFAULT_PORT = 9440
 ALLOWED_PATHS = ("", "/")

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+# The v2.0 list envelope is shared with the Stargate exporter's Prism mapping.
+from ioparallax.exporters.common.prismlist import ParseError as ParseError, entities as entities
+
 #: Prism's statistics period and the timespan assumed when a sample does not state its own.
 SAMPLE_SECONDS = 30.0
-
-
-class ParseError(ValueError):
-    """An answer whose shape is not Prism's (the cause names what is missing)."""
 
 
 def stat(stats: dict[str, Any], key: str) -> float | None:
@@ -241,20 +240,6 @@ def virtual_disk(e: dict[str, Any]) -> VirtualDisk | None:
         latest=latest_sample(stats),
         stats_hash=hash(tuple(stats.items())) if all(isinstance(v, str) or v is None for v in stats.values()) else 0,
     )
-
-
-def entities(doc: Any, what: str) -> tuple[list[dict[str, Any]], int | None]:
-    """(entities, grand_total_entities or None) of a v2.0 list answer; ParseError otherwise."""
-    if not isinstance(doc, dict):
-        raise ParseError(f"the {what} answer is not a JSON object")
-    ents = doc.get("entities")
-    if not isinstance(ents, list):
-        raise ParseError(f"the {what} answer has no 'entities' list")
-    meta = doc.get("metadata")
-    total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
-    if isinstance(total, bool) or not isinstance(total, int):
-        total = None
-    return [x for x in ents if isinstance(x, dict)], total
 
 
 @dataclass(frozen=True)

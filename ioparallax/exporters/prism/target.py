@@ -26,7 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as Futur
 from dataclasses import dataclass, field
 from typing import Any
 
-from ioparallax.exporters.prism import paging, parse
+from ioparallax.exporters.common import prismlist as paging
+from ioparallax.exporters.prism import parse
 from ioparallax.exporters.prism.client import PrismClient, TargetError
 from ioparallax.exporters.prism.config import SAMPLE_SECONDS, TargetConfig
 

@@ -28,8 +28,8 @@ from typing import Any
 import requests
 import urllib3
 
-from ioparallax.exporters.prism import paging
-from ioparallax.exporters.prism.parse import ParseError
+from ioparallax.exporters.common import prismlist as paging
+from ioparallax.exporters.common.prismlist import ParseError
 from ioparallax.units import parse_duration
 from ioparallax.yamlconf import Section
 
@@ -124,7 +124,7 @@ class PrismClient:
     def virtual_disks(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every entity of ``virtual_disks``, page by page (``count=page_size``; Prism may page a
         list asked without ``count``, and a mapping of the first page only would leave the other
-        vdisks unnamed), with the prism-exporter's paging (:mod:`ioparallax.exporters.prism.paging`).
+        vdisks unnamed), with the prism-exporter's paging (:mod:`ioparallax.exporters.common.prismlist`).
         ``timeout`` bounds the whole list, each request at most ``cfg.timeout``."""
         url = self.cfg.endpoint
         budget = self.cfg.timeout if timeout is None else timeout

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
-from ioparallax.exporters.vcenter.address import parse_target
+from ioparallax.exporters.vcenter.address import parse_vcenter_target
 from ioparallax.exporters.vcenter.config import TargetConfig
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,8 @@ class TargetError(Exception):
 
 def split_target(target: str) -> tuple[str, int]:
     """``vc1``, ``vc1:8443``, ``[::1]:443``, ``https://vc1/sdk`` -> (host, port); ValueError for
-    anything else (see :func:`.address.parse_target`)."""
-    addr = parse_target(target)
+    anything else (see :func:`.address.parse_vcenter_target`)."""
+    addr = parse_vcenter_target(target)
     return addr.host, addr.port
 
 

@@ -1,5 +1,6 @@
-"""Every page of a Prism v2.0 list (``virtual_disks``, ``vms``, ``hosts``), shared by
-``prism-exporter`` and the Stargate exporter's Prism mapping: the first page (``count``,
+"""Prism v2.0 lists, shared by ``prism-exporter`` and the Stargate exporter's Prism mapping: the
+list envelope (:func:`entities`, :class:`ParseError`) and every page of a list (``virtual_disks``,
+``vms``, ``hosts``, :func:`list_all`): the first page (``count``,
 ``page=1``) gives ``metadata.grand_total_entities``; the others are then asked for
 ``concurrency`` at a time (Prism builds one while the client receives another).
 
@@ -14,14 +15,30 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ioparallax.exporters.prism.parse import ParseError, entities
-
 #: Most pages one list may fetch (page_size x this entities).
 MAX_PAGES = 1000
 #: Pages of one list asked for at once after the first.
 PAGE_CONCURRENCY = 2
 
 T = TypeVar("T")
+
+
+class ParseError(ValueError):
+    """An answer whose shape is not Prism's (the cause names what is missing)."""
+
+
+def entities(doc: Any, what: str) -> tuple[list[dict[str, Any]], int | None]:
+    """(entities, grand_total_entities or None) of a v2.0 list answer; ParseError otherwise."""
+    if not isinstance(doc, dict):
+        raise ParseError(f"the {what} answer is not a JSON object")
+    ents = doc.get("entities")
+    if not isinstance(ents, list):
+        raise ParseError(f"the {what} answer has no 'entities' list")
+    meta = doc.get("metadata")
+    total = meta.get("grand_total_entities") if isinstance(meta, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int):
+        total = None
+    return [x for x in ents if isinstance(x, dict)], total
 
 
 def list_all(
