@@ -219,8 +219,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
     from pyVim.connect import Disconnect, SmartConnect
 
     sys.path.insert(0, str(REPO))
-    from ioparallax.exporters.vcenter.inventory import collect_inventory
-    from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
+    from ioparallax.exporters.vcenter.inventory import collect_inventory, collect_inventory_soap
     from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
 
     if not STOCK.exists() or STOCK.stat().st_size == 0:

@@ -71,7 +71,7 @@ def test_runtime_dependencies_are_what_the_installed_code_imports():
 
 
 def test_pyvmomi_has_an_upper_bound():
-    # ioparallax/exporters/vcenter/soap.py uses pyvmomi's private si._stub: a major release may break it.
+    # ioparallax/exporters/vcenter/client.py (post) uses pyvmomi's private si._stub: a major release may break it.
     (spec,) = [r for r in PYPROJECT["project"]["dependencies"] if _dist(r) == "pyvmomi"]
     assert "<" in spec, spec
 

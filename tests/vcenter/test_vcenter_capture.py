@@ -29,7 +29,7 @@ from ioparallax.exporters.vcenter.capture import (
 )
 from ioparallax.exporters.vcenter.cli import main as vcenter_main, make_app
 from ioparallax.exporters.vcenter.config import TargetConfig
-from ioparallax.exporters.vcenter.inventory_soap import inventory_from_pages, parse_page
+from ioparallax.exporters.vcenter.parse import inventory_from_pages, parse_page
 from tests.vcenter.conftest import PASSWORD, USER, compiled_trace
 
 

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from pyVmomi import vim
 
+from ioparallax.exporters.vcenter.client import DEFAULT_MAX_QUERY_METRICS, read_max_query_metrics
 from ioparallax.exporters.vcenter.config import load_config
-from ioparallax.exporters.vcenter.perf import DEFAULT_MAX_QUERY_METRICS, read_max_query_metrics
 from ioparallax.yamlconf import ConfigError
 from tests.support import free_port, metric_value as value
 

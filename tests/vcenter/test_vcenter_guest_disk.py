@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ioparallax.exporters.vcenter.inventory import collect_inventory
-from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap, guest_disks_from_xml
+from ioparallax.exporters.vcenter.inventory import collect_inventory, collect_inventory_soap
+from ioparallax.exporters.vcenter.parse import guest_disks_from_xml
 from ioparallax.simulators.scenario import compile_scenario, parse_scenario
 
 from .conftest import insecure_config

@@ -17,8 +17,7 @@ from pyVmomi import vim
 
 from ioparallax.exporters.vcenter.cli import build_parser
 from ioparallax.exporters.vcenter.config import load_config
-from ioparallax.exporters.vcenter.inventory import collect_inventory
-from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
+from ioparallax.exporters.vcenter.inventory import collect_inventory, collect_inventory_soap
 from tests.support import metric_value as value
 
 from .conftest import PASSWORD, USER, insecure_config
@@ -236,7 +235,7 @@ def test_sync_mode_still_collects(scenario_sim, bursty_trace, exporter):
 )
 def test_malformed_inventory_answers_give_a_clear_protocol_error(body, status, fragment):
     from ioparallax.exporters.vcenter.client import TargetError
-    from ioparallax.exporters.vcenter.inventory_soap import parse_page
+    from ioparallax.exporters.vcenter.parse import parse_page
 
     with pytest.raises(TargetError) as err:
         parse_page(body, status)
@@ -248,7 +247,7 @@ def test_inventory_fault_is_pyvmomis_so_an_expired_session_logs_in_again():
 
     from pyVmomi import vim as _vim
 
-    from ioparallax.exporters.vcenter.inventory_soap import parse_page
+    from ioparallax.exporters.vcenter.parse import parse_page
 
     body = (Path(__file__).parent / "data" / "fault-not-authenticated.xml").read_bytes()
     with pytest.raises(_vim.fault.NotAuthenticated):

@@ -15,15 +15,11 @@ import pytest
 from pyVim.connect import Disconnect
 from pyVmomi import vim
 
-from ioparallax.exporters.vcenter import soap
-from ioparallax.exporters.vcenter.client import TargetError
-from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
-from ioparallax.exporters.vcenter.inventory_watch import (
-    InventoryState,
-    InventoryWatch,
-    destroy_collector_body,
-    parse_update_set,
-)
+from ioparallax.exporters.vcenter import client
+from ioparallax.exporters.vcenter.client import TargetError, destroy_collector_body
+from ioparallax.exporters.vcenter.inventory import collect_inventory_soap
+from ioparallax.exporters.vcenter.inventory_watch import InventoryState, InventoryWatch
+from ioparallax.exporters.vcenter.parse import parse_update_set
 from tests.support import metric_value as value
 
 from .conftest import PASSWORD, insecure_config
@@ -39,9 +35,9 @@ LOGGER = "ioparallax.exporters.vcenter"
 def soap_calls():
     """Every plain-SOAP request the exporter makes, counted by method (the capture's hook)."""
     calls: Counter = Counter()
-    soap.RECORDER = lambda method, request, status, answer, seconds: calls.update([method])
+    client.RECORDER = lambda method, request, status, answer, seconds: calls.update([method])
     yield calls
-    soap.RECORDER = None
+    client.RECORDER = None
 
 
 @pytest.mark.parametrize("simulator", ["scenario", "stock"])
@@ -169,7 +165,7 @@ def test_a_lost_collector_is_logged_and_answered_by_a_full_read(
     collector = target._watch._collector
     assert collector
     caplog.set_level(logging.INFO, logger=LOGGER)
-    target.client.call(lambda si: soap.post(si, destroy_collector_body(collector), "DestroyPropertyCollector"))
+    target.client.call(lambda si: client.post(si, destroy_collector_body(collector), "DestroyPropertyCollector"))
     deadline = time.monotonic() + 10
     while soap_calls["CreatePropertyCollector"] < 2:
         assert time.monotonic() < deadline, soap_calls

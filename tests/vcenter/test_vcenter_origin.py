@@ -11,7 +11,7 @@ import json
 import pytest
 from pyVmomi import vim
 
-from ioparallax.exporters.vcenter.perf import counter_keys
+from ioparallax.exporters.vcenter.parse import counter_keys
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 
 FROZEN = 1_800_000_007

@@ -8,7 +8,7 @@ import pytest
 from pyVmomi import vim, vmodl
 
 from ioparallax.exporters.vcenter.inventory import collect_inventory
-from ioparallax.exporters.vcenter.perf import counter_keys
+from ioparallax.exporters.vcenter.parse import counter_keys
 
 # An epoch second on a period boundary (1.8e9 is a multiple of 600): the newest realtime sample
 # ends at T0 and covers period seconds 580-599, which hold one 1 s burst of bursty-1m.

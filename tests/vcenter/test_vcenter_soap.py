@@ -11,10 +11,8 @@ import pytest
 from lxml import etree
 from pyVmomi import vim, vmodl
 
-from ioparallax.exporters.vcenter.client import TargetError, describe_error
-from ioparallax.exporters.vcenter.inventory import disks_from_devices, normalize_disk_uuid
-from ioparallax.exporters.vcenter.perf import EntityRequest
-from ioparallax.exporters.vcenter.soap import parse_query_perf, query_perf_body
+from ioparallax.exporters.vcenter.client import EntityRequest, TargetError, describe_error, query_perf_body
+from ioparallax.exporters.vcenter.parse import disks_from_devices, normalize_disk_uuid, parse_query_perf
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_800_000_000  # the scenario answers were captured frozen at T0 + 7 (test_vcenter_simulator)

@@ -4,7 +4,7 @@ one inventory build and one probe, anonymized, and their replay through the expo
 Capture: a :class:`~.target.Target` of the exporter (the same allow-list, credentials, TLS,
 batching) makes one probe, the first of a session: it builds the inventory (paged
 RetrievePropertiesEx) and asks QueryPerf for each running VM's latest sample. Every answer of
-those calls goes through ``soap.post``, which hands it to the capture's recorder (request,
+those calls goes through ``client.post``, which hands it to the capture's recorder (request,
 HTTP status, answer, seconds). The session's counter list (key -> ``group.name.rollup``), the
 PerformanceManager's moref and maxQueryMetrics are read from the same session and kept in the
 manifest. Login and the counter list itself go through pyvmomi and are not kept as XML.
@@ -33,12 +33,12 @@ from lxml import etree
 
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
-from ioparallax.exporters.vcenter import soap
+from ioparallax.exporters.vcenter import client
 from ioparallax.exporters.vcenter.cli import Targets
 from ioparallax.exporters.vcenter.client import TargetError
 from ioparallax.exporters.vcenter.collector import render_probe
 from ioparallax.exporters.vcenter.config import TargetConfig, load_config
-from ioparallax.exporters.vcenter.perf import counter_name
+from ioparallax.exporters.vcenter.parse import counter_name
 from ioparallax.exporters.vcenter.target import Target
 
 FORMAT = 1
@@ -82,7 +82,7 @@ Capture = archive.Capture[Exchange]
 
 
 class Recorder(archive.Recorder[Exchange]):
-    """Installed as ``soap.RECORDER`` while a capture runs: keeps every exchange of ``post``."""
+    """Installed as ``client.RECORDER`` while a capture runs: keeps every exchange of ``post``."""
 
     def __call__(self, method: str, request: bytes, status: int, answer: bytes, seconds: float) -> None:
         self.keep(Exchange(method, request, status, answer, seconds, self.offset(seconds)))
@@ -94,7 +94,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
     exporter makes it, every SOAP answer kept; (the capture, the probe's exposition)."""
     recorder = Recorder()
     created = datetime.now(UTC)
-    soap.RECORDER = recorder
+    client.RECORDER = recorder
     target = Target(name, cfg)
     target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
     try:
@@ -107,7 +107,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
                 lambda si: {str(c.key): counter_name(c) for c in si.content.perfManager.perfCounter}
             )
     finally:
-        soap.RECORDER = None
+        client.RECORDER = None
         target.close()
     metrics = render_probe(name, snap, duration, False)
     manifest = archive.probe_manifest(KIND, FORMAT, "vcenter-exporter", created, name, snap, duration) | {
@@ -197,7 +197,7 @@ class _Connection:
 
 
 class _ReplayStub:
-    """Answers ``soap.post`` from a capture: the recorded answer to the same request (in order,
+    """Answers ``client.post`` from a capture: the recorded answer to the same request (in order,
     when it was asked more than once), else the next recorded answer of the same method."""
 
     path, cookie, versionId = "/sdk", "", "urn:vim25/8.0"

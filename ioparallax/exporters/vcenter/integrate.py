@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ioparallax.exporters.vcenter.perf import Sample
+from ioparallax.exporters.vcenter.parse import Sample
 
 
 @dataclass

@@ -21,7 +21,7 @@ an answer that cannot be read, a change this module does not understand) is logg
 target and the cause, and the inventory is read whole again through a new collector and filter.
 A new session (re-login) means a new collector: the next read is a full one. A vCenter (or a
 capture being replayed) that refuses ``CreatePropertyCollector`` or ``CreateFilter`` is read with
-the paged ``RetrievePropertiesEx`` of :mod:`.inventory_soap` instead, every refresh, as before.
+the paged ``RetrievePropertiesEx`` of :func:`.inventory.collect_inventory_soap` instead, every refresh, as before.
 """
 
 from __future__ import annotations
@@ -29,41 +29,40 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from xml.sax.saxutils import escape
 
 from pyVmomi import vim, vmodl
 
-from ioparallax.exporters.vcenter.client import STALE_CONNECTION, TargetError
-from ioparallax.exporters.vcenter.inventory import VM_PROPERTIES, GuestDisk, VirtualDisk, VirtualMachine
-from ioparallax.exporters.vcenter.inventory_soap import (
-    _ENVELOPE_END,
-    _ENVELOPE_START,
-    PAUSE_EVERY,
-    _disk_devices,
-    _local,
-    _no_pause,
-    _q,
-    _text,
-    _value_text,
-    collect_inventory_soap,
-    disks_from_device_xml,
-    filter_spec,
-    guest_disks_from_xml,
+from ioparallax.exporters.vcenter.client import (
+    MAX_OBJECT_UPDATES,
+    STALE_CONNECTION,
+    VM_PROPERTIES,
+    TargetError,
+    create_collector_body,
+    create_filter_body,
+    destroy_collector_body,
+    post,
+    wait_body,
 )
-from ioparallax.exporters.vcenter.soap import VIM, post, soap_response
+from ioparallax.exporters.vcenter.inventory import collect_inventory_soap
+from ioparallax.exporters.vcenter.parse import (
+    PAUSE_EVERY,
+    GuestDisk,
+    ObjectUpdate,
+    UpdateSet,
+    VirtualDisk,
+    VirtualMachine,
+    _disk_devices,
+    _no_pause,
+    _value_text,
+    disks_from_device_xml,
+    guest_disks_from_xml,
+    moref_answer,
+    parse_update_set,
+)
 
 log = logging.getLogger(__name__)
-
-#: Object updates asked for per WaitForUpdatesEx answer (a page of the first, full one). vCenter
-#: and govmomi's simulator may answer with fewer (the simulator caps it at 100).
-MAX_OBJECT_UPDATES = 1000
-
-
-_T_RETURNVAL, _T_VERSION, _T_FILTER_SET, _T_TRUNCATED = _q("returnval"), _q("version"), _q("filterSet"), _q("truncated")
-_T_OBJECT_SET, _T_KIND, _T_OBJ, _T_CHANGE_SET = _q("objectSet"), _q("kind"), _q("obj"), _q("changeSet")
-_T_NAME, _T_OP, _T_VAL = _q("name"), _q("op"), _q("val")
 
 #: The properties read per object type: any other change is not understood (full read again).
 PROPERTIES = {
@@ -71,91 +70,6 @@ PROPERTIES = {
     "HostSystem": frozenset({"name"}),
     "Datastore": frozenset({"name"}),
 }
-
-
-def _call(collector: str, method: str, inner: str) -> bytes:
-    return (
-        f'{_ENVELOPE_START}<{method} xmlns="{VIM}"><_this type="PropertyCollector">{escape(collector)}</_this>'
-        f"{inner}</{method}>{_ENVELOPE_END}"
-    ).encode()
-
-
-def create_collector_body(collector: str) -> bytes:
-    return _call(collector, "CreatePropertyCollector", "")
-
-
-def create_filter_body(collector: str, view: str) -> bytes:
-    return _call(collector, "CreateFilter", f"<spec>{filter_spec(view)}</spec><partialUpdates>false</partialUpdates>")
-
-
-def wait_body(collector: str, version: str, max_object_updates: int = MAX_OBJECT_UPDATES) -> bytes:
-    """WaitForUpdatesEx that answers at once (maxWaitSeconds 0): what changed since ``version``."""
-    return _call(
-        collector,
-        "WaitForUpdatesEx",
-        f"<version>{escape(version)}</version><options><maxWaitSeconds>0</maxWaitSeconds>"
-        f"<maxObjectUpdates>{int(max_object_updates)}</maxObjectUpdates></options>",
-    )
-
-
-def destroy_collector_body(collector: str) -> bytes:
-    return _call(collector, "DestroyPropertyCollector", "")
-
-
-def _moref_answer(body: bytes, status: int, method: str) -> str:
-    value = (soap_response(body, status, method).findtext(_T_RETURNVAL) or "").strip()
-    if not value:
-        raise TargetError(f"{method} answer has no returnval", "protocol")
-    return value
-
-
-@dataclass
-class Change:
-    name: str
-    op: str  # assign, add, remove, indirectRemove
-    val: Any  # the val element (None when absent)
-
-
-@dataclass
-class ObjectUpdate:
-    kind: str  # enter, modify, leave
-    type: str  # VirtualMachine, HostSystem, Datastore
-    moref: str
-    changes: list[Change] = field(default_factory=list)
-
-
-@dataclass
-class UpdateSet:
-    version: str | None  # None: nothing changed (no returnval)
-    objects: list[ObjectUpdate]
-    truncated: bool = False
-
-
-def parse_update_set(body: bytes, status: int = 200) -> UpdateSet:
-    """A WaitForUpdatesEx answer -> its version, object updates (of every filter) and truncated flag."""
-    response = soap_response(body, status, "WaitForUpdatesEx")
-    returnval = response.find(_T_RETURNVAL)
-    if returnval is None:
-        return UpdateSet(None, [])
-    version = returnval.findtext(_T_VERSION)
-    if version is None:
-        raise TargetError("WaitForUpdatesEx answer has an update set without a version", "protocol")
-    objects = []
-    for filter_set in returnval.iterchildren(_T_FILTER_SET):
-        for obj_set in filter_set.iterchildren(_T_OBJECT_SET):
-            obj = obj_set.find(_T_OBJ)
-            kind = (obj_set.findtext(_T_KIND) or "").strip()
-            if obj is None or kind not in ("enter", "modify", "leave"):
-                raise TargetError(
-                    f"WaitForUpdatesEx answer has an object update without obj or kind ({kind!r})", "protocol"
-                )
-            changes = [
-                Change((_text(c, _T_NAME) or "").strip(), (_text(c, _T_OP) or "").strip(), c.find(_T_VAL))
-                for c in obj_set.iterchildren(_T_CHANGE_SET)
-            ]
-            objects.append(ObjectUpdate(kind, _local(obj.get("type")), (obj.text or "").strip(), changes))
-    truncated = (returnval.findtext(_T_TRUNCATED) or "").strip() == "true"
-    return UpdateSet(version.strip(), objects, truncated)
 
 
 def _vm_value(name: str, val: Any) -> Any:
@@ -338,7 +252,7 @@ class InventoryWatch:
     @staticmethod
     def _create(si: Any, body: bytes, method: str) -> str:
         status, data = post(si, body, method)
-        return _moref_answer(data, status, method)
+        return moref_answer(data, status, method)
 
     def _full(self, si: Any, pause: Callable[[], None]) -> Read:
         self._close()

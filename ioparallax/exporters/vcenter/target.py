@@ -28,21 +28,29 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
-from ioparallax.exporters.vcenter.client import TargetError, VCenterClient
+from ioparallax.exporters.vcenter.client import (
+    EntityRequest,
+    TargetError,
+    VCenterClient,
+    batch_requests,
+    post,
+    query_perf_body,
+    read_max_query_metrics,
+)
 from ioparallax.exporters.vcenter.config import TargetConfig
 from ioparallax.exporters.vcenter.integrate import DiskCounters, integrate
-from ioparallax.exporters.vcenter.inventory import VirtualMachine, collect_inventory
+from ioparallax.exporters.vcenter.inventory import collect_inventory
 from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
-from ioparallax.exporters.vcenter.perf import (
-    EntityRequest,
+from ioparallax.exporters.vcenter.parse import (
+    VIRTUAL_DISK_COUNTERS,
     ParseResult,
-    batch_requests,
+    VirtualMachine,
     counter_keys,
-    read_max_query_metrics,
+    parse_query_perf,
     unmapped_counters,
 )
-from ioparallax.exporters.vcenter.soap import query_perf
 
 log = logging.getLogger(__name__)
 
@@ -587,9 +595,15 @@ class Target:
 
 
 def _wanted() -> tuple[str, ...]:
-    from ioparallax.exporters.vcenter.perf import VIRTUAL_DISK_COUNTERS
-
     return VIRTUAL_DISK_COUNTERS
+
+
+def query_perf(
+    si: Any, perf_manager: str, requests: list[EntityRequest], keys: list[int], key_names: dict[int, str], fmt: str
+) -> ParseResult:
+    """One QueryPerf round trip for ``requests``, parsed."""
+    status, data = post(si, query_perf_body(perf_manager, requests, keys, fmt))
+    return parse_query_perf(data, key_names, status)
 
 
 def _frozen(state: DiskCounters) -> DiskCounters:
