@@ -125,10 +125,10 @@ class RawServer:
 
 
 def _client(address: str, timeout: float = 1.0):
-    from ioparallax.exporters.prism.client import PrismClient
+    from ioparallax.exporters.prism.client import client_for
     from ioparallax.exporters.prism.config import TargetConfig
 
-    return PrismClient(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
+    return client_for(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
 
 
 def test_a_trickling_answer_ends_at_the_request_timeout():
@@ -140,7 +140,7 @@ def test_a_trickling_answer_ends_at_the_request_timeout():
 
     srv = RawServer(trickle)
     try:
-        from ioparallax.exporters.prism.client import TargetError
+        from ioparallax.exporters.common.prismclient import TargetError
 
         start = time.monotonic()
         with pytest.raises(TargetError) as err:
@@ -151,7 +151,7 @@ def test_a_trickling_answer_ends_at_the_request_timeout():
 
 
 def test_an_endless_chunked_answer_is_cut_at_the_size_limit(monkeypatch):
-    from ioparallax.exporters.prism import client as client_module
+    from ioparallax.exporters.common import prismclient as client_module
 
     monkeypatch.setattr(client_module, "MAX_BODY_BYTES", 1_000_000)
 

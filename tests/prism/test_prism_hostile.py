@@ -16,8 +16,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ioparallax.exporters.prism import client as client_module, parse
-from ioparallax.exporters.prism.client import PrismClient, TargetError
+from ioparallax.exporters.common import prismclient as client_module
+from ioparallax.exporters.common.prismclient import TargetError
+from ioparallax.exporters.prism import parse
+from ioparallax.exporters.prism.client import client_for
 from ioparallax.exporters.prism.config import TargetConfig
 from tests.support import metric_value as value, parse_metrics
 
@@ -117,8 +119,8 @@ def hostile():
         srv.close()
 
 
-def _client(address: str, timeout: float = 1.0) -> PrismClient:
-    return PrismClient(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
+def _client(address: str, timeout: float = 1.0) -> client_module.PrismClient:
+    return client_for(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
 
 
 def _trickle(head: bytes, pause: float) -> Callable:

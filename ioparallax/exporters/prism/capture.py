@@ -4,7 +4,7 @@ probe, anonymized, and their replay through the exporter's own code.
 Capture: a :class:`~.target.Target` of the exporter (the same allow-list, credentials, TLS,
 page size, deadline) makes one probe, the first of a session: every page of ``virtual_disks``,
 the VM list and the hosts (unless ``vm_info`` is off), and with ``controller_api: v4`` each
-disk's v4 series. Every answer goes through :meth:`.client.PrismClient.get`, which hands it to
+disk's v4 series. Every answer goes through :meth:`ioparallax.exporters.common.prismclient.PrismClient.get`, which hands it to
 the capture's recorder (path, parameters, HTTP status, body, Content-Type, Date, seconds). The
 sample keeper is off for the capture: only the probe's own requests are kept.
 
@@ -28,12 +28,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ioparallax.exporters.common import capture as archive
+from ioparallax.exporters.common import capture as archive, prismclient as client_module
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
-from ioparallax.exporters.prism import client as client_module
+from ioparallax.exporters.common.prismclient import Answer, TargetError, answer_of
 from ioparallax.exporters.prism.cli import Targets
-from ioparallax.exporters.prism.client import Answer, TargetError, answer_of
 from ioparallax.exporters.prism.collector import render_probe
 from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig, load_config
 from ioparallax.exporters.prism.target import V2, Target

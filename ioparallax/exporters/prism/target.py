@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ioparallax.exporters.common import prismlist as paging
+from ioparallax.exporters.common.prismclient import TargetError
 from ioparallax.exporters.prism import parse
-from ioparallax.exporters.prism.client import PrismClient, TargetError
+from ioparallax.exporters.prism.client import client_for
 from ioparallax.exporters.prism.config import SAMPLE_SECONDS, TargetConfig
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ V2 = "/PrismGateway/services/rest/v2.0"
 V4_STATS = "/api/vmm/v4.0/ahv/stats/vms"
 #: The keeper never sleeps less than this (local seconds), nor more than this, between checks.
 KEEPER_MIN_SLEEP, KEEPER_MAX_SLEEP = 0.05, 30.0
-#: Most bytes the pages of one list may add up to (each answer is also capped: client.MAX_BODY_BYTES).
+#: Most bytes the pages of one list may add up to (each answer is also capped: prismclient.MAX_BODY_BYTES).
 MAX_READ_BYTES = 256 * 1024 * 1024
 
 
@@ -114,7 +115,7 @@ class Target:
         cfg: TargetConfig,
         time_scale: float = 1.0,
         vm_info: bool = True,
-        client_factory: Callable[[str, TargetConfig], Any] = PrismClient,
+        client_factory: Callable[[str, TargetConfig], Any] = client_for,
     ):
         self.name = name
         self.cfg = cfg

@@ -17,7 +17,7 @@ from ioparallax.exporters.stargate.client import HttpClient, Limits, PageClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool, default_workers
-from ioparallax.exporters.stargate.prism import PrismClient, VDiskNames
+from ioparallax.exporters.stargate.prism import VDiskNames
 from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
 from ioparallax.version import add_version_arg
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         log.info("targets allowed: %s", policy.describe())
-    names = VDiskNames(config.vdisks, PrismClient(config.prism) if config.prism else None)
+    names = VDiskNames(config.vdisks, config.prism)
     if config.prism:
         verify = config.prism.tls_verify
         plain = config.prism.url.startswith("http://")
@@ -315,9 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             "plain HTTP, no TLS"
             if plain
             else "TLS NOT verified (tls_verify: false)"
-            if verify is False
-            else f"TLS verified against {verify}"
-            if isinstance(verify, str)
+            if not verify
+            else f"TLS verified against {config.prism.ca_file}"
+            if config.prism.ca_file
             else "TLS verified",
             config.prism.refresh_interval,
             len(config.vdisks),

@@ -1,8 +1,10 @@
 """vdisk -> VM and disk names from Prism's v2 REST API (``GET .../v2.0/virtual_disks``).
 
-Transport and mapping: :class:`PrismClient` is a thin requests client (timeout, basic auth, TLS
-verified unless the config opts out); :func:`mapping_from_virtual_disks` turns the entities into
-records; :class:`VDiskNames` keeps the last good answer (inventory: slow-changing, cached for
+Transport and mapping: the requests go through the one Prism client
+(:class:`~ioparallax.exporters.common.prismclient.PrismClient`, prism-exporter's: basic auth, TLS
+verified unless the config opts out, nothing from the environment, one deadline per request, caps
+on the answer) and Prism's paging (:mod:`ioparallax.exporters.common.prismlist`);
+:func:`mapping_from_virtual_disks` turns the entities into records; :class:`VDiskNames` keeps the last good answer (inventory: slow-changing, cached for
 ``refresh_interval``), refreshes it when it is stale, and merges it with the YAML mapping.
 
 A Prism failure (refused, timeout, HTTP error, bad credentials, not JSON) is logged once with its
@@ -25,10 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import requests
-import urllib3
-
 from ioparallax.exporters.common import prismlist as paging
+from ioparallax.exporters.common.prismclient import PrismClient, TargetError
 from ioparallax.exporters.common.prismlist import ParseError
 from ioparallax.units import parse_duration
 from ioparallax.yamlconf import Section
@@ -44,7 +44,8 @@ class PrismConfig:
     url: str  # base, e.g. https://10.0.0.10:9440
     username: str = ""
     password: str = field(default="", repr=False)
-    tls_verify: bool | str = True  # True, False (explicit opt-out) or a CA bundle path
+    tls_verify: bool = True  # False: the explicit opt-out
+    ca_file: str | None = None  # CA bundle to verify against (default: the system CAs)
     timeout: float = 5.0
     refresh_interval: float = 300.0
     page_size: int = 500  # virtual_disks entities per request
@@ -92,95 +93,30 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
         url=url,
         username=username,
         password=password,
-        tls_verify=ca_file or verify,
+        tls_verify=verify,
+        ca_file=ca_file or None,
         timeout=timeout,
         refresh_interval=refresh,
         page_size=page_size,
     )
 
 
-class PrismError(Exception):
-    """A Prism request that failed; the message names the cause, never the credentials."""
+def virtual_disks(client: PrismClient, cfg: PrismConfig, timeout: float | None = None) -> list[dict[str, Any]]:
+    """Every entity of ``virtual_disks``, page by page (``count=page_size``; Prism may page a
+    list asked without ``count``, and a mapping of the first page only would leave the other
+    vdisks unnamed), with prism-exporter's paging. ``timeout`` bounds the whole list, each
+    request at most ``cfg.timeout``. Raises TargetError or ParseError naming the cause."""
+    budget = cfg.timeout if timeout is None else timeout
+    deadline = time.monotonic() + budget
 
+    def get(params: dict[str, Any]) -> tuple[Any, None]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TargetError(f"timed out after {budget:.1f} s (page {params.get('page')})", "timeout")
+        return client.get(VIRTUAL_DISKS_PATH, params, min(left, cfg.timeout)).doc, None
 
-class PrismClient:
-    """``GET virtual_disks`` over one requests.Session (keep-alive, basic auth)."""
-
-    def __init__(self, cfg: PrismConfig, session: requests.Session | None = None) -> None:
-        self.cfg = cfg
-        self.session = session or requests.Session()
-        self.session.headers["Accept"] = "application/json"
-        # No environment, as prism-exporter's client: a proxy from HTTP(S)_PROXY would see the
-        # credentials, REQUESTS_CA_BUNDLE would override ca_file and tls_verify, and ~/.netrc could
-        # add credentials of its own to a Prism the config names without any.
-        self.session.trust_env = False
-        if cfg.username:
-            self.session.auth = (cfg.username, cfg.password)
-        self.session.verify = cfg.tls_verify
-        if cfg.tls_verify is False:
-            # Opted out explicitly; said once at start-up instead of a warning per request.
-            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-
-    def virtual_disks(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every entity of ``virtual_disks``, page by page (``count=page_size``; Prism may page a
-        list asked without ``count``, and a mapping of the first page only would leave the other
-        vdisks unnamed), with the prism-exporter's paging (:mod:`ioparallax.exporters.common.prismlist`).
-        ``timeout`` bounds the whole list, each request at most ``cfg.timeout``."""
-        url = self.cfg.endpoint
-        budget = self.cfg.timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-
-        def get(params: dict[str, Any]) -> tuple[Any, None]:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PrismError(f"{url}: timed out after {budget:.1f} s (page {params.get('page')})")
-            return self._get_json(url, params, min(left, self.cfg.timeout)), None
-
-        try:
-            entities, _, _ = paging.list_all(get, "virtual_disks", self.cfg.page_size, name="prism-names")
-        except ParseError as exc:
-            raise PrismError(f"{url}: {exc}") from None
-        return entities
-
-    def _get_json(self, url: str, params: dict[str, Any], timeout: float) -> Any:
-        try:
-            r = self.session.get(url, params=params, timeout=timeout)
-        except requests.exceptions.SSLError as exc:
-            raise PrismError(
-                f"{url}: TLS error ({_reason(exc)}); set prism.ca_file, or tls_verify: false to opt out"
-            ) from None
-        except requests.exceptions.Timeout:
-            raise PrismError(f"{url}: timed out after {timeout:.1f} s") from None
-        except requests.exceptions.ConnectionError as exc:
-            cause = "connection refused" if "refused" in str(exc).lower() else f"connection failed ({_reason(exc)})"
-            raise PrismError(f"{url}: {cause}") from None
-        except requests.RequestException as exc:
-            raise PrismError(f"{url}: {exc.__class__.__name__}") from None
-        if r.status_code in (401, 403):
-            raise PrismError(
-                f"{url}: HTTP {r.status_code}, the credentials were refused"
-                + ("" if self.cfg.username else " (no username configured)")
-            )
-        if r.status_code != 200:
-            raise PrismError(f"{url}: HTTP {r.status_code}")
-        try:
-            return r.json()
-        except ValueError:
-            raise PrismError(
-                f"{url}: the answer is not JSON ({len(r.content)} bytes, "
-                f"Content-Type {r.headers.get('Content-Type', 'none')})"
-            ) from None
-
-
-def _reason(exc: Exception) -> str:
-    """The innermost cause's class name: requests' messages repeat the URL and pool details."""
-    inner: BaseException = exc
-    for _ in range(10):
-        nxt = getattr(inner, "reason", None) or inner.__context__
-        if not isinstance(nxt, BaseException) or nxt is inner:
-            break
-        inner = nxt
-    return inner.__class__.__name__
+    entities, _, _ = paging.list_all(get, "virtual_disks", cfg.page_size, name="prism-names")
+    return entities
 
 
 @dataclass(frozen=True)
@@ -217,11 +153,12 @@ class VDiskNames:
     def __init__(
         self,
         yaml_mapping: dict[str, dict[str, str]] | None = None,
-        client: PrismClient | None = None,
+        prism: PrismConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.yaml = yaml_mapping or {}
-        self.client = client
+        self.prism = prism
+        self.client = PrismClient(prism.url, prism) if prism else None
         self.clock = clock
         self._by_uuid: dict[str, VDiskName] = {}
         self._by_id: dict[str, VDiskName] = {}
@@ -249,7 +186,8 @@ class VDiskNames:
         if self.client is None:
             return False
         last = self._tried_at
-        interval = self.client.cfg.refresh_interval
+        assert self.prism is not None
+        interval = self.prism.refresh_interval
         if self._last_error is not None:
             interval = min(interval, self.RETRY_AFTER_FAILURE)
         return last is None or self.clock() - last >= interval
@@ -257,17 +195,20 @@ class VDiskNames:
     def refresh(self, timeout: float | None = None) -> bool:
         """Ask Prism now (one request at a time; a concurrent caller returns at once). On
         failure the previous mapping stays. True if this call got a fresh answer."""
-        if self.client is None or not self._refreshing.acquire(blocking=False):
+        if self.client is None or self.prism is None or not self._refreshing.acquire(blocking=False):
             return False
         try:
             try:
-                by_uuid, by_id = mapping_from_virtual_disks(self.client.virtual_disks(timeout))
-            except Exception as exc:  # PrismError, or a surprise in the answer: never escapes
-                error = (
-                    str(exc)
-                    if isinstance(exc, PrismError)
-                    else f"{self.client.cfg.endpoint}: unexpected {exc.__class__.__name__} reading the answer"
+                by_uuid, by_id = mapping_from_virtual_disks(virtual_disks(self.client, self.prism, timeout))
+            except Exception as exc:  # TargetError, ParseError, or a surprise in the answer: never escapes
+                cause = (
+                    exc.cause
+                    if isinstance(exc, TargetError)
+                    else str(exc)
+                    if isinstance(exc, ParseError)
+                    else f"unexpected {exc.__class__.__name__} reading the answer"
                 )
+                error = f"{self.prism.endpoint}: {cause}"
                 with self._lock:
                     self._tried_at = self.clock()
                     first = self._last_error != error
