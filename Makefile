@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go lint test test-fast demo report bench bench-deps rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go lint test test-fast test-explore demo report bench bench-deps rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -93,6 +93,12 @@ test: deps ## install what is missing, then run every test (unit tests in TEST_W
 
 test-fast: deps-python ## unit tests only (no e2e stacks), in TEST_WORKERS workers
 	$(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+# The gate's property tests run the same examples every time (tests/conftest.py); this searches
+# for new ones (random, 2,000 examples a test) and prints what to pin with @example.
+test-explore: deps-python ## property tests with random examples (Hypothesis, 2,000 a test): finds inputs the gate's fixed examples miss
+	IOPARALLAX_HYPOTHESIS=explore $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) -p no:cacheprovider \
+	  $$(grep -rlE '^from hypothesis import|^import hypothesis' tests --include='test_*.py') $(PYTEST_ARGS)
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=a or a,b: one cluster each; DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)

@@ -203,7 +203,7 @@ def test_moving_vdisk_is_counted_once():
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:
         import requests as rq
 
-        from ioparallax.exporters.stargate.probe import probe
+        from ioparallax.exporters.stargate.target import probe
         from tests.stargate.support import RequestsClient
 
         session = rq.Session()
@@ -411,6 +411,11 @@ def test_bar_graph_cut_leaves_rows_it_cannot_prove_empty(monkeypatch, change, ke
 # Two "/" made a latency row's first cells "<td>5 ms ...</td></td></td>": lxml ignores the stray
 # end tags, and the cut took the cells the parse reads (7 buckets, expected 8).
 @example(at=849, text="/", times=2)
+# A tag opened in a cell's text with a quote ('1<t/<="6 kB'): the quote swallowed everything up to
+# the next '"' (in a cut bar-graph cell), so the cut changed what it swallowed (3 buckets of 8).
+@example(at=4891, text='<t/<="', times=1)
+# The same quote opened in an earlier row's end tag ('</th/<=">'): it reaches into the cut rows.
+@example(at=10076, text='/<="', times=1)
 def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
     """Markup spliced anywhere into a real detail view (mostly into its bar graphs): the page
     parses to the same records, or the same error, with the cut and without."""
@@ -424,7 +429,7 @@ def test_bar_graph_cut_never_changes_a_parse(monkeypatch, at, text, times):
 def test_exposition_escapes_labels_and_keeps_bucket_bounds_exact(zero_heavy):
     from ioparallax.exporters.stargate.client import HttpClient
     from ioparallax.exporters.stargate.collector import StargateCollector
-    from ioparallax.exporters.stargate.probe import probe
+    from ioparallax.exporters.stargate.target import probe
 
     result = probe(HttpClient(), zero_heavy.urls["cvm-1"], time.monotonic() + 5, discover=True)
     tricky = 'db "prod"\\new\nline'
@@ -453,7 +458,7 @@ def test_blank_working_set_label_is_not_an_index_error():
 
 
 def test_allow_list_matches_patterns_ips_and_cidrs():
-    from ioparallax.exporters.stargate.targets import TargetPolicy
+    from ioparallax.exporters.stargate.address import TargetPolicy
 
     p = TargetPolicy(["10.0.0.0/24", "fd00::/64", "cvm-*.example.com", "192.0.2.7"])
     assert p.allows("10.0.0.5") and p.allows("fd00::5") and p.allows("CVM-1.Example.com") and p.allows("192.0.2.7")
@@ -497,7 +502,7 @@ def load_mapping_config(path):
 @given(st.text(max_size=120))
 @settings(max_examples=300, deadline=None)
 def test_target_parser_raises_only_its_own_error(text):
-    from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, cluster_cvms, parse_target
+    from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, cluster_cvms, parse_target
 
     try:
         t = parse_target(text)
@@ -555,7 +560,7 @@ def test_exporter_without_an_allow_list_refuses_every_target_and_says_so_at_star
 def test_same_origin_link_fast_path_answers_as_the_full_check(base, path):
     """Links the main page joins (origin + plain path) skip urlsplit; every link gets the answer
     the full check gives: the path, or TargetError."""
-    from ioparallax.exporters.stargate.targets import TargetError, _split, parse_target, same_origin_link
+    from ioparallax.exporters.stargate.address import TargetError, _split, parse_target, same_origin_link
 
     origin = parse_target("127.0.0.1:2009").origin
     url = base + "/" + path
