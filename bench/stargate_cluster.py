@@ -46,7 +46,7 @@ import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY  # noqa: E402
+from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY  # noqa: E402
 from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 BIN = Path(sys.executable).parent

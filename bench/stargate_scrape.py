@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ioparallax.exporters.common.memory import tune_malloc  # noqa: E402
 from ioparallax.exporters.stargate.client import DEFAULT_BODY_SIZE_LIMIT, HttpClient  # noqa: E402
 from ioparallax.exporters.stargate.collector import StargateCollector  # noqa: E402
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe  # noqa: E402
+from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, DETAIL_READS, probe  # noqa: E402
 from ioparallax.simulators.process import Process, start  # noqa: E402
 
 VDISKS = 1000

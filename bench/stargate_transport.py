@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stargate_cluster import Round, measure, start_simulator  # noqa: E402
 
 import gate  # noqa: E402
+from ioparallax.exporters.stargate.address import Origin  # noqa: E402
 from ioparallax.exporters.stargate.client import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     Budget,
@@ -54,7 +55,6 @@ from ioparallax.exporters.stargate.client import (  # noqa: E402
     resolve,
 )
 from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
-from ioparallax.exporters.stargate.targets import Origin  # noqa: E402
 from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
 
 SIDES = ("select", "curl")

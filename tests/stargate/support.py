@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 
 import requests
 
+from ioparallax.exporters.stargate.address import Origin, parse_target
 from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, PageClient
 from ioparallax.exporters.stargate.config import load_config
-from ioparallax.exporters.stargate.targets import Origin, parse_target
 
 _CHUNK = 64 * 1024
 

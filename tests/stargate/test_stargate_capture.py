@@ -18,6 +18,7 @@ import yaml
 
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.web.server import ExporterServer
+from ioparallax.exporters.stargate.address import TargetPolicy
 from ioparallax.exporters.stargate.capture import (
     CaptureError,
     ReplayClient,
@@ -32,8 +33,7 @@ from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
 from ioparallax.exporters.stargate.client import HttpClient
 from ioparallax.exporters.stargate.collector import StargateCollector
-from ioparallax.exporters.stargate.probe import probe
-from ioparallax.exporters.stargate.targets import TargetPolicy
+from ioparallax.exporters.stargate.target import probe
 from ioparallax.simulators.scenario.model import parse_scenario, scenario_path
 from ioparallax.simulators.stargate.server import StargateCluster
 from tests.stargate.hostile import FROZEN, Canary, HostileStargate, real_pages, response, set_links

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from ioparallax.exporters.stargate import probe as probe_module
+from ioparallax.exporters.stargate import target as probe_module
 from ioparallax.exporters.stargate.collector import MAX_UNKNOWN_SERIES
 from ioparallax.exporters.stargate.parse import parse_main_page, parse_vdisk_page
 from ioparallax.exporters.stargate.parsepool import parse_details

@@ -20,9 +20,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
+from ioparallax.exporters.stargate.address import TargetPolicy
 from ioparallax.exporters.stargate.cli import make_app
 from ioparallax.exporters.stargate.client import Limits
-from ioparallax.exporters.stargate.targets import TargetPolicy
 from tests.stargate.hostile import (
     Canary,
     HostileStargate,

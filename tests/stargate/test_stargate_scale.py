@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from ioparallax.exporters.stargate.address import TargetPolicy
 from ioparallax.exporters.stargate.client import HttpClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool
-from ioparallax.exporters.stargate.probe import probe
-from ioparallax.exporters.stargate.targets import TargetPolicy
+from ioparallax.exporters.stargate.target import probe
 from ioparallax.simulators.stargate.server import StargateCluster
 from ioparallax.yamlconf import ConfigError
 from tests.support import ManagedProcess, free_port, venv_tool, wait_for_http
@@ -95,7 +95,7 @@ def test_concurrent_probes_share_the_workers(cluster, pool):
 def test_a_probe_ahead_of_the_workers_waits_for_them(cluster, pool, monkeypatch):
     """Back-pressure: a probe that fetches faster than the workers parse keeps at most
     MAX_QUEUED_BATCHES + 1 batches of pages waiting, not all of its pages (memory)."""
-    from ioparallax.exporters.stargate import probe as probe_mod
+    from ioparallax.exporters.stargate import target as probe_mod
 
     queued, most = [0], [0]
     submit, result = pool.submit_details, pool.details_result

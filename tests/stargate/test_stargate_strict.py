@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ioparallax.exporters.stargate.parse import StargatePageError, parse_vdisk_page, parse_vdisk_page_lxml
-from ioparallax.exporters.stargate.probe import DETAIL_READS
 from ioparallax.exporters.stargate.strict import Unrecognised, read_vdisk_page
+from ioparallax.exporters.stargate.target import DETAIL_READS
 from ioparallax.simulators.scenario.model import list_scenarios
 from ioparallax.simulators.stargate.server import StargateCluster
 from ioparallax.simulators.stargate.synthetic import synthetic_scenario

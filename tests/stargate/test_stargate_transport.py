@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from ioparallax.exporters.stargate import client
+from ioparallax.exporters.stargate.address import parse_target
 from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
-from ioparallax.exporters.stargate.probe import probe
-from ioparallax.exporters.stargate.targets import parse_target
+from ioparallax.exporters.stargate.target import probe
 from tests.stargate.hostile import HostileStargate, real_pages, response
 from tests.stargate.support import get
 from tests.support import self_signed_cert

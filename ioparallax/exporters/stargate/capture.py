@@ -1,7 +1,7 @@
 """Captures of what one probe fetched, anonymized, and their replay (issue 26).
 
 ``stargate-exporter capture --target <cvm> -o capture.tar.gz`` runs one probe, exactly as the
-exporter runs it (probe.py with the exporter's own :class:`~.transport.HttpClient`: the same
+exporter runs it (target.py with the exporter's own :class:`~.transport.HttpClient`: the same
 allow-list, limits, deadline and links followed), through a :class:`RecordingClient` that keeps
 every page it fetched, with its status, size and timing. The pages are then anonymized
 (:func:`anonymize`, on by default) and written with a manifest and the metrics that replaying
@@ -39,11 +39,11 @@ import lxml.etree
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
+from ioparallax.exporters.stargate.address import Origin, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, ProbeResult, probe
-from ioparallax.exporters.stargate.targets import Origin, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, ProbeResult, probe
 from ioparallax.version import revision, version
 
 log = logging.getLogger(__name__)

@@ -10,11 +10,11 @@ import sys
 import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.capture import CaptureError, anonymize, capture, comparable, read, replay, write
 from ioparallax.exporters.stargate.collector import Collectors
 from ioparallax.exporters.stargate.config import load_config
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY
-from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY
 from ioparallax.yamlconf import ConfigError
 
 log = logging.getLogger("ioparallax.exporters.stargate")

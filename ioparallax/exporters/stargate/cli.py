@@ -13,13 +13,13 @@ from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.memory import tune_malloc
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args, serve, web_settings
+from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.client import HttpClient, Limits, PageClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
 from ioparallax.exporters.stargate.parsepool import ParsePool, default_workers
 from ioparallax.exporters.stargate.prism import VDiskNames
-from ioparallax.exporters.stargate.probe import DEFAULT_CONCURRENCY, DETAIL_READS, probe
-from ioparallax.exporters.stargate.targets import TargetError, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ioparallax.exporters.stargate.targets import Origin
+from ioparallax.exporters.stargate.address import Origin
 
 #: A 1,000-vdisk main page of the simulator is ~430 kB (bench/stargate_scrape.py prints it);
 #: 2 MiB is ~5x that (room for ~4,500 hosted vdisks, or longer rows than the simulator's), and

@@ -22,7 +22,7 @@ from ioparallax.exporters.common.exposition import (
     write_families,
 )
 from ioparallax.exporters.stargate.prism import VDiskNames
-from ioparallax.exporters.stargate.probe import ProbeResult
+from ioparallax.exporters.stargate.target import ProbeResult
 
 
 def _gauge(name: str, help_text: str) -> Family:

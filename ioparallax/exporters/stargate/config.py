@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ioparallax.exporters.stargate.address import TargetPolicy
 from ioparallax.exporters.stargate.client import DEFAULT_BODY_SIZE_LIMIT, DEFAULT_MAX_PAGES, Limits
 from ioparallax.exporters.stargate.prism import PrismConfig, prism_config
-from ioparallax.exporters.stargate.targets import TargetPolicy
 from ioparallax.units import parse_bytes
 from ioparallax.yamlconf import Section, load_yaml
 

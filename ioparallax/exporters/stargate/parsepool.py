@@ -5,7 +5,7 @@ Before the strict reader (strict.py), parsing was most of a probe's CPU (~0.8 ms
 with lxml), so probes running at once in one process (Prometheus scrapes every CVM at the same
 moment) queued on the interpreter lock. A :class:`ParsePool` is created once per exporter when
 ``parse_workers`` asks for one and shared by every probe: each probe still fetches its pages in
-its own thread (deadline, size limit, allowed links: client.py, targets.py); the bytes of a
+its own thread (deadline, size limit, allowed links: client.py, address.py); the bytes of a
 batch of pages go to a worker process, plain records (parse.py's dataclasses) come back.
 Batches, not single pages: handing one page over costs ~0.4 ms of the exporter's CPU, a batch of
 16 ~0.1 ms a page (see docs/stargate.md).

@@ -9,7 +9,7 @@ page marks that vdisk (``stargate_vdisk_detail_up 0``), not the target; a failin
 One deadline bounds the probe (transport.Budget): every fetch runs in the probe's own thread, in
 one ``select`` loop bounded by the time left (client.py), so at the deadline the probe stops,
 closes its connections and answers ``stargate_up 0`` with a "deadline exceeded" line naming what
-was pending; nothing is left running. Which URLs may be fetched at all is decided in targets.py.
+was pending; nothing is left running. Which URLs may be fetched at all is decided in address.py.
 
 With a :class:`~.parsepool.ParsePool` (``parse_workers``), the pages are parsed in worker
 processes, shared by all probes, so concurrent probes use every core; the detail views go over in
@@ -29,6 +29,14 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily
 
+from ioparallax.exporters.stargate.address import (
+    Origin,
+    TargetError,
+    TargetPolicy,
+    cluster_cvms,
+    parse_target,
+    same_origin_link,
+)
 from ioparallax.exporters.stargate.client import (
     DEFAULT_CONCURRENCY,
     Budget,
@@ -39,14 +47,6 @@ from ioparallax.exporters.stargate.client import (
 )
 from ioparallax.exporters.stargate.parse import MainPage, StargatePageError, VDiskDetail, VDiskRow, parse_main_page
 from ioparallax.exporters.stargate.parsepool import DETAIL_BATCH, DetailResult, ParsePool, parse_details
-from ioparallax.exporters.stargate.targets import (
-    Origin,
-    TargetError,
-    TargetPolicy,
-    cluster_cvms,
-    parse_target,
-    same_origin_link,
-)
 
 log = logging.getLogger(__name__)
 
