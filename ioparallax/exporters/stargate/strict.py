@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from ioparallax.exporters.stargate.parse import (
+from ioparallax.exporters.stargate.records import (
     _HISTOGRAMS,
     _OPS_COLUMNS,
     _SECTION,
