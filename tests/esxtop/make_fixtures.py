@@ -24,10 +24,10 @@ VDISK_COUNTERS = [
 ]
 # (instance, values per row for VDISK_COUNTERS)
 VDISKS = {
-    "app-01": [[300, 200, 100, 6.25, 3.125, 0.5, 1.5]] * 3,  # the VM's row: its disks summed
+    "app-01": [[300, 200, 100, 6.25, 3.25, 0.5, 1.5]] * 3,  # the VM's row: its disks summed
     "app-01:scsi0:0": [
-        [300, 200, 100, 6.25, 3.125, 0.5, 1.5],
-        [60, 40, 20, 1.25, 0.625, 0.4, 1.2],
+        [300, 200, 100, 6.25, 3.25, 0.5, 1.5],
+        [60, 40, 20, 1.25, 0.75, 0.4, 1.2],
         [3000, 2000, 1000, 62.5, 31.25, 8.0, 20.0],
     ],
     "app-01:scsi0:1": [[0, 0, 0, 0, 0, 0, 0]] * 3,
@@ -53,7 +53,7 @@ def split(
 # per row: rates (cmd, r, w, MB r, MB w), kernel/driver/queue (cmd, read, write), (depth, active, queued)
 DEVICE = [
     split([1200, 800, 400, 25.0, 12.5], [0.5, 0.3, 0.9], [2.0, 1.7, 2.6], [0.2, 0.1, 0.4], [64, 3, 0]),
-    split([1500, 1000, 500, 31.25, 15.625], [0.25, 0.25, 0.25], [1.0, 0.75, 1.5], [0.0, 0.0, 0.0], [64, 2, 0]),
+    split([1500, 1000, 500, 31.25, 15.5], [0.25, 0.25, 0.25], [1.0, 0.75, 1.5], [0.0, 0.0, 0.0], [64, 2, 0]),
     split([6000, 4000, 2000, 125.0, 62.5], [12.0, 10.0, 16.0], [3.0, 2.5, 4.0], [11.0, 9.0, 15.0], [64, 64, 120]),
 ]
 STORAGE = {
@@ -64,7 +64,7 @@ STORAGE = {
 NFS_COUNTERS = ["Commands/sec", "Reads/sec", "Writes/sec", "MBytes Read/sec", "MBytes Written/sec"] + [
     f"Average Guest MilliSec/{op}" for op in OPS
 ]
-NFS = {"ctr-poc-01": [[500, 300, 200, 9.375, 6.25, 1.2, 1.0, 1.5]] * 3}
+NFS = {"ctr-poc-01": [[500, 300, 200, 9.5, 6.25, 1.2, 1.0, 1.5]] * 3}
 GROUP_COUNTERS = ["% Used", "% Run", "% Ready", "% CoStop", "% Wait"]
 GROUPS = {
     "1:system": [[5, 5, 0, 0, 95]] * 3,

@@ -61,25 +61,26 @@ _LAYER_HELP = {
 _OP_WORD = {"command": "", "read": "read_", "write": "write_"}
 _OP_HELP = {"command": "commands", "read": "reads", "write": "writes"}
 
-#: vscsiStats family -> (metric name part, unit suffix, scale of the bucket limits, HELP)
+#: vscsiStats family -> (metric name part, unit suffix, divisor to base units, HELP): divided, not
+#: multiplied by 1e-6, so 100 us is le="0.0001" (100 x 1e-6 is 9.999999999999999e-05)
 VSCSI = {
-    "io_length": ("io_length", "bytes", 1.0, "I/O length in bytes (IO lengths)"),
+    "io_length": ("io_length", "bytes", 1, "I/O length in bytes (IO lengths)"),
     "seek_distance": (
         "seek_distance",
         "blocks",
-        1.0,
+        1,
         "Distance in logical blocks (LBNs) from the previous command's (negative: backwards); 1 is sequential",
     ),
     "seek_distance_closest16": (
         "seek_distance_closest16",
         "blocks",
-        1.0,
+        1,
         "Distance in logical blocks (LBNs) to the closest of the previous 16 commands "
         "(interleaved sequential streams read as small)",
     ),
-    "outstanding_ios": ("outstanding", "ios", 1.0, "I/Os outstanding on the virtual disk when a new one is issued"),
-    "latency": ("latency", "seconds", 1e-6, "Latency of the I/Os (vscsiStats: microseconds)"),
-    "interarrival": ("interarrival", "seconds", 1e-6, "Time between successive I/Os (vscsiStats: microseconds)"),
+    "outstanding_ios": ("outstanding", "ios", 1, "I/Os outstanding on the virtual disk when a new one is issued"),
+    "latency": ("latency", "seconds", 1_000_000, "Latency of the I/Os (vscsiStats: microseconds)"),
+    "interarrival": ("interarrival", "seconds", 1_000_000, "Time between successive I/Os (vscsiStats: microseconds)"),
 }
 VSCSI_LABELS = ["source", "vm", "disk", "world_group_id", "handle_id"]
 
@@ -509,15 +510,15 @@ class EsxtopCollector(Collector):
             self._histogram(fams, src, h, vm_names.get(h.world_group_id, ""))
 
     def _histogram(self, fams: MetricFamilies, src: VscsiFile, h: Histogram, vm: str) -> None:
-        part, unit, scale, doc = VSCSI[h.family]
+        part, unit, divisor, doc = VSCSI[h.family]
         op = "" if h.op == "all" else f"{h.op}_"
         name = f"vscsistats_{op}{part}_{unit}"
         buckets = [
-            ("+Inf" if limit == float("inf") else floatToGoString(limit * scale), float(c))
+            ("+Inf" if limit == float("inf") else floatToGoString(limit / divisor), float(c))
             for limit, c in h.cumulative()
         ]
         mean = h.stats.get("mean", 0.0)
-        total = finite(f"{name}_sum", mean * scale * h.count)
+        total = finite(f"{name}_sum", mean / divisor * h.count)
         fams.add(
             HistogramMetricFamily,
             name,
