@@ -52,3 +52,16 @@ def test_a_configuration_mistake_exits_2_with_one_line():
     out = run_entry_point("esxtop-exporter", ["convert", "/no/such/file.csv"])
     assert out.returncode == 1
     assert "esxtop-exporter convert: /no/such/file.csv: no such file or directory" in out.stderr
+
+
+def test_long_delay_allows_esxtop_its_collection_time():
+    from ioparallax.exporters.esxtop.hygiene import Capture, HygieneConfig, problems
+
+    def capture(mean: float) -> Capture:
+        return Capture(
+            samples=100, first_ts=0.0, last_ts=99 * mean, mean_interval_s=mean, finished=True, last_growth=1.0
+        )
+
+    assert problems(capture(5.4), HygieneConfig()) == []  # -d 5, stretched by esxtop's own work
+    assert problems(capture(5.6), HygieneConfig()) == ["long_delay"]
+    assert problems(capture(2.0), HygieneConfig(max_delay_s=1.0)) == ["long_delay"]

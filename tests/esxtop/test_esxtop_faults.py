@@ -150,14 +150,24 @@ def test_binary_and_foreign_files_are_down_and_hide_nothing(folder, caplog):
     (folder / "random.csv").write_bytes(os.urandom(20_000))
     (folder / "perfmon.csv").write_text('"Time","\\\\h\\Memory\\Available MBytes"\n"1","2"\n')
     (folder / "empty.csv").write_text("")
+    s = Scraper(folder)
     with caplog.at_level(logging.WARNING):
-        sm = Scraper(folder).scrape()
+        sm = s.scrape()
     for name in ("random.csv", "perfmon.csv"):
         assert value(sm, "esxtop_source_error_info", source=folder / name, reason="not_esxtop") == 1
     assert value(sm, "esxtop_source_up", source=folder / "empty.csv") == 1  # nothing written yet: waits
     assert value(sm, "esxtop_up") == 0
     assert any("not_esxtop" in r.getMessage() and "perfmon.csv" in r.getMessage() for r in caplog.records)
     good_still_served(sm, folder)
+    # the foreign file replaced by a capture, the empty one written: both read at the next scrape
+    tmp = folder / "new.tmp"
+    shutil.copy(BUILT, tmp)
+    os.replace(tmp, folder / "perfmon.csv")
+    shutil.copy(NFS, folder / "empty.csv")
+    sm = s.scrape()
+    assert value(sm, "esxtop_source_up", source=folder / "perfmon.csv") == 1
+    assert value(sm, "esxtop_device_commands_total", source=folder / "perfmon.csv") == 17400
+    assert value(sm, "esxtop_nfs_volume_samples_total", source=folder / "empty.csv") == 10
 
 
 def test_a_new_header_mid_file_is_followed(folder, caplog):

@@ -62,7 +62,7 @@ class Backfill:
 
     def __init__(self, writer: BackfillWriter) -> None:
         self.writer = writer
-        self._labels: dict[int, str] = {}
+        self._labels: dict[tuple[str, str, tuple[str, ...]], str] = {}
 
     def __call__(self, src: EsxtopFile, ts: float, states: list[ObjectState]) -> None:
         w = self.writer
@@ -70,9 +70,10 @@ class Backfill:
             v = st.latest
             if v is None:
                 continue
-            labels = self._labels.get(id(st))
+            k = (src.path, st.kind, st.key)
+            labels = self._labels.get(k)
             if labels is None:
-                labels = self._labels[id(st)] = self._block(src, st)
+                labels = self._labels[k] = self._block(src, st)
             for name, i, scale, _ in ROWS[st.kind]:
                 value = v[i]
                 if value is not None:

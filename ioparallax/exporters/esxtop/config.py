@@ -63,7 +63,8 @@ SPEC = WatchSpec(
             parse_duration,
             "--esxtop.max-delay",
             "DURATION",
-            "captures whose samples are further apart are flagged long_delay (default: 5s)",
+            "captures whose samples are further apart on average (plus 10%% for esxtop's own collection "
+            "time) are flagged long_delay (default: 5s)",
             check=_positive,
             show=watchconfig.show_seconds,
         ),

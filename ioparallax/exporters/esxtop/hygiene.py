@@ -1,9 +1,10 @@
 """Hygiene checks on an esxtop batch capture (pure functions): is it the 2-second VM view it is
 meant to be?
 
-- ``long_delay``: samples further apart than ``max_delay_s`` (5 s by default). The point of
-  esxtop next to vCenter is a view finer than vCenter's 20 s; at ``-d 10`` a 3 s burst is averaged
-  away again (docs/esxtop.md, How to run esxtop).
+- ``long_delay``: samples further apart on average than ``max_delay_s`` (5 s by default) plus
+  10 % (esxtop's own collection time stretches its delay: ``-d 3`` read 3.11 s in the real 2012
+  capture of the fixtures). The point of esxtop next to vCenter is a view finer than vCenter's
+  20 s; at ``-d 10`` a 3 s burst is averaged away again (docs/esxtop.md, How to run esxtop).
 - ``too_few_samples``: a finished capture with fewer than 3 samples, or covering less than 3
   Prometheus scrape intervals: ``rate()`` over it says little.
 - ``host_clock_skew``: while the file grows, its newest sample's timestamp is further than
@@ -26,6 +27,8 @@ class HygieneConfig:
     scrape_interval_s: float = 15.0
     min_scrape_intervals: int = 3
     min_samples: int = 3
+    #: the share by which the mean interval may exceed max_delay_s (esxtop's collection time)
+    delay_tolerance: float = 0.10
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def clock_offset(c: Capture) -> float | None:
 
 def problems(c: Capture, config: HygieneConfig) -> list[str]:
     found: list[str] = []
-    if c.mean_interval_s is not None and c.mean_interval_s > config.max_delay_s:
+    if c.mean_interval_s is not None and c.mean_interval_s > config.max_delay_s * (1 + config.delay_tolerance):
         found.append("long_delay")
     if c.finished:
         span = (c.last_ts - c.first_ts) if c.first_ts is not None and c.last_ts is not None else 0.0

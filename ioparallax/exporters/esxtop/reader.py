@@ -469,10 +469,19 @@ class UnknownFile:
         self.last_growth = 0.0
         self.read_errors = 0
         self.pending = False
+        self.seen: tuple[int, int, int, int] | None = None  # the file as sniffed (dev, ino, size, mtime_ns)
 
     @property
     def up(self) -> bool:
         return self.reason is None
+
+
+def _identity(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 Source = EsxtopFile | VscsiFile | UnknownFile
@@ -534,7 +543,10 @@ class Watcher:
             for path in found:
                 src = self.files.get(path)
                 within = watched_directory(path, self.config.paths)
-                if src is None or (isinstance(src, UnknownFile) and src.reason is None):
+                if src is None or (
+                    # empty so far, or changed since it was found foreign: sniffed again
+                    isinstance(src, UnknownFile) and (src.reason is None or src.seen != _identity(path))
+                ):
                     src = self._open(path, within, src)
                     if src is None:
                         continue
@@ -564,7 +576,8 @@ class Watcher:
             log.info("reading vscsiStats output %s", src.name)
         else:
             src = UnknownFile(path, "not_esxtop" if detail else None, detail or None, self.clock)
-            if detail:
+            src.seen = _identity(path)
+            if detail and not (isinstance(old, UnknownFile) and old.reason == "not_esxtop"):
                 log.warning("%s is down (not_esxtop): %s", src.name, detail)
         if old is not None:
             src.first_seen = old.first_seen
