@@ -532,7 +532,10 @@ class EsxtopCollector(Collector):
         )
 
 
-_UP_HELP = "1 if the file could be read on this scrape and holds no garbage only; 0: see esxtop_source_error_info."
+_UP_HELP = (
+    "1 if the file could be read on this scrape and is an esxtop batch CSV or vscsiStats output (or "
+    "still empty); 0: see esxtop_source_error_info."
+)
 _ERR_HELP = (
     "Why a file is down (present only while it is): unreadable, not_esxtop (neither an esxtop batch CSV "
     "nor vscsiStats output), bad_header, too_large, corrupt (a broken vscsiStats histogram), truncated "
