@@ -2,12 +2,8 @@
 
 A scrape carries one sample per series, stamped "now"; a DiskSPD result holds a whole series per
 target (one ``<Bucket>`` per ``IoBucketDuration``) that ended before the file arrived. So the
-buckets are written as a timestamped file instead and loaded once:
-
-- OpenMetrics (seconds), for ``promtool tsdb create-blocks-from openmetrics FILE DATA_DIR`` into
-  Prometheus' data directory (Prometheus picks new blocks up; docs/diskspd.md);
-- Prometheus text with millisecond timestamps, for VictoriaMetrics' ``/api/v1/import/prometheus``
-  (the long-term store, docs/long-term.md).
+buckets are written as a timestamped file instead and loaded once (OpenMetrics for promtool,
+Prometheus text for VictoriaMetrics: the shared writer, common/backfill.py; docs/diskspd.md).
 
 Bucket times: a bucket's ``SampleMillisecond`` is the end of its interval counted from the start of
 the measurement, which begins ``Warmup`` seconds after ``RunTime`` (plus the earlier time spans'
@@ -17,10 +13,12 @@ large file with ``-c`` starts measuring later than this says (docs/diskspd.md, L
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ioparallax.exporters.common.exposition import format_value, header, label_block
+from ioparallax.exporters.common.backfill import BackfillWriter
+from ioparallax.exporters.common.exposition import label_block
 from ioparallax.exporters.common.watchdir import display_name
 from ioparallax.exporters.diskspd.collector import TARGET_LABELS
 from ioparallax.exporters.diskspd.parse import DiskspdError, DiskspdResult, targets_of
@@ -79,21 +77,9 @@ def render(samples: list[Sample], fmt: str = "openmetrics") -> str:
     """The samples grouped by family (each family's samples together, as both formats require),
     each series in time order. ``fmt``: ``openmetrics`` (timestamps in seconds, ``# EOF``) or
     ``prometheus`` (text 0.0.4, timestamps in milliseconds)."""
-    if fmt not in ("openmetrics", "prometheus"):
-        raise ValueError(f"unknown format {fmt!r}: openmetrics or prometheus")
-    by_family: dict[str, list[Sample]] = {}
-    for s in samples:
-        by_family.setdefault(s.name, []).append(s)
-    out: list[str] = []
-    for name in FAMILIES:
-        fam = by_family.get(name)
-        if not fam:
-            continue
-        out.append(header(name, "gauge", FAMILIES[name]).rstrip("\n"))
-        fam.sort(key=lambda s: (s.labels, s.timestamp_s))
-        for s in fam:
-            ts = f"{s.timestamp_s:.3f}" if fmt == "openmetrics" else str(round(s.timestamp_s * 1000))
-            out.append(f"{name}{{{label_block(TARGET_LABELS, s.labels)}}} {format_value(s.value)} {ts}")
-    if fmt == "openmetrics":
-        out.append("# EOF")
-    return "\n".join(out) + "\n"
+    out = io.StringIO()
+    with BackfillWriter(FAMILIES, fmt) as writer:
+        for s in sorted(samples, key=lambda s: (s.labels, s.timestamp_s)):
+            writer.add(s.name, label_block(TARGET_LABELS, s.labels), s.timestamp_s, s.value)
+        writer.write(out)
+    return out.getvalue()
