@@ -1,2 +1,6 @@
-"""ioparallax: the package namespace for new code (the report); the exporters, simulators and mixin
-still live in their own top-level packages until they move under it (see issue 16)."""
+"""ioparallax: guest, VM and storage views of the same I/O, side by side in Prometheus.
+
+One package: the exporters (``ioparallax.exporters``: stargate, vcenter, prism, fio, diskspd,
+vdbench, esxtop; docs/architecture.md), the simulators (``ioparallax.simulators``), the mixin that
+generates the rules, alerts and dashboards (``ioparallax.mixin``), the PoC report
+(``ioparallax.report``) and the pre-flight checks (``ioparallax.check``)."""

@@ -33,7 +33,7 @@ def report_builders(a: Side, b: Side | None, pairs: dict[Key, Key], ramp: Comput
         Builder("verdicts_section", lambda: summary.verdicts_section(a)),  # verdict table, views missing
         Builder("alerts_section", lambda: summary.alerts_section(a)),  # alerts that fired
         Builder("compare_section", lambda: compare.compare_section(a, b, pairs) if b is not None else None),
-        # The ramp's plateaus and the USL fit (issue 12); None without a ramp.
+        # The ramp's plateaus and the USL fit; None without a ramp.
         Builder("scaling_section", lambda: scaling_section.scaling_section(a.ctx, ramp.get())),
         Builder("disk_sections", lambda: disks.disk_sections(a, b)),  # one page per VM disk
     ]

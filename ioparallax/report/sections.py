@@ -1,7 +1,7 @@
 """What a section of the report is: the contract between the section builders and the page.
 
-How to add a section (e.g. scalability, issue 12)
--------------------------------------------------
+How to add a section (e.g. scalability)
+---------------------------------------
 
 1. Write a *section builder* in a render module: a function that takes what it shows, explicitly
    (a :class:`ioparallax.report.analysis.Side`: the side's ReportContext, its Dataset and its

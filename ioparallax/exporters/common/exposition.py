@@ -1,5 +1,5 @@
 """A small writer of Prometheus' text exposition format (version 0.0.4), for the /probe answers
-of the stargate and vcenter exporters.
+of the network exporters (stargate, vcenter, prism).
 
 A probe of 1,000 vdisks or VMs has 60,000-100,000 sample lines. prometheus_client builds a
 Python object per sample and re-validates and re-escapes every label of every line in

@@ -141,7 +141,7 @@ KNOWN_STATS_KEYS = frozenset(f"{view}_{s}" for view in ("hypervisor", "controlle
 def unknown_stats_keys(ents: list[dict[str, Any]]) -> dict[str, int]:
     """Stats keys of ``virtual_disks`` entities that ioparallax does not know (neither reads nor
     leaves deliberately, :data:`KNOWN_STATS_KEYS`) -> the entities holding each: what another
-    AOS build sends that the exporter may be missing (issue 26)."""
+    AOS build sends that the exporter may be missing (docs/prism.md, "Parse coverage")."""
     out: dict[str, int] = {}
     for e in ents:
         stats = e.get("stats")

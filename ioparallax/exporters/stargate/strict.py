@@ -5,7 +5,7 @@ It gives what :func:`.parse.parse_vdisk_page`'s lxml path gives, or :class:`Unre
 then the lxml path reads the page (parse.py). So it never decides anything the lxml path would
 decide differently: whatever it is not certain to read the same way is not its to read.
 
-The shape it reads (reference: /work/shared/reference/stargate-2009.md, per-vdisk view):
+The shape it reads (the per-vdisk view as published; docs/stargate-simulator.md, "Pages"):
 
 - printable ASCII (and tab, CR, LF) only; in text, only the entities ``&lt;`` ``&gt;`` ``&amp;``
   ``&nbsp;``; no comment, no ``<tbody>``, lowercase tags;

@@ -4,7 +4,7 @@ then only what changed.
 A refresh that reads the whole inventory again (``RetrievePropertiesEx``) costs the vCenter and
 the exporter as much as the first read (at 5,000 VMs on stock vcsim ~35 MB of XML, 5-19 s), and a
 probe that overlaps it shares the cores with it: it took up to 2.1x a steady probe's time at the
-median and 4.3x for the slowest (issue 24). Here the target gets a PropertyCollector of its own
+median and 4.3x for the slowest (bench/vcenter_scrape.py --inventory). Here the target gets a PropertyCollector of its own
 (``CreatePropertyCollector``) with one filter (``CreateFilter``, the same object and property set
 as the full read, ``partialUpdates`` false, so a changed property comes whole). The first
 ``WaitForUpdatesEx`` (version "") gives every object as ``enter``, paged (``truncated``); each

@@ -182,7 +182,7 @@ class Target:
         first inventory is read, and until the first collection ends when that inventory's read
         took more than half of a probe's time (at 5,000 VMs the inventory took 7 s of a 10 s
         scrape, and the first collection, which reads every VM's samples from nothing, could not
-        end in the rest: issue 24); otherwise timeout (a first collection that overruns although
+        end in the rest); otherwise timeout (a first collection that overruns although
         the inventory was read quickly is a slow vCenter)."""
         with self._inv:
             background = self.cfg.inventory_mode == "background" and self.inventory_first_asked is not None
@@ -306,7 +306,7 @@ class Target:
         """Called by a refresh between pages and every few VMs it reads: while a collection runs
         (and none waits for this refresh), wait for it to end, at most REFRESH_YIELD_MAX in all
         per pause. A refresh and a collection at once share the process' one interpreter lock (and
-        the vCenter): a probe met by a refresh took about twice as long at 5,000 VMs (issue 24);
+        the vCenter): a probe met by a refresh took about twice as long at 5,000 VMs;
         now it meets at most the piece read since the last pause."""
         if self._no_collection.is_set() or self.inventory is None:
             return  # the first build: the first collection waits for it

@@ -370,7 +370,7 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "log too, with the page build): the storage view may be incomplete. Capture the pages and "
                 "report them: stargate-exporter capture --target {{ $labels.instance }} (README: Reporting "
                 "a page or answer ioparallax misreads).",
-                "Parse coverage (issue 26): another page build than the ones the parser knows.",
+                "Parse coverage: another page build than the ones the parser knows.",
             ),
             alert(
                 "IoparallaxPrismUnreadFields",
@@ -383,7 +383,7 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "log too): another AOS version than the ones the exporter knows. Capture the answers and "
                 "report them: prism-exporter capture --target {{ $labels.instance }} (README: Reporting a "
                 "page or answer ioparallax misreads).",
-                "Parse coverage (issue 26): stats keys of an AOS version the exporter does not know.",
+                "Parse coverage: stats keys of an AOS version the exporter does not know.",
             ),
             alert(
                 "IoparallaxScrapeSlow",

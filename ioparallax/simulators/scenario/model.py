@@ -479,7 +479,7 @@ def _parse_vdbench(sec: Section) -> VdbenchOptions:
 
 
 def _guest_os(vsec: Section) -> str:
-    # Free text before issue 23 (default "Linux"): the two values the simulator models, any case.
+    # Once free text (default "Linux"): now the two values the simulator models, in any case.
     value = vsec.get("guest_os", str, default="linux")
     norm = value.strip().lower()
     if norm not in GUEST_OSES:

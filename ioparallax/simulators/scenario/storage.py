@@ -17,8 +17,8 @@ Windows (all end just before the current period second ``t``, i.e. the last comp
   periodic steady state.
 
 The models (cache fit, ILM ramp, oplog, working set, misalignment) are heuristics chosen to match
-the shapes described in ``/work/shared/reference/stargate-2009.md``; ``docs/stargate-simulator.md``
-explains each.
+the shapes the published port-2009 pages show; ``docs/stargate-simulator.md`` ("How the numbers are
+derived") explains each.
 """
 
 from __future__ import annotations

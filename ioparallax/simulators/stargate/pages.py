@@ -1,6 +1,6 @@
 """HTML and text of the Stargate port-2009 pages, rendered from storage views.
 
-Faithful to ``/work/shared/reference/stargate-2009.md``: a sequence of ``<table>``s, section
+Faithful to the published port-2009 pages (docs/stargate-simulator.md, "Pages"): a sequence of ``<table>``s, section
 titles as one-cell grey banner tables whose words are joined by ``&nbsp;``, ``<th>`` headers and
 ``<td>`` data, the Hosted VDisks table's two-row grouped header, blank cells for zero, integer
 values, percents with ``%``, the per-vdisk sections as bold ``VDisk <id> <Section>`` headings
