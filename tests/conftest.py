@@ -1,3 +1,4 @@
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -21,6 +22,16 @@ settings.load_profile(os.environ.get("IOPARALLAX_HYPOTHESIS", "gate"))
 # The e2e stacks (fixtures, their pool and the test order) as a plugin, so that the pool can start
 # with the session and its stacks age while the unit tests run.
 pytest_plugins = ["tests.e2e.stacks"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """A command run in-process sets up logging as a program does (root handlers, level): every
+    test gets the root logger back as it found it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
 
 
 @pytest.fixture

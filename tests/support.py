@@ -19,6 +19,7 @@ import sys
 import threading
 import tomllib
 import traceback
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,19 @@ def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [require_tool("promtool"), "check", "metrics"], input=text.encode(), capture_output=True, timeout=30
     )
+
+
+_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
+
+
+def assert_clean(text: str) -> None:
+    """promtool accepts the exposition and no series appears twice (the watch exporters' fault
+    tests: a bad file beside good ones must leave the exposition valid)."""
+    check = promtool_check_metrics(text)
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
+    dup = [s for s, n in Counter(series).items() if n > 1]
+    assert not dup, dup[:5]
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:

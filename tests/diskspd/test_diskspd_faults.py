@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ioparallax.exporters.diskspd import collector as collector_module
 from tests.diskspd.test_diskspd_exporter import FIXTURES, exposition, files_for, has, samples, value
-from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
+from tests.support import assert_clean, free_port, venv_tool, wait_for_http
 
-_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 GOOD = FIXTURES / "vm-oltp-sh-z10m-utf16.xml"
 UNITTEST = (FIXTURES / "diskspd-2.2-xmlresultparser-unittest.xml").read_text()
 OLD = time.time() - 3600  # an mtime long settled
-
-
-def assert_clean(text: str) -> None:
-    check = promtool_check_metrics(text)
-    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
-    dup = [s for s, n in Counter(series).items() if n > 1]
-    assert not dup, dup[:5]
 
 
 def _bomb() -> str:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -24,19 +22,10 @@ from ioparallax.exporters.esxtop.collector import EsxtopCollector
 from ioparallax.exporters.esxtop.hygiene import HygieneConfig
 from ioparallax.exporters.esxtop.reader import WatchConfig, Watcher
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import has, promtool_check_metrics, run_entry_point, samples, value
+from tests.support import assert_clean, has, run_entry_point, samples, value
 
-_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 NFS_READS = 418.35 * 3 + 481.29 * 4 + 352.22 * 3 + 430.02 * 3
 DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
-
-
-def assert_clean(text: str) -> None:
-    check = promtool_check_metrics(text)
-    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
-    dup = [s for s, n in Counter(series).items() if n > 1]
-    assert not dup, dup[:5]
 
 
 @pytest.fixture()

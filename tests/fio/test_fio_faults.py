@@ -17,7 +17,6 @@ import os
 import re
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,7 @@ from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.parse import DocumentStream
 from tests.fio.conftest import decode_all
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
-from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
-
-_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
-
-
-def assert_clean(text: str) -> None:
-    """promtool accepts the exposition and no series appears twice."""
-    check = promtool_check_metrics(text)
-    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
-    dup = [s for s, n in Counter(series).items() if n > 1]
-    assert not dup, dup[:5]
+from tests.support import assert_clean, free_port, venv_tool, wait_for_http
 
 
 @pytest.fixture()

@@ -39,14 +39,6 @@ from tests.support import metric_value as value, parse_metrics
 CFG = TargetConfig(username=USER, password=PASSWORD, scheme="http", page_size=1)
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
-
-
 @pytest.fixture
 def sim(prism_sim):
     return prism_sim("noisy-neighbour", clock=lambda: FROZEN)

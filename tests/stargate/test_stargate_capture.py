@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import re
 import tarfile
 import time
@@ -49,15 +48,6 @@ def identifying_scenario():
         for i, disk in enumerate(vm["disks"]):
             disk["vdisk_name"] = f"NFS:/acme-ctr/{vm['name']}/{vm['name']}_{i}-flat.vmdk"
     return parse_scenario(data)
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """The commands set up logging (root handlers) as a program does; put the test's back."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
 
 
 def ports(sim) -> tuple[int, ...]:

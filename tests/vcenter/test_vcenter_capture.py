@@ -38,14 +38,6 @@ def trace(tmp_path_factory):
     return compiled_trace("zero-heavy", tmp_path_factory)
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
-
-
 CFG = TargetConfig(username=USER, password=PASSWORD, insecure_skip_verify=True)
 
 

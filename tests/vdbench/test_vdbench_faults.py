@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,19 +23,10 @@ from ioparallax.exporters.vdbench import collector as collector_module, tailer a
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
-from tests.support import promtool_check_metrics, venv_tool
+from tests.support import assert_clean, promtool_check_metrics, venv_tool
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
 
-_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 GOOD_RD2_AVG = 212.4237  # vdbconvert-multihost, rd2's avg_2-60 rate
-
-
-def assert_clean(text: str) -> None:
-    check = promtool_check_metrics(text)
-    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
-    dup = [s for s, n in Counter(series).items() if n > 1]
-    assert not dup, dup[:5]
 
 
 @pytest.fixture()
