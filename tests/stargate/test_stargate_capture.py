@@ -386,3 +386,60 @@ def test_anonymizer_is_consistent_and_keeps_numbers_and_versions():
     b.name("1000")
     b.name("127.0.0.1:2009")
     assert b.text("1000 x") == "1000 x" and b.replaced == {}
+
+
+# ---------------------------------------------------------------- issue 33: planted spellings
+def planted_pages() -> tuple[str, dict[int, str]]:
+    """The simulator's pages with names in the spellings a page may write: a character
+    reference, a name split by an inline tag, a named entity for a non-ASCII letter, a table the
+    parser does not know naming addresses and UUIDs inside names, a percent-encoded link and a
+    link to another host."""
+    main, details = real_pages(3)
+    spelled = {
+        "NFS:30001000": "&#x41;CMEHEX-db",
+        "NFS:30001001": "<b>SPLITCO</b>-db2",
+        "NFS:30001002": "Z&uuml;rich-store",
+    }
+    for old, new in spelled.items():
+        assert old in main
+        main = main.replace(old, new)
+        details = {k: v.replace(old, new) for k, v in details.items()}
+    extra = (
+        '<table width="100%" bgcolor="#d8d8d8"><tr><td><font>VM&nbsp;Disks</font></td></tr></table>\n'
+        "<table><tr><th>VM Name</th><th>Host</th><th>Datastore</th><th>Link</th></tr>"
+        "<tr><td>nfs-10.55.66.77</td><td>::ffff:10.77.88.99</td><td>backup_10.66.77.88</td>"
+        '<td><a href="http://esx-secret.corp.example/ui">console</a></td></tr>'
+        "<tr><td>PCTNAME-vm</td><td>vm_a1b2c3d4_1111_4222_8333_444455556666</td>"
+        '<td>vma4cd5576-8fd3-48e6-93c4-9f72698125b5</td><td><a href="/vm?name=%50CTNAME-vm&amp;x=1">vm</a></td></tr>'
+        "</table>\n"
+    )
+    return main.replace("</body>", extra + "</body>"), details
+
+
+def test_every_planted_spelling_is_anonymized_and_the_values_kept(tmp_path):
+    """Names written as character references, split by a tag, with a named entity; addresses
+    and UUIDs inside names; an IPv4-mapped address; a link to another host and a percent-encoded
+    one: none is in any member of the archive (as written or decoded), and the replay gives the
+    live probe's lines with the same replacements (so the values are unchanged)."""
+    from tests.captures.planted import CORES, survivors, values_by_name
+
+    main, details = planted_pages()
+    with HostileStargate(site(main, details)) as fake:
+        result = probe(HttpClient(), fake.target, time.monotonic() + 10, policy=TargetPolicy(["127.0.0.1"]))
+        assert result.up
+        live_text = StargateCollector(result).render().decode()
+        out = tmp_path / "c.tar.gz"
+        assert capture_main(["--target", fake.target, "--stargate.target", "127.0.0.1", "-o", str(out)]) == 0
+    # The live probe read the planted names, decoded (the test would prove nothing otherwise).
+    for name in ("ACMEHEX-db", "SPLITCO-db2", "Zürich-store"):
+        assert f'"{name}"' in live_text, name
+    planted = {k: v for k, v in CORES.items() if "JSON" not in k and "slash" not in k}
+    assert survivors(str(out), planted) == []
+    cap = read(str(out))
+    _, metrics = replay(cap)
+    got = comparable(metrics.decode())
+    assert got == comparable(cap.metrics)
+    # Labels changed, values not: every metric has the live probe's values, line for line.
+    live = comparable(live_text)
+    assert len(got) == len(live) and values_by_name(got) == values_by_name(live)
+    assert sorted(re.findall(r'vdisk_name="([^"]*)"', metrics.decode())) == ["vdisk-1", "vdisk-2", "vdisk-3"]

@@ -386,7 +386,9 @@ def test_runs_kept_per_file_are_bounded_and_the_rest_counted(tree, caplog):
     assert value(sm, "vdbench_source_rows_total", source=bad, file="flatfile.html") == 1100
     assert value(sm, "vdbench_source_runs_dropped_total", source=bad, file="flatfile.html") == 76
     seqs = sorted(
-        int(dict(k)["seq"]) for (name, k) in sm if name == "vdbench_run_intervals_total" and dict(k)["source"] == str(bad)
+        int(dict(k)["seq"])
+        for (name, k) in sm
+        if name == "vdbench_run_intervals_total" and dict(k)["source"] == str(bad)
     )
     assert seqs == list(range(77, 1101))
     assert value(sm, "vdbench_source_runs_dropped_total", source=tree / "good", file="flatfile.html") == 0
