@@ -103,6 +103,9 @@ _FQDN = (
 _WINPATH = r"(?:[A-Za-z]:\\|\\\\[\w.\-$]+\\)[^\s\"'<>|*?\x00-\x1f]*[^\s\"'<>|*?.,;:)\]\x00-\x1f]"
 _QUERY = r"(?<=[?&;])[A-Za-z_][\w.\-]{0,63}=[^&#\s\"'<>=]*[^\W\d_][^&#\s\"'<>]*"
 
+#: Host names of standards (XML namespaces, schemas) that protocols spell: never free text.
+_STANDARD_HOSTS = frozenset({"www.w3.org", "schemas.xmlsoap.org", "schemas.microsoft.com", "www.vmware.com"})
+
 # Escapes decoded before matching (_pieces): character references, JSON escapes (a surrogate
 # pair as one), percent-encoding (one ASCII byte, or a whole UTF-8 sequence); in markup, inline
 # tags too, which a browser shows as nothing.
@@ -244,6 +247,8 @@ class Anonymizer:
             key, _, val = value.partition("=")
             return f"{key}={self._placeholder(val, 'value', 'value-{n}')}"
         if kind == "fqdn":
+            if value.lower() in _STANDARD_HOSTS:
+                return value
             known = self._map.get(value.lower())
             if known is not None:
                 return known
