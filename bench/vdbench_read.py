@@ -18,6 +18,13 @@ Parts:
 - ``memory``: the peak of Python's traced memory during the full read (tracemalloc), 2 runs:
   lines are parsed a 1 MiB chunk at a time, so the peak does not grow with the file. Target: the
   larger peak under 10 MiB (measured 7.5 MiB for 16 MB).
+- ``big``: a ``--big-mb`` flatfile (default 200 MB) of one real row repeated (the hostile audit's
+  file of issue 33: every row interval 1 of rd1, so each starts a run; 660,000 runs), scraped
+  as the exporter scrapes (poll, collect, text exposition) until it is read to its end. Target:
+  the slowest scrape under 10 s (Prometheus' default scrape timeout): each poll reads for at
+  most READ_SECONDS_PER_POLL (2 s) and keeps the newest MAX_RUNS_PER_FILE runs. Before the fix
+  one scrape read 64 MiB and kept every run: /metrics did not answer in 10 s and the RSS passed
+  3.3 GB (the RSS is asserted in tests/vdbench/test_vdbench_faults.py).
 
 Each figure is min / median over ``--repeat`` runs (default 5), printed with the load average it
 ran at and its target (bench/gate.py). The targets are fixed: the machine's load enters only
@@ -39,8 +46,11 @@ import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+
+from ioparallax.exporters.vdbench.collector import VdbenchCollector  # noqa: E402
 from ioparallax.exporters.vdbench.parse import NUMERIC_COLUMNS  # noqa: E402
-from ioparallax.exporters.vdbench.tailer import DirectoryState  # noqa: E402
+from ioparallax.exporters.vdbench.tailer import DirectoryState, WatchConfig, Watcher  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "vdbench" / "fixtures" / "vdbconvert-multihost"
 
@@ -95,6 +105,38 @@ def plain_read(d: Path) -> float:
     return total
 
 
+def make_big(work: Path, megabytes: int) -> tuple[Path, int]:
+    """(directory, rows): the real header, then its first interval row repeated (each a run)."""
+    lines = (FIXTURE / "flatfile.html").read_text().splitlines(keepends=True)
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
+    row = next(ln for ln in lines[head:] if ln.split()[2].isdigit())
+    d = work / "big"
+    d.mkdir()
+    block, rows, written = row * 10_000, 0, 0
+    with (d / "flatfile.html").open("w") as fh:
+        fh.writelines(lines[:head])
+        while written < megabytes * 2**20:
+            fh.write(block)
+            written += len(block)
+            rows += 10_000
+    return d, rows
+
+
+def big_scrapes(d: Path, rows: int) -> gate.Runs:
+    """Wall seconds of each scrape until every row is read."""
+    watcher = Watcher(WatchConfig(paths=[str(d)]))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VdbenchCollector(watcher))
+    out = gate.Runs()
+    while True:
+        t0 = time.monotonic()
+        generate_latest(registry)
+        out.add(time.monotonic() - t0)
+        if watcher.dirs[str(d)].files["flatfile.html"].rows >= rows:
+            return out
+
+
+MAX_SCRAPE_S = 10.0
 MAX_RATIO = 4.0
 MAX_INCREMENTAL_SHARE = 0.01
 MAX_PEAK_MIB = 10.0
@@ -112,6 +154,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000, help="interval rows in the flatfile (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (default: %(default)s)")
+    parser.add_argument("--big-mb", type=int, default=200, help="size of the big flatfile (default: %(default)s)")
     args = parser.parse_args()
     g = gate.Gate("bench/vdbench_read.py")
     work = Path(tempfile.mkdtemp(prefix="vdbench-bench-"))
@@ -156,6 +199,10 @@ def main() -> int:
             peaks.add(tracemalloc.get_traced_memory()[1] / 2**20)
             tracemalloc.stop()
         g.check("full read: peak traced Python memory", peaks, below=MAX_PEAK_MIB, unit="MiB", stat="max")
+        big, big_rows = make_big(work, args.big_mb)
+        scrapes = big_scrapes(big, big_rows)
+        print(f"  {args.big_mb} MB of one repeated row ({big_rows:,} runs): {len(scrapes.values)} scrapes")
+        g.check("big flatfile: slowest scrape", scrapes, below=MAX_SCRAPE_S, unit="s", stat="max")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return g.verdict()

@@ -5,6 +5,7 @@ promtool on a sample exposition."""
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left
 
 import pytest
@@ -324,3 +325,34 @@ def test_write_families_writes_what_exposition_writes():
     out.add(*families())
     assert write_families(families()) == out.render()
     assert write_families(iter(())) == b""
+
+
+def test_label_values_are_cut_at_the_shared_limit_and_counted():
+    """Every exporter's label values (the probe writer's label_block and escape_label_value, the
+    watch exporters' MetricFamilies) are cut at 1,024 characters: the start, '...' and a hash of
+    the whole, so two long names sharing their start stay two series; each cut counted."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    from ioparallax.exporters.common import labels
+    from ioparallax.exporters.common.exposition import escape_label_value, label_block
+    from ioparallax.exporters.common.families import MetricFamilies
+
+    a, b = "vm-" + "a" * 5000 + "1", "vm-" + "a" * 5000 + "2"
+    before = labels.truncated()
+    ca, cb = escape_label_value(a), escape_label_value(b)
+    assert len(ca) == len(cb) == labels.MAX_LABEL_VALUE_CHARS and ca != cb
+    assert ca.startswith("vm-aaa") and re.fullmatch(r"vm-a{1008}\.\.\.[0-9a-f]{10}", ca)
+    assert label_block(("vm", "disk"), (a, "scsi0:1")) == f'vm="{ca}",disk="scsi0:1"'
+    exact = "x" * labels.MAX_LABEL_VALUE_CHARS
+    assert escape_label_value(exact) == exact  # at the limit: whole, not counted
+    fams = MetricFamilies()
+    fams.gauge("fio_job_info", "x", ["job"], [b], 1)
+    [fam] = list(fams)
+    assert fam.samples[0].labels["job"] == cb
+    assert labels.truncated() - before == 4
+    registry = CollectorRegistry()
+    registry.register(labels.TruncationCollector("fio-exporter"))
+    text = generate_latest(registry).decode()
+    assert f"fio_exporter_label_values_truncated_total {float(labels.truncated())}" in text
+    assert isinstance(fam, GaugeMetricFamily)

@@ -291,3 +291,61 @@ def test_a_real_shaped_hosts_answer_loses_its_names_serials_and_addresses():
     hosts = parse.hosts(out["entities"])
     assert list(hosts.values()) == ["host-2"]  # host-1 is the Prism's own name
     assert out["entities"][0]["num_cpu_cores"] == 24 and out["entities"][0]["block_model_name"] == "NX-3060-G5"
+
+
+# ---------------------------------------------------------------- issue 33: planted spellings
+#: (what the simulator writes, what it is made to write instead), in the JSON text of every
+#: answer: names in JSON escapes, addresses and UUIDs inside names, a URL to another host and a
+#: percent-encoded name in free text.
+PLANTED_JSON = [
+    ('"oltp-01"', r'"\u0041CMEJSON-vm"'),
+    ("/oltp-01/oltp-01-flat", r"/\u0041CMEJSON-vm/\u0041CMEJSON-vm-flat"),
+    ('"dss-01"', r'"grp\/SLASHVM"'),
+    ("/dss-01/dss-01-flat", r"/grp\/SLASHVM/grp\/SLASHVM-flat"),
+    ("ctr01", r"Z\u00fcrich-store"),
+    ('"esx-01"', '"nfs-10.55.66.77"'),
+    ('"esx-02"', '"PCTNAME-host"'),
+    ('"description":"linux"', '"description":"backup_10.66.77.88 on ::ffff:10.77.88.99"'),
+]
+PLANTED_URL = (
+    r'"description":"https:\/\/esx-secret.corp.example\/ui\/#\/hosts?name=%50CTNAME-host'
+    r'&vm=vma4cd5576-8fd3-48e6-93c4-9f72698125b5&g=vm_a1b2c3d4_1111_4222_8333_444455556666"'
+)
+
+
+def test_every_planted_spelling_is_anonymized_and_the_values_kept(prism_sim, tmp_path, monkeypatch):
+    """The simulator's JSON answers with names in JSON escapes (``\\u0041CMEJSON-vm``,
+    ``grp\\/SLASHVM``, ``Z\\u00fcrich-store``), addresses and UUIDs inside names, an IPv4-mapped
+    address, a URL to another host and a percent-encoded host name: none is in any member of the
+    archive (as written or decoded), and the replay gives the live probe's values."""
+    from ioparallax.simulators.prism import server
+    from tests.captures.planted import CORES, survivors, values_by_name as values
+
+    real_json = server._json
+
+    def planted(doc):
+        text = real_json(doc).decode()
+        if '"dss-01"' in text:  # the second VM's page (page_size 1): the URL in its description
+            text = text.replace('"description":"linux"', PLANTED_URL)
+        for old, new in PLANTED_JSON:
+            text = text.replace(old, new)
+        return text.encode()
+
+    monkeypatch.setattr(server, "_json", planted)
+    sim = prism_sim("noisy-neighbour", clock=lambda: FROZEN)
+    cap, live = capture(sim.address, CFG)
+    assert cap.manifest["up"], cap.manifest["error"]
+    raw = b"".join(ex.answer for ex in cap.exchanges)
+    assert rb"\u0041CMEJSON-vm" in raw and b"esx-secret" in raw and b"%50CTNAME" in raw  # planted
+    m = parse_metrics(live.decode())
+    assert value(m, "prism_virtual_disk_read_ops_total", vm="ACMEJSON-vm") == 120000.0  # and read, decoded
+    anonymize(cap)
+    metrics = replay(cap)
+    out = tmp_path / "c.tar.gz"
+    write(cap, str(out), metrics)
+    planted_cores = {k: v for k, v in CORES.items() if "tag" not in k and "reference" not in k}
+    assert survivors(str(out), planted_cores) == []
+    assert values(comparable(metrics.decode())) == values(comparable(live.decode()))
+    m = parse_metrics(metrics.decode())
+    assert value(m, "prism_virtual_disk_read_ops_total", vm="vm-1") == 120000.0
+    assert {dict(k)["container"] for k in m["prism_virtual_disk_info"]} == {"container-1"}

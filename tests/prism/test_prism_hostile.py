@@ -428,3 +428,56 @@ def test_the_sample_keeper_and_reads_end_after_close_against_a_trickling_prism(h
         time.sleep(0.05)
     left = [th.name for th in threading.enumerate() if th.is_alive() and srv.address in th.name]
     assert left == [], left
+
+
+# ------------------------------------------------------------------ issue 33: long label values
+def test_four_vms_with_6_mb_names_give_a_bounded_answer_in_bounded_memory(prism_sim, processes, tmp_path, monkeypatch):
+    """Four VMs whose names are 6 MB each (the simulator's answers, inflated): a real
+    prism-exporter answers /probe with every disk, each name cut to 1,024 characters (its start,
+    '...' and a hash: the four stay four), the cuts counted on /metrics, the answer under 1 MB and
+    the peak RSS under 500 MB (the answer was 403 MB, the RSS 998 MB)."""
+    import re
+    from pathlib import Path
+
+    import requests
+
+    from ioparallax.exporters.common.labels import MAX_LABEL_VALUE_CHARS
+    from ioparallax.simulators.prism import server
+    from tests.support import free_port, venv_tool
+
+    real_json = server._json
+    long = {f"synth-{i:04d}": f"synth-{i:04d}-" + "x" * (6 * 2**20) for i in range(1, 5)}
+
+    def inflated(doc):
+        text = real_json(doc).decode()
+        for short, name in long.items():
+            text = text.replace(f'"{short}"', f'"{name}"')
+        return text.encode()
+
+    monkeypatch.setattr(server, "_json", inflated)
+    sim = prism_sim(vdisk_count=4, clock=lambda: FROZEN)
+    cfg = tmp_path / "prism.yml"
+    cfg.write_text(config_yaml([sim.address], scheme="http"))
+    port = free_port()
+    proc = processes.start(
+        "prism-exporter",
+        [venv_tool("prism-exporter"), f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg}"],
+        env={"PATH": "/usr/bin:/bin", "PRISM_TEST_PASSWORD": PASSWORD},
+    )
+    proc.wait_for_output(r"listening on", 30)
+    url = f"http://127.0.0.1:{port}"
+    r = requests.get(f"{url}/probe", params={"target": sim.address}, timeout=120)
+    assert r.status_code == 200
+    m = parse_metrics(r.text)
+    assert value(m, "prism_up") == 1, m.get("prism_probe_error_info")
+    vms = {dict(k)["vm"] for k in m["prism_virtual_disk_info"]}
+    assert len(vms) == 4
+    for vm in vms:
+        assert len(vm) == MAX_LABEL_VALUE_CHARS
+        assert re.fullmatch(r"synth-000[1-4]-x{1000}\.\.\.[0-9a-f]{10}", vm), vm[-20:]
+    assert len(r.content) < 1_000_000, len(r.content)
+    own = parse_metrics(requests.get(f"{url}/metrics", timeout=30).text)
+    assert value(own, "prism_exporter_label_values_truncated_total") > 0
+    status = Path(f"/proc/{proc.popen.pid}/status").read_text()
+    hwm_kb = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
+    assert hwm_kb < 500 * 1024, f"peak RSS {hwm_kb} kB"

@@ -376,3 +376,115 @@ def test_anonymizer_is_consistent_and_keeps_numbers_and_versions():
     b.name("1000")
     b.name("127.0.0.1:2009")
     assert b.text("1000 x") == "1000 x" and b.replaced == {}
+
+
+# ---------------------------------------------------------------- issue 33: planted spellings
+def planted_pages() -> tuple[str, dict[int, str]]:
+    """The simulator's pages with names in the spellings a page may write: a character
+    reference, a name split by an inline tag, a named entity for a non-ASCII letter, a table the
+    parser does not know naming addresses and UUIDs inside names, a percent-encoded link and a
+    link to another host."""
+    main, details = real_pages(3)
+    spelled = {
+        "NFS:30001000": "&#x41;CMEHEX-db",
+        "NFS:30001001": "<b>SPLITCO</b>-db2",
+        "NFS:30001002": "Z&uuml;rich-store",
+    }
+    for old, new in spelled.items():
+        assert old in main
+        main = main.replace(old, new)
+        details = {k: v.replace(old, new) for k, v in details.items()}
+    extra = (
+        '<table width="100%" bgcolor="#d8d8d8"><tr><td><font>VM&nbsp;Disks</font></td></tr></table>\n'
+        "<table><tr><th>VM Name</th><th>Host</th><th>Datastore</th><th>Link</th></tr>"
+        "<tr><td>nfs-10.55.66.77</td><td>::ffff:10.77.88.99</td><td>backup_10.66.77.88</td>"
+        '<td><a href="http://esx-secret.corp.example/ui">console</a></td></tr>'
+        "<tr><td>PCTNAME-vm</td><td>vm_a1b2c3d4_1111_4222_8333_444455556666</td>"
+        '<td>vma4cd5576-8fd3-48e6-93c4-9f72698125b5</td><td><a href="/vm?name=%50CTNAME-vm&amp;x=1">vm</a></td></tr>'
+        "</table>\n"
+    )
+    return main.replace("</body>", extra + "</body>"), details
+
+
+def test_every_planted_spelling_is_anonymized_and_the_values_kept(tmp_path):
+    """Names written as character references, split by a tag, with a named entity; addresses
+    and UUIDs inside names; an IPv4-mapped address; a link to another host and a percent-encoded
+    one: none is in any member of the archive (as written or decoded), and the replay gives the
+    live probe's lines with the same replacements (so the values are unchanged)."""
+    from tests.captures.planted import CORES, survivors, values_by_name
+
+    main, details = planted_pages()
+    with HostileStargate(site(main, details)) as fake:
+        result = probe(HttpClient(), fake.target, time.monotonic() + 10, policy=TargetPolicy(["127.0.0.1"]))
+        assert result.up
+        live_text = StargateCollector(result).render().decode()
+        out = tmp_path / "c.tar.gz"
+        assert capture_main(["--target", fake.target, "--stargate.target", "127.0.0.1", "-o", str(out)]) == 0
+    # The live probe read the planted names, decoded (the test would prove nothing otherwise).
+    for name in ("ACMEHEX-db", "SPLITCO-db2", "Zürich-store"):
+        assert f'"{name}"' in live_text, name
+    planted = {k: v for k, v in CORES.items() if "JSON" not in k and "slash" not in k}
+    assert survivors(str(out), planted) == []
+    cap = read(str(out))
+    _, metrics = replay(cap)
+    got = comparable(metrics.decode())
+    assert got == comparable(cap.metrics)
+    # Labels changed, values not: every metric has the live probe's values, line for line.
+    live = comparable(live_text)
+    assert len(got) == len(live) and values_by_name(got) == values_by_name(live)
+    assert sorted(re.findall(r'vdisk_name="([^"]*)"', metrics.decode())) == ["vdisk-1", "vdisk-2", "vdisk-3"]
+
+
+def test_anonymizer_matches_decoded_text_and_writes_placeholders_raw():
+    """Names learnt decoded are found in every spelling of a source, and the placeholder takes
+    the place of the whole spelling (escapes included): JSON stays JSON, a page keeps its tags."""
+    a = Anonymizer()
+    for name in ("ACMEHEX-db", "SPLITCO-db2", "ACMEJSON-vm", "grp/SLASHVM", "Zürich-store", "PCTNAME-vm"):
+        a.name(name)
+    page = (
+        "<td>&#x41;CMEHEX-db</td><td><b>SPLITCO</b>-db2</td><td>Z&uuml;rich-store</td>"
+        '<a href="/vm?n=%50CTNAME-vm&amp;x=1">PCTNAME&#45;vm</a>'
+    )
+    assert a.text(page, markup=True) == (
+        '<td>name-1</td><td><b>name-2</b></td><td>name-5</td><a href="/vm?n=name-6&amp;x=1">name-6</a>'
+    )
+    doc = r'{"a":"\u0041CMEJSON-vm","b":"grp\/SLASHVM","c":"Z\u00fcrich-store","d":"x\"y","e":"caf\u00e9"}'
+    out = a.text(doc)
+    assert out == r'{"a":"name-3","b":"name-4","c":"name-5","d":"x\"y","e":"caf\u00e9"}'
+    assert json.loads(out)["d"] == 'x"y'  # escapes that name nothing are kept as written
+    # Addresses and UUIDs inside names; an IPv4-mapped address whole; UUIDs with a prefix or
+    # underscores, in the separators they were written with.
+    b = Anonymizer()
+    text = (
+        "nfs-10.55.66.77 backup_10.66.77.88 ::ffff:10.77.88.99 vma4cd5576-8fd3-48e6-93c4-9f72698125b5 "
+        "vm_a1b2c3d4_1111_4222_8333_444455556666 1.2.3.4.5 v5.10.0.1"
+    )
+    assert b.text(text) == (
+        "nfs-198.18.0.1 backup_198.18.0.2 2001:db8::1 vm00000000-0000-4000-8000-000000000001 "
+        "vm_00000000_0000_4000_8000_000000000002 1.2.3.4.5 v198.18.0.3"
+    )
+    # URL hosts of a whole answer, escaped or not; XML namespaces are standards, not the site.
+    c = Anonymizer()
+    c.learn_text(
+        r'<e xmlns:s="http://schemas.xmlsoap.org/soap/envelope/">{"u":"https:\/\/esx-9.corp.example\/ui"}'
+        r"http://user@vc.corp.example:443/sdk</e>"
+    )
+    assert c.text(r'"https:\/\/esx-9.corp.example\/ui" vc.corp.example schemas.xmlsoap.org') == (
+        r'"https:\/\/host-2.invalid\/ui" host-1.invalid schemas.xmlsoap.org'
+    )
+
+
+def test_free_text_is_opt_in_and_keeps_standard_hosts():
+    text = (
+        r'{"m":"mail bob.smith@corp.example.com about C:\\Users\\bob\\plan.docx on \\\\fs01\\share\\x '
+        r'at db-7.corp.example.com, GET /api?user=bob&page=2 xmlns=http://www.w3.org/2001/XMLSchema"}'
+    )
+    assert Anonymizer().text(text) == text  # off by default: none of these is a learnt name
+    a = Anonymizer(free_text=True)
+    out = a.text(text)
+    assert out == (
+        r'{"m":"mail mail-1@example.invalid about winpath-1 on winpath-2 '
+        r'at host-1.invalid, GET /api?user=value-1&page=2 xmlns=http://www.w3.org/2001/XMLSchema"}'
+    )
+    assert json.loads(out)["m"].startswith("mail mail-1@")
+    assert a.summary() == "1 email, 1 host, 1 value, 2 winpath"

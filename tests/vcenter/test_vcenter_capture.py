@@ -184,3 +184,83 @@ def test_inventory_disks_without_a_controller_address_are_counted_and_logged(sce
     assert "vcenter_inventory_unread_disks 1" in text
     assert text.count("vcenter_virtual_disk_info{") == live.decode().count("vcenter_virtual_disk_info{") - 1
     assert any("have no controller address" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------- issue 33: planted spellings
+#: Rewrites of the simulator's SOAP answers (bytes), as a vCenter may spell them: names as
+#: character references (hex and decimal), a URL as a guest's host name.
+PLANTED_SOAP = [
+    (b"ACMEHEX", b"&#x41;CMEHEX"),
+    ("Zürich".encode(), b"Z&#252;rich"),
+    (b">urlhost<", b">http://esx-secret.corp.example/vm<"),
+]
+
+
+def planted_trace(tmp_path):
+    """zero-heavy with names that hold what a capture must not keep: addresses and UUIDs
+    inside names, an IPv4-mapped address as a host, a non-ASCII letter."""
+    import yaml
+
+    from ioparallax.simulators.scenario import compile_scenario
+    from ioparallax.simulators.scenario.model import parse_scenario, scenario_path
+
+    data = yaml.safe_load(scenario_path("zero-heavy").read_text())
+    vm0, vm1 = data["vms"]
+    vm0.update(name="ACMEHEX-db", host="nfs-10.55.66.77")
+    vm0["disks"][0]["backing_file"] = (
+        "[backup_10.66.77.88] ACMEHEX-db/vma4cd5576-8fd3-48e6-93c4-9f72698125b5_vm_a1b2c3d4_1111_4222_8333_444455556666.vmdk"
+    )
+    vm1.update(name="Zürich-store", host="::ffff:10.77.88.99", hostname="urlhost")
+    trace = compile_scenario(parse_scenario(data))
+    path = tmp_path / "planted.json"
+    path.write_text(trace.to_json())
+    return path
+
+
+def test_every_planted_spelling_is_anonymized_and_the_values_kept(scenario_sim, tmp_path, monkeypatch):
+    """SOAP answers naming VMs as character references (``&#x41;CMEHEX-db``, ``Z&#252;rich``),
+    addresses and UUIDs inside names, an IPv4-mapped host, a URL to another host: none is in any
+    member of the archive (as written or decoded), and the replay gives the live probe's values."""
+    import http.client
+
+    from tests.captures.planted import CORES, survivors, values_by_name as values
+
+    address, _ = scenario_sim(planted_trace(tmp_path))
+    real_read = http.client.HTTPResponse.read
+
+    def planted_read(self, amt=None):
+        data = real_read(self, amt)
+        if amt is None and b"RetrievePropertiesExResponse" in data:
+            for old, new in PLANTED_SOAP:
+                data = data.replace(old, new)
+        return data
+
+    monkeypatch.setattr(http.client.HTTPResponse, "read", planted_read)
+    raw, live = capture(address, CFG)
+    monkeypatch.undo()
+    assert raw.manifest["up"], raw.manifest["error"]
+    answers = b"".join(ex.answer for ex in raw.exchanges)
+    assert b"&#x41;CMEHEX-db" in answers and b"Z&#252;rich" in answers and b"esx-secret" in answers  # planted
+    assert 'vm="ACMEHEX-db"' in live.decode() and 'vm="Zürich-store"' in live.decode()  # and read, decoded
+    anonymize(raw)
+    metrics = replay(raw)
+    path = tmp_path / "c.tar.gz"
+    write(raw, str(path), metrics)
+    cores = {
+        k: v
+        for k, v in CORES.items()
+        if v
+        in {
+            "cmehex",
+            "rich-store",
+            "10.55.66.77",
+            "10.66.77.88",
+            "10.77.88.99",
+            "9f72698125b5",
+            "444455556666",
+            "esx-secret",
+        }
+    }
+    assert survivors(str(path), cores) == []
+    assert values(comparable(metrics.decode())) == values(comparable(live.decode()))
+    assert len(re.findall(r'^vcenter_vm_info\{vm="name-\d+"', metrics.decode(), re.M)) == 2

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -23,7 +25,7 @@ from ioparallax.exporters.vdbench import collector as collector_module, tailer a
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
 from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
-from tests.support import assert_clean, promtool_check_metrics, venv_tool
+from tests.support import assert_clean, free_port, promtool_check_metrics, venv_tool, wait_for_http
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
 
 GOOD_RD2_AVG = 212.4237  # vdbconvert-multihost, rd2's avg_2-60 rate
@@ -322,10 +324,10 @@ def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, cap
     assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad") == 1500
     real = tailer_module.DirectoryState.poll
 
-    def denied(self):
+    def denied(self, deadline=None):
         if self.path.endswith("bad"):
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(self, deadline)
 
     monkeypatch.setattr(tailer_module.DirectoryState, "poll", denied)
     with caplog.at_level(logging.WARNING):
@@ -340,3 +342,75 @@ def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, cap
     _, sm = s.scrape()
     assert value(sm, "vdbench_source_up", source=src) == 1
     assert value(sm, "vdbench_run_read_ops_total", source=src) == 1500
+
+
+# ------------------------------------------------------------------------- issue 33: big files
+def repeated_row_flatfile(path: Path, megabytes: int) -> int:
+    """The real flatfile's header, then its first interval row repeated to ``megabytes`` (the
+    hostile audit's file: every row interval 1 of rd1, so each starts a new run). Written a block
+    at a time (seconds for 200 MB); the number of rows."""
+    lines = (MULTI / "flatfile.html").read_text().splitlines(keepends=True)
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
+    row = next(ln for ln in lines[head:] if ln.split()[2].isdigit())
+    block = row * 10_000
+    rows, written = 0, 0
+    with path.open("w") as fh:
+        fh.writelines(lines[:head])
+        while written < megabytes * 2**20:
+            fh.write(block)
+            written += len(block)
+            rows += 10_000
+    return rows
+
+
+def test_runs_kept_per_file_are_bounded_and_the_rest_counted(tree, caplog):
+    """1,100 runs of one row each (the same interval number over and over): the newest 1,024
+    are shown, numbered 77..1100, the 76 others counted as dropped, one warning."""
+    lines = (MULTI / "flatfile.html").read_text().splitlines(keepends=True)
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
+    row = next(ln for ln in lines[head:] if ln.split()[2].isdigit())
+    (tree / "bad" / "flatfile.html").write_text("".join(lines[:head]) + row * 1100)
+    with caplog.at_level(logging.WARNING):
+        _, sm = Scraper(tree).scrape()
+    bad = tree / "bad"
+    assert value(sm, "vdbench_source_rows_total", source=bad, file="flatfile.html") == 1100
+    assert value(sm, "vdbench_source_runs_dropped_total", source=bad, file="flatfile.html") == 76
+    seqs = sorted(
+        int(dict(k)["seq"])
+        for (name, k) in sm
+        if name == "vdbench_run_intervals_total" and dict(k)["source"] == str(bad)
+    )
+    assert seqs == list(range(77, 1101))
+    assert value(sm, "vdbench_source_runs_dropped_total", source=tree / "good", file="flatfile.html") == 0
+    assert sum("only the newest 1024 are kept" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_200_mb_flatfile_is_served_in_bounded_memory(tmp_path, processes):
+    """A 200 MB flatfile of one row repeated (660,000 one-row runs) through a real exporter:
+    every scrape answers (each reads at most READ_SECONDS_PER_POLL of the backlog; the timing
+    is in bench/vdbench_read.py), the file is read to its end over several scrapes, and the
+    peak RSS stays under 500 MB (it passed 3.3 GB: every run kept)."""
+    d = tmp_path / "big"
+    d.mkdir()
+    rows = repeated_row_flatfile(d / "flatfile.html", 200)
+    port = free_port()
+    proc = processes.start(
+        "vdbench-exporter",
+        [venv_tool("vdbench-exporter"), "--web.listen-address", f"127.0.0.1:{port}", "--vdbench.watch", str(d)],
+    )
+    wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
+    scrapes = 0
+    while True:  # each scrape reads a part of the backlog; the file is bounded, so this ends
+        r = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=120)
+        assert r.status_code == 200
+        scrapes += 1
+        sm = samples(r.text)
+        read = value(sm, "vdbench_source_rows_total", source=d, file="flatfile.html")
+        if read == rows:
+            break
+        assert scrapes < 200, f"{read} of {rows} rows after {scrapes} scrapes"
+    assert scrapes > 1, "a 200 MB backlog is read over several scrapes"
+    assert value(sm, "vdbench_source_runs_dropped_total", source=d, file="flatfile.html") == rows - 1024
+    status = Path(f"/proc/{proc.popen.pid}/status").read_text()
+    hwm_kb = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
+    assert hwm_kb < 500 * 1024, f"peak RSS {hwm_kb} kB"

@@ -198,7 +198,7 @@ def comparable(exposition: str, volatile: Sequence[str]) -> list[str]:
 
 def capture_parser(exporter: str, what: str, description: str) -> argparse.ArgumentParser:
     """The ``<exporter> capture`` arguments: ``--target``, ``-o``, ``--config.file``,
-    ``--no-anonymize``, ``--redact``, ``--timeout`` (logging arguments are the caller's)."""
+    ``--no-anonymize``, ``--redact``, ``--anonymize-free-text``, ``--timeout`` (logging arguments are the caller's)."""
     ap = argparse.ArgumentParser(prog=f"{exporter}-exporter capture", description=description)
     ap.add_argument("--target", required=True, help=f"the {what}, as in /probe?target= (host[:port])")
     ap.add_argument("-o", "--output", default=None, help=f"default: {exporter}-capture-<UTC time>.tar.gz")
@@ -207,6 +207,13 @@ def capture_parser(exporter: str, what: str, description: str) -> argparse.Argum
     )
     ap.add_argument("--no-anonymize", dest="anonymize", action="store_false", help="keep names, addresses and UUIDs")
     ap.add_argument("--redact", action="append", default=[], metavar="TEXT", help="also replace TEXT; repeat")
+    ap.add_argument(
+        "--anonymize-free-text",
+        dest="free_text",
+        action="store_true",
+        help="also replace e-mail addresses, host-name-shaped words, Windows paths and query values "
+        "anywhere (off by default: a protocol word can look like a host name; replay --check tells)",
+    )
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds the probe may take (default: %(default)s)")
     return ap
 
@@ -268,7 +275,7 @@ class Commands:
     (config file, ``extra_targets=`` -> the exporter's config; ConfigError or ValueError),
     ``targets`` (config -> its target pool, whose ``resolve`` raises BadRequest for a target that
     may not be probed), ``capture`` (key, settings, config, timeout -> the capture), ``anonymize``
-    (capture, texts to redact -> what was replaced), ``replay`` (capture, timeout -> metrics),
+    (capture, texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout -> metrics),
     ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture with
     ``.metrics``; CaptureError)."""
 
@@ -280,7 +287,7 @@ class Commands:
     load_config: Callable[..., Any]
     targets: Callable[[Any], Any]
     capture: Callable[[str, Any, Any, float], Any]
-    anonymize: Callable[[Any, Sequence[str]], Anonymizer]
+    anonymize: Callable[[Any, Sequence[str], bool], Anonymizer]
     replay: Callable[[Any, float], bytes]
     write: Callable[[Any, str, bytes], int]
     read: Callable[[str], Any]
@@ -301,7 +308,7 @@ class Commands:
         cap = self.capture(key, cfg, config, args.timeout)
         summary = "NOT anonymized (--no-anonymize)"
         if args.anonymize:
-            summary = "anonymized: " + self.anonymize(cap, args.redact).summary() + " replaced"
+            summary = "anonymized: " + self.anonymize(cap, args.redact, args.free_text).summary() + " replaced"
         metrics = self.replay(cap, args.timeout)
         try:
             size = self.write(cap, output, metrics)

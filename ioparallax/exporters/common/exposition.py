@@ -20,7 +20,8 @@ A bucket's ``le`` is a label value, not a number, to Prometheus 2.x: ``le="10485
 ``0.001``, ``1.048576e+06``, ``+Inf``): an exponent from 1e6 up, as Go's ``strconv`` 'g' form
 that client_golang writes (which differs only for whole numbers below 1e6: ``4096``).
 
-Escaping, as the format defines it: label values escape backslash, double quote and line feed;
+Label values longer than 1,024 characters are cut (``labels.cap``, counted). Escaping, as the
+format defines it: label values escape backslash, double quote and line feed;
 HELP text escapes backslash and line feed. Before that, a label value's lone surrogates (text
 UTF-8 cannot carry: see :func:`printable`) are written as ``\\xff`` or ``\\ud800``. Metric and
 label names are the callers' constants and are not checked here.
@@ -33,6 +34,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.utils import floatToGoString
+
+from ioparallax.exporters.common.labels import cap
 
 _LABEL_VALUE_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
@@ -59,7 +62,7 @@ def printable(value: str) -> str:
 
 
 def escape_label_value(value: object) -> str:
-    return printable(str(value)).translate(_LABEL_VALUE_ESCAPES)
+    return printable(cap(str(value))).translate(_LABEL_VALUE_ESCAPES)
 
 
 def escape_help(text: str) -> str:
@@ -68,7 +71,7 @@ def escape_help(text: str) -> str:
 
 def label_block(names: Iterable[str], values: Iterable[object]) -> str:
     """``vm="a",disk="scsi0:1"`` (no braces): escape once, reuse for every family of a row."""
-    return ",".join(f'{n}="{printable(str(v)).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
+    return ",".join(f'{n}="{printable(cap(str(v))).translate(_LABEL_VALUE_ESCAPES)}"' for n, v in zip(names, values))
 
 
 def format_value(value: float) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ioparallax.exporters.common.exposition import printable
+from ioparallax.exporters.common.labels import MAX_LABEL_VALUE_CHARS, cap
 
 
 def finite(name: str, value: float) -> float:
@@ -72,7 +73,11 @@ class MetricFamilies:
         the label values."""
         # A file name (or a job name from the data) is data: one that UTF-8 cannot encode must not
         # fail the whole exposition (see printable()).
-        values = [v if v.isascii() else printable(v) for v in values]
+        # A name longer than the shared limit is cut, counted (labels.cap).
+        values = [
+            (v if v.isascii() else printable(v)) if len(v) <= MAX_LABEL_VALUE_CHARS else printable(cap(v))
+            for v in values
+        ]
         if self._staged is not None:
             self._staged.append((kind, name, doc, labels, values, value))
         else:

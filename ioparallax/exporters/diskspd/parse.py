@@ -34,6 +34,8 @@ from time import strptime
 
 from lxml import etree
 
+from ioparallax.exporters.common.labels import MAX_NAME_CHARS, MAX_PATH_CHARS
+
 #: The largest document read by default; larger files are refused unread (``too_large``). A
 #: ``-D`` run stores one ``<Bucket>`` line (~400 bytes) per interval per thread and target: a
 #: 1-hour run at 1 s buckets with 16 threads is about 25 MB.
@@ -389,10 +391,11 @@ def _text(el: etree._Element | None) -> str:
     return el.text.strip()
 
 
-#: Longest text kept as a label value: a Windows path (32,767 UTF-16 units, the long-path limit);
-#: a host name or tool version (a DNS name is at most 255). Every series of a target carries its
-#: path, so a 1 MB ComputerName or Path turned a 3 MB file into a 50 MB /metrics answer.
-MAX_PATH_CHARS, MAX_NAME_CHARS = 32767, 255
+#: Longest text a document may hold where a label comes from: a Windows path (32,767 UTF-16 units,
+#: the long-path limit); a host name or tool version (a DNS name is at most 255). Longer is not
+#: what DiskSPD wrote: the document is invalid (a 1 MB ComputerName or Path turned a 3 MB file
+#: into a 50 MB /metrics answer). Shared with the other exporters in common/labels.py, which also
+#: cuts every label value at 1,024 characters when it is exposed. (MAX_NAME_CHARS, MAX_PATH_CHARS)
 #: Most characters all the distinct target paths of one document may add up to.
 MAX_PATHS_CHARS = 65536
 

@@ -194,11 +194,15 @@ def learn(anon: Anonymizer, doc: Any, what: str, paths: bool = False) -> None:
     walk(doc, 0)
 
 
-def anonymize(cap: Capture, redact: Sequence[str] = ()) -> Anonymizer:
-    anon = Anonymizer(redact)
+def anonymize(cap: Capture, redact: Sequence[str] = (), free_text: bool = False) -> Anonymizer:
+    """Replace the capture's names, addresses and UUIDs (answers, paths, parameters, target) in
+    place, consistently (common/anonymize.py): the names of the answers' naming keys, the NFS
+    paths' components, and the hosts of every URL in an answer."""
+    anon = Anonymizer(redact, free_text)
     archive.anonymize_target(anon, cap.target)
     docs = []
     for ex in cap.exchanges:
+        anon.learn_text(ex.answer)
         try:
             docs.append((json.loads(ex.answer), _what(ex.path)))
         except ValueError:

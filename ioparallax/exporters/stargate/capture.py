@@ -245,7 +245,7 @@ def learn(anon: Anonymizer, body: bytes) -> None:
     """What a page names: hosts of its links and URLs, cells of its naming columns and Overview
     keys, paths in its text. The build version is kept as it is. (Most tables name nothing: a
     table's header is looked at before its rows.)"""
-    anon.urls(body.decode("utf-8", "replace"))
+    anon.learn_text(body, markup=True)
     try:
         doc = lxml.etree.fromstring(body, _HTML)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
@@ -282,10 +282,11 @@ def learn(anon: Anonymizer, body: bytes) -> None:
                 anon.name(m.group(0))
 
 
-def anonymize(capture: Capture, redact: Sequence[str] = ()) -> Anonymizer:
+def anonymize(capture: Capture, redact: Sequence[str] = (), free_text: bool = False) -> Anonymizer:
     """Replace the capture's names, addresses and UUIDs (pages, URLs, errors, target) in place,
-    consistently (common/anonymize.py); returns the anonymizer (its ``summary()``)."""
-    anon = Anonymizer(redact)
+    consistently (common/anonymize.py; ``free_text``: e-mail addresses, host-name-shaped words,
+    Windows paths and query values too); returns the anonymizer (its ``summary()``)."""
+    anon = Anonymizer(redact, free_text)
     anon.urls(parse_target(capture.target).url if capture.target else "")
     for p in sorted(capture.pages, key=lambda p: p.kind != "main"):  # main pages name most things
         anon.urls(p.url)
@@ -295,7 +296,7 @@ def anonymize(capture: Capture, redact: Sequence[str] = ()) -> Anonymizer:
         p.url = anon.text(p.url)
         p.error = anon.text(p.error)
         if p.body is not None:
-            p.body = anon.bytes(p.body)
+            p.body = anon.bytes(p.body, markup=True)
     capture.manifest["target"] = anon.text(capture.target)
     capture.manifest["error"] = anon.text(str(capture.manifest.get("error", "")))
     capture.manifest["anonymized"] = True

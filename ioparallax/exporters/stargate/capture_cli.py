@@ -65,6 +65,13 @@ def capture_main(argv: list[str]) -> int:
         help="also replace TEXT wherever it appears (a cluster, company or domain name); repeat",
     )
     ap.add_argument(
+        "--anonymize-free-text",
+        dest="free_text",
+        action="store_true",
+        help="also replace e-mail addresses, host-name-shaped words, Windows paths and query values "
+        "anywhere (off by default: a protocol word can look like a host name; replay --check tells)",
+    )
+    ap.add_argument(
         "--config.file",
         dest="config",
         default=None,
@@ -138,7 +145,7 @@ def capture_main(argv: list[str]) -> int:
     )
     summary = "NOT anonymized (--no-anonymize)"
     if args.anonymize:
-        summary = "anonymized: " + anonymize(cap, args.redact).summary() + " replaced"
+        summary = "anonymized: " + anonymize(cap, args.redact, args.free_text).summary() + " replaced"
     _, metrics = replay(cap, limits=config.limits, concurrency=args.concurrency, timeout=max(args.timeout, 30.0))
     try:
         size = write(cap, output, metrics)

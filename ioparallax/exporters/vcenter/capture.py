@@ -156,10 +156,14 @@ def learn(anon: Anonymizer, answer: bytes) -> None:
                 anon.name(el.text.strip(), "file")
 
 
-def anonymize(cap: Capture, redact: Sequence[str] = ()) -> Anonymizer:
-    anon = Anonymizer(redact)
+def anonymize(cap: Capture, redact: Sequence[str] = (), free_text: bool = False) -> Anonymizer:
+    """Replace the capture's names, addresses and UUIDs (requests, answers, target) in place,
+    consistently (common/anonymize.py): the objects' names and backing files, and the hosts of
+    every URL in an answer."""
+    anon = Anonymizer(redact, free_text)
     archive.anonymize_target(anon, cap.target)
     for ex in cap.exchanges:
+        anon.learn_text(ex.answer)
         learn(anon, ex.answer)
     for ex in cap.exchanges:
         ex.request = anon.bytes(ex.request)

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from ioparallax.exporters.common.families import MetricFamilies, scrape_health
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.parse import FlatRow
-from ioparallax.exporters.vdbench.tailer import LINE_REASONS, DirectoryState, RunState, Watcher
+from ioparallax.exporters.vdbench.tailer import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,14 @@ class VdbenchCollector(Collector):
                 ["source", "file"],
                 fl,
                 fs.resets,
+            )
+            fams.counter(
+                "vdbench_source_runs_dropped_total",
+                f"Runs of the file no longer shown: only the newest {MAX_RUNS_PER_FILE} are kept (a file "
+                "whose every row starts a run would otherwise grow without bound).",
+                ["source", "file"],
+                fl,
+                fs.runs_dropped,
             )
             fams.counter(
                 "vdbench_source_read_errors_total",

@@ -36,6 +36,17 @@ from ioparallax.exporters.vdbench.parse import (
 
 log = logging.getLogger(__name__)
 
+#: Seconds one poll (one scrape) spends reading new lines, over every file: a backlog (a 200 MB
+#: flatfile found at start-up) is read over several scrapes, each answered within its timeout
+#: (~3.5 s per 64 MiB on a loaded 2-core machine, bench/vdbench_read.py). At least one chunk of
+#: every file is read per poll, so each makes progress.
+READ_SECONDS_PER_POLL = 2.0
+#: Runs kept per file, the newest: each is ~40 series (docs/vdbench.md, Series budget), and a
+#: file whose every row starts a run (a row repeated with the same interval number) made one per
+#: row: 660,000 runs and 1.4 GB for a 200 MB flatfile. Real loops (forxfersize x forthreads x
+#: forrdpct) give tens to a few hundred. Older runs are dropped and counted
+#: (vdbench_source_runs_dropped_total).
+MAX_RUNS_PER_FILE = 1024
 #: parmfile.html and HCIBench summaries larger than this are not read (reason too_large).
 MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024
 #: A flatfile with this much content and no vdbench column header is not a vdbench flatfile.
@@ -154,8 +165,10 @@ class FileState:
     tailer: LineTailer
     parser: FlatfileParser | SummaryTableParser
     host: str = ""
-    runs: list[RunState] = field(default_factory=list)
+    runs: list[RunState] = field(default_factory=list)  # the newest MAX_RUNS_PER_FILE
     rows: int = 0
+    runs_seen: int = 0  # runs started since the file was (re)read from the start
+    runs_dropped: int = 0  # the oldest runs forgotten to keep MAX_RUNS_PER_FILE (never reset: a counter)
     rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_REASONS, 0))
     resets: int = 0
     read_errors: int = 0
@@ -225,7 +238,9 @@ class DirectoryState:
                 out[name] = cached[1]
         return out
 
-    def poll(self) -> None:
+    def poll(self, deadline: float | None = None) -> None:
+        """Read what the directory's files gained, until ``deadline`` (time.monotonic(); at least
+        one chunk per file) or the tailer's most bytes per read (common/linetail.py); the rest on the next poll."""
         names = sorted(os.listdir(self.path))
         self._read_parmfile(PARMFILE in names)
         wanted: dict[str, str] = {}
@@ -248,7 +263,7 @@ class DirectoryState:
                     host=host,
                 )
             try:
-                self._read(fs)
+                self._read(fs, deadline)
             except Exception as exc:  # a bug costs this file only
                 log.exception("reading vdbench file %s failed", fs.tailer.path)
                 self._down(fs, "internal_error", f"{type(exc).__name__}: {exc}")
@@ -264,7 +279,7 @@ class DirectoryState:
             log.info("vdbench file %s is up again (was down: %s)", fs.tailer.path, fs.reason)
         fs.reason = fs.detail = None
 
-    def _read(self, fs: FileState) -> None:
+    def _read(self, fs: FileState, deadline: float | None = None) -> None:
         try:
             for lines, reset in fs.tailer.read_chunks():
                 if fs.reason == "unreadable":
@@ -273,10 +288,13 @@ class DirectoryState:
                     log.info("vdbench file %s %s: reading it again from the start", fs.tailer.path, reset)
                     fs.resets += 1
                     fs.runs = []
+                    fs.runs_seen = 0
                     fs.parser = FlatfileParser() if fs.name == FLATFILE else SummaryTableParser(host=fs.host)
                     if fs.reason not in (None, "unreadable"):
                         self._up(fs)
                 self._lines(fs, lines)
+                if deadline is not None and time.monotonic() > deadline:
+                    break  # the rest on the next poll (the tailer keeps its offset and partial line)
         except OSError as exc:
             fs.read_errors += 1
             self._down(fs, "unreadable", exc.strerror or str(exc))
@@ -343,8 +361,20 @@ class DirectoryState:
                 interval_s = None
             if interval_s is not None and not 0 < interval_s <= 86400:
                 interval_s = None
-        run = RunState(name=name, seq=len(fs.runs) + 1, host=fs.host, interval_s=interval_s)
+        fs.runs_seen += 1
+        run = RunState(name=name, seq=fs.runs_seen, host=fs.host, interval_s=interval_s)
         fs.runs.append(run)
+        if len(fs.runs) > MAX_RUNS_PER_FILE:
+            del fs.runs[0]
+            fs.runs_dropped += 1
+            if fs.runs_dropped == 1:
+                log.warning(
+                    "vdbench file %s has more than %d runs: only the newest %d are kept "
+                    "(vdbench_source_runs_dropped_total counts the others)",
+                    fs.tailer.path,
+                    MAX_RUNS_PER_FILE,
+                    MAX_RUNS_PER_FILE,
+                )
         return run
 
     def _read_small(self, path: str, state: SmallFile) -> str | None:
@@ -507,6 +537,7 @@ class Watcher:
             self._logged_missing = set(missing)
             self.missing_paths = missing
             found = list(dict.fromkeys(found))
+            deadline = time.monotonic() + READ_SECONDS_PER_POLL
             for gone in set(self.dirs) - set(found):
                 log.info("vdbench output directory is gone, forgetting it: %s", gone)
                 del self.dirs[gone]
@@ -517,7 +548,7 @@ class Watcher:
                     d.first_seen = self.clock()
                     log.info("reading vdbench output directory %s", path)
                 try:
-                    d.poll()
+                    d.poll(deadline)
                 except OSError as exc:
                     d.read_errors += 1
                     if d.error is None:

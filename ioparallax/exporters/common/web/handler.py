@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 
+from ioparallax.exporters.common.labels import TruncationCollector
 from ioparallax.exporters.common.web.app import CONTENT_TYPE_TEXT_004, BadRequest, ExporterApp, Probe, ProbeHandler
 from ioparallax.exporters.common.webconfig import BasicAuth, WebConfig
 from ioparallax.version import BuildInfoCollector
@@ -110,7 +111,8 @@ def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, 
 
 
 def make_handler(app: ExporterApp, own_registry: CollectorRegistry = REGISTRY, web: WebConfig | None = None):
-    extra = _one_registry(BuildInfoCollector(app.name), *app.collectors)  # <name>_build_info first
+    # <name>_build_info first, then <name>_label_values_truncated_total (common/labels.py)
+    extra = _one_registry(BuildInfoCollector(app.name), TruncationCollector(app.name), *app.collectors)
     metrics_registry = _one_registry(_Registries(own_registry, extra))
     web = web or WebConfig()
     auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
