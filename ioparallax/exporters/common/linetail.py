@@ -1,0 +1,122 @@
+"""Following a text file line by line as a tool appends to it (vdbench's flatfile, pgbench's
+progress output and logs): the transport layer the line-oriented watch exporters share.
+
+A :class:`LineTailer` remembers the byte offset read so far and the partial last line (the tool may
+be half-way through writing it), reads only what was appended since, at most ``MAX_READ_BYTES`` per
+poll in 1 MiB chunks, and starts again from the beginning when the file was replaced (a new
+inode), truncated (smaller than what was read) or rewritten in place (its first bytes changed). A
+line above ``max_line_bytes`` is garbage: skipped to the next newline and counted (``too_long``).
+An unchanged file (same inode, size and mtime) is not opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from ioparallax.exporters.common.watchdir import open_regular, why_reread
+
+MAX_READ_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
+PREFIX_BYTES = 4096
+#: A line longer than this is garbage unless the reader says otherwise.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024
+
+
+class LineTailer:
+    """Follows one file: the complete lines appended since the last read."""
+
+    def __init__(self, path: str, within: str | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+        self.path = path
+        self.max_line_bytes = max_line_bytes
+        self.within = within  # the watched directory the file must lie in (watchdir.open_regular)
+        self.offset = 0
+        self.size = 0
+        self.mtime: float | None = None
+        self.identity: tuple[int, int] | None = None
+        self._seen: tuple[int, int, int, int] | None = None
+        self._prefix = b""
+        self._partial = b""
+        self._skipping = False  # inside an over-long line: drop bytes to the next newline
+        self.too_long = 0
+
+    def _restart(self) -> None:
+        self.offset = 0
+        self._prefix = b""
+        self._partial = b""
+        self._skipping = False
+
+    def read_lines(self, max_bytes: int = MAX_READ_BYTES) -> tuple[list[bytes], str | None]:
+        """All complete new lines at once (tests, small files); see :meth:`read_chunks`."""
+        lines: list[bytes] = []
+        reset = None
+        for part, why in self.read_chunks(max_bytes):
+            lines.extend(part)
+            reset = reset or why
+        return lines, reset
+
+    def read_chunks(self, max_bytes: int | None = None) -> Iterator[tuple[list[bytes], str | None]]:
+        """(complete new lines without their newline, why the file was read from the start or
+        None) per 1 MiB chunk read, so the caller parses a chunk before the next is read: memory
+        stays at a chunk's lines whatever the backlog. At most ``max_bytes`` (default
+        MAX_READ_BYTES) per call. Raises OSError when the file cannot be read."""
+        budget = MAX_READ_BYTES if max_bytes is None else max_bytes
+        st = os.stat(self.path)
+        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen == self._seen:
+            return
+        with open_regular(self.path, self.within) as fh:
+            st = os.fstat(fh.fileno())
+            identity = (st.st_dev, st.st_ino)
+            reset = why_reread(fh, self.identity, self.offset, self._prefix)
+            if reset:
+                self._restart()
+            self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
+            self._seen = None
+            fh.seek(self.offset)
+            while budget > 0:
+                data = fh.read(min(CHUNK_BYTES, budget))
+                if not data:
+                    break
+                if len(self._prefix) < PREFIX_BYTES and self.offset == len(self._prefix):
+                    self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
+                self.offset += len(data)
+                budget -= len(data)
+                yield self._split(data), reset
+                reset = None
+            if reset:
+                yield [], reset
+            if self.offset >= st.st_size:
+                self._seen = seen
+
+    def _split(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                rest = data[start:]
+                if self._skipping:
+                    return out
+                self._partial += rest
+                if len(self._partial) > self.max_line_bytes:
+                    self._partial = b""
+                    self._skipping = True
+                    self.too_long += 1
+                return out
+            piece = data[start:nl]
+            start = nl + 1
+            if self._skipping:
+                self._skipping = False
+                continue
+            line = self._partial + piece if self._partial else piece
+            self._partial = b""
+            if len(line) > self.max_line_bytes:
+                self.too_long += 1
+                continue
+            out.append(line.rstrip(b"\r"))
+
+    def take_partial(self) -> bytes:
+        """End of input (convert): the unterminated last line, if any."""
+        rest, self._partial = self._partial, b""
+        return rest
