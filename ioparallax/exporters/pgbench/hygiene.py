@@ -115,7 +115,7 @@ def find_problems(facts: RunFacts, config: HygieneConfig) -> list[Finding]:
                     "shorter_than_checkpoint",
                     TRAP,
                     f"-T {facts.duration_s:g} s is shorter than checkpoint_timeout ({config.checkpoint_timeout_s:g} s): "
-                    "the run may never see a checkpoint's write burst; run at least 2 checkpoint intervals",
+                    "the run may never see a checkpoint's write burst; run longer, better several checkpoint intervals",
                 )
             )
         if facts.duration_s < config.min_scrape_intervals * config.scrape_interval_s:
