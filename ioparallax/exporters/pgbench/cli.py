@@ -87,13 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _watcher(s: Settings, paths: list[str], pattern: str | None = None, retention_s: float | None = None) -> Watcher:
+def _watcher(s: Settings, paths: list[str], convert: bool = False) -> Watcher:
     return Watcher(
         WatchConfig(
             paths=paths,
-            pattern=pattern or s.pattern,
-            retention_s=s.retention_s if retention_s is None else retention_s,
+            pattern="*" if convert else s.pattern,  # convert reads the files it is given, whatever their names
+            retention_s=float("inf") if convert else s.retention_s,
             idle_s=s.idle_s,
+            complete=convert,
         )
     )
 
@@ -162,7 +163,7 @@ def cmd_run(s: Settings, command: list[str], run_output: str | None, linger_s: f
 def cmd_convert(s: Settings, files: list[str]) -> int:
     """Print the exposition of whole files; exit 1, naming each file and the cause on stderr, if a
     file is missing, unreadable, holds no pgbench data, or ends in a cut-off line."""
-    watcher = _watcher(s, files, pattern="*", retention_s=float("inf"))
+    watcher = _watcher(s, files, convert=True)
     while True:  # a poll reads at most 64 MiB per file
         watcher.poll()
         if all(fs.reason is not None or fs.tailer.offset >= fs.tailer.size for fs in watcher.files.values()):

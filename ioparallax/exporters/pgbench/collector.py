@@ -312,24 +312,24 @@ class PgbenchCollector(Collector):
             (s.duration_s, "pgbench_run_duration_seconds", "The summary's 'duration' (-T)."),
             (
                 s.processed,
-                "pgbench_run_summary_transactions",
+                "pgbench_run_reported_transactions",
                 "The summary's 'number of transactions actually processed' (successful), exact.",
             ),
             (
                 s.failed,
-                "pgbench_run_summary_failed_transactions",
+                "pgbench_run_reported_failed_transactions",
                 "The summary's 'number of failed transactions' (15+).",
             ),
             (
                 s.tps,
-                "pgbench_run_summary_tps",
+                "pgbench_run_reported_tps",
                 "The summary's tps (without initial connection time / excluding connections establishing).",
             ),
-            (s.latency_mean_s, "pgbench_run_summary_latency_mean_seconds", "The summary's 'latency average'."),
-            (s.latency_stddev_s, "pgbench_run_summary_latency_stddev_seconds", "The summary's 'latency stddev'."),
+            (s.latency_mean_s, "pgbench_run_reported_latency_mean_seconds", "The summary's 'latency average'."),
+            (s.latency_stddev_s, "pgbench_run_reported_latency_stddev_seconds", "The summary's 'latency stddev'."),
             (
                 s.connection_time_s,
-                "pgbench_run_summary_connection_seconds",
+                "pgbench_run_reported_connection_seconds",
                 "The summary's 'initial connection time' (14+), or 'average connection time' with -C.",
             ),
         ):

@@ -373,6 +373,7 @@ class WatchConfig:
     pattern: str = "*pgbench*"
     retention_s: float = 15 * 60.0  # finished runs stay visible this long after their file last grew
     idle_s: float = 30.0  # a file idle this long (and 3 progress intervals) is finished
+    complete: bool = False  # convert: the files are read to their end, nobody writes them any more
 
 
 class Watcher:
@@ -470,6 +471,8 @@ class Watcher:
     def finished(self, fs: FileState, now: float) -> bool:
         """Whether the file's writer has ended: the wrapped pgbench exited, or the file has not
         grown for the idle timeout (and 3 progress intervals)."""
+        if self.config.complete:
+            return True
         if fs.process_running is not None:
             return not fs.process_running
         idle = self.config.idle_s
