@@ -17,6 +17,9 @@
   diskspd-zero-read scenario (the document the exporter reads in the stack);
 - vdbench: ``vdbench-exporter convert`` of the vdbench fixtures (a real two-host run and Flat.java's
   formats, tests/vdbench/fixtures).
+- pgbench: ``pgbench-exporter convert`` of the real pgbench outputs and logs of tests/pgbench/fixtures
+  (PostgreSQL 9.x to 16, progress lines, summaries, aggregate logs), with the hygiene sizes set so
+  that every hygiene family appears.
 
 The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
 which vcenter_vm_guest_disk_info comes from.
@@ -294,6 +297,20 @@ def _diskspd_exposition(tmp) -> str:
     doc.write_text(sim.document("winbench-01", 1_800_000_000), encoding="utf-8")
     r = subprocess.run(
         [venv_tool("diskspd-exporter"), "convert", str(doc)], check=True, capture_output=True, text=True, timeout=60
+    )
+    return r.stdout
+
+
+def _pgbench_exposition(tmp) -> str:
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "pgbench" / "fixtures"
+    files = sorted(str(p) for p in fixtures.iterdir() if p.name != "README.md")
+    r = subprocess.run(
+        [venv_tool("pgbench-exporter"), "convert", "--pgbench.shared-buffers=4GiB", *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return r.stdout
 
