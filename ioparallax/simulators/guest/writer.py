@@ -143,8 +143,8 @@ class GuestWriter:
         if self.vdbench.vms:
             shutil.rmtree(self.out_dir / VDBENCH_DIR, ignore_errors=True)
             (self.out_dir / VDBENCH_DIR).mkdir(parents=True)
-        for vm, where in self.pgbench.setup().items():
-            out[vm]["pgbench"] = where
+        for name, directory in self.pgbench.setup().items():
+            out[name]["pgbench"] = directory
         return out
 
     def write(self, T: int) -> None:
