@@ -34,6 +34,7 @@ class Selectors:
     diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
     vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
     pgbench: str = 'job="pgbench"'  # pgbench-exporter (the application view: pgbench's runs)
+    app: str = 'app!=""'  # any application's app_* series (the contract of docs/pgbench.md)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         diskspd=_selector(s, "diskspd", Selectors.diskspd),
         vdbench=_selector(s, "vdbench", Selectors.vdbench),
         pgbench=_selector(s, "pgbench", Selectors.pgbench),
+        app=_selector(s, "app", Selectors.app),
     )
     s.reject_unknown()
 
