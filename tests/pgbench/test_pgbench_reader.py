@@ -30,6 +30,8 @@ from tests.support import has, promtool_check_metrics, samples, value
 FIXTURES = Path(__file__).parent / "fixtures"
 PG14 = FIXTURES / "pg14.7-progress-60s.out"
 PG15 = FIXTURES / "pg15.3-progress-10s.out"
+PG16_2 = FIXTURES / "pg16.2-progress-60s.out"
+PG14_SUMMARY = FIXTURES / "pg14-summary-10500-clients.out"
 PG16_WINDOWS = FIXTURES / "pg16.3-windows-progress-6s.out"
 PG16_LAG = FIXTURES / "pg16.4-rate-lag-aborted.out"
 PG14_IDLE = FIXTURES / "pg14.8-progress-idle.out"
@@ -74,9 +76,11 @@ def plain_progress(path: Path) -> list[tuple[float, float, float | None]]:
     "path, failures",
     [
         (PG15, 0),  # 15.3: "number of failed transactions: 0 (0.000%)" and ", 0 failed" progress
+        (PG16_2, 0),
         (PG16_WINDOWS, 0),
         (PG16_LAG, 0),
         (PG14, None),  # 14.7: no failure counting (pgbench 14 aborts a client on an error)
+        (PG14_SUMMARY, None),
         (PG9, None),
     ],
 )
@@ -141,6 +145,15 @@ def test_pg15_progress_fields_and_summary():
     # -T 30 under checkpoint_timeout (5 min) and under 3 scrapes of 15 s: both flagged
     assert value(sm, "pgbench_run_hygiene_problem", source=src, run=1, problem="shorter_than_checkpoint") == 1
     assert value(sm, "pgbench_run_hygiene_problem", source=src, run=1, problem="short_runtime") == 1
+
+
+def test_more_clients_than_max_connections_are_flagged_from_the_summary():
+    sm = samples(exposition(PG14_SUMMARY))
+    src = str(PG14_SUMMARY)
+    assert value(sm, "pgbench_run_clients", source=src, run=1) == 10500
+    assert value(sm, "pgbench_run_hygiene_problem", source=src, problem="clients_above_max_connections") == 1
+    sm = samples(exposition(PG14_SUMMARY, hygiene=HygieneConfig(max_connections=11000)))
+    assert not has(sm, "pgbench_run_hygiene_problem", source=src, problem="clients_above_max_connections")
 
 
 def test_scale_that_fits_in_memory_is_flagged_from_the_summary():
