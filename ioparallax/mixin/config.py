@@ -41,6 +41,7 @@ class Selectors:
 class Windows:
     rate: str  # a Prometheus duration, e.g. "1m"
     agreement: str
+    density_baseline: str = "24h"  # how far back a density test's one-VM step is looked for
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,11 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
     s.reject_unknown()
 
     w = root.section("windows", required=True)
-    windows = Windows(rate=_duration(w, "rate"), agreement=_duration(w, "agreement"))
+    windows = Windows(
+        rate=_duration(w, "rate"),
+        agreement=_duration(w, "agreement"),
+        density_baseline=_duration(w, "density_baseline") if "density_baseline" in w.data else Windows.density_baseline,
+    )
     w.reject_unknown()
     if parse_duration(windows.agreement) < parse_duration(windows.rate):
         raise w.error("agreement", f"must be at least windows.rate ({windows.rate})")

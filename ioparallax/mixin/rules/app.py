@@ -19,9 +19,11 @@ def _either(contract: str, pgbench: str) -> str:
 
 
 def application_rates(x: Exprs) -> Group:
-    """Per VM and application: transactions and failures per second, mean latency; per cluster:
-    the applications' total and how many VMs run one (the density test's x axis)."""
+    """Per VM and application: transactions and failures per second, mean latency; over all VMs
+    (per cluster): the applications' total, how many VMs run one (the density test's x axis) and
+    the per-VM throughput as a share of the first step's (% of linear scaling)."""
     app, pg, w = x.cfg.sel("app"), x.cfg.sel("pgbench"), x.w
+    base = x.cfg.windows.density_baseline
     lat = {
         part: _either(
             f"rate(app_transaction_latency_seconds_{part}{app}[{w}])",
@@ -50,14 +52,28 @@ def application_rates(x: Exprs) -> Group:
             record=f"vm_app:ioparallax_app_transaction_latency_seconds:mean{w}",
         ),
         Rule(
-            "Application: transactions per second of every application of the cluster together.",
+            "Application: transactions per second of every application VM together (per cluster).",
             f"sum by () (vm_app:ioparallax_app_transactions:rate{w})",
-            record=f"cluster:ioparallax_app_transactions:rate{w}",
+            record=f"all_vms:ioparallax_app_transactions:rate{w}",
         ),
         Rule(
             "Application: how many VMs complete transactions now (a density test adds them one by one).",
             f"count by () (vm_app:ioparallax_app_transactions:rate{w} > 0)",
-            record=f"cluster:ioparallax_app_active_vms:count{w}",
+            record=f"all_vms:ioparallax_app_active_vms:count{w}",
+        ),
+        Rule(
+            "Application: the throughput of a density test's first step (one application VM), the highest "
+            f"over the last {base} (windows.density_baseline): linear scaling's unit.",
+            f"max_over_time((\n  all_vms:ioparallax_app_transactions:rate{w}\n  and\n  "
+            f"all_vms:ioparallax_app_active_vms:count{w} == 1\n)[{base}:{w}])",
+            record=f"all_vms:ioparallax_app_single_vm_transactions:max{base}",
+        ),
+        Rule(
+            "Application: transactions per second per VM now over the first step's: 1 is linear scaling "
+            "(each VM added brings a whole VM's throughput), 0.9 is 90 % of linear.",
+            f"(\n  all_vms:ioparallax_app_transactions:rate{w}\n  / all_vms:ioparallax_app_active_vms:count{w}\n)\n"
+            f"/ all_vms:ioparallax_app_single_vm_transactions:max{base}",
+            record=f"all_vms:ioparallax_app_linear_scaling:ratio{w}",
         ),
     ]
     return Group("ioparallax.app", "The application view: transactions per VM and application.", rules)
