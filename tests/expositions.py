@@ -17,6 +17,11 @@
   diskspd-zero-read scenario (the document the exporter reads in the stack);
 - vdbench: ``vdbench-exporter convert`` of the vdbench fixtures (a real two-host run and Flat.java's
   formats, tests/vdbench/fixtures).
+- app: node_exporter's textfile collector serving the application contract's example
+  (tests/pgbench/fixtures/app-contract.prom, docs/pgbench.md).
+- pgbench: ``pgbench-exporter convert`` of the real pgbench outputs and logs of tests/pgbench/fixtures
+  (PostgreSQL 9.x to 16, progress lines, summaries, aggregate logs), with the hygiene sizes set so
+  that every hygiene family appears.
 
 The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
 which vcenter_vm_guest_disk_info comes from.
@@ -296,6 +301,51 @@ def _diskspd_exposition(tmp) -> str:
         [venv_tool("diskspd-exporter"), "convert", str(doc)], check=True, capture_output=True, text=True, timeout=60
     )
     return r.stdout
+
+
+def _pgbench_exposition(tmp) -> str:
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "pgbench" / "fixtures"
+    files = sorted(str(p) for p in fixtures.iterdir() if p.suffix in (".out", ".log"))
+    r = subprocess.run(
+        [venv_tool("pgbench-exporter"), "convert", "--pgbench.shared-buffers=4GiB", *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return r.stdout
+
+
+def _app_exposition(tmp) -> str:
+    """An application following the contract of docs/pgbench.md (tests/pgbench/fixtures/app-contract.prom),
+    served by node_exporter's textfile collector as a guest's node_exporter would."""
+    import shutil
+    from pathlib import Path
+
+    require_tool("prometheus-node-exporter")
+    textfiles = tmp / "app-textfile"
+    textfiles.mkdir()
+    shutil.copy(Path(__file__).parent / "pgbench" / "fixtures" / "app-contract.prom", textfiles / "app.prom")
+    port = free_port()
+    proc = ManagedProcess(
+        "app-node-exporter",
+        [
+            "prometheus-node-exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={textfiles}",
+        ],
+        tmp,
+    )
+    try:
+        from tests.support import wait_for_http
+
+        wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        proc.stop()
 
 
 def _vdbench_exposition(tmp) -> str:

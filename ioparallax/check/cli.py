@@ -5,6 +5,7 @@
     ioparallax-check diskspd -b8K -d60 -Sh D:\\t.dat  # a DiskSPD command line (as typed)
     ioparallax-check "diskspd.exe -b8K -d60 D:\\t.dat" # ... or quoted as one argument
     ioparallax-check profile.xml                  # a DiskSPD -X profile or -Rxml result
+    ioparallax-check pgbench -c 10 -T 600 -P 5 db # a pgbench command line (or pgbench -i -s 100 db)
 
 Exit status: 0 clean (findings that cannot be told are printed, not failed), 1 at least one trap,
 2 input that cannot be read or is not what it claims to be.
@@ -23,12 +24,18 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ioparallax.check import diskspd as diskspd_check, fio as fio_check, vdbench as vdbench_check
+from ioparallax.check import (
+    diskspd as diskspd_check,
+    fio as fio_check,
+    pgbench as pgbench_check,
+    vdbench as vdbench_check,
+)
 from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
 from ioparallax.exporters.diskspd.parse import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
+from ioparallax.exporters.pgbench import hygiene as pgbench_hygiene
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_bytes, parse_duration
@@ -49,6 +56,11 @@ class InputError(Exception):
 class Options:
     cache_size_bytes: int | None
     scrape_interval_s: float
+    # the database server, for pgbench's checks (None: that check is off)
+    shared_buffers_bytes: int | None = None
+    memory_bytes: int | None = None
+    checkpoint_timeout_s: float = pgbench_hygiene.DEFAULT_CHECKPOINT_TIMEOUT_S
+    max_connections: int = pgbench_hygiene.DEFAULT_MAX_CONNECTIONS
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,38 @@ def _vdbench_file(path: str, data: bytes, o: Options) -> list[Finding]:
     ]
 
 
+# ---- pgbench
+
+
+def _pgbench_command(argv: list[str], o: Options) -> list[Finding]:
+    try:
+        command = pgbench_check.parse_command(argv)
+        facts = pgbench_check.facts(command)
+    except pgbench_check.CommandLineError as exc:
+        raise InputError(f"pgbench command line: {exc}") from None
+    config = pgbench_hygiene.HygieneConfig(
+        shared_buffers_bytes=o.shared_buffers_bytes,
+        memory_bytes=o.memory_bytes,
+        cache_size_bytes=o.cache_size_bytes,
+        checkpoint_timeout_s=o.checkpoint_timeout_s,
+        max_connections=o.max_connections,
+        scrape_interval_s=o.scrape_interval_s,
+    )
+    subject = f"initialisation (scale {facts.scale})" if command.initialize else "run"
+    if command.database:
+        subject += f" of database {command.database}"
+    return [Finding(subject, f.problem, f.verdict, f.detail) for f in pgbench_hygiene.find_problems(facts, config)]
+
+
+def _pgbench_sniff(path: str, head: bytes) -> bool:
+    return pgbench_check.looks_like_command_file(head.decode("utf-8", errors="replace"))
+
+
+def _pgbench_file(path: str, data: bytes, o: Options) -> list[Finding]:
+    text = data.decode("utf-8", errors="replace").strip()
+    return _pgbench_command(_split(text.splitlines()[0]), o)
+
+
 TOOLS: list[Tool] = [
     Tool(
         "diskspd",
@@ -200,6 +244,14 @@ TOOLS: list[Tool] = [
         lambda argv0: bool(re.search(r"(^|/)fio$", argv0)),
     ),
     Tool("vdbench", "ioparallaxvdbenchrunhygiene", _vdbench_sniff, _vdbench_file),
+    Tool(
+        "pgbench",
+        "ioparallaxpgbenchrunhygiene",
+        _pgbench_sniff,
+        _pgbench_file,
+        _pgbench_command,
+        lambda argv0: bool(pgbench_check.PGBENCH.search(argv0.strip("\"'"))),
+    ),
 ]
 
 
@@ -213,7 +265,9 @@ def _tool(name: str) -> Tool:
 def check(inputs: list[str], o: Options, tool_name: str | None = None) -> tuple[Tool, str, list[Finding]]:
     """(tool, what was checked, findings) for a file path or a command line; InputError says why not."""
     if not inputs:
-        raise InputError("nothing to check: give a fio job file, a DiskSPD command line or a vdbench parmfile")
+        raise InputError(
+            "nothing to check: give a fio job file, a DiskSPD command line, a vdbench parmfile or a pgbench command line"
+        )
     argv = inputs
     if len(inputs) == 1 and not os.path.exists(inputs[0]) and " " in inputs[0].strip():
         argv = _split(inputs[0])  # a command line quoted as one argument
@@ -241,7 +295,8 @@ def check(inputs: list[str], o: Options, tool_name: str | None = None) -> tuple[
     candidates = [_tool(tool_name)] if tool_name else [t for t in TOOLS if t.sniff(path, head)]
     if not candidates:
         raise InputError(
-            f"{path}: not recognised as a fio job file, a DiskSPD command line/profile or a vdbench parmfile (use --tool)"
+            f"{path}: not recognised as a fio job file, a DiskSPD command line/profile, a vdbench parmfile or a "
+            "pgbench command line (use --tool)"
         )
     tool = candidates[0]
     if tool.check_file is None:
@@ -280,10 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ioparallax-check",
         description="Print the benchmark hygiene findings of a fio job file, a DiskSPD command line "
-        "(or -X profile / -Rxml result) or a vdbench parmfile BEFORE the run, with the runbook "
-        "link; the same rules the exporters apply to results. Exit status 0 clean, 1 a trap, 2 "
-        "unreadable input. Everything from a word 'diskspd' or 'diskspd.exe' on is the DiskSPD "
-        "command line.",
+        "(or -X profile / -Rxml result), a vdbench parmfile or a pgbench command line BEFORE the run, "
+        "with the runbook link; the same rules the exporters apply to results. Exit status 0 clean, 1 "
+        "a trap, 2 unreadable input. Everything from a word 'diskspd', 'diskspd.exe', 'fio' or "
+        "'pgbench' on is that tool's command line.",
     )
     p.add_argument("input", nargs="*", help="a file, or a command line (diskspd ...)")
     p.add_argument("--tool", choices=[t.name for t in TOOLS], help="the tool, when it cannot be recognised")
@@ -295,6 +350,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         default="15s",
         help="Prometheus' scrape interval: runs shorter than 3 of these are flagged (default: %(default)s)",
+    )
+    db = p.add_argument_group("the database server (pgbench)")
+    db.add_argument(
+        "--shared-buffers", metavar="SIZE", help="its shared_buffers: a database that fits is flagged (default: off)"
+    )
+    db.add_argument(
+        "--memory-size", metavar="SIZE", help="the database VM's RAM: a database that fits is flagged (default: off)"
+    )
+    db.add_argument(
+        "--checkpoint-timeout",
+        metavar="DURATION",
+        default="5m",
+        help="its checkpoint_timeout: shorter runs are flagged (default: %(default)s)",
+    )
+    db.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=int,
+        default=pgbench_hygiene.DEFAULT_MAX_CONNECTIONS,
+        help="its max_connections: more clients are flagged (default: %(default)s)",
     )
     p.add_argument(
         "--runbook-url",
@@ -322,11 +397,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cache = parse_bytes(args.cache_size) if args.cache_size else None
         scrape = parse_duration(args.scrape_interval)
+        options = Options(
+            cache,
+            scrape,
+            shared_buffers_bytes=parse_bytes(args.shared_buffers) if args.shared_buffers else None,
+            memory_bytes=parse_bytes(args.memory_size) if args.memory_size else None,
+            checkpoint_timeout_s=parse_duration(args.checkpoint_timeout),
+            max_connections=args.max_connections,
+        )
     except ValueError as exc:
         print(f"ioparallax-check: {exc}", file=sys.stderr)
         return 2
     try:
-        tool, what, findings = check(command or args.input, Options(cache, scrape), args.tool)
+        tool, what, findings = check(command or args.input, options, args.tool)
     except (InputError, DiskspdError) as exc:
         print(f"ioparallax-check: {exc}", file=sys.stderr)
         return 2

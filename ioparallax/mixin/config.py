@@ -33,12 +33,15 @@ class Selectors:
     windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
     diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
     vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
+    pgbench: str = 'job="pgbench"'  # pgbench-exporter (the application view: pgbench's runs)
+    app: str = 'app!=""'  # any application's app_* series (the contract of docs/pgbench.md)
 
 
 @dataclass(frozen=True)
 class Windows:
     rate: str  # a Prometheus duration, e.g. "1m"
     agreement: str
+    density_baseline: str = "24h"  # how far back a density test's one-VM step is looked for
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,17 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         windows=_selector(s, "windows", Selectors.windows),
         diskspd=_selector(s, "diskspd", Selectors.diskspd),
         vdbench=_selector(s, "vdbench", Selectors.vdbench),
+        pgbench=_selector(s, "pgbench", Selectors.pgbench),
+        app=_selector(s, "app", Selectors.app),
     )
     s.reject_unknown()
 
     w = root.section("windows", required=True)
-    windows = Windows(rate=_duration(w, "rate"), agreement=_duration(w, "agreement"))
+    windows = Windows(
+        rate=_duration(w, "rate"),
+        agreement=_duration(w, "agreement"),
+        density_baseline=_duration(w, "density_baseline") if "density_baseline" in w.data else Windows.density_baseline,
+    )
     w.reject_unknown()
     if parse_duration(windows.agreement) < parse_duration(windows.rate):
         raise w.error("agreement", f"must be at least windows.rate ({windows.rate})")

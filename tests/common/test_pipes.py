@@ -12,6 +12,7 @@ import pytest
 
 from ioparallax.pipes import EXIT_STDOUT_CLOSED, quiet_on_closed_stdout
 from tests.diskspd.test_diskspd_faults import GOOD
+from tests.pgbench.test_pgbench_reader import PG14
 from tests.report.test_usl_cli import SPECSDM91
 from tests.support import venv_tool
 from tests.vdbench.test_vdbench_reader import MULTI
@@ -60,7 +61,7 @@ def test_check_reaches_its_end_with_a_reader_that_reads_everything(many_jobs):
 @pytest.fixture
 def inputs(tmp_path, many_jobs):
     """What each program reads: a fio job file, a fio result of 1,000 jobs, a real vdbench run, a
-    real DiskSPD result, a USL ramp."""
+    real DiskSPD result, a USL ramp, a real pgbench 14 output."""
     jobs = [
         {
             "jobname": f"j{i}",
@@ -73,7 +74,7 @@ def inputs(tmp_path, many_jobs):
     fio.write_text(json.dumps({"fio version": "fio-3.33", "timestamp_ms": 1700000000000, "jobs": jobs}, indent=2))
     usl = tmp_path / "ramp.csv"
     usl.write_text(SPECSDM91)
-    return {"MANY": many_jobs, "FIO": fio, "VDBENCH": MULTI, "DISKSPD": GOOD, "USL": usl}
+    return {"MANY": many_jobs, "FIO": fio, "VDBENCH": MULTI, "DISKSPD": GOOD, "USL": usl, "PGBENCH": PG14}
 
 
 @pytest.mark.parametrize(
@@ -86,6 +87,7 @@ def inputs(tmp_path, many_jobs):
         ["fio-exporter", "convert", "FIO"],
         ["vdbench-exporter", "convert", "VDBENCH"],
         ["diskspd-exporter", "convert", "DISKSPD"],
+        ["pgbench-exporter", "convert", "PGBENCH"],
     ],
     ids=lambda a: " ".join(a),
 )

@@ -40,3 +40,28 @@ def test_panel_queries_get_the_clusters_value():
     model = {"panels": [{"title": "t", "targets": [{"refId": "A", "expr": 'up{cluster=~"$cluster",vm=~"$vm"}'}]}]}
     cov = dashboard_coverage(query, cluster_label="cluster", cluster="poc-b", dashboards={"d.json": model})
     assert cov.total == 1 and asked[-1] == 'up{cluster=~"poc-b",vm=~"bench-01"}'
+
+
+def test_the_application_view_is_left_out_where_no_application_runs():
+    """The density dashboard is empty by design without an application: its queries are left out
+    of the count (said apart), not counted as missing; with an application they count."""
+    query, asked = fake_prometheus("cluster")
+    model = {
+        "panels": [
+            {"title": "io", "targets": [{"refId": "A", "expr": 'up{cluster=~"$cluster",vm=~"$vm"}'}]},
+            {
+                "title": "app",
+                "targets": [{"refId": "A", "expr": 'vm_app:ioparallax_app_transactions:rate1m{vm=~"$vm"}'}],
+            },
+            {"title": "runs", "targets": [{"refId": "A", "expr": 'pgbench_run_info{job="pgbench"}'}]},
+        ]
+    }
+    cov = dashboard_coverage(query, cluster_label="cluster", cluster="poc-b", dashboards={"d.json": model})
+    assert (cov.total, cov.left_out, [e.where for e in cov.empty]) == (1, 2, ["d.json / io / A"])
+    assert 'vm_app:ioparallax_app_transactions:rate1m{cluster="poc-b"}' in asked
+
+    def with_app(promql: str) -> list[dict]:
+        return [{"metric": {}}] if promql.startswith("vm_app:") else query(promql)
+
+    cov = dashboard_coverage(with_app, cluster_label="cluster", cluster="poc-b", dashboards={"d.json": model})
+    assert (cov.total, cov.left_out) == (3, 0)

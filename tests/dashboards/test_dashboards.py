@@ -32,6 +32,7 @@ EXPECTED_UIDS = {
     "ioparallax-vdisk",
     "ioparallax-fio",
     "ioparallax-vcenter",
+    "ioparallax-density",
 }
 # Series Prometheus itself makes: the scrape's up, and ALERTS from the alerting rules.
 PROMETHEUS_OWN = {"up", "ALERTS"}

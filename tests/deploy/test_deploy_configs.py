@@ -44,6 +44,7 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
         "fio-exporter",
         "diskspd-exporter",
         "vdbench-exporter",
+        "pgbench-exporter",
     }
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
     assert demo == {

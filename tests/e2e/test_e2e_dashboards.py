@@ -20,7 +20,10 @@ from the scenario file, not listed by hand per result:
   and the burstiness ratio where a fio job on the VM disk is buffered (not judged there);
 - a query of one tool's or one guest OS's own series is empty where the VM disk is measured by
   another (fio's ``fio_*`` and its job join on a DiskSPD disk, vdbench's on a fio disk...; node_exporter's and the Linux sysfs
-  facts on a Windows guest; Windows' split I/Os on a Linux guest).
+  facts on a Windows guest; Windows' split I/Os on a Linux guest);
+- the application view (the density dashboard's ``vm_app:``/``pgbench_`` series of the VM, its
+  ``all_vms:`` series of any VM) is empty where the scenario gives the VM (any VM) no application,
+  and the pgbench hygiene table is empty unless a run has a trap (the simulated runs have none).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ FIRING = "ioparallax-overview.json / Firing alerts / A"
 HYGIENE = "ioparallax-fio.json / Hygiene findings / A"
 UNREAD = "ioparallax-overview.json / Page fields ioparallax does not read / A"
 UNREAD_PRISM = "ioparallax-overview.json / Prism statistics ioparallax does not read / A"
+PGBENCH_HYGIENE = "ioparallax-density.json / pgbench runs and their hygiene / B"
 # Queries that need an alert's `for` duration (10 s in the e2e rules) after the windows fill.
 SLOW = {FIRING: 150.0, HYGIENE: 90.0}
 DEFAULT_WAIT = 100.0
@@ -117,6 +121,10 @@ def not_measured(e: Expr, stack: Stack, values: dict[str, str]) -> bool:
     ):
         return True
     (vm,) = [v for v in sc.vms if v.name == values["vm"]]
+    if any(n.startswith(("vm_app:", "pgbench_")) for n in names) and vm.application is None:
+        return True
+    if any(n.startswith("all_vms:") for n in names) and not any(v.application for v in sc.vms):
+        return True
     tool_series = {
         "fio": ("fio_", "guest_job:ioparallax_vm_disk:info"),
         "diskspd": ("diskspd_", "guest_target:ioparallax_diskspd_vm_disk:info"),
@@ -140,7 +148,7 @@ def must_have_data(e: Expr, stack: Stack, busy: set[str], values: dict[str, str]
         return bool(expected)
     if e.where == HYGIENE:
         return "IoparallaxFioJobHygiene" in expected
-    if e.where in (UNREAD, UNREAD_PRISM):
+    if e.where in (UNREAD, UNREAD_PRISM, PGBENCH_HYGIENE):
         return False
     if not_measured(e, stack, values):
         return False

@@ -21,6 +21,7 @@ import requests
 from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
+from ioparallax.exporters.common import linetail as linetail_module
 from ioparallax.exporters.vdbench import collector as collector_module, tailer as tailer_module
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
@@ -269,7 +270,7 @@ def test_large_backlog_is_read_in_bounded_polls(tree, monkeypatch):
     lines = (tree / "good" / "flatfile.html").read_text()
     (tree / "bad" / "flatfile.html").write_text(lines)
     shutil.copy(tree / "good" / "parmfile.html", tree / "bad")  # the same interval=1
-    monkeypatch.setattr(tailer_module, "MAX_READ_BYTES", 4096)
+    monkeypatch.setattr(linetail_module, "MAX_READ_BYTES", 4096)  # LineTailer lives in common/linetail.py
     monkeypatch.setattr(tailer_module.LineTailer.read_chunks, "__defaults__", (4096,))
     s = Scraper(tree)
     polls = 0

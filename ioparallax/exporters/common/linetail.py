@@ -1,5 +1,6 @@
 """Following a growing text file line by line, shared by the exporters that tail tool output
-(vdbench-exporter's flatfiles, esxtop-exporter's batch CSVs).
+(vdbench-exporter's flatfiles, esxtop-exporter's batch CSVs, pgbench-exporter's progress output
+and logs).
 
 A :class:`LineTailer` remembers the byte offset read so far and the partial last line (the tool
 may be half-way through writing it), reads only what was appended since, at most

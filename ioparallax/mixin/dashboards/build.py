@@ -17,6 +17,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from ioparallax.mixin.cluster import per_cluster, select_cluster
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.dashboards.base import CLUSTER_VARIABLE
+from ioparallax.mixin.dashboards.density import density
 from ioparallax.mixin.dashboards.fio import fio_jobs
 from ioparallax.mixin.dashboards.overview import overview
 from ioparallax.mixin.dashboards.three_views import three_views
@@ -30,6 +31,7 @@ BUILDERS = {
     "ioparallax-vdisk.json": vdisk,
     "ioparallax-fio.json": fio_jobs,
     "ioparallax-vcenter.json": vcenter,
+    "ioparallax-density.json": density,
 }
 
 

@@ -95,6 +95,19 @@ def _guest_fact_alerts(kit: _AlertKit) -> Group:
                 "output directory cannot decide, vdbench_run_hygiene_cannot_tell, are not alerts).",
             ),
             alert(
+                "IoparallaxPgbenchRunHygiene",
+                "warning",
+                f.hygiene,
+                f"pgbench_run_hygiene_problem{kit.cfg.sel('pgbench')} == 1",
+                "A pgbench run was measured with a benchmark trap.",
+                "pgbench run {{ $labels.run }} in {{ $labels.source }} on {{ $labels.instance }} has the hygiene "
+                "problem {{ $labels.problem }} (see docs/hygiene.md#pgbench): for a storage test its numbers describe "
+                "memory or the test, not the storage (a database that fits in memory is what a density test wants: "
+                "say which the PoC is). Check the next run first with ioparallax-check.",
+                "One alert per trap the pgbench exporter found in a run's summary (the fio alert's counterpart; "
+                "checks it cannot decide, pgbench_run_hygiene_cannot_tell, are not alerts).",
+            ),
+            alert(
                 "IoparallaxGuestSplitIo",
                 "info",
                 f.misaligned_partition,
@@ -358,6 +371,17 @@ def _exporter_alerts(kit: _AlertKit) -> Group:
                 "view is missing. vdbench_source_error_info{file, reason} names the file and why (unreadable, "
                 "not_vdbench, too_large); the exporter's log names the file.",
                 "One watched vdbench output directory has a file that cannot be read or is not vdbench output.",
+            ),
+            alert(
+                "IoparallaxPgbenchSourceDown",
+                "warning",
+                f.down,
+                f"pgbench_source_up{kit.cfg.sel('pgbench')} == 0",
+                "A pgbench output file cannot be used.",
+                "The pgbench exporter on {{ $labels.instance }} cannot use {{ $labels.source }}: that database's "
+                "application view is missing. pgbench_source_error_info{reason} says why (unreadable, "
+                "not_pgbench, truncated); the exporter's log names the file and the cause.",
+                "One watched pgbench file cannot be read or is not pgbench output.",
             ),
             alert(
                 "IoparallaxStargateUnreadFields",

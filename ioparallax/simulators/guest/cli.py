@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
         "trace at the wall-clock time since its origin modulo its period), the VM's sysfs disk facts and its "
         "/proc/diskstats (block-layer requests, split at max_sectors_kb); for each Windows VM, "
         "windows_exporter's disk and host name metrics as a textfile; for the VMs whose load generator "
-        "is vdbench, one multi-host vdbench output directory (DIR/vdbench/<scenario>). "
+        "is vdbench, one multi-host vdbench output directory (DIR/vdbench/<scenario>); for the VMs whose scenario "
+        "has an application (pgbench), pgbench's console output, one run per period "
+        "(DIR/<vm>/pgbench/pgbench-<vm>.out, for pgbench-exporter). "
         "See docs/scenarios.md.",
         epilog="Layout: DIR/<vm>/fio-status.json, DIR/<vm>/sys and DIR/<vm>/proc/diskstats (for fio-exporter serve "
         "--fio.watch DIR/<vm>/fio-status.json --fio.host <vm> --collector.sysfs DIR/<vm>/sys, and "
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--manifest",
         metavar="PATH",
-        help="also write {vm: {os, load_generator, stream, sysfs, procfs, udev, windows, vdbench}} as JSON to this "
+        help="also write {vm: {os, load_generator, stream, sysfs, procfs, udev, windows, vdbench, pgbench}} as JSON to this "
         "file once the trees exist (each VM has the keys of its guest OS and load generator)",
     )
     add_logging_args(p)

@@ -9,6 +9,9 @@ Layout under the output directory, per Linux VM::
     <dir>/<vm>/proc/diskstats      the block layer's counters, rewritten every second (for
                                    node_exporter --path.procfs=<dir>/<vm>/proc)
     <dir>/<vm>/udev/b8:16...       udev's database entries of the disks (--path.udev.data)
+    <dir>/<vm>/pgbench/pgbench-<vm>.out   pgbench's console output, one run per period (VMs whose
+                                   scenario has an ``application: {kind: pgbench}``; for
+                                   pgbench-exporter --pgbench.watch <dir>/<vm>/pgbench)
 
 and per Windows VM::
 
@@ -43,6 +46,7 @@ from ioparallax.simulators.scenario import Trace
 from .diskspd import GuestDiskspd, write_finished_runs
 from .diskstats import GuestDiskstats
 from .fio import GuestFio
+from .pgbench import GuestPgbench
 from .sysfs import write_tree, write_udev
 from .vdbench_run import GuestVdbench
 from .windows import GuestWindows
@@ -97,12 +101,13 @@ class GuestWriter:
         mine = {vm.name for vm in self.vms}
         self.diskspd.vms = {name: vm for name, vm in self.diskspd.vms.items() if name in mine}
         self.vdbench = GuestVdbench(trace, self.out_dir / VDBENCH_DIR, int(self.fio.anchor), self.vms)
+        self.pgbench = GuestPgbench(trace, self.out_dir, self.vms)
         self._period_of: dict[str, int] = {}
 
     def setup(self) -> dict[str, dict[str, str]]:
         """Write the sysfs trees and start fresh stream files; returns, per VM, its ``os`` and
         ``load_generator`` and where its files are: Linux {stream (fio only), sysfs, procfs,
-        udev}, Windows {windows} (the textfile directory)."""
+        udev, pgbench (with an application)}, Windows {windows} (the textfile directory)."""
         out: dict[str, dict[str, str]] = {}
         for vm in self.vms:
             where = {"os": vm.guest_os, "load_generator": vm.load_generator}
@@ -138,6 +143,8 @@ class GuestWriter:
         if self.vdbench.vms:
             shutil.rmtree(self.out_dir / VDBENCH_DIR, ignore_errors=True)
             (self.out_dir / VDBENCH_DIR).mkdir(parents=True)
+        for name, directory in self.pgbench.setup().items():
+            out[name]["pgbench"] = directory
         return out
 
     def write(self, T: int) -> None:
@@ -151,6 +158,7 @@ class GuestWriter:
             after = self._last_written if self._last_written is not None else T - 1
             write_finished_runs(self.diskspd, results, after, T)
         self.vdbench.write(T)
+        self.pgbench.write(T)
         self._last_written = T
         for vm in self.vms:
             if vm.windows:

@@ -11,6 +11,7 @@ without talking to each other.
 """
 
 from .model import (  # noqa: F401
+    Application,
     BlockSizeMix,
     Cluster,
     Disk,

@@ -214,6 +214,32 @@ class Disk:
         return cvm
 
 
+#: Applications the guest simulator writes the output of (``application.kind``).
+APPLICATIONS = ("pgbench",)
+
+
+@dataclass(frozen=True)
+class Application:
+    """The application in a VM (``application:`` in YAML), the control of a density test: its
+    transactions follow the I/O the VM's disks do (the trace's ops / ``ios_per_transaction``), a
+    share of them fail, and its latency is Little's law over its clients (each client always has
+    one transaction in flight: latency = clients / transactions per second). The guest simulator
+    writes what the application's benchmark prints (pgbench's progress lines and summary)."""
+
+    kind: str = "pgbench"
+    ios_per_transaction: float = 10.0  # disk I/Os (reads + writes, all the VM's disks) per transaction
+    clients: int = 16  # pgbench -c
+    threads: int = 4  # pgbench -j
+    scale: int = 100  # pgbench -i -s: the database size (about 16 MB per unit)
+    failure_ratio: float = 0.0  # share of the transactions that fail (counted by pgbench 15+)
+    progress_s: int = 5  # pgbench -P
+    version: str = "16.4"  # what pgbench prints: 14 and older have no failure counts
+
+    @property
+    def counts_failures(self) -> bool:
+        return int(self.version.split(".")[0]) >= 15
+
+
 @dataclass(frozen=True)
 class Vm:
     name: str
@@ -223,6 +249,7 @@ class Vm:
     hypervisor: str = "esxi"  # the cluster's: what the guest sees of its disks depends on it
     load_generator: str = "fio"  # fio, diskspd or vdbench
     hostname: str = ""  # the guest's host name (vCenter guest.hostName, DiskSPD's ComputerName)
+    application: Application | None = None  # what runs in the VM on top of its I/O (density tests)
 
     @property
     def windows(self) -> bool:
@@ -478,6 +505,39 @@ def _parse_vdbench(sec: Section) -> VdbenchOptions:
     return opts
 
 
+def _parse_application(sec: Section, guest_os: str) -> Application:
+    """A VM's ``application:`` (see :class:`Application`)."""
+    d = Application()
+    kind = sec.get("kind", str, default=d.kind)
+    if kind not in APPLICATIONS:
+        raise sec.error("kind", f"expected one of {', '.join(APPLICATIONS)}, got {kind!r}")
+    if guest_os != "linux":
+        raise sec.error("kind", f"{kind} is simulated on Linux guests only")
+    ios = sec.get("ios_per_transaction", (int, float), default=d.ios_per_transaction)
+    if not ios > 0:
+        raise sec.error("ios_per_transaction", f"must be positive, got {ios}")
+    failure_ratio = sec.get("failure_ratio", (int, float), default=d.failure_ratio)
+    if not 0 <= failure_ratio < 1:
+        raise sec.error("failure_ratio", f"must be in [0, 1), got {failure_ratio}")
+    ints = {}
+    for name in ("clients", "threads", "scale", "progress_s"):
+        value = sec.get(name, int, default=getattr(d, name))
+        if value < 1:
+            raise sec.error(name, f"must be at least 1, got {value}")
+        ints[name] = value
+    version = str(sec.get("version", (str, int, float), default=d.version))
+    if not re.fullmatch(r"\d+(\.\d+)?", version):
+        raise sec.error("version", f"expected a PostgreSQL version such as 16.4, got {version!r}")
+    sec.reject_unknown()
+    return Application(
+        kind=kind,
+        ios_per_transaction=float(ios),
+        failure_ratio=float(failure_ratio),
+        version=version,
+        **ints,
+    )
+
+
 def _guest_os(vsec: Section) -> str:
     # Once free text (default "Linux"): now the two values the simulator models, in any case.
     value = vsec.get("guest_os", str, default="linux")
@@ -682,6 +742,9 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 load_generator=generator,
                 hostname=_hostname(vsec, vm_name),
                 hypervisor=hypervisor,
+                application=_parse_application(vsec.section("application"), guest_os)
+                if "application" in vsec.data
+                else None,
             )
         )
         vsec.reject_unknown()

@@ -20,7 +20,9 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
     per VM reads the first two unchanged (as one would run inside each guest), scraped as job
     "fio", and one real node_exporter per VM (diskstats collector only) reads the guest's
     procfs, sysfs and udev database, scraped as job "guest-node"; both with the target label
-    ``vm``. The host's own node_exporter stays job "node"."""
+    ``vm``. The host's own node_exporter stays job "node". A VM whose scenario has an application
+    gets a pgbench exporter too, following the pgbench output the guest simulator writes, scraped
+    as job "pgbench" with the same ``vm`` label (the application view)."""
     guests = part.workdir / "guests"
     manifest = part.workdir / "guests.json"
     manifest.unlink(missing_ok=True)
@@ -57,7 +59,8 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         taken.add(port)
         return port
 
-    first_fio = True
+    pgbench_static: list[dict[str, Any]] = []
+    first_fio = first_pgbench = True
     for vm, where in paths.items():
         if "windows" in where:
             # The Windows guest OS view: windows_exporter's metrics, written by the guest
@@ -117,6 +120,25 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         )
         procs.append(proc)
         node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
+        if "pgbench" in where:
+            # The application view: pgbench's console output in the VM (its scenario's application),
+            # followed by a pgbench exporter as one would run next to pgbench in the database VM.
+            port = port_for("pgbench-exporter", first_pgbench)
+            first_pgbench = False
+            proc = stack.spawn(
+                part.proc(f"pgbench-exporter-{vm}"),
+                [
+                    BIN / "pgbench-exporter",
+                    "serve",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--pgbench.watch={where['pgbench']}",
+                    f"--pgbench.cache-size={cache}",
+                    f"--pgbench.scrape-interval={stack.scrape_interval}",
+                ],
+                url=f"http://127.0.0.1:{port}",
+            )
+            procs.append(proc)
+            pgbench_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
     jobs: list[dict[str, Any]] = []
     results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
     if results:
@@ -179,4 +201,6 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         jobs.append({"job_name": "guest-node", "static_configs": node_static})
     if windows_static:
         jobs.append({"job_name": "guest-windows", "static_configs": windows_static})
+    if pgbench_static:
+        jobs.append({"job_name": "pgbench", "static_configs": pgbench_static})
     return jobs

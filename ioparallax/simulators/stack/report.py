@@ -214,6 +214,11 @@ def _coverage_lines(cov: Any, at: str, ahv: bool = False) -> str:
         f"Dashboards (dashboards/*.json, {at}for {v['vm']} {v['disk']}, vdisk {v['vdisk']}): "
         f"{cov.with_data} of {cov.total} queries return data now"
     ]
+    if cov.left_out:
+        lines.append(
+            f"  {cov.left_out} application-view queries (the density dashboard) left out: no application "
+            "runs in this scenario (docs/pgbench.md)"
+        )
     empty = cov.empty
     if ahv:
         # Outstanding I/Os, I/O size samples and seeks are vCenter's only: no data on AHV by design.

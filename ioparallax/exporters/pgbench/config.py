@@ -1,0 +1,125 @@
+"""pgbench-exporter's settings: the watch exporters' shared ones (common/watchconfig.py) and
+pgbench's own (file pattern, idle timeout, the server facts the hygiene checks compare with)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ioparallax.exporters.common import watchconfig
+from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
+from ioparallax.exporters.pgbench.hygiene import DEFAULT_CHECKPOINT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, HygieneConfig
+from ioparallax.units import parse_bytes, parse_duration
+
+DEFAULT_LISTEN = ":9767"
+
+
+@dataclass
+class Settings(WatchSettings):
+    listen: str = DEFAULT_LISTEN
+    pattern: str = "*pgbench*"
+    idle_s: float = 30.0
+    shared_buffers: int | None = None
+    memory_size: int | None = None
+    checkpoint_timeout_s: float = DEFAULT_CHECKPOINT_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+    def hygiene(self) -> HygieneConfig:
+        return HygieneConfig(
+            shared_buffers_bytes=self.shared_buffers,
+            memory_bytes=self.memory_size,
+            cache_size_bytes=self.cache_size,
+            checkpoint_timeout_s=self.checkpoint_timeout_s,
+            max_connections=self.max_connections,
+            scrape_interval_s=self.scrape_interval_s,
+        )
+
+
+def _positive_int(value) -> int:
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"expected a number >= 1, got {n}")
+    return n
+
+
+def _show_size(value: int | None) -> str:
+    return str(value) if value is not None else "unset (check off)"
+
+
+HYGIENE = "the server, for the hygiene checks (docs/hygiene.md#pgbench)"
+
+SPEC = WatchSpec(
+    program="pgbench-exporter",
+    prefix="pgbench",
+    group="pgbench output",
+    watch_metavar="PATH",
+    watch_help="a file of pgbench output (its console output with -P progress lines and the summary, "
+    "an --aggregate-interval log or a per-transaction --log), or a directory whose files matching "
+    "--pgbench.pattern are; repeatable. Files still being written are followed.",
+    options=(
+        Option(
+            "pattern",
+            "pattern",
+            str,
+            "--pgbench.pattern",
+            "GLOB",
+            "file name pattern inside watched directories (default: *pgbench*, which takes pgbench's "
+            "own pgbench_log.* files and outputs saved as e.g. pgbench-db01.out)",
+            watch_only=True,
+        ),
+        watchconfig.retention_option(
+            "pgbench", "how long the runs of a finished file stay visible after it last grew (default: 15m)"
+        ),
+        Option(
+            "idle_timeout",
+            "idle_s",
+            parse_duration,
+            "--pgbench.idle-timeout",
+            "DURATION",
+            "a file that has not grown for this long (and 3 progress intervals) is a finished run (default: 30s)",
+            show=watchconfig.show_seconds,
+        ),
+        watchconfig.cache_size_option("pgbench"),
+        watchconfig.scrape_interval_option("pgbench"),
+        Option(
+            "shared_buffers",
+            "shared_buffers",
+            parse_bytes,
+            "--pgbench.shared-buffers",
+            "SIZE",
+            "the server's shared_buffers, e.g. 4GiB: a database that fits is flagged (default: unset, check off)",
+            group=HYGIENE,
+            show=_show_size,
+        ),
+        Option(
+            "memory_size",
+            "memory_size",
+            parse_bytes,
+            "--pgbench.memory-size",
+            "SIZE",
+            "the database VM's RAM, e.g. 16GiB: a database that fits in its page cache is flagged "
+            "(default: unset, check off)",
+            group=HYGIENE,
+            show=_show_size,
+        ),
+        Option(
+            "checkpoint_timeout",
+            "checkpoint_timeout_s",
+            parse_duration,
+            "--pgbench.checkpoint-timeout",
+            "DURATION",
+            "the server's checkpoint_timeout: shorter runs are flagged (default: 5m, PostgreSQL's)",
+            group=HYGIENE,
+            check=lambda v: None if v > 0 else "must be positive",
+            show=watchconfig.show_seconds,
+        ),
+        Option(
+            "max_connections",
+            "max_connections",
+            _positive_int,
+            "--pgbench.max-connections",
+            "N",
+            "the server's max_connections: more clients are flagged (default: 100, PostgreSQL's)",
+            group=HYGIENE,
+        ),
+    ),
+)
