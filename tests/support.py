@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +36,7 @@ __all__ = [
     "Canary",
     "Exporter",
     "REPO",
+    "ShiftedClock",
     "VENV_BIN",
     "ManagedProcess",
     "NotReadyYet",
@@ -95,6 +97,21 @@ class NotReadyYet:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class ShiftedClock:
+    """The ``time`` module as one module of the code under test sees it (``monkeypatch.setattr(module,
+    "time", clock)``), with ``monotonic()`` moved forward by the test: an idle timeout or a sample's
+    age passes at the test's command, not at the speed of a machine the test does not know."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
 
 
 def late_allowance(cost: float, quiet: float = 0.5) -> float:

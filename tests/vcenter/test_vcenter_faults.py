@@ -18,7 +18,7 @@ from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
 from ioparallax.exporters.vcenter import target as target_module
-from tests.support import metric_value as value, parse_metrics, promtool_check_metrics
+from tests.support import ShiftedClock, metric_value as value, parse_metrics, promtool_check_metrics
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
@@ -142,20 +142,6 @@ def test_powered_off_and_destroyed_vm(scenario_sim, bursty_trace, exporter):
         assert _series(gone, COUNTERS[0], vm=other)
     finally:
         admin.close()
-
-
-class ShiftedClock:
-    """The ``time`` module as a module of the exporter sees it, with ``monotonic()`` moved forward
-    by the test: time that passes at the test's command, not at the machine's speed."""
-
-    def __init__(self):
-        self.offset = 0.0
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.offset
 
 
 def test_samples_that_stop_are_not_shown_as_current(scenario_sim, bursty_trace, exporter, monkeypatch):

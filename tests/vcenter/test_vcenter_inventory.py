@@ -15,11 +15,12 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from ioparallax.exporters.common import multitarget
 from ioparallax.exporters.vcenter.cli import build_parser
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.exporters.vcenter.inventory import collect_inventory
 from ioparallax.exporters.vcenter.inventory_soap import collect_inventory_soap
-from tests.support import metric_value as value
+from tests.support import ShiftedClock, metric_value as value
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
@@ -135,20 +136,28 @@ def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace,
     assert value(m, "vcenter_inventory_age_seconds") < 2.5
 
 
-def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter):
+def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter, monkeypatch):
     """After the idle-session logout no inventory is read any more (the simulator's SOAP trace
-    stops counting WaitForUpdatesEx), although inventory_refresh is 0.3 s."""
+    stops counting WaitForUpdatesEx), although inventory_refresh is 0.3 s. The idle reaper's clock
+    is moved by the test past the 20 s timeout once the thread has refreshed twice, so a loaded
+    machine cannot log the session out before the refreshes this test needs to see."""
+    clock = ShiftedClock()
+    monkeypatch.setattr(multitarget, "time", clock)
     address, sim = stock_vcsim("-trace")
-    exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 1.5s\n", ENV)
+    exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 20s\n", ENV)
     assert value(exp.probe(address), "vcenter_up") == 1
-    time.sleep(1.0)
-    assert _trace_count(sim, "WaitForUpdatesEx") >= 2  # refreshed in the background
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
+    while _trace_count(sim, "WaitForUpdatesEx") < 2:  # refreshed in the background
+        assert time.monotonic() < deadline, "the inventory was not refreshed"
+        time.sleep(0.1)
+    assert _trace_count(sim, "Logout") == 0
+    clock.offset = 40.0  # the reaper looks every 5 s
+    deadline = time.monotonic() + 60
     while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _trace_count(sim, "Logout") == 1
     reads = _trace_count(sim, "WaitForUpdatesEx")
-    time.sleep(1.5)
+    time.sleep(1.5)  # five refresh periods: none may come
     assert _trace_count(sim, "WaitForUpdatesEx") == reads
     assert _trace_count(sim, "Login") == 1
 
