@@ -345,8 +345,10 @@ def test_trickled_headers_end_the_read_at_its_timeout_and_the_next_probe_is_fres
     srv = hostile(handler)
     exp = exporter(config_yaml([srv.address], timeout="1s", v2_sample_keeper="false"))
     _failed(exp, srv.address, caplog, "timeout", "within 1.0s")
-    time.sleep(0.3)
-    assert not [t for t in threading.enumerate() if t.name == f"read {srv.address}" and t.is_alive()]
+    deadline = time.monotonic() + 30  # the read thread ends (it stayed blocked for ever before)
+    while [t for t in threading.enumerate() if t.name == f"read {srv.address}" and t.is_alive()]:
+        assert time.monotonic() < deadline, "the read thread is still blocked"
+        time.sleep(0.05)
     mode["bad"] = False
     m = exp.probe(srv.address, timeout=3.0)
     assert value(m, "prism_up") == 1
