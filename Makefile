@@ -18,7 +18,7 @@ DEB_COMMANDS := prometheus promtool prometheus-alertmanager prometheus-node-expo
 # Stock vcsim, the last version that `go install` accepts (see docs/vcenter.md).
 VCSIM_VERSION := v0.46.3
 
-.PHONY: help deps deps-system deps-python deps-go lint test test-fast test-explore demo report bench bench-deps rules dashboards clean
+.PHONY: help deps deps-system deps-python deps-go lint test test-fast test-explore test-busy demo report bench bench-deps rules dashboards clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -99,6 +99,20 @@ test-fast: deps-python ## unit tests only (no e2e stacks), in TEST_WORKERS worke
 test-explore: deps-python ## property tests with random examples (Hypothesis, 2,000 a test): finds inputs the gate's fixed examples miss
 	IOPARALLAX_HYPOTHESIS=explore $(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) -p no:cacheprovider \
 	  $$(grep -rlE '^from hypothesis import|^import hypothesis' tests --include='test_*.py') $(PYTEST_ARGS)
+
+# The busy-machine check: the unit groups whose tests wait on timers, deadlines, sessions and
+# background threads, run while BUSY_NEIGHBOURS CPU-bound processes compete for the cores (CI runs
+# at load 15: the e2e stacks beside 4 unit workers). The neighbours are stopped by PID when the
+# tests end, pass or fail (or make is interrupted).
+BUSY_NEIGHBOURS ?= 8
+BUSY_GROUPS     ?= tests/vcenter tests/prism tests/stargate tests/stargate_sim tests/common tests/fio tests/diskspd \
+                   tests/vdbench tests/guest tests/report tests/bench
+test-busy: deps ## the timing-sensitive unit groups (BUSY_GROUPS) with BUSY_NEIGHBOURS CPU-bound neighbours running
+	@pids=""; trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	for i in $$(seq $(BUSY_NEIGHBOURS)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	echo ">> $(BUSY_NEIGHBOURS) CPU-bound neighbours running (pids$$pids)"; \
+	$(VPY) -m pytest -m 'not e2e' -n $(TEST_WORKERS) --dist worksteal --durations=10 $(BUSY_GROUPS) $(PYTEST_ARGS); rc=$$?; \
+	echo ">> load average at the end: $$(cut -d' ' -f1-3 /proc/loadavg)"; exit $$rc
 
 demo: deps ## start the whole stack on 127.0.0.1 with a simulated cluster (SCENARIO=a or a,b: one cluster each; DEMO_ARGS=--quick-alerts)
 	$(VENV)/bin/ioparallax-demo --scenario $(SCENARIO) $(DEMO_ARGS)

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 import traceback
 from collections import Counter
@@ -36,6 +37,7 @@ __all__ = [
     "Canary",
     "Exporter",
     "REPO",
+    "ShiftedClock",
     "VENV_BIN",
     "ManagedProcess",
     "NotReadyYet",
@@ -43,6 +45,7 @@ __all__ = [
     "ec_cert",
     "free_port",
     "has",
+    "late_allowance",
     "metric_value",
     "parse_metrics",
     "promtool_check_metrics",
@@ -95,6 +98,29 @@ class NotReadyYet:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class ShiftedClock:
+    """The ``time`` module as one module of the code under test sees it (``monkeypatch.setattr(module,
+    "time", clock)``), with ``monotonic()`` moved forward by the test: an idle timeout or a sample's
+    age passes at the test's command, not at the speed of a machine the test does not know."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def late_allowance(cost: float, quiet: float = 0.5) -> float:
+    """How far past its deadline a test accepts an answer: ``quiet`` seconds on a quiet machine, and
+    three times ``cost`` on a loaded one, where ``cost`` is what the same operation took in the same
+    test with nothing to wait for. A machine at load 15 is slow at everything, the answer after a
+    deadline included; a fixed small margin made such tests fail at random (issue 29)."""
+    return max(quiet, 3.0 * cost)
 
 
 def venv_tool(name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 
 import pytest
 
@@ -56,12 +55,10 @@ def test_open_regular_refuses_anything_else_at_once(tmp_path, kind, words):
         except OSError as exc:
             outcome.append(exc)
 
-    t0 = time.monotonic()
     t = threading.Thread(target=attempt, daemon=True)
     t.start()
-    t.join(5)
+    t.join(30)  # the bug blocked for ever (open() waiting for a writer); a loaded machine is slow, not stuck
     assert not t.is_alive(), "open_regular blocked"
-    assert time.monotonic() - t0 < 1
     assert outcome and words in str(outcome[0]), outcome
 
 

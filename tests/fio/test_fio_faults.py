@@ -606,11 +606,9 @@ def test_a_special_file_named_directly_never_blocks(tmp_path, kind, words, caplo
     watcher = watcher_for(special, good)
     out: list[str] = []
     t = threading.Thread(target=lambda: out.extend(exposition(watcher) for _ in range(2)), daemon=True)
-    t0 = time.monotonic()
     t.start()
-    t.join(10)
+    t.join(30)  # the bug blocked for ever; a loaded machine is slow, not stuck
     assert not t.is_alive(), "the scrape blocked on the special file"
-    assert time.monotonic() - t0 < 2
     assert_clean(out[-1])
     sm = samples(out[-1])
     assert value(sm, "fio_source_up", source=special) == 0

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import requests
 from pyVim.connect import Disconnect, SmartConnect
 
 from ioparallax.exporters.vcenter.cli import make_app
@@ -45,12 +46,48 @@ def postgres_trace(tmp_path_factory):
     return compiled_trace("postgres", tmp_path_factory)
 
 
+class SimControl:
+    """The scenario simulator's control interface (``-control-listen``, see control.go): what a test
+    makes happen at the moment it chooses instead of waiting for a timer. Each call returns once
+    the simulator is in the new state."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def _post(self, path: str, **params) -> str:
+        r = requests.post(self.url + path, params=params, timeout=30)
+        r.raise_for_status()
+        return r.text
+
+    def expire_sessions(self) -> int:
+        """End every session in use, as vCenter's idle timeout does; how many were ended."""
+        return int(self._post("/sessions/expire").split()[1])
+
+    def hold_query_perf(self) -> None:
+        """QueryPerf calls from now on wait until release_query_perf (a vCenter that does not answer)."""
+        self._post("/queryperf/hold")
+
+    def release_query_perf(self) -> None:
+        self._post("/queryperf/release")
+
+    def query_perf_held(self) -> int:
+        """How many QueryPerf calls are waiting now."""
+        r = requests.get(self.url + "/queryperf/held", timeout=30)
+        r.raise_for_status()
+        return int(r.text)
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the simulator's clock forward (new 20 s samples appear)."""
+        self._post("/clock/advance", seconds=seconds)
+
+
 @pytest.fixture
 def scenario_sim(processes):
-    """start(trace_path, *flags) -> (address 'host:port', process)."""
+    """start(trace_path, *flags, control=False) -> (address 'host:port', process); with
+    ``control=True`` the process's ``control`` attribute is its :class:`SimControl`."""
     _need(SIM)
 
-    def start(trace_path, *flags, user=USER, password=PASSWORD, port=None):
+    def start(trace_path, *flags, user=USER, password=PASSWORD, port=None, control=False):
         port = port or free_port()
         argv = [
             SIM,
@@ -62,10 +99,13 @@ def scenario_sim(processes):
             user,
             "-password",
             password,
+            *(["-control-listen", "127.0.0.1:0"] if control else []),
             *flags,
         ]
         proc = processes.start(f"vcsim-scenario-{port}", argv)
         m = wait_for_line(proc, r"listening https://(127\.0\.0\.1:\d+)/sdk")
+        if control:
+            proc.control = SimControl(wait_for_line(proc, r"control (http://127\.0\.0\.1:\d+)").group(1))
         return m.group(1), proc
 
     return start

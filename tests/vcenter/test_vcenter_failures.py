@@ -72,31 +72,67 @@ def test_tls_is_verified_by_default(scenario_sim, bursty_trace, exporter):
     _assert_down(exp.probe(address), "tls", "certificate verification failed")
 
 
-def test_slow_vcenter_answers_up_0_inside_the_scrape_timeout(scenario_sim, bursty_trace, exporter, caplog):
-    path, _ = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "QueryPerf:4000")
-    exp = exporter(insecure_config(), ENV)
+def _when_a_probe_waits(target, then):
+    """Call ``then()`` once a probe has joined the target's running collection, just before it
+    waits for it: the event the test releases the held vCenter on, where a sleep would guess."""
+    running = target._inflight
+    assert running is not None, "the collection goes on in the background"
+    result = running.result
+
+    def joined(timeout=None):
+        then()
+        return result(timeout)
+
+    running.result = joined
+
+
+def _timed_probe(exp, address, timeout=10.0):
     start = time.monotonic()
+    m = exp.probe(address, timeout=timeout)
+    return m, time.monotonic() - start
+
+
+def test_slow_vcenter_answers_up_0_inside_the_scrape_timeout(scenario_sim, bursty_trace, exporter, caplog):
+    """vCenter stops answering QueryPerf (the simulator holds every call until the test releases
+    them): the probe answers vcenter_up 0, kind timeout, at its deadline while the call is still
+    unanswered; the collection goes on, and the next probe joins it and shows its new sample."""
+    path, _ = bursty_trace
+    address, sim = scenario_sim(path, "-freeze-at", FROZEN, control=True)
+    exp = exporter(insecure_config(), ENV)
+    # The first collection (inventory, counters) ends first: an overrun after it is a slow vCenter,
+    # not a first collection still warming up. The second probe, which has nothing to wait for,
+    # is what a probe costs on this machine now (the margin below scales with it).
+    assert value(exp.probe(address), "vcenter_up") == 1
+    m, quick = _timed_probe(exp, address)
+    assert value(m, "vcenter_up") == 1
+    before = value(m, "vcenter_virtual_disk_samples_total", vm="burst-01", disk="scsi0:1")
+    sim.control.advance_clock(20)  # one more 20 s sample, which only the held collection reads
+    sim.control.hold_query_perf()
     with caplog.at_level(logging.WARNING):
-        m = exp.probe(address, timeout=2.0)  # Prometheus' timeout 2 s -> our deadline 1.5 s
-    elapsed = time.monotonic() - start
-    assert elapsed < 2.0
+        m, elapsed = _timed_probe(exp, address, timeout=2.0)  # Prometheus' timeout 2 s -> our deadline 1.5 s
+    assert sim.control.query_perf_held() >= 1, "the probe answered while vCenter had not"
     _assert_down(m, "timeout", "did not answer within the scrape timeout")
+    # At its deadline, not before, and then at once: 0.5 s on a quiet machine, as many times a
+    # whole probe's cost as a loaded one takes.
+    assert 1.5 <= elapsed < 1.5 + max(0.5, 3 * quick), (elapsed, quick)
     assert len(_failure_logs(caplog, address)) == 1
     # The collection went on in the background: the next probe joins it and gets its samples.
+    _when_a_probe_waits(exp.targets.get(address), sim.control.release_query_perf)
     m = exp.probe(address, timeout=10.0)
     assert value(m, "vcenter_up") == 1
     assert value(m, "vcenter_probe_shared_collection") == 1
-    assert value(m, "vcenter_virtual_disk_samples_total", vm="burst-01", disk="scsi0:1") == 1
+    assert value(m, "vcenter_virtual_disk_samples_total", vm="burst-01", disk="scsi0:1") == before + 1
 
 
 def test_expired_session_is_re_established(scenario_sim, bursty_trace, exporter):
+    """vCenter ends the exporter's session (the simulator expires it on command, as an idle
+    timeout does): the next probe logs in again and answers."""
     path, _ = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-session-timeout", "1s")
+    address, sim = scenario_sim(path, "-freeze-at", FROZEN, control=True)
     exp = exporter(insecure_config(), ENV)
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1 and value(m, "vcenter_session_logins_total") == 1
-    time.sleep(2.5)  # idle longer than the session timeout: the simulator drops the session
+    assert sim.control.expire_sessions() == 1  # the exporter's one session
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1
     assert value(m, "vcenter_session_logins_total") == 2
@@ -130,13 +166,12 @@ def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postg
     """16 QueryPerf calls, two in flight at once, all on an expired session: the session is
     re-established once and every VM is still collected."""
     path, _ = postgres_trace
-    address, _ = scenario_sim(
-        path, "-freeze-at", FROZEN, "-session-timeout", "1s", "-max-query-metrics", "15", "-vms", "15"
-    )
+    address, sim = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "15", "-vms", "15", control=True)
     exp = exporter(insecure_config(), ENV)
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1 and value(m, "vcenter_perf_queries") == 16
-    time.sleep(2.5)
+    assert value(m, "vcenter_session_logins_total") == 1
+    assert sim.control.expire_sessions() == 1
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1
     assert value(m, "vcenter_perf_queries") == 16

@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from tests.support import metric_value as value, parse_metrics, promtool_check_metrics
+from ioparallax.exporters.vcenter import target as target_module
+from tests.support import ShiftedClock, metric_value as value, parse_metrics, promtool_check_metrics
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
@@ -70,6 +71,20 @@ def _series(m: dict, name: str, **labels) -> dict:
     return {k: v for k, v in m.get(name, {}).items() if all(dict(k).get(a) == b for a, b in labels.items())}
 
 
+def probe_until(exp, address: str, done, timeout: float = 60.0) -> dict:
+    """Probe until ``done(metrics)``: the event a test waits for (a background inventory refresh
+    has read a change) instead of a sleep that guesses how long the refresh takes. Every probe
+    on the way must be up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = exp.probe(address)
+        assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
+        if done(m):
+            return m
+        assert time.monotonic() < deadline, "the change never showed"
+        time.sleep(0.1)
+
+
 def test_vcenter_restart_between_probes_logs_in_again(scenario_sim, bursty_trace, exporter, processes, caplog):
     """The kept-alive connection dies with the old process and the session with it: the probe
     after the restart reconnects, meets NotAuthenticated, logs in once and succeeds."""
@@ -107,9 +122,10 @@ def test_powered_off_and_destroyed_vm(scenario_sim, bursty_trace, exporter):
     try:
         vm = admin.vm("burst-01")
         WaitForTask(vm.PowerOffVM_Task())
-        time.sleep(1.2)
-        off = exp.probe(address)
-        assert value(off, "vcenter_up") == 1
+        # the refresh (inventory_refresh 1s) that reads the power state, however long it takes
+        off = probe_until(
+            exp, address, lambda m: _series(m, "vcenter_vm_info", vm="burst-01", power_state="poweredOff")
+        )
         assert value(off, "vcenter_vm_info", vm="burst-01", power_state="poweredOff") == 1
         for name in SAMPLE_GAUGES:
             assert _series(off, name, vm="burst-01") == {}, f"stale {name}"
@@ -120,9 +136,7 @@ def test_powered_off_and_destroyed_vm(scenario_sim, bursty_trace, exporter):
         assert _series(off, "vcenter_virtual_disk_sample_timestamp_seconds", vm="burst-01")
 
         WaitForTask(vm.Destroy_Task())
-        time.sleep(1.2)
-        gone = exp.probe(address)
-        assert value(gone, "vcenter_up") == 1
+        gone = probe_until(exp, address, lambda m: not _series(m, "vcenter_vm_info", vm="burst-01"))
         leftover = [(n, dict(k)) for n, s in gone.items() for k in s if dict(k).get("vm") == "burst-01"]
         assert leftover == []
         assert _series(gone, COUNTERS[0], vm=other)
@@ -130,17 +144,21 @@ def test_powered_off_and_destroyed_vm(scenario_sim, bursty_trace, exporter):
         admin.close()
 
 
-def test_samples_that_stop_are_not_shown_as_current(scenario_sim, bursty_trace, exporter):
+def test_samples_that_stop_are_not_shown_as_current(scenario_sim, bursty_trace, exporter, monkeypatch):
     """A vCenter whose samples stop (here the simulator's clock is frozen): after sample_max_age
-    the latest-sample gauges disappear, counters and vcenter_up 1 stay."""
+    the latest-sample gauges disappear, counters and vcenter_up 1 stay. The exporter's clock is
+    moved by the test (30 s, then 90 s past the first sample, for a 60 s sample_max_age), so the
+    time a loaded machine takes between probes does not decide which side of the limit they fall."""
+    clock = ShiftedClock()
+    monkeypatch.setattr(target_module, "time", clock)
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    exp = exporter(insecure_config(sample_max_age="2s"), ENV)
+    exp = exporter(insecure_config(sample_max_age="60s"), ENV)
     first = exp.probe(address)
     assert _series(first, SAMPLE_GAUGES[0], vm="burst-01")
-    time.sleep(1.0)
+    clock.offset = 30.0
     assert _series(exp.probe(address), SAMPLE_GAUGES[0], vm="burst-01"), "within sample_max_age"
-    time.sleep(1.5)
+    clock.offset = 90.0
     later = exp.probe(address)
     assert value(later, "vcenter_up") == 1
     assert _series(later, SAMPLE_GAUGES[0], vm="burst-01") == {}

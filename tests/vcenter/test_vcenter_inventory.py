@@ -15,10 +15,11 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from ioparallax.exporters.common import multitarget
 from ioparallax.exporters.vcenter.cli import build_parser
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.exporters.vcenter.inventory import collect_inventory, collect_inventory_soap
-from tests.support import metric_value as value
+from tests.support import ShiftedClock, free_port, late_allowance, metric_value as value
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
@@ -65,17 +66,23 @@ def test_warming_up_then_served_from_the_last_inventory_during_a_slow_refresh(
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "WaitForUpdatesEx:3000")
     exp = exporter(insecure_config(inventory_refresh="1s"), ENV)
+    t0 = time.monotonic()
+    assert value(exp.probe(f"127.0.0.1:{free_port()}"), "vcenter_up") == 0
+    quick = time.monotonic() - t0  # a probe with nothing to wait for (a refused connection), here and now
     with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.vcenter"):
         t0 = time.monotonic()
         warming = exp.probe(address, timeout=2.0)
-        assert time.monotonic() - t0 < 2.5
+        # at the 1.5 s deadline, late by at most what a probe costs here (1 s on a quiet machine),
+        # and always before the 3 s inventory read a probe that waited for it would take
+        took = time.monotonic() - t0
+        assert took < 1.5 + min(late_allowance(quick, quiet=1.0), 1.4), (took, quick)
     assert value(warming, "vcenter_up") == 0
     (info,) = warming["vcenter_probe_error_info"]
     assert dict(info)["kind"] == "warming_up" and "first inventory" in dict(info)["cause"]
     assert value(warming, "vcenter_probe_errors_total", kind="warming_up") == 1
     assert "vcenter_virtual_disk_write_bytes_total" not in warming
     lines = [r.getMessage() for r in caplog.records if "kind=warming_up" in r.getMessage()]
-    assert len(lines) == 1 and address in lines[0]
+    assert len(lines) == 1 and address in lines[0], lines
 
     deadline = time.monotonic() + 20
     while True:
@@ -120,7 +127,7 @@ def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace,
         )
     finally:
         admin.close()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while True:
         m = exp.probe(address)
         assert value(m, "vcenter_up") == 1
@@ -134,20 +141,28 @@ def test_vm_added_in_vcenter_appears_after_a_refresh(scenario_sim, bursty_trace,
     assert value(m, "vcenter_inventory_age_seconds") < 2.5
 
 
-def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter):
+def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter, monkeypatch):
     """After the idle-session logout no inventory is read any more (the simulator's SOAP trace
-    stops counting WaitForUpdatesEx), although inventory_refresh is 0.3 s."""
+    stops counting WaitForUpdatesEx), although inventory_refresh is 0.3 s. The idle reaper's clock
+    is moved by the test past the 20 s timeout once the thread has refreshed twice, so a loaded
+    machine cannot log the session out before the refreshes this test needs to see."""
+    clock = ShiftedClock()
+    monkeypatch.setattr(multitarget, "time", clock)
     address, sim = stock_vcsim("-trace")
-    exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 1.5s\n", ENV)
+    exp = exporter(insecure_config(inventory_refresh="0.3s") + "session_idle_timeout: 20s\n", ENV)
     assert value(exp.probe(address), "vcenter_up") == 1
-    time.sleep(1.0)
-    assert _trace_count(sim, "WaitForUpdatesEx") >= 2  # refreshed in the background
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
+    while _trace_count(sim, "WaitForUpdatesEx") < 2:  # refreshed in the background
+        assert time.monotonic() < deadline, "the inventory was not refreshed"
+        time.sleep(0.1)
+    assert _trace_count(sim, "Logout") == 0
+    clock.offset = 40.0  # the reaper looks every 5 s
+    deadline = time.monotonic() + 60
     while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _trace_count(sim, "Logout") == 1
     reads = _trace_count(sim, "WaitForUpdatesEx")
-    time.sleep(1.5)
+    time.sleep(1.5)  # five refresh periods: none may come
     assert _trace_count(sim, "WaitForUpdatesEx") == reads
     assert _trace_count(sim, "Login") == 1
 
@@ -268,13 +283,20 @@ def test_a_first_collection_longer_than_the_deadline_answers_warming_up_not_time
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-method-delay", "WaitForUpdatesEx:2000,QueryPerf:4000")
     exp = exporter(insecure_config(), ENV)
+    # What a probe with nothing to wait for costs on this machine now (a refused connection).
+    t0 = time.monotonic()
+    assert value(exp.probe(f"127.0.0.1:{free_port()}"), "vcenter_up") == 0
+    quick = time.monotonic() - t0
+    # Each probe ends at its 3.5 s deadline, late by at most what a probe costs here (1 s on a
+    # quiet machine), and always before the 6 s a probe that waited for the collection would take.
+    late = min(late_allowance(quick, quiet=1.0), 2.0)
     causes = []
     deadline = time.monotonic() + 40
     with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.vcenter"):
         while True:
             t0 = time.monotonic()
             m = exp.probe(address, timeout=4.0)
-            assert time.monotonic() - t0 < 4.5
+            assert time.monotonic() - t0 < 3.5 + late, (time.monotonic() - t0, quick)
             if value(m, "vcenter_up") == 1:
                 break
             (info,) = m["vcenter_probe_error_info"]

@@ -16,7 +16,16 @@ import time
 import pytest
 import requests
 
-from tests.support import Canary, free_port, metric_value as value, parse_metrics, self_signed_cert, venv_tool
+from ioparallax.exporters.common import multitarget
+from tests.support import (
+    Canary,
+    ShiftedClock,
+    free_port,
+    metric_value as value,
+    parse_metrics,
+    self_signed_cert,
+    venv_tool,
+)
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
@@ -167,18 +176,21 @@ def _trace_count(proc, element: str) -> int:
     return proc.log_path.read_text(errors="replace").count(f"<{element} xmlns=")
 
 
-def test_idle_sessions_are_logged_out(stock_vcsim, exporter):
-    """Spellings share one session; a target not probed for session_idle_timeout is logged out
-    (the simulator's SOAP trace shows the Logout) and the next probe logs in again."""
+def test_idle_sessions_are_logged_out(stock_vcsim, exporter, monkeypatch):
+    """Spellings share one session; a target not probed for session_idle_timeout is logged out by
+    the exporter's idle reaper (the simulator's SOAP trace shows the Logout) and the next probe logs
+    in again. The reaper's clock is moved by the test past the 20 s timeout, so how long the probes
+    take on a loaded machine does not decide whether the session is idle between them."""
+    clock = ShiftedClock()
+    monkeypatch.setattr(multitarget, "time", clock)
     address, sim = stock_vcsim("-trace")
-    # 5 s idle: the three probes (each well under a second, but slower on a loaded machine) must
-    # come within it, or the session is rightly logged out between them and logged in again.
-    exp = exporter(insecure_config() + "session_idle_timeout: 5s\n", ENV)
+    exp = exporter(insecure_config() + "session_idle_timeout: 20s\n", ENV)
     for spelling in (address, f"https://{address}/sdk", f"HTTPS://{address}/"):
         assert value(exp.probe(spelling), "vcenter_up") == 1
     assert _trace_count(sim, "Login") == 1
     assert _trace_count(sim, "Logout") == 0
-    deadline = time.monotonic() + 20
+    clock.offset = 40.0  # the reaper looks every 5 s
+    deadline = time.monotonic() + 60
     while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _trace_count(sim, "Logout") == 1

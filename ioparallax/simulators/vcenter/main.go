@@ -43,6 +43,8 @@ func main() {
 	maxQueryMetrics := flag.Int("max-query-metrics", 256, "config.vpxd.stats.maxQueryMetrics: metrics per QueryPerf (0: unlimited)")
 	useTLS := flag.Bool("tls", true, "serve https with a self-signed certificate")
 	workers := flag.Int("workers", 8, "parallel VM creations at start-up")
+	controlListen := flag.String("control-listen", "", "serve the test control interface (plain HTTP, e.g. 127.0.0.1:0; printed as 'control <url>'): "+
+		"POST /sessions/expire, /queryperf/hold, /queryperf/release, /clock/advance?seconds=N; GET /queryperf/held (empty: off)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s -trace trace.json [-listen 127.0.0.1:0] [flags]\n\n"+
 			"A vCenter simulator (govmomi) whose virtualDisk performance counters are computed from an\n"+
@@ -69,6 +71,8 @@ func main() {
 		frozen := time.Unix(*freezeAt, 0)
 		clock = func() time.Time { return frozen }
 	}
+	ctl := newControl()
+	clock = ctl.clock.wrap(clock)
 
 	var plans []vmPlan
 	var hostNames []string
@@ -141,6 +145,7 @@ func main() {
 
 	pm := model.Map().Get(*model.ServiceContent.PerfManager).(*simulator.PerformanceManager)
 	perf := newScenarioPerf(pm, clock, *maxQueryMetrics)
+	perf.gate = ctl.perf
 	model.Map().Put(perf)
 
 	u := &url.URL{Host: *listen}
@@ -187,6 +192,16 @@ func main() {
 	}
 	model.DelayConfig.Delay = *delay
 
+	if *controlListen != "" {
+		model.Map().Cookie = ctl.sessions.cookie
+		ctl.sm = model.Map().SessionManager
+		addr, err := ctl.serve(*controlListen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("control http://%s\n", addr)
+	}
+
 	public := *server.URL
 	public.User = nil
 	fmt.Printf("listening %s\n", public.String())
@@ -195,4 +210,5 @@ func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
+	ctl.perf.release() // closing the server waits for the requests in progress
 }

@@ -90,7 +90,8 @@ type ScenarioPerf struct {
 	maxLatency int32 // counter key of disk.maxTotalLatency.latest (0 if absent)
 	keyOf      map[string]int32
 	clock      func() time.Time
-	maxMetrics int // config.vpxd.stats.maxQueryMetrics; 0 = unlimited
+	maxMetrics int   // config.vpxd.stats.maxQueryMetrics; 0 = unlimited
+	gate       *gate // QueryPerf waits here while a test holds it (control.go)
 }
 
 func newScenarioPerf(pm *simulator.PerformanceManager, clock func() time.Time, maxMetrics int) *ScenarioPerf {
@@ -262,6 +263,9 @@ type seriesOut struct {
 }
 
 func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) soap.HasFault {
+	if p.gate != nil {
+		p.gate.pass()
+	}
 	body := new(methods.QueryPerfBody)
 	body.Res = new(types.QueryPerfResponse)
 
