@@ -115,6 +115,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     g = gate.Gate("bench/diskspd_read.py")
+    g.calibrate()
     for f in sorted(FIXTURES.glob("*.xml")):
         data = f.read_bytes()
         r = gate.timed(lambda: reader(data), args.repeat * 4)

@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     g = gate.Gate("bench/stargate_transport.py")
+    g.calibrate()
     total = args.cvms * args.vdisks_per_cvm
     rounds: dict[tuple[str, str], list[Round]] = {}
     rss: dict[str, float] = {}

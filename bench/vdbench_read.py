@@ -114,6 +114,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (default: %(default)s)")
     args = parser.parse_args()
     g = gate.Gate("bench/vdbench_read.py")
+    g.calibrate()
     work = Path(tempfile.mkdtemp(prefix="vdbench-bench-"))
     try:
         d, extra = make_input(work, args.rows)
