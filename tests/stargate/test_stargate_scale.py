@@ -250,14 +250,15 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
 
 
 @pytest.mark.parametrize(("cores", "workers"), [(1, 0), (2, 1), (4, 3), (64, 4)])
-def test_parse_workers_default_to_auto_one_per_core_beyond_the_first(cores, workers, monkeypatch):
-    """Without --stargate.parse-workers or parse_workers:, ``auto``: a worker for each core the
+def test_parse_workers_default_to_none_and_auto_is_one_per_core_beyond_the_first(cores, workers, monkeypatch):
+    """Without --stargate.parse-workers or parse_workers:, pages are parsed in each probe's
+    thread, whatever the cores (docs/stargate.md). ``auto``: a worker for each core the
     exporter's own process does not use (none on 1 core; at most 4, past which the exporter's
     process is the bottleneck)."""
     from ioparallax.exporters.stargate import parsepool
 
     monkeypatch.setattr(parsepool, "usable_cores", lambda: cores)
-    assert parsepool.default_workers() == "auto"
+    assert parsepool.default_workers() == 0
     assert parsepool.auto_workers() == workers
 
 
@@ -323,8 +324,7 @@ def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess,
 
 
 def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
-    """The real command with no worker setting (auto) and one probe at a time: no parse workers
-    started (one process), its probe answers
+    """The real command with no worker setting: no parse workers (one process), its probe answers
     as the in-process path, every detail view is read by the strict reader (counted on /metrics),
     and glibc's allocator is set up (two arenas)."""
     config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
@@ -349,8 +349,30 @@ def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
     finally:
         proc.stop()
     log_text = proc.log_path.read_text()
-    assert "parse_workers auto" in log_text, log_text
+    assert "parse_workers 0" in log_text, log_text
     assert "malloc: 2 arenas, mmap from 131072 bytes: set" in log_text, log_text
+
+
+def test_exporter_process_with_auto_workers_starts_none_for_a_lone_probe(cluster, tmp_path):
+    """The real command with --stargate.parse-workers=auto: a probe running alone is answered
+    as in-process and starts no process (no fork server, no worker, no resource tracker)."""
+    config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
+    proc, url = _exporter(tmp_path, config, "--stargate.parse-workers=auto", "--log.level=info")
+    try:
+        r = requests.get(
+            f"{url}/probe",
+            params={"target": cluster.urls["cvm-2"], "discover": "true"},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
+            timeout=30,
+        )
+        assert r.status_code == 200
+        want = StargateCollector(run(cluster, cluster.urls["cvm-2"], None, discover=True))
+        assert lines(r.content) == lines(want.render())
+        assert _children(proc.pid) == set()
+    finally:
+        proc.stop()
+    log_text = proc.log_path.read_text()
+    assert "parse_workers auto" in log_text, log_text
 
 
 def test_exporter_process_with_workers_and_switches(cluster, tmp_path):

@@ -58,8 +58,9 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
                                     # series per vdisk)
   source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
                                     # destination (the bytes/s series stay)
-  parse_workers: auto               # processes parsing pages for all probes (default auto: used
-                                    # while probes run at once), see --stargate.parse-workers
+  parse_workers: 0                  # processes parsing pages for all probes (default 0: in each
+                                    # probe's thread; auto: while probes run at once), see
+                                    # --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "(none on 1 core) the first time two probes run at once, and a probe hands its pages to "
         "them only while another probe runs too; N hands every page to N workers; 0 parses in "
         "each probe's thread (docs/stargate.md, Cluster scale; "
-        "default: parse_workers: in --config.file, else %s)" % default_workers(),
+        "default: parse_workers: in --config.file, else %d)" % default_workers(),
     )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
     c.add_argument(

@@ -1,6 +1,6 @@
 """Stargate pages parsed in worker processes, so that concurrent probes use every core
-(``parse_workers``; the default, ``auto``, decides from the probes running at once and the cores:
-see default_workers and :meth:`ParsePool.hand_over`).
+(``parse_workers``: none by default; ``auto`` decides from the probes running at once and the
+cores, see default_workers and :meth:`ParsePool.hand_over`; ``N`` hands every page to N).
 
 Before the strict reader (strict.py), parsing was most of a probe's CPU (~0.8 ms a detail view
 with lxml), so probes running at once in one process (Prometheus scrapes every CVM at the same
@@ -67,20 +67,20 @@ QUEUED_PER_WORKER = 64
 AUTO = "auto"
 
 
-def default_workers() -> str:
-    """Parse workers when neither the command line nor the config file says: ``auto``.
-
-    Since the strict reader (strict.py) a detail view costs ~0.2 ms to read and ~0.1 ms more of
-    the exporter's CPU to hand to a worker and take its record back, and each worker costs memory.
-    So a worker pays for itself only when the exporter's process is the bottleneck: when several
-    probes run at once (Prometheus scrapes every CVM of a cluster at the same moment) and there is
-    a core the exporter's process does not use. ``auto`` therefore has ``usable_cores() - 1``
-    workers (none on 1 core), started the first time two probes run at once (an exporter that
-    only ever runs one probe at a time starts none), and a probe hands its pages over only while
-    another probe is running too (:meth:`ParsePool.hand_over`); a lone probe, a ``discover=true``
-    one included, parses in its own thread. bench/stargate_cluster.py measures it against
-    ``parse_workers: 0`` side by side (docs/stargate.md, Cluster scale)."""
-    return AUTO
+def default_workers() -> int:
+    """Parse workers when neither the command line nor the config file says: none, whatever the
+    cores (issue 24). Since the strict reader (strict.py) a detail view costs ~0.2 ms to read and
+    ~0.1 ms more of the exporter's CPU to hand to a worker and take its record back, and each
+    worker costs memory. ``auto`` (:func:`auto_workers`, opt-in since issue 34) has
+    ``usable_cores() - 1`` workers, started the first time two probes run at once, and a probe
+    hands its pages over only while another probe is running too (:meth:`ParsePool.hand_over`);
+    a lone probe, a ``discover=true`` one included, parses in its own thread. On 2 cores it takes
+    ~40 % of the CPU off the exporter's own process when 16 probes run at once (the bound on the
+    slowest probe on an idle machine), for ~1.17x the CPU in all and ~50 MB more memory (PSS: a
+    worker, the fork server, multiprocessing's resource tracker), which puts it over the 150 MB
+    of bench/stargate_cluster.py; on the shared machine at load 20-28 its wall gain was not
+    measurable (docs/stargate.md, Cluster scale). Not the default until both are settled."""
+    return 0
 
 
 def auto_workers() -> int:
