@@ -13,6 +13,16 @@ The machine's load enters a figure only through a baseline measured in the same 
 checked with ``at_least`` or ``below``), never by loosening a target: the targets here are fixed
 numbers, and the load printed beside each figure says how far to trust it.
 
+Two machines of the same kind differ 2-3x in what a CPU second buys (issue 34: the same code, the
+same Prometheus and the same BeautifulSoup cost 2.2-2.7x the CPU on one 2-core EPYC as on
+another), so a target in CPU seconds or wall seconds holds only where it was tuned. Every bench
+therefore measures a :class:`Calibration` in the same run (:meth:`Gate.calibrate`: a fixed
+pure-Python kernel and a fixed numpy kernel, each the minimum of several timed runs, so a busy
+neighbour inflates it little) and prints it beside its figures. Targets, in order of preference:
+a ratio against a baseline run side by side; CPU seconds per unit of work in calibration units
+(:meth:`Gate.check_cpu`: CPU seconds / the pure-Python kernel's seconds); and only then wall
+time, printed with the load it ran at.
+
 Benches import it as ``import gate`` (``python bench/x.py`` puts bench/ first on sys.path).
 """
 
@@ -135,6 +145,40 @@ class Gate:
     def __init__(self, name: str) -> None:
         self.name = name
         self.checks: list[Check] = []
+        self.calibration: Calibration | None = None
+
+    def calibrate(self, runs: int = 7) -> Calibration:
+        """Measure the machine's speed now and print it (every bench calls this first); the
+        verdict prints it again, measured anew, so a bench's figures sit between two calibrations."""
+        self.calibration = calibrate(runs)
+        print(f"{self.name}: {self.calibration.line()}", flush=True)
+        return self.calibration
+
+    def check_cpu(
+        self,
+        what: str,
+        cpu_seconds: Runs | float,
+        *,
+        below: float,
+        per: float = 1.0,
+        per_what: str = "",
+        kind: str = "python",
+        stat: str = "median",
+    ) -> bool:
+        """A CPU-seconds figure normalised by the calibration (:meth:`calibrate` first): ``stat``
+        of ``cpu_seconds / per`` in calibration units strictly below ``below``. The seconds are
+        printed beside the units, so a reader sees both."""
+        if self.calibration is None:
+            raise RuntimeError("check_cpu needs the calibration: call Gate.calibrate() first")
+        if not isinstance(cpu_seconds, Runs):
+            cpu_seconds = of([float(cpu_seconds)])
+        cal = self.calibration
+        units = Runs([cal.units(v / per, kind) for v in cpu_seconds.values], list(cpu_seconds.loads))
+        secs = cpu_seconds.stat(stat) / per
+        label = f"{what}, CPU{' per ' + per_what if per_what else ''} in calibration units ({kind} kernel)"
+        ok = self.check(label, units, below=below, stat=stat)
+        print(f"    = {number(secs * 1000)} ms CPU{' per ' + per_what if per_what else ''} ({stat})", flush=True)
+        return ok
 
     def check(
         self,
@@ -182,7 +226,10 @@ class Gate:
         return [c for c in self.checks if not c.met]
 
     def verdict(self) -> int:
-        """The last line of a bench and its exit code: 0 if every target was met, else 1."""
+        """The last line of a bench and its exit code: 0 if every target was met, else 1. A bench
+        that calibrated has the calibration measured again and printed before it."""
+        if self.calibration is not None:
+            print(f"{self.name}: at the end, {calibrate(self.calibration.runs).line()}", flush=True)
         if not self.checks:
             print(f"{self.name}: no targets checked: MISSED", flush=True)
             return 1
@@ -196,6 +243,78 @@ class Gate:
             flush=True,
         )
         return 1
+
+
+# ---- the machine's speed, measured in the same run
+
+
+#: Kernels of the calibration: fixed work, so their times compare machines (not code versions).
+PY_KERNEL_N = 200_000
+NP_KERNEL_N = 1_000_000
+
+
+def _py_kernel() -> int:
+    """Pure-Python work of the kind the exporters and readers do: dict and str operations, integer
+    arithmetic, a loop in the interpreter (~20-60 ms on a 2-core EPYC)."""
+    d: dict[str, int] = {}
+    acc = 0
+    for i in range(PY_KERNEL_N):
+        k = "k" + str(i & 1023)
+        d[k] = d.get(k, 0) + (i * 7) % 13
+        acc ^= len(k) + d[k]
+    return acc
+
+
+def _np_kernel() -> float:
+    """numpy work of the kind the report does, single-threaded (no BLAS, whose threads would make
+    the figure depend on the machine's BLAS build): sorting, element-wise functions, cumulative
+    sums and reductions on float64 arrays."""
+    import numpy as np
+
+    a = np.random.default_rng(34).random(NP_KERNEL_N)
+    s = np.sort(a)
+    c = np.cumsum(np.sin(a) * s)
+    return float(c.max() + np.abs(np.diff(s)).sum() + np.median(a))
+
+
+def _cpu_min(fn: Callable[[], object], runs: int) -> float:
+    """The least thread CPU time of ``runs`` calls (a process' CPU clock would count other threads)."""
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t0)
+    return best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The machine's speed now: CPU seconds of a fixed pure-Python kernel and a fixed numpy
+    kernel, each the minimum of ``runs`` runs, with the load they were measured at."""
+
+    python_s: float
+    numpy_s: float
+    runs: int
+    load: float
+
+    def units(self, cpu_seconds: float, kind: str = "python") -> float:
+        """``cpu_seconds`` in calibration units: how many runs of the ``kind`` kernel it is worth."""
+        return cpu_seconds / (self.python_s if kind == "python" else self.numpy_s)
+
+    def line(self) -> str:
+        return (
+            f"calibration: pure-Python kernel {self.python_s * 1000:.1f} ms, numpy kernel "
+            f"{self.numpy_s * 1000:.1f} ms (CPU, min of {self.runs}, load {self.load:.1f} on {CORES} cores); "
+            f"1 unit = one pure-Python kernel unless said"
+        )
+
+
+def calibrate(runs: int = 7) -> Calibration:
+    """Time the two kernels now (one warm-up call each, then ``runs`` timed; ~1 s in all)."""
+    at = load()
+    _py_kernel()
+    _np_kernel()
+    return Calibration(_cpu_min(_py_kernel, runs), _cpu_min(_np_kernel, runs), runs, at)
 
 
 # ---- another process and its children, from /proc

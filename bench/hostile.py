@@ -252,6 +252,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each figure (default: %(default)s)")
     args = ap.parse_args()
     g = gate.Gate("bench/hostile.py")
+    g.calibrate()
     with tempfile.TemporaryDirectory(prefix="ioparallax-hostile-") as d:
         tmp = Path(d)
         bench_alias_bomb(g, tmp, 5 * args.repeat)

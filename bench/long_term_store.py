@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[dict[str, float]] = []
     g = gate.Gate("bench/long_term_store.py")
+    g.calibrate()
     try:
         with stack:
             stack.wait_scraped(timeout=90)

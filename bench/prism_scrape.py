@@ -225,6 +225,7 @@ def main() -> int:
     b = row("peer", theirs, peer_cold, peer_text, rss["peer"])
     print(f"series per disk {a['series'] / args.disks:.1f} (ours) vs {b['series'] / args.disks:.1f} (peer)")
     g = gate.Gate("bench/prism_scrape.py")
+    g.calibrate()
     at = a["cpu"].loads[-1]
     ratio = b["cpu"].median / a["cpu"].median if a["cpu"].median else float("inf")
     g.check("CPU per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")

@@ -272,7 +272,7 @@ def serve(kind: str, argv: list[str]) -> int:
     return cli.main(argv)
 
 
-def start_side(tmp: Path, kind: str, ports: list[int], workers: int, lean: bool) -> tuple[Process, str]:
+def start_side(tmp: Path, kind: str, ports: list[int], workers: str, lean: bool) -> tuple[Process, str]:
     cfg = tmp / f"stargate-{kind}.yml"
     cfg.write_text('{"targets": ["127.0.0.1"], "discovery_ports": [%s]}' % ", ".join(map(str, ports)))
     port = free_port()
@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="measured runs per side and mode (default: %(default)s)")
     ap.add_argument("--cvms", type=int, default=16, help="simulated CVMs (default: %(default)s)")
     ap.add_argument("--vdisks-per-cvm", type=int, default=250, help="default: %(default)s")
-    ap.add_argument("--workers", type=int, default=default_workers(), help="parse workers (default: %(default)s)")
+    ap.add_argument(
+        "--workers", default=default_workers(), help="parse workers, auto or a count (default: %(default)s)"
+    )
     ap.add_argument("--chosen", choices=SIDES, default="select", help="the exporter's transport (default: %(default)s)")
     ap.add_argument(
         "--margin",
@@ -327,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     g = gate.Gate("bench/stargate_transport.py")
+    g.calibrate()
     total = args.cvms * args.vdisks_per_cvm
     rounds: dict[tuple[str, str], list[Round]] = {}
     rss: dict[str, float] = {}

@@ -398,6 +398,7 @@ def inventory_bench(args: argparse.Namespace) -> int:
                 print(f"  ({failed} probes of the old mode did not answer vcenter_up 1 and are left out)")
             print(f"(load average now {gate.load():.1f} on {gate.CORES} cores)")
             g = gate.Gate("bench/vcenter_scrape.py --inventory")
+            g.calibrate()
             kinds = Counter(k for _, _, k in first_answers)
             g.require(
                 "cold start, background mode: every probe answered (vcenter_up 1, or warming_up before the first "
@@ -730,6 +731,7 @@ def main() -> int:
         return 1
     their_py, why_not = ensure_vmware_exporter()
     g = gate.Gate("bench/vcenter_scrape.py")
+    g.calibrate()
     for vms in counts:
         paired(args, vms, their_py, why_not, g)
     return g.verdict()

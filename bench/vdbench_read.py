@@ -157,6 +157,7 @@ def main() -> int:
     parser.add_argument("--big-mb", type=int, default=200, help="size of the big flatfile (default: %(default)s)")
     args = parser.parse_args()
     g = gate.Gate("bench/vdbench_read.py")
+    g.calibrate()
     work = Path(tempfile.mkdtemp(prefix="vdbench-bench-"))
     try:
         d, extra = make_input(work, args.rows)

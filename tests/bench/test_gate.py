@@ -114,6 +114,50 @@ def test_the_process_tree_rss_counts_the_children():
     assert done.cpu_seconds > 0
 
 
+def test_the_calibration_is_measured_printed_and_printed_again_at_the_verdict(capsys):
+    g = gate.Gate("bench/x.py")
+    cal = g.calibrate(runs=2)
+    assert cal.python_s > 0 and cal.numpy_s > 0 and cal.runs == 2
+    out = capsys.readouterr().out
+    assert out.startswith("bench/x.py: calibration: pure-Python kernel ")
+    assert "numpy kernel " in out and "(CPU, min of 2, load " in out
+    g.check("t", 1.0, below=2)
+    assert g.verdict() == 0
+    out = capsys.readouterr().out
+    assert "bench/x.py: at the end, calibration: pure-Python kernel " in out
+    assert out.index("at the end, calibration") < out.index("bench/x.py: all 1 targets met")
+
+
+def test_the_kernels_do_fixed_work():
+    """The same answer every call: the kernels measure the machine, never their input."""
+    assert gate._py_kernel() == gate._py_kernel()
+    assert gate._np_kernel() == gate._np_kernel()
+
+
+def test_cpu_seconds_in_calibration_units():
+    cal = gate.Calibration(python_s=0.05, numpy_s=0.1, runs=7, load=1.0)
+    assert cal.units(0.5) == pytest.approx(10.0)
+    assert cal.units(0.5, "numpy") == pytest.approx(5.0)
+
+
+def test_a_cpu_target_is_checked_in_calibration_units(capsys):
+    g = gate.Gate("bench/x.py")
+    g.calibration = gate.Calibration(python_s=0.05, numpy_s=0.1, runs=7, load=1.0)
+    # 4.0 s of CPU over 4,000 vdisks = 1 ms a vdisk = 0.02 units; 2 ms = 0.04 units
+    assert g.check_cpu("probe", gate.of([4.0, 4.0, 8.0]), below=0.03, per=4000, per_what="vdisk")
+    assert not g.check_cpu("probe", gate.of([8.0, 8.0]), below=0.03, per=4000, per_what="vdisk")
+    out = capsys.readouterr().out
+    assert "probe, CPU per vdisk in calibration units (python kernel): min 0.02 / median 0.02 over 3 runs" in out
+    assert "[target median < 0.03: met]" in out and "[target median < 0.03: MISSED]" in out
+    assert "= 1 ms CPU per vdisk (median)" in out and "= 2 ms CPU per vdisk (median)" in out
+    assert g.verdict() == 1
+
+
+def test_a_cpu_target_needs_the_calibration():
+    with pytest.raises(RuntimeError):
+        gate.Gate("x").check_cpu("t", 1.0, below=1)
+
+
 def test_make_bench_runs_every_bench_then_fails_on_a_miss(tmp_path):
     missing = tmp_path / "a_misses.py"
     missing.write_text(
@@ -166,3 +210,5 @@ def test_every_bench_is_a_gate(name):
     assert re.search(r"^import gate\b", text, re.MULTILINE), f"{name}: does not use bench/gate.py"
     assert ".verdict()" in text and re.search(r"\bg\.(check|require)\(", text), f"{name}: no targets"
     assert text.rstrip().endswith("sys.exit(main())"), f"{name}: does not exit with its verdict"
+    # issue 34: figures from two machines compare only beside the machine's speed in that run
+    assert re.search(r"\bg\.calibrate\(", text), f"{name}: does not measure and print the calibration"

@@ -233,11 +233,14 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
     f.write_text("histograms: false\nsource_ratios: false\nparse_workers: 0\n")
     cfg = load_config(str(f))
     assert (cfg.histograms, cfg.source_ratios, cfg.parse_workers) == (False, False, 0)
+    f.write_text("parse_workers: auto\n")
+    assert load_config(str(f)).parse_workers == "auto"
     assert load_config(None).parse_workers is None and load_config(None).histograms is True
     for text, key in (
         ("histograms: 0\n", "histograms"),
         ("parse_workers: -1\n", "parse_workers"),
         ("parse_workers: true\n", "parse_workers"),
+        ("parse_workers: many\n", "parse_workers"),
         ("source_ratio: false\n", "source_ratio"),
     ):
         f.write_text(text)
@@ -246,14 +249,62 @@ def test_collector_and_worker_keys_of_the_config_file(tmp_path):
         assert str(f) in str(exc.value) and key in str(exc.value)
 
 
-@pytest.mark.parametrize("cores", [1, 2, 4, 64])
-def test_parse_workers_default_to_none_whatever_the_cores(cores, monkeypatch):
+@pytest.mark.parametrize(("cores", "workers"), [(1, 0), (2, 1), (4, 3), (64, 4)])
+def test_parse_workers_default_to_none_and_auto_is_one_per_core_beyond_the_first(cores, workers, monkeypatch):
     """Without --stargate.parse-workers or parse_workers:, pages are parsed in each probe's
-    thread: the strict reader made a worker cost as much as it saves (docs/stargate.md)."""
+    thread, whatever the cores (docs/stargate.md). ``auto``: a worker for each core the
+    exporter's own process does not use (none on 1 core; at most 4, past which the exporter's
+    process is the bottleneck)."""
     from ioparallax.exporters.stargate import parsepool
 
     monkeypatch.setattr(parsepool, "usable_cores", lambda: cores)
     assert parsepool.default_workers() == 0
+    assert parsepool.auto_workers() == workers
+
+
+def test_auto_workers_start_and_take_pages_only_while_probes_run_at_once(cluster):
+    """parse_workers auto: a lone probe parses in its thread and starts no process; the first
+    time two probes run at once the workers start, and from then on a probe that runs beside
+    another hands its batches over, with the same answer as in-process."""
+    pool = ParsePool(1, adaptive=True)
+    try:
+        target = cluster.urls["cvm-3"]
+        base = run(cluster, target, None, discover=True)
+        alone = run(cluster, target, pool, discover=True)
+        assert pool.batches_handed == 0 and pool.pids() == [] and not pool.hand_over()
+        assert lines(StargateCollector(alone).render()) == lines(StargateCollector(base).render())
+        with pool.probing():  # another probe is running
+            with pool.probing():  # and a third: the first time two run at once, the workers start
+                deadline = time.monotonic() + 120
+                while not pool.hand_over():  # in the background, without holding up a probe
+                    assert time.monotonic() < deadline, "the parse workers did not start"
+                    time.sleep(0.05)
+            assert len(pool.pids()) == 1
+            beside = run(cluster, target, pool, discover=True)
+        assert pool.batches_handed >= VDISKS // 16  # every batch of 16 detail views, and main pages
+        assert beside.up and not beside.detail_errors
+        assert lines(StargateCollector(beside).render()) == lines(StargateCollector(base).render())
+        handed = pool.batches_handed
+        again = run(cluster, target, pool, discover=True)  # alone again: in its thread
+        assert pool.batches_handed == handed and again.up and len(again.details) == VDISKS
+    finally:
+        pool.close()
+
+
+def test_auto_workers_leave_a_batch_in_the_probe_when_they_are_behind(monkeypatch):
+    """With QUEUED_PER_WORKER batches per worker waiting, the next batch is parsed by the probe
+    itself (this process' core is then the sooner one)."""
+    from ioparallax.exporters.stargate.parsepool import QUEUED_PER_WORKER
+
+    pool = ParsePool(2, adaptive=True)
+    pool._ready = True
+    with pool.probing(), pool.probing():
+        assert pool.hand_over()
+        pool._queued = 2 * QUEUED_PER_WORKER
+        assert not pool.hand_over()
+        pool._queued = 2 * QUEUED_PER_WORKER - 1
+        assert pool.hand_over()
+    assert not pool.hand_over()  # no probe running beside
 
 
 def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess, str]:
@@ -300,6 +351,28 @@ def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
     log_text = proc.log_path.read_text()
     assert "parse_workers 0" in log_text, log_text
     assert "malloc: 2 arenas, mmap from 131072 bytes: set" in log_text, log_text
+
+
+def test_exporter_process_with_auto_workers_starts_none_for_a_lone_probe(cluster, tmp_path):
+    """The real command with --stargate.parse-workers=auto: a probe running alone is answered
+    as in-process and starts no process (no fork server, no worker, no resource tracker)."""
+    config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
+    proc, url = _exporter(tmp_path, config, "--stargate.parse-workers=auto", "--log.level=info")
+    try:
+        r = requests.get(
+            f"{url}/probe",
+            params={"target": cluster.urls["cvm-2"], "discover": "true"},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
+            timeout=30,
+        )
+        assert r.status_code == 200
+        want = StargateCollector(run(cluster, cluster.urls["cvm-2"], None, discover=True))
+        assert lines(r.content) == lines(want.render())
+        assert _children(proc.pid) == set()
+    finally:
+        proc.stop()
+    log_text = proc.log_path.read_text()
+    assert "parse_workers auto" in log_text, log_text
 
 
 def test_exporter_process_with_workers_and_switches(cluster, tmp_path):

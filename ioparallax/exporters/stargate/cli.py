@@ -17,7 +17,7 @@ from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, par
 from ioparallax.exporters.stargate.client import HttpClient, Limits, PageClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
-from ioparallax.exporters.stargate.parsepool import ParsePool, default_workers
+from ioparallax.exporters.stargate.parsepool import AUTO, ParsePool, auto_workers, default_workers
 from ioparallax.exporters.stargate.prism import VDiskNames
 from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, DETAIL_READS, probe
 from ioparallax.version import add_version_arg
@@ -59,7 +59,8 @@ which CVMs may be probed, and limits (--config.file; see "Security" in docs/star
   source_ratios: true               # --[no-]collector.source-ratios: Percent per read source / write
                                     # destination (the bytes/s series stay)
   parse_workers: 0                  # processes parsing pages for all probes (default 0: in each
-                                    # probe's thread), see --stargate.parse-workers
+                                    # probe's thread; auto: while probes run at once), see
+                                    # --stargate.parse-workers
 
 vdisk mapping (--config.file), vm and disk labels of stargate_vdisk_info: from Prism's v2
 virtual_disks API (matched by vdisk UUID, cached for refresh_interval), and/or listed by hand;
@@ -153,6 +154,15 @@ def make_app(
     )
 
 
+def _workers_arg(text: str) -> int | str:
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a count, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["capture"], ["replay"]):
@@ -202,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stargate.parse-workers",
         dest="parse_workers",
-        type=int,
+        type=_workers_arg,
         default=None,
-        metavar="N",
-        help="processes parsing the pages of all probes, for a host with many cores scraping many "
-        "large CVMs at once (~55 MB each); 0 parses in each probe's thread, which the strict "
-        "detail-view reader makes cheap enough on 2 cores (docs/stargate.md, Cluster scale; "
+        metavar="auto|N",
+        help="processes parsing the pages of all probes: auto starts one per core beyond the first "
+        "(none on 1 core) the first time two probes run at once, and a probe hands its pages to "
+        "them only while another probe runs too; N hands every page to N workers; 0 parses in "
+        "each probe's thread (docs/stargate.md, Cluster scale; "
         "default: parse_workers: in --config.file, else %d)" % default_workers(),
     )
     c = parser.add_argument_group("collectors (series per vdisk: docs/stargate.md, Series budget)")
@@ -283,8 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         if config.parse_workers is not None
         else default_workers()
     )
-    if not 0 <= workers <= MAX_PARSE_WORKERS:
-        print(f"error: --stargate.parse-workers must be 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr)
+    adaptive = workers == AUTO
+    count = auto_workers() if adaptive else int(workers)
+    if not 0 <= count <= MAX_PARSE_WORKERS:
+        print(
+            f"error: --stargate.parse-workers must be auto or 0 to {MAX_PARSE_WORKERS}, got {workers}", file=sys.stderr
+        )
         return 2
     try:
         extra = [] if args.replay else [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t]
@@ -337,12 +352,19 @@ def main(argv: list[str] | None = None) -> int:
         log.info("collectors switched off: %s", ", ".join(off))
     tune_malloc()  # before the pool and the web front start their threads
     parse_pool = None
-    if workers:
-        parse_pool = ParsePool(workers)
+    if count and adaptive:
+        parse_pool = ParsePool(count, adaptive=True)
+        log.info(
+            "parse_workers auto: %d worker processes, started when two probes first run at once; "
+            "pages parsed in each probe's thread while it runs alone",
+            count,
+        )
+    elif count:
+        parse_pool = ParsePool(count)
         parse_pool.warm_up()
-        log.info("pages parsed by %d worker processes", workers)
+        log.info("pages parsed by %d worker processes", count)
     else:
-        log.info("pages parsed in each probe's thread (parse_workers 0)")
+        log.info("pages parsed in each probe's thread (parse_workers %s)", workers)
     try:
         return serve(
             make_app(

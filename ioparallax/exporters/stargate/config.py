@@ -21,7 +21,7 @@ class StargateConfig:
     allow_unlisted: bool = False
     limits: Limits = Limits()
     discovery_ports: tuple[int, ...] = ()
-    parse_workers: int | None = None  # None: the command line's (default: none, parsepool.default_workers)
+    parse_workers: int | str | None = None  # None: the command line's (default: auto, parsepool.default_workers)
     histograms: bool = True
     source_ratios: bool = True
 
@@ -54,6 +54,15 @@ def _positive_int(name: str, maximum: int):
 MAX_PARSE_WORKERS = 64
 
 
+def parse_workers_value(value) -> int | str:
+    """``parse_workers``: ``auto`` (the default: parsepool.default_workers) or a count 0-64."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PARSE_WORKERS:
+        raise ValueError(f"expected auto or an integer from 0 to {MAX_PARSE_WORKERS}, got {value!r}")
+    return value
+
+
 def _count(name: str, maximum: int):
     def check(value) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
@@ -83,7 +92,7 @@ def load_config(path: str | None) -> StargateConfig:
     for i, port in enumerate(ports):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise root.error(f"discovery_ports[{i}]", f"expected a port 1-65535, got {port!r}")
-    parse_workers = root.get("parse_workers", _count("parse_workers", MAX_PARSE_WORKERS), default=None)
+    parse_workers = root.get("parse_workers", parse_workers_value, default=None)
     histograms = root.get("histograms", bool, default=True)
     source_ratios = root.get("source_ratios", bool, default=True)
     out: dict[str, dict[str, str]] = {}

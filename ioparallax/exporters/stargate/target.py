@@ -13,8 +13,10 @@ was pending; nothing is left running. Which URLs may be fetched at all is decide
 
 With a :class:`~.parsepool.ParsePool` (``parse_workers``), the pages are parsed in worker
 processes, shared by all probes, so concurrent probes use every core; the detail views go over in
-batches as they arrive, and the deadline cancels the batches still queued. Without one, each
-page is parsed in the probe's thread as it arrives.
+batches as they arrive, and the deadline cancels the batches still queued. The pool decides per
+batch (ParsePool.hand_over: with ``parse_workers: auto`` only while another probe runs too and
+the workers have room); a batch it keeps, and every page without a pool, is parsed in the
+probe's thread.
 """
 
 from __future__ import annotations
@@ -150,6 +152,23 @@ def probe(
     closed and nothing left running. ``policy`` decides which Cluster State CVMs ``discover``
     may visit (the target itself is checked by the caller). ``parse_pool``: parse the pages in
     its worker processes (None: in this thread)."""
+    if parse_pool is None:
+        return _probe(client, target, deadline, discover, concurrency, limits, policy, discovery_ports, None)
+    with parse_pool.probing():
+        return _probe(client, target, deadline, discover, concurrency, limits, policy, discovery_ports, parse_pool)
+
+
+def _probe(
+    client: PageClient,
+    target: str,
+    deadline: float,
+    discover: bool,
+    concurrency: int,
+    limits: Limits,
+    policy: TargetPolicy | None,
+    discovery_ports: tuple[int, ...],
+    parse_pool: ParsePool | None,
+) -> ProbeResult:
     start = time.monotonic()
     policy = policy if policy is not None else TargetPolicy.loopback()
 
@@ -308,7 +327,7 @@ def _main_pages(
             cvm = out[i]
             if isinstance(got, FetchError):
                 cvm.error = str(got)
-            elif parse_pool is None:
+            elif parse_pool is None or not parse_pool.hand_over():
                 _parse_main(cvm, parse_main_page, got, cvm.url)
             else:
                 parsing.append((cvm, got, parse_pool.submit_main(got, cvm.url)))
@@ -371,7 +390,10 @@ def _details(
     def flush() -> None:
         if pages:
             assert parse_pool is not None
-            pending.append((list(vids), list(pages), parse_pool.submit_details(list(pages))))
+            if parse_pool.hand_over():
+                pending.append((list(vids), list(pages), parse_pool.submit_details(list(pages))))
+            else:  # the pool keeps this batch out of the workers: parsed here, now
+                results.update(zip(vids, parse_details(pages)))
             vids.clear()
             pages.clear()
 
