@@ -149,6 +149,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (default: %(default)s)")
     args = parser.parse_args()
     g = gate.Gate("bench/esxtop_read.py")
+    g.calibrate()
     work = Path(tempfile.mkdtemp(prefix="esxtop-bench-"))
     try:
         path, rows, selected = make_input(work, args.mb, args.columns)
