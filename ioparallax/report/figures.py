@@ -602,13 +602,15 @@ def series_csv(times: np.ndarray, columns: dict[str, np.ndarray]) -> str:
     keep = ~np.all(np.isnan(data), axis=0)
     idx = np.nonzero(keep)[0].tolist()
     stamps = np.datetime_as_string(times.astype("datetime64[s]"), unit="s").tolist()
-    # Formatted column by column from Python floats ("%.6g" % x, NaN as an empty cell): three
-    # times faster than numpy's element-wise string formatting (np.char.mod).
-    fmt = "%.6g".__mod__
-    cols = [["" if c != c else fmt(c) for c in col] for col in data[:, keep].tolist()]
-    lines = ["time,unix," + ",".join(_csv_field(n) for n in names)]
-    lines.extend(f"{stamps[i]}Z,{times[i]:.0f}," + ",".join(cells) for i, cells in zip(idx, zip(*cols)))
-    return "\n".join(lines) + "\n"
+    # Each row formatted by one "%.6g,%.6g,..." % values (NaN written "nan", then made an empty
+    # cell: no other number's text holds "nan"): a third faster than a format call per cell.
+    row = ",".join(["%.6g"] * len(names))
+    rows = data[:, keep].T.tolist()
+    head = "time,unix," + ",".join(_csv_field(n) for n in names) + "\n"
+    if not idx:
+        return head
+    body = "\n".join(f"{stamps[i]}Z,{times[i]:.0f}," + row % tuple(r) for i, r in zip(idx, rows))
+    return head + body.replace("nan", "") + "\n"
 
 
 def _csv_field(text: str) -> str:

@@ -293,6 +293,64 @@ def _draw_axis(axis: Any, renderer: Any) -> None:
     axis.stale = False
 
 
+# -- patches: the backgrounds of figures and axes, the spines ---------------------------------------
+
+_PATCHES: dict[tuple, Fragment] = {}
+_patch_draw = _mpatches.Patch.draw
+
+
+def _patch_key(p: Any) -> tuple | None:
+    if (
+        not p.get_visible()
+        or p.get_rasterized()
+        or p.get_hatch()
+        or p.get_path_effects()
+        or p.get_sketch_params() is not None
+        or p.get_url()
+        or getattr(p, "_gapcolor", None) is not None
+        or p.get_clip_path() is not None
+    ):
+        return None
+    path = p.get_path()
+    if len(path.vertices) > 16:
+        return None
+    clip = p.get_clip_box() if p.get_clip_on() else None
+    return (
+        type(p).__name__,
+        p.get_transform().transform(path.vertices).round(3).tobytes(),
+        None if path.codes is None else path.codes.tobytes(),
+        tuple(p.get_facecolor()),
+        tuple(p.get_edgecolor()),
+        p.get_linewidth(),
+        repr(getattr(p, "_dash_pattern", None)),
+        p.get_capstyle(),
+        p.get_joinstyle(),
+        p.get_antialiased(),
+        p.get_snap(),
+        p.get_alpha(),
+        p.get_fill(),
+        None if clip is None else tuple(clip.bounds),
+    )
+
+
+def draw_patch(patch: Any, renderer: Any) -> None:
+    """Patch.draw, kept per drawn place and style: the same backgrounds and spines on every page."""
+    r = svg_renderer(renderer)
+    key = _patch_key(patch) if r is not None and _writer_api(r) is not None else None
+    if key is None:
+        return _patch_draw(patch, renderer)
+    frag = _PATCHES.get(key)
+    if frag is None:
+        frag = capture(r, lambda: _patch_draw(patch, renderer))
+        if frag is None:
+            return None
+        if len(_PATCHES) < 1024:
+            _PATCHES[key] = frag
+    write(r, frag)
+    patch.stale = False
+    return None
+
+
 # -- texts: titles, notes -----------------------------------------------------------------------
 
 _TEXTS: dict[tuple, Fragment] = {}
@@ -499,3 +557,4 @@ def install() -> None:
         setattr(_mlegend.Legend, "draw", draw_legend)  # noqa: B010
         setattr(_maxis.Axis, "draw", draw_axis)  # noqa: B010
         setattr(_mtext.Text, "draw", draw_text)  # noqa: B010
+        setattr(_mpatches.Patch, "draw", draw_patch)  # noqa: B010

@@ -198,3 +198,20 @@ def test_pages_are_shared_out_largest_first_and_one_by_one_at_the_end(n, workers
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
     assert sizes[0] == max(1, n // (4 * workers))  # the first hand-over is a quarter of a worker's share
     assert sum(1 for s in sizes if s == 1) >= min(n, 2 * workers)  # the tail: single pages
+
+
+def test_series_csv_cells_are_six_significant_digits_and_empty_for_nan():
+    times = T0 + 5 * np.arange(4)
+    a = np.array([1234567.0, np.nan, 0.5, -2e-7])
+    b = np.array([np.nan, np.nan, 3.0, np.inf])
+    text = figures.series_csv(times, {"a": a, "b,c": b})
+    lines = text.splitlines()
+    assert lines[0] == 'time,unix,a,"b,c"'
+    # The row where every series is empty is left out; NaN is an empty cell, never "nan".
+    assert lines[1:] == [
+        f"{np.datetime_as_string(np.datetime64(int(T0), 's'))}Z,{T0:.0f},1.23457e+06,",
+        f"{np.datetime_as_string(np.datetime64(int(T0) + 10, 's'))}Z,{T0 + 10:.0f},0.5,3",
+        f"{np.datetime_as_string(np.datetime64(int(T0) + 15, 's'))}Z,{T0 + 15:.0f},-2e-07,inf",
+    ]
+    assert text.endswith("\n") and "nan" not in text
+    assert figures.series_csv(times, {"a": np.full(4, np.nan)}) == "time,unix,a\n"
