@@ -43,6 +43,7 @@ from matplotlib.backends import backend_svg as _svg
 from matplotlib.figure import FigureBase
 
 _GLYPH_DEF = re.compile(r'<path id="([^"]+)"(?: d="[^"]*")? transform="scale\(0\.015625\)"/>\n?')
+_EMPTY_DEFS = re.compile(r"<defs>\s*</defs>\s*")
 _STATE = ("_markers", "_clipd", "_hatchd", "_glyph_map")
 
 
@@ -135,6 +136,7 @@ def write(r: Any, frag: Fragment, dx: float = 0.0, dy: float = 0.0) -> None:
     w = r.writer
     w._XMLWriter__flush()
     out = []
+    skipped = False
     moved = dx or dy
     if moved:
         out.append(f'<g transform="translate({dx:.2f} {dy:.2f})">\n')
@@ -145,6 +147,7 @@ def write(r: Any, frag: Fragment, dx: float = 0.0, dy: float = 0.0) -> None:
             r._markers[key] = frag.markers[key]
         elif kind == "g":
             if key in r._glyph_map:
+                skipped = True
                 continue
             r._glyph_map[key] = frag.glyphs[key]
         out.append(text)
@@ -152,7 +155,10 @@ def write(r: Any, frag: Fragment, dx: float = 0.0, dy: float = 0.0) -> None:
         out.append("</g>\n")
     r._clipd.update(frag.clips)
     r._hatchd.update(frag.hatches)
-    w._XMLWriter__write("".join(out))
+    text = "".join(out)
+    if skipped:  # no definitions left: no <defs>, as matplotlib writes it
+        text = _EMPTY_DEFS.sub("", text)
+    w._XMLWriter__write(text)
 
 
 # -- ticks ------------------------------------------------------------------------------------
@@ -354,6 +360,7 @@ def draw_patch(patch: Any, renderer: Any) -> None:
 # -- texts: titles, notes -----------------------------------------------------------------------
 
 _TEXTS: dict[tuple, Fragment] = {}
+_SEEN_TEXTS: set[tuple] = set()
 _text_draw = _mtext.Text.draw
 
 
@@ -397,6 +404,10 @@ def draw_text(text: Any, renderer: Any) -> None:
     text._renderer = renderer
     frag = _TEXTS.get(key)
     if frag is None:
+        if key not in _SEEN_TEXTS:  # a text seen once (a title naming a vdisk) is drawn, not kept
+            if len(_SEEN_TEXTS) < 8192:
+                _SEEN_TEXTS.add(key)
+            return _text_draw(text, renderer)
         frag = capture(r, lambda: _text_draw(text, renderer))
         if frag is None:
             return None
