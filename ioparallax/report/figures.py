@@ -205,7 +205,9 @@ def to_svg(fig: MplFigure) -> str:
 
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _BETWEEN_TAGS = re.compile(r">\s+<")
-_PLACES = re.compile(r'(?<=[ ("])(?:[xy]="|translate\()[-\d. ]+')
+# A place with a number of two decimals or more (a place already to a tenth is left alone: the kept
+# SVG of svgcache is written compact).
+_PLACES = re.compile(r'(?<=[ ("])(?:[xy]="|translate\()(?=[-\d. ]*?\d\.\d\d)[-\d. ]+')
 _DECIMALS = re.compile(r"-?\d+\.\d{2,}")
 
 
@@ -378,8 +380,10 @@ if (
     setattr(_mtextpath.TextToPath, "get_glyphs_with_font", _cached_glyphs_with_font)  # noqa: B010
 
 
-# Ticks and legends drawn once and written again (svgcache): a third of a page's drawing.
+# Ticks and legends drawn once and written again (svgcache): a third of a page's drawing. What it
+# keeps is kept compact, so that compact() has little left to do where it is written.
 svgcache.install()
+svgcache.tidy = compact
 
 
 # -- units ------------------------------------------------------------------------------------

@@ -107,6 +107,12 @@ def capture(r: Any, draw: Any) -> Fragment | None:
     return _cut("".join(out), markers, clips, hatches, glyphs)
 
 
+def tidy(text: str) -> str:
+    """What a kept fragment's text goes through once when kept (figures.compact: the figure's SVG
+    goes through it too, so a fragment kept compact leaves it less to do)."""
+    return text
+
+
 def _cut(text: str, markers: dict, clips: dict, hatches: dict, glyphs: dict) -> Fragment:
     frag = Fragment(markers=markers, glyphs=glyphs, clips=clips, hatches=hatches)
     cuts: list[tuple[int, int, str, Any]] = []
@@ -123,10 +129,10 @@ def _cut(text: str, markers: dict, clips: dict, hatches: dict, glyphs: dict) -> 
     for start, end, kind, key in cuts:
         if start < at:  # a glyph inside a marker's definition: cannot be
             continue
-        frag.pieces.append((text[at:start], None, None))
-        frag.pieces.append((text[start:end], kind, key))
+        frag.pieces.append((tidy(text[at:start]), None, None))
+        frag.pieces.append((tidy(text[start:end]), kind, key))
         at = end
-    frag.pieces.append((text[at:], None, None))
+    frag.pieces.append((tidy(text[at:]), None, None))
     return frag
 
 
@@ -139,7 +145,7 @@ def write(r: Any, frag: Fragment, dx: float = 0.0, dy: float = 0.0) -> None:
     skipped = False
     moved = dx or dy
     if moved:
-        out.append(f'<g transform="translate({dx:.2f} {dy:.2f})">\n')
+        out.append(f'<g transform="translate({dx:.1f} {dy:.1f})">')
     for text, kind, key in frag.pieces:
         if kind == "m":
             if key in r._markers:
@@ -152,7 +158,7 @@ def write(r: Any, frag: Fragment, dx: float = 0.0, dy: float = 0.0) -> None:
             r._glyph_map[key] = frag.glyphs[key]
         out.append(text)
     if moved:
-        out.append("</g>\n")
+        out.append("</g>")
     r._clipd.update(frag.clips)
     r._hatchd.update(frag.hatches)
     text = "".join(out)
