@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,10 +108,13 @@ def capture(r: Any, draw: Any) -> Fragment | None:
     return _cut("".join(out), markers, clips, hatches, glyphs)
 
 
-def tidy(text: str) -> str:
-    """What a kept fragment's text goes through once when kept (figures.compact: the figure's SVG
-    goes through it too, so a fragment kept compact leaves it less to do)."""
+def _as_written(text: str) -> str:
     return text
+
+
+# What a kept fragment's text goes through once when kept (figures sets it to figures.compact: the
+# figure's SVG goes through it too, so a fragment kept compact leaves it less to do).
+tidy: Callable[[str], str] = _as_written
 
 
 def _cut(text: str, markers: dict, clips: dict, hatches: dict, glyphs: dict) -> Fragment:
