@@ -29,6 +29,7 @@ from ioparallax.report.figures import (
     reused,
     rows_csv,
     series_csv,
+    stack,
     thin,
     thin_index,
     time_axis,
@@ -429,7 +430,7 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other: Other, kind: 
     # Thinned at the highest and lowest total of each bucket: every layer at the same instants.
     idx = thin_index(np.sum(ys, axis=0), axes_points(ax), flat=False)
     idx = idx[flat_index(np.vstack(ys)[:, idx])]
-    polys = ax.stackplot(dates[idx], *(y[idx] for y in ys), colors=colors, labels=names, alpha=0.9)
+    polys = stack(ax, dates[idx], [y[idx] for y in ys], colors, names, 0.9)
     for p, h in zip(polys, hatches):
         if h:
             p.set_hatch(h)

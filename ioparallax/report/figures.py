@@ -26,6 +26,7 @@ from matplotlib import (  # noqa: E402
     _text_helpers as _mtext_helpers,
     artist as _martist,
     cbook as _cbook,
+    collections as _mcollections,
     colors as _mcolors,
     lines as _mlines,
     text as _mtext,
@@ -178,6 +179,32 @@ def line(ax: Any, x: np.ndarray, y: np.ndarray, **style: Any) -> _mlines.Line2D:
         ax.update_datalim([(fx.min(), fy.min()), (fx.max(), fy.max())])
     lines.stale = True
     return st
+
+
+def stack(ax: Any, x: np.ndarray, ys: list[np.ndarray], colors: list[str], labels: list[str], alpha: float) -> list:
+    """``ax.stackplot(x, *ys, colors=colors, labels=labels, alpha=alpha)`` (finite values, zero
+    baseline), its areas made as fill_between makes them (each layer's polygon: its top at the first
+    point, along the layer below, its top at the last point, back along its top) without
+    fill_between's unit, where and step handling, and its data limits counted once: a quarter of a
+    stacked figure's time."""
+    x = np.asarray(x, dtype=float)
+    n = len(x)
+    below = np.zeros(n)
+    areas = []
+    for y, color, label in zip(ys, colors, labels):
+        top = below + np.asarray(y, dtype=float)
+        pts = np.empty((2 * n + 2, 2))
+        pts[0] = x[0], top[0]
+        pts[1 : n + 1, 0], pts[1 : n + 1, 1] = x, below
+        pts[n + 1] = x[-1], top[-1]
+        pts[n + 2 :, 0], pts[n + 2 :, 1] = x[::-1], top[::-1]
+        area = _mcollections.PolyCollection([pts], facecolors=color, alpha=alpha, label=label)
+        ax.add_collection(area, autolim=False)
+        areas.append(area)
+        below = top
+    if n and areas:
+        ax.update_datalim([(x.min(), 0.0), (x.max(), float(below.max()))])
+    return areas
 
 
 def to_svg(fig: MplFigure) -> str:

@@ -300,3 +300,21 @@ def test_kept_svg_draws_every_tick_label_and_legend_where_matplotlib_does(monkey
             assert match is not None, (href, x, y)
             want.remove(match)
         assert len(re.findall(r'clip-path="url\(#', k)) == len(re.findall(r'clip-path="url\(#', p))
+
+
+def test_stacked_areas_are_the_svg_of_stackplot(monkeypatch):
+    # figures.stack makes fill_between's polygons itself: the bytes of matplotlib's stackplot.
+    ctx, ds = _dataset()
+    wave = 3e6 * (1 + np.sin(np.arange(120) / 5))  # a layer that is not flat, above a hatched one
+    ds.labelled["read_sources"].append(({"vdisk_id": "1", "source": "cache_dram"}, wave))
+    a = ("vm-a", "scsi0:1")
+    figures._REUSED.clear()
+    ours = disks.read_sources(ctx, ds, a, None, "read_sources").svg
+    monkeypatch.setattr(
+        disks,
+        "stack",
+        lambda ax, x, ys, colors, labels, alpha: ax.stackplot(x, *ys, colors=colors, labels=labels, alpha=alpha),
+    )
+    figures._REUSED.clear()
+    assert disks.read_sources(ctx, ds, a, None, "read_sources").svg == ours
+    assert ours.count("url(#h") >= 2  # the zero bucket hatched, in the area and its legend handle
