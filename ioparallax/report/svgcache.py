@@ -196,6 +196,8 @@ def _tick_key(tick: Any) -> tuple:
         l1.get_fontsize(),
         l1.get_color(),
         l1.get_rotation(),
+        tick.get_pad(),
+        tick.get_tickdir(),
     )
 
 
