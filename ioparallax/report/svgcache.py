@@ -1,18 +1,25 @@
-"""Drawn SVG kept and written again: the ticks and legends of the report's figures.
+"""Drawn SVG kept and written again: the ticks, axes, texts, backgrounds and legends of the
+report's figures.
 
 A hundred VM disks' pages draw the same figures with other data: the same time ticks at the same
-places, value ticks with the same few labels at other heights, the same legends. matplotlib makes
-and draws every tick (a grid line, a tick mark and a label, each an artist) and every legend anew,
-which was a third of a page's drawing. Here the SVG matplotlib writes for a tick or a legend is
-kept, and written again where the same one is drawn:
+places, value ticks with the same few labels at other heights, the same titles, frames and
+legends. matplotlib makes and draws every tick (a grid line, a tick mark and a label, each an
+artist), text and legend anew, which was most of a page's drawing. Here the SVG matplotlib writes
+for each is kept, and written again where the same one is drawn:
 
 - a tick, per axis and per label text, drawn once by matplotlib at a fixed place (the middle of
   its axes) and written at its place inside ``<g transform="translate(...)">``. The kept SVG does
   not depend on where the tick was first seen, so a page's bytes do not depend on which pages the
   process drew before it (the report's pages are drawn by several processes).
+- an axis whose locator and formatter say that its ticks depend on its view alone
+  (``ticks_from_view_only``: the report's time axis), whole, per view; any other axis without
+  measuring its tick labels where nothing is placed by them.
+- a text (a title, a note), per string, place and style, once seen twice; a patch (a background,
+  a spine), per drawn place and style.
 - a legend, per what makes it look as it does: where it is anchored (fixed places only, not
-  "best"), its texts and the style of each handle. A legend of another kind of handle is drawn by
-  matplotlib each time.
+  "best"), its texts and the style of each handle; :func:`legend` does not even make the Legend
+  where the same one was drawn before. A legend of another kind of handle is drawn by matplotlib
+  each time.
 
 What the kept SVG needs besides itself goes with it: the clip rectangles and hatch patterns it
 refers to (matplotlib writes them at the end of the figure) and the definitions of its tick marks
