@@ -25,9 +25,11 @@ from ioparallax.report.figures import (
     fmt_seconds,
     has_data,
     headroom,
+    line,
     reused,
     rows_csv,
     series_csv,
+    stack,
     thin,
     thin_index,
     time_axis,
@@ -36,6 +38,7 @@ from ioparallax.report.figures import (
 )
 from ioparallax.report.sections import Figure, Section, esc
 from ioparallax.report.summary import disk_anchor, fmt_time, verdict_cell
+from ioparallax.report.svgcache import legend
 from ioparallax.report.verdicts import TRAPS
 
 ZERO_SOURCES = ("zero",)
@@ -294,27 +297,32 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other: Other) -> Figu
     # thinned to the axes' width.
     fig.subplots_adjust(left=0.085, right=0.99, top=0.96, bottom=0.1, hspace=0.28, wspace=0.16)
     columns: dict[str, np.ndarray] = {}
+    handles: dict[str, Any] = {}  # label -> the line's style, the first of that label (the legend's order)
+
+    def draw(ax, x: np.ndarray, y: np.ndarray, label: str, **style: Any) -> None:
+        handles.setdefault(label, line(ax, *thin(ax, x, y), **style))
+
     for r, q in enumerate(QUANTITIES):
         for c, d in enumerate(DIRECTIONS):
             ax = axes[r][c]
             drawn = False
             fio = ds.get(f"fio_{d}_{q}", key)
             if has_data(fio):
-                ax.plot(
-                    *thin(ax, dates, fio), color=COLORS["guest"], lw=0.7, alpha=0.45, label="guest, fio 1 s interval"
-                )
+                draw(ax, dates, fio, "guest, fio 1 s interval", color=COLORS["guest"], lw=0.7, alpha=0.45)
                 columns[f"guest_fio_interval_{d}_{q}"] = fio
                 drawn = True
             vcs = ds.get(f"vcsample_{d}_{q}", key)
             if has_data(vcs):
-                ax.plot(
-                    *thin(ax, dates, vcs),
+                draw(
+                    ax,
+                    dates,
+                    vcs,
+                    f"VM, {manager} {period:g} s sample",
                     color=COLORS["vm"],
                     lw=0.9,
                     alpha=0.6,
                     drawstyle="steps-post",
                     ls="--",
-                    label=f"VM, {manager} {period:g} s sample",
                 )
                 columns[f"vm_{source}_sample_{d}_{q}"] = vcs
                 drawn = True
@@ -322,10 +330,12 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other: Other) -> Figu
                 s = ds.get(f"{layer}_{d}_{q}", key)
                 if has_data(s):
                     # Views that agree draw on top of each other: wide to narrow, so each stays visible.
-                    ax.plot(
-                        *thin(ax, dates, s),
+                    draw(
+                        ax,
+                        dates,
+                        s,
+                        f"{LABELS[layer].replace('(vCenter)', f'({manager})')}, {ctx.config.w}",
                         color=COLORS[layer],
-                        label=f"{LABELS[layer].replace('(vCenter)', f'({manager})')}, {ctx.config.w}",
                         **LAYER_STYLE[layer],
                     )
                     columns[f"{layer}_{d}_{q}"] = s
@@ -336,30 +346,27 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other: Other) -> Figu
                 for layer in ("guest", "vm", "storage"):
                     s = ods.get(f"{layer}_{d}_{q}", key)
                     if has_data(s):
-                        ax.plot(
-                            *thin(ax, odates, s),
+                        draw(
+                            ax,
+                            odates,
+                            s,
+                            f"{octx.label}: {LABELS[layer]}",
                             color=COLORS[layer],
                             ls=(0, (4, 2)),
                             lw=1.1,
                             alpha=0.8,
-                            label=f"{octx.label}: {LABELS[layer]}",
                         )
                         drawn = True
             ax.set_title(f"{TITLES[q]}, {d}s")
             unit_axis(ax, q)
             headroom(ax)
-            time_axis(ax, times)
             if not drawn:
                 ax.text(
                     0.5, 0.5, f"no {d}s in any view", transform=ax.transAxes, ha="center", va="center", color="#757575"
                 )
-    handles, labels = {}, []
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            if label not in handles:
-                handles[label] = h
-                labels.append(label)
-    fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
+    time_axis(axes[0][0], times)  # the axes share x: one call sets them all
+    labels = list(handles)
+    legend(fig, [handles[label] for label in labels], labels, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0))
     caption = (
         f"The three views of the same I/O, per direction: guest (fio), guest OS block layer, VM ({manager}) "
         f"and storage (Stargate) over {ctx.config.w}, with the raw instants beside them: fio's per-second "
@@ -423,28 +430,30 @@ def read_sources(ctx: ReportContext, ds: Dataset, key: Key, other: Other, kind: 
     # Thinned at the highest and lowest total of each bucket: every layer at the same instants.
     idx = thin_index(np.sum(ys, axis=0), axes_points(ax), flat=False)
     idx = idx[flat_index(np.vstack(ys)[:, idx])]
-    polys = ax.stackplot(dates[idx], *(y[idx] for y in ys), colors=colors, labels=names, alpha=0.9)
+    polys = stack(ax, dates[idx], [y[idx] for y in ys], colors, names, 0.9)
     for p, h in zip(polys, hatches):
         if h:
             p.set_hatch(h)
             p.set_edgecolor("white")
+    compare_total = None
     if other is not None:
         octx, ods = other
         ovd = ods.vdisk_of.get(key)
         tot = [v for m, v in ods.labelled.get(kind, []) if ovd and m.get("vdisk_id") == ovd]
         if tot:
             total = np.nansum(np.vstack(tot), axis=0)
-            ax.plot(
-                *thin(ax, as_dates(ods.times + _shift(ctx, octx)), total),
-                color=COLORS["compare"],
-                ls=(0, (4, 2)),
-                label=f"{octx.label}: total",
+            compare_total = line(
+                ax, *thin(ax, as_dates(ods.times + _shift(ctx, octx)), total), color=COLORS["compare"], ls=(0, (4, 2))
             )
     unit_axis(ax, "bytes")
     headroom(ax)
     time_axis(ax, times)
     ax.set_title(f"{title} of vdisk {vd} (Stargate), stacked")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    handles, labels = ax.get_legend_handles_labels()
+    if compare_total is not None:
+        handles.append(compare_total)
+        labels.append(f"{other[0].label}: total")  # type: ignore[index]
+    legend(ax, handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     zero = (
         f" Zero buckets ({', '.join(zero_names)}) are red and hatched: bytes no disk "
         f"{'read' if kind == 'read_sources' else 'stored'}."
@@ -505,19 +514,16 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
     rows: list[tuple[str, str, str, str]] = []
     for ax, d in zip(axes, DIRECTIONS):
         drawn = False
+        handles: list[Any] = []
+        labels: list[str] = []
         for view, color in (("guest", COLORS["guest"]), ("storage", COLORS["storage"])):
             b = data[(view, d)]
             if b is None:
                 continue
             les, cdf = b
             finite = np.isfinite(les)
-            ax.step(
-                les[finite],
-                cdf[finite],
-                where="post",
-                color=color,
-                label="guest (fio clat)" if view == "guest" else "storage (Stargate frontend)",
-            )
+            handles.append(line(ax, les[finite], cdf[finite], drawstyle="steps-post", color=color))
+            labels.append("guest (fio clat)" if view == "guest" else "storage (Stargate frontend)")
             rows.extend((view, d, f"{le:g}", f"{c:.6f}") for le, c in zip(les, cdf))
             drawn = True
         ax.set_xscale("log")
@@ -526,7 +532,7 @@ def latency_distribution(ctx: ReportContext, ds: Dataset, key: Key) -> Figure:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{y * 100:.0f} %"))
         ax.set_title(f"Latency distribution, {d}s (share of I/Os at or below)")
         if drawn:
-            ax.legend(loc="lower right")
+            legend(ax, handles, labels, loc="lower right")
         else:
             ax.text(0.5, 0.5, f"no {d} completions", transform=ax.transAxes, ha="center", va="center", color="#757575")
     fig.subplots_adjust(left=0.07, right=0.99, top=0.88, bottom=0.14, wspace=0.14)

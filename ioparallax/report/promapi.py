@@ -461,6 +461,8 @@ class _RangeAnswer(msgspec.Struct):
 _RANGE_DECODER = msgspec.json.Decoder(_RangeAnswer)
 # Value strings joined with "," (which no Prometheus float holds): all checked by one match.
 _FLOATS = re.compile(rf"(?:{_FLOAT.pattern})(?:,(?:{_FLOAT.pattern}))*", re.ASCII)
+# The characters of the grammar's finite numbers (and the commas joining them).
+_NUMBER_BYTES = b"0123456789.+-eE,"
 
 
 def _checked_points(values: list[tuple[float, str]]) -> np.ndarray | None:
@@ -470,13 +472,27 @@ def _checked_points(values: list[tuple[float, str]]) -> np.ndarray | None:
         return np.empty((0, 2))
     times, texts = zip(*values)
     joined = ",".join(texts)
-    if joined.count(",") != len(texts) - 1 or not _FLOATS.fullmatch(joined):
+    if joined.count(",") != len(texts) - 1:
         return None
+    if joined.encode().translate(None, _NUMBER_BYTES):
+        # A letter, a space, an underscore (or more): NaN and Inf are checked against the grammar,
+        # anything else is refused by it.
+        if not _FLOATS.fullmatch(joined):
+            return None
+        numbers = np.array(texts, dtype=float)
+    else:
+        # Only digits, signs, points and exponent letters: here float() reads exactly the numbers
+        # of the grammar and refuses the rest ("1e", "--1", "."), at a third of the regular
+        # expression's cost (a tenth of the report's CPU for 100 VM disks).
+        try:
+            numbers = np.array(list(map(float, texts)))
+        except ValueError:
+            return None
     out = np.empty((len(values), 2))
     out[:, 0] = times
     if not np.isfinite(out[:, 0]).all():
         return None
-    out[:, 1] = np.array(texts, dtype=float)
+    out[:, 1] = numbers
     return out
 
 

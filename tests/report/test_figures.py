@@ -198,3 +198,123 @@ def test_pages_are_shared_out_largest_first_and_one_by_one_at_the_end(n, workers
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
     assert sizes[0] == max(1, n // (4 * workers))  # the first hand-over is a quarter of a worker's share
     assert sum(1 for s in sizes if s == 1) >= min(n, 2 * workers)  # the tail: single pages
+
+
+def test_series_csv_cells_are_six_significant_digits_and_empty_for_nan():
+    times = T0 + 5 * np.arange(4)
+    a = np.array([1234567.0, np.nan, 0.5, -2e-7])
+    b = np.array([np.nan, np.nan, 3.0, np.inf])
+    text = figures.series_csv(times, {"a": a, "b,c": b})
+    lines = text.splitlines()
+    assert lines[0] == 'time,unix,a,"b,c"'
+    # The row where every series is empty is left out; NaN is an empty cell, never "nan".
+    assert lines[1:] == [
+        f"{np.datetime_as_string(np.datetime64(int(T0), 's'))}Z,{T0:.0f},1.23457e+06,",
+        f"{np.datetime_as_string(np.datetime64(int(T0) + 10, 's'))}Z,{T0 + 10:.0f},0.5,3",
+        f"{np.datetime_as_string(np.datetime64(int(T0) + 15, 's'))}Z,{T0 + 15:.0f},-2e-07,inf",
+    ]
+    assert text.endswith("\n") and "nan" not in text
+    assert figures.series_csv(times, {"a": np.full(4, np.nan)}) == "time,unix,a\n"
+
+
+# -- svgcache: ticks, axes, texts, legends and patches written again from kept SVG ---------------
+
+
+def _placed(svg: str) -> list[tuple[str, float, float]]:
+    """Every ``<use>`` of the SVG (tick marks, glyphs) with the place it is drawn at, the transforms
+    of its groups applied: (what it draws, x, y), sorted."""
+    import xml.etree.ElementTree as ET
+
+    def matrix(text: str) -> np.ndarray:
+        m = np.eye(3)
+        for op, args in re.findall(r"(\w+)\(([^)]*)\)", text or ""):
+            v = [float(a) for a in args.replace(",", " ").split()]
+            t = np.eye(3)
+            if op == "translate":
+                t[0, 2], t[1, 2] = v[0], v[1] if len(v) > 1 else 0.0
+            elif op == "scale":
+                t[0, 0], t[1, 1] = v[0], v[1] if len(v) > 1 else v[0]
+            else:
+                raise AssertionError(f"unexpected transform {op}")
+            m = m @ t
+        return m
+
+    out: list[tuple[str, float, float]] = []
+
+    def walk(el, m: np.ndarray) -> None:
+        m = m @ matrix(el.get("transform", ""))
+        if el.tag.endswith("use"):
+            href = el.get("{http://www.w3.org/1999/xlink}href")
+            x, y, _ = m @ np.array([float(el.get("x", 0)), float(el.get("y", 0)), 1.0])
+            out.append((href, float(x), float(y)))
+        for child in el:
+            if not child.tag.endswith("defs"):
+                walk(child, m)
+
+    walk(ET.fromstring(svg), np.eye(3))
+    return sorted(out)
+
+
+def _references_resolve(svg: str) -> None:
+    defined = set(re.findall(r'id="([^"]+)"', svg))
+    used = set(re.findall(r"url\(#([^)]+)\)", svg)) | set(re.findall(r'xlink:href="#([^"]+)"', svg))
+    assert used <= defined, used - defined
+
+
+def test_kept_svg_draws_every_tick_label_and_legend_where_matplotlib_does(monkeypatch):
+    from matplotlib import axis as maxis, legend as mlegend, patches as mpatches, text as mtext
+
+    from ioparallax.report import svgcache
+
+    ctx, ds = _dataset()
+    a, b = ("vm-a", "scsi0:1"), ("vm-b", "scsi0:1")
+    figures._REUSED.clear()
+    # b first: a's ticks, texts and legends are then written from what b's figure kept (the value
+    # ticks at other heights: moved), twice, so that the second comes from the kept legends.
+    disks.three_views(ctx, ds, b, None)
+    disks.read_sources(ctx, ds, b, None, "read_sources")
+    kept = [disks.three_views(ctx, ds, a, None).svg, disks.read_sources(ctx, ds, a, None, "read_sources").svg]
+    kept_again = [disks.three_views(ctx, ds, a, None).svg, disks.read_sources(ctx, ds, a, None, "read_sources").svg]
+    assert kept_again == kept
+    # b's axes without writes have only grid lines (kept) inside them: their clip is the kept one's.
+    _references_resolve(disks.three_views(ctx, ds, b, None).svg)
+    assert 'transform="translate(' in kept[0]  # value ticks were moved from where they were kept
+    for cls, name, own in (
+        (maxis.Tick, "draw", svgcache._tick_draw),
+        (maxis.Axis, "draw", svgcache._axis_draw),
+        (mlegend.Legend, "draw", svgcache._legend_draw),
+        (mtext.Text, "draw", svgcache._text_draw),
+        (mpatches.Patch, "draw", svgcache._patch_draw),
+    ):
+        monkeypatch.setattr(cls, name, own)
+    figures._REUSED.clear()
+    plain = [disks.three_views(ctx, ds, a, None).svg, disks.read_sources(ctx, ds, a, None, "read_sources").svg]
+    for k, p in zip(kept, plain):
+        _references_resolve(k)  # clip rectangles, hatch patterns, tick marks and glyphs it uses
+        got, want = _placed(k), _placed(p)
+        assert len(got) == len(want) > 100
+        # The same tick marks and glyphs at the same places, to a fifth of a point: matplotlib
+        # rounds each place to a tenth, the kept SVG its place and its move.
+        for href, x, y in got:
+            match = next((w for w in want if w[0] == href and abs(w[1] - x) <= 0.2 and abs(w[2] - y) <= 0.2), None)
+            assert match is not None, (href, x, y)
+            want.remove(match)
+        assert len(re.findall(r'clip-path="url\(#', k)) == len(re.findall(r'clip-path="url\(#', p))
+
+
+def test_stacked_areas_are_the_svg_of_stackplot(monkeypatch):
+    # figures.stack makes fill_between's polygons itself: the bytes of matplotlib's stackplot.
+    ctx, ds = _dataset()
+    wave = 3e6 * (1 + np.sin(np.arange(120) / 5))  # a layer that is not flat, above a hatched one
+    ds.labelled["read_sources"].append(({"vdisk_id": "1", "source": "cache_dram"}, wave))
+    a = ("vm-a", "scsi0:1")
+    figures._REUSED.clear()
+    ours = disks.read_sources(ctx, ds, a, None, "read_sources").svg
+    monkeypatch.setattr(
+        disks,
+        "stack",
+        lambda ax, x, ys, colors, labels, alpha: ax.stackplot(x, *ys, colors=colors, labels=labels, alpha=alpha),
+    )
+    figures._REUSED.clear()
+    assert disks.read_sources(ctx, ds, a, None, "read_sources").svg == ours
+    assert ours.count("url(#h") >= 2  # the zero bucket hatched, in the area and its legend handle

@@ -101,6 +101,12 @@ def test_warnings_are_logged(prometheus_answering, caplog):
     ("values", "message"),
     [
         ([[1700000000, "1_0"]], 'expected a sample \\[time, "value"\\]'),  # float() would take it
+        ([[1700000000, " 1"]], 'expected a sample \\[time, "value"\\]'),  # float() would take it
+        ([[1700000000, "nan"]], 'expected a sample \\[time, "value"\\]'),  # float() would take it
+        ([[1700000000, "infinity"]], 'expected a sample \\[time, "value"\\]'),  # float() would take it
+        ([[1700000000, "2"], [1700000006, "1e"]], 'expected a sample \\[time, "value"\\]'),
+        ([[1700000000, "--1"]], 'expected a sample \\[time, "value"\\]'),
+        ([[1700000000, "."]], 'expected a sample \\[time, "value"\\]'),
         ([[1700000000, "1,2"]], 'expected a sample \\[time, "value"\\]'),
         ([[1700000000, 1.5]], 'expected a sample \\[time, "value"\\]'),  # a number, not a string
         ([[True, "1"]], 'expected a sample \\[time, "value"\\]'),

@@ -32,6 +32,7 @@ STAGE = {
     "analysis": "analysis",
     "sections": "render",
     "figures": "render",
+    "svgcache": "render",
     "summary": "render",
     "scaling_section": "render",
     "compare": "render",
