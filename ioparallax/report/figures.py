@@ -645,7 +645,11 @@ def series_csv(times: np.ndarray, columns: dict[str, np.ndarray]) -> str:
 
 
 def _csv_field(text: str) -> str:
-    return f'"{text}"' if any(c in text for c in ',"\n') else text
+    """A header cell as RFC 4180 writes it: quoted when it holds a comma, quote or line break, a
+    quote inside doubled (a series named by a label value may hold any of them)."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def rows_csv(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:

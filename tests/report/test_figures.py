@@ -217,6 +217,19 @@ def test_series_csv_cells_are_six_significant_digits_and_empty_for_nan():
     assert figures.series_csv(times, {"a": np.full(4, np.nan)}) == "time,unix,a\n"
 
 
+def test_series_csv_header_round_trips_any_series_name():
+    """A series named by a label value may hold a quote, comma or line break: csv.reader gives the
+    names back (before, a quote was not doubled and the header split wrongly)."""
+    import csv
+    import io
+
+    names = ['vm "db" 1', "a,b", "two\nlines", 'both," and ,']
+    text = figures.series_csv(T0 + 5 * np.arange(2), {n: np.array([1.0, 2.0]) for n in names})
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["time", "unix", *names]
+    assert [len(r) for r in rows] == [6, 6, 6]
+
+
 # -- svgcache: ticks, axes, texts, legends and patches written again from kept SVG ---------------
 
 
