@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import os
+import random
 import tarfile
 import threading
 import zlib
@@ -159,11 +160,12 @@ def test_a_chain_of_extended_headers_is_refused_before_recursion_runs_out(tmp_pa
 
 
 def corrupt_deflate(path: Path, member: str) -> None:
-    """Rewrite the capture at ``path`` so that its deflate stream turns invalid 100 bytes into
-    ``member``'s data: the archive opens, the members before it read, then zlib.error."""
+    """Rewrite the capture at ``path`` so that its deflate stream turns invalid 600 KB into
+    ``member``'s data: the archive opens and its headers read, then reading the member's data
+    raises zlib.error (tarfile turns one met while reading a header into a ReadError itself)."""
     raw = gzip.decompress(path.read_bytes())
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        cut = tar.getmember(member).offset_data + 100
+        cut = tar.getmember(member).offset_data + 600_000
     deflate = zlib.compressobj(1, zlib.DEFLATED, -15)
     body = deflate.compress(raw[:cut]) + deflate.flush(zlib.Z_FULL_FLUSH)
     header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
@@ -172,9 +174,12 @@ def corrupt_deflate(path: Path, member: str) -> None:
 
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_corrupt_deflate_data_inside_a_member_is_one_line(exporter, tmp_path, capsys):
-    path = changed(exporter, tmp_path)
-    corrupt_deflate(path, archive.METRICS)
-    replay_error(exporter, path, capsys, "not a capture")
+    """A member of 1 MB (random: it does not compress) whose data turns invalid 600 KB in."""
+    padding = tarfile.TarInfo("padding.bin")
+    padding.size = 2**20
+    path = changed(exporter, tmp_path, before=[(padding, random.Random(33).randbytes(2**20))])
+    corrupt_deflate(path, "padding.bin")
+    replay_error(exporter, path, capsys, "not a capture", "invalid block type")
 
 
 def without_waiting(fifo: Path, call) -> Any:
