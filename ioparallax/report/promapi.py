@@ -440,7 +440,7 @@ def _result(data: Any, where: str, query: str, kinds: tuple[str, ...]) -> tuple[
         raise _err(where, query, f"expected a {' or '.join(kinds)} result, got resultType {_show(kind)}")
     if kind != "scalar" and not isinstance(result, list):
         raise _err(where, query, f"expected 'result' to be a list, got {_show(result)}")
-    if kind != "scalar":
+    if isinstance(result, list):
         _check_series_count(len(result), where, query)
     return kind, result
 

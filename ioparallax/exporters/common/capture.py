@@ -303,13 +303,15 @@ def field_int(entry: dict[str, Any], key: str, default: int | None = 0, lo: int 
     return int(value)
 
 
-def field_float(entry: dict[str, Any], key: str, default: float | None = 0.0, hi: float = MAX_FIELD_NUMBER) -> Any:
-    """``entry[key]``, a number from 0 to ``hi`` (``default`` when absent or null)."""
+def field_float(
+    entry: dict[str, Any], key: str, default: float | None = 0.0, hi: float = MAX_FIELD_NUMBER, lo: float = 0.0
+) -> Any:
+    """``entry[key]``, a number from ``lo`` to ``hi`` (``default`` when absent or null)."""
     value = entry.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= hi:
-        raise ValueError(f"{key}: {_shown(value)} is not a number from 0 to {hi}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise ValueError(f"{key}: {_shown(value)} is not a number from {lo:g} to {hi:g}")
     return float(value)
 
 

@@ -337,7 +337,7 @@ def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
         archive.field_str(e, "date"),
         files[answer],
         archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at"),
+        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
     )
 
 

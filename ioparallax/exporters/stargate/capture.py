@@ -401,7 +401,7 @@ def read(path: str) -> Capture:
                 status=archive.field_int(entry, "status", None, 100, 999),
                 size=archive.field_int(entry, "bytes"),
                 seconds=archive.field_float(entry, "seconds", None),
-                offset=archive.field_float(entry, "requested_at"),
+                offset=archive.field_float(entry, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
                 error=archive.field_str(entry, "error"),
                 build=archive.field_str(entry, "build"),
                 file=archive.field_str(entry, "file"),

@@ -354,7 +354,7 @@ def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
         status,
         files[answer],
         archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at"),
+        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
     )
 
 
