@@ -156,11 +156,28 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
 
 
+def _reader_problem(text: str, exc: yaml.reader.ReaderError) -> str:
+    """A character YAML does not allow in a file (NUL, other control characters, DEL), as
+    ``line L, column C: ...``: PyYAML's ReaderError has no mark and escaped as a traceback."""
+    pos = exc.position if isinstance(exc.position, int) and 0 <= exc.position <= len(text) else 0
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    return (
+        f"line {line}, column {column}: invalid YAML: the character U+{char:04X} (a control character) is not allowed"
+    )
+
+
 def parse_yaml(text: str, path: str | os.PathLike[str] | None = None) -> Any:
     """Parse YAML text as :func:`load_yaml` does (``path`` only names it in errors)."""
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # the reader refuses control characters here, before any parse
+    except yaml.reader.ReaderError as exc:
+        raise ConfigError(path, None, _reader_problem(text, exc)) from None
     try:
         return loader.get_single_data()
+    except yaml.reader.ReaderError as exc:
+        raise ConfigError(path, None, _reader_problem(text, exc)) from None
     except _Refused as exc:
         raise ConfigError(path, exc.key, f"{_where(exc.mark)}{exc.message}") from None
     except yaml.YAMLError as exc:
@@ -174,12 +191,16 @@ def parse_yaml(text: str, path: str | os.PathLike[str] | None = None) -> Any:
         loader.dispose()
 
 
-def load_yaml(path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES) -> Any:
+def load_yaml(path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES, regular_only: bool = False) -> Any:
     """Read and parse a YAML file; a missing or unreadable file, one above ``max_bytes``, text that
     is not UTF-8, invalid YAML and what the loader refuses (see the module) become a ConfigError
-    naming the file (and the line, and the key where there is one)."""
+    naming the file (and the line, and the key where there is one). ``regular_only``: a FIFO or a
+    device is refused rather than waited on or read without end (``open_regular``); configuration
+    files leave it off, so that ``--config.file <(...)`` keeps working."""
+    from ioparallax.exporters.common.watchdir import open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular(os.fspath(path)) if regular_only else open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise ConfigError(path, None, f"cannot read file: {exc.strerror or exc}") from None

@@ -21,7 +21,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ioparallax.check import (
@@ -304,16 +304,25 @@ def check(inputs: list[str], o: Options, tool_name: str | None = None) -> tuple[
     return tool, f"{tool.name} {path}", tool.check_file(path, data, o)
 
 
+def by_subject(findings: Iterable[Finding]) -> dict[str, list[Finding]]:
+    """The findings grouped by subject, subjects in the order they first appear, each one's
+    findings in their order: one pass (each finding was compared with every subject, so 40,000
+    job sections took 51 s)."""
+    out: dict[str, list[Finding]] = {}
+    for f in findings:
+        out.setdefault(f.subject, []).append(f)
+    return out
+
+
 def report(tool: Tool, what: str, findings: list[Finding], runbook_url: str) -> str:
     traps = [f for f in findings if f.verdict == TRAP]
     unknown = [f for f in findings if f.verdict == CANNOT_TELL]
     lines = [f"{what}:"]
-    for subject in dict.fromkeys(f.subject for f in findings):
+    for subject, about in by_subject(findings).items():
         lines.append(f"  {subject}")
-        for f in findings:
-            if f.subject == subject:
-                word = "TRAP" if f.verdict == TRAP else "CANNOT TELL"
-                lines.append(f"    {word} {f.problem}: {f.detail}")
+        for f in about:
+            word = "TRAP" if f.verdict == TRAP else "CANNOT TELL"
+            lines.append(f"    {word} {f.problem}: {f.detail}")
     if not findings:
         lines.append("  no hygiene trap found")
     anchor = tool.runbook_anchor

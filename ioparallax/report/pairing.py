@@ -37,7 +37,7 @@ def disk_address(disk: str) -> str:
 def load_pairs(path: str | os.PathLike[str]) -> dict[Key, Key]:
     """A pairs file: ``{"oltp-01 scsi0:1": "oltp-01-ahv scsi.1"}`` -> {A key: B key}; errors name the
     file and the key."""
-    data: Any = load_yaml(path)
+    data: Any = load_yaml(path, regular_only=True)  # a FIFO named here blocked the report for ever
     if not isinstance(data, dict):
         raise ConfigError(path, None, 'expected a mapping of "<A vm> <A disk>" to "<B vm> <B disk>"')
     out: dict[Key, Key] = {}

@@ -50,6 +50,11 @@ HOSTILE_YAML: dict[str, tuple[bytes, str]] = {
         "line 1, column 5: cannot read this value: month must be in 1..12",
     ),
     "int_tag_on_text": (b"n: !!int x\n", "cannot read this value: invalid literal for int()"),
+    # PyYAML's reader refuses these before parsing, with a ReaderError that has no mark and
+    # escaped every loader as a traceback (issue 33)
+    "nul_byte": (b"targets:\n  - a\x00b\n", "line 2, column 6: invalid YAML: the character U+0000"),
+    "control_character": (b"a: \x01\n", "line 1, column 4: invalid YAML: the character U+0001"),
+    "delete_character": (b"a: 1\nb: x\x7f\n", "line 2, column 5: invalid YAML: the character U+007F"),
 }
 
 
@@ -112,7 +117,7 @@ _EXPORTERS = {
 
 @pytest.mark.parametrize("flag", ["--config.file", "--web.config.file"])
 @pytest.mark.parametrize("exporter", sorted(_EXPORTERS))
-@pytest.mark.parametrize("case", ["alias_bomb", "duplicate_top_level_key", "not_utf8"])
+@pytest.mark.parametrize("case", ["alias_bomb", "duplicate_top_level_key", "not_utf8", "nul_byte"])
 def test_every_exporter_refuses_hostile_yaml_in_one_line(tmp_path, exporter, flag, case):
     path = tmp_path / "hostile.yml"
     path.write_bytes(HOSTILE_YAML[case][0])
@@ -130,7 +135,7 @@ def test_every_exporter_refuses_hostile_yaml_in_one_line(tmp_path, exporter, fla
     assert HOSTILE_YAML[case][1].split(":")[-1].strip() in errors[0], errors[0]
 
 
-@pytest.mark.parametrize("case", ["alias_bomb", "duplicate_nested_key", "not_utf8"])
+@pytest.mark.parametrize("case", ["alias_bomb", "duplicate_nested_key", "not_utf8", "control_character"])
 def test_scenarios_and_the_mixin_config_use_the_same_loader(tmp_path, case):
     path = tmp_path / "hostile.yml"
     path.write_bytes(HOSTILE_YAML[case][0])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -52,6 +55,43 @@ def test_pairs_file_errors_name_the_file_and_key(tmp_path):
     twice.write_text('"a scsi0:1": "b scsi.1"\n"a scsi0:2": "b scsi.1"\n')
     with pytest.raises(ConfigError, match="paired twice"):
         load_pairs(twice)
+
+
+def test_a_pairs_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    """--compare-pairs from a FIFO blocked the report for ever; it is opened as a regular file
+    only. Run in a thread so that, were it to block, the test fails instead of hanging."""
+    fifo = tmp_path / "pairs.yml"
+    os.mkfifo(fifo)
+    caught: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_pairs(fifo)
+        except ConfigError as exc:
+            caught.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        with open(fifo, "wb"):
+            pass
+        worker.join()
+        pytest.fail("load_pairs waited on the FIFO")
+    assert len(caught) == 1 and str(caught[0]).startswith(f"{fifo}: ")
+    assert "not a regular file (a FIFO)" in str(caught[0])
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x7f"])
+def test_a_control_character_in_a_pairs_file_is_one_line_naming_the_line(tmp_path, char):
+    """A NUL byte was a yaml.reader.ReaderError traceback."""
+    bad = tmp_path / "pairs.yml"
+    bad.write_text(f'"oltp-01 scsi0:1": "oltp-01-ahv scsi.1"\n"a scsi0:2": "b{char} scsi.2"\n')
+    with pytest.raises(ConfigError) as e:
+        load_pairs(bad)
+    assert str(e.value) == (
+        f"{bad}: line 2, column 16: invalid YAML: the character U+{ord(char):04X} (a control character) is not allowed"
+    )
 
 
 def test_b_matchers_replace_a_matchers_on_the_labels_they_name():

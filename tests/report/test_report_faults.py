@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ioparallax.report import promapi
 from ioparallax.report.cli import main
 from ioparallax.report.promapi import PromAPI, PromError
 from tests.support import venv_tool
@@ -421,3 +422,62 @@ def test_bad_report_flags_are_one_line(tmp_path, capsys, flags, message):
     assert main(["--prometheus", "http://127.0.0.1:9", "-o", str(tmp_path / "r.html"), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---- answers too large in labels or series (issue 33)
+
+
+def series_answer(kind: str, n: int, label: str = "vm-1") -> Answer:
+    """A vector or matrix answer of ``n`` series, each labelled ``vm=<label>-<i>``."""
+    sample = {"value": SAMPLE} if kind == "vector" else {"values": [SAMPLE]}
+    result = [{"metric": {"vm": f"{label}-{i}", "disk": "scsi0:1"}, **sample} for i in range(n)]
+    return json_answer({"status": "success", "data": {"resultType": kind, "result": result}})
+
+
+def _queries(api: PromAPI) -> dict[str, Callable[[], object]]:
+    return {
+        "query": lambda: api.query("x"),
+        "query_range": lambda: api.query_range("x", 0, 10, 1),
+        "query_range_arrays": lambda: api.query_range_arrays("x", 0, 10, 1),
+    }
+
+
+@pytest.mark.parametrize("how", ["query", "query_range", "query_range_arrays"])
+def test_labels_of_a_megabyte_are_refused_in_one_line(prom, how):
+    """Three series with 1 MB labels (3 MB here, under the answer cap) took 1.6 GB of RSS and gave
+    no report after 150 s."""
+    kind = "vector" if how == "query" else "matrix"
+    path = "/api/v1/query" if how == "query" else "/api/v1/query_range"
+    prom.answers[path] = series_answer(kind, 3, "v" * 2**20)
+    with pytest.raises(PromError) as exc:
+        _queries(PromAPI(prom.url, timeout=30))[how]()
+    message = str(exc.value)
+    assert f'series 0: label "vm" of {2**20 + 2} characters, over the report\'s {promapi.MAX_LABEL_CHARS}' in message
+    assert "\n" not in message and len(message) < 600
+
+
+@pytest.mark.parametrize("how", ["query", "query_range", "query_range_arrays"])
+def test_an_answer_of_more_series_than_the_report_draws_is_refused(prom, how, monkeypatch):
+    """100,000 series gave no report after 150 s. The cap is lowered to 50 here: 51 series are refused,
+    50 read."""
+    monkeypatch.setattr(promapi, "MAX_SERIES", 50)
+    kind = "vector" if how == "query" else "matrix"
+    path = "/api/v1/query" if how == "query" else "/api/v1/query_range"
+    prom.answers[path] = series_answer(kind, 51)
+    api = PromAPI(prom.url, timeout=30)
+    with pytest.raises(PromError, match=r"51 series, over the report's 50: narrow the report .* with --match"):
+        _queries(api)[how]()
+    prom.answers[path] = series_answer(kind, 50)
+    assert len(_queries(api)[how]()) == 50  # type: ignore[arg-type]
+
+
+def test_the_report_says_on_the_page_which_answers_were_refused_for_their_size(prom, tmp_path, caplog):
+    """Every query answered with three 1 MB labels: each answer is refused as any failed query is
+    (the report goes on), the page names the cause, and no label of a megabyte reaches it."""
+    prom.answers["/api/v1/query"] = series_answer("vector", 3, "v" * 2**20)
+    prom.answers["/api/v1/query_range"] = series_answer("matrix", 3, "v" * 2**20)
+    out = tmp_path / "r.html"
+    assert main(["--prometheus", prom.url, "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "over the report&#x27;s 1024: not a VM, disk or job name" in page or "over the report's 1024" in page
+    assert "v" * 2000 not in page

@@ -10,12 +10,15 @@ replay. Errors name the archive and the cause (:class:`CaptureError`), never a t
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
+import os
 import sys
 import tarfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.common.web.app import BadRequest
 from ioparallax.version import revision, version
 from ioparallax.yamlconf import ConfigError
@@ -30,7 +34,7 @@ from ioparallax.yamlconf import ConfigError
 MANIFEST = "manifest.json"
 METRICS = "metrics.prom"
 #: A capture read back is held in memory: more than this (uncompressed) or this many members is refused.
-MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
+MAX_CAPTURE_BYTES = 256 * 1024 * 1024
 MAX_MEMBERS = 100_000
 
 
@@ -125,38 +129,237 @@ def write_archive(
         raise CaptureError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A member header whose extended headers (GNU long name/link, PAX) are counted before
+    ``tarfile`` reads them: it reads each one whole into memory, so a 2.7 MB archive whose
+    long-name header claimed 600 MB took 1.2 GB before any member was looked at. Each is held to
+    :data:`MAX_HEADER_BYTES`, counted against :data:`MAX_CAPTURE_BYTES` with the members, and at
+    most :data:`MAX_HEADER_CHAIN` of them may precede one member (tarfile reads a chain by
+    recursion)."""
+
+    def _proc_member(self, tarfile: Any) -> Any:
+        if self.type in _EXTENDED:
+            bounded = tarfile if isinstance(tarfile, _BoundedTar) else None
+            if bounded is not None:
+                bounded.extended(self)
+        return super()._proc_member(tarfile)  # type: ignore[misc]
+
+
+_EXTENDED = frozenset(
+    {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
+)
+#: Largest extended header (a long name or a PAX record set; GNU tar writes a few hundred bytes).
+MAX_HEADER_BYTES = 64 * 1024
+#: Most extended headers before one member (GNU tar writes at most a global PAX header, a PAX
+#: header, a long name and a long link).
+MAX_HEADER_CHAIN = 8
+
+
+class _BoundedTar(tarfile.TarFile):
+    """A tar read with every byte its headers and members claim counted (see :class:`_BoundedTarInfo`)."""
+
+    tarinfo = _BoundedTarInfo
+    members: list[tarfile.TarInfo]  # tarfile's own list, kept empty here (not in typeshed)
+    claimed = 0  # bytes claimed by the headers and members read so far
+    chain = 0  # extended headers before the member being read
+
+    def next(self) -> tarfile.TarInfo | None:
+        self.chain = 0
+        member = super().next()
+        self.members.clear()  # tarfile keeps every header read; a capture is read once, in order
+        if member is not None:
+            self.claim(member.size, f"member {printable_name(member.name)!r}")
+        return member
+
+    def extended(self, header: tarfile.TarInfo) -> None:
+        self.chain += 1
+        if self.chain > MAX_HEADER_CHAIN:
+            raise _Refused(f"more than {MAX_HEADER_CHAIN} extended headers (long names, PAX) before one member")
+        if header.size > MAX_HEADER_BYTES:
+            raise _Refused(
+                f"an extended header (long name or PAX, type {header.type.decode('latin-1')!r}) of "
+                f"{header.size} bytes, over {MAX_HEADER_BYTES}"
+            )
+        self.claim(header.size, "extended headers")
+
+    def claim(self, size: int, what: str) -> None:
+        self.claimed += max(size, 0)
+        if self.claimed > MAX_CAPTURE_BYTES:
+            raise _Refused(f"over {MAX_CAPTURE_BYTES} bytes uncompressed (at {what})")
+
+
+class _Refused(Exception):
+    """An archive refused by a limit, raised from inside ``tarfile`` (which re-raises it as it is)."""
+
+
+def printable_name(name: str) -> str:
+    """A member name as an error line may show it: control characters escaped, at most 100 characters."""
+    shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name[:100])
+    return shown + ("..." if len(name) > 100 else "")
+
+
+#: Largest manifest.json (a 5,000-page Stargate capture's is ~2 MB).
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+#: Most JSON values in it (counted as commas, braces and brackets before parsing, as Prism's
+#: answers are): 20 MB of ``[{},{},...]`` parsed to 567 MB; a 5,000-page capture holds ~60,000.
+MAX_MANIFEST_VALUES = 1_000_000
+#: Deepest nesting of a manifest (a capture's is 4 deep: exchanges, an entry, its params).
+MAX_MANIFEST_DEPTH = 16
+
+
+def _not_finite(value: str) -> Any:
+    raise ValueError(f"{value} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
+
+
+def parse_manifest(data: bytes) -> dict[str, Any]:
+    """``manifest.json`` parsed within :data:`MAX_MANIFEST_BYTES`, :data:`MAX_MANIFEST_VALUES` and
+    :data:`MAX_MANIFEST_DEPTH`, numbers finite (``1e400`` and ``NaN`` refused: ``int(inf)`` raised
+    OverflowError deep in a replay); ValueError says why not."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"{len(data)} bytes, over {MAX_MANIFEST_BYTES}")
+    values = data.count(b",") + data.count(b"{") + data.count(b"[")
+    if values > MAX_MANIFEST_VALUES:
+        raise ValueError(f"more than {MAX_MANIFEST_VALUES} JSON values ({len(data)} bytes)")
+    try:
+        doc = json.loads(data, parse_constant=_not_finite, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_MANIFEST_DEPTH}") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the number checks above
+        raise ValueError(f"not JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"not a JSON object but {type(doc).__name__}")
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:  # without recursion: the depth is what is being checked
+        node, depth = stack.pop()
+        if depth > MAX_MANIFEST_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_MANIFEST_DEPTH}")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return doc
+
+
 def read_archive(path: str, kind: str, fmt: int, producer: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     """(the manifest, every file by name) of the capture at ``path``, held in memory within
-    :data:`MAX_CAPTURE_BYTES` and :data:`MAX_MEMBERS`; ``producer`` (``vcenter-exporter capture``)
-    is named when the file is not a capture of ``kind`` and format ``fmt``."""
+    :data:`MAX_CAPTURE_BYTES` (counting extended headers: :class:`_BoundedTarInfo`) and
+    :data:`MAX_MEMBERS`; ``producer`` (``vcenter-exporter capture``) is named when the file is not
+    a capture of ``kind`` and format ``fmt``. Only a regular file is opened (a FIFO blocked for
+    ever); the manifest is parsed with :func:`parse_manifest`."""
     files: dict[str, bytes] = {}
-    total = 0
     try:
-        with tarfile.open(path, "r:gz") as tar:
+        raw = open_regular(path)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        with raw, _BoundedTar.open(fileobj=raw, mode="r:gz") as tar:
             for n, member in enumerate(tar):
                 if n >= MAX_MEMBERS:
                     raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
                 if not member.isfile():
                     continue
-                total += member.size
-                if total > MAX_CAPTURE_BYTES:
-                    raise CaptureError(f"{path}: over {MAX_CAPTURE_BYTES} bytes uncompressed")
+                if member.name == MANIFEST and member.size > MAX_MANIFEST_BYTES:
+                    raise CaptureError(f"{path}: {MANIFEST}: {member.size} bytes, over {MAX_MANIFEST_BYTES}")
                 f = tar.extractfile(member)
                 if f is not None:
                     files[member.name] = f.read()
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise CaptureError(f"{path}: not a capture (a .tar.gz written by {producer}): {exc}") from None
+    except _Refused as exc:
+        raise CaptureError(f"{path}: refused: {exc}") from None
+    except (OSError, tarfile.TarError, EOFError, zlib.error, ValueError, OverflowError) as exc:
+        cause = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CaptureError(f"{path}: not a capture (a .tar.gz written by {producer}): {cause}") from None
+    if MANIFEST not in files:
+        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by {producer})")
     try:
-        manifest = json.loads(files[MANIFEST])
-    except KeyError:
-        raise CaptureError(f"{path}: no {MANIFEST} (not a capture written by {producer})") from None
+        manifest = parse_manifest(files[MANIFEST])
     except ValueError as exc:
-        raise CaptureError(f"{path}: {MANIFEST} is not JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != kind:
+        raise CaptureError(f"{path}: {MANIFEST}: {exc}") from None
+    if manifest.get("kind") != kind:
         raise CaptureError(f"{path}: {MANIFEST}: kind is not {kind!r}")
     if manifest.get("format") != fmt:
-        raise CaptureError(f"{path}: {MANIFEST}: format {manifest.get('format')!r}, this exporter reads {fmt}")
+        raise CaptureError(
+            f"{path}: {MANIFEST}: format {str(manifest.get('format'))[:40]!r}, this exporter reads {fmt}"
+        )
     return manifest, files
+
+
+# -- the manifest's fields, type-checked: a ValueError (the caller names the file) ---------------
+#: Largest number a manifest field holds (byte counts, statuses, seconds, page sizes).
+MAX_FIELD_NUMBER = 2**53
+
+
+def field_int(entry: dict[str, Any], key: str, default: int | None = 0, lo: int = 0, hi: int = MAX_FIELD_NUMBER) -> Any:
+    """``entry[key]``, an integer from ``lo`` to ``hi`` (``default`` when absent or null)."""
+    value = entry.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not lo <= value <= hi:
+        raise ValueError(f"{key}: {_shown(value)} is not an integer from {lo} to {hi}")
+    return int(value)
+
+
+def field_float(
+    entry: dict[str, Any], key: str, default: float | None = 0.0, hi: float = MAX_FIELD_NUMBER, lo: float = 0.0
+) -> Any:
+    """``entry[key]``, a number from ``lo`` to ``hi`` (``default`` when absent or null)."""
+    value = entry.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise ValueError(f"{key}: {_shown(value)} is not a number from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def field_str(entry: dict[str, Any], key: str, default: str = "") -> str:
+    """``entry[key]``, a string (``default`` when absent or null)."""
+    value = entry.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: {_shown(value)} is not a string")
+    return value
+
+
+def field_dict(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    """``entry[key]``, an object (empty when absent or null)."""
+    value = entry.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{key}: {_shown(value)} is not an object")
+    return value
+
+
+def field_list(entry: dict[str, Any], key: str) -> list[Any]:
+    """``entry[key]``, a list (empty when absent or null)."""
+    value = entry.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key}: {_shown(value)} is not a list")
+    return value
+
+
+def entries(manifest: dict[str, Any], key: str, path: str) -> list[dict[str, Any]]:
+    """``manifest[key]``, a list of objects; else a CaptureError naming the file and the entry."""
+    try:
+        items = field_list(manifest, key)
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST}: {exc}") from None
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise CaptureError(f"{path}: {MANIFEST}: {key}[{i}]: {_shown(item)} is not an object")
+    return items
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, dict | list) else type(value).__name__
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def read_capture(
@@ -168,11 +371,15 @@ def read_capture(
     naming the entry."""
     manifest, files = read_archive(path, kind, fmt, producer)
     exchanges = []
-    for i, entry in enumerate(manifest.get("exchanges") or []):
+    for i, entry in enumerate(entries(manifest, "exchanges", path)):
         try:
             exchanges.append(exchange(entry, files))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc!r} missing or malformed") from None
+        except KeyError as exc:
+            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc} missing") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc}") from None
+    if not isinstance(manifest.get("target"), str) or not manifest["target"]:
+        raise CaptureError(f"{path}: {MANIFEST}: no target")
     return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
 
 
@@ -218,6 +425,19 @@ def capture_parser(exporter: str, what: str, description: str) -> argparse.Argum
     return ap
 
 
+def output_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as ``-o``, checked before the probe (a directory, a missing
+    folder), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return f"{path}: is a directory (give a file name)"
+    if not os.path.isdir(folder):
+        return f"{path}: no such folder {folder}"
+    if not os.access(folder, os.W_OK):
+        return f"{path}: the folder {folder} is not writable"
+    return None
+
+
 def default_output(exporter: str) -> str:
     """``<exporter>-capture-<UTC time>.tar.gz``."""
     return time.strftime(f"{exporter}-capture-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
@@ -245,6 +465,19 @@ def replay_parser(exporter: str) -> argparse.ArgumentParser:
     return ap
 
 
+#: Largest metrics file --check reads (an exposition of 10,000 vdisks is ~20 MB).
+MAX_CHECK_BYTES = 256 * 1024 * 1024
+
+
+def read_expected(path: str) -> str:
+    """The --check file: a regular file (a FIFO blocked for ever), within MAX_CHECK_BYTES."""
+    with open_regular(path) as f:
+        data = f.read(MAX_CHECK_BYTES + 1)
+    if len(data) > MAX_CHECK_BYTES:
+        raise OSError(errno.EFBIG, f"over {MAX_CHECK_BYTES} bytes: not an exposition")
+    return data.decode("utf-8")
+
+
 def replay_output(name: str, check: str | None, recorded: str, metrics: str, volatile: Sequence[str]) -> int:
     """``replay``'s answer: the metrics (no ``check``), or their comparison with ``check`` (a file;
     ``""``: the capture's own ``recorded`` metrics.prom); the exit status."""
@@ -252,10 +485,9 @@ def replay_output(name: str, check: str | None, recorded: str, metrics: str, vol
         sys.stdout.write(metrics)
         return 0
     try:
-        with open(check, encoding="utf-8") if check else io.StringIO(recorded) as f:
-            expected = f.read()
-    except OSError as exc:
-        print(f"error: {check}: {exc.strerror}", file=sys.stderr)
+        expected = read_expected(check) if check else recorded
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"error: --check {check}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 2
     want, got = comparable(expected, volatile), comparable(metrics, volatile)
     if want == got:
@@ -305,6 +537,9 @@ class Commands:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         output = args.output or default_output(self.exporter)
+        if problem := output_problem(output):
+            print(f"error: -o {problem}", file=sys.stderr)
+            return 2
         cap = self.capture(key, cfg, config, args.timeout)
         summary = "NOT anonymized (--no-anonymize)"
         if args.anonymize:

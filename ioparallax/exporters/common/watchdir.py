@@ -101,7 +101,7 @@ def open_regular(path: str, within: str | None = None) -> BinaryIO:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({_file_type(mode)}); only fio output files are read")
+            raise OSError(errno.EINVAL, f"not a regular file ({_file_type(mode)}); only regular files are read")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -229,7 +229,7 @@ class ReplayClient:
 
     def __init__(self, cap: Capture) -> None:
         self.cap = cap
-        self.logins = int(cap.manifest.get("logins") or 0)
+        self.logins = archive.field_int(cap.manifest, "logins")  # checked by read()
         self._by_request: dict[str, Exchange] = {}
         self._by_path: dict[str, Exchange] = {}
         for ex in cap.exchanges:
@@ -247,19 +247,29 @@ class ReplayClient:
 
 
 def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
-    s = cap.manifest.get("settings") or {}
-    c = cap.manifest.get("collectors") or {}
+    """The probe's settings and collectors from the manifest, each checked as the config file's are."""
+    m = cap.manifest
     try:
+        s, c = archive.field_dict(m, "settings"), archive.field_dict(m, "collectors")
+    except ValueError as exc:
+        raise CaptureError(f"{cap.source}: {MANIFEST}: {exc}") from None
+    try:
+        api = archive.field_str(s, "controller_api", "v2")
+        if api not in ("v2", "v4"):
+            raise ValueError(f"controller_api: {api[:40]!r} is not v2 or v4")
         cfg = TargetConfig(
-            page_size=int(s.get("page_size", TargetConfig.page_size)),
-            v2_sample_delay=float(s.get("v2_sample_delay", TargetConfig.v2_sample_delay)),
-            controller_api=str(s.get("controller_api", "v2")),
+            page_size=archive.field_int(s, "page_size", TargetConfig.page_size, 1, 10000),
+            v2_sample_delay=archive.field_float(s, "v2_sample_delay", TargetConfig.v2_sample_delay, 25.0),
+            controller_api=api,
             v2_sample_keeper=False,
         )
-        collectors = Collectors(**{k: bool(v) for k, v in c.items() if k in Collectors.__dataclass_fields__})
-    except (TypeError, ValueError) as exc:
-        raise CaptureError(f"{cap.source}: {MANIFEST}: settings: {exc}") from None
-    return cfg, collectors
+    except ValueError as exc:
+        raise CaptureError(f"{cap.source}: {MANIFEST}: settings.{exc}") from None
+    known = {k: v for k, v in c.items() if k in Collectors.__dataclass_fields__}
+    for k, v in known.items():
+        if not isinstance(v, bool):
+            raise CaptureError(f"{cap.source}: {MANIFEST}: collectors.{k}: not true or false")
+    return cfg, Collectors(**known)
 
 
 def replay(cap: Capture, timeout: float = 60.0) -> bytes:
@@ -315,23 +325,34 @@ def write(cap: Capture, path: str, metrics: bytes) -> int:
 
 
 def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
-    params = e.get("params") or {}
-    if not isinstance(params, dict):
-        raise TypeError("params is not an object")
+    params = archive.field_dict(e, "params")
+    answer = archive.field_str(e, "answer")
+    if answer not in files:
+        raise ValueError(f"answer {answer[:100]!r} is not in the archive")
+    status = archive.field_int(e, "status", None, 100, 999)
+    if status is None:
+        raise ValueError("status missing")
     return Exchange(
-        str(e["path"]),
+        archive.field_str(e, "path"),
         {str(k): str(v) for k, v in params.items()},
-        int(e["status"]),
-        str(e.get("content_type") or ""),
-        str(e.get("date") or ""),
-        files[e["answer"]],
-        float(e.get("seconds") or 0.0),
-        float(e.get("requested_at") or 0.0),
+        status,
+        archive.field_str(e, "content_type"),
+        archive.field_str(e, "date"),
+        files[answer],
+        archive.field_float(e, "seconds"),
+        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
     )
 
 
 def read(path: str) -> Capture:
-    return archive.read_capture(path, KIND, FORMAT, "prism-exporter capture", _exchange)
+    """A capture read back, every field the replay uses checked: CaptureError names the file and the cause."""
+    cap = archive.read_capture(path, KIND, FORMAT, "prism-exporter capture", _exchange)
+    try:
+        archive.field_int(cap.manifest, "logins")
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST}: {exc}") from None
+    _settings(cap)
+    return cap
 
 
 # ------------------------------------------------------------------------------ the commands

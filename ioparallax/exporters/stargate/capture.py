@@ -39,7 +39,7 @@ import lxml.etree
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.capture import MANIFEST, CaptureError
-from ioparallax.exporters.stargate.address import Origin, TargetPolicy, parse_target
+from ioparallax.exporters.stargate.address import Origin, TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
 from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
@@ -394,28 +394,36 @@ def read(path: str) -> Capture:
     """A capture read back (nothing extracted to disk). CaptureError names the file and the cause."""
     manifest, files = archive.read_archive(path, KIND, FORMAT, "stargate-exporter capture")
     pages = []
-    for i, entry in enumerate(manifest.get("pages") or []):
+    for i, entry in enumerate(archive.entries(manifest, "pages", path)):
         try:
             page = CapturedPage(
-                url=str(entry["url"]),
-                kind=str(entry.get("kind", "detail")),
-                status=entry.get("status"),
-                size=int(entry.get("bytes") or 0),
-                seconds=entry.get("seconds"),
-                offset=float(entry.get("requested_at") or 0.0),
-                error=str(entry.get("error") or ""),
-                build=str(entry.get("build") or ""),
-                file=str(entry.get("file") or ""),
+                url=archive.field_str(entry, "url", ""),
+                kind=archive.field_str(entry, "kind", "detail"),
+                status=archive.field_int(entry, "status", None, 100, 999),
+                size=archive.field_int(entry, "bytes"),
+                seconds=archive.field_float(entry, "seconds", None),
+                offset=archive.field_float(entry, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
+                error=archive.field_str(entry, "error"),
+                build=archive.field_str(entry, "build"),
+                file=archive.field_str(entry, "file"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except ValueError as exc:
             raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: {exc}") from None
+        if not page.url:
+            raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: no url")
         if page.file:
             if page.file not in files:
-                raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: file {page.file!r} is not in the archive")
+                raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: file {page.file[:100]!r} is not in the archive")
             page.body = files[page.file]
         pages.append(page)
     if not isinstance(manifest.get("target"), str) or not manifest["target"]:
         raise CaptureError(f"{path}: {MANIFEST}: no target")
+    try:
+        parse_target(manifest["target"])
+    except (TargetError, ValueError) as exc:
+        raise CaptureError(f"{path}: {MANIFEST}: target: {exc}") from None
+    if not isinstance(manifest.get("discover", False), bool):
+        raise CaptureError(f"{path}: {MANIFEST}: discover is not true or false")
     return Capture(manifest, pages, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
 
 

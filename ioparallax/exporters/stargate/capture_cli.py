@@ -9,6 +9,7 @@ import re
 import sys
 import time
 
+from ioparallax.exporters.common.capture import output_problem, read_expected
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.capture import CaptureError, anonymize, capture, comparable, read, replay, write
@@ -134,6 +135,9 @@ def capture_main(argv: list[str]) -> int:
         )
         return 2
     output = args.output or time.strftime("stargate-capture-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
+    if problem := output_problem(output):
+        print(f"error: -o {problem}", file=sys.stderr)
+        return 2
     cap, result = capture(
         args.target,
         timeout=args.timeout,
@@ -190,6 +194,9 @@ def replay_main(argv: list[str]) -> int:
     add_logging_args(ap)
     args = ap.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    if args.output != "-" and (problem := output_problem(args.output)):
+        print(f"error: -o {problem}", file=sys.stderr)
+        return 2
     try:
         cap = read(args.capture)
     except CaptureError as exc:
@@ -198,9 +205,9 @@ def replay_main(argv: list[str]) -> int:
     _, metrics = replay(cap, Collectors(args.histograms, args.source_ratios))
     if args.check is not None:
         try:
-            expected = open(args.check, encoding="utf-8").read() if args.check else cap.metrics
-        except OSError as exc:
-            print(f"error: {args.check}: {exc.strerror}", file=sys.stderr)
+            expected = read_expected(args.check) if args.check else cap.metrics
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"error: --check {args.check}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
             return 2
         want, got = comparable(expected), comparable(metrics.decode())
         if want == got:
@@ -218,7 +225,11 @@ def replay_main(argv: list[str]) -> int:
         return 1
     if args.output == "-":
         sys.stdout.write(metrics.decode())
-    else:
+        return 0
+    try:
         with open(args.output, "wb") as f:
             f.write(metrics)
+    except OSError as exc:
+        print(f"error: -o {args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0

@@ -33,11 +33,13 @@ from lxml import etree
 
 from ioparallax.exporters.common import capture as archive
 from ioparallax.exporters.common.anonymize import Anonymizer
+from ioparallax.exporters.common.capture import MANIFEST, CaptureError
 from ioparallax.exporters.vcenter import client
+from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.exporters.vcenter.cli import Targets
 from ioparallax.exporters.vcenter.client import TargetError
 from ioparallax.exporters.vcenter.collector import render_probe
-from ioparallax.exporters.vcenter.config import TargetConfig, load_config
+from ioparallax.exporters.vcenter.config import PERF_FORMATS, TargetConfig, load_config
 from ioparallax.exporters.vcenter.parse import counter_name
 from ioparallax.exporters.vcenter.target import Target
 
@@ -267,7 +269,7 @@ class _ReplayClient:
             content=SimpleNamespace(
                 perfManager=SimpleNamespace(
                     perfCounter=[_counter(k, n) for k, n in (m.get("counters") or {}).items()],
-                    _moId=m.get("perf_manager", "PerfMgr"),
+                    _moId=m.get("perf_manager") or "PerfMgr",
                 ),
                 setting=SimpleNamespace(
                     QueryOptions=lambda name: [SimpleNamespace(value=m.get("max_query_metrics") or 256)]
@@ -287,8 +289,7 @@ class _ReplayClient:
 
 def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
-    m = cap.manifest
-    cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
+    cfg = _settings(cap)
     target = Target(cap.target, cfg, client_factory=lambda name, c: _ReplayClient(cap))  # type: ignore[arg-type,return-value]
     target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
     try:
@@ -302,12 +303,10 @@ def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> 
 def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
     """``vcenter-exporter --replay``: (the exporter's config, with the capture's target as the
     only target; the client factory answering from the capture)."""
-    from ioparallax.exporters.vcenter.address import target_key
     from ioparallax.exporters.vcenter.config import ExporterConfig
 
-    cap = read(path)
-    m = cap.manifest
-    cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
+    cap = read(path)  # its target and settings checked
+    cfg = _settings(cap)
     config = ExporterConfig(
         defaults=cfg,
         targets={target_key(cap.target): cfg},
@@ -346,18 +345,50 @@ def write(cap: Capture, path: str, metrics: bytes) -> int:
 
 
 def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
+    request, answer = archive.field_str(e, "request"), archive.field_str(e, "answer")
+    for name in (request, answer):
+        if name not in files:
+            raise ValueError(f"file {name[:100]!r} is not in the archive")
+    status = archive.field_int(e, "status", None, 100, 999)
+    if status is None:
+        raise ValueError("status missing")
     return Exchange(
-        str(e["method"]),
-        files[e["request"]],
-        int(e["status"]),
-        files[e["answer"]],
-        float(e.get("seconds") or 0.0),
-        float(e.get("requested_at") or 0.0),
+        archive.field_str(e, "method"),
+        files[request],
+        status,
+        files[answer],
+        archive.field_float(e, "seconds"),
+        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
     )
 
 
+_COUNTER_KEY = re.compile(r"[0-9]{1,9}")
+_COUNTER_NAME = re.compile(r"[^.]{1,200}\.[^.]{1,200}\..{1,200}")  # group.name.rollup: split at the first two dots
+
+
+def _settings(cap: Capture) -> TargetConfig:
+    """The probe's settings from the manifest, checked as the config file's are (ValueError)."""
+    m = cap.manifest
+    fmt = archive.field_str(m, "perf_format", "csv") or "csv"
+    if fmt not in PERF_FORMATS:
+        raise ValueError(f"perf_format: {fmt[:40]!r} is not one of {', '.join(PERF_FORMATS)}")
+    return TargetConfig(perf_format=fmt, max_query_metrics=archive.field_int(m, "max_query_metrics", None, 1, 10**9))
+
+
 def read(path: str) -> Capture:
-    return archive.read_capture(path, KIND, FORMAT, "vcenter-exporter capture", _exchange)
+    """A capture read back, every field the replay uses checked: CaptureError names the file and the cause."""
+    cap = archive.read_capture(path, KIND, FORMAT, "vcenter-exporter capture", _exchange)
+    m = cap.manifest
+    try:
+        _settings(cap)
+        archive.field_str(m, "perf_manager")
+        for key, name in archive.field_dict(m, "counters").items():
+            if not _COUNTER_KEY.fullmatch(key) or not isinstance(name, str) or not _COUNTER_NAME.fullmatch(name):
+                raise ValueError(f"counters: {key[:20]!r}: not a counter key and group.name.rollup")
+        target_key(cap.target)
+    except ValueError as exc:
+        raise CaptureError(f"{path}: {MANIFEST}: {exc}") from None
+    return cap
 
 
 # ------------------------------------------------------------------------------ the commands
