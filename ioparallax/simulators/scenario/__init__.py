@@ -13,16 +13,19 @@ without talking to each other.
 from .model import (  # noqa: F401
     BlockSizeMix,
     Cluster,
+    ClusterCpu,
     Disk,
+    Host,
     DiskspdOptions,
     Scenario,
     Stream,
     VdbenchOptions,
     Vm,
+    VmCpu,
     list_scenarios,
     load_scenario,
     parse_scenario,
     scenario_path,
     write_with_origin,
 )
-from .trace import DiskSecond, Trace, compile_scenario  # noqa: F401
+from .trace import CpuSeries, DiskSecond, Trace, compile_scenario  # noqa: F401
