@@ -57,7 +57,9 @@ def test_a_cpu_bound_vm_is_capped_at_its_vcpus_and_a_full_host_shares_what_the_c
     trace = compile_scenario(scenario(vm_cpu={"vcpus": 4, "cycles_per_io": 10_000_000}))
     assert max(trace.vm_cpu["vm1"].usage_mhz) == pytest.approx(4 * 2600)
     small = compile_scenario(
-        scenario(cluster_cpu={"cores": 2, "core_mhz": 1000, "cvm_share": 0.25}, vm_cpu={"vcpus": 4, "cycles_per_io": 1e7})
+        scenario(
+            cluster_cpu={"cores": 2, "core_mhz": 1000, "cvm_share": 0.25}, vm_cpu={"vcpus": 4, "cycles_per_io": 1e7}
+        )
     )
     # 2,000 MHz host, CVM 500: vm1 gets the 1,500 left, and its ready time grows with the load.
     assert small.vm_cpu["vm1"].usage_mhz[0] == pytest.approx(1500)

@@ -141,12 +141,24 @@ def learn(anon: Anonymizer, answer: bytes) -> None:
         root = etree.fromstring(answer, _XML)
     except etree.XMLSyntaxError:
         return
+    files = list(root.iter(_FILE))
     for prop in root.iter(_PROPSET, _CHANGESET):  # RetrievePropertiesEx, WaitForUpdatesEx
-        if (prop.findtext(_NAME) or "").strip() in _NAMING_PROPS:
+        prop_name = (prop.findtext(_NAME) or "").strip()
+        if prop_name in _NAMING_PROPS:
             val = prop.find(_VAL)
             if val is not None and val.text:
                 anon.name(val.text.strip())
-    for el in root.iter(_FILE):
+        elif prop_name == "config.files.vmPathName":  # "[datastore] dir/vm.vmx", as a disk's file
+            val = prop.find(_VAL)
+            text = (val.text or "").strip() if val is not None else ""
+            m = re.fullmatch(r"\[([^\]]+)\]\s*(.*)", text)
+            if m and "servicevm" in m.group(2).lower():
+                # A CVM's: the installer's fixed ServiceVM folder names nobody, and is how the
+                # exporter recognises the CVM once its name is anonymized.
+                anon.name(m.group(1))
+            elif val is not None:
+                files.append(val)
+    for el in files:
         if el.text:  # "[datastore] dir/file.vmdk": the datastore and the path, each
             m = re.fullmatch(r"\[([^\]]+)\]\s*(.*)", el.text.strip())
             if m:
@@ -284,7 +296,11 @@ class _ReplayClient:
 def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
     m = cap.manifest
-    cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
+    # A capture made before the exporter read CPU (issue 31) holds no CPU query: do not ask one.
+    cpu = any(ex.method == "QueryPerf" and b"<instance></instance>" in ex.request for ex in cap.exchanges)
+    cfg = TargetConfig(
+        perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"), cpu=cpu
+    )
     target = Target(cap.target, cfg, client_factory=lambda name, c: _ReplayClient(cap))  # type: ignore[arg-type,return-value]
     target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
     try:
@@ -303,7 +319,11 @@ def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, An
 
     cap = read(path)
     m = cap.manifest
-    cfg = TargetConfig(perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"))
+    # A capture made before the exporter read CPU (issue 31) holds no CPU query: do not ask one.
+    cpu = any(ex.method == "QueryPerf" and b"<instance></instance>" in ex.request for ex in cap.exchanges)
+    cfg = TargetConfig(
+        perf_format=str(m.get("perf_format") or "csv"), max_query_metrics=m.get("max_query_metrics"), cpu=cpu
+    )
     config = ExporterConfig(
         defaults=cfg,
         targets={target_key(cap.target): cfg},

@@ -367,7 +367,6 @@ class Trace:
             separators=(",", ":"),
         )
 
-
     @staticmethod
     def _cpu_json(c: CpuSeries) -> dict:
         return {"vcpus": c.vcpus, "usage_mhz": c.usage_mhz, "ready_s": c.ready_s}
