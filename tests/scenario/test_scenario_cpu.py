@@ -103,3 +103,24 @@ def test_cpu_errors_name_the_file_and_the_key(change, key):
         scenario(**change)
     assert err.value.path == "t.yaml"
     assert err.value.key.startswith(key)
+
+
+def test_db_density_is_near_linear_cpu_bound_with_cvms_at_five_percent():
+    from ioparallax.simulators.scenario import load_scenario
+
+    trace = compile_scenario(load_scenario("db-density"))
+    step = 60
+    totals = []
+    for n in range(1, 9):
+        t = (n - 1) * step + 30
+        totals.append(sum(trace.second(d, t).read_ops + trace.second(d, t).write_ops for d in trace.disks))
+        running = [vm.name for vm in trace.scenario.vms[:n]]
+        assert all(trace.vm_cpu[v].usage_mhz[t] == pytest.approx(4 * 2600) for v in running), "CPU-bound"
+    assert totals[0] == pytest.approx(2000)
+    assert totals[-1] / (8 * 2000) == pytest.approx(0.90, abs=0.001), "90 % of the theoretical maximum"
+    assert all(b > a for a, b in zip(totals, totals[1:])), "every VM adds throughput"
+    assert [h.name for h in trace.hosts] == ["esx-01", "esx-02", "esx-03", "esx-04"]
+    for h in trace.hosts:
+        assert trace.cvm_cpu[h.name].usage_mhz[0] / (2600 * 24) == pytest.approx(
+            trace.scenario.expect["cpu"]["cvm_host_share"]
+        )
