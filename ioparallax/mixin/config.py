@@ -59,6 +59,7 @@ class Thresholds:
     misaligned_frontend_read_to_write_ratio: float
     scrape_duration_ratio: float
     split_io_ratio: float = 0.5  # Windows guests: split I/Os over I/Os (misalignment hint)
+    cvm_host_cpu_ratio: float = 0.10  # the CVM's share of its host's CPU capacity (info alert)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class ForDurations:
     down: str
     scrape_slow: str
     unread_fields: str
+    cvm_cpu: str = "10m"  # IoparallaxCvmCpuHigh (optional key)
 
 
 @dataclass(frozen=True)
@@ -185,11 +187,17 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         misaligned_frontend_read_to_write_ratio=_number(t, "misaligned_frontend_read_to_write_ratio", 0, 1),
         scrape_duration_ratio=_number(t, "scrape_duration_ratio", 0, 1),
         split_io_ratio=_number(t, "split_io_ratio", 0, 1) if "split_io_ratio" in t.data else Thresholds.split_io_ratio,
+        cvm_host_cpu_ratio=_number(t, "cvm_host_cpu_ratio", 0, 1)
+        if "cvm_host_cpu_ratio" in t.data
+        else Thresholds.cvm_host_cpu_ratio,
     )
     t.reject_unknown()
 
     f = root.section("for", required=True)
-    fors = ForDurations(*(_duration(f, n) for n in ForDurations.__dataclass_fields__))
+    optional = {"cvm_cpu"}  # keys added later: their defaults when absent
+    fors = ForDurations(
+        **{n: _duration(f, n) for n in ForDurations.__dataclass_fields__ if n not in optional or n in f.data}
+    )
     f.reject_unknown()
 
     a = root.section("alerts", required=True)

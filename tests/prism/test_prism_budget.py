@@ -12,10 +12,12 @@ import pytest
 from .conftest import FROZEN, config_yaml
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "prism.md"
-PER_VM = {"prism_vm_info"}
+PER_VM = {"prism_vm_info", "prism_vm_cpu_usage_ratio", "prism_vm_cpu_ready_ratio", "prism_vm_vcpus"}
+#: Per host (one CVM each): its CPU families and its CVM's prism_vm_cvm_info.
+PER_HOST = {"prism_host_cpu_capacity_hertz", "prism_host_cpu_cores", "prism_host_cpu_usage_ratio", "prism_vm_cvm_info"}
 
 
-def _count(text: str, disks: int, vms: int) -> tuple[dict[str, float], int, int]:
+def _count(text: str, disks: int, vms: int, hosts: int = 1) -> tuple[dict[str, float], int, int, int]:
     per_family: dict[str, int] = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -23,8 +25,11 @@ def _count(text: str, disks: int, vms: int) -> tuple[dict[str, float], int, int]
             per_family[name] = per_family.get(name, 0) + 1
     per_disk = {n: c / disks for n, c in per_family.items() if n.startswith("prism_virtual_disk")}
     per_vm = sum(c for n, c in per_family.items() if n in PER_VM) // vms
-    per_probe = sum(c for n, c in per_family.items() if not n.startswith("prism_virtual_disk") and n not in PER_VM)
-    return per_disk, per_vm, per_probe
+    per_host = sum(c for n, c in per_family.items() if n in PER_HOST) // hosts
+    per_probe = sum(
+        c for n, c in per_family.items() if not n.startswith("prism_virtual_disk") and n not in PER_VM | PER_HOST
+    )
+    return per_disk, per_vm, per_host, per_probe
 
 
 def _docs_budget() -> dict[str, int]:
@@ -51,7 +56,9 @@ def test_series_per_disk_match_the_docs(prism_sim, exporter, flags, total_row):
     exp = exporter(config_yaml([sim.address]), **flags)
     code, text = exp.probe_text(sim.address)
     assert code == 200
-    per_disk, per_vm, per_probe = _count(text, len(sim.scenario.disks), len(sim.scenario.vms))
+    # The VMs are the scenario's and the CVMs (one per host, listed among the VMs by Prism).
+    vms = len(sim.scenario.vms) + len(sim.model.cvms)
+    per_disk, per_vm, per_host, per_probe = _count(text, len(sim.scenario.disks), vms, len(sim.model.cvms))
     assert all(v == 1 for v in per_disk.values()), per_disk  # each family: one series per disk
     budget = _docs_budget()
     assert sum(per_disk.values()) == budget[total_row]
@@ -75,7 +82,8 @@ def test_series_per_disk_match_the_docs(prism_sim, exporter, flags, total_row):
     for row, names in groups.items():
         if names or not flags:
             assert len(names) == budget[row], (row, names)
-    assert per_vm == budget["`prism_vm_info` (per VM)"]
+    assert per_vm == budget["`prism_vm_info`, CPU (per VM, CVMs included)"]
+    assert per_host == budget["CPU, `prism_vm_cvm_info` (per host)"]
     assert per_probe == budget["per probe (per Prism)"]
 
 

@@ -75,8 +75,10 @@ def test_replay_gives_the_live_probe_metrics(sim):
     cap, live = capture(sim.address, CFG)
     assert cap.manifest["up"], cap.manifest["error"]
     paths = [(ex.path.rsplit("/", 2)[-2], ex.params.get("page")) for ex in cap.exchanges]
-    # page_size 1: both disks' pages, both VMs' pages, the hosts.
-    assert sorted(paths) == [("hosts", "1"), ("virtual_disks", "1"), ("virtual_disks", "2"), ("vms", "1"), ("vms", "2")]
+    # page_size 1: both disks' pages, the pages of both VMs and of the 3 CVMs, the hosts.
+    assert sorted(paths) == [("hosts", "1"), ("virtual_disks", "1"), ("virtual_disks", "2")] + [
+        ("vms", str(p)) for p in range(1, 6)
+    ]
     got = replay(cap).decode()
     assert comparable(got) == comparable(live.decode())
     m = parse_metrics(got)

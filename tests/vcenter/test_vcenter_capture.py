@@ -56,7 +56,7 @@ def identities(cap) -> set[str]:
 def test_replayed_capture_gives_the_probes_metrics_and_hides_every_identity(scenario_sim, trace, tmp_path):
     address, _ = scenario_sim(trace[0])
     raw, live = capture(address, CFG)
-    assert raw.manifest["up"] and raw.manifest["vms"] == 2
+    assert raw.manifest["up"] and raw.manifest["vms"] == 2 + 3  # bench-01, bench-02 and the 3 CVMs
     methods = [ex.method for ex in raw.exchanges]
     assert methods[0] == "RetrievePropertiesEx" and "QueryPerf" in methods
     secrets = identities(raw)

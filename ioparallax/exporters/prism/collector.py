@@ -58,6 +58,59 @@ def _counter_rows(rows: list[tuple[str, DiskState]], view: str, attr: str) -> li
     return out
 
 
+def _cpu_section(out: Exposition, s: Snapshot) -> None:
+    """The CVMs and the CPU of the VMs and hosts: the latest 30 s sample of the VM and host lists'
+    stats (gauges: the lists carry one sample, not a series), absent where Prism has none."""
+    host_name = s.hosts.get
+    vm_lbl = [(label_block(("vm", "vm_id"), (vm.name, vm.uuid)), vm) for vm in s.vms]
+    out.family(
+        "prism_vm_cvm_info",
+        "gauge",
+        "Nutanix Controller VMs (the VM list's is_cvm / controller_vm), with the host they run on.",
+        [
+            (label_block(("vm", "vm_id", "host"), (vm.name, vm.uuid, host_name(vm.host_uuid, vm.host_uuid))), 1)
+            for vm in s.vms
+            if vm.is_cvm
+        ],
+    )
+    out.family(
+        "prism_vm_cpu_usage_ratio",
+        "gauge",
+        "Share of the VM's vCPUs it used in Prism's latest 30 s sample (hypervisor_cpu_usage_ppm / 10^6); "
+        "x prism_vm_vcpus x the host's core clock is its CPU in Hz.",
+        [(lbl, vm.cpu_usage) for lbl, vm in vm_lbl if vm.cpu_usage is not None],
+    )
+    out.family(
+        "prism_vm_cpu_ready_ratio",
+        "gauge",
+        "Share of the latest 30 s sample the VM's vCPUs were ready but waited for a core, per vCPU "
+        "(hypervisor.cpu_ready_time_ppm / 10^6).",
+        [(lbl, vm.cpu_ready) for lbl, vm in vm_lbl if vm.cpu_ready is not None],
+    )
+    out.family(
+        "prism_vm_vcpus", "gauge", "The VM's vCPUs (num_vcpus).", [(lbl, vm.vcpus) for lbl, vm in vm_lbl if vm.vcpus]
+    )
+    hosts = [(label_block(("host", "host_id"), (h.name, h.uuid)), h) for h in s.host_records]
+    out.family(
+        "prism_host_cpu_capacity_hertz",
+        "gauge",
+        "The host's CPU capacity (cpu_capacity_in_hz).",
+        [(lbl, h.capacity_hz) for lbl, h in hosts if h.capacity_hz],
+    )
+    out.family(
+        "prism_host_cpu_cores",
+        "gauge",
+        "The host's CPU cores (num_cpu_cores).",
+        [(lbl, h.cores) for lbl, h in hosts if h.cores],
+    )
+    out.family(
+        "prism_host_cpu_usage_ratio",
+        "gauge",
+        "Share of the host's capacity used in Prism's latest 30 s sample (hypervisor_cpu_usage_ppm / 10^6).",
+        [(lbl, h.cpu_usage) for lbl, h in hosts if h.cpu_usage is not None],
+    )
+
+
 def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Collectors | None = None) -> bytes:
     collectors = collectors or Collectors()
     out = Exposition()
@@ -156,6 +209,7 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
     )
     out.family("prism_virtual_disk_capacity_bytes", gauge, "Virtual disk capacity (disk_capacity_in_bytes).", capacity)
     if collectors.vm_info:
+        _cpu_section(out, s)
         out.family(
             "prism_vm_info",
             gauge,

@@ -12,6 +12,7 @@ A YAML file (``--config.file``)::
       v2_sample_keeper: true          # read each 30 s sample even when no probe does
       controller_api: v2              # v4: storage view from v4 time series (AOS 6.8+), 1 request per disk
       v4_concurrency: 8               # v4 requests in flight
+      cpu: true                       # CPU of VMs, CVMs, hosts (the VM and host lists at every read)
     allow_unlisted_targets: false     # default: a ?target= not listed below is refused (HTTP 400)
     latest_samples: true
     session_idle_timeout: 10m
@@ -68,6 +69,7 @@ class TargetConfig:
     v2_sample_keeper: bool = True
     controller_api: str = "v2"  # v4: the storage view from v4 time series, one request per disk
     v4_concurrency: int = 8
+    cpu: bool = True  # CPU of the VMs, CVMs and hosts: the VM and host lists read at every read
     scheme: str = "https"  # "http": plain HTTP (a simulator; credentials then cross in clear text)
 
     def describe(self) -> str:
@@ -140,9 +142,11 @@ def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     scheme = sec.get("scheme", str, default=base.scheme)
     if scheme not in ("https", "http"):
         raise sec.error("scheme", f"expected https (Prism) or http (a plain simulator), got {scheme!r}")
+    cpu = sec.get("cpu", bool, default=base.cpu)
     sec.reject_unknown()
     return replace(
         base,
+        cpu=cpu,
         tls_verify=tls_verify,
         timeout=timeout,
         inventory_refresh=refresh,

@@ -248,6 +248,35 @@ class Vm:
     name: str
     power_state: str
     host_uuid: str
+    is_cvm: bool = False  # a Controller VM (is_cvm, controller_vm or v1's controllerVm true)
+    vcpus: int = 0  # num_vcpus; 0 when not given
+    cpu_usage: float | None = None  # hypervisor_cpu_usage_ppm / 10^6: share of its vCPUs used
+    cpu_ready: float | None = None  # hypervisor.cpu_ready_time_ppm / 10^6: ready share per vCPU
+
+
+@dataclass(frozen=True)
+class Host:
+    """A host of v2.0 ``hosts`` with its CPU (the latest 30 s sample of its ``stats``)."""
+
+    uuid: str
+    name: str
+    cores: int  # num_cpu_cores (0: not given)
+    capacity_hz: float | None  # cpu_capacity_in_hz
+    cpu_usage: float | None  # hypervisor_cpu_usage_ppm / 10^6: share of the capacity used
+
+
+def _flag(e: dict[str, Any], *keys: str) -> bool:
+    return any(e.get(k) is True for k in keys)
+
+
+def _count(e: dict[str, Any], key: str) -> int:
+    v = e.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _ppm(stats: Any, key: str) -> float | None:
+    v = stat(stats, key) if isinstance(stats, dict) else None
+    return v / 1e6 if v is not None else None
 
 
 def vms(ents: list[dict[str, Any]]) -> list[Vm]:
@@ -255,7 +284,38 @@ def vms(ents: list[dict[str, Any]]) -> list[Vm]:
     for e in ents:
         uuid, name = _text(e, "uuid"), _text(e, "name")
         if uuid and name:
-            out.append(Vm(uuid.lower(), name, _text(e, "power_state"), _text(e, "host_uuid").lower()))
+            stats = e.get("stats")
+            out.append(
+                Vm(
+                    uuid.lower(),
+                    name,
+                    _text(e, "power_state"),
+                    _text(e, "host_uuid").lower(),
+                    is_cvm=_flag(e, "is_cvm", "controller_vm", "controllerVm"),
+                    vcpus=_count(e, "num_vcpus"),
+                    cpu_usage=_ppm(stats, "hypervisor_cpu_usage_ppm"),
+                    cpu_ready=_ppm(stats, "hypervisor.cpu_ready_time_ppm"),
+                )
+            )
+    return out
+
+
+def host_records(ents: list[dict[str, Any]]) -> list[Host]:
+    """v2.0 ``hosts`` entities -> hosts with their CPU capacity and latest usage."""
+    out = []
+    for e in ents:
+        uuid, name = _text(e, "uuid").lower(), _text(e, "name")
+        if uuid and name:
+            cap = stat(e, "cpu_capacity_in_hz")
+            out.append(
+                Host(
+                    uuid,
+                    name,
+                    _count(e, "num_cpu_cores"),
+                    cap or None,
+                    _ppm(e.get("stats"), "hypervisor_cpu_usage_ppm"),
+                )
+            )
     return out
 
 

@@ -83,6 +83,7 @@ class Snapshot:
     disks: list[DiskState] = field(default_factory=list)
     vms: list[parse.Vm] = field(default_factory=list)
     hosts: dict[str, str] = field(default_factory=dict)
+    host_records: list[parse.Host] = field(default_factory=list)  # with their CPU (cpu: true)
     newest_end: int | None = None  # newest sample integrated by any disk
     prism_now: float | None = None
     logins: int = 0
@@ -129,6 +130,7 @@ class Target:
         self.disks: dict[str, DiskState] = {}
         self.vms: list[parse.Vm] = []
         self.hosts: dict[str, str] = {}
+        self.host_records: list[parse.Host] = []
         self.inventory_at: float | None = None  # time.monotonic() of the last VM list
         self.vm_signature: frozenset | None = None  # (VM uuid, has no VM view) of its disks then
         self.newest_end: int | None = None
@@ -172,6 +174,7 @@ class Target:
                 disks=[_copy(d) for d in self.disks.values()],
                 vms=list(self.vms),
                 hosts=dict(self.hosts),
+                host_records=list(self.host_records),
                 newest_end=self.newest_end,
                 prism_now=self.prism_now(),
                 logins=self.client.logins,
@@ -237,15 +240,18 @@ class Target:
 
         return paging.list_all(get, what, self.cfg.page_size, params, name=self.name)
 
-    def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], int]:
+    def _vm_list(self) -> tuple[list[parse.Vm], dict[str, str], list[parse.Host], int]:
         vm_ents, _, n = self._list(f"{V2}/vms/", "vms", {"include_vm_disk_config": "true"})
         host_ents, _, m = self._list(f"{V2}/hosts/", "hosts")
-        return parse.vms(vm_ents), parse.hosts(host_ents), n + m
+        return parse.vms(vm_ents), parse.hosts(host_ents), parse.host_records(host_ents), n + m
 
     def _read(self) -> ReadResult:
         start = time.monotonic()
         # A VM list due by age is read beside the disks (one round trip less on a cold start).
-        due = self.vm_info and (self.inventory_at is None or start - self.inventory_at >= self.cfg.inventory_refresh)
+        # With cpu (the default) the VM and host lists are read every time: their stats are the CPU.
+        due = self.vm_info and (
+            self.cfg.cpu or self.inventory_at is None or start - self.inventory_at >= self.cfg.inventory_refresh
+        )
         with ThreadPoolExecutor(1, thread_name_prefix=f"vm list {self.name}") as pool:
             vm_list = pool.submit(self._vm_list) if due else None
             ents, dates, requests = self._list(f"{V2}/virtual_disks/", "virtual_disks")
@@ -258,9 +264,9 @@ class Target:
         changed = self.vm_signature is not None and signature != self.vm_signature
         if listed is None and self.vm_info and changed:
             listed = self._vm_list()
-        vms, hosts = None, None
+        vms, hosts, host_records = None, None, None
         if listed is not None:
-            vms, hosts, n = listed
+            vms, hosts, host_records, n = listed
             requests += n
         now_mono = start
         # The sample the answer holds: every page must date the same safe sample.
@@ -278,6 +284,7 @@ class Target:
                 self.clock = (dates[-1], time.monotonic())
             if vms is not None and hosts is not None:
                 self.vms, self.hosts, self.inventory_at = vms, hosts, now_mono
+                self.host_records = host_records or []
                 self.vm_signature = signature
             elif not self.vm_info:
                 self.vm_signature = signature

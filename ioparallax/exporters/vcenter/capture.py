@@ -143,12 +143,24 @@ def learn(anon: Anonymizer, answer: bytes) -> None:
         root = etree.fromstring(answer, _XML)
     except etree.XMLSyntaxError:
         return
+    files = list(root.iter(_FILE))
     for prop in root.iter(_PROPSET, _CHANGESET):  # RetrievePropertiesEx, WaitForUpdatesEx
-        if (prop.findtext(_NAME) or "").strip() in _NAMING_PROPS:
+        prop_name = (prop.findtext(_NAME) or "").strip()
+        if prop_name in _NAMING_PROPS:
             val = prop.find(_VAL)
             if val is not None and val.text:
                 anon.name(val.text.strip())
-    for el in root.iter(_FILE):
+        elif prop_name == "config.files.vmPathName":  # "[datastore] dir/vm.vmx", as a disk's file
+            val = prop.find(_VAL)
+            text = (val.text or "").strip() if val is not None else ""
+            m = re.fullmatch(r"\[([^\]]+)\]\s*(.*)", text)
+            if m and "servicevm" in m.group(2).lower():
+                # A CVM's: the installer's fixed ServiceVM folder names nobody, and is how the
+                # exporter recognises the CVM once its name is anonymized.
+                anon.name(m.group(1))
+            elif val is not None:
+                files.append(val)
+    for el in files:
         if el.text:  # "[datastore] dir/file.vmdk": the datastore and the path, each
             m = re.fullmatch(r"\[([^\]]+)\]\s*(.*)", el.text.strip())
             if m:
@@ -372,7 +384,11 @@ def _settings(cap: Capture) -> TargetConfig:
     fmt = archive.field_str(m, "perf_format", "csv") or "csv"
     if fmt not in PERF_FORMATS:
         raise ValueError(f"perf_format: {fmt[:40]!r} is not one of {', '.join(PERF_FORMATS)}")
-    return TargetConfig(perf_format=fmt, max_query_metrics=archive.field_int(m, "max_query_metrics", None, 1, 10**9))
+    # A capture made before the exporter read CPU holds no CPU query: its replay does not ask one.
+    cpu = any(ex.method == "QueryPerf" and b"<instance></instance>" in ex.request for ex in cap.exchanges)
+    return TargetConfig(
+        perf_format=fmt, max_query_metrics=archive.field_int(m, "max_query_metrics", None, 1, 10**9), cpu=cpu
+    )
 
 
 def read(path: str) -> Capture:

@@ -220,7 +220,11 @@ VM_PROPERTIES = [
     "config.hardware.device",
     "guest.hostName",  # VMware Tools: the guest's host name (DiskSPD's ComputerName, windows_exporter's hostname)
     "guest.disk",  # VMware Tools: guest volumes with the virtual disks behind them (vSphere 7+ mappings)
+    "config.files.vmPathName",  # the .vmx: a Nutanix CVM's lies in a ServiceVM folder
 ]
+
+#: The host properties the inventory reads: its name and CPU capacity (per core MHz x cores).
+HOST_PROPERTIES = ["name", "summary.hardware.cpuMhz", "summary.hardware.numCpuCores"]
 
 #: vCenter's realtime statistics interval (seconds): the only one QueryPerf asks for.
 REALTIME_INTERVAL = 20
@@ -251,8 +255,9 @@ class EntityRequest:
     """What to ask for one VM: its disk instances (or "*") and the last sample already seen."""
 
     moref: str
-    instances: tuple[str, ...]  # explicit instances; ("*",) to let vCenter expand
+    instances: tuple[str, ...]  # explicit instances; ("*",) to let vCenter expand; ("",) the aggregate
     since: float | None  # epoch seconds of the newest sample seen (exclusive)
+    entity_type: str = "VirtualMachine"  # or HostSystem (CPU)
 
 
 def batch_requests(requests: list[EntityRequest], n_counters: int, max_metrics: int) -> Iterator[list[EntityRequest]]:
@@ -291,7 +296,7 @@ def query_perf_body(perf_manager: str, requests: Iterable[EntityRequest], keys: 
     parts = [_QUERY_PERF_START, escape(perf_manager), "</_this>"]
     tail = f"<intervalId>{REALTIME_INTERVAL}</intervalId><format>{escape(fmt)}</format></querySpec>"
     for req in requests:
-        parts.append(f'<querySpec><entity type="VirtualMachine">{escape(req.moref)}</entity>')
+        parts.append(f'<querySpec><entity type="{escape(req.entity_type)}">{escape(req.moref)}</entity>')
         if req.since is None:
             parts.append("<maxSample>1</maxSample>")
         else:
@@ -323,9 +328,10 @@ def filter_spec(view: str) -> str:
     """The PropertyFilterSpec's content: VMs (VM_PROPERTIES), hosts and datastores (name) in
     ``view``, elements in the WSDL's order; shared by RetrievePropertiesEx and CreateFilter."""
     vm_paths = "".join(f"<pathSet>{escape(p)}</pathSet>" for p in VM_PROPERTIES)
+    host_paths = "".join(f"<pathSet>{escape(p)}</pathSet>" for p in HOST_PROPERTIES)
     return (
         f"<propSet><type>VirtualMachine</type><all>false</all>{vm_paths}</propSet>"
-        "<propSet><type>HostSystem</type><all>false</all><pathSet>name</pathSet></propSet>"
+        f"<propSet><type>HostSystem</type><all>false</all>{host_paths}</propSet>"
         "<propSet><type>Datastore</type><all>false</all><pathSet>name</pathSet></propSet>"
         f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'

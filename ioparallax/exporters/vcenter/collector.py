@@ -151,6 +151,97 @@ def _inventory_section(s: Snapshot) -> tuple[str, dict[tuple[str, str], str]]:
     return text, disk_labels
 
 
+VM_CPU_LABELS = ("vm", "vm_id")
+HOST_LABELS = ("host", "host_id")
+
+
+def _cpu_section(out: Exposition, s: Snapshot) -> None:
+    """The CVMs, and the CPU of the VMs and hosts (when this vCenter offers the CPU counters)."""
+    out.family(
+        "vcenter_vm_cvm_info",
+        "gauge",
+        "Nutanix Controller VMs (cached inventory): the VMs whose name matches cvm_name_pattern (default the "
+        "installer's NTNX-<block>-<position>-CVM) or whose .vmx lies in a ServiceVM folder "
+        "(config.files.vmPathName), with the host they run on.",
+        [(label_block(("vm", "vm_id", "host"), (vm.name, vm.moref, vm.host)), 1) for vm, _ in s.cvms],
+    )
+    if not s.cpu_counters:
+        return
+    out.family(
+        "vcenter_cpu_query_failed",
+        "gauge",
+        "1 if this probe's CPU query failed (the disks were collected; the cause is in the exporter's log).",
+        [("", 1 if s.cpu_error else 0)],
+    )
+    out.family(
+        "vcenter_perf_new_cpu_samples",
+        "gauge",
+        "20 s CPU samples integrated by this collection.",
+        [("", s.new_cpu_samples)],
+    )
+    out.family(
+        "vcenter_perf_cpu_queries",
+        "gauge",
+        "QueryPerf calls made by this collection for the CPU of the VMs and hosts (beside vcenter_perf_queries).",
+        [("", s.cpu_queries)],
+    )
+    vms = [(label_block(VM_CPU_LABELS, (vm.name, vm.moref)), c) for vm, c in s.vm_cpu]
+    out.family(
+        "vcenter_vm_cpu_usage_cycles_total",
+        "counter",
+        "CPU cycles the VM used, integrated from every 20 s sample (cpu.usagemhz.average x 10^6 x interval); "
+        "its rate is in Hz: divide by vcenter_host_cpu_capacity_hertz for the share of its host.",
+        [(lbl, c.usage_cycles) for lbl, c in vms],
+    )
+    out.family(
+        "vcenter_vm_cpu_ready_seconds_total",
+        "counter",
+        "Seconds the VM's vCPUs were ready to run but waited for a core, summed over its vCPUs "
+        "(cpu.ready.summation ms / 1000); its rate / vCPUs is the ready share per vCPU.",
+        [(lbl, c.ready_seconds) for lbl, c in vms],
+    )
+    out.family(
+        "vcenter_vm_cpu_samples_total",
+        "counter",
+        "20 s CPU samples integrated into the VM's CPU counters.",
+        [(lbl, c.samples) for lbl, c in vms],
+    )
+    hosts = [(label_block(HOST_LABELS, (h.name, h.host_id)), h) for h in s.hosts]
+    out.family(
+        "vcenter_host_cpu_capacity_hertz",
+        "gauge",
+        "The host's CPU capacity: summary.hardware.cpuMhz x numCpuCores x 10^6 (cached inventory; hosts known "
+        "through their VMs). The host's usage can read above it (turbo, hyper-threads).",
+        [(lbl, h.cpu_mhz * h.cores * 1e6) for lbl, h in hosts if h.cpu_mhz and h.cores],
+    )
+    out.family(
+        "vcenter_host_cpu_cores",
+        "gauge",
+        "The host's physical CPU cores (summary.hardware.numCpuCores, cached inventory).",
+        [(lbl, h.cores) for lbl, h in hosts if h.cores],
+    )
+    with_cpu = [(lbl, h.cpu) for lbl, h in hosts if h.cpu is not None]
+    out.family(
+        "vcenter_host_cpu_usage_cycles_total",
+        "counter",
+        "CPU cycles the host used (its VMs, their CVM and the hypervisor), integrated from every 20 s sample "
+        "(cpu.usagemhz.average x 10^6 x interval).",
+        [(lbl, c.usage_cycles) for lbl, c in with_cpu],
+    )
+    out.family(
+        "vcenter_host_cpu_ready_seconds_total",
+        "counter",
+        "Seconds the vCPUs of the host's VMs were ready but waited for a core (cpu.ready.summation ms / 1000).",
+        [(lbl, c.ready_seconds) for lbl, c in with_cpu],
+    )
+    out.family(
+        "vcenter_host_cpu_samples_total",
+        "counter",
+        "20 s CPU samples integrated into the host's CPU counters.",
+        [(lbl, c.samples) for lbl, c in with_cpu],
+    )
+
+
 def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, latest_samples: bool = True) -> bytes:
     """The exposition of one probe of one vCenter; ``latest_samples=False``
     (``--no-collector.latest-samples``) leaves out the latest-sample value gauges, 15 series per
@@ -218,7 +309,8 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
     out.family(
         "vcenter_perf_queries",
         gauge,
-        "QueryPerf calls made by this collection (batched to respect config.vpxd.stats.maxQueryMetrics).",
+        "QueryPerf calls made by this collection for the virtual disks (batched to respect "
+        "config.vpxd.stats.maxQueryMetrics; the CPU's are vcenter_perf_cpu_queries).",
         [("", s.queries)],
     )
     out.family(
@@ -272,6 +364,7 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
 
     inventory_text, disk_labels = _inventory_section(s)
     out.append_text(inventory_text)
+    _cpu_section(out, s)
 
     # Per-disk families: the label block of each disk escaped once per inventory.
     rows = [(disk_labels[(row.vm.moref, row.vm.disks[row.disk_index].instance)], row.counters) for row in s.disks]

@@ -7,6 +7,8 @@ A YAML file (``--config.file``)::
       password_env: VCENTER_PASSWORD  # the password comes from this environment variable
       inventory_refresh: 5m
       timeout: 30s
+      cpu: true                     # CPU of the VMs and hosts (cpu.usagemhz, cpu.ready); false: disks only
+      cvm_name_pattern: '^NTNX-.*-CVM$'   # which VMs are Nutanix CVMs (or a .vmx in a ServiceVM folder)
     allow_unlisted_targets: false   # default: a ?target= not listed below is refused (HTTP 400)
     latest_samples: true            # false: no latest-sample gauges (15 series per VM disk fewer)
     session_idle_timeout: 10m       # log out of a target not probed for this long
@@ -30,6 +32,7 @@ target. Passwords are never logged nor shown on the landing page.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -51,6 +54,8 @@ PERF_FORMATS = ("csv", "normal")
 #: background: the inventory is read off the probe path (the default); sync: the collection reads
 #: it when due, through pyvmomi, as before (kept as the benchmark's baseline).
 INVENTORY_MODES = ("background", "sync")
+#: A Nutanix Controller VM as the installer names it on ESXi: NTNX-<block serial>-<position>-CVM.
+DEFAULT_CVM_NAME_PATTERN = r"^NTNX-.*-CVM$"
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ class TargetConfig:
     perf_format: str = "csv"  # csv is ~40 % cheaper to parse; "normal" for old servers
     sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
     inventory_mode: str = "background"
+    #: VMs whose name matches are CVMs (re.search); a VM whose .vmx lies in a ServiceVM folder is one too.
+    cvm_name_pattern: re.Pattern[str] = field(default=re.compile(DEFAULT_CVM_NAME_PATTERN), compare=False)
+    cpu: bool = True  # False: no CPU counters asked for (cpu.usagemhz, cpu.ready)
 
     def describe(self) -> str:
         tls = (
@@ -79,7 +87,8 @@ class TargetConfig:
             f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
             f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
             f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
-            f"inventory_mode={self.inventory_mode}"
+            f"inventory_mode={self.inventory_mode} cpu={'on' if self.cpu else 'off'} "
+            f"cvm_name_pattern={self.cvm_name_pattern.pattern!r}"
         )
 
 
@@ -114,9 +123,19 @@ def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     mode = sec.get("inventory_mode", str, default=base.inventory_mode)
     if mode not in INVENTORY_MODES:
         raise sec.error("inventory_mode", f"expected one of {', '.join(INVENTORY_MODES)}, got {mode!r}")
+    pattern = sec.get("cvm_name_pattern", str, default=None)
+    cvm = base.cvm_name_pattern
+    if pattern is not None:
+        try:
+            cvm = re.compile(pattern)
+        except re.error as exc:
+            raise sec.error("cvm_name_pattern", f"not a regular expression: {exc}") from None
+    cpu = sec.get("cpu", bool, default=base.cpu)
     sec.reject_unknown()
     return replace(
         base,
+        cvm_name_pattern=cvm,
+        cpu=cpu,
         insecure_skip_verify=insecure,
         inventory_refresh=refresh,
         timeout=timeout,

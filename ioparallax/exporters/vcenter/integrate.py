@@ -101,3 +101,32 @@ def integrate(state: DiskCounters, samples: list[Sample]) -> int:
         state.latest = s
         added += 1
     return added
+
+
+@dataclass
+class CpuCounters:
+    """CPU counters of one VM or host, integrated from its 20 s samples."""
+
+    usage_cycles: float = 0.0  # cpu.usagemhz.average x 10^6 x interval
+    ready_seconds: float = 0.0  # cpu.ready.summation / 1000 (already a sum over the interval)
+    samples: int = 0
+    last_timestamp: float | None = None
+
+
+def integrate_cpu(state: CpuCounters, samples: list[Sample]) -> int:
+    """Add the CPU samples newer than the last one seen (ascending input); returns how many. A
+    sample without a counter adds nothing for it (no made-up 0)."""
+    added = 0
+    for s in samples:
+        if state.last_timestamp is not None and s.timestamp <= state.last_timestamp:
+            continue
+        mhz = s.values.get("cpu.usagemhz.average")
+        if mhz is not None:
+            state.usage_cycles += mhz * 1e6 * s.interval
+        ready = s.values.get("cpu.ready.summation")
+        if ready is not None:
+            state.ready_seconds += ready / 1000.0
+        state.samples += 1
+        state.last_timestamp = s.timestamp
+        added += 1
+    return added

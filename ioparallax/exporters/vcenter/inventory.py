@@ -17,7 +17,7 @@ from typing import Any
 
 from pyVmomi import vim, vmodl
 
-from ioparallax.exporters.vcenter.client import VM_PROPERTIES, continue_body, post, retrieve_body
+from ioparallax.exporters.vcenter.client import HOST_PROPERTIES, VM_PROPERTIES, continue_body, post, retrieve_body
 from ioparallax.exporters.vcenter.parse import (
     VirtualMachine,
     _no_pause,
@@ -43,7 +43,7 @@ def retrieve_objects(si: Any, page_size: int = 500) -> list[tuple[str, str, dict
             objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=view, skip=True, selectSet=[traversal])],
             propSet=[
                 vmodl.query.PropertyCollector.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
-                vmodl.query.PropertyCollector.PropertySpec(type=vim.HostSystem, pathSet=["name"]),
+                vmodl.query.PropertyCollector.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
                 vmodl.query.PropertyCollector.PropertySpec(type=vim.Datastore, pathSet=["name"]),
             ],
         )

@@ -35,6 +35,7 @@ from typing import Any
 from pyVmomi import vim, vmodl
 
 from ioparallax.exporters.vcenter.client import (
+    HOST_PROPERTIES,
     MAX_OBJECT_UPDATES,
     STALE_CONNECTION,
     VM_PROPERTIES,
@@ -54,6 +55,7 @@ from ioparallax.exporters.vcenter.parse import (
     VirtualDisk,
     VirtualMachine,
     _disk_devices,
+    _int,
     _no_pause,
     _value_text,
     disks_from_device_xml,
@@ -67,7 +69,7 @@ log = logging.getLogger(__name__)
 #: The properties read per object type: any other change is not understood (full read again).
 PROPERTIES = {
     "VirtualMachine": frozenset(VM_PROPERTIES),
-    "HostSystem": frozenset({"name"}),
+    "HostSystem": frozenset(HOST_PROPERTIES),
     "Datastore": frozenset({"name"}),
 }
 
@@ -105,6 +107,7 @@ class InventoryState:
     def __init__(self) -> None:
         self.vms: dict[str, dict[str, Any]] = {}
         self.hosts: dict[str, str] = {}
+        self.hardware: dict[str, dict[str, int]] = {}  # host moref -> summary.hardware.* read
         self.datastores: dict[str, str] = {}
         self._resolved: dict[str, VirtualMachine | None] = {}
         self._dirty: set[str] = set()
@@ -121,6 +124,7 @@ class InventoryState:
                 self._dirty.discard(update.moref)
             else:
                 (self.hosts if update.type == "HostSystem" else self.datastores).pop(update.moref, None)
+                self.hardware.pop(update.moref, None)
                 self._all_dirty = True
             return
         for change in update.changes:
@@ -142,6 +146,13 @@ class InventoryState:
         else:
             names = self.hosts if update.type == "HostSystem" else self.datastores
             for change in update.changes:
+                if change.name != "name":  # a host's summary.hardware.*
+                    hw = self.hardware.setdefault(update.moref, {})
+                    if change.op == "assign" and change.val is not None:
+                        hw[change.name] = _int(change.val)
+                    else:
+                        hw.pop(change.name, None)
+                    continue
                 if change.op == "assign" and change.val is not None:
                     names[update.moref] = _value_text(change.val)
                 else:
@@ -155,6 +166,8 @@ class InventoryState:
             return None  # as the full read: a VM without a name is not listed
         disks, unread = p.get("config.hardware.device", ((), 0))
         guest: tuple[GuestDisk, ...] = p.get("guest.disk", ())
+        host_id = p.get("runtime.host", "")
+        hw = self.hardware.get(host_id, {})
         return VirtualMachine(
             moref=moref,
             name=p["name"],
@@ -166,6 +179,10 @@ class InventoryState:
             unread_disks=unread,
             hostname=p.get("guest.hostName", ""),
             guest_disks=guest,
+            vmx_path=p.get("config.files.vmPathName", ""),
+            host_id=host_id,
+            host_cpu_mhz=hw.get("summary.hardware.cpuMhz", 0),
+            host_cores=hw.get("summary.hardware.numCpuCores", 0),
         )
 
     def inventory(self) -> list[VirtualMachine]:

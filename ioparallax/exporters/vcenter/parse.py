@@ -77,6 +77,12 @@ class VirtualMachine:
     unread_disks: int = 0
     hostname: str = ""  # guest.hostName ("" without VMware Tools)
     guest_disks: tuple[GuestDisk, ...] = ()
+    vmx_path: str = ""  # config.files.vmPathName ("[datastore] dir/vm.vmx")
+    host_id: str = ""  # the host's managed object id (host-12)
+    #: The host's CPU (summary.hardware): MHz per core and cores; 0 when not read. Kept on each
+    #: VM record: the exporter knows the hosts through their VMs (every Nutanix host runs a CVM).
+    host_cpu_mhz: int = 0
+    host_cores: int = 0
 
     def guest_disk_rows(self) -> list[tuple[str, str]]:
         """(virtual disk instance, guest path) per guest volume and virtual disk it maps to; a
@@ -151,6 +157,11 @@ def inventory_from_objects(objects: Iterable[tuple[str, str, dict[str, Any]]]) -
     """(type name, moref, properties) triples as the PropertyCollector returns them -> VMs."""
     objects = list(objects)
     hosts = {moref: p.get("name", "") for kind, moref, p in objects if kind == "HostSystem"}
+    hardware = {
+        moref: (_int(p.get("summary.hardware.cpuMhz")), _int(p.get("summary.hardware.numCpuCores")))
+        for kind, moref, p in objects
+        if kind == "HostSystem"
+    }
     datastores = {moref: p.get("name", "") for kind, moref, p in objects if kind == "Datastore"}
     vms = []
     for kind, moref, p in objects:
@@ -167,10 +178,42 @@ def inventory_from_objects(objects: Iterable[tuple[str, str, dict[str, Any]]]) -
                 disks=disks_from_devices(p.get("config.hardware.device"), datastores),
                 hostname=str(p.get("guest.hostName") or ""),
                 guest_disks=guest_disks_from_objects(p.get("guest.disk")),
+                vmx_path=str(p.get("config.files.vmPathName") or ""),
+                host_id=_moid(p.get("runtime.host")),
+                host_cpu_mhz=hardware.get(_moid(p.get("runtime.host")), (0, 0))[0],
+                host_cores=hardware.get(_moid(p.get("runtime.host")), (0, 0))[1],
             )
         )
     vms.sort(key=lambda v: (v.name, v.moref))
     return vms
+
+
+def _int(value: Any) -> int:
+    """An integer property (pyvmomi's int, or an XML value element's text); 0 when unreadable."""
+    if value is not None and not isinstance(value, (int, str)):
+        value = getattr(value, "text", None)
+    try:
+        return max(0, int(str(value).strip())) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+#: The CPU counters read per VM and per host (instance "": the entity's aggregate).
+CPU_COUNTERS = (
+    "cpu.usagemhz.average",  # MHz, mean over the interval
+    "cpu.ready.summation",  # ms the vCPUs were ready but not scheduled, summed over the interval and vCPUs
+)
+
+
+def is_cvm(name: str, vmx_path: str, pattern: re.Pattern[str]) -> str:
+    """Why a VM is a Nutanix Controller VM: ``name`` (the installer's NTNX-<block>-<position>-CVM,
+    or the configured pattern), ``vmx_path`` (its .vmx lies in a ServiceVM folder, how X-Ray
+    recognises it), or "" for any other VM."""
+    if pattern.search(name):
+        return "name"
+    if "servicevm" in vmx_path.lower():
+        return "vmx_path"
+    return ""
 
 
 # ---- QueryPerf
@@ -580,6 +623,7 @@ def inventory_from_pages(
     """Objects as parse_page gives them -> VMs (hosts and datastores resolved to names). Each
     page is reduced to records before the next is read, so only one answer's tree is alive."""
     hosts: dict[str, str] = {}
+    hardware: dict[str, tuple[int, int]] = {}
     datastores: dict[str, str] = {}
     vms: list[VirtualMachine] = []
     for objects in pages:
@@ -588,6 +632,7 @@ def inventory_from_pages(
                 pause()
             if kind == "HostSystem":
                 hosts[moref] = _value_text(p.get("name"))
+                hardware[moref] = (_int(p.get("summary.hardware.cpuMhz")), _int(p.get("summary.hardware.numCpuCores")))
             elif kind == "Datastore":
                 datastores[moref] = _value_text(p.get("name"))
             elif kind == "VirtualMachine" and p.get("name") is not None:
@@ -606,12 +651,16 @@ def inventory_from_pages(
                         unread_disks=_disk_devices(devices) - len(disks),
                         hostname=_value_text(p.get("guest.hostName")),
                         guest_disks=guest_disks_from_xml(p.get("guest.disk")),
+                        vmx_path=_value_text(p.get("config.files.vmPathName")),
                     )
                 )
     out = [
         dataclasses.replace(
             vm,
             host=hosts.get(vm.host, ""),
+            host_id=vm.host,
+            host_cpu_mhz=hardware.get(vm.host, (0, 0))[0],
+            host_cores=hardware.get(vm.host, (0, 0))[1],
             disks=tuple(dataclasses.replace(d, datastore=datastores.get(d.datastore, "")) for d in vm.disks),
         )
         for vm in vms

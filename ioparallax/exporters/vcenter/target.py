@@ -40,14 +40,16 @@ from ioparallax.exporters.vcenter.client import (
     read_max_query_metrics,
 )
 from ioparallax.exporters.vcenter.config import TargetConfig
-from ioparallax.exporters.vcenter.integrate import DiskCounters, integrate
+from ioparallax.exporters.vcenter.integrate import CpuCounters, DiskCounters, integrate, integrate_cpu
 from ioparallax.exporters.vcenter.inventory import collect_inventory
 from ioparallax.exporters.vcenter.inventory_watch import InventoryWatch
 from ioparallax.exporters.vcenter.parse import (
+    CPU_COUNTERS,
     VIRTUAL_DISK_COUNTERS,
     ParseResult,
     VirtualMachine,
     counter_keys,
+    is_cvm,
     parse_query_perf,
     unmapped_counters,
 )
@@ -69,6 +71,17 @@ class DiskRow:
     disk_index: int
     counters: DiskCounters
     fresh: bool = True  # the latest sample is recent enough to be shown as the current one
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """A host as its VMs' inventory records name it, with its CPU counters (None: no sample yet)."""
+
+    host_id: str
+    name: str
+    cpu_mhz: int  # per core (summary.hardware.cpuMhz); 0: not read
+    cores: int
+    cpu: CpuCounters | None
 
 
 @dataclass
@@ -95,6 +108,14 @@ class Snapshot:
     star_expanded_by_server: bool = True
     logins: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    # CPU (cpu.usagemhz, cpu.ready): per running VM and per host; the CVMs and why they are ones.
+    cpu_counters: tuple[str, ...] = ()  # the CPU counters this vCenter offers (and were asked for)
+    vm_cpu: list[tuple[VirtualMachine, CpuCounters]] = field(default_factory=list)
+    hosts: list[HostRow] = field(default_factory=list)
+    cvms: list[tuple[VirtualMachine, str]] = field(default_factory=list)  # (VM, "name" | "vmx_path")
+    new_cpu_samples: int = 0
+    cpu_queries: int = 0  # QueryPerf calls for the CPU (beside `queries`, the disks')
+    cpu_error: str = ""  # why this probe's CPU query failed ("" when it did not); the disks still come
     # Exposition pieces that depend on the inventory only (label blocks, the _info families),
     # kept by the target until the inventory is refreshed; see collector.render_probe.
     render_cache: dict = field(default_factory=dict)
@@ -119,6 +140,9 @@ class Target:
         self.max_metrics: int | None = cfg.max_query_metrics
         self.star_ok = True  # False once the server echoes "*" back instead of expanding it
         self.states: dict[tuple[str, str], DiskCounters] = {}
+        self.cpu_keys: dict[str, int] = {}  # CPU counter name -> key (empty: none offered, or cpu off)
+        self.cpu_states: dict[str, CpuCounters] = {}  # VM or host moref -> its CPU counters
+        self._cpu_error_logged = False
         self.render_cache: dict = {}
         self._pool: ThreadPoolExecutor | None = None  # QueryPerf calls in flight (see _query_all)
         self.errors: dict[str, int] = {}  # failed probes by kind
@@ -388,6 +412,10 @@ class Target:
             for key in list(self.states):
                 if key not in alive:  # deleted VMs and disks: forget their counters
                     del self.states[key]
+            entities = {vm.moref for vm in inv} | {vm.host_id for vm in inv}
+            for moref in list(self.cpu_states):
+                if moref not in entities:
+                    del self.cpu_states[moref]
 
     def _collect(self) -> Snapshot:
         self.collections += 1
@@ -409,6 +437,13 @@ class Target:
             self.keys = counter_keys(counters)
             if not self.keys:
                 raise TargetError("vCenter has none of the virtualDisk performance counters", "protocol")
+            self.cpu_keys = counter_keys(counters, CPU_COUNTERS) if self.cfg.cpu else {}
+            if self.cfg.cpu and len(self.cpu_keys) < len(CPU_COUNTERS):
+                log.info(
+                    "vcenter target %s does not offer %s: no CPU for them (the disks are collected as usual)",
+                    self.name,
+                    ", ".join(sorted(set(CPU_COUNTERS) - set(self.cpu_keys))),
+                )
             self.unmapped = tuple(unmapped_counters(counters))
             if self.unmapped:
                 log.info(
@@ -480,6 +515,10 @@ class Target:
                 raise
             pending = retry
 
+        if self.cpu_keys:
+            self._collect_cpu(snap, inventory, perf_manager, fmt)
+        pattern = self.cfg.cvm_name_pattern
+        snap.cvms = [(vm, why) for vm in inventory if (why := is_cvm(vm.name, vm.vmx_path, pattern))]
         snap.star_expanded_by_server = self.star_ok
         snap.missing_counters = tuple(sorted(set(_wanted()) - set(self.keys)))
         snap.unmapped_counters = self.unmapped
@@ -514,6 +553,62 @@ class Target:
                     )
                     snap.disks.append(DiskRow(vm, i, _frozen(state), fresh))
         return snap
+
+    def _collect_cpu(self, snap: Snapshot, inventory: list[VirtualMachine], perf_manager: str, fmt: str) -> None:
+        """The CPU counters (instance "": the entity's aggregate) of every running VM and of every
+        host that runs one, integrated like the disks' samples. A failing CPU query leaves the
+        CPU out of this probe (snap.cpu_error, logged once), never the disks."""
+        names = {k: n for n, k in self.cpu_keys.items()}
+        keys = sorted(self.cpu_keys.values())
+        hosts: dict[str, VirtualMachine] = {}
+        requests = []
+        # In moref order, not by name: a capture's replay asks the same (anonymized names sort otherwise).
+        for vm in sorted(inventory, key=lambda v: v.moref):
+            if vm.host_id:
+                hosts.setdefault(vm.host_id, vm)
+            if vm.power_state == "poweredOn":
+                state = self.cpu_states.get(vm.moref)
+                requests.append(EntityRequest(vm.moref, ("",), state.last_timestamp if state else None))
+        for host_id in sorted(hosts):
+            state = self.cpu_states.get(host_id)
+            requests.append(EntityRequest(host_id, ("",), state.last_timestamp if state else None, "HostSystem"))
+
+        def run(batch: list[EntityRequest]) -> ParseResult:
+            return self.client.call(lambda si: query_perf(si, perf_manager, batch, keys, names, fmt))
+
+        try:
+            for _, parsed in self._query_all(run, list(batch_requests(requests, len(keys), self.max_metrics or 256))):
+                snap.cpu_queries += 1
+                for moref, per_instance in parsed.samples.items():
+                    samples = per_instance.get("")
+                    if samples:
+                        state = self.cpu_states.setdefault(moref, CpuCounters())
+                        snap.new_cpu_samples += integrate_cpu(state, samples)
+        except TargetError as exc:
+            if exc.kind not in ("protocol", "error"):
+                raise  # the session or the connection: the probe fails as a disk query would
+            snap.cpu_error = exc.cause
+            if not self._cpu_error_logged:
+                self._cpu_error_logged = True
+                log.warning(
+                    "vcenter target %s: the CPU query failed (%s); disks collected without CPU", self.name, exc.cause
+                )
+        snap.cpu_counters = tuple(sorted(self.cpu_keys))
+        for vm in inventory:
+            state = self.cpu_states.get(vm.moref)
+            if state is not None and state.samples:
+                snap.vm_cpu.append((vm, dataclasses.replace(state)))
+        for host_id, vm in sorted(hosts.items(), key=lambda kv: (kv[1].host, kv[0])):
+            state = self.cpu_states.get(host_id)
+            snap.hosts.append(
+                HostRow(
+                    host_id,
+                    vm.host,
+                    vm.host_cpu_mhz,
+                    vm.host_cores,
+                    dataclasses.replace(state) if state is not None and state.samples else None,
+                )
+            )
 
     def _unknown_instances(self, parsed: ParseResult, by_moref: dict[str, VirtualMachine]) -> int:
         """Answer series of a disk instance the VM's inventory does not list (a disk added since

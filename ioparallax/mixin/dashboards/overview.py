@@ -230,4 +230,36 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             w=12,
         )
     )
+    d.with_row(row("Hosts: what the storage controller costs"))
+    d.with_panel(
+        ts(
+            "CVM share of host CPU",
+            "The CPU each host's Controller VM used, as a share of the host's capacity (vCenter: the "
+            "CVM's cpu.usagemhz against cpuMhz x cores; Prism: hypervisor_cpu_usage_ppm x its vCPUs over "
+            "the host's cores), per host and over all hosts (dashed). Nutanix's density study measured "
+            f"~5 %; above the dashed line ({t.cvm_host_cpu_ratio:.0%}, thresholds.cvm_host_cpu_ratio) "
+            "IoparallaxCvmCpuHigh says so. Beside it, the whole host's usage: what is left for the VMs.",
+            "percentunit",
+            [
+                Q(f"host:ioparallax_cvm_cpu_usage:ratio_rate{cfg.w}{{}}", "CVM on {{host}}"),
+                Q(f"hosts:ioparallax_cvm_cpu_usage:ratio_rate{cfg.w}{{}}", "CVMs, all hosts"),
+            ],
+            w=12,
+            limit=t.cvm_host_cpu_ratio,
+            dashed=["CVMs, all hosts"],
+            no_value="No CPU series: vcenter-exporter or prism-exporter with cpu: true (the default), on a "
+            "vCenter or Prism that offers the CPU counters (docs/vcenter.md, docs/prism.md).",
+        )
+    )
+    d.with_panel(
+        ts(
+            "Host CPU used",
+            "The share of each host's CPU capacity used by everything on it: its VMs, its CVM and the "
+            "hypervisor (vCenter's host cpu.usagemhz, Prism's host hypervisor_cpu_usage_ppm). Near 1 the "
+            "VMs wait for cores (CPU ready) and a density test is CPU-bound.",
+            "percentunit",
+            [Q(f"host:ioparallax_cpu_usage:ratio_rate{cfg.w}{{}}", "{{host}}")],
+            w=12,
+        )
+    )
     return d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ioparallax.mixin.config import MixinConfig
+from ioparallax.mixin.rules.cpu import cpu_alerts
 from ioparallax.mixin.rules.model import Group, Rule, keep_cluster
 from ioparallax.units import prometheus_duration_seconds
 
@@ -10,7 +11,16 @@ from ioparallax.units import prometheus_duration_seconds
 def alert_groups(cfg: MixinConfig) -> list[Group]:
     """The alert groups, one per kind of signal: the guest's facts, the storage, the views, the monitoring."""
     kit = _AlertKit(cfg)
-    return keep_cluster([_guest_fact_alerts(kit), _storage_alerts(kit), _view_alerts(kit), _exporter_alerts(kit)], cfg)
+    return keep_cluster(
+        [
+            _guest_fact_alerts(kit),
+            _storage_alerts(kit),
+            _view_alerts(kit),
+            _exporter_alerts(kit),
+            cpu_alerts(cfg, kit.alert),
+        ],
+        cfg,
+    )
 
 
 class _AlertKit:

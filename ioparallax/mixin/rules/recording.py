@@ -5,6 +5,7 @@ from __future__ import annotations
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.rules.app import application_rates
 from ioparallax.mixin.rules.compare import agreement_window_rates, view_ratios
+from ioparallax.mixin.rules.cpu import cpu_rules
 from ioparallax.mixin.rules.exprs import Exprs
 from ioparallax.mixin.rules.guest import guest_fio_rates, guest_os_block_layer_rates
 from ioparallax.mixin.rules.joins import identity_joins
@@ -25,6 +26,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         storage_bucket_shares(x),
         view_ratios(x),
         application_rates(x),
+        cpu_rules(cfg),
     ]
     if cfg.windows.agreement != x.w:
         groups.append(agreement_window_rates(x))

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ioparallax.simulators.scenario.model import Disk, Scenario
-from ioparallax.simulators.scenario.trace import DiskSecond, Trace
+from ioparallax.simulators.scenario.trace import CpuSeries, DiskSecond, Trace
 
 #: Prism's statistics period.
 SAMPLE_SECONDS = 30
@@ -167,6 +167,11 @@ class PrismModel:
         self.cluster_id = int(hashlib.sha256(self.cluster_uuid.encode()).hexdigest()[:12], 16)
         self.container_uuid = uuid_of("container", sc.name, "ctr01")
         self.host_uuids = {vm.host: uuid_of("host", sc.name, vm.host) for vm in sc.vms}
+        # Every host of the cluster (one per CVM) and its CVM, listed among the VMs with is_cvm.
+        for h in self.trace.hosts:
+            self.host_uuids.setdefault(h.name, uuid_of("host", sc.name, h.name))
+        self.cvms = {h.cvm_vm: h for h in self.trace.hosts if h.cvm}
+        self.cvm_uuids = {name: uuid_of("vm", sc.name, name) for name in self.cvms}
         self._by_uuid = {d.vdisk_uuid: d for d in sc.disks}
 
     # -- time -------------------------------------------------------------------------------
@@ -228,17 +233,55 @@ class PrismModel:
             return None
         return self.virtual_disk_entity(d, self.sample_end(now))
 
-    def vm_entity(self, vm_name: str, include_disks: bool) -> dict[str, Any]:
+    # -- CPU (issue 31) ---------------------------------------------------------------------
+    def cpu_stats(self, series: CpuSeries, capacity_mhz: float, vcpus: int, end: int) -> dict[str, str]:
+        """``hypervisor_cpu_usage_ppm`` (of ``capacity_mhz``: a VM's vCPUs, a host's cores) and
+        ``hypervisor.cpu_ready_time_ppm`` (ready time per vCPU) of the 30 s sample ending at ``end``."""
+        used, ready = series.window(self.trace.period_second(end), SAMPLE_SECONDS)
+        out = {"hypervisor_cpu_usage_ppm": _r(used / SAMPLE_SECONDS / capacity_mhz * 1e6)}
+        out["hypervisor.cpu_ready_time_ppm"] = _r(ready / SAMPLE_SECONDS / vcpus * 1e6) if vcpus else "-1"
+        return out
+
+    def cvm_entity(self, name: str, now: float | None) -> dict[str, Any]:
+        h = self.cvms[name]
+        cc = self.scenario.cluster.cpu
+        entity: dict[str, Any] = {
+            "uuid": self.cvm_uuids[name],
+            "name": name,
+            "power_state": "on",
+            "host_uuid": self.host_uuids[h.name],
+            "num_vcpus": cc.cvm_vcpus,
+            "memory_mb": 32768,
+            "is_cvm": True,
+        }
+        if now is not None:
+            entity["stats"] = self.cpu_stats(
+                self.trace.cvm_cpu[h.name], cc.cvm_vcpus * cc.core_mhz, cc.cvm_vcpus, self.sample_end(now)
+            )
+        return entity
+
+    def vm_entity(self, vm_name: str, include_disks: bool, now: float | None = None) -> dict[str, Any]:
+        if vm_name in self.cvms:
+            return self.cvm_entity(vm_name, now)
         vm = next(v for v in self.scenario.vms if v.name == vm_name)
         entity: dict[str, Any] = {
             "uuid": self.vm_uuids[vm.name],
             "name": vm.name,
             "power_state": "off" if vm.name in self.powered_off else "on",
             "host_uuid": self.host_uuids[vm.host] if vm.name not in self.powered_off else None,
-            "num_vcpus": 4,
+            "num_vcpus": vm.cpu.vcpus,
             "memory_mb": 8192,
             "description": vm.guest_os,
+            "is_cvm": False,
         }
+        if now is not None:
+            cc = self.scenario.cluster.cpu
+            if vm.name in self.powered_off:
+                entity["stats"] = {"hypervisor_cpu_usage_ppm": "-1", "hypervisor.cpu_ready_time_ppm": "-1"}
+            else:
+                entity["stats"] = self.cpu_stats(
+                    self.trace.vm_cpu[vm.name], vm.cpu.vcpus * cc.core_mhz, vm.cpu.vcpus, self.sample_end(now)
+                )
         if include_disks:
             entity["vm_disk_info"] = [
                 {
@@ -258,15 +301,36 @@ class PrismModel:
             ]
         return entity
 
-    def vms(self, include_disks: bool = False, page: int | None = None, count: int | None = None) -> dict[str, Any]:
-        """v2.0 ``GET /vms/`` (``include_vm_disk_config=true`` adds ``vm_disk_info``)."""
-        names = [vm.name for vm in self.scenario.vms if vm.name not in self.deleted]
-        return _paged([lambda n=n: self.vm_entity(n, include_disks) for n in names], page, count)
+    def vms(
+        self, include_disks: bool = False, page: int | None = None, count: int | None = None, now: float | None = None
+    ) -> dict[str, Any]:
+        """v2.0 ``GET /vms/`` (``include_vm_disk_config=true`` adds ``vm_disk_info``): the scenario's
+        VMs, then the CVMs (``is_cvm``); with ``now``, each with the CPU ``stats`` of the sample
+        Prism serves then."""
+        names = [vm.name for vm in self.scenario.vms if vm.name not in self.deleted] + list(self.cvms)
+        return _paged([lambda n=n: self.vm_entity(n, include_disks, now) for n in names], page, count)
 
-    def hosts_doc(self) -> dict[str, Any]:
-        """v2.0 ``GET /hosts/``: the hosts of the VMs (uuid, name)."""
+    def host_entity(self, name: str, uuid: str, now: float | None) -> dict[str, Any]:
+        cc = self.scenario.cluster.cpu
+        entity: dict[str, Any] = {
+            "uuid": uuid,
+            "name": name,
+            "hypervisor_type": "kKvm",
+            "num_cpu_cores": cc.cores,
+            "cpu_frequency_in_hz": cc.core_mhz * 1_000_000,
+            "cpu_capacity_in_hz": cc.core_mhz * cc.cores * 1_000_000,
+        }
+        if now is not None and name in self.trace.host_cpu:
+            stats = self.cpu_stats(self.trace.host_cpu[name], cc.host_capacity_mhz, 0, self.sample_end(now))
+            stats.pop("hypervisor.cpu_ready_time_ppm")
+            entity["stats"] = stats
+        return entity
+
+    def hosts_doc(self, now: float | None = None) -> dict[str, Any]:
+        """v2.0 ``GET /hosts/``: the cluster's hosts (uuid, name, CPU hardware; with ``now`` the
+        CPU ``stats`` of the sample Prism serves then)."""
         return _paged(
-            [lambda n=n, u=u: {"uuid": u, "name": n, "hypervisor_type": "kKvm"} for n, u in self.host_uuids.items()],
+            [lambda n=n, u=u: self.host_entity(n, u, now) for n, u in self.host_uuids.items()],
             None,
             None,
         )

@@ -372,13 +372,14 @@ class PrismSimulator:
             rest = path.rstrip("/")[len(V2_VMS) :].strip("/")
             include = query.get("include_vm_disk_config", "").lower() == "true"
             if not rest:
-                return 200, self.model.vms(include, page, count)
+                return 200, self.model.vms(include, page, count, now)
             names = {u: n for n, u in self.model.vm_uuids.items() if n not in self.model.deleted}
+            names.update({u: n for n, u in self.model.cvm_uuids.items()})
             if rest in names:
-                return 200, self.model.vm_entity(names[rest], include)
+                return 200, self.model.vm_entity(names[rest], include, now)
             return 404, {"message": f"VM {rest} not found"}
         if scope == "hosts":
-            return 200, self.model.hosts_doc()
+            return 200, self.model.hosts_doc(now)
         if scope == "v4":
             rest = next(path[len(p) :] for p in V4_STATS_PREFIXES if path.startswith(p))
             vm_id, sep, disk_part = rest.partition("/disks/")

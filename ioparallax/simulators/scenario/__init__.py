@@ -14,16 +14,19 @@ from .model import (  # noqa: F401
     Application,
     BlockSizeMix,
     Cluster,
+    ClusterCpu,
     Disk,
     DiskspdOptions,
+    Host,
     Scenario,
     Stream,
     VdbenchOptions,
     Vm,
+    VmCpu,
     list_scenarios,
     load_scenario,
     parse_scenario,
     scenario_path,
     write_with_origin,
 )
-from .trace import DiskSecond, Trace, compile_scenario  # noqa: F401
+from .trace import CpuSeries, DiskSecond, Trace, compile_scenario  # noqa: F401

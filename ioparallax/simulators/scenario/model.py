@@ -241,6 +241,46 @@ class Application:
 
 
 @dataclass(frozen=True)
+class VmCpu:
+    """A VM's CPU (``cpu:`` in YAML): its demand follows its I/O, ``idle_mhz`` plus
+    ``cycles_per_io`` for every I/O it completes, capped at ``vcpus`` x the host's core clock."""
+
+    vcpus: int = 2
+    idle_mhz: float = 20.0  # what the guest uses with no I/O (timers, agents)
+    cycles_per_io: float = 50_000.0  # CPU cycles the application spends per I/O it completes
+
+    def demand_mhz(self, ops_per_second: float) -> float:
+        return self.idle_mhz + self.cycles_per_io * ops_per_second / 1e6
+
+
+@dataclass(frozen=True)
+class ClusterCpu:
+    """The hosts' CPU and the CVM's (``cluster.cpu:`` in YAML). Every host has ``cores`` cores
+    at ``core_mhz`` (vCenter's ``summary.hardware.cpuMhz`` and ``numCpuCores``); the CVM of each
+    host uses ``cvm_share`` of the host's capacity (Nutanix's published density studies measure
+    about 5 %)."""
+
+    core_mhz: int = 2600
+    cores: int = 24
+    cvm_share: float = 0.05
+    cvm_vcpus: int = 8
+    block_serial: str = "SIMBLK"  # NTNX-<block serial><block number>-<A-D>-CVM
+
+    @property
+    def host_capacity_mhz(self) -> float:
+        return float(self.core_mhz * self.cores)
+
+
+@dataclass(frozen=True)
+class Host:
+    """A hypervisor host of the cluster and the CVM on it (if any)."""
+
+    name: str  # esx-01 (ahv-01 on AHV)
+    cvm: str  # the Stargate CVM on it (cluster.cvms), "" for a host without one
+    cvm_vm: str  # the CVM as a VM, as the installer names it: NTNX-<block>-<position>-CVM
+
+
+@dataclass(frozen=True)
 class Vm:
     name: str
     host: str
@@ -250,6 +290,7 @@ class Vm:
     load_generator: str = "fio"  # fio, diskspd or vdbench
     hostname: str = ""  # the guest's host name (vCenter guest.hostName, DiskSPD's ComputerName)
     application: Application | None = None  # what runs in the VM on top of its I/O (density tests)
+    cpu: VmCpu = field(default_factory=VmCpu)
 
     @property
     def windows(self) -> bool:
@@ -264,6 +305,7 @@ class Cluster:
     hybrid: bool  # HDD tier present
     page_build: int  # Stargate page variant: 2014, 2015 or 2016
     hypervisor: str = "esxi"  # esxi (vCenter) or ahv (Prism)
+    cpu: ClusterCpu = field(default_factory=ClusterCpu)
 
     @property
     def ahv(self) -> bool:
@@ -290,6 +332,22 @@ class Scenario:
     @property
     def disks(self) -> list[Disk]:
         return [d for vm in self.vms for d in vm.disks]
+
+    @property
+    def hosts(self) -> list[Host]:
+        """The cluster's hosts: one per CVM (``esx-01`` runs ``cluster.cvms[0]``...), then any other
+        host a VM names (a host without a CVM), in name order."""
+        prefix = "ahv" if self.cluster.ahv else "esx"
+        serial = self.cluster.cpu.block_serial
+        out = [
+            # Nutanix blocks hold up to four nodes, positions A-D.
+            Host(f"{prefix}-{i + 1:02d}", cvm, f"NTNX-{serial}{i // 4 + 1:02d}-{'ABCD'[i % 4]}-CVM")
+            for i, cvm in enumerate(self.cluster.cvms)
+        ]
+        known = {h.name for h in out}
+        for name in sorted({vm.host for vm in self.vms} - known):
+            out.append(Host(name, "", ""))
+        return out
 
     def expected_verdicts(self) -> dict[tuple[str, str], dict[str, str]]:
         """(vm, disk unit) -> trap -> the report's expected verdict (``expect.verdicts``): the
@@ -487,6 +545,43 @@ def _hostname(vsec: Section, default: str) -> str:
     return value
 
 
+def _parse_cluster_cpu(sec: Section) -> ClusterCpu:
+    """``cluster.cpu:``: the hosts' capacity and the CVM's share of it."""
+    base = ClusterCpu()
+    core_mhz = sec.get("core_mhz", int, default=base.core_mhz)
+    if core_mhz < 1:
+        raise sec.error("core_mhz", f"must be at least 1 MHz, got {core_mhz}")
+    cores = sec.get("cores", int, default=base.cores)
+    if cores < 1:
+        raise sec.error("cores", f"must be at least 1, got {cores}")
+    share = _ratio(sec, "cvm_share", base.cvm_share)
+    if share >= 1:
+        raise sec.error("cvm_share", f"must be below 1 (the CVM cannot take the whole host), got {share:g}")
+    vcpus = sec.get("cvm_vcpus", int, default=base.cvm_vcpus)
+    if vcpus < 1:
+        raise sec.error("cvm_vcpus", f"must be at least 1, got {vcpus}")
+    serial = sec.get("block_serial", str, default=base.block_serial)
+    if not re.fullmatch(r"[A-Za-z0-9]{1,20}", serial):
+        raise sec.error("block_serial", f"expected letters and digits (a block serial), got {serial!r}")
+    sec.reject_unknown()
+    return ClusterCpu(core_mhz=core_mhz, cores=cores, cvm_share=share, cvm_vcpus=vcpus, block_serial=serial)
+
+
+def _parse_vm_cpu(sec: Section) -> VmCpu:
+    """A VM's ``cpu:``: its vCPUs and how its CPU follows its I/O."""
+    base = VmCpu()
+    vcpus = sec.get("vcpus", int, default=base.vcpus)
+    if vcpus < 1:
+        raise sec.error("vcpus", f"must be at least 1, got {vcpus}")
+    cpu = VmCpu(
+        vcpus=vcpus,
+        idle_mhz=_positive(sec, "idle_mhz", base.idle_mhz),
+        cycles_per_io=_positive(sec, "cycles_per_io", base.cycles_per_io),
+    )
+    sec.reject_unknown()
+    return cpu
+
+
 def _parse_vdbench(sec: Section) -> VdbenchOptions:
     """A stream's ``vdbench:`` parameters."""
 
@@ -632,6 +727,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
         hybrid=csec.get("hybrid", bool, default=False),
         page_build=build,
         hypervisor=hypervisor,
+        cpu=_parse_cluster_cpu(csec.section("cpu")),
     )
     ahv = cluster.ahv
     if ahv and period < 30:
@@ -745,6 +841,7 @@ def parse_scenario(data: Any, path: str | os.PathLike[str] | None = None) -> Sce
                 application=_parse_application(vsec.section("application"), guest_os)
                 if "application" in vsec.data
                 else None,
+                cpu=_parse_vm_cpu(vsec.section("cpu")),
             )
         )
         vsec.reject_unknown()

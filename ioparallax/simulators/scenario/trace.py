@@ -26,7 +26,40 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
-from .model import Disk, Scenario, Stream
+from .model import Disk, Host, Scenario, Stream
+
+#: Ready time per vCPU while its host is below this share of its capacity (a busy host's
+#: scheduler keeps a little: 0.2 % of each second, ~40 ms of vCenter's 20 s sample)...
+READY_IDLE = 0.002
+#: ...and how fast it grows above READY_KNEE of the host's capacity (per vCPU, per unit of load):
+#: 4.2 % of each second at a full host, where vCenter's rule of thumb (5 % per vCPU) starts to hurt.
+READY_KNEE = 0.8
+READY_SLOPE = 0.2
+
+
+@dataclass
+class CpuSeries:
+    """One VM's, CVM's or host's CPU, per second of the period: what it used (MHz, the mean over
+    the second, vCenter's ``cpu.usagemhz``) and its ready time (seconds the vCPUs waited for a
+    core, summed over the vCPUs, vCenter's ``cpu.ready.summation`` / 1000)."""
+
+    usage_mhz: list[float]
+    ready_s: list[float]
+    vcpus: int = 0  # 0 for a host
+
+    def window(self, end: int, seconds: int) -> tuple[float, float]:
+        """(MHz x seconds, ready seconds) of the ``seconds`` period seconds before ``end``."""
+        n = len(self.usage_mhz)
+        used = ready = 0.0
+        for i in range(seconds):
+            t = (end - seconds + i) % n
+            used += self.usage_mhz[t]
+            ready += self.ready_s[t]
+        return used, ready
+
+
+def _ready(vcpus: int, load: float) -> float:
+    return vcpus * (READY_IDLE + READY_SLOPE * max(0.0, load - READY_KNEE))
 
 
 @dataclass
@@ -121,6 +154,54 @@ class Trace:
                     total.add(part)
                 series.append(total)
             self._seconds[d.key] = series
+        self._cpu()
+
+    # -- CPU ------------------------------------------------------------------------------
+    def _cpu(self) -> None:
+        """Per second: each VM's demand follows its I/O (VmCpu.demand_mhz), capped at its vCPUs;
+        each host runs its VMs and its CVM (cvm_share of the host, steady). A host asked for more
+        than its capacity gives its VMs their share of what the CVM leaves (the CVM first: it is
+        reserved); ready time grows with the host's load (READY_*)."""
+        sc = self.scenario
+        cc = sc.cluster.cpu
+        capacity = cc.host_capacity_mhz
+        cvm_mhz = cc.cvm_share * capacity
+        self.hosts: list[Host] = sc.hosts
+        self.vm_cpu: dict[str, CpuSeries] = {}
+        self.cvm_cpu: dict[str, CpuSeries] = {}  # host name -> its CVM
+        self.host_cpu: dict[str, CpuSeries] = {}
+        demand: dict[str, list[float]] = {}
+        for vm in sc.vms:
+            cap = vm.cpu.vcpus * cc.core_mhz
+            ops = [0.0] * self.period
+            for d in vm.disks:
+                for t, sec in enumerate(self._seconds[d.key]):
+                    ops[t] += sec.read_ops + sec.write_ops
+            demand[vm.name] = [min(cap, vm.cpu.demand_mhz(o)) for o in ops]
+        for h in self.hosts:
+            vms = [vm for vm in sc.vms if vm.host == h.name]
+            cvm = cvm_mhz if h.cvm else 0.0
+            used = [[0.0] * self.period for _ in vms]
+            ready = [[0.0] * self.period for _ in vms]
+            host_used = [0.0] * self.period
+            host_ready = [0.0] * self.period
+            cvm_ready = [0.0] * self.period
+            for t in range(self.period):
+                asked = sum(demand[vm.name][t] for vm in vms)
+                room = capacity - cvm
+                scale = min(1.0, room / asked) if asked > 0 else 1.0
+                load = (cvm + asked) / capacity
+                for i, vm in enumerate(vms):
+                    used[i][t] = demand[vm.name][t] * scale
+                    ready[i][t] = _ready(vm.cpu.vcpus, load)
+                cvm_ready[t] = _ready(cc.cvm_vcpus, load) if h.cvm else 0.0
+                host_used[t] = cvm + asked * scale
+                host_ready[t] = cvm_ready[t] + sum(r[t] for r in ready)
+            for i, vm in enumerate(vms):
+                self.vm_cpu[vm.name] = CpuSeries(used[i], ready[i], vm.cpu.vcpus)
+            if h.cvm:
+                self.cvm_cpu[h.name] = CpuSeries([cvm] * self.period, cvm_ready, cc.cvm_vcpus)
+            self.host_cpu[h.name] = CpuSeries(host_used, host_ready)
 
     # -- time ---------------------------------------------------------------------------
     # Wall-clock arguments are Unix times in seconds (a float is floored to its whole second).
@@ -259,8 +340,21 @@ class Trace:
                     "hostname": vm.hostname,
                     "load_generator": vm.load_generator,
                     "disks": disks,
+                    "cpu": self._cpu_json(self.vm_cpu[vm.name]),
                 }
             )
+        cc = sc.cluster.cpu
+        hosts = []
+        for h in self.hosts:
+            row = {
+                "name": h.name,
+                "cpu_mhz": cc.core_mhz,  # per core: summary.hardware.cpuMhz
+                "cores": cc.cores,  # summary.hardware.numCpuCores
+                "cpu": self._cpu_json(self.host_cpu[h.name]),
+            }
+            if h.cvm:
+                row["cvm"] = {"name": h.cvm_vm, "stargate": h.cvm, "cpu": self._cpu_json(self.cvm_cpu[h.name])}
+            hosts.append(row)
         return json.dumps(
             {
                 "scenario": sc.name,
@@ -268,9 +362,14 @@ class Trace:
                 "origin_seconds": self.origin,
                 "cluster": sc.cluster.name,
                 "vms": vms,
+                "hosts": hosts,
             },
             separators=(",", ":"),
         )
+
+    @staticmethod
+    def _cpu_json(c: CpuSeries) -> dict:
+        return {"vcpus": c.vcpus, "usage_mhz": c.usage_mhz, "ready_s": c.ready_s}
 
 
 def compile_scenario(scenario: Scenario) -> Trace:

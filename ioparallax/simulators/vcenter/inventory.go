@@ -17,11 +17,15 @@ import (
 
 // vmPlan is one VM to create: its name, host and disks with their ground truth.
 type vmPlan struct {
-	name     string
-	host     string
-	guestOS  string
-	hostname string
-	disks    []diskPlan
+	name      string
+	host      string
+	guestOS   string
+	hostname  string
+	disks     []diskPlan
+	vcpus     int        // 0: the simulator's default (2)
+	cpu       *cpuSeries // nil: no CPU counters served for it
+	datastore string     // where a VM without virtual disks (a CVM) keeps its files
+	cvm       bool       // a Nutanix Controller VM
 }
 
 type diskPlan struct {
@@ -40,6 +44,10 @@ func plansFromTrace(t *traceFile) ([]vmPlan, error) {
 	var plans []vmPlan
 	for _, vm := range t.VMs {
 		p := vmPlan{name: vm.Name, host: vm.Host, guestOS: vm.GuestOS, hostname: vm.Hostname}
+		if vm.CPU != nil {
+			p.vcpus = vm.CPU.VCPUs
+			p.cpu = newCPUSeries(t.PeriodSeconds, t.OriginSeconds, vm.CPU)
+		}
 		for _, d := range vm.Disks {
 			if !unitRe.MatchString(d.Unit) {
 				return nil, fmt.Errorf("vm %s: disk unit %q is not controllerN:unit", vm.Name, d.Unit)
@@ -54,7 +62,11 @@ func plansFromTrace(t *traceFile) ([]vmPlan, error) {
 		}
 		plans = append(plans, p)
 	}
-	return plans, nil
+	datastore := "ctr01"
+	if len(plans) > 0 && len(plans[0].disks) > 0 {
+		datastore = datastoreOf(plans[0].disks[0].backingFile)
+	}
+	return append(plans, cvmPlans(t, datastore)...), nil
 }
 
 // syntheticPlans: extra VMs with a steady generated workload (for the scrape benchmark).
@@ -185,7 +197,14 @@ func controllerFor(devices object.VirtualDeviceList, kind string, bus int32) (ob
 }
 
 func vmConfigSpec(p vmPlan) (types.VirtualMachineConfigSpec, error) {
-	ds := datastoreOf(p.disks[0].backingFile)
+	ds := p.datastore
+	if len(p.disks) > 0 {
+		ds = datastoreOf(p.disks[0].backingFile)
+	}
+	cpus := int32(2)
+	if p.vcpus > 0 {
+		cpus = int32(p.vcpus)
+	}
 	guestID := string(types.VirtualMachineGuestOsIdentifierOtherLinux64Guest)
 	if isWindows(p.guestOS) {
 		guestID = string(types.VirtualMachineGuestOsIdentifierWindows2019srv_64Guest)
@@ -193,7 +212,7 @@ func vmConfigSpec(p vmPlan) (types.VirtualMachineConfigSpec, error) {
 	spec := types.VirtualMachineConfigSpec{
 		Name:     p.name,
 		GuestId:  guestID,
-		NumCPUs:  2,
+		NumCPUs:  cpus,
 		MemoryMB: 4096,
 		Files:    &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"},
 	}
@@ -337,7 +356,12 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 		}
 		disks = append(disks, vmDisk{instance: d.unit, series: d.series})
 	}
-	perf.addVM(ref.Value, disks)
+	if len(disks) > 0 {
+		perf.addVM(ref.Value, disks)
+	}
+	if p.cpu != nil {
+		perf.addCPU(ref.Value, p.cpu)
+	}
 	return nil
 }
 

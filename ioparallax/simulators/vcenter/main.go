@@ -79,11 +79,13 @@ func main() {
 	var datastores []string
 	seenHost := map[string]bool{}
 	seenDS := map[string]bool{}
+	var trace *traceFile // hosts' hardware and CPU (cpu.go)
 	if *traceFlag != "" {
 		t, err := loadTrace(*traceFlag)
 		if err != nil {
 			log.Fatal(err)
 		}
+		trace = t
 		plans, err = plansFromTrace(t)
 		if err != nil {
 			log.Fatalf("%s: %v", *traceFlag, err)
@@ -147,6 +149,7 @@ func main() {
 	perf := newScenarioPerf(pm, clock, *maxQueryMetrics)
 	perf.gate = ctl.perf
 	model.Map().Put(perf)
+	addHostCPU(model, perf, trace)
 
 	u := &url.URL{Host: *listen}
 	loginUser := url.UserPassword("user", "pass")
@@ -175,6 +178,7 @@ func main() {
 	_ = client.Logout(ctx)
 	fixEnums(model)
 	fillGuestInfo(model, plans)
+	markServiceVMs(model, plans)
 	log.Printf("created %d VMs on %d hosts in %.1fs", len(plans), len(hostNames), time.Since(start).Seconds())
 
 	// Delays apply to clients only, not to building the inventory.

@@ -85,7 +85,9 @@ type ScenarioPerf struct {
 	*simulator.PerformanceManager
 
 	mu         sync.RWMutex
-	disks      map[string][]vmDisk // VM moref value -> disks
+	disks      map[string][]vmDisk   // VM moref value -> disks
+	cpu        map[string]*cpuSeries // VM or host moref value -> CPU (cpu.go)
+	cpuKeys    map[int32]int         // counter key -> index in cpuCounters
 	counters   map[int32]*counterKind
 	maxLatency int32 // counter key of disk.maxTotalLatency.latest (0 if absent)
 	keyOf      map[string]int32
@@ -98,6 +100,8 @@ func newScenarioPerf(pm *simulator.PerformanceManager, clock func() time.Time, m
 	p := &ScenarioPerf{
 		PerformanceManager: pm,
 		disks:              map[string][]vmDisk{},
+		cpu:                map[string]*cpuSeries{},
+		cpuKeys:            map[int32]int{},
 		counters:           map[int32]*counterKind{},
 		keyOf:              map[string]int32{},
 		clock:              clock,
@@ -114,7 +118,36 @@ func newScenarioPerf(pm *simulator.PerformanceManager, clock func() time.Time, m
 		}
 	}
 	p.maxLatency = p.keyOf[maxTotalLatencyName]
+	for i, c := range cpuCounters {
+		if key, ok := p.keyOf[c.name]; ok {
+			p.cpuKeys[key] = i
+		}
+	}
 	return p
+}
+
+func (p *ScenarioPerf) addCPU(moref string, s *cpuSeries) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cpu[moref] = s
+}
+
+func (p *ScenarioPerf) cpuOf(moref string) (*cpuSeries, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s, ok := p.cpu[moref]
+	return s, ok
+}
+
+// cpuMetrics: the CPU counters of an entity with a CPU series (instance "": the aggregate).
+func (p *ScenarioPerf) cpuMetrics() []types.PerfMetricId {
+	var ids []types.PerfMetricId
+	for _, c := range cpuCounters {
+		if key, ok := p.keyOf[c.name]; ok {
+			ids = append(ids, types.PerfMetricId{CounterId: key, Instance: ""})
+		}
+	}
+	return ids
 }
 
 func (p *ScenarioPerf) addVM(moref string, disks []vmDisk) {
@@ -151,7 +184,8 @@ func (p *ScenarioPerf) availableMetrics(disks []vmDisk) []types.PerfMetricId {
 
 func (p *ScenarioPerf) QueryAvailablePerfMetric(ctx *simulator.Context, req *types.QueryAvailablePerfMetric) soap.HasFault {
 	disks, ok := p.vmDisks(req.Entity.Value)
-	if req.Entity.Type != "VirtualMachine" || !ok {
+	_, hasCPU := p.cpuOf(req.Entity.Value)
+	if !hasCPU && (req.Entity.Type != "VirtualMachine" || !ok) {
 		return p.PerformanceManager.QueryAvailablePerfMetric(ctx, req)
 	}
 	body := new(methods.QueryAvailablePerfMetricBody)
@@ -160,7 +194,12 @@ func (p *ScenarioPerf) QueryAvailablePerfMetric(ctx *simulator.Context, req *typ
 		body.Fault_ = simulator.Fault("", &types.InvalidArgument{InvalidProperty: "intervalId"})
 		return body
 	}
-	body.Res.Returnval = p.availableMetrics(disks)
+	if ok {
+		body.Res.Returnval = p.availableMetrics(disks)
+	}
+	if hasCPU {
+		body.Res.Returnval = append(body.Res.Returnval, p.cpuMetrics()...)
+	}
 	return body
 }
 
@@ -296,7 +335,11 @@ func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) s
 			return body
 		}
 		disks, ok := p.vmDisks(qs.Entity.Value)
-		if qs.Entity.Type != "VirtualMachine" || !ok {
+		if qs.Entity.Type != "VirtualMachine" {
+			ok = false
+		}
+		cpu, hasCPU := p.cpuOf(qs.Entity.Value)
+		if !ok && !hasCPU {
 			// Hosts, clusters, datastores: govmomi's canned series, as stock vcsim serves them.
 			body.Res.Returnval = append(body.Res.Returnval, p.stockQuery(ctx, *qs)...)
 			continue
@@ -307,12 +350,28 @@ func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) s
 		}
 		ids := qs.MetricId
 		if len(ids) == 0 {
-			ids = p.availableMetrics(disks)
+			if ok {
+				ids = p.availableMetrics(disks)
+			}
+			if hasCPU {
+				ids = append(ids, p.cpuMetrics()...)
+			}
 		}
 		var out []seriesOut
 		var others []types.PerfMetricId
 		for _, id := range ids {
 			if _, known := p.counters[id.CounterId]; !known && id.CounterId != p.maxLatency {
+				if ci, isCPU := p.cpuKeys[id.CounterId]; isCPU && hasCPU {
+					if id.Instance != "" && id.Instance != "*" {
+						continue // per-vCPU instances are not simulated
+					}
+					vals := make([]int64, len(times))
+					for k, t := range times {
+						vals[k] = cpuValue(ci, cpu, t, interval)
+					}
+					out = append(out, seriesOut{types.PerfMetricId{CounterId: id.CounterId, Instance: ""}, vals})
+					continue
+				}
 				others = append(others, id)
 			}
 		}
@@ -321,6 +380,9 @@ func (p *ScenarioPerf) QueryPerf(ctx *simulator.Context, req *types.QueryPerf) s
 		}
 		for _, id := range ids {
 			if id.CounterId == p.maxLatency && p.maxLatency != 0 {
+				if !ok {
+					continue
+				}
 				if id.Instance != "" && id.Instance != "*" {
 					continue
 				}

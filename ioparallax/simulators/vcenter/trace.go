@@ -15,6 +15,8 @@ type traceFile struct {
 	OriginSeconds int64     `json:"origin_seconds"`
 	Cluster       string    `json:"cluster"`
 	VMs           []traceVM `json:"vms"`
+	// Hosts with their hardware, CPU and CVM (traces before issue 31: absent, no CPU served).
+	Hosts []traceHost `json:"hosts"`
 }
 
 type traceVM struct {
@@ -23,6 +25,7 @@ type traceVM struct {
 	GuestOS  string      `json:"guest_os"` // "linux" or "windows" (older traces: free text)
 	Hostname string      `json:"hostname"` // what VMware Tools reports as guest.hostName
 	Disks    []traceDisk `json:"disks"`
+	CPU      *traceCPU   `json:"cpu"` // absent in traces before issue 31: no CPU counters served
 }
 
 type traceDisk struct {
@@ -59,7 +62,20 @@ func loadTrace(path string) (*traceFile, error) {
 	if t.OriginSeconds < 0 {
 		return nil, fmt.Errorf("%s: origin_seconds must be 0 or later, got %d", path, t.OriginSeconds)
 	}
+	for _, h := range t.Hosts {
+		if err := h.CPU.check(t.PeriodSeconds, "host "+h.Name); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if h.CVM != nil {
+			if err := h.CVM.CPU.check(t.PeriodSeconds, "cvm "+h.CVM.Name); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
 	for _, vm := range t.VMs {
+		if err := vm.CPU.check(t.PeriodSeconds, "vm "+vm.Name); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 		for _, d := range vm.Disks {
 			for name, s := range map[string][]float64{
 				"read_ops": d.ReadOps, "write_ops": d.WriteOps, "read_bytes": d.ReadBytes,
