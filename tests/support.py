@@ -279,7 +279,12 @@ class Exporter:
         self.server.stop()
         self.targets.close()
 
-    def probe_text(self, target: str, timeout: float = 10.0) -> tuple[int, str]:
+    # The scrape timeout of a probe whose test is not about deadlines: long enough that a first
+    # probe (login, inventory, samples) ends by itself on a machine at load 30 (one took 9.6 s
+    # of a 10 s timeout there); tests of a deadline pass their own.
+    PROBE_TIMEOUT = 30.0
+
+    def probe_text(self, target: str, timeout: float = PROBE_TIMEOUT) -> tuple[int, str]:
         r = requests.get(
             f"{self.server.url}/probe",
             params={"target": target},
@@ -288,7 +293,7 @@ class Exporter:
         )
         return r.status_code, r.text
 
-    def probe(self, target: str, timeout: float = 10.0) -> dict:
+    def probe(self, target: str, timeout: float = PROBE_TIMEOUT) -> dict:
         code, text = self.probe_text(target, timeout)
         assert code == 200, text
         return parse_metrics(text)

@@ -119,7 +119,10 @@ def hostile():
         srv.close()
 
 
-def _client(address: str, timeout: float = 1.0) -> client_module.PrismClient:
+def _client(address: str, timeout: float = 30.0) -> client_module.PrismClient:
+    """A client whose request deadline (30 s unless a test of the deadline passes its own) is not
+    what a loaded machine meets first: at load 21 the 2.1 million-number bomb, refused by its
+    count, met a 1 s deadline instead."""
     return client_for(address, TargetConfig(username=USER, password=PASSWORD, scheme="http", timeout=timeout))
 
 
@@ -152,8 +155,8 @@ def test_json_bombs_are_refused_before_they_cost_memory(hostile, body, cause):
 
 def test_a_100_mb_content_length_is_refused_unread(hostile):
     """The server sends the headers and 64 KiB, then holds the connection open until the test
-    ends: an answer that comes at all, and says "larger than" (not the 1 s timeout), was given
-    without reading the body."""
+    ends: an answer that says "larger than" (not the request timeout) was given without reading
+    the body."""
     done = threading.Event()
 
     def big(conn):
