@@ -119,6 +119,7 @@ def capture(
             "page_size": cfg.page_size,
             "v2_sample_delay": cfg.v2_sample_delay,
             "controller_api": cfg.controller_api,
+            "cpu": cfg.cpu,
         },
         "collectors": dataclasses.asdict(collectors),
         "anonymized": False,
@@ -246,6 +247,13 @@ class ReplayClient:
         pass
 
 
+def _flag(entry: dict[str, Any], key: str, default: bool) -> bool:
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key}: not true or false")
+    return value
+
+
 def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
     """The probe's settings and collectors from the manifest, each checked as the config file's are."""
     m = cap.manifest
@@ -262,6 +270,9 @@ def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
             v2_sample_delay=archive.field_float(s, "v2_sample_delay", TargetConfig.v2_sample_delay, 25.0),
             controller_api=api,
             v2_sample_keeper=False,
+            # A capture made before the exporter read CPU says nothing of it: it holds no CPU
+            # answers to replay, so its replay reads none (its metrics have no CPU series).
+            cpu=_flag(s, "cpu", False),
         )
     except ValueError as exc:
         raise CaptureError(f"{cap.source}: {MANIFEST}: settings.{exc}") from None

@@ -209,7 +209,8 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
     )
     out.family("prism_virtual_disk_capacity_bytes", gauge, "Virtual disk capacity (disk_capacity_in_bytes).", capacity)
     if collectors.vm_info:
-        _cpu_section(out, s)
+        if s.cpu:
+            _cpu_section(out, s)
         out.family(
             "prism_vm_info",
             gauge,

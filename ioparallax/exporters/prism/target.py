@@ -84,6 +84,7 @@ class Snapshot:
     vms: list[parse.Vm] = field(default_factory=list)
     hosts: dict[str, str] = field(default_factory=dict)
     host_records: list[parse.Host] = field(default_factory=list)  # with their CPU (cpu: true)
+    cpu: bool = True  # the target's cpu setting: the CPU families are shown
     newest_end: int | None = None  # newest sample integrated by any disk
     prism_now: float | None = None
     logins: int = 0
@@ -175,6 +176,7 @@ class Target:
                 vms=list(self.vms),
                 hosts=dict(self.hosts),
                 host_records=list(self.host_records),
+                cpu=self.cfg.cpu,
                 newest_end=self.newest_end,
                 prism_now=self.prism_now(),
                 logins=self.client.logins,
