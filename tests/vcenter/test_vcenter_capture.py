@@ -263,4 +263,5 @@ def test_every_planted_spelling_is_anonymized_and_the_values_kept(scenario_sim, 
     }
     assert survivors(str(path), cores) == []
     assert values(comparable(metrics.decode())) == values(comparable(live.decode()))
-    assert len(re.findall(r'^vcenter_vm_info\{vm="name-\d+"', metrics.decode(), re.M)) == 2
+    # Every VM name anonymized: the scenario's two VMs and its three CVMs (NTNX-...-CVM).
+    assert len(re.findall(r'^vcenter_vm_info\{vm="name-\d+"', metrics.decode(), re.M)) == 2 + 3
