@@ -140,13 +140,15 @@ def test_rules_dir(tmp_path_factory) -> Path:
 # How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side,
 # besides the eager ones. Each stack takes about 0.1 of a core once started; starting one takes a
 # core for a few seconds. While the unit tests run, AHEAD of them age (more would slow the unit
-# tests down); then the e2e tests take about 30 s per scenario and a stack needs 2 to 2.5 minutes
-# of history for its report test, so the window is wider.
+# tests down); then the e2e tests take 15 to 30 s per scenario and a stack needs 2 to 2.5 minutes
+# of history for its report test, so the window is wider: with 6, the seventh stack in line
+# (ilm-upmigration) started only once the first (the AHV stack, about 2 1/2 minutes of tests)
+# was done, and its report test waited 72 s for it; 8 start before any test needs them.
 AHEAD = 4
 
 
 def _window() -> int:
-    text = os.environ.get("IOPARALLAX_E2E_STACKS", "6")
+    text = os.environ.get("IOPARALLAX_E2E_STACKS", "8")
     if not text.isdigit() or int(text) < 1:
         raise pytest.UsageError(f"IOPARALLAX_E2E_STACKS: expected a whole number of stacks, at least 1, got {text!r}")
     return int(text)
@@ -287,22 +289,31 @@ def _seconds(value: Any, where: str) -> float:
     return float(text[:-1])
 
 
+# The keys time_scaled_scenario knows to hold no time (besides from/to): a scenario with any other
+# key (a burst's period, a DiskSPD run's length, a VM's start) is refused rather than left at the
+# old pace beside scaled ones.
+_TIMELESS_STREAM_KEYS = {"name", "read_iops", "write_iops", "latency", "from", "to"}
+_TIMELESS_DISK_KEYS = {"unit", "guest_device", "defaults", "streams"}
+_TIMELESS_DEFAULTS = {"job", "size", "random", "iodepth", "working_set", "fio_options"}
+
+
 def time_scaled_scenario(name: str, factor: float, out: Path) -> Path:
     """Write to ``out`` the library scenario ``name`` with its period, every stream's ``from`` and
-    ``to`` and ``expect.usl.step`` multiplied by ``factor`` (whole seconds); returns ``out``. A stream
-    with another time in it (a burst, a ramp) is refused rather than left at the old pace."""
+    ``to`` and ``expect.usl.step`` multiplied by ``factor`` (whole seconds); returns ``out``. A key
+    that may hold another time (``_TIMELESS_*``) is refused."""
     data = load_yaml(scenario_path(name))
     data["period"] = f"{round(_seconds(data['period'], 'period') * factor)}s"
     for vm in data["vms"]:
         for disk in vm["disks"]:
+            where = f"{name}: {vm['name']} {disk.get('unit')}"
+            extra = (set(disk) - _TIMELESS_DISK_KEYS) | (set(disk.get("defaults", {})) - _TIMELESS_DEFAULTS)
             for stream in disk["streams"]:
-                where = f"{name}: {vm['name']} {disk['unit']} {stream['name']}"
-                extra = set(stream) & {"burst", "ramp", "every"}
-                if extra:
-                    raise ValueError(f"{where}: cannot scale the time of {sorted(extra)}")
+                extra |= set(stream) - _TIMELESS_STREAM_KEYS
                 for key in ("from", "to"):
                     if key in stream:
-                        stream[key] = f"{round(_seconds(stream[key], where + ' ' + key) * factor)}s"
+                        stream[key] = f"{round(_seconds(stream[key], f'{where} {key}') * factor)}s"
+            if extra:
+                raise ValueError(f"{where}: cannot scale the time of {sorted(extra)}")
     usl = data.get("expect", {}).get("usl")
     if usl and "step" in usl:
         usl["step"] = f"{round(_seconds(usl['step'], 'expect.usl.step') * factor)}s"
