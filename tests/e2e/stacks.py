@@ -10,8 +10,10 @@ Most of an e2e test's time would be waiting for a stack to age, so the session i
 the unit tests run first and the e2e tests after them, and the pool starts with the session (its
 first window of stacks and the eager ones age while the unit tests run). Scaling-ramp, whose USL
 test needs its first four VM levels settled, starts with the session, its ramp's period second 0
-at the stack's start (``from_start``: the four levels have settled about 8 minutes after the start,
-every time), and runs last. Every pooled entry is stopped after its last test.
+at the stack's start (``from_start``) and its times scaled by ``TIME_SCALED_SCENARIOS`` (the four
+levels have settled about 7 minutes after the start, every time), and runs last. The long-term
+stack, whose test needs 165 s of history, starts with the session too. Every pooled entry is
+stopped after its last test.
 
 The stack loads rules generated from the shipped mixin config with the same windows (so rule names
 match the dashboards) and short ``for`` durations, and sends Alertmanager's notifications to an
@@ -30,13 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ioparallax.mixin.config import load_config
 from ioparallax.mixin.rules.files import write_rule_files
 from ioparallax.simulators.process import start as start_process
-from ioparallax.simulators.scenario import list_scenarios, load_scenario
+from ioparallax.simulators.scenario import list_scenarios, load_scenario, scenario_path
 from ioparallax.simulators.stack import Stack
 from ioparallax.simulators.stack.quick_alerts import write_quick_alert_rules
+from ioparallax.yamlconf import load_yaml
 from tests.e2e.pool import Entry, StackPool
 from tests.support import venv_tool
 
@@ -136,13 +140,15 @@ def test_rules_dir(tmp_path_factory) -> Path:
 # How many pooled entries (scenario stacks, the demo stack, the demo command) run side by side,
 # besides the eager ones. Each stack takes about 0.1 of a core once started; starting one takes a
 # core for a few seconds. While the unit tests run, AHEAD of them age (more would slow the unit
-# tests down); then the e2e tests take about 30 s per scenario and a stack needs 2 to 2.5 minutes
-# of history for its report test, so the window is wider.
+# tests down); then the e2e tests take 15 to 30 s per scenario and a stack needs 2 to 2.5 minutes
+# of history for its report test, so the window is wider: with 6, the seventh stack in line
+# (ilm-upmigration) started only once the first (the AHV stack, about 2 1/2 minutes of tests)
+# was done, and its report test waited 72 s for it; 8 start before any test needs them.
 AHEAD = 4
 
 
 def _window() -> int:
-    text = os.environ.get("IOPARALLAX_E2E_STACKS", "6")
+    text = os.environ.get("IOPARALLAX_E2E_STACKS", "8")
     if not text.isdigit() or int(text) < 1:
         raise pytest.UsageError(f"IOPARALLAX_E2E_STACKS: expected a whole number of stacks, at least 1, got {text!r}")
     return int(text)
@@ -163,6 +169,13 @@ LONG_HISTORY_SCENARIOS = ("scaling-ramp",)
 # Scenarios whose period starts with their stack (``ioparallax-demo --from-start``): the ramp's phase
 # at the start is known, not wherever the wall clock puts it.
 FROM_START_SCENARIOS = ("scaling-ramp",)
+# Scenarios whose stack runs a copy of the library file with every time in it (period, each stream's
+# from/to, the law's step) multiplied by a factor: scaling-ramp's USL test waits for the fourth VM's
+# plateau to settle (3 steps and about 95 s: the 1m rate window, vCenter's 20 s sample, one report
+# step and 10 s), the longest wait of the e2e session, which sets its length. 0.875 makes the step
+# 105 s, still above the 92 s a plateau needs to count (ioparallax.report.scaling: settle + 10 s);
+# every test of the scenario reads its times from the stack's trace, so they check the copy's.
+TIME_SCALED_SCENARIOS = {"scaling-ramp": 0.875}
 
 # `make demo SCENARIO=zero-heavy,<file>`: two simulated clusters in one Prometheus whose VM names,
 # vdisk ids and disk serials are the same (tests/e2e/scenarios/clean-bench.yaml beside zero-heavy).
@@ -269,6 +282,49 @@ class DemoCommand:
 TEST_INTERVALS = {"scrape_interval": "2s", "evaluation_interval": "2s", "vcenter_scrape_interval": "5s"}
 
 
+def _seconds(value: Any, where: str) -> float:
+    text = str(value)
+    if not text.endswith("s") or text.endswith("ms"):
+        raise ValueError(f"{where}: expected whole seconds like '120s' to scale, got {value!r}")
+    return float(text[:-1])
+
+
+# The keys time_scaled_scenario knows to hold no time (besides from/to): a scenario with any other
+# key (a burst's period, a DiskSPD run's length, a VM's start) is refused rather than left at the
+# old pace beside scaled ones.
+_TIMELESS_STREAM_KEYS = {"name", "read_iops", "write_iops", "latency", "from", "to"}
+_TIMELESS_DISK_KEYS = {"unit", "guest_device", "defaults", "streams"}
+_TIMELESS_DEFAULTS = {"job", "size", "random", "iodepth", "working_set", "fio_options"}
+
+
+def time_scaled_scenario(name: str, factor: float, out: Path) -> Path:
+    """Write to ``out`` the library scenario ``name`` with its period, every stream's ``from`` and
+    ``to`` and ``expect.usl.step`` multiplied by ``factor`` (whole seconds); returns ``out``. A key
+    that may hold another time (``_TIMELESS_*``) is refused."""
+    data = load_yaml(scenario_path(name))
+    data["period"] = f"{round(_seconds(data['period'], 'period') * factor)}s"
+    for vm in data["vms"]:
+        for disk in vm["disks"]:
+            where = f"{name}: {vm['name']} {disk.get('unit')}"
+            extra = (set(disk) - _TIMELESS_DISK_KEYS) | (set(disk.get("defaults", {})) - _TIMELESS_DEFAULTS)
+            for stream in disk["streams"]:
+                extra |= set(stream) - _TIMELESS_STREAM_KEYS
+                for key in ("from", "to"):
+                    if key in stream:
+                        stream[key] = f"{round(_seconds(stream[key], f'{where} {key}') * factor)}s"
+            if extra:
+                raise ValueError(f"{where}: cannot scale the time of {sorted(extra)}")
+    usl = data.get("expect", {}).get("usl")
+    if usl and "step" in usl:
+        usl["step"] = f"{round(_seconds(usl['step'], 'expect.usl.step') * factor)}s"
+    out.write_text(
+        f"# {scenario_path(name).resolve()}, its times multiplied by {factor}\n"
+        + yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
+        encoding="utf-8",
+    )
+    return out
+
+
 def started_stack(demo_intervals: bool = False, **kwargs: Any) -> Stack:
     """A started stack, every target scraped once: 2 s scrapes and 5 s vCenter probes, or with
     ``demo_intervals`` those of `make demo` (Stack's defaults)."""
@@ -304,10 +360,14 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
     entries: dict[str, Entry] = {}
     for scenario in ESXI_SCENARIOS:
         workdir = tmp_path_factory.mktemp(f"stack-{scenario}")
+        source = scenario
+        if scenario in TIME_SCALED_SCENARIOS:
+            copy = tmp_path_factory.mktemp(f"scenario-{scenario}") / f"{scenario}.yaml"
+            source = str(time_scaled_scenario(scenario, TIME_SCALED_SCENARIOS[scenario], copy))
         entries[f"scenario:{scenario}"] = Entry(
             start=functools.partial(
                 started_stack,
-                scenario=scenario,
+                scenario=source,
                 workdir=workdir,
                 rules_dir=test_rules_dir,
                 alertmanager_webhook=f"{alert_sink.url}/{scenario}",
@@ -331,7 +391,9 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
         stop=Stack.stop,
         eager=True,
     )
-    # zero-heavy with VictoriaMetrics as Prometheus' remote_write target (`--long-term`).
+    # zero-heavy with VictoriaMetrics as Prometheus' remote_write target (`--long-term`). Eager: its
+    # comparison waits for 2m windows and VictoriaMetrics' 30 s latency offset (165 s of history),
+    # more than the window would give it: started in line, its test waited over 2 minutes.
     entries["long_term_stack"] = Entry(
         start=functools.partial(
             started_stack,
@@ -341,6 +403,7 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
             long_term=True,
         ),
         stop=Stack.stop,
+        eager=True,
     )
     entries["two_clusters_stack"] = Entry(
         start=functools.partial(

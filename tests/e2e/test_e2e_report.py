@@ -66,7 +66,7 @@ def test_report_verdicts_match_the_scenario(scenario_stack):
     assert active <= set(table) <= set(expected), (
         f"{sc.name}: VM disks {sorted(table)}, active {sorted(active)}\n{detail}"
     )
-    # A disk whose fio job starts in the range (scaling-ramp adds a VM every 120 s) is judged on views_agree
+    # A disk whose fio job starts in the range (scaling-ramp adds a VM every step) is judged on views_agree
     # and bursts only once the job has run the settling time (the VM and storage 1m rates, and the VM's
     # implied concurrency, climb while fio's rate per run second and its asked depth are full at once:
     # the report leaves those steps out, from fio_job_elapsed_seconds).

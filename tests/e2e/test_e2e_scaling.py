@@ -3,10 +3,12 @@ Prometheus with the generated rules) ramps VMs along a stated Universal Scalabil
 finds the plateaus and fits sigma and kappa back within 10 %, in every view; the section renders in
 headless Chromium (a screenshot is kept in .run/report-artifacts/scalability.png).
 
-The ramp adds a VM every 120 s. The pool starts the stack ahead of its tests with the scenario's
+The library ramp adds a VM every 120 s; the e2e stack runs it with its times multiplied by 0.875
+(tests/e2e/stacks.py TIME_SCALED_SCENARIOS: a VM every 105 s, the law unchanged), which every check
+here reads from the stack's trace. The pool starts the stack ahead of its tests with the scenario's
 period second 0 at the stack's start (``from_start``,
 docs/scenarios.md "Time"), so the ramp begins at one VM and the four levels the fit needs (1 to 4
-VMs, part of the rise) have settled plateaus about 8 minutes after the start, every time: the test
+VMs, part of the rise) have settled plateaus about 7 minutes after the start, every time: the test
 waits for the fourth VM and then polls until the report finds them.
 """
 
