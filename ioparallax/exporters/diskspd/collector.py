@@ -19,7 +19,7 @@ from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.families import MetricFamilies, scrape_health
 from ioparallax.exporters.common.watchdir import display_name
-from ioparallax.exporters.diskspd.files import ResultFiles, SourceView
+from ioparallax.exporters.diskspd.reader import ResultFiles, SourceView
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
 from ioparallax.exporters.diskspd.parse import (
     TEXT_PERCENTILES,

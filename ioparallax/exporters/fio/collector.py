@@ -23,7 +23,7 @@ from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from ioparallax.exporters.fio.parse import DirectionStats, JobRecord, Latency
-from ioparallax.exporters.fio.tailer import REJECT_REASONS, SourceView, Watcher
+from ioparallax.exporters.fio.reader import REJECT_REASONS, SourceView, Watcher
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from prometheus_client.utils import floatToGoString
 from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_health
 from ioparallax.exporters.pgbench.hygiene import HygieneConfig, RunFacts, find_problems
-from ioparallax.exporters.pgbench.tailer import LINE_REASONS, FileState, RunState, Watcher
+from ioparallax.exporters.pgbench.reader import LINE_REASONS, FileState, RunState, Watcher
 
 log = logging.getLogger(__name__)
 

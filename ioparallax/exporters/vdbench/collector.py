@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from ioparallax.exporters.common.families import MetricFamilies, scrape_health
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.parse import FlatRow
-from ioparallax.exporters.vdbench.tailer import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState, Watcher
+from ioparallax.exporters.vdbench.reader import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState, Watcher
 
 log = logging.getLogger(__name__)
 
