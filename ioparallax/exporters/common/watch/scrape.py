@@ -68,7 +68,7 @@ class WatchCollector(Collector):
             try:
                 if self.poll:
                     self.watcher.poll()
-                snapshot = self.watcher.snapshot()
+                snapshot = self.take_snapshot()
             except Exception:  # a bug must not take /metrics down: <tool>_up 0 and a log line
                 log.exception("reading %s failed", self.output)
                 snapshot, ok = [], False
@@ -77,6 +77,10 @@ class WatchCollector(Collector):
             ok = self.sources(fams, snapshot) and ok
         yield from fams
         yield from scrape_health(self.prefix, ok, self.up_help, self.duration_help, start)
+
+    def take_snapshot(self) -> list[Any]:
+        """What the scrape shows, read from the watcher with its lock held."""
+        return list(self.watcher.snapshot())
 
     def sources(self, fams: MetricFamilies, snapshot: list[Any]) -> bool:
         """Every source's families; False if one is down."""
