@@ -98,6 +98,8 @@ class EsxtopCollector(WatchCollector):
     )
     duration_help = "Seconds spent reading esxtop and vscsiStats files and building this scrape."
 
+    hygiene_config = HygieneConfig
+
     def __init__(
         self,
         watcher: Watcher,
@@ -105,9 +107,7 @@ class EsxtopCollector(WatchCollector):
         clock: Callable[[], float] = time.time,
         poll: bool = True,
     ):
-        super().__init__(watcher, poll)
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
+        super().__init__(watcher, hygiene, clock, poll)
         self._vm_names: dict[str, str] = {}
 
     def take_snapshot(self) -> list[Snapshot]:

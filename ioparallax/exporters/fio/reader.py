@@ -28,15 +28,14 @@ import json
 import logging
 import os
 import re
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from ioparallax.exporters.common.watchdir import list_files, open_regular, watched_directory, why_reread
+from ioparallax.exporters.common.watch import engine
+from ioparallax.exporters.common.watchdir import open_regular, watched_directory, why_reread
 from ioparallax.exporters.fio.parse import (
     FioDocument,
     FioRecord,
@@ -679,108 +678,55 @@ class SourceView:
     skipped_bytes: int = 0
 
 
-class Watcher:
-    """Tails every fio output file under the watched paths; thread-safe."""
+class Watcher(engine.Watcher[SourceState]):
+    """Tails every fio output file under the watched paths, on the shared watch engine (finding,
+    isolation, up/down, writer ended); thread-safe."""
 
-    def __init__(self, config: WatchConfig, clock: Callable[[], float] = time.time):
-        self.config = config
-        self.clock = clock
-        self.sources: dict[str, SourceState] = {}
-        self.missing_paths: list[str] = []
-        self._lock = threading.Lock()
-        self._logged_missing: set[str] = set()
-        # wrapper mode: path -> "is the fio writing it still running?" (asked before each read, so a
-        # run is only called finished after its last bytes were read)
-        self.process_running: dict[str, Callable[[], bool]] = {}
-
-    # ---- discovery
-    def _discover(self) -> list[str]:
-        found, missing = list_files(self.config.paths, self.config.pattern, lambda p: p in self.process_running)
-        for m in missing:
-            if m not in self._logged_missing:
-                log.warning("watched path cannot be read: %s", m)
-        self._logged_missing = set(missing)
-        self.missing_paths = missing
-        return found
+    what = "fio output file"
+    unreadable_in_own_words = True
 
     # ---- reading
-    def poll(self) -> None:
-        """Read what every file gained since the last poll. One file's failure, whatever it is,
-        marks only that file down."""
-        with self._lock:
-            present = self._discover()
-            for gone in set(self.sources) - set(present):
-                log.info("fio output file is gone, forgetting it: %s", gone)
-                del self.sources[gone]
-            for path in present:
-                state = self.sources.get(path)
-                if state is None:
-                    state = self.sources[path] = SourceState(
-                        path=path,
-                        tailer=FileTailer(
-                            path,
-                            self.config.max_document_bytes,
-                            self.config.skip_backlog,
-                            within=watched_directory(path, self.config.paths),
-                        ),
-                    )
-                running = self.process_running.get(path)
-                try:
-                    state.process_running = running() if running is not None else None
-                    self._read(state)
-                except Exception as exc:  # a bug must cost only this file, never the scrape
-                    log.exception("reading fio output file %s failed", path)
-                    self._down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
+    def new_source(self, path: str) -> SourceState:
+        return SourceState(
+            path=path,
+            tailer=FileTailer(
+                path,
+                self.config.max_document_bytes,
+                self.config.skip_backlog,
+                within=watched_directory(path, self.config.paths),
+            ),
+        )
 
-    def finish(self) -> None:
+    def read(self, state: SourceState) -> None:
+        running = self.process_running.get(state.path)
+        state.process_running = running() if running is not None else None
+        self._read(state)
+
+    def finish_source(self, state: SourceState) -> None:
         """End of input (``convert``): a document left incomplete at the end of a file means the
         file was cut off; the file is then down with reason ``truncated``."""
-        with self._lock:
-            for state in self.sources.values():
-                stream = state.tailer.stream
-                try:
-                    docs = stream.finish()
-                    state.records += len(docs)
-                    if stream.cut_off_at is not None:
-                        state.corrupt_seen += 1  # reported below as truncated, not as corrupt
-                    self._records(state, docs, stream)
-                except Exception as exc:
-                    log.exception("reading fio output file %s failed", state.path)
-                    self._down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
-                    continue
-                if stream.cut_off_at is not None:
-                    self._down(
-                        state,
-                        "truncated",
-                        f"the document starting at byte {stream.cut_off_at} "
-                        "is cut off (fio killed, or the file truncated)",
-                    )
+        stream = state.tailer.stream
+        try:
+            docs = stream.finish()
+            state.records += len(docs)
+            if stream.cut_off_at is not None:
+                state.corrupt_seen += 1  # reported below as truncated, not as corrupt
+            self._records(state, docs, stream)
+        except Exception as exc:
+            log.exception("reading fio output file %s failed", state.path)
+            self.down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
+            return
+        if stream.cut_off_at is not None:
+            self.down(
+                state,
+                "truncated",
+                f"the document starting at byte {stream.cut_off_at} is cut off (fio killed, or the file truncated)",
+            )
 
-    def mark_failed(self, path: str, reason: str, detail: str) -> None:
-        """The collector could not expose the file's latest record: down until a new one comes."""
-        with self._lock:
-            state = self.sources.get(path)
-            if state is not None:
-                self._down(state, reason, detail, logged=True)
-
-    def _down(self, state: SourceState, reason: str, detail: str, logged: bool = False) -> None:
+    def hide(self, state: SourceState, reason: str) -> None:
         """The file is down: its data is no longer shown (never stale values as fresh)."""
-        if (reason, detail) != (state.reason, state.detail) and not logged:
-            if reason == "unreadable":
-                log.warning("cannot read fio output file %s: %s", state.path, detail)
-            else:
-                log.warning("fio output file %s is down (%s): %s", state.path, reason, detail)
-        state.reason, state.detail = reason, detail
         if reason != "unreadable":  # an unreadable file keeps its place; its data is hidden
             state.latest = state.previous = None
-
-    def _up(self, state: SourceState) -> None:
-        if state.reason is not None:
-            if state.reason == "unreadable":
-                log.info("fio output file readable again: %s", state.path)
-            else:
-                log.info("fio output file %s is up again (was down: %s)", state.path, state.reason)
-        state.reason = state.detail = None
 
     def _read(self, state: SourceState) -> None:
         tailer = state.tailer
@@ -789,10 +735,10 @@ class Watcher:
             first = next(chunks, None)
         except OSError as exc:
             state.read_errors += 1
-            self._down(state, "unreadable", exc.strerror or str(exc))
+            self.down(state, "unreadable", exc.strerror or str(exc))
             return
         if state.reason == "unreadable":
-            self._up(state)
+            self.up(state)
         parts = [] if first is None else [first]
         # Records are cumulative: of what this read brings, only the last two documents matter
         # (the latest state and the per-interval differences). Earlier ones are decoded (to find
@@ -809,7 +755,7 @@ class Watcher:
                     state.record_spacing_s = None
                     tail = []
                     if state.reason not in (None, "unreadable"):
-                        self._up(state)  # judged again on the new content
+                        self.up(state)  # judged again on the new content
                 if part.skipped:
                     state.skipped_bytes += part.skipped
                     log.info(
@@ -825,7 +771,7 @@ class Watcher:
         self._records(state, tail, tailer.stream)
         if error is not None:
             state.read_errors += 1
-            self._down(state, "unreadable", error.strerror or str(error))
+            self.down(state, "unreadable", error.strerror or str(error))
             return
         if tailer.mtime is not None:
             state.last_growth = tailer.mtime
@@ -844,22 +790,22 @@ class Watcher:
                 continue
             except InvalidValue as exc:
                 state.rejected["invalid_value"] += 1
-                self._down(state, "invalid_value", f"document rejected: {exc}")
+                self.down(state, "invalid_value", f"document rejected: {exc}")
                 continue
             state.previous, state.latest = state.latest, record
             if state.reason is not None and state.reason != "unreadable":
-                self._up(state)
+                self.up(state)
         if oversized > 0:
             state.rejected["too_large"] += oversized
         garbage = stream.garbage_since_last_document
         if garbage == "too_large" and oversized > 0:
-            self._down(
+            self.down(
                 state,
                 "too_large",
                 f"a document above {stream.max_document_bytes} bytes (--fio.max-document-size) was skipped unread",
             )
         elif garbage == "corrupt" and corrupt > 0:
-            self._down(
+            self.down(
                 state,
                 "corrupt",
                 "the latest document cannot be decoded as JSON (garbled, "
@@ -871,37 +817,35 @@ class Watcher:
                 state.record_spacing_s = spacing
 
     # ---- state for the collector
-    def _finished(self, state: SourceState, now: float) -> bool:
-        if state.process_running is not None:
-            return not state.process_running
-        idle = self.config.idle_s
-        if state.record_spacing_s:
-            idle = max(idle, 3 * state.record_spacing_s)
-        return now - state.last_growth > idle
+    def spacing(self, state: SourceState) -> float | None:
+        return state.record_spacing_s
+
+    @staticmethod
+    def end_time(state: SourceState) -> float:
+        """When a finished run ended: the last record's own time (fio writes it as the run ends),
+        else the file's mtime."""
+        if state.latest is not None and state.latest.timestamp is not None:
+            return state.latest.timestamp
+        return state.last_growth
+
+    def visible(self, state: SourceState, ended: bool, now: float) -> bool:
+        # fio differs on purpose: retention counts from the run's end as fio wrote it in the last
+        # record (a result copied in keeps its own end), not from when the exporter found it
+        return engine.retained(now, ended, self.end_time(state), self.config.retention_s)
 
     def views(self) -> list[SourceView]:
-        now = self.clock()
         out = []
-        with self._lock:
-            for path in sorted(self.sources):
-                s = self.sources[path]
-                finished = self._finished(s, now)
-                end_time = None
-                if finished:
-                    # the last record's own time (fio writes it as the run ends), else the mtime
-                    end_time = s.last_growth
-                    if s.latest is not None and s.latest.timestamp is not None:
-                        end_time = s.latest.timestamp
-                visible = not (finished and end_time is not None and now - end_time > self.config.retention_s)
+        with self.lock:
+            for s, finished, visible in self.snapshot():
                 c = s.tailer.stream.counts
                 out.append(
                     SourceView(
-                        path=path,
+                        path=s.path,
                         up=s.up,
                         latest=s.latest,
                         previous=s.previous,
                         finished=finished,
-                        end_time=end_time,
+                        end_time=self.end_time(s) if finished else None,
                         records=s.records,
                         read_errors=s.read_errors,
                         non_json_lines=c.non_json_lines,

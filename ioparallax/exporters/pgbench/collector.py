@@ -13,8 +13,6 @@ Prometheus, as for fio-exporter. docs/pgbench.md says how any other application 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
@@ -23,7 +21,7 @@ from ioparallax.exporters.common.exposition import printable
 from ioparallax.exporters.common.families import MetricFamilies, finite
 from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.pgbench.hygiene import HygieneConfig, RunFacts, find_problems
-from ioparallax.exporters.pgbench.reader import LINE_REASONS, FileState, RunState, Watcher
+from ioparallax.exporters.pgbench.reader import LINE_REASONS, FileState, RunState
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +38,7 @@ class PgbenchCollector(WatchCollector):
     )
     duration_help = "Seconds spent reading pgbench output and building this scrape."
 
-    def __init__(
-        self,
-        watcher: Watcher,
-        hygiene: HygieneConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        poll: bool = True,
-    ):
-        super().__init__(watcher, poll)
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
+    hygiene_config = HygieneConfig
 
     def source(self, fams: MetricFamilies, row: tuple[FileState, bool, bool]) -> bool:
         fs, ended, visible = row

@@ -12,8 +12,6 @@ vdbench totals it over all hosts) and ``vdbench_host_*`` from the host reports o
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
 # The staged, lazily created families of the fio exporter: a directory whose exposition fails
 # half-way shows none of its series.
@@ -21,7 +19,7 @@ from ioparallax.exporters.common.families import MetricFamilies
 from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.parse import FlatRow
-from ioparallax.exporters.vdbench.reader import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState, Watcher
+from ioparallax.exporters.vdbench.reader import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +90,7 @@ class VdbenchCollector(WatchCollector):
     )
     duration_help = "Seconds spent reading vdbench output and building this scrape."
 
-    def __init__(
-        self,
-        watcher: Watcher,
-        hygiene: HygieneConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        poll: bool = True,
-    ):
-        super().__init__(watcher, poll)
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
+    hygiene_config = HygieneConfig
 
     def source(self, fams: MetricFamilies, row: tuple[DirectoryState, bool, bool]) -> bool:
         d, finished, visible = row

@@ -17,8 +17,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ioparallax.exporters.common.watchdir import display_name, list_files
 
-log = logging.getLogger(__name__)
-
 
 class Health(Protocol):
     """What the engine reads and writes of a source's state: why it is down (None: up) and the
@@ -59,8 +57,15 @@ class Watcher(Generic[S]):
 
     #: the source as log lines name it
     what = "file"
+    #: log an unreadable source in words of its own ("cannot read <what> <path>: <cause>", "<what>
+    #: readable again: <path>") rather than as any other reason ("<what> <path> is down
+    #: (unreadable): <cause>"); the log lines each exporter has always written
+    unreadable_in_own_words = False
 
     def __init__(self, config: Any, clock: Callable[[], float] = time.time):
+        #: the tool's own logger (``ioparallax.exporters.fio.reader``): its lines keep their
+        #: ``logger=`` name, whatever of them the engine writes
+        self.log = logging.getLogger(type(self).__module__)
         self.config = config
         self.clock = clock
         self.sources: dict[str, S] = {}
@@ -86,13 +91,13 @@ class Watcher(Generic[S]):
         shown = [display_name(m) for m in missing]
         for m in shown:
             if m not in self.missing_paths:
-                log.warning("watched path cannot be read: %s", m)
+                self.log.warning("watched path cannot be read: %s", m)
         self.missing_paths = shown
 
     def forget_gone(self, found: list[str]) -> None:
         present = set(found)
         for gone in sorted(p for p in self.sources if p not in present):
-            log.info("%s is gone, forgetting it: %s", self.what, display_name(gone))
+            self.log.info("%s is gone, forgetting it: %s", self.what, display_name(gone))
             del self.sources[gone]
 
     # ---- reading
@@ -109,7 +114,7 @@ class Watcher(Generic[S]):
                 try:
                     self.read(state)
                 except Exception as exc:  # a bug must cost only this source, never the scrape
-                    log.exception("reading %s %s failed", self.what, display_name(path))
+                    self.log.exception("reading %s %s failed", self.what, display_name(path))
                     self.internal_error(state, f"{type(exc).__name__}: {exc}")
 
     def open_source(self, path: str, old: S | None) -> S | None:
@@ -145,18 +150,20 @@ class Watcher(Generic[S]):
         the caller logged it), and :meth:`hide` drops what must not be shown as fresh."""
         if (reason, detail) != (state.reason, state.detail) and not logged:
             name = display_name(self.path_of(state))
-            if reason == "unreadable":
-                log.warning("cannot read %s %s: %s", self.what, name, detail)
+            if reason == "unreadable" and self.unreadable_in_own_words:
+                self.log.warning("cannot read %s %s: %s", self.what, name, detail)
             else:
-                log.warning("%s %s is down (%s): %s", self.what, name, reason, detail)
+                self.log.warning("%s %s is down (%s): %s", self.what, name, reason, detail)
         state.reason, state.detail = reason, detail
         self.hide(state, reason)
 
     def up(self, state: Health) -> None:
-        if state.reason == "unreadable":
-            log.info("%s readable again: %s", self.what, display_name(self.path_of(state)))
+        if state.reason == "unreadable" and self.unreadable_in_own_words:
+            self.log.info("%s readable again: %s", self.what, display_name(self.path_of(state)))
         elif state.reason is not None:
-            log.info("%s %s is up again (was down: %s)", self.what, display_name(self.path_of(state)), state.reason)
+            self.log.info(
+                "%s %s is up again (was down: %s)", self.what, display_name(self.path_of(state)), state.reason
+            )
         state.reason = state.detail = None
 
     def hide(self, state: Any, reason: str) -> None:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from ioparallax.exporters.common.families import MetricFamilies, scrape_health
-
-log = logging.getLogger(__name__)
 
 
 def source_state(
@@ -43,8 +41,9 @@ def source_state(
 
 class WatchCollector(Collector):
     """The families of every source a :class:`~ioparallax.exporters.common.watch.engine.Watcher`
-    holds, fresh on each scrape. ``poll``: read what the files gained first (off for ``convert``,
-    where everything was read already)."""
+    holds, fresh on each scrape. ``hygiene``: the tool's hygiene settings; ``clock``: wall time
+    (tests); ``poll``: read what the files gained first (off for ``convert``, where everything
+    was read already)."""
 
     #: the metric prefix (``fio``)
     prefix = ""
@@ -53,8 +52,14 @@ class WatchCollector(Collector):
     up_help = ""
     duration_help = ""
 
-    def __init__(self, watcher: Any, poll: bool = True):
+    #: the tool's hygiene settings class (``HygieneConfig``), its defaults used when none is given
+    hygiene_config: Callable[[], Any] = object
+
+    def __init__(self, watcher: Any, hygiene: Any = None, clock: Callable[[], float] = time.time, poll: bool = True):
+        self.log = logging.getLogger(type(self).__module__)  # the tool's logger
         self.watcher = watcher
+        self.hygiene = hygiene or self.hygiene_config()
+        self.clock = clock
         self.poll = poll
 
     def describe(self) -> Iterable[Metric]:
@@ -70,7 +75,7 @@ class WatchCollector(Collector):
                     self.watcher.poll()
                 snapshot = self.take_snapshot()
             except Exception:  # a bug must not take /metrics down: <tool>_up 0 and a log line
-                log.exception("reading %s failed", self.output)
+                self.log.exception("reading %s failed", self.output)
                 snapshot, ok = [], False
             if self.watcher.missing_paths:
                 ok = False
