@@ -125,8 +125,7 @@ class ResultFiles(engine.Watcher[FileState]):
         try:
             st = os.stat(state.path)
         except OSError as exc:
-            state.read_errors += 1
-            self.down(state, "unreadable", exc.strerror or str(exc))
+            self.unreadable(state, exc)
             return
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device named as a file would block or never end
             self.down(state, "unreadable", "not a regular file")
@@ -147,9 +146,8 @@ class ResultFiles(engine.Watcher[FileState]):
                 data = fh.read(self.config.max_document_bytes + 1)
             result = parse_bytes(data, self.config.max_document_bytes)
         except OSError as exc:
-            state.read_errors += 1
             state.seen = None
-            self.down(state, "unreadable", exc.strerror or str(exc))
+            self.unreadable(state, exc)
             return
         except Truncated as exc:
             state.seen = seen

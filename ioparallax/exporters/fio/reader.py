@@ -734,8 +734,7 @@ class Watcher(engine.Watcher[SourceState]):
             chunks = tailer.read_chunks()
             first = next(chunks, None)
         except OSError as exc:
-            state.read_errors += 1
-            self.down(state, "unreadable", exc.strerror or str(exc))
+            self.unreadable(state, exc)
             return
         if state.reason == "unreadable":
             self.up(state)
@@ -770,8 +769,7 @@ class Watcher(engine.Watcher[SourceState]):
             error = exc
         self._records(state, tail, tailer.stream)
         if error is not None:
-            state.read_errors += 1
-            self.down(state, "unreadable", error.strerror or str(error))
+            self.unreadable(state, error)
             return
         if tailer.mtime is not None:
             state.last_growth = tailer.mtime

@@ -406,8 +406,7 @@ class Watcher(engine.Watcher[FileState]):
                 for raw in lines:
                     fs.feed(raw)
         except OSError as exc:
-            fs.read_errors += 1
-            self.down(fs, "unreadable", exc.strerror or str(exc))
+            self.unreadable(fs, exc)
             return
         if fs.reason == "unreadable":
             self.up(fs)

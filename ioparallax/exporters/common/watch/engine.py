@@ -29,11 +29,6 @@ class Health(Protocol):
 S = TypeVar("S")
 
 
-class WatchedPaths(Protocol):
-    paths: list[str]
-    retention_s: float
-
-
 def writer_ended(now: float, last_growth: float, idle_s: float, spacing_s: float | None = None) -> bool:
     """Whether the tool writing a file has ended, judged from the file alone: it has not grown for
     ``idle_s``, nor for 3 of the tool's own intervals (``spacing_s``: a status every 30 s is not
@@ -63,6 +58,8 @@ class Watcher(Generic[S]):
     unreadable_in_own_words = False
 
     def __init__(self, config: Any, clock: Callable[[], float] = time.time):
+        """``config``: the tool's WatchConfig (``paths``, ``pattern``, ``retention_s``,
+        ``idle_s`` and its own settings); ``clock``: wall time (tests)."""
         #: the tool's own logger (``ioparallax.exporters.fio.reader``): its lines keep their
         #: ``logger=`` name, whatever of them the engine writes
         self.log = logging.getLogger(type(self).__module__)
@@ -165,6 +162,11 @@ class Watcher(Generic[S]):
                 "%s %s is up again (was down: %s)", self.what, display_name(self.path_of(state)), state.reason
             )
         state.reason = state.detail = None
+
+    def unreadable(self, state: Any, exc: OSError) -> None:
+        """Reading the source failed: one more read error, and down with reason ``unreadable``."""
+        state.read_errors += 1
+        self.down(state, "unreadable", exc.strerror or str(exc))
 
     def hide(self, state: Any, reason: str) -> None:
         """What a source going down for ``reason`` stops showing (nothing by default)."""
