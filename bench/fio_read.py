@@ -56,8 +56,7 @@ import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ioparallax.exporters.fio.parse import DocumentStream, read_text  # noqa: E402
-from ioparallax.exporters.fio.tailer import FileTailer  # noqa: E402
+from ioparallax.exporters.fio.reader import DocumentStream, FileTailer, read_text  # noqa: E402
 from ioparallax.simulators.process import free_port, start as start_process, wait_for_http  # noqa: E402
 
 

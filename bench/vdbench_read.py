@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
 from ioparallax.exporters.vdbench.collector import VdbenchCollector  # noqa: E402
 from ioparallax.exporters.vdbench.parse import NUMERIC_COLUMNS  # noqa: E402
-from ioparallax.exporters.vdbench.tailer import DirectoryState, WatchConfig, Watcher  # noqa: E402
+from ioparallax.exporters.vdbench.reader import DirectoryState, WatchConfig, Watcher  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "vdbench" / "fixtures" / "vdbconvert-multihost"
 

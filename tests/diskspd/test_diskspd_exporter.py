@@ -14,9 +14,9 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
-from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
+from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
 from tests.support import free_port, has, promtool_check_metrics, samples, value, venv_tool, wait_for_http
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -149,7 +149,7 @@ def test_retention_hides_an_old_run_but_not_its_health(results):
 
 
 def test_unchanged_file_is_not_parsed_again(results, monkeypatch):
-    from ioparallax.exporters.diskspd import files as files_module
+    from ioparallax.exporters.diskspd import reader as files_module
 
     calls = []
     real = files_module.parse_bytes

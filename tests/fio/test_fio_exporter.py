@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
-from ioparallax.exporters.fio.tailer import FileTailer, WatchConfig, Watcher
+from ioparallax.exporters.fio.reader import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all
 from tests.support import (
     free_port,

@@ -27,7 +27,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_lates
 
 from ioparallax.exporters.fio import collector as collector_module
 from ioparallax.exporters.fio.collector import FioCollector
-from ioparallax.exporters.fio.parse import DocumentStream
+from ioparallax.exporters.fio.reader import DocumentStream
 from tests.fio.conftest import decode_all
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
 from tests.support import assert_clean, free_port, venv_tool, wait_for_http

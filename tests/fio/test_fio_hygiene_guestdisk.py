@@ -11,7 +11,7 @@ import pytest
 
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector, read_disks
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, fio_seconds, fio_size
-from ioparallax.exporters.fio.parse import read_text
+from ioparallax.exporters.fio.reader import read_text
 from tests.fio.conftest import run_fio
 from tests.support import promtool_check_metrics, require_tool
 

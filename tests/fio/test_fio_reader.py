@@ -7,7 +7,8 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ioparallax.exporters.fio.parse import ALL_CLIENTS, DocumentStream, NotFioDocument, parse_document, read_text
+from ioparallax.exporters.fio.parse import ALL_CLIENTS, NotFioDocument, parse_document
+from ioparallax.exporters.fio.reader import DocumentStream, read_text
 from tests.fio.conftest import decode_all
 
 

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from ioparallax.exporters.fio import parse
-from ioparallax.exporters.fio.parse import InvalidValue, parse_document, read_text
+from ioparallax.exporters.fio import parse, reader
+from ioparallax.exporters.fio.parse import InvalidValue, parse_document
+from ioparallax.exporters.fio.reader import read_text
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_remembered_bin_keys_do_not_let_a_bad_key_or_count_through(jsonplus_resu
 def test_msgspec_and_the_json_module_decode_a_record_alike(jsonplus_result):
     raw = jsonplus_result.read_bytes()
     assert parse.msgspec.json.decode(raw) == json.loads(raw)
-    found, trailing = parse._decode(raw)
+    found, trailing = reader._decode(raw)
     assert found == [json.loads(raw)] and not trailing
 
 
@@ -118,7 +119,7 @@ def test_what_msgspec_refuses_is_decoded_by_the_json_module(raw):
         if not rest.startswith("{"):
             break
         pos = len(text) - len(rest)
-    found, trailing = parse._decode(raw)
+    found, trailing = reader._decode(raw)
     assert repr(found) == repr(expected)  # repr: NaN == NaN, and int stays int
     assert trailing == raw.endswith(b"trailing")
 
@@ -135,10 +136,10 @@ def _text(doc: dict) -> str:
 def test_typed_and_dict_documents_give_the_same_records(request, jsonplus_result, status_stream):
     for path in (jsonplus_result, status_stream):
         raw = path.read_bytes()
-        stream = parse.DocumentStream(typed=True)
+        stream = reader.DocumentStream(typed=True)
         typed = stream.feed(raw) + stream.finish()
         assert typed and all(type(d) is parse.FioDocument for d in typed)
-        plain = parse.DocumentStream()
+        plain = reader.DocumentStream()
         dicts = plain.feed(raw) + plain.finish()
         assert [parse_document(d) for d in typed] == [parse_document(d) for d in dicts]
 

@@ -13,8 +13,8 @@ import pytest
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.guestdisk import read_disks
 from ioparallax.exporters.fio.histogram import cumulative_buckets
-from ioparallax.exporters.fio.parse import parse_document, read_text
-from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
+from ioparallax.exporters.fio.parse import parse_document
+from ioparallax.exporters.fio.reader import WatchConfig, Watcher, read_text
 from ioparallax.simulators.guest.fio import GuestFio, plat_idx_to_val, plat_val_to_idx
 from ioparallax.simulators.guest.sysfs import write_tree
 from ioparallax.simulators.guest.writer import GuestWriter, vm_paths

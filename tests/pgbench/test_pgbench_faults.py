@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ioparallax.exporters.pgbench import tailer as tailer_module
+from ioparallax.exporters.pgbench import reader as tailer_module
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.parse import InvalidLine, Summary, classify
-from ioparallax.exporters.pgbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from tests.pgbench.test_pgbench_reader import PG14, PG15
 from tests.support import has, promtool_check_metrics, samples, value, venv_tool
 

@@ -24,7 +24,7 @@ from ioparallax.exporters.pgbench.parse import (
     parse_log_line,
     parse_progress,
 )
-from ioparallax.exporters.pgbench.tailer import LATENCY_BUCKETS_S, WatchConfig, Watcher
+from ioparallax.exporters.pgbench.reader import LATENCY_BUCKETS_S, WatchConfig, Watcher
 from tests.support import has, promtool_check_metrics, samples, value
 
 FIXTURES = Path(__file__).parent / "fixtures"

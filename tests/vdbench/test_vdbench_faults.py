@@ -22,10 +22,10 @@ from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common import linetail as linetail_module
-from ioparallax.exporters.vdbench import collector as collector_module, tailer as tailer_module
+from ioparallax.exporters.vdbench import collector as collector_module, reader as tailer_module
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
-from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from tests.support import assert_clean, free_port, promtool_check_metrics, venv_tool, wait_for_http
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
 

@@ -22,7 +22,7 @@ from ioparallax.exporters.vdbench.parse import (
     parse_vdbench_size,
     split_parameters,
 )
-from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from tests.support import has, promtool_check_metrics, samples, value
 
 FIXTURES = Path(__file__).parent / "fixtures"

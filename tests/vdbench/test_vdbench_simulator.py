@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from ioparallax.simulators.guest.vdbench import HostInterval, RunDefinition, VdbenchOutput, aggregate
 from tests.vdbench.test_vdbench_reader import exposition, has, samples, value
 

@@ -1,5 +1,5 @@
-"""The metric families of one scrape of a watch exporter (fio, DiskSPD, vdbench), built as the
-collector walks its sources.
+"""The metric families of one scrape of a watch exporter (fio, DiskSPD, vdbench, esxtop,
+pgbench), built as the collector walks its sources.
 
 A family is created when its first sample is added, so a scrape shows only the metric names it
 has samples for. Samples are staged per source (:meth:`MetricFamilies.stage`) and added only once

@@ -1,6 +1,6 @@
 """Finding the files under watched paths: files named directly, and files matching a glob inside
 watched directories (not recursive), shared by the exporters that read tool output from disk
-(fio-exporter, diskspd-exporter, vdbench-exporter).
+(the watch exporters: fio, DiskSPD, vdbench, esxtop, pgbench; see common/watch/).
 
 A path that cannot be read is reported, never raised: the caller shows it as down and serves the
 rest. File names are whatever bytes the file system holds; :func:`display_name` turns one into

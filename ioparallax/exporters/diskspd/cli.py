@@ -21,9 +21,9 @@ from ioparallax.exporters.common.web.startup import serve
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
-from ioparallax.exporters.diskspd.files import ResultFiles, WatchConfig
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import DiskspdError
+from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.yamlconf import ConfigError
 

@@ -9,17 +9,13 @@ reach Prometheus by backfill (:mod:`ioparallax.exporters.diskspd.backfill`), see
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ioparallax.exporters.common.families import MetricFamilies, scrape_health
+from ioparallax.exporters.common.families import MetricFamilies
+from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.common.watchdir import display_name
-from ioparallax.exporters.diskspd.files import ResultFiles, SourceView
 from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
 from ioparallax.exporters.diskspd.parse import (
     TEXT_PERCENTILES,
@@ -29,6 +25,7 @@ from ioparallax.exporters.diskspd.parse import (
     TimeSpanResult,
     targets_of,
 )
+from ioparallax.exporters.diskspd.reader import ResultFiles, SourceView
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +48,15 @@ def percentile_label(p: float) -> str:
     return floatToGoString(p).removesuffix(".0")
 
 
-class DiskspdCollector(Collector):
+class DiskspdCollector(WatchCollector):
+    prefix = "diskspd"
+    output = "DiskSPD result files"
+    up_help = (
+        "1 if every watched path and DiskSPD result file could be read on this scrape and no "
+        "file is down, else 0 (diskspd_source_error_info and the log name the file and the cause)."
+    )
+    duration_help = "Seconds spent reading DiskSPD result files and building this scrape."
+
     def __init__(
         self,
         files: ResultFiles,
@@ -59,81 +64,49 @@ class DiskspdCollector(Collector):
         collectors: Collectors = Collectors(),
         poll: bool = True,
     ):
+        super().__init__(files, hygiene or HygieneConfig(), poll=poll)
         self.files = files
-        self.hygiene = hygiene or HygieneConfig()
         self.collectors = collectors
-        self.poll = poll
         # per parsed time span, its targets (threads summed, -D buckets merged): computed once per
         # file version, not at every scrape (an hour of 1 s buckets on 16 threads takes ~60 ms)
         self._targets: dict[int, tuple[TimeSpanResult, list[TargetResult]]] = {}
         self._used: set[int] = set()
 
-    def describe(self) -> Iterable[Metric]:
-        return []  # families depend on what the files hold
+    def take_snapshot(self) -> list[SourceView]:
+        return self.files.views()
 
-    def collect(self) -> Iterable[Metric]:
-        start = time.monotonic()
-        fams = MetricFamilies()
-        ok = True
-        try:
-            if self.poll:
-                self.files.poll()
-            views = self.files.views()
-        except Exception:  # a bug must not take /metrics down: diskspd_up 0 and a log line
-            log.exception("reading DiskSPD result files failed")
-            views, ok = [], False
-        if self.files.missing_paths:
-            ok = False
+    def sources(self, fams: MetricFamilies, views: list[SourceView]) -> bool:
         self._used = set()
-        for view in views:
-            ok = self._isolated(fams, view) and ok
+        ok = super().sources(fams, views)
         self._targets = {k: v for k, v in self._targets.items() if k in self._used}
-        yield from fams
-        yield from scrape_health(
-            "diskspd",
-            ok,
-            "1 if every watched path and DiskSPD result file could be read on this scrape and no "
-            "file is down, else 0 (diskspd_source_error_info and the log name the file and the cause).",
-            "Seconds spent reading DiskSPD result files and building this scrape.",
-            start,
-        )
+        return ok
 
-    def _isolated(self, fams: MetricFamilies, v: SourceView) -> bool:
-        fams.stage()
-        try:
-            self._source(fams, v)
-            fams.commit()
-            return v.up
-        except Exception as exc:
-            fams.discard()
-            log.exception("exposing DiskSPD result file %s failed; it is down until it changes", v.name)
-            self.files.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
-            v.up, v.reason, v.result = False, "internal_error", None
-            self._source(fams, v)
-            return False
+    def source(self, fams: MetricFamilies, v: SourceView) -> bool:
+        self._source(fams, v)
+        return v.up
+
+    def failed(self, fams: MetricFamilies, v: SourceView, exc: Exception) -> None:
+        log.error("exposing DiskSPD result file %s failed; it is down until it changes", v.name, exc_info=exc)
+        self.files.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
+        v.up, v.reason, v.result = False, "internal_error", None
+        self._source(fams, v)
 
     def _source(self, fams: MetricFamilies, v: SourceView) -> None:
         src = [v.name]
-        fams.gauge(
-            "diskspd_source_up",
+        source_state(
+            fams,
+            "diskspd",
             "1 if the DiskSPD result file could be read and parsed (or is a copy still under way); "
             "0: see diskspd_source_error_info for why.",
-            ["source"],
+            "Why the file is down (present only while diskspd_source_up is 0): unreadable, "
+            "corrupt (not well-formed XML), truncated (ends before </Results> and no longer "
+            "changing), not_diskspd, invalid_value (a number DiskSPD cannot write), "
+            "forbidden_markup (a DOCTYPE or entity declaration), too_large "
+            "(above --diskspd.max-file-size), internal_error. The log names the file and the cause. Value 1.",
             src,
-            1.0 if v.up else 0.0,
+            v.up,
+            v.reason,
         )
-        if v.reason is not None:
-            fams.gauge(
-                "diskspd_source_error_info",
-                "Why the file is down (present only while diskspd_source_up is 0): unreadable, "
-                "corrupt (not well-formed XML), truncated (ends before </Results> and no longer "
-                "changing), not_diskspd, invalid_value (a number DiskSPD cannot write), "
-                "forbidden_markup (a DOCTYPE or entity declaration), too_large "
-                "(above --diskspd.max-file-size), internal_error. The log names the file and the cause. Value 1.",
-                ["source", "reason"],
-                src + [v.reason],
-                1.0,
-            )
         if v.incomplete:
             fams.gauge(
                 "diskspd_source_incomplete",

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from prometheus_client.core import HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_health
+from ioparallax.exporters.common.families import MetricFamilies, finite
+from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.esxtop.hygiene import Capture, HygieneConfig, cannot_tell, clock_offset, problems
 from ioparallax.exporters.esxtop.parse import LAYERS, STORAGE_OBJECTS
 from ioparallax.exporters.esxtop.reader import (
@@ -89,7 +89,17 @@ def _layer_name(prefix: str, layer: str, op: str) -> str:
     return f"{prefix}_{_OP_WORD[op]}{layer}_latency_seconds"
 
 
-class EsxtopCollector(Collector):
+class EsxtopCollector(WatchCollector):
+    prefix = "esxtop"
+    output = "esxtop output"
+    up_help = (
+        "1 if every watched path and file could be read on this scrape and no file is down, else 0 "
+        "(esxtop_source_error_info and the log name the file and the cause)."
+    )
+    duration_help = "Seconds spent reading esxtop and vscsiStats files and building this scrape."
+
+    hygiene_config = HygieneConfig
+
     def __init__(
         self,
         watcher: Watcher,
@@ -97,62 +107,31 @@ class EsxtopCollector(Collector):
         clock: Callable[[], float] = time.time,
         poll: bool = True,
     ):
-        self.watcher = watcher
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
-        self.poll = poll
+        super().__init__(watcher, hygiene, clock, poll)
+        self._vm_names: dict[str, str] = {}
 
-    def describe(self) -> Iterable[Metric]:
-        return []
+    def take_snapshot(self) -> list[Snapshot]:
+        # vscsiStats names a VM only by its worldGroupID: the esxtop files of the same scrape
+        # give the names
+        self._vm_names = {}
+        snapshot = self.watcher.snapshot()
+        self._vm_names = self.watcher.vm_names()
+        return snapshot
 
-    def collect(self) -> Iterable[Metric]:
-        start = time.monotonic()
-        fams = MetricFamilies()
-        ok = True
-        with self.watcher.lock:
-            try:
-                if self.poll:
-                    self.watcher.poll()
-                snapshot = self.watcher.snapshot()
-                vm_names = self.watcher.vm_names()
-            except Exception:
-                log.exception("reading esxtop output failed")
-                snapshot, vm_names, ok = [], {}, False
-            if self.watcher.missing_paths:
-                ok = False
-            for snap in snapshot:
-                ok = self._isolated(fams, snap, vm_names) and ok
-        yield from fams
-        yield from scrape_health(
-            "esxtop",
-            ok,
-            "1 if every watched path and file could be read on this scrape and no file is down, else 0 "
-            "(esxtop_source_error_info and the log name the file and the cause).",
-            "Seconds spent reading esxtop and vscsiStats files and building this scrape.",
-            start,
-        )
+    def source(self, fams: MetricFamilies, snap: Snapshot) -> bool:
+        self._source(fams, snap, self._vm_names)
+        return snap.source.up
 
-    def _isolated(self, fams: MetricFamilies, snap: Snapshot, vm_names: dict[str, str]) -> bool:
+    def failed(self, fams: MetricFamilies, snap: Snapshot, exc: Exception) -> None:
         src = snap.source
-        fams.stage()
-        try:
-            self._source(fams, snap, vm_names)
-            fams.commit()
-            return src.up
-        except Exception:
-            fams.discard()
-            log.exception("exposing %s failed", src.name)
-            fams.gauge("esxtop_source_up", _UP_HELP, ["source"], [src.name], 0.0)
-            fams.gauge("esxtop_source_error_info", _ERR_HELP, ["source", "reason"], [src.name, "internal_error"], 1)
-            return False
+        log.error("exposing %s failed", src.name, exc_info=exc)
+        source_state(fams, "esxtop", _UP_HELP, _ERR_HELP, [src.name], False, "internal_error")
 
     # -----------------------------------------------------------------------------------------
     def _source(self, fams: MetricFamilies, snap: Snapshot, vm_names: dict[str, str]) -> None:
         src = snap.source
         s = [src.name]
-        fams.gauge("esxtop_source_up", _UP_HELP, ["source"], s, 1.0 if src.up else 0.0)
-        if src.reason is not None:
-            fams.gauge("esxtop_source_error_info", _ERR_HELP, ["source", "reason"], s + [src.reason], 1)
+        source_state(fams, "esxtop", _UP_HELP, _ERR_HELP, s, src.up, src.reason)
         if isinstance(src, UnknownFile):
             return
         fams.gauge(

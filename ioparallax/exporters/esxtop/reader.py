@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import LineTailer
-from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
+from ioparallax.exporters.common.watch import engine
+from ioparallax.exporters.common.watchdir import display_name, open_regular, watched_directory
 from ioparallax.exporters.esxtop.parse import (
     HEADER_MARK,
     MAX_LINE_BYTES,
@@ -518,46 +518,53 @@ class Snapshot:
     visible: bool
 
 
-@dataclass
-class Watcher:
-    """Every esxtop and vscsiStats file under the watched paths; thread-safe."""
+class Watcher(engine.Watcher[Source]):
+    """Every esxtop and vscsiStats file under the watched paths, on the shared watch engine
+    (finding, isolation, retention); thread-safe.
 
-    config: WatchConfig
-    clock: Callable[[], float] = time.time
-    files: dict[str, Source] = field(default_factory=dict)
-    missing_paths: list[str] = field(default_factory=list)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    #: given to every esxtop file found (backfill)
-    on_sample: Callable[[EsxtopFile, float, list[ObjectState]], None] | None = None
+    Differs from the other watch exporters on purpose: a file is sniffed before it has a kind
+    (esxtop batch CSV, vscsiStats output, or foreign, sniffed again when it changes), and each
+    kind keeps its own health (``reason``/``detail`` on the file's own object, logged there)."""
+
+    def __init__(
+        self,
+        config: WatchConfig,
+        clock: Callable[[], float] = time.time,
+        on_sample: Callable[[EsxtopFile, float, list[ObjectState]], None] | None = None,
+    ):
+        super().__init__(config, clock)
+        #: given to every esxtop file found (backfill)
+        self.on_sample = on_sample
+        self._budget = READ_BUDGET_BYTES
+
+    @property
+    def files(self) -> dict[str, Source]:
+        return self.sources
 
     def poll(self, budget: int = READ_BUDGET_BYTES) -> None:
         with self.lock:
-            found, missing = list_files(self.config.paths, self.config.pattern)
-            for m in missing:
-                if m not in self.missing_paths:
-                    log.warning("watched path cannot be read: %s", m)
-            self.missing_paths = missing
-            for gone in set(self.files) - set(found):
-                log.info("file is gone, forgetting it: %s", display_name(gone))
-                del self.files[gone]
-            for path in found:
-                src = self.files.get(path)
-                within = watched_directory(path, self.config.paths)
-                if src is None or (
-                    # empty so far, or changed since it was found foreign: sniffed again
-                    isinstance(src, UnknownFile) and (src.reason is None or src.seen != _identity(path))
-                ):
-                    src = self._open(path, within, src)
-                    if src is None:
-                        continue
-                try:
-                    if isinstance(src, EsxtopFile):
-                        src.poll(budget)
-                    elif isinstance(src, VscsiFile):
-                        src.poll()
-                except Exception as exc:  # a bug costs this file only
-                    log.exception("reading %s failed", src.name)
-                    src.reason, src.detail = "internal_error", f"{type(exc).__name__}: {exc}"
+            self._budget = budget
+            super().poll()
+
+    def open_source(self, path: str, old: Source | None) -> Source | None:
+        if old is None or (
+            # empty so far, or changed since it was found foreign: sniffed again
+            isinstance(old, UnknownFile) and (old.reason is None or old.seen != _identity(path))
+        ):
+            return self._open(path, watched_directory(path, self.config.paths), old)
+        return old
+
+    def read(self, src: Source) -> None:
+        if isinstance(src, EsxtopFile):
+            src.poll(self._budget)
+        elif isinstance(src, VscsiFile):
+            src.poll()
+
+    def internal_error(self, src: Source, detail: str) -> None:
+        src.reason, src.detail = "internal_error", detail
+
+    def ended(self, src: Source, now: float) -> bool:
+        return self.config.finished or super().ended(src, now)
 
     def _open(self, path: str, within: str | None, old: Source | None) -> Source | None:
         try:
@@ -584,11 +591,9 @@ class Watcher:
         self.files[path] = src
         return src
 
-    def finish(self) -> None:
-        with self.lock:
-            for src in self.files.values():
-                if isinstance(src, EsxtopFile):
-                    src.finish()
+    def finish_source(self, src: Source) -> None:
+        if isinstance(src, EsxtopFile):
+            src.finish()
 
     def read_all(self) -> None:
         """Read every file to its end (convert, backfill)."""
@@ -608,13 +613,5 @@ class Watcher:
                 out.update(src.gids)
         return out
 
-    def snapshot(self) -> list[Snapshot]:
-        now = self.clock()
-        with self.lock:
-            out = []
-            for path in sorted(self.files):
-                src = self.files[path]
-                finished = self.config.finished or now - src.last_growth > self.config.idle_s
-                visible = not finished or now - max(src.last_growth, src.first_seen) <= self.config.retention_s
-                out.append(Snapshot(src, finished, visible))
-            return out
+    def snapshot(self) -> list[Snapshot]:  # type: ignore[override]
+        return [Snapshot(src, ended, visible) for src, ended, visible in super().snapshot()]

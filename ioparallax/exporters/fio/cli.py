@@ -22,7 +22,7 @@ from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
 from ioparallax.exporters.fio.hygiene import HygieneConfig
-from ioparallax.exporters.fio.tailer import WatchConfig, Watcher
+from ioparallax.exporters.fio.reader import WatchConfig, Watcher
 from ioparallax.exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_duration

@@ -11,19 +11,19 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client.core import HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.exposition import printable
-from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_health
+from ioparallax.exporters.common.families import MetricFamilies, finite
+from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS, cumulative_buckets
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, is_direct
 from ioparallax.exporters.fio.parse import DirectionStats, JobRecord, Latency
-from ioparallax.exporters.fio.tailer import REJECT_REASONS, SourceView, Watcher
+from ioparallax.exporters.fio.reader import REJECT_REASONS, SourceView, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,16 @@ def _le(edge: float) -> str:
     return floatToGoString(edge)
 
 
-class FioCollector(Collector):
+class FioCollector(WatchCollector):
+    prefix = "fio"
+    output = "fio output"
+    up_help = (
+        "1 if every watched path and fio output file could be read "
+        "on this scrape and no file is down, else 0 (fio_source_error_info and the "
+        "log name the file and the cause)."
+    )
+    duration_help = "Seconds spent reading fio output and building this scrape."
+
     def __init__(
         self,
         watcher: Watcher,
@@ -83,32 +92,19 @@ class FioCollector(Collector):
         poll: bool = True,
         collectors: Collectors = Collectors(),
     ):
-        self.watcher = watcher
+        super().__init__(watcher, hygiene or HygieneConfig(), clock, poll)
         self.collectors = collectors
-        self.hygiene = hygiene or HygieneConfig()
         self.local_host = local_host or socket.gethostname()
-        self.clock = clock
-        self.poll = poll
         self._hist_cache: dict[int, tuple[Latency, list[int], int]] = {}
         self._collided: set[str] = set()  # paths left out because their label was taken (logged once)
+        self._used: set[int] = set()
 
-    def describe(self) -> Iterable[Metric]:
-        return []  # families depend on what the files hold; nothing to describe up front
+    def take_snapshot(self) -> list[SourceView]:
+        return self.watcher.views()
 
-    def collect(self) -> Iterable[Metric]:
-        start = time.monotonic()
-        fams = MetricFamilies()
+    def sources(self, fams: MetricFamilies, views: list[SourceView]) -> bool:
         ok = True
-        try:
-            if self.poll:
-                self.watcher.poll()
-            views = self.watcher.views()
-        except Exception:  # a bug must not take /metrics down: report fio_up 0 and log it
-            log.exception("reading fio output failed")
-            views, ok = [], False
-        if self.watcher.missing_paths:
-            ok = False
-        used: set[int] = set()
+        self._used = set()
         shown: dict[str, str] = {}  # source label -> the path shown under it
         for view in views:
             label = printable(view.path)
@@ -125,59 +121,39 @@ class FioCollector(Collector):
                     self._collided.add(view.path)
                 ok = False
                 continue
-            ok = self._isolated_source(fams, view, used) and ok
-        self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in used}
-        yield from fams
-        yield from scrape_health(
-            "fio",
-            ok,
-            "1 if every watched path and fio output file could be read "
-            "on this scrape and no file is down, else 0 (fio_source_error_info and the "
-            "log name the file and the cause).",
-            "Seconds spent reading fio output and building this scrape.",
-            start,
-        )
+            ok = self.isolated(fams, view) and ok
+        self._hist_cache = {k: v for k, v in self._hist_cache.items() if k in self._used}
+        return ok
 
     # ---------------------------------------------------------------------------------------
-    def _isolated_source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> bool:
-        """One file's series; whatever goes wrong while building them costs only this file (like
-        node_exporter's textfile collector): it is shown down with reason ``internal_error``."""
-        fams.stage()
-        try:
-            self._source(fams, v, used)
-            fams.commit()
-            return v.up
-        except Exception as exc:
-            fams.discard()
-            log.exception("exposing fio output file %s failed; it is down until a new record comes", v.path)
-            self.watcher.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
-            v.up, v.reason, v.latest = False, "internal_error", None
-            self._source(fams, v, used)
-            return False
+    def source(self, fams: MetricFamilies, v: SourceView) -> bool:
+        self._source(fams, v, self._used)
+        return v.up
+
+    def failed(self, fams: MetricFamilies, v: SourceView, exc: Exception) -> None:
+        """Shown down with reason ``internal_error`` until a new record comes."""
+        log.error("exposing fio output file %s failed; it is down until a new record comes", v.path, exc_info=exc)
+        self.watcher.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
+        v.up, v.reason, v.latest = False, "internal_error", None
+        self._source(fams, v, self._used)
 
     def _source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> None:
         src = [v.path]
-        fams.gauge(
-            "fio_source_up",
+        source_state(
+            fams,
+            "fio",
             "1 if the fio output file could be read on this scrape and its "
             "latest document was accepted; 0: see fio_source_error_info for why.",
-            ["source"],
+            "Why the file is down (present only while "
+            "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
+            "invalid_value (a number fio cannot write: "
+            "NaN, infinity, negative, beyond 2^64), too_large (a document above "
+            "--fio.max-document-size), truncated (convert: the last document is cut off), "
+            "internal_error. The log names the file and the cause. Value 1.",
             src,
-            1.0 if v.up else 0.0,
+            v.up,
+            v.reason,
         )
-        if v.reason is not None:
-            fams.gauge(
-                "fio_source_error_info",
-                "Why the file is down (present only while "
-                "fio_source_up is 0): unreadable, corrupt (the latest document is not JSON), "
-                "invalid_value (a number fio cannot write: "
-                "NaN, infinity, negative, beyond 2^64), too_large (a document above "
-                "--fio.max-document-size), truncated (convert: the last document is cut off), "
-                "internal_error. The log names the file and the cause. Value 1.",
-                ["source", "reason"],
-                src + [v.reason],
-                1.0,
-            )
         for reason in REJECT_REASONS:
             fams.counter(
                 "fio_source_rejected_documents_total",

@@ -11,7 +11,7 @@ from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
 from ioparallax.exporters.fio.collector import Collectors
 from ioparallax.exporters.fio.guestdisk import DEFAULT_EXCLUDE
-from ioparallax.exporters.fio.parse import DEFAULT_MAX_DOCUMENT_BYTES
+from ioparallax.exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
 from ioparallax.units import parse_bytes, parse_duration
 
 DEFAULT_LISTEN = ":9763"

@@ -21,7 +21,7 @@ from ioparallax.exporters.common.web.app import ExporterApp, StartupError
 from ioparallax.exporters.common.web.startup import add_web_args, serve, start_server
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.config import DEFAULT_LISTEN, SPEC, Settings
-from ioparallax.exporters.pgbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from ioparallax.exporters.pgbench.wrapper import PgbenchRun, PgbenchRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_duration

@@ -13,17 +13,15 @@ Prometheus, as for fio-exporter. docs/pgbench.md says how any other application 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
 
-from prometheus_client.core import HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.exposition import printable
-from ioparallax.exporters.common.families import MetricFamilies, finite, scrape_health
+from ioparallax.exporters.common.families import MetricFamilies, finite
+from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.pgbench.hygiene import HygieneConfig, RunFacts, find_problems
-from ioparallax.exporters.pgbench.tailer import LINE_REASONS, FileState, RunState, Watcher
+from ioparallax.exporters.pgbench.reader import LINE_REASONS, FileState, RunState
 
 log = logging.getLogger(__name__)
 
@@ -31,68 +29,30 @@ RUN_LABELS = ["source", "run"]
 INFO = ["version", "transaction_type", "query_mode", "data"]
 
 
-class PgbenchCollector(Collector):
-    def __init__(
-        self,
-        watcher: Watcher,
-        hygiene: HygieneConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        poll: bool = True,
-    ):
-        self.watcher = watcher
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
-        self.poll = poll
+class PgbenchCollector(WatchCollector):
+    prefix = "pgbench"
+    output = "pgbench output"
+    up_help = (
+        "1 if every watched path and pgbench file could be read on this scrape and no file is down, "
+        "else 0 (pgbench_source_error_info and the log name the file and the cause)."
+    )
+    duration_help = "Seconds spent reading pgbench output and building this scrape."
 
-    def describe(self) -> Iterable[Metric]:
-        return []  # families depend on what the files hold
+    hygiene_config = HygieneConfig
 
-    def collect(self) -> Iterable[Metric]:
-        start = time.monotonic()
-        fams = MetricFamilies()
-        ok = True
-        with self.watcher.lock:
-            try:
-                if self.poll:
-                    self.watcher.poll()
-                snapshot = self.watcher.snapshot()
-            except Exception:  # a bug must not take /metrics down: pgbench_up 0 and a log line
-                log.exception("reading pgbench output failed")
-                snapshot, ok = [], False
-            if self.watcher.missing_paths:
-                ok = False
-            for fs, ended, visible in snapshot:
-                ok = self._isolated(fams, fs, ended, visible) and ok
-        yield from fams
-        yield from scrape_health(
-            "pgbench",
-            ok,
-            "1 if every watched path and pgbench file could be read on this scrape and no file is down, "
-            "else 0 (pgbench_source_error_info and the log name the file and the cause).",
-            "Seconds spent reading pgbench output and building this scrape.",
-            start,
-        )
+    def source(self, fams: MetricFamilies, row: tuple[FileState, bool, bool]) -> bool:
+        fs, ended, visible = row
+        self._file(fams, fs, ended, visible)
+        return fs.up
 
-    def _isolated(self, fams: MetricFamilies, fs: FileState, ended: bool, visible: bool) -> bool:
-        """One file's series; whatever goes wrong while building them costs only this file."""
-        fams.stage()
-        try:
-            self._file(fams, fs, ended, visible)
-            fams.commit()
-            return fs.up
-        except Exception:
-            fams.discard()
-            log.exception("exposing pgbench file %s failed", fs.path)
-            src = [printable(fs.path)]
-            fams.gauge("pgbench_source_up", _UP_HELP, ["source"], src, 0.0)
-            fams.gauge("pgbench_source_error_info", _ERR_HELP, ["source", "reason"], src + ["internal_error"], 1.0)
-            return False
+    def failed(self, fams: MetricFamilies, row: tuple[FileState, bool, bool], exc: Exception) -> None:
+        fs = row[0]
+        log.error("exposing pgbench file %s failed", fs.path, exc_info=exc)
+        source_state(fams, "pgbench", _UP_HELP, _ERR_HELP, [printable(fs.path)], False, "internal_error")
 
     def _file(self, fams: MetricFamilies, fs: FileState, ended: bool, visible: bool) -> None:
         src = [printable(fs.path)]
-        fams.gauge("pgbench_source_up", _UP_HELP, ["source"], src, 1.0 if fs.up else 0.0)
-        if fs.reason is not None:
-            fams.gauge("pgbench_source_error_info", _ERR_HELP, ["source", "reason"], src + [fs.reason], 1.0)
+        source_state(fams, "pgbench", _UP_HELP, _ERR_HELP, src, fs.up, fs.reason)
         fams.counter(
             "pgbench_source_lines_total",
             "pgbench data lines read from the file: progress, version and summary lines, log rows.",

@@ -17,7 +17,7 @@ from ioparallax.exporters.common.web.startup import serve
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
-from ioparallax.exporters.vdbench.tailer import WatchConfig, Watcher
+from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
 log = logging.getLogger("ioparallax.exporters.vdbench")

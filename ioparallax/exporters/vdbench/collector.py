@@ -12,18 +12,14 @@ vdbench totals it over all hosts) and ``vdbench_host_*`` from the host reports o
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
-
-from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
 
 # The staged, lazily created families of the fio exporter: a directory whose exposition fails
 # half-way shows none of its series.
-from ioparallax.exporters.common.families import MetricFamilies, scrape_health
+from ioparallax.exporters.common.families import MetricFamilies
+from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, run_cannot_tell, run_problems
 from ioparallax.exporters.vdbench.parse import FlatRow
-from ioparallax.exporters.vdbench.tailer import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState, Watcher
+from ioparallax.exporters.vdbench.reader import LINE_REASONS, MAX_RUNS_PER_FILE, DirectoryState, RunState
 
 log = logging.getLogger(__name__)
 
@@ -85,67 +81,29 @@ def _raw(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
-class VdbenchCollector(Collector):
-    def __init__(
-        self,
-        watcher: Watcher,
-        hygiene: HygieneConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        poll: bool = True,
-    ):
-        self.watcher = watcher
-        self.hygiene = hygiene or HygieneConfig()
-        self.clock = clock
-        self.poll = poll
+class VdbenchCollector(WatchCollector):
+    prefix = "vdbench"
+    output = "vdbench output"
+    up_help = (
+        "1 if every watched path and vdbench output directory could be read on this scrape and "
+        "no file is down, else 0 (vdbench_source_error_info and the log name the file and the cause)."
+    )
+    duration_help = "Seconds spent reading vdbench output and building this scrape."
 
-    def describe(self) -> Iterable[Metric]:
-        return []
+    hygiene_config = HygieneConfig
 
-    def collect(self) -> Iterable[Metric]:
-        start = time.monotonic()
-        fams = MetricFamilies()
-        ok = True
-        with self.watcher.lock:
-            try:
-                if self.poll:
-                    self.watcher.poll()
-                snapshot = self.watcher.snapshot()
-            except Exception:
-                log.exception("reading vdbench output failed")
-                snapshot, ok = [], False
-            if self.watcher.missing_paths:
-                ok = False
-            for d, finished, visible in snapshot:
-                ok = self._isolated(fams, d, finished, visible) and ok
-        yield from fams
-        yield from scrape_health(
-            "vdbench",
-            ok,
-            "1 if every watched path and vdbench output directory could be read on this scrape and "
-            "no file is down, else 0 (vdbench_source_error_info and the log name the file and the cause).",
-            "Seconds spent reading vdbench output and building this scrape.",
-            start,
-        )
+    def source(self, fams: MetricFamilies, row: tuple[DirectoryState, bool, bool]) -> bool:
+        d, finished, visible = row
+        self._directory(fams, d, finished, visible)
+        return d.up
 
-    def _isolated(self, fams: MetricFamilies, d: DirectoryState, finished: bool, visible: bool) -> bool:
-        fams.stage()
-        try:
-            self._directory(fams, d, finished, visible)
-            fams.commit()
-            return d.up
-        except Exception as exc:
-            fams.discard()
-            log.exception("exposing vdbench output directory %s failed", d.path)
-            fams.gauge("vdbench_source_up", _UP_HELP, ["source"], [_text(d.path)], 0.0)
-            fams.gauge(
-                "vdbench_source_error_info",
-                _ERR_HELP,
-                ["source", "file", "reason"],
-                [_text(d.path), "", "internal_error"],
-                1,
-            )
-            log.debug("cause: %s", exc)
-            return False
+    def failed(self, fams: MetricFamilies, row: tuple[DirectoryState, bool, bool], exc: Exception) -> None:
+        d = row[0]
+        log.error("exposing vdbench output directory %s failed", d.path, exc_info=exc)
+        # vdbench's error family names the file of the directory that is down; "" here: the
+        # directory as a whole
+        source_state(fams, "vdbench", _UP_HELP, _ERR_HELP, [_text(d.path)], False, "internal_error", (["file"], [""]))
+        log.debug("cause: %s", exc)
 
     # -----------------------------------------------------------------------------------------
     def _directory(self, fams: MetricFamilies, d: DirectoryState, finished: bool, visible: bool) -> None:

@@ -14,12 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
+from ioparallax.exporters.common.watch import engine
+from ioparallax.exporters.common.watchdir import display_name, open_regular, watched_directory
 from ioparallax.exporters.diskspd.parse import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DiskspdError,
@@ -98,48 +96,39 @@ def run_end(result: DiskspdResult) -> float | None:
     return result.run_time + total
 
 
-class ResultFiles:
-    """Every DiskSPD result file under the watched paths; thread-safe."""
+class ResultFiles(engine.Watcher[FileState]):
+    """Every DiskSPD result file under the watched paths, on the shared watch engine (finding,
+    isolation, up/down, retention); thread-safe.
 
-    def __init__(self, config: WatchConfig, clock: Callable[[], float] = time.time):
-        self.config = config
-        self.clock = clock
-        self.files: dict[str, FileState] = {}
-        self.missing_paths: list[str] = []
-        self._logged_missing: set[str] = set()
-        self._lock = threading.Lock()
+    Differs from the other watch exporters on purpose: DiskSPD writes its XML once, when the run
+    ends, so a file is read whole whenever it changes (no tailing), a file cut off but modified
+    within the settle time is a copy under way (``incomplete``), not an error, and every file is
+    a finished run: it stays for the retention after the run's own end."""
 
-    def poll(self) -> None:
-        with self._lock:
-            found, missing = list_files(self.config.paths, self.config.pattern)
-            for m in missing:
-                if m not in self._logged_missing:
-                    log.warning("watched path cannot be read: %s", display_name(m))
-            self._logged_missing = set(missing)
-            self.missing_paths = [display_name(m) for m in missing]
-            for gone in set(self.files) - set(found):
-                log.info("DiskSPD result file is gone, forgetting it: %s", self.files[gone].name)
-                del self.files[gone]
-            for path in found:
-                state = self.files.get(path)
-                if state is None:
-                    state = self.files[path] = FileState(path=path, name=display_name(path))
-                try:
-                    self._read(state)
-                except Exception as exc:  # a bug must cost only this file, never the scrape
-                    log.exception("reading DiskSPD result file %s failed", state.name)
-                    state.seen = None
-                    self._down(state, "internal_error", f"{type(exc).__name__}: {exc}", logged=True)
+    what = "DiskSPD result file"
+
+    def new_source(self, path: str) -> FileState:
+        return FileState(path=path, name=display_name(path))
+
+    def read(self, state: FileState) -> None:
+        self._read(state)
+
+    def internal_error(self, state: FileState, detail: str) -> None:
+        state.seen = None  # read again on the next poll
+        super().internal_error(state, detail)
+
+    def hide(self, state: FileState, reason: str) -> None:
+        """The file is down: its data is no longer shown (never stale values as fresh)."""
+        state.result = None
 
     def _read(self, state: FileState) -> None:
         try:
             st = os.stat(state.path)
         except OSError as exc:
-            state.read_errors += 1
-            self._down(state, "unreadable", exc.strerror or str(exc))
+            self.unreadable(state, exc)
             return
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device named as a file would block or never end
-            self._down(state, "unreadable", "not a regular file")
+            self.down(state, "unreadable", "not a regular file")
             return
         seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         recent = self.clock() - st.st_mtime < self.config.settle_s
@@ -157,9 +146,8 @@ class ResultFiles:
                 data = fh.read(self.config.max_document_bytes + 1)
             result = parse_bytes(data, self.config.max_document_bytes)
         except OSError as exc:
-            state.read_errors += 1
             state.seen = None
-            self._down(state, "unreadable", exc.strerror or str(exc))
+            self.unreadable(state, exc)
             return
         except Truncated as exc:
             state.seen = seen
@@ -170,19 +158,17 @@ class ResultFiles:
                 state.reason = state.detail = None
                 return
             state.incomplete = False
-            self._down(state, exc.reason, str(exc))
+            self.down(state, exc.reason, str(exc))
             return
         except DiskspdError as exc:
             state.seen = seen
             state.incomplete = False
-            self._down(state, exc.reason, str(exc))
+            self.down(state, exc.reason, str(exc))
             return
         state.seen = seen
         state.incomplete = False
         state.parses += 1
-        if state.reason is not None:
-            log.info("DiskSPD result file %s is up again (was down: %s)", state.name, state.reason)
-        state.reason = state.detail = None
+        self.up(state)
         state.result = result
         log.info(
             "read DiskSPD result %s: host=%s version=%s time spans=%d",
@@ -194,42 +180,31 @@ class ResultFiles:
         for note in result.notes:
             log.warning("DiskSPD result file %s: %s", state.name, note)
 
-    def _down(self, state: FileState, reason: str, detail: str, logged: bool = False) -> None:
-        """The file is down: its data is no longer shown (never stale values as fresh)."""
-        if (reason, detail) != (state.reason, state.detail) and not logged:
-            log.warning("DiskSPD result file %s is down (%s): %s", state.name, reason, detail)
-        state.reason, state.detail = reason, detail
-        state.result = None
+    def ended(self, state: FileState, now: float) -> bool:
+        return True  # a result file is written when its run has ended
 
-    def mark_failed(self, path: str, reason: str, detail: str) -> None:
-        """The collector could not expose the file: down until it changes."""
-        with self._lock:
-            state = self.files.get(path)
-            if state is not None:
-                self._down(state, reason, detail, logged=True)
+    def visible(self, state: FileState, ended: bool, now: float) -> bool:
+        """For the retention after the run's end (or the file's mtime, if later: a copy of an
+        old result shows for the retention after it arrived); retention 0: forever."""
+        if self.config.retention_s > 0 and state.result is not None:
+            end = max(run_end(state.result) or 0.0, state.mtime)
+            return now - end <= self.config.retention_s
+        return True
 
     def views(self) -> list[SourceView]:
-        now = self.clock()
-        out = []
-        with self._lock:
-            for path in sorted(self.files):
-                s = self.files[path]
-                visible = True
-                if self.config.retention_s > 0 and s.result is not None:
-                    end = max(run_end(s.result) or 0.0, s.mtime)
-                    visible = now - end <= self.config.retention_s
-                out.append(
-                    SourceView(
-                        path=s.path,
-                        name=s.name,
-                        up=s.up,
-                        reason=s.reason,
-                        detail=s.detail,
-                        result=s.result,
-                        incomplete=s.incomplete,
-                        mtime=s.mtime,
-                        read_errors=s.read_errors,
-                        visible=visible,
-                    )
+        with self.lock:
+            return [
+                SourceView(
+                    path=s.path,
+                    name=s.name,
+                    up=s.up,
+                    reason=s.reason,
+                    detail=s.detail,
+                    result=s.result,
+                    incomplete=s.incomplete,
+                    mtime=s.mtime,
+                    read_errors=s.read_errors,
+                    visible=visible,
                 )
-        return out
+                for s, _ended, visible in self.snapshot()
+            ]

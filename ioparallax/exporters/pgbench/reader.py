@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import bisect
 import logging
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import LineTailer
-from ioparallax.exporters.common.watchdir import list_files, watched_directory
+from ioparallax.exporters.common.watch import engine
+from ioparallax.exporters.common.watchdir import watched_directory
 from ioparallax.exporters.pgbench.parse import (
     MAX_LINE_BYTES,
     AggregateRow,
@@ -376,74 +374,42 @@ class WatchConfig:
     complete: bool = False  # convert: the files are read to their end, nobody writes them any more
 
 
-class Watcher:
-    """Follows every pgbench file under the watched paths; thread-safe (the collector holds
-    :attr:`lock` while it builds a scrape)."""
+class Watcher(engine.Watcher[FileState]):
+    """Follows every pgbench file under the watched paths, on the shared watch engine (finding,
+    isolation, up/down, retention); thread-safe (the collector holds :attr:`lock` while it builds
+    a scrape)."""
 
-    def __init__(self, config: WatchConfig, clock: Callable[[], float] = time.time):
-        self.config = config
-        self.clock = clock
-        self.files: dict[str, FileState] = {}
-        self.missing_paths: list[str] = []
-        self.lock = threading.RLock()
-        self._logged_missing: set[str] = set()
-        #: wrapper mode: path -> "is the pgbench writing it still running?"
-        self.process_running: dict[str, Callable[[], bool]] = {}
+    what = "pgbench file"
 
-    def poll(self) -> None:
-        with self.lock:
-            found, missing = list_files(self.config.paths, self.config.pattern, lambda p: p in self.process_running)
-            for m in missing:
-                if m not in self._logged_missing:
-                    log.warning("watched path cannot be read: %s", m)
-            self._logged_missing = set(missing)
-            self.missing_paths = missing
-            for gone in set(self.files) - set(found):
-                log.info("pgbench file is gone, forgetting it: %s", gone)
-                del self.files[gone]
-            for path in found:
-                fs = self.files.get(path)
-                if fs is None:
-                    tailer = LineTailer(path, watched_directory(path, self.config.paths), MAX_LINE_BYTES)
-                    fs = self.files[path] = FileState(path=path, tailer=tailer, first_seen=self.clock())
-                    log.info("following pgbench file %s", path)
-                running = self.process_running.get(path)
-                try:
-                    fs.process_running = running() if running is not None else None
-                    self._read(fs)
-                except Exception as exc:  # a bug costs this file only, never the scrape
-                    log.exception("reading pgbench file %s failed", path)
-                    self._down(fs, "internal_error", f"{type(exc).__name__}: {exc}")
+    @property
+    def files(self) -> dict[str, FileState]:
+        return self.sources
 
-    def _down(self, fs: FileState, reason: str, detail: str) -> None:
-        if (reason, detail) != (fs.reason, fs.detail):
-            log.warning("pgbench file %s is down (%s): %s", fs.path, reason, detail)
-        fs.reason, fs.detail = reason, detail
+    def new_source(self, path: str) -> FileState:
+        tailer = LineTailer(path, watched_directory(path, self.config.paths), MAX_LINE_BYTES)
+        log.info("following pgbench file %s", path)
+        return FileState(path=path, tailer=tailer, first_seen=self.clock())
 
-    def _up(self, fs: FileState) -> None:
-        if fs.reason is not None:
-            log.info("pgbench file %s is up again (was down: %s)", fs.path, fs.reason)
-        fs.reason = fs.detail = None
-
-    def _read(self, fs: FileState) -> None:
+    def read(self, fs: FileState) -> None:
+        running = self.process_running.get(fs.path)
+        fs.process_running = running() if running is not None else None
         try:
             for lines, reset in fs.tailer.read_chunks():
                 if fs.reason == "unreadable":
-                    self._up(fs)
+                    self.up(fs)
                 if reset:
                     log.info("pgbench file %s %s: reading it again from the start", fs.path, reset)
                     fs.resets += 1
                     fs.restart()
                     if fs.reason is not None:
-                        self._up(fs)  # judged again on the new content
+                        self.up(fs)  # judged again on the new content
                 for raw in lines:
                     fs.feed(raw)
         except OSError as exc:
-            fs.read_errors += 1
-            self._down(fs, "unreadable", exc.strerror or str(exc))
+            self.unreadable(fs, exc)
             return
         if fs.reason == "unreadable":
-            self._up(fs)
+            self.up(fs)
         too_long = fs.tailer.too_long - fs.rejected["too_long"]
         if too_long > 0:
             fs.reject("too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
@@ -451,44 +417,28 @@ class Watcher:
         if fs.tailer.mtime is not None:
             fs.last_growth = fs.tailer.mtime
         if fs.data_lines == 0 and fs.tailer.offset > PGBENCH_WITHIN_BYTES:
-            self._down(fs, "not_pgbench", f"no pgbench line in its first {PGBENCH_WITHIN_BYTES} bytes")
+            self.down(fs, "not_pgbench", f"no pgbench line in its first {PGBENCH_WITHIN_BYTES} bytes")
         elif fs.reason == "not_pgbench" and fs.data_lines:
-            self._up(fs)
+            self.up(fs)
 
-    def finish(self) -> None:
+    def internal_error(self, fs: FileState, detail: str) -> None:
+        self.down(fs, "internal_error", detail)
+
+    def finish_source(self, fs: FileState) -> None:
         """End of input (``convert``): an unterminated last line that is not pgbench data, or
         is cut off, means the file was cut off (reason ``truncated``)."""
-        with self.lock:
-            for fs in self.files.values():
-                rest = fs.tailer.take_partial()
-                if not rest.strip():
-                    continue
-                before = sum(fs.rejected.values())
-                fs.feed(rest)
-                if sum(fs.rejected.values()) > before:
-                    self._down(fs, "truncated", f"its last line is cut off: {rest[:80]!r}")
+        rest = fs.tailer.take_partial()
+        if not rest.strip():
+            return
+        before = sum(fs.rejected.values())
+        fs.feed(rest)
+        if sum(fs.rejected.values()) > before:
+            self.down(fs, "truncated", f"its last line is cut off: {rest[:80]!r}")
 
-    def finished(self, fs: FileState, now: float) -> bool:
-        """Whether the file's writer has ended: the wrapped pgbench exited, or the file has not
-        grown for the idle timeout (and 3 progress intervals)."""
-        if self.config.complete:
-            return True
-        if fs.process_running is not None:
-            return not fs.process_running
-        idle = self.config.idle_s
-        if fs.progress_spacing_s:
-            idle = max(idle, 3 * fs.progress_spacing_s)
-        return now - fs.last_growth > idle
+    def ended(self, fs: FileState, now: float) -> bool:
+        """Whether the file's writer has ended: ``convert`` (every file complete), the wrapped
+        pgbench exited, or the file has not grown for the idle timeout (and 3 progress intervals)."""
+        return self.config.complete or super().ended(fs, now)
 
-    def snapshot(self) -> list[tuple[FileState, bool, bool]]:
-        """(file, its writer ended, still visible) per file, sorted by path; call with
-        :attr:`lock` held for a consistent scrape."""
-        now = self.clock()
-        with self.lock:
-            out = []
-            for path in sorted(self.files):
-                fs = self.files[path]
-                ended = self.finished(fs, now)
-                visible = not ended or now - max(fs.last_growth, fs.first_seen) <= self.config.retention_s
-                out.append((fs, ended, visible))
-            return out
+    def spacing(self, fs: FileState) -> float | None:
+        return fs.progress_spacing_s

@@ -15,12 +15,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import MAX_READ_BYTES, LineTailer  # noqa: F401 (MAX_READ_BYTES: the budget a poll reads)
+from ioparallax.exporters.common.watch import engine
 from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.vdbench.parse import (
     MAX_LINE_BYTES,
@@ -502,82 +502,73 @@ def find_output_dirs(path: str, max_depth: int) -> list[str]:
     return out
 
 
-class Watcher:
-    """Polls every vdbench output directory under the watched paths; thread-safe."""
+class Watcher(engine.Watcher[DirectoryState]):
+    """Polls every vdbench output directory under the watched paths, on the shared watch engine
+    (lifecycle, isolation, retention); thread-safe.
+
+    Differs from the other watch exporters on purpose: a source is an output *directory* (a run
+    writes flatfile.html, parmfile.html, host reports side by side, read as one), found by
+    :func:`find_output_dirs` rather than by a glob, and its health is per file inside it
+    (``vdbench_source_error_info{file=...}``): a directory that cannot be read is
+    :attr:`DirectoryState.error`, never the engine's reason/detail of a single file."""
+
+    what = "vdbench output directory"
 
     def __init__(self, config: WatchConfig, clock: Callable[[], float] = time.time):
-        self.config = config
-        self.clock = clock
-        self.dirs: dict[str, DirectoryState] = {}
-        self.missing_paths: list[str] = []
-        #: held by poll() and snapshot(); the collector holds it while it builds a scrape, so a
-        #: concurrent scrape's poll never changes a directory half-way through an exposition
-        self.lock = threading.RLock()
-        self._logged_missing: set[str] = set()
+        super().__init__(config, clock)
+        self._within: dict[str, str | None] = {}
+        self._deadline = 0.0
+
+    @property
+    def dirs(self) -> dict[str, DirectoryState]:
+        return self.sources
+
+    def discover(self) -> list[str]:
+        found: list[str] = []
+        within: dict[str, str | None] = {}  # output directory -> the watched directory holding it
+        missing: list[str] = []
+        for path in self.config.paths:
+            if not os.path.exists(path):
+                missing.append(f"{path}: no such file or directory")
+                continue
+            if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+                missing.append(f"{path}: permission denied")
+                continue
+            dirs = find_output_dirs(path, self.config.max_depth)
+            for out_dir in dirs:
+                within.setdefault(out_dir, path if os.path.isdir(path) else None)
+            found.extend(dirs)
+        self.note_missing(missing)
+        self._within = within
+        return list(dict.fromkeys(found))
 
     def poll(self) -> None:
         with self.lock:
-            found: list[str] = []
-            within: dict[str, str | None] = {}  # output directory -> the watched directory holding it
-            missing: list[str] = []
-            for path in self.config.paths:
-                if not os.path.exists(path):
-                    missing.append(f"{path}: no such file or directory")
-                    continue
-                if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
-                    missing.append(f"{path}: permission denied")
-                    continue
-                dirs = find_output_dirs(path, self.config.max_depth)
-                for out_dir in dirs:
-                    within.setdefault(out_dir, path if os.path.isdir(path) else None)
-                found.extend(dirs)
-            for m in missing:
-                if m not in self._logged_missing:
-                    log.warning("watched path cannot be read: %s", m)
-            self._logged_missing = set(missing)
-            self.missing_paths = missing
-            found = list(dict.fromkeys(found))
-            deadline = time.monotonic() + READ_SECONDS_PER_POLL
-            for gone in set(self.dirs) - set(found):
-                log.info("vdbench output directory is gone, forgetting it: %s", gone)
-                del self.dirs[gone]
-            for path in found:
-                d = self.dirs.get(path)
-                if d is None:
-                    d = self.dirs[path] = DirectoryState(path, within.get(path))
-                    d.first_seen = self.clock()
-                    log.info("reading vdbench output directory %s", path)
-                try:
-                    d.poll(deadline)
-                except OSError as exc:
-                    d.read_errors += 1
-                    if d.error is None:
-                        log.warning("cannot read vdbench output directory %s: %s", path, exc.strerror or exc)
-                    d.error = ("unreadable", exc.strerror or str(exc))
-                except Exception as exc:
-                    d.read_errors += 1
-                    log.exception("reading vdbench output directory %s failed", path)
-                    d.error = ("internal_error", f"{type(exc).__name__}: {exc}")
-                else:
-                    if d.error is not None:
-                        log.info("vdbench output directory %s is readable again", path)
-                    d.error = None
+            self._deadline = time.monotonic() + READ_SECONDS_PER_POLL  # shared by every directory
+            super().poll()
 
-    def finish(self) -> None:
-        with self.lock:
-            for d in self.dirs.values():
-                d.finish()
+    def new_source(self, path: str) -> DirectoryState:
+        d = DirectoryState(path, self._within.get(path))
+        d.first_seen = self.clock()
+        log.info("reading vdbench output directory %s", path)
+        return d
 
-    def snapshot(self) -> list[tuple[DirectoryState, bool, bool]]:
-        """(directory, finished, visible) for the collector, sorted by path."""
-        now = self.clock()
-        with self.lock:
-            out = []
-            for path in sorted(self.dirs):
-                d = self.dirs[path]
-                finished = now - d.last_growth > self.config.idle_s
-                # retention counts from the last change or, for results copied in with their old
-                # mtimes (scp -p, rsync -a), from when the exporter found them
-                visible = not finished or now - max(d.last_growth, d.first_seen) <= self.config.retention_s
-                out.append((d, finished, visible))
-            return out
+    def read(self, d: DirectoryState) -> None:
+        try:
+            d.poll(self._deadline)
+        except OSError as exc:
+            d.read_errors += 1
+            if d.error is None:
+                log.warning("cannot read vdbench output directory %s: %s", d.path, exc.strerror or exc)
+            d.error = ("unreadable", exc.strerror or str(exc))
+        else:
+            if d.error is not None:
+                log.info("vdbench output directory %s is readable again", d.path)
+            d.error = None
+
+    def internal_error(self, d: DirectoryState, detail: str) -> None:
+        d.read_errors += 1
+        d.error = ("internal_error", detail)
+
+    def finish_source(self, d: DirectoryState) -> None:
+        d.finish()
