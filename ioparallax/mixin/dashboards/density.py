@@ -5,8 +5,8 @@ Transactions per second per application VM and together, against the number of V
 one (the test adds them one by one), the per-VM throughput as a share of the first step's (1 =
 linear scaling), failures and latency per VM, and the storage's latency on the same VMs' disks.
 Everything comes from the recorded application view (group ``ioparallax.app``: pgbench-exporter
-and any application following the contract of docs/pgbench.md). The CVM's share of its host's CPU
-(the platform's cost) joins this dashboard with the VM view's CPU counters (issue 31).
+and any application following the contract of docs/pgbench.md). The CVMs' share of the hosts' CPU
+(the platform's cost) comes from the VM view's CPU counters (group ``ioparallax.cpu``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.dashboards.base import DIRECTIONS, Expr, braces, new_dashboard
-from ioparallax.mixin.dashboards.panels import Q, note, row, single, tbl, ts
+from ioparallax.mixin.dashboards.panels import Q, row, single, tbl, ts
 
 APP_VM = 'vm=~"$vm"'
 
@@ -70,14 +70,15 @@ def density(cfg: MixinConfig) -> db.Dashboard:
         )
     )
     d.with_panel(
-        note(
+        single(
             "CVM share of host CPU",
-            "Where the platform's cost will be shown.",
-            "The CVM's share of its host's CPU (the storage controller's cost, about 5 % in the published "
-            "density study) comes with the VM view's CPU counters (vCenter `cpu.usagemhz`, Prism "
-            "`hypervisor_cpu_usage_ppm`; issue 31).",
-            w=6,
-            h=4,
+            "The Controller VMs' CPU as a share of all hosts' capacity now (vCenter: cpu.usagemhz against "
+            "cpuMhz x cores; Prism: hypervisor_cpu_usage_ppm): the storage controller's cost, about 5 % in "
+            "the published density study. Red above thresholds.cvm_host_cpu_ratio "
+            f"({cfg.thresholds.cvm_host_cpu_ratio:.0%}); per host on the overview dashboard.",
+            "percentunit",
+            [Q(f"hosts:ioparallax_cvm_cpu_usage:ratio_rate{w}{{}}", "CVMs, all hosts")],
+            limit=cfg.thresholds.cvm_host_cpu_ratio,
         )
     )
     d.with_panel(
