@@ -465,6 +465,17 @@ func entityMetric(qs *types.PerfQuerySpec, times []int64, interval int64, out []
 
 // stockQuery answers a spec with govmomi's own PerformanceManager (canned lab series).
 func (p *ScenarioPerf) stockQuery(ctx *simulator.Context, qs types.PerfQuerySpec) []types.BasePerfEntityMetricBase {
+	// govmomi's canned series end at the wall clock's now and count back to startTime: a startTime
+	// after it (a scenario clock frozen or moved ahead of the wall clock, as the exporter's newest
+	// sample is) made a negative sample count and a panic that left the request unanswered. A
+	// vCenter with nothing newer than startTime answers no sample.
+	end := time.Now()
+	if qs.EndTime != nil {
+		end = *qs.EndTime
+	}
+	if qs.StartTime != nil && !qs.StartTime.Before(end) {
+		return nil
+	}
 	res, ok := p.PerformanceManager.QueryPerf(ctx, &types.QueryPerf{This: p.Self, QuerySpec: []types.PerfQuerySpec{qs}}).(*methods.QueryPerfBody)
 	if !ok || res.Res == nil {
 		return nil
