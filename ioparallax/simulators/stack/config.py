@@ -26,6 +26,7 @@ PREFERRED_PORTS = {
     "fio-exporter": 9763,  # the first VM's; the others get free ports
     "diskspd-exporter": 9765,
     "vdbench-exporter": 9766,
+    "esxtop-exporter": 9768,
     "victoria-metrics": 8428,
 }
 
