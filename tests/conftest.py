@@ -79,6 +79,7 @@ def expositions(tmp_path_factory) -> dict[str, str]:
         "windows": ex._windows_exposition(tmp),
         "diskspd": ex._diskspd_exposition(tmp),
         "vdbench": ex._vdbench_exposition(tmp),
+        "esxtop": ex._esxtop_exposition(tmp),
     }
     out["_seconds"] = f"{time.monotonic() - t0:.1f}"
     return out

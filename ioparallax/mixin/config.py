@@ -33,6 +33,7 @@ class Selectors:
     windows: str = 'job="guest-windows"'  # windows_exporter inside each Windows guest (its disk view)
     diskspd: str = 'job="diskspd"'  # diskspd-exporter (DiskSPD results copied off the Windows guests)
     vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
+    esxtop: str = 'job="esxtop"'  # esxtop-exporter (esxtop captures: the 2 s VM view on ESXi)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         windows=_selector(s, "windows", Selectors.windows),
         diskspd=_selector(s, "diskspd", Selectors.diskspd),
         vdbench=_selector(s, "vdbench", Selectors.vdbench),
+        esxtop=_selector(s, "esxtop", Selectors.esxtop),
     )
     s.reject_unknown()
 
