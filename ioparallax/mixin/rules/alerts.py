@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ioparallax.mixin.config import MixinConfig
-from ioparallax.mixin.rules.esxtop import PEAK as ESXTOP_PEAK, PEAK_RATIO as ESXTOP_PEAK_RATIO, period_template
+from ioparallax.mixin.rules.esxtop import PEAK_RATIO as ESXTOP_PEAK_RATIO, period_template
 from ioparallax.mixin.rules.model import Group, Rule, keep_cluster
 from ioparallax.mixin.vmview import SAMPLE_SECONDS
 from ioparallax.units import prometheus_duration_seconds
@@ -189,7 +189,7 @@ def _view_alerts(kit: _AlertKit) -> Group:
     # A disk's load is judged for bursts once it has run for the rate window and the longest VM
     # sample (Prism's 30 s) more: until then the VM view's window holds samples from before it started.
     settled = f"{(prometheus_duration_seconds(w) or 0) + 30:.0f}s"
-    peak_ratio, esxtop_peak = ESXTOP_PEAK_RATIO.format(w=w), ESXTOP_PEAK.format(w=w)
+    peak_ratio = ESXTOP_PEAK_RATIO.format(w=w)
 
     def disagree(layer: str) -> str:
         # Ratio and busy gate over the agreement window (recording_rules): a 1m gate flaps for a
@@ -220,7 +220,8 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 # Where esxtop's 2 s view of the disk is there, the bursts are measured in the VM view
                 # itself (vm_view="esxtop"); elsewhere inferred by Little's law from the guest's depth.
                 f"label_replace(\n  {peak_ratio} > {t.burstiness_ratio:g}\n  and on (vm, disk) {both_bytes(w)} > {busy}\n"
-                f"  and on (vm, disk) ({esxtop_peak} offset {settled}),\n"
+                f"  and on (vm, disk) (\n    vm_disk:ioparallax_vm_read_bytes:rate{w} offset {settled}\n"
+                f"    + vm_disk:ioparallax_vm_write_bytes:rate{w} offset {settled}\n  ) > {busy},\n"
                 '  "vm_view", "esxtop", "", ""\n)\nor\n(\n'
                 f"  vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
                 f"  and on (vm, disk) {both_bytes(w)} > {busy}\n"
@@ -245,7 +246,8 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 "over the VM's implied concurrency. Both while the disk is busy, once the "
                 "load has run for the window and a VM sample (30 s, Prism's): right after a job starts, the VM's "
                 "window still holds the idle samples from before it, which reads as a burst (a VM "
-                "joining a scaling ramp).",
+                "joining a scaling ramp). The esxtop branch asks that the VM view saw the disk busy then, "
+                "Little's law that a fio job ran then.",
             ),
             alert(
                 "IoparallaxAskedQueueDepthNotReached",
