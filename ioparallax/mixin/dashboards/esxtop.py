@@ -35,9 +35,7 @@ def sample_overlay(e: Expr, quantity: str, d: str) -> Q:
 
 
 def _mean(numerator: str, denominator: str, by: str, sel: str) -> str:
-    return (
-        f"sum by ({by}) (rate({numerator}{sel}[{RI}]))\n/\n(sum by ({by}) (rate({denominator}{sel}[{RI}])) > 0)"
-    )
+    return f"sum by ({by}) (rate({numerator}{sel}[{RI}]))\n/\n(sum by ({by}) (rate({denominator}{sel}[{RI}])) > 0)"
 
 
 def host_panels(e: Expr) -> list[Any]:
@@ -45,7 +43,7 @@ def host_panels(e: Expr) -> list[Any]:
     es = e.sel("esxtop")
     layers = [
         (
-            f'label_replace(\n{_mean(f"esxtop_device_{layer}_latency_seconds_total", "esxtop_device_commands_total", "host, device", es)},\n'
+            f"label_replace(\n{_mean(f'esxtop_device_{layer}_latency_seconds_total', 'esxtop_device_commands_total', 'host, device', es)},\n"
             f'"layer", "{name}", "", "")'
         )
         for layer, name in (("guest", "GAVG"), ("kernel", "KAVG"), ("driver", "DAVG"))
@@ -56,7 +54,9 @@ def host_panels(e: Expr) -> list[Any]:
     datastores = f"group by (datastore) (vcenter_virtual_disk_info{e.sel('vcenter', VMDISK)})"
     nfs = (
         "label_replace(\n"
-        + _mean("esxtop_nfs_volume_guest_latency_seconds_total", "esxtop_nfs_volume_commands_total", "host, datastore", es)
+        + _mean(
+            "esxtop_nfs_volume_guest_latency_seconds_total", "esxtop_nfs_volume_commands_total", "host, datastore", es
+        )
         + f'\n* on (datastore) group_left () {datastores},\n"layer", "GAVG", "", "")'
     )
     split = "\nor\n".join([*layers, nfs])
