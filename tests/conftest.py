@@ -81,6 +81,7 @@ def expositions(tmp_path_factory) -> dict[str, str]:
         "vdbench": ex._vdbench_exposition(tmp),
         "pgbench": ex._pgbench_exposition(tmp),
         "app": ex._app_exposition(tmp),
+        "esxtop": ex._esxtop_exposition(tmp),
     }
     out["_seconds"] = f"{time.monotonic() - t0:.1f}"
     return out

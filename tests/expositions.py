@@ -22,6 +22,10 @@
 - pgbench: ``pgbench-exporter convert`` of the real pgbench outputs and logs of tests/pgbench/fixtures
   (PostgreSQL 9.x to 16, progress lines, summaries, aggregate logs), with the hygiene sizes set so
   that every hygiene family appears.
+- esxtop: ``esxtop-exporter convert`` of the captures and vscsiStats outputs the esxtop simulator
+  writes for zero-heavy's ESXi hosts (virtual disks, NFS datastores, VM CPU groups: what the stack's
+  exporter reads) and of the built lab-host capture of tests/esxtop/fixtures (devices, paths and
+  adapters with the kernel/driver latency split, which the simulator does not write).
 
 The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
 which vcenter_vm_guest_disk_info comes from.
@@ -354,4 +358,20 @@ def _vdbench_exposition(tmp) -> str:
     fixtures = Path(__file__).parent / "vdbench" / "fixtures"
     dirs = sorted(str(p) for p in fixtures.iterdir() if p.is_dir())
     r = subprocess.run([venv_tool("vdbench-exporter"), "convert", *dirs], capture_output=True, text=True, timeout=60)
+    return r.stdout
+
+
+def _esxtop_exposition(tmp) -> str:
+    out = tmp / "esxtop"
+    subprocess.run(
+        [venv_tool("esxtop-simulator"), "zero-heavy", "--out", str(out), "--samples", "5"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    lab = Path(__file__).parent / "esxtop" / "fixtures" / "built-lab-host.csv"
+    files = [*sorted(str(p) for p in out.glob("*.csv")), str(lab)]
+    r = subprocess.run(
+        [venv_tool("esxtop-exporter"), "convert", *files], check=True, capture_output=True, text=True, timeout=60
+    )
     return r.stdout

@@ -35,6 +35,7 @@ class Selectors:
     vdbench: str = 'job="vdbench"'  # vdbench-exporter (vdbench output directories)
     pgbench: str = 'job="pgbench"'  # pgbench-exporter (the application view: pgbench's runs)
     app: str = 'app!=""'  # any application's app_* series (the contract of docs/pgbench.md)
+    esxtop: str = 'job="esxtop"'  # esxtop-exporter (esxtop captures: the 2 s VM view on ESXi)
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ def parse_config(data: Any, path: str | os.PathLike[str] | None = None) -> Mixin
         vdbench=_selector(s, "vdbench", Selectors.vdbench),
         pgbench=_selector(s, "pgbench", Selectors.pgbench),
         app=_selector(s, "app", Selectors.app),
+        esxtop=_selector(s, "esxtop", Selectors.esxtop),
     )
     s.reject_unknown()
 

@@ -90,8 +90,15 @@ def either(cfg: MixinConfig, build: Callable[[Source], str], *extra: str) -> str
 _VCENTER_NAME = re.compile(r"\bvcenter_virtual_disk_([a-z_]+)")
 
 
+# esxtop-exporter's series (esxtop_*) and the rules made of them (vm_disk:ioparallax_esxtop_*): the
+# ESXi hosts' own view, which no AHV cluster has.
+_ESXTOP_NAME = re.compile(r"\besxtop_|_esxtop_")
+
+
 def vcenter_only(expr: str) -> bool:
     """A query that reads a vCenter per-disk series Prism has no counterpart of (outstanding I/Os,
-    I/O size samples, seeks) and no Prism series: empty on an AHV cluster by design."""
+    I/O size samples, seeks), or the ESXi hosts' esxtop series, and no Prism series: empty on an AHV
+    cluster by design."""
     suffixes = _VCENTER_NAME.findall(expr)
-    return any(not has("prism", s) for s in suffixes) and "prism_" not in expr
+    esxi = any(not has("prism", s) for s in suffixes) or bool(_ESXTOP_NAME.search(expr))
+    return esxi and "prism_" not in expr

@@ -131,6 +131,8 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
     )
     if key in ds.vm_source_of:
         inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
+    inp.esxtop_peak_ratio = g("esxtop_peak_ratio")
+    inp.esxtop_sample_seconds = ds.esxtop_period_of.get(key)
     for fam, attr, label in (("guest_tool", "tool", "tool"), ("guest_os_source", "guest_os_source", "source")):
         seen = sorted(
             m.get(label, "")

@@ -94,6 +94,8 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
     )
     out["iodepth"] = ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")
     out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
+    # The 2 s VM view on ESXi (esxtop): its peak over vCenter's, what the bursts verdict judges there.
+    out["esxtop_peak_ratio"] = ctx.rule(f"vm_disk:ioparallax_esxtop_peak_to_vm_sample_bytes:ratio{w}")
     out["buffered"] = ctx.rule("vm_disk:ioparallax_guest_buffered_io:bool")
     out["splitting"] = ctx.rule(f"vm_disk:ioparallax_guest_os_to_fio_ops:ratio{w}")
     # Hygiene findings of the load generator on the disk: fio's jobs, or DiskSPD's targets (each
@@ -149,6 +151,8 @@ def instant_families(ctx: ReportContext) -> dict[str, str]:
             f"last_over_time({ctx.rule('vm_disk:ioparallax_vm_source:info')}[{r}]) * on (vm, disk) group_left () "
             f"last_over_time({ctx.rule('vm_disk:ioparallax_vm_sample_interval:seconds')}[{r}])"
         ),
+        # esxtop's sample period of each VM disk an esxtop capture covers (the 2 s VM view on ESXi).
+        "esxtop_period": f"last_over_time({ctx.rule('vm_disk:ioparallax_esxtop_sample_interval:seconds')}[{r}])",
         "guest_disk_info": f"last_over_time({ctx.rule('guest_device:ioparallax_guest_disk:info')}[{r}])",
         "fio_disk_info": f"last_over_time(fio_guest_disk_info{ctx.sel('fio')}[{r}])",
         "partitions": f"last_over_time(fio_guest_partition_start_bytes{ctx.sel('fio')}[{r}])",
@@ -194,6 +198,7 @@ class Dataset:
     vdisk_of: dict[Key, str] = field(default_factory=dict)
     # (source, sample period in seconds) of each VM disk's VM view: ("vcenter", 20) or ("prism", 30)
     vm_source_of: dict[Key, tuple[str, float]] = field(default_factory=dict)
+    esxtop_period_of: dict[Key, float] = field(default_factory=dict)  # esxtop's sample period (s)
     clusters: set[str] = field(default_factory=set)  # values of the config's cluster label seen
     # Steps at the range's start in which the VM and storage views' windows (the rules' rate window,
     # vCenter's 20 s sample) still show I/O that ended before the range (:func:`settle_seconds`).
@@ -332,6 +337,10 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         m = r["metric"]
         if "vm" in m and "disk" in m and m.get("vm_source") in SAMPLE_SECONDS:
             ds.vm_source_of[(m["vm"], m["disk"])] = (m["vm_source"], float(r["value"][1]))
+    for r in ds.instant.get("esxtop_period", []):
+        m = r["metric"]
+        if "vm" in m and "disk" in m:
+            ds.esxtop_period_of[(m["vm"], m["disk"])] = float(r["value"][1])
     ds.missing_views = missing_views(ctx, ds)
     ds.settle_seconds = settle_seconds(ctx.config.w, ds.vm_sample_seconds(), ctx.step)
     ds.rate_window = ctx.config.w

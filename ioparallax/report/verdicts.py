@@ -100,6 +100,11 @@ class DiskInput:
     rate_window: str = ""
     vm_source: str = "vcenter"  # where the VM view came from: vcenter (20 s samples) or prism (30 s)
     vm_sample_seconds: float = 20.0
+    # The 2 s VM view on ESXi (esxtop): its highest sample over vCenter's highest per window
+    # (vm_disk:ioparallax_esxtop_peak_to_vm_sample_bytes:ratio1m), and esxtop's sample period in
+    # seconds (None: no esxtop capture covers the disk). Where it has values, bursts judges it.
+    esxtop_peak_ratio: np.ndarray | None = None
+    esxtop_sample_seconds: float | None = None
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -400,11 +405,15 @@ def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
 
 
 def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
-    """Little's law over the range: the asked queue depth over the VM-implied concurrency, over the
+    """Where an esxtop capture covers the disk, its 2 s samples against vCenter's 20 s ones
+    (:func:`_bursts_esxtop`), as IoparallaxBurstAveragedAway judges; elsewhere Little's law over the
+    range: the asked queue depth over the VM-implied concurrency, over the
     settled steps (:func:`unsettled`): the asked depth is there from a job's first step, while the VM
     view's concurrency (latency integrated over the rules' rate window, from 20 s samples) climbs
     from 0 over the settling time, so a joining job's first steps read as bursts."""
     trap = "bursts"
+    if (esxtop := _bursts_esxtop(inp, t)) is not None:
+        return esxtop
     thr = f"asked / implied QD > {t.burstiness_ratio:g}"
     if why := _missing(inp, "guest", "vm"):
         return _nm(trap, why, thr)
@@ -455,6 +464,55 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
         thr,
         f"The VM view's throughput x latency accounts for the "
         f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O{tail}.",
+        TRAPS[trap][1],
+        value,
+    )
+
+
+def _bursts_esxtop(inp: DiskInput, t: Thresholds) -> Verdict | None:
+    """The bursts measured in the VM view itself: the mean, over the busy settled steps, of esxtop's
+    highest sample in each window over vCenter's highest (the rule the alert judges). None where no
+    esxtop capture covers the disk (or it has no value while the disk is busy): Little's law judges."""
+    if not _has(inp.esxtop_peak_ratio) or not _has(inp.vm_bytes) or "vm" in inp.missing_views:
+        return None
+    trap = "bursts"
+    period = f"{inp.esxtop_sample_seconds:g} s" if inp.esxtop_sample_seconds else "2 s"
+    name, vm_period = vm_words(inp)
+    thr = f"esxtop {period} peak / {name} {vm_period} peak > {t.burstiness_ratio:g}"
+    busy = _busy(inp.vm_bytes, t) & ~np.isnan(inp.esxtop_peak_ratio)
+    if not busy.any():
+        return None
+    settled = _settled(inp, busy, trap, thr)
+    if isinstance(settled, Verdict):
+        return settled
+    busy, left_out = settled
+    tail = f" ({left_out})" if left_out else ""
+    value = _fmean(inp.esxtop_peak_ratio[busy])
+    if inp.buffered is not None and bool(np.nan_to_num(inp.buffered[busy], nan=0.0).max(initial=0) >= 1):
+        # The 2 s view judges bursts on a buffered disk too; its asked depth is another matter.
+        tail += (
+            ". A fio job on the disk runs buffered (direct=0): its asked queue depth was never in flight "
+            "(IoparallaxAskedQueueDepthNotReached)"
+        )
+    if value > t.burstiness_ratio:
+        return Verdict(
+            trap,
+            State.DISTORTED,
+            ratio(value),
+            thr,
+            f"The VM view's {period} samples (esxtop) peak at {ratio(value)} times {name}'s {vm_period} ones: "
+            f"the I/O comes in bursts that {name}'s {vm_period} samples average away (high latency, "
+            f'"low" throughput); judge throughput on the esxtop samples{tail}.',
+            TRAPS[trap][1],
+            value,
+        )
+    return Verdict(
+        trap,
+        State.OK,
+        ratio(value),
+        thr,
+        f"The VM view's {period} samples (esxtop) peak at {ratio(value)} times {name}'s {vm_period} ones: "
+        f"no burst that the {vm_period} samples average away{tail}.",
         TRAPS[trap][1],
         value,
     )

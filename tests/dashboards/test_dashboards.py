@@ -213,7 +213,7 @@ def test_every_metric_name_is_exposed_by_an_exporter_or_recorded_by_a_rule(dashb
     missing = {n: w[0] for n, w in used.items() if n not in exposed | recorded | PROMETHEUS_OWN}
     assert not missing, f"metric names no exporter exposes and no rule records: {missing}"
     # Every view is on the dashboards, each through names its exporter really exposes.
-    for source in ("stargate", "vcenter", "prism", "fio"):
+    for source in ("stargate", "vcenter", "prism", "fio", "esxtop"):
         assert used.keys() & exposed_names[source], source
     assert len(used.keys() & recorded) >= 20
 

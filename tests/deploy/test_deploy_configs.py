@@ -45,6 +45,7 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
         "diskspd-exporter",
         "vdbench-exporter",
         "pgbench-exporter",
+        "esxtop-exporter",
     }
     demo = {name for name, svc in demo_config["services"].items() if "demo" in svc.get("profiles", [])}
     assert demo == {
@@ -52,6 +53,7 @@ def test_compose_is_valid_and_the_demo_profile_adds_the_simulators(demo_config):
         "vcenter-simulator",
         "prism-simulator",
         "guest-simulator",
+        "esxtop-simulator",
         "fio-exporter-bench-01",
         "fio-exporter-bench-02",
         "node-exporter-bench-01",
@@ -339,3 +341,24 @@ def test_grafana_offers_victoria_metrics_as_a_data_source(long_term_config):
     port = flag(long_term_config["services"]["victoria-metrics"]["command"], "httpListenAddr").rsplit(":", 1)[1]
     assert vm["type"] == "prometheus" and vm["url"] == f"http://victoria-metrics:{port}"
     assert [s["name"] for s in sources if s.get("isDefault")] == ["Prometheus"]
+
+
+def test_esxtop_job_scrapes_the_exporter_that_follows_the_simulated_and_copied_captures(demo_config):
+    """The esxtop job reaches the compose exporter on its listen port, as often as esxtop writes
+    (-d 2: the burst rules' max_over_time needs every sample); the exporter watches the directory
+    the demo's simulator writes into (the shared volume) and the one users copy captures into."""
+    services = demo_config["services"]
+    exporter, simulator = services["esxtop-exporter"], services["esxtop-simulator"]
+    listen = [c for c in exporter["command"] if c.startswith("--web.listen-address=")][0].rsplit(":", 1)[1]
+    jobs = {
+        j["job_name"]: j
+        for j in yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"]
+    }
+    job = jobs["esxtop"]
+    assert job["static_configs"][0]["targets"] == [f"esxtop-exporter:{listen}"]
+    assert job["scrape_interval"] == "2s" and job["scrape_timeout"] <= job["scrape_interval"]
+    watched = {c.split("=", 1)[1] for c in exporter["command"] if c.startswith("--esxtop.watch=")}
+    [out] = [c.split("=", 1)[1] for c in simulator["command"] if c.startswith("--out=")]
+    assert out in watched
+    assert mounts(simulator)["esxtop-demo"] == out and mounts(exporter)["esxtop-demo"] == out
+    assert mounts(exporter)[str(REPO / "esxtop-results")] in watched

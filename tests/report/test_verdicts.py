@@ -186,6 +186,51 @@ def test_bursts_not_measurable_without_fio_job():
     assert v.state is State.NOT_MEASURABLE and "no fio job" in v.sentence
 
 
+# -- bursts in the 2 s VM view (esxtop) -----------------------------------------------------------
+
+
+def test_bursts_judged_on_esxtop_where_a_capture_covers_the_disk():
+    # bursty-1m: esxtop's 2 s sample holding the 1 s burst over vCenter's 20 s sample reads 10. Little's
+    # law (20 here) is not what the cell says: the VM view's own samples are.
+    v = bursts(guest_vm(32, 1.6, esxtop_peak_ratio=const(10.0), esxtop_sample_seconds=2.0), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(10)
+    assert v.threshold == f"esxtop 2 s peak / vCenter 20 s peak > {T.burstiness_ratio:g}"
+    assert "The VM view's 2 s samples (esxtop) peak at 10.0 times vCenter's 20 s ones" in v.sentence
+    assert v.anchor == "ioparallaxburstaveragedaway"
+
+
+def test_bursts_on_esxtop_need_no_guest_view_and_say_its_period():
+    inp = DiskInput(
+        missing_views={"guest": "no target"},
+        vm_bytes=const(BUSY),
+        esxtop_peak_ratio=const(1.1),
+        esxtop_sample_seconds=5.0,
+    )
+    v = bursts(inp, T)
+    assert v.state is State.OK and v.value == pytest.approx(1.1)
+    assert "5 s samples (esxtop)" in v.sentence and "vCenter's 20 s" in v.sentence
+
+
+@pytest.mark.parametrize("r,state", [(T.burstiness_ratio, State.OK), (T.burstiness_ratio * 1.001, State.DISTORTED)])
+def test_bursts_esxtop_edge(r, state):
+    assert bursts(guest_vm(1, 1, esxtop_peak_ratio=const(r), esxtop_sample_seconds=2.0), T).state is state
+
+
+def test_bursts_on_esxtop_judge_a_buffered_disk_and_note_its_asked_depth():
+    v = bursts(guest_vm(16, 2, buffered=const(1), esxtop_peak_ratio=const(1.0), esxtop_sample_seconds=2.0), T)
+    assert v.state is State.OK and "runs buffered (direct=0)" in v.sentence
+
+
+def test_bursts_fall_back_to_littles_law_where_esxtop_has_no_value_while_busy():
+    # esxtop's ratio only where the disk is idle (vCenter's peak 0 elsewhere: no ratio): Little's law.
+    ratio = nan()
+    ratio[:5] = 10.0
+    vm_bytes = const(BUSY)
+    vm_bytes[:5] = 0.0
+    v = bursts(guest_vm(32, 1.6, vm_bytes=vm_bytes, esxtop_peak_ratio=ratio), T)
+    assert v.state is State.DISTORTED and v.value == pytest.approx(20) and "asks QD 32" in v.sentence
+
+
 # -- views agree ----------------------------------------------------------------------------------
 
 

@@ -337,7 +337,7 @@ def test_every_metric_name_in_the_rules_is_exposed_by_an_exporter(exposed_names)
                     used.setdefault(name, rule.record or rule.alert)
     missing = {n: where for n, where in used.items() if n not in exposed}
     assert not missing, f"names no exporter exposes: {missing}"
-    for source in ("stargate", "vcenter", "prism", "fio", "node", "windows", "diskspd", "vdbench", "pgbench"):
+    for source in ("stargate", "vcenter", "prism", "fio", "node", "windows", "diskspd", "vdbench", "pgbench", "esxtop"):
         assert used.keys() & exposed_names[source], f"no rule reads the {source} view"
     # the VM view from either manager: every vCenter counter a rule reads has its Prism counterpart read too
     assert {

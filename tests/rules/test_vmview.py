@@ -29,3 +29,7 @@ def test_either_ors_both_sources_with_their_selectors_or_keeps_vcenter_alone():
     alone = either(cfg, lambda s: s("sample_seeks"), 'vm=~"$vm"')
     assert alone == 'vcenter_virtual_disk_sample_seeks{job="vcenter",vm=~"$vm"}'
     assert vcenter_only(alone) and not vcenter_only(both)
+    # esxtop's 2 s view and its rules are the ESXi hosts' own: empty on AHV too
+    assert vcenter_only('sum by (vm, disk) (esxtop_virtual_disk_sample_read_ops_per_second{job="esxtop"})')
+    assert vcenter_only('vm_disk:ioparallax_esxtop_peak_to_vm_sample_bytes:ratio1m{vm=~"$vm"}')
+    assert not vcenter_only('vm_disk:ioparallax_vm_read_ops:rate1m{vm=~"$vm"}')

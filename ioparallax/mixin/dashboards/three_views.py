@@ -8,11 +8,14 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.dashboards.base import DIRECTIONS, RI, VMDISK, Expr, braces, new_dashboard, vm_source_panel
+from ioparallax.mixin.dashboards.esxtop import PEAK_RATIO, SAMPLE_LEGEND, sample_overlay
 from ioparallax.mixin.dashboards.panels import LAYER_COLORS, Q, labelled, note, row, tbl, ts
 
 # The guest OS view (node_exporter diskstats) beside fio's: a colour of its own, solid (dashed is
 # for the raw instants).
 GUEST_OS_COLOR = "purple"
+# esxtop's 2 s VM view: the VM's blue, darker (dashed like the other raw samples).
+ESXTOP_COLOR = "dark-blue"
 
 TEXT_ZERO = """
 **Storage far below guest and VM (ops and bytes):** zero suppression. The storage keeps all-zero
@@ -55,6 +58,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(vm_source_panel(e))
     colors = {f"{layer} {{dir}}": c for layer, c in LAYER_COLORS.items()}
     colors["guest OS {dir}"] = GUEST_OS_COLOR
+    colors[SAMPLE_LEGEND.format(d="{dir}")] = ESXTOP_COLOR
     quantities = (
         (
             "ops",
@@ -121,7 +125,9 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                     f"windows_exporter, vm_disk:ioparallax_guest_os_*, purple), "
                     f"VM = vCenter integrated counters (Prism's on AHV), storage = Stargate "
                     f"(averaged page gauges). Dashed: the raw instants, fio's own 1 s interval (or vdbench's "
-                    f"latest interval) and vCenter's latest 20 s sample (Prism's 30 s one on AHV). "
+                    f"latest interval), vCenter's latest 20 s sample (Prism's 30 s one on AHV) and, on ESXi "
+                    f"hosts with an esxtop capture, esxtop's latest 2 s sample (the VM view a burst is not "
+                    f"averaged away in). "
                     + (
                         "Op-weighted means: not diluted by the window."
                         if short == "latency"
@@ -136,6 +142,7 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
                         Q(f"{agg} ({fio_instant(fio_raw.format(d=dr))})", f"guest {dr}, fio 1 s interval"),
                         Q(vdbench_instant(quantity, dr), f"guest {dr}, vdbench interval"),
                         Q(e.vm_sample(vc_raw.format(d=dr)), f"VM {dr}, vCenter 20 s / Prism 30 s sample"),
+                        sample_overlay(e, quantity, dr),
                     ],
                     colors={k.format(dir=dr): c for k, c in colors.items()},
                     dashed=[".*(interval|sample)$"],
@@ -215,11 +222,15 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             "Burstiness and guest peak / VM sample",
             "Burstiness: guest iodepth / VM implied concurrency "
             "(~1 steady; not computed for buffered jobs). Guest peak / VM sample: fio's highest interval bytes/s over vCenter's highest 20 s "
-            "sample. Either far above 1: the VM's throughput panels under-read the bursts.",
+            "sample. esxtop 2 s peak / 20 s sample (ESXi hosts with an esxtop capture): the highest esxtop "
+            "sample over vCenter's highest, the VM view's own measure of the bursts (what "
+            "IoparallaxBurstAveragedAway judges where it exists). Any far above 1: the VM's 20 s throughput "
+            "panels under-read the bursts.",
             "none",
             [
                 Q(e.ratio("burstiness"), "burstiness"),
                 Q(e.ratio("guest_peak_to_vm_sample_bytes"), "guest peak / VM sample"),
+                Q(e.ratio(PEAK_RATIO), "esxtop 2 s peak / 20 s sample"),
             ],
             w=12,
             limit=t.burstiness_ratio,

@@ -6,6 +6,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.dashboards.base import DIRECTIONS, RI, Expr, min_step, new_dashboard, vm_source_panel
+from ioparallax.mixin.dashboards.esxtop import host_panels
 from ioparallax.mixin.dashboards.panels import Q, row, ts
 
 
@@ -36,7 +37,8 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
         "The VM's view: vCenter's 20 s samples (Prism's 30 s samples on AHV) as their charts show them "
         "(dashed) beside the true averages integrated from every sample (the _total counters over the "
         "manager's time integrated in $__rate_interval, exact at any alignment with the samples). "
-        "Outstanding I/Os, I/O size samples and seeks are vCenter's only: empty on AHV.",
+        "Outstanding I/Os, I/O size samples and seeks are vCenter's only: empty on AHV. On ESXi hosts "
+        "with an esxtop capture, the last row shows where each command's latency is spent and the CPU ready.",
     )
     d.with_panel(vm_source_panel(e))
     for dr in DIRECTIONS:
@@ -137,4 +139,6 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
             w=12,
         )
     )
+    for panel in host_panels(e):  # ESXi hosts with an esxtop capture
+        d.with_row(panel) if isinstance(panel, db.Row) else d.with_panel(panel)
     return d

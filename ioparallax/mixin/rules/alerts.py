@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.rules.cpu import cpu_alerts
+from ioparallax.mixin.rules.esxtop import PEAK_RATIO as ESXTOP_PEAK_RATIO, period_template
 from ioparallax.mixin.rules.model import Group, Rule, keep_cluster
+from ioparallax.mixin.vmview import SAMPLE_SECONDS
 from ioparallax.units import prometheus_duration_seconds
 
 
@@ -210,6 +212,7 @@ def _view_alerts(kit: _AlertKit) -> Group:
     # A disk's load is judged for bursts once it has run for the rate window and the longest VM
     # sample (Prism's 30 s) more: until then the VM view's window holds samples from before it started.
     settled = f"{(prometheus_duration_seconds(w) or 0) + 30:.0f}s"
+    peak_ratio = ESXTOP_PEAK_RATIO.format(w=w)
 
     def disagree(layer: str) -> str:
         # Ratio and busy gate over the agreement window (recording_rules): a 1m gate flaps for a
@@ -237,19 +240,37 @@ def _view_alerts(kit: _AlertKit) -> Group:
                 "IoparallaxBurstAveragedAway",
                 "warning",
                 f.burst,
-                f"vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
-                f"and on (vm, disk) {both_bytes(w)} > {busy}\n"
-                f"and on (vm, disk) (vm_disk:ioparallax_guest_iodepth:sum offset {settled})",
+                # Where esxtop's 2 s view of the disk is there, the bursts are measured in the VM view
+                # itself (vm_view="esxtop"); elsewhere inferred by Little's law from the guest's depth.
+                f"label_replace(\n  {peak_ratio} > {t.burstiness_ratio:g}\n  and on (vm, disk) {both_bytes(w)} > {busy}\n"
+                f"  and on (vm, disk) (\n    vm_disk:ioparallax_vm_read_bytes:rate{w} offset {settled}\n"
+                f"    + vm_disk:ioparallax_vm_write_bytes:rate{w} offset {settled}\n  ) > {busy},\n"
+                '  "vm_view", "esxtop", "", ""\n)\nor\n(\n'
+                f"  vm_disk:ioparallax_burstiness:ratio{w} > {t.burstiness_ratio:g}\n"
+                f"  and on (vm, disk) {both_bytes(w)} > {busy}\n"
+                f"  and on (vm, disk) (vm_disk:ioparallax_guest_iodepth:sum offset {settled})\n"
+                f"  unless on (vm, disk) {peak_ratio}\n)",
                 "The VM view's sample averages flatten this disk's bursts.",
+                '{{ if eq $labels.vm_view "esxtop" }}'
+                f"esxtop's samples of {{{{ $labels.vm }}}} {{{{ $labels.disk }}}} ({period_template(cfg.cluster_label)}) "
+                f'peak at {{{{ $value | printf "%.1f" }}}} times the highest of vCenter\'s {SAMPLE_SECONDS["vcenter"]} s '
+                f'samples over {w}: the I/O comes in bursts that vCenter\'s samples average away ("low" '
+                "throughput), and the 2 s VM view shows. Judge throughput on the esxtop series (the three-views "
+                "dashboard's esxtop sample) or the guest's per-interval numbers, and latency op-weighted."
+                "{{ else }}"
                 'The guest runs {{ $labels.vm }} {{ $labels.disk }} at a queue depth {{ $value | printf "%.1f" }} '
                 "times the concurrency the VM view implies (throughput x latency): the I/O comes in bursts that "
                 "the VM view's samples (vCenter's 20 s, Prism's 30 s on AHV) average away (high latency, "
                 '"low" throughput). Judge throughput on '
-                "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted.",
-                "Little's law: guest iodepth over the VM's implied concurrency, while the disk is busy, once the "
+                "fio's per-interval numbers or irate() with short scrapes, and latency op-weighted."
+                "{{ end }}",
+                'The VM view\'s own 2 s samples where an esxtop capture covers the disk (vm_view="esxtop": the '
+                "highest esxtop sample over the highest vCenter sample); elsewhere Little's law: guest iodepth "
+                "over the VM's implied concurrency. Both while the disk is busy, once the "
                 "load has run for the window and a VM sample (30 s, Prism's): right after a job starts, the VM's "
-                "window still holds the idle samples from before it, which Little's law reads as a burst (a VM "
-                "joining a scaling ramp).",
+                "window still holds the idle samples from before it, which reads as a burst (a VM "
+                "joining a scaling ramp). The esxtop branch asks that the VM view saw the disk busy then, "
+                "Little's law that a fio job ran then.",
             ),
             alert(
                 "IoparallaxAskedQueueDepthNotReached",

@@ -6,6 +6,7 @@ from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.rules.app import application_rates
 from ioparallax.mixin.rules.compare import agreement_window_rates, view_ratios
 from ioparallax.mixin.rules.cpu import cpu_rules
+from ioparallax.mixin.rules.esxtop import esxtop_vm_view
 from ioparallax.mixin.rules.exprs import Exprs
 from ioparallax.mixin.rules.guest import guest_fio_rates, guest_os_block_layer_rates
 from ioparallax.mixin.rules.joins import identity_joins
@@ -22,6 +23,7 @@ def recording_rules(cfg: MixinConfig) -> list[Group]:
         guest_fio_rates(x),
         guest_os_block_layer_rates(x),
         vm_sample_rates(x),
+        esxtop_vm_view(x),
         storage_frontend_rates(x),
         storage_bucket_shares(x),
         view_ratios(x),

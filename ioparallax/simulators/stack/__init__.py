@@ -6,7 +6,8 @@
   vCenter simulator on an ESXi cluster, the Prism simulator on an AHV one: the scenario's
   ``cluster.hypervisor``), the guest simulator (per Linux VM, the fio status stream and sysfs disk facts of that guest; per
   Windows VM, its windows_exporter metrics and, for DiskSPD, its -Rxml results);
-- the exporters, pointed at them: the Stargate exporter, the vCenter or Prism exporter, one fio exporter per Linux
+- the exporters, pointed at them: the Stargate exporter, the vCenter or Prism exporter (on ESXi also the
+  esxtop exporter following the esxtop simulator's 2 s captures, one per host), one fio exporter per Linux
   VM, the diskspd exporter for the DiskSPD results, the vdbench exporter for the vdbench runs;
 - Debian's Prometheus (with ``deploy/`` scrape config shape and ``alerts/`` rules), Alertmanager
   and node_exporter;
@@ -25,7 +26,7 @@ where their vdisk ids and VM names are the same.
 
 The modules: core.py holds :class:`Stack`, the orchestrator (process handling, the clusters, the
 start order, the status queries); one starter module per source (stargate.py, vcenter.py, prism.py,
-guests.py; monitoring.py: node_exporter, Alertmanager, VictoriaMetrics, Prometheus), each returning
+guests.py, esxtop.py; monitoring.py: node_exporter, Alertmanager, VictoriaMetrics, Prometheus), each returning
 the scrape configs of what it started (scrape.py); clusters.py the ``--scenario`` values as
 clusters; config.py the programs' places and preferred ports; report.py the status report;
 quick_alerts.py the ``--quick-alerts`` rules; cli.py ``ioparallax-demo``.

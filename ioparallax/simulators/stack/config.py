@@ -27,6 +27,7 @@ PREFERRED_PORTS = {
     "diskspd-exporter": 9765,
     "vdbench-exporter": 9766,
     "pgbench-exporter": 9767,  # the first database VM's; the others get free ports
+    "esxtop-exporter": 9768,
     "victoria-metrics": 8428,
 }
 

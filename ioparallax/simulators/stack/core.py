@@ -18,6 +18,7 @@ from ioparallax.paths import ALERTS_DIR, workspace
 from ioparallax.simulators.process import Process, loopback_get, start as start_process, stop_all, wait_for_http
 from ioparallax.simulators.scenario import compile_scenario, load_scenario, scenario_path, write_with_origin
 from ioparallax.simulators.stack.clusters import CLUSTER_NAME, ClusterPart, cluster_specs
+from ioparallax.simulators.stack.esxtop import start_esxtop
 from ioparallax.simulators.stack.guests import start_guests
 from ioparallax.simulators.stack.monitoring import (
     start_alertmanager,
@@ -120,6 +121,7 @@ class Stack:
             scrape.extend(start_stargate(self, part))
             # The VM view of the cluster: vCenter on ESXi, Prism on AHV (``cluster.hypervisor``).
             scrape.extend(start_prism(self, part) if part.ahv else start_vcenter(self, part))
+            scrape.extend(start_esxtop(self, part))  # ESXi: the 2 s VM view beside vCenter's 20 s
             scrape.extend(start_guests(self, part))
         scrape.extend(start_node_exporter(self))
         start_alertmanager(self)

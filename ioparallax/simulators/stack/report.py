@@ -227,7 +227,7 @@ def _coverage_lines(cov: Any, at: str, ahv: bool = False) -> str:
         if only:
             lines.append(
                 f"  {len(only)} vCenter-only queries (outstanding I/Os, I/O size samples, seeks) "
-                "have no Prism counterpart on this AHV cluster"
+                "have no Prism counterpart on this AHV cluster (esxtop's 2 s view included: ESXi hosts only)"
             )
     for e in empty[:10]:
         lines.append(f"  no data yet: {e.where}")
