@@ -128,6 +128,7 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         job_elapsed=g("job_elapsed"),
         settle_seconds=ds.settle_seconds,
         rate_window=ds.rate_window,
+        step_seconds=float(ds.times[1] - ds.times[0]) if ds.times.size > 1 else 0.0,
     )
     if key in ds.vm_source_of:
         inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]

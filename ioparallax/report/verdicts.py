@@ -97,6 +97,9 @@ class DiskInput:
     # the config's windows.rate the rules were made with ("1m"), for the words that name the cause.
     job_elapsed: np.ndarray | None = None
     settle_seconds: float = 0.0
+    # The report's step (s): the steps within the settling time after a job stopped are left out too
+    # (the views' windows drain, each with its own lag); 0 = unknown, only the start is known.
+    step_seconds: float = 0.0
     rate_window: str = ""
     vm_source: str = "vcenter"  # where the VM view came from: vcenter (20 s samples) or prism (30 s)
     vm_sample_seconds: float = 20.0
@@ -188,6 +191,26 @@ def unsettled(inp: DiskInput) -> np.ndarray:
         return inp.job_elapsed < inp.settle_seconds
 
 
+def draining(inp: DiskInput) -> np.ndarray:
+    """Steps without a running fio job within the settling time after one ran: the job stopped, and
+    the VM and storage views' rates over the rules' window drain, each behind by its own lag (the
+    storage's 2 s counters at once, the VM view's 20 s samples published up to a sample and a probe
+    later), so their ratio over those steps says when each view saw the end, not how many bytes each
+    counted. False where no job ran before, or the step is unknown."""
+    if inp.job_elapsed is None or inp.settle_seconds <= 0 or inp.step_seconds <= 0:
+        return np.zeros(0 if inp.vm_bytes is None else inp.vm_bytes.size, dtype=bool)
+    running = ~np.isnan(inp.job_elapsed)
+    if not running.size:
+        return running
+    points = int(math.ceil(inp.settle_seconds / inp.step_seconds))
+    # A job that stopped just before the range: none runs at its first step while fio's own rate
+    # (the guest view, over the same window) still has its bytes.
+    before = bool(not running[0] and inp.guest_bytes is not None and inp.guest_bytes.size and inp.guest_bytes[0] > 0)
+    # ran[i]: a job ran at one of the `points` steps before i
+    ran = np.convolve(np.concatenate(([before] * points, running)).astype(np.int64), np.ones(points, dtype=np.int64))
+    return ~running & (ran[points - 1 : points - 1 + running.size] > 0)
+
+
 def settling_words(
     settle: float, window: str = "", *, little: bool = False, sample: str = "a 20 s vCenter sample"
 ) -> str:
@@ -205,6 +228,16 @@ def settling_words(
     return f"a fio job had run less than the settling time ({settle:.0f} s: {rules}, {sample} and a step), so {effect}"
 
 
+def draining_words(settle: float, window: str = "", *, sample: str = "a 20 s vCenter sample") -> str:
+    """Why the steps after a job stopped are left out (:func:`draining`)."""
+    rules = f"the rules' {window} rate window" if window else "the rules' rate window"
+    rates = f"{window} rates" if window else "rates"
+    return (
+        f"a fio job had stopped less than the settling time before ({settle:.0f} s: {rules}, {sample} and "
+        f"a step), so the VM and storage views' {rates} were still draining, each behind by its own lag"
+    )
+
+
 def _idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
     return Verdict(
         trap,
@@ -219,21 +252,32 @@ def _idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
 def _settled(
     inp: DiskInput, busy: np.ndarray, trap: str, thr: str, little: bool = False
 ) -> tuple[np.ndarray, str] | Verdict:
-    """The busy steps after the fio jobs settled (:func:`unsettled`) and a note of how many were left
-    out ('' for none); Not measurable when no busy step is settled."""
-    young = unsettled(inp)
-    if not (young.size and (busy & young).any()):
+    """The busy steps after the fio jobs settled (:func:`unsettled`) and before a stopped job's
+    windows drained (:func:`draining`), and a note of how many were left out ('' for none); Not
+    measurable when no busy step is settled."""
+    young, drained = unsettled(inp), draining(inp)
+    young = young & busy if young.size else np.zeros_like(busy)
+    drained = drained & busy if drained.size else np.zeros_like(busy)
+    if not (young.any() or drained.any()):
         return busy, ""
-    left_out = int((busy & young).sum())
+    left = young | drained
+    left_out = int(left.sum())
     name, period = vm_words(inp)
-    words = settling_words(inp.settle_seconds, inp.rate_window, little=little, sample=f"a {period} {name} sample")
-    if not (busy & ~young).any():
+    causes = []
+    if young.any():
+        causes.append(
+            settling_words(inp.settle_seconds, inp.rate_window, little=little, sample=f"a {period} {name} sample")
+        )
+    if drained.any():
+        causes.append(draining_words(inp.settle_seconds, inp.rate_window, sample=f"a {period} {name} sample"))
+    words = "; ".join(causes)
+    if not (busy & ~left).any():
         return _nm(
             trap,
             f"no settled step: at each of the {left_out} steps at which the VM view saw the disk busy, {words}",
             thr,
         )
-    return busy & ~young, f"{left_out} of {int(busy.sum())} busy steps left out: {words}"
+    return busy & ~left, f"{left_out} of {int(busy.sum())} busy steps left out: {words}"
 
 
 def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdict:
