@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import re
 import sys
 import time
 
@@ -16,7 +14,7 @@ from ioparallax.exporters.common.web.startup import add_web_args, serve, web_set
 from ioparallax.exporters.stargate.address import TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.client import HttpClient, Limits, PageClient
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
-from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, load_config
+from ioparallax.exporters.stargate.config import MAX_PARSE_WORKERS, env_targets, load_config
 from ioparallax.exporters.stargate.parsepool import AUTO, ParsePool, auto_workers, default_workers
 from ioparallax.exporters.stargate.prism import VDiskNames
 from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, DETAIL_READS, probe
@@ -166,7 +164,7 @@ def _workers_arg(text: str) -> int | str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["capture"], ["replay"]):
-        from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
+        from ioparallax.exporters.stargate.capture import capture_main, replay_main
 
         return capture_main(argv[1:]) if argv[0] == "capture" else replay_main(argv[1:])
     parser = argparse.ArgumentParser(
@@ -302,8 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        extra = [] if args.replay else [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t]
-        extra += [] if args.replay else args.targets
+        extra = [] if args.replay else env_targets() + args.targets
         policy = TargetPolicy(
             config.targets + extra, allow_any=config.allow_unlisted if args.allow_unlisted is None else True
         )
