@@ -22,7 +22,8 @@ import tarfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -92,6 +93,28 @@ class Recorder(Generic[E]):
     def keep(self, exchange: E) -> None:
         with self._lock:
             self.exchanges.append(exchange)
+
+
+@contextmanager
+def recording(client_module: Any, recorder: Recorder[Any]) -> Iterator[Recorder[Any]]:
+    """``client_module.RECORDER`` is ``recorder`` while the block runs (a capture's probe): the
+    exporter's client hands it every answer; None again after, whatever happens (enter it after
+    the target is made and leave it before the target is closed: a logout is not the probe's)."""
+    client_module.RECORDER = recorder
+    try:
+        yield recorder
+    finally:
+        client_module.RECORDER = None
+
+
+T = TypeVar("T")
+
+
+def timed(probe: Callable[[float], T], timeout: float) -> tuple[T, float]:
+    """(``probe(timeout)``, the seconds it took)."""
+    start = time.monotonic()
+    result = probe(timeout)
+    return result, time.monotonic() - start
 
 
 def probe_manifest(
@@ -402,6 +425,17 @@ def read_capture(
     if not isinstance(manifest.get("target"), str) or not manifest["target"]:
         raise CaptureError(f"{path}: {MANIFEST}: no target")
     return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+
+
+def timing(seconds: float | None, offset: float) -> dict[str, Any]:
+    """A manifest entry's ``seconds`` (from the request to the answer; None: no answer) and
+    ``requested_at`` (seconds after the capture started), to the microsecond."""
+    return {"seconds": None if seconds is None else round(seconds, 6), "requested_at": round(offset, 6)}
+
+
+def timing_of(entry: dict[str, Any], seconds: float | None = 0.0) -> tuple[Any, float]:
+    """(``seconds``, ``requested_at``) of a manifest entry (:func:`timing`), checked; ValueError."""
+    return field_float(entry, "seconds", seconds), field_float(entry, "requested_at", lo=-MAX_FIELD_NUMBER)
 
 
 def member(files: dict[str, bytes], name: str) -> bytes:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,8 +68,7 @@ class Exchange:
             "content_type": self.content_type,
             "date": self.date,
             "bytes": len(self.answer),
-            "seconds": round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
+            **archive.timing(self.seconds, self.offset),
             "answer": self.member(n),
         }
 
@@ -105,15 +104,8 @@ def capture(
     cfg = dataclasses.replace(cfg, v2_sample_keeper=False)  # the probe's requests only
     recorder = Recorder()
     created = datetime.now(UTC)
-    client_module.RECORDER = recorder
-    target = Target(name, cfg, vm_info=collectors.vm_info)
-    try:
-        start = time.monotonic()
-        snap = target.probe(timeout)
-        duration = time.monotonic() - start
-    finally:
-        client_module.RECORDER = None
-        target.close()
+    with closing(Target(name, cfg, vm_info=collectors.vm_info)) as target, archive.recording(client_module, recorder):
+        snap, duration = archive.timed(target.probe, timeout)
     metrics = render_probe(name, snap, duration, collectors)
     manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "prism-exporter", created, name, snap, duration) | {
         "disks": len(snap.disks),
@@ -286,13 +278,10 @@ def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
 def replay(cap: Capture, timeout: float = 60.0) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
     cfg, collectors = _settings(cap)
-    target = Target(cap.target, cfg, vm_info=collectors.vm_info, client_factory=lambda name, c: ReplayClient(cap))
-    try:
-        start = time.monotonic()
-        snap = target.probe(timeout)
-        return render_probe(cap.target, snap, time.monotonic() - start, collectors)
-    finally:
-        target.close()
+    factory = lambda name, c: ReplayClient(cap)  # noqa: E731
+    with closing(Target(cap.target, cfg, vm_info=collectors.vm_info, client_factory=factory)) as target:
+        snap, duration = archive.timed(target.probe, timeout)
+        return render_probe(cap.target, snap, duration, collectors)
 
 
 def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
@@ -320,8 +309,7 @@ def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
         archive.field_str(e, "content_type"),
         archive.field_str(e, "date"),
         archive.member(files, archive.field_str(e, "answer")),
-        archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
+        *archive.timing_of(e),
     )
 
 

@@ -75,8 +75,7 @@ class CapturedPage:
             "kind": self.kind,
             "status": self.status,
             "bytes": self.size,
-            "seconds": None if self.seconds is None else round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
+            **archive.timing(self.seconds, self.offset),
             "build": self.build,
             "error": self.error,
             "file": self.file,
@@ -365,13 +364,14 @@ def _origin_of(url: str) -> str:
 
 
 def _page(entry: dict[str, Any], files: dict[str, bytes]) -> CapturedPage:
+    seconds, offset = archive.timing_of(entry, None)
     page = CapturedPage(
         url=archive.field_str(entry, "url", ""),
+        seconds=seconds,
+        offset=offset,
         kind=archive.field_str(entry, "kind", "detail"),
         status=archive.field_int(entry, "status", None, 100, 999),
         size=archive.field_int(entry, "bytes"),
-        seconds=archive.field_float(entry, "seconds", None),
-        offset=archive.field_float(entry, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
         error=archive.field_str(entry, "error"),
         build=archive.field_str(entry, "build"),
         file=archive.field_str(entry, "file"),

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -72,8 +72,7 @@ class Exchange:
             "method": self.method,
             "status": self.status,
             "bytes": len(self.answer),
-            "seconds": round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
+            **archive.timing(self.seconds, self.offset),
             "request": f"exchanges/{n:04d}-{self.method}-request.xml",
             "answer": f"exchanges/{n:04d}-{self.method}-answer.xml",
         }
@@ -99,21 +98,14 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
     exporter makes it, every SOAP answer kept; (the capture, the probe's exposition)."""
     recorder = Recorder()
     created = datetime.now(UTC)
-    client.RECORDER = recorder
-    target = Target(name, cfg)
-    target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
-    try:
-        start = time.monotonic()
-        snap, _ = target.probe(timeout)
-        duration = time.monotonic() - start
+    with closing(Target(name, cfg)) as target, archive.recording(client, recorder):
+        target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
+        (snap, _), duration = archive.timed(target.probe, timeout)
         counters: dict[str, str] = {}
         if target.keys is not None:
             counters = target.client.call(
                 lambda si: {str(c.key): counter_name(c) for c in si.content.perfManager.perfCounter}
             )
-    finally:
-        client.RECORDER = None
-        target.close()
     metrics = render_probe(name, snap, duration, False)
     manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "vcenter-exporter", created, name, snap, duration) | {
         "vms": len(snap.vms),
@@ -301,14 +293,11 @@ class _ReplayClient:
 def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
     cfg = _settings(cap)
-    target = Target(cap.target, cfg, client_factory=lambda name, c: _ReplayClient(cap))  # type: ignore[arg-type,return-value]
-    target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
-    try:
-        start = time.monotonic()
-        snap, _ = target.probe(timeout)
-        return render_probe(cap.target, snap, time.monotonic() - start, False, latest_samples)
-    finally:
-        target.close()
+    factory = lambda name, c: _ReplayClient(cap)  # noqa: E731
+    with closing(Target(cap.target, cfg, client_factory=factory)) as target:  # type: ignore[arg-type]
+        target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
+        (snap, _), duration = archive.timed(target.probe, timeout)
+        return render_probe(cap.target, snap, duration, False, latest_samples)
 
 
 def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
@@ -336,8 +325,7 @@ def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
         request,
         archive.status_of(e),
         answer,
-        archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
+        *archive.timing_of(e),
     )
 
 
