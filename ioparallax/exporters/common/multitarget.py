@@ -36,8 +36,9 @@ class TargetPool:
     not probed for the config's ``session_idle_timeout``, then closed (a background reaper), so an
     abandoned target or spelling holds no session.
 
-    A subclass sets :attr:`names` (its config's) and :attr:`target_key` and makes a target
-    (:meth:`new_target`) and a probe's answer (:meth:`probe`)."""
+    A subclass sets :attr:`names` (its config's) and :attr:`target_key`, makes a target
+    (:meth:`new_target`), says what a probe did (:meth:`details`) and renders its answer
+    (:meth:`render`); one whose targets keep no state (Stargate) answers :meth:`probe` itself."""
 
     names = Names("targets", "EXPORTER", "exporter")  # the reaper thread, the logger, the flags
     #: The landing page: what the exporter serves, and the target its example links probe when
@@ -65,8 +66,30 @@ class TargetPool:
     def new_target(self, key: str, cfg: Any) -> Any:
         raise NotImplementedError
 
-    def probe(self, probe: Probe) -> bytes:
+    def probe_target(self, target: Any, timeout: float) -> tuple[Any, Any]:
+        """(the snapshot of one probe of ``target``, anything else its rendering needs)."""
+        return target.probe(timeout), None
+
+    def details(self, snap: Any, extra: Any) -> str:
+        """What a probe that was up did, for its debug line (``requests=3 new_samples=12``)."""
+        return ""
+
+    def render(self, name: str, snap: Any, extra: Any, duration: float) -> bytes:
+        """The exposition of one probe of target ``name``."""
         raise NotImplementedError
+
+    def probe(self, probe: Probe) -> bytes:
+        """``/probe``: the target of ``?target=`` (BadRequest: it may not be probed) probed within
+        the scrape's time, one debug line when it is up and one warning with the cause when not."""
+        start = time.monotonic()
+        target = self.get(probe.target)
+        snap, extra = self.probe_target(target, probe.remaining())
+        duration = time.monotonic() - start
+        if snap.up:
+            self.log.debug("probe target=%s up=1 duration=%.3fs %s", probe.target, duration, self.details(snap, extra))
+        else:
+            self.log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
+        return self.render(probe.target, snap, extra, duration)
 
     @classmethod
     def make_app(
