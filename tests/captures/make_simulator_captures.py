@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from ioparallax.exporters.prism.capture import capture_main as prism_capture_main
-from ioparallax.exporters.stargate.capture_cli import capture_main
+from ioparallax.exporters.stargate.capture import capture_main
 from ioparallax.exporters.vcenter.capture import capture_main as vcenter_capture_main
 from ioparallax.simulators.prism.server import PrismSimulator
 from ioparallax.simulators.scenario import compile_scenario, load_scenario

@@ -75,3 +75,26 @@ def test_the_mutated_capture_shows_what_the_parser_does_not_read():
         'stargate_parse_unknown_field_pages{page="vdisk",table="erasure_coding",kind="table",item="erasure coding"} 2.0',
     ):
         assert line in text
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_replay_command_writes_the_metrics_and_checks_them(path, tmp_path, capsys):
+    """``<exporter>-exporter replay CAPTURE -o FILE`` (the one replay command of common/capture.py)
+    writes what the replay gives; ``--check FILE`` then finds them as expected, and names a line
+    that was taken away."""
+    module = kind(path)
+    out = tmp_path / "replayed.prom"
+    assert module.replay_main([str(path), "-o", str(out)]) == 0
+    written = out.read_text()
+    assert written.startswith("# HELP ")
+    assert module.comparable(written) == module.comparable(expected(path, module)[0])
+    capsys.readouterr()
+    assert module.replay_main([str(path), "--check", str(out)]) == 0
+    assert "as expected" in capsys.readouterr().out
+    lines = written.splitlines(keepends=True)
+    dropped = next(line for line in lines if line.strip() in set(module.comparable(written)))
+    out.write_text("".join(line for line in lines if line != dropped))
+    assert module.replay_main([str(path), "--check", str(out)]) == 1
+    report = capsys.readouterr().out
+    assert "0 lines expected and not made, 1 made and not expected" in report
+    assert f"  + {dropped.strip()}" in report

@@ -23,12 +23,13 @@ from ioparallax.exporters.stargate.capture import (
     ReplayClient,
     anonymize,
     capture,
+    capture_main,
     comparable,
     read,
     replay,
+    replay_main,
     write,
 )
-from ioparallax.exporters.stargate.capture_cli import capture_main, replay_main
 from ioparallax.exporters.stargate.cli import main as cli_main, make_app
 from ioparallax.exporters.stargate.client import HttpClient
 from ioparallax.exporters.stargate.collector import StargateCollector

@@ -1,10 +1,13 @@
-"""The capture archive shared by the multi-target exporters (vCenter, Prism): writing and reading
-the ``.tar.gz``, its manifest, the anonymized target, and the ``capture`` / ``replay`` commands
-(:class:`Commands`: arguments, steps and output).
+"""The one capture of the network exporters (Stargate, vCenter, Prism): recording a probe's
+answers (:class:`Recorder`), the archive (:class:`Archive`: the ``.tar.gz``, its manifest and
+members, read back within bounds), the anonymizer's calls on the target and manifest, the replay's
+lookup of recorded answers (:class:`Answers`) and comparison, and the ``capture`` / ``replay``
+commands (:class:`Commands`: arguments, steps and output).
 
-Each exporter keeps what is its own: the exchanges it records (SOAP requests and answers, JSON
-answers with their parameters), what it learns for anonymization, and the stand-in client of its
-replay. Errors name the archive and the cause (:class:`CaptureError`), never a traceback.
+Each exporter keeps what is its own: the exchanges it records (Stargate's pages, vCenter's SOAP
+requests and answers, Prism's JSON answers with their parameters) and how each is named in the
+archive, what it learns for anonymization, and the stand-in client of its replay. Errors name the
+archive and the cause (:class:`CaptureError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import tarfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ioparallax.exporters.common.anonymize import Anonymizer
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
@@ -42,7 +46,20 @@ class CaptureError(Exception):
     """A capture that cannot be written or read; the message names the file and the cause."""
 
 
+class Exchange(Protocol):
+    """What an exporter records of one request and its answer, as the archive holds it."""
+
+    def manifest(self, n: int) -> dict[str, Any]:
+        """The manifest's entry of the ``n``-th exchange (naming its files)."""
+        ...
+
+    def files(self, n: int) -> list[tuple[str, bytes]]:
+        """The archive's members of the ``n``-th exchange: (name, bytes)."""
+        ...
+
+
 E = TypeVar("E")
+X = TypeVar("X", bound=Exchange)
 
 
 @dataclass
@@ -76,6 +93,28 @@ class Recorder(Generic[E]):
     def keep(self, exchange: E) -> None:
         with self._lock:
             self.exchanges.append(exchange)
+
+
+@contextmanager
+def recording(client_module: Any, recorder: Recorder[Any]) -> Iterator[Recorder[Any]]:
+    """``client_module.RECORDER`` is ``recorder`` while the block runs (a capture's probe): the
+    exporter's client hands it every answer; None again after, whatever happens (enter it after
+    the target is made and leave it before the target is closed: a logout is not the probe's)."""
+    client_module.RECORDER = recorder
+    try:
+        yield recorder
+    finally:
+        client_module.RECORDER = None
+
+
+T = TypeVar("T")
+
+
+def timed(probe: Callable[[float], T], timeout: float) -> tuple[T, float]:
+    """(``probe(timeout)``, the seconds it took)."""
+    start = time.monotonic()
+    result = probe(timeout)
+    return result, time.monotonic() - start
 
 
 def probe_manifest(
@@ -363,24 +402,107 @@ def _shown(value: Any) -> str:
 
 
 def read_capture(
-    path: str, kind: str, fmt: int, producer: str, exchange: Callable[[dict[str, Any], dict[str, bytes]], E]
+    path: str,
+    kind: str,
+    fmt: int,
+    producer: str,
+    exchange: Callable[[dict[str, Any], dict[str, bytes]], E],
+    key: str = "exchanges",
 ) -> Capture[E]:
-    """The capture at ``path`` (see :func:`read_archive`), each entry of the manifest's
-    ``exchanges`` made an exchange by ``exchange`` (entry, the archive's files), which raises
-    KeyError, TypeError, ValueError or AttributeError for an entry it cannot read: a CaptureError
-    naming the entry."""
+    """The capture at ``path`` (see :func:`read_archive`), each entry of the manifest's ``key``
+    list made an exchange by ``exchange`` (entry, the archive's files), which raises KeyError,
+    TypeError, ValueError or AttributeError for an entry it cannot read: a CaptureError naming
+    the entry."""
     manifest, files = read_archive(path, kind, fmt, producer)
     exchanges = []
-    for i, entry in enumerate(entries(manifest, "exchanges", path)):
+    for i, entry in enumerate(entries(manifest, key, path)):
         try:
             exchanges.append(exchange(entry, files))
         except KeyError as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc} missing") from None
+            raise CaptureError(f"{path}: {MANIFEST}: {key}[{i}]: {exc} missing") from None
         except (TypeError, ValueError, AttributeError) as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: exchanges[{i}]: {exc}") from None
+            raise CaptureError(f"{path}: {MANIFEST}: {key}[{i}]: {exc}") from None
     if not isinstance(manifest.get("target"), str) or not manifest["target"]:
         raise CaptureError(f"{path}: {MANIFEST}: no target")
     return Capture(manifest, exchanges, files.get(METRICS, b"").decode("utf-8", "replace"), path)
+
+
+def timing(seconds: float | None, offset: float) -> dict[str, Any]:
+    """A manifest entry's ``seconds`` (from the request to the answer; None: no answer) and
+    ``requested_at`` (seconds after the capture started), to the microsecond."""
+    return {"seconds": None if seconds is None else round(seconds, 6), "requested_at": round(offset, 6)}
+
+
+def timing_of(entry: dict[str, Any], seconds: float | None = 0.0) -> tuple[Any, float]:
+    """(``seconds``, ``requested_at``) of a manifest entry (:func:`timing`), checked; ValueError."""
+    return field_float(entry, "seconds", seconds), field_float(entry, "requested_at", lo=-MAX_FIELD_NUMBER)
+
+
+def member(files: dict[str, bytes], name: str) -> bytes:
+    """The archive's member ``name`` of a manifest entry; ValueError when it is not there."""
+    if name not in files:
+        raise ValueError(f"file {name[:100]!r} is not in the archive")
+    return files[name]
+
+
+def status_of(entry: dict[str, Any]) -> int:
+    """A manifest entry's HTTP status, which must be there; ValueError."""
+    status = field_int(entry, "status", None, 100, 999)
+    if status is None:
+        raise ValueError("status missing")
+    return int(status)
+
+
+@dataclass(frozen=True)
+class Archive(Generic[X]):
+    """One exporter's capture archive: its ``kind`` and format, the command that writes it
+    (``producer``, named when a file is not one), the README it carries (``{anonymized}``,
+    ``{name}`` and the ``fields`` of :meth:`write` filled in), the manifest's list of exchanges
+    (``key``) and how an entry of it is read back (``exchange``: entry, the archive's files ->
+    the exporter's exchange), and the exposition's lines a replay need not reproduce
+    (``volatile``: durations, ages)."""
+
+    kind: str
+    fmt: int
+    producer: str
+    readme: str
+    exchange: Callable[[dict[str, Any], dict[str, bytes]], X]
+    volatile: Sequence[str]
+    key: str = "exchanges"
+
+    def write(self, cap: Capture[X], path: str, metrics: bytes, **fields: str) -> int:
+        """Write ``cap`` (each exchange's manifest entry and files) and ``metrics`` to the
+        ``.tar.gz`` at ``path``; its size in bytes. CaptureError names the file and the cause."""
+        cap.manifest[self.key] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
+        files = [f for n, ex in enumerate(cap.exchanges) for f in ex.files(n)]
+        return write_archive(path, cap.manifest, self.readme, metrics, files, **fields)
+
+    def read(self, path: str) -> Capture[X]:
+        """The capture at ``path``, each exchange checked (:func:`read_capture`): CaptureError."""
+        return read_capture(path, self.kind, self.fmt, self.producer, self.exchange, self.key)
+
+    def comparable(self, exposition: str) -> list[str]:
+        """The sample lines a replay must reproduce: all but comments and the volatile series."""
+        return comparable(exposition, self.volatile)
+
+
+class Answers(Generic[E]):
+    """A capture's exchanges looked up as a replay asks for them: by one key after another (the
+    same request, then a looser match: the same path, method or batch), the first exchange
+    recorded under a key winning."""
+
+    def __init__(self, exchanges: Iterable[E], *keys: Callable[[E], Hashable]) -> None:
+        self._by: list[dict[Hashable, E]] = [{} for _ in keys]
+        for ex in exchanges:
+            for key, by in zip(keys, self._by, strict=True):
+                by.setdefault(key(ex), ex)
+
+    def find(self, *values: Hashable) -> E | None:
+        """The exchange recorded under the first of ``values`` (one per key, in order) that has one."""
+        for value, by in zip(values, self._by, strict=True):
+            if (ex := by.get(value)) is not None:
+                return ex
+        return None
 
 
 def anonymize_target(anon: Anonymizer, target: str) -> None:
@@ -403,17 +525,44 @@ def comparable(exposition: str, volatile: Sequence[str]) -> list[str]:
     return [line for line in exposition.splitlines() if line and not line.startswith(("#", *volatile))]
 
 
-def capture_parser(exporter: str, what: str, description: str) -> argparse.ArgumentParser:
+def capture_parser(
+    exporter: str, what: str, description: str, timeout: float = 120.0, epilog: str | None = None
+) -> argparse.ArgumentParser:
     """The ``<exporter> capture`` arguments: ``--target``, ``-o``, ``--config.file``,
     ``--no-anonymize``, ``--redact``, ``--anonymize-free-text``, ``--timeout`` (logging arguments are the caller's)."""
-    ap = argparse.ArgumentParser(prog=f"{exporter}-exporter capture", description=description)
-    ap.add_argument("--target", required=True, help=f"the {what}, as in /probe?target= (host[:port])")
-    ap.add_argument("-o", "--output", default=None, help=f"default: {exporter}-capture-<UTC time>.tar.gz")
-    ap.add_argument(
-        "--config.file", dest="config_file", default=None, help="the exporter's config file (credentials, TLS)"
+    ap = argparse.ArgumentParser(
+        prog=f"{exporter}-exporter capture",
+        description=description,
+        epilog=epilog,
+        # examples in an epilog keep their lines (and the description, written wrapped, its own)
+        formatter_class=argparse.RawDescriptionHelpFormatter if epilog else argparse.HelpFormatter,
     )
-    ap.add_argument("--no-anonymize", dest="anonymize", action="store_false", help="keep names, addresses and UUIDs")
-    ap.add_argument("--redact", action="append", default=[], metavar="TEXT", help="also replace TEXT; repeat")
+    ap.add_argument("--target", required=True, help=f"the {what}, as in /probe?target= (host[:port])")
+    ap.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help=f"the file to write (default: {exporter}-capture-<UTC time>.tar.gz in the current directory)",
+    )
+    ap.add_argument(
+        "--config.file",
+        dest="config_file",
+        default=None,
+        help="the exporter's config file (its targets, credentials, TLS, limits)",
+    )
+    ap.add_argument(
+        "--no-anonymize",
+        dest="anonymize",
+        action="store_false",
+        help="keep names, addresses and UUIDs as the source wrote them (default: replaced)",
+    )
+    ap.add_argument(
+        "--redact",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="also replace TEXT wherever it appears (a cluster, company or domain name); repeat",
+    )
     ap.add_argument(
         "--anonymize-free-text",
         dest="free_text",
@@ -421,7 +570,7 @@ def capture_parser(exporter: str, what: str, description: str) -> argparse.Argum
         help="also replace e-mail addresses, host-name-shaped words, Windows paths and query values "
         "anywhere (off by default: a protocol word can look like a host name; replay --check tells)",
     )
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds the probe may take (default: %(default)s)")
+    ap.add_argument("--timeout", type=float, default=timeout, help="seconds the probe may take (default: %(default)s)")
     return ap
 
 
@@ -450,18 +599,32 @@ def print_written(output: str, size: int, answers: str, manifest: dict[str, Any]
         f"wrote {output} ({size / 1e6:.1f} MB): {answers}, {m['vms']} VMs, {m['disks']} disks, "
         f"probe {'up' if m['up'] else 'DOWN: ' + str(m['error'])}, {summary}"
     )
+    print_check(output)
+
+
+def print_check(output: str) -> None:
+    """The check to make before sending a capture."""
     print(f"  check before sending: tar -xzf {output} && grep -ril '<your company or domain name>' .")
 
 
-def replay_parser(exporter: str) -> argparse.ArgumentParser:
-    """The ``<exporter> replay`` arguments: the capture and ``--check [FILE]``."""
+def replay_parser(exporter: str, description: str = "") -> argparse.ArgumentParser:
+    """The ``<exporter> replay`` arguments: the capture, ``-o`` and ``--check [FILE]``."""
     ap = argparse.ArgumentParser(
         prog=f"{exporter}-exporter replay",
-        description="Print the metrics of one probe answered from a capture; with --check, compare them "
+        description=description
+        or "Print the metrics of one probe answered from a capture; with --check, compare them "
         "with the capture's metrics.prom (or FILE), all but durations and ages.",
     )
-    ap.add_argument("capture")
-    ap.add_argument("--check", nargs="?", const="", default=None, metavar="FILE")
+    ap.add_argument("capture", help=f"a .tar.gz written by {exporter}-exporter capture")
+    ap.add_argument("-o", "--output", default="-", help="write the metrics to this file (default: stdout)")
+    ap.add_argument(
+        "--check",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="exit 1 if the metrics differ from FILE (default: the capture's metrics.prom)",
+    )
     return ap
 
 
@@ -478,11 +641,22 @@ def read_expected(path: str) -> str:
     return data.decode("utf-8")
 
 
-def replay_output(name: str, check: str | None, recorded: str, metrics: str, volatile: Sequence[str]) -> int:
-    """``replay``'s answer: the metrics (no ``check``), or their comparison with ``check`` (a file;
-    ``""``: the capture's own ``recorded`` metrics.prom); the exit status."""
+def replay_output(
+    name: str, check: str | None, recorded: str, metrics: str, volatile: Sequence[str], output: str = "-"
+) -> int:
+    """``replay``'s answer: the metrics (no ``check``: to stdout or the file ``output``), or their
+    comparison with ``check`` (a file; ``""``: the capture's own ``recorded`` metrics.prom); the
+    exit status."""
     if check is None:
-        sys.stdout.write(metrics)
+        if output == "-":
+            sys.stdout.write(metrics)
+            return 0
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(metrics)
+        except OSError as exc:
+            print(f"error: -o {output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         return 0
     try:
         expected = read_expected(check) if check else recorded
@@ -493,46 +667,84 @@ def replay_output(name: str, check: str | None, recorded: str, metrics: str, vol
     if want == got:
         print(f"{name}: {len(got)} lines, as expected")
         return 0
-    print(f"{name}: the metrics differ")
-    for line in [x for x in want if x not in set(got)][:10]:
+    missing = [line for line in want if line not in set(got)]
+    extra = [line for line in got if line not in set(want)]
+    print(f"{name}: the metrics differ: {len(missing)} lines expected and not made, {len(extra)} made and not expected")
+    for line in missing[:10]:
         print(f"  - {line}")
-    for line in [x for x in got if x not in set(want)][:10]:
+    for line in extra[:10]:
         print(f"  + {line}")
     return 1
 
 
 @dataclass(frozen=True)
 class Commands:
-    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``load_config``
-    (config file, ``extra_targets=`` -> the exporter's config; ConfigError or ValueError),
-    ``targets`` (config -> its target pool, whose ``resolve`` raises BadRequest for a target that
-    may not be probed), ``capture`` (key, settings, config, timeout -> the capture), ``anonymize``
-    (capture, texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout -> metrics),
-    ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture with
-    ``.metrics``; CaptureError)."""
+    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``capture``
+    (key, settings, config, the command's arguments -> the capture), ``anonymize`` (capture,
+    texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout ->
+    metrics), ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture
+    with ``.metrics``; CaptureError); for :meth:`resolve`, ``load_config`` (config file,
+    ``extra_targets=`` -> the exporter's config; ConfigError or ValueError) and ``targets``
+    (config -> its target pool, whose ``resolve`` raises BadRequest for a target that may not be
+    probed).
+
+    An exporter whose steps differ (Stargate: an allow-list of patterns, ``--discover``, pages)
+    overrides the hooks: :meth:`add_capture_args`, :meth:`resolve`, :meth:`replay_captured`,
+    :meth:`print_written`, :meth:`add_replay_args`, :meth:`replay_capture`."""
 
     exporter: str  # "vcenter": vcenter-exporter capture, vcenter-capture-<time>.tar.gz
     what: str  # "vCenter"
     description: str
     answers: str  # how the exchanges are counted in the summary ("SOAP answers")
     volatile: Sequence[str]
-    load_config: Callable[..., Any]
-    targets: Callable[[Any], Any]
-    capture: Callable[[str, Any, Any, float], Any]
+    capture: Callable[[str, Any, Any, argparse.Namespace], Any]
     anonymize: Callable[[Any, Sequence[str], bool], Anonymizer]
     replay: Callable[[Any, float], bytes]
     write: Callable[[Any, str, bytes], int]
     read: Callable[[str], Any]
+    load_config: Callable[..., Any] | None = None
+    targets: Callable[[Any], Any] | None = None
+    timeout: float = 120.0  # --timeout's default
+    epilog: str | None = None  # capture --help's examples
+    replay_description: str = ""
 
+    # -- hooks ---------------------------------------------------------------------------------
+    def add_capture_args(self, ap: argparse.ArgumentParser) -> None:
+        """The exporter's own ``capture`` arguments."""
+
+    def resolve(self, args: argparse.Namespace) -> tuple[str, Any, Any]:
+        """(key, settings, config) of ``--target``: ConfigError, ValueError or BadRequest say why
+        it may not be captured (exit 2, before any connection)."""
+        assert self.load_config is not None and self.targets is not None
+        # --target is listed like --<exporter>.target: the default credentials go to it and nowhere else.
+        config = self.load_config(args.config_file, extra_targets=[args.target])
+        key, cfg = self.targets(config).resolve(args.target)
+        return key, cfg, config
+
+    def replay_captured(self, cap: Any, config: Any, args: argparse.Namespace) -> bytes:
+        """The metrics written with a capture just made (a replay of its answers)."""
+        return self.replay(cap, args.timeout)
+
+    def print_written(self, output: str, size: int, cap: Any, summary: str) -> None:
+        """What ``capture`` wrote, and the check to make before sending it."""
+        print_written(output, size, f"{len(cap.exchanges)} {self.answers}", cap.manifest, summary)
+
+    def add_replay_args(self, ap: argparse.ArgumentParser) -> None:
+        """The exporter's own ``replay`` arguments."""
+
+    def replay_capture(self, cap: Any, args: argparse.Namespace) -> bytes:
+        """The metrics of ``replay``."""
+        return self.replay(cap, 60.0)
+
+    # -- the commands --------------------------------------------------------------------------
     def capture_main(self, argv: list[str]) -> int:
-        ap = capture_parser(self.exporter, self.what, self.description)
+        ap = capture_parser(self.exporter, self.what, self.description, self.timeout, self.epilog)
+        self.add_capture_args(ap)
         add_logging_args(ap)
         args = ap.parse_args(argv)
         setup_logging(args.log_level, args.log_format)
         try:
-            # --target is listed like --<exporter>.target: the default credentials go to it and nowhere else.
-            config = self.load_config(args.config_file, extra_targets=[args.target])
-            key, cfg = self.targets(config).resolve(args.target)
+            key, cfg, config = self.resolve(args)
         except (ConfigError, ValueError, BadRequest) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -540,28 +752,32 @@ class Commands:
         if problem := output_problem(output):
             print(f"error: -o {problem}", file=sys.stderr)
             return 2
-        cap = self.capture(key, cfg, config, args.timeout)
+        cap = self.capture(key, cfg, config, args)
         summary = "NOT anonymized (--no-anonymize)"
         if args.anonymize:
             summary = "anonymized: " + self.anonymize(cap, args.redact, args.free_text).summary() + " replaced"
-        metrics = self.replay(cap, args.timeout)
+        metrics = self.replay_captured(cap, config, args)
         try:
             size = self.write(cap, output, metrics)
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print_written(output, size, f"{len(cap.exchanges)} {self.answers}", cap.manifest, summary)
+        self.print_written(output, size, cap, summary)
         return 0 if cap.manifest["up"] else 1
 
     def replay_main(self, argv: list[str]) -> int:
-        ap = replay_parser(self.exporter)
+        ap = replay_parser(self.exporter, self.replay_description)
+        self.add_replay_args(ap)
         add_logging_args(ap)
         args = ap.parse_args(argv)
         setup_logging(args.log_level, args.log_format)
+        if args.output != "-" and (problem := output_problem(args.output)):
+            print(f"error: -o {problem}", file=sys.stderr)
+            return 2
         try:
             cap = self.read(args.capture)
-            metrics = self.replay(cap, 60.0).decode()
+            metrics = self.replay_capture(cap, args).decode()
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile)
+        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile, args.output)

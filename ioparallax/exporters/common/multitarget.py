@@ -1,10 +1,13 @@
-"""What the multi-target exporters (vCenter, Prism) run the same way: the pool of targets a
+"""What the network exporters (Stargate, vCenter, Prism) run the same way: the pool of targets a
 ``/probe?target=`` reaches, their flags, and ``main()`` (``serve``, ``--replay``, and the ``capture``
 and ``replay`` commands).
 
 Each exporter keeps what is its own: its ``Target`` (session, caches, counters) and how a probe of
 it is rendered (a :class:`TargetPool` subclass in its ``cli.py``), its config schema
-(``config.py``), its collector switches and its capture (``capture.py``).
+(``config.py``), its collector switches and its capture (``capture.py``). Where its start-up
+differs (Stargate: an allow-list of patterns and no credentials, parse workers, Prism names) it
+overrides :class:`Program`'s hooks: :meth:`Program.configure`, :meth:`Program.replay_config`,
+:meth:`Program.warn`, :meth:`Program.started`.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ class TargetPool:
     not probed for the config's ``session_idle_timeout``, then closed (a background reaper), so an
     abandoned target or spelling holds no session.
 
-    A subclass sets :attr:`names` (its config's) and :attr:`target_key` and makes a target
-    (:meth:`new_target`) and a probe's answer (:meth:`probe`)."""
+    A subclass sets :attr:`names` (its config's) and :attr:`target_key`, makes a target
+    (:meth:`new_target`), says what a probe did (:meth:`details`) and renders its answer
+    (:meth:`render`); one whose targets keep no state (Stargate) answers :meth:`probe` itself."""
 
     names = Names("targets", "EXPORTER", "exporter")  # the reaper thread, the logger, the flags
     #: The landing page: what the exporter serves, and the target its example links probe when
@@ -62,8 +66,30 @@ class TargetPool:
     def new_target(self, key: str, cfg: Any) -> Any:
         raise NotImplementedError
 
-    def probe(self, probe: Probe) -> bytes:
+    def probe_target(self, target: Any, timeout: float) -> tuple[Any, Any]:
+        """(the snapshot of one probe of ``target``, anything else its rendering needs)."""
+        return target.probe(timeout), None
+
+    def details(self, snap: Any, extra: Any) -> str:
+        """What a probe that was up did, for its debug line (``requests=3 new_samples=12``)."""
+        return ""
+
+    def render(self, name: str, snap: Any, extra: Any, duration: float) -> bytes:
+        """The exposition of one probe of target ``name``."""
         raise NotImplementedError
+
+    def probe(self, probe: Probe) -> bytes:
+        """``/probe``: the target of ``?target=`` (BadRequest: it may not be probed) probed within
+        the scrape's time, one debug line when it is up and one warning with the cause when not."""
+        start = time.monotonic()
+        target = self.get(probe.target)
+        snap, extra = self.probe_target(target, probe.remaining())
+        duration = time.monotonic() - start
+        if snap.up:
+            self.log.debug("probe target=%s up=1 duration=%.3fs %s", probe.target, duration, self.details(snap, extra))
+        else:
+            self.log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
+        return self.render(probe.target, snap, extra, duration)
 
     @classmethod
     def make_app(
@@ -146,35 +172,48 @@ class TargetPool:
 # -- flags -----------------------------------------------------------------------------------------
 
 
-def add_target_args(p: argparse.ArgumentParser, names: Names, what: str, config_help: str, idle_help: str) -> None:
+def add_target_args(
+    p: argparse.ArgumentParser,
+    names: Names,
+    what: str,
+    config_help: str,
+    idle_help: str | None,
+    target_help: str | None = None,
+    allow_help: str | None = None,
+    metavar: str = "HOST[:PORT]",
+) -> None:
     """``--config.file`` and the allow-list flags: ``--<exporter>.target``,
-    ``--<exporter>.allow-unlisted-targets`` and ``--<exporter>.session-idle-timeout`` (``what``:
-    "a vCenter")."""
+    ``--<exporter>.allow-unlisted-targets`` and, with ``idle_help`` (an exporter that keeps
+    sessions), ``--<exporter>.session-idle-timeout`` (``what``: "a vCenter"). ``target_help`` and
+    ``allow_help`` replace the help of an exporter that sends no credentials."""
     p.add_argument("--config.file", dest="config_file", default=None, help=config_help)
     p.add_argument(
         f"--{names.exporter}.target",
         dest="targets",
         action="append",
         default=[],
-        metavar="HOST[:PORT]",
-        help=f"{what} that may be probed (repeatable; also {names.prefix}_TARGETS, comma-separated); it gets the "
+        metavar=metavar,
+        help=target_help
+        or f"{what} that may be probed (repeatable; also {names.prefix}_TARGETS, comma-separated); it gets the "
         f"default credentials ({names.prefix}_USERNAME/{names.prefix}_PASSWORD or the config file's defaults)",
     )
     p.add_argument(
         f"--{names.exporter}.allow-unlisted-targets",
         dest="allow_unlisted",
         action="store_true",
-        help="probe any ?target= with the default credentials: anyone who can reach the exporter can "
+        help=allow_help
+        or "probe any ?target= with the default credentials: anyone who can reach the exporter can "
         "then make it send them to a host of their choice (logged as a warning at start-up)",
     )
-    p.add_argument(
-        f"--{names.exporter}.session-idle-timeout",
-        dest="session_idle_timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help=f"{idle_help} (default: session_idle_timeout in the config file, else 600)",
-    )
+    if idle_help is not None:
+        p.add_argument(
+            f"--{names.exporter}.session-idle-timeout",
+            dest="session_idle_timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help=f"{idle_help} (default: session_idle_timeout in the config file, else 600)",
+        )
 
 
 def add_probe_args(p: argparse.ArgumentParser, replay_help: str) -> None:
@@ -226,33 +265,46 @@ class Program:
             return capture.capture_main(argv[1:]) if argv[0] == "capture" else capture.replay_main(argv[1:])
         args = self.build_parser().parse_args(argv)
         setup_logging(args.log_level, args.log_format)
-        if args.replay:
-            capture = importlib.import_module(self.capture_module)
-            try:
-                config, factory = capture.replay_setup(args.replay, **_flags(args, self.replay_switches))
-            except CaptureError as exc:
-                self.log.error("--replay: %s", exc)
-                return 2
-            app, targets = self.pool.make_app(config, args.default_timeout, factory)
-            self.log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
-            return self._serve(app, targets, args)
         try:
-            config = self.load_config(
-                args.config_file,
-                extra_targets=args.targets,
-                allow_unlisted=True if args.allow_unlisted else None,
-                session_idle_timeout=args.session_idle_timeout,
-                **_flags(args, self.switches),
-            )
+            config, factory = self.replay_config(args) if args.replay else (self.configure(args), None)
+        except CaptureError as exc:
+            self.log.error("--replay: %s", exc)
+            return 2
         except (ConfigError, ValueError) as exc:
             self.log.error("configuration error: %s", exc)
             return 2
-        self._warn(config)
-        app, targets = self.pool.make_app(config, args.default_timeout)
-        self.log.info("%d targets configured", len(config.targets))
+        if not args.replay:
+            self.warn(config)
+        app, targets = self.pool.make_app(config, args.default_timeout, factory)
+        self.started(config, args)
         return self._serve(app, targets, args)
 
-    def _warn(self, config: Any) -> None:
+    # -- hooks ---------------------------------------------------------------------------------
+    def configure(self, args: argparse.Namespace) -> Any:
+        """The config of the flags and ``--config.file`` (ConfigError or ValueError: a mistake)."""
+        return self.load_config(
+            args.config_file,
+            extra_targets=args.targets,
+            allow_unlisted=True if args.allow_unlisted else None,
+            session_idle_timeout=args.session_idle_timeout,
+            **_flags(args, self.switches),
+        )
+
+    def replay_config(self, args: argparse.Namespace) -> tuple[Any, Callable[..., Any] | None]:
+        """(the config, the client factory) of ``--replay CAPTURE``: CaptureError, not a capture."""
+        capture = importlib.import_module(self.capture_module)
+        config, factory = capture.replay_setup(args.replay, **_flags(args, self.replay_switches))
+        return config, factory
+
+    def started(self, config: Any, args: argparse.Namespace) -> None:
+        """The start-up's last log line, before serving."""
+        if args.replay:
+            self.log.info("replaying %s: probe target=%s", args.replay, next(iter(config.targets)))
+        else:
+            self.log.info("%d targets configured", len(config.targets))
+
+    def warn(self, config: Any) -> None:
+        """Warnings on the config (not of a replay): unlisted targets allowed, credentials in clear."""
         if config.allow_unlisted:
             self.log.warning(
                 "unlisted targets are allowed: any ?target= receives the default credentials "

@@ -1,5 +1,6 @@
-"""``prism-exporter capture`` and ``prism-exporter replay`` (issue 26): the JSON answers of one
-probe, anonymized, and their replay through the exporter's own code.
+"""``prism-exporter capture`` and ``prism-exporter replay``: the JSON answers of one probe,
+anonymized, and their replay through the exporter's own code, on the one capture of
+``common/capture.py`` (what is Prism's own: which answers, how they are named, what they name).
 
 Capture: a :class:`~.target.Target` of the exporter (the same allow-list, credentials, TLS,
 page size, deadline) makes one probe, the first of a session: every page of ``virtual_disks``,
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,9 +37,6 @@ from ioparallax.exporters.prism.cli import Targets
 from ioparallax.exporters.prism.collector import render_probe
 from ioparallax.exporters.prism.config import Collectors, ExporterConfig, TargetConfig, load_config
 from ioparallax.exporters.prism.target import V2, Target
-
-FORMAT = 1
-KIND = "prism-capture"
 
 #: Lines of the exposition that differ between two probes of the same answers (durations, ages).
 VOLATILE = ("prism_scrape_duration_seconds", "prism_virtual_disk_sample_age_seconds")
@@ -70,12 +68,17 @@ class Exchange:
             "content_type": self.content_type,
             "date": self.date,
             "bytes": len(self.answer),
-            "seconds": round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
-            "answer": f"answers/{n:04d}-{_what(self.path)}"
-            + (f"-page{self.params['page']}" if "page" in self.params else "")
-            + ".json",
+            **archive.timing(self.seconds, self.offset),
+            "answer": self.member(n),
         }
+
+    def member(self, n: int) -> str:
+        """``answers/NNNN-<what>[-pageN].json``."""
+        page = f"-page{self.params['page']}" if "page" in self.params else ""
+        return f"answers/{n:04d}-{_what(self.path)}{page}.json"
+
+    def files(self, n: int) -> list[tuple[str, bytes]]:
+        return [(self.member(n), self.answer)]
 
 
 Capture = archive.Capture[Exchange]
@@ -101,17 +104,10 @@ def capture(
     cfg = dataclasses.replace(cfg, v2_sample_keeper=False)  # the probe's requests only
     recorder = Recorder()
     created = datetime.now(UTC)
-    client_module.RECORDER = recorder
-    target = Target(name, cfg, vm_info=collectors.vm_info)
-    try:
-        start = time.monotonic()
-        snap = target.probe(timeout)
-        duration = time.monotonic() - start
-    finally:
-        client_module.RECORDER = None
-        target.close()
+    with closing(Target(name, cfg, vm_info=collectors.vm_info)) as target, archive.recording(client_module, recorder):
+        snap, duration = archive.timed(target.probe, timeout)
     metrics = render_probe(name, snap, duration, collectors)
-    manifest = archive.probe_manifest(KIND, FORMAT, "prism-exporter", created, name, snap, duration) | {
+    manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "prism-exporter", created, name, snap, duration) | {
         "disks": len(snap.disks),
         "vms": len(snap.vms),
         "logins": snap.logins,
@@ -231,14 +227,10 @@ class ReplayClient:
     def __init__(self, cap: Capture) -> None:
         self.cap = cap
         self.logins = archive.field_int(cap.manifest, "logins")  # checked by read()
-        self._by_request: dict[str, Exchange] = {}
-        self._by_path: dict[str, Exchange] = {}
-        for ex in cap.exchanges:
-            self._by_request.setdefault(_key(ex.path, ex.params), ex)
-            self._by_path.setdefault(ex.path, ex)
+        self._answers = archive.Answers(cap.exchanges, lambda ex: _key(ex.path, ex.params), lambda ex: ex.path)
 
     def get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Answer:
-        ex = self._by_request.get(_key(path, params)) or self._by_path.get(path)
+        ex = self._answers.find(_key(path, params), path)
         if ex is None:
             raise TargetError(f"{path}: no such request in the capture {self.cap.source}", "protocol")
         return answer_of(path, ex.status, ex.answer, ex.content_type, ex.date)
@@ -286,13 +278,10 @@ def _settings(cap: Capture) -> tuple[TargetConfig, Collectors]:
 def replay(cap: Capture, timeout: float = 60.0) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
     cfg, collectors = _settings(cap)
-    target = Target(cap.target, cfg, vm_info=collectors.vm_info, client_factory=lambda name, c: ReplayClient(cap))
-    try:
-        start = time.monotonic()
-        snap = target.probe(timeout)
-        return render_probe(cap.target, snap, time.monotonic() - start, collectors)
-    finally:
-        target.close()
+    factory = lambda name, c: ReplayClient(cap)  # noqa: E731
+    with closing(Target(cap.target, cfg, vm_info=collectors.vm_info, client_factory=factory)) as target:
+        snap, duration = archive.timed(target.probe, timeout)
+        return render_probe(cap.target, snap, duration, collectors)
 
 
 def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
@@ -310,15 +299,27 @@ def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
     return config, lambda name, c: ReplayClient(cap)
 
 
-def comparable(exposition: str) -> list[str]:
-    """The sample lines a replay must reproduce: all but durations and ages."""
-    return archive.comparable(exposition, VOLATILE)
-
-
 # ------------------------------------------------------------------------------ the archive
-_README = """\
-A capture of the JSON answers one prism-exporter probe read (issue 26 of ioparallax): every page
-of virtual_disks, the VM list and hosts, and with controller_api v4 each disk's v4 series{anonymized}.
+def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
+    params = archive.field_dict(e, "params")
+    return Exchange(
+        archive.field_str(e, "path"),
+        {str(k): str(v) for k, v in params.items()},
+        archive.status_of(e),
+        archive.field_str(e, "content_type"),
+        archive.field_str(e, "date"),
+        archive.member(files, archive.field_str(e, "answer")),
+        *archive.timing_of(e),
+    )
+
+
+ARCHIVE = archive.Archive(
+    kind="prism-capture",
+    fmt=1,
+    producer="prism-exporter capture",
+    readme="""\
+A capture of the JSON answers one prism-exporter probe read: every page of virtual_disks, the
+VM list and hosts, and with controller_api v4 each disk's v4 series{anonymized}.
 
 manifest.json   the exporter's version, the target, the outcome, the settings, and per answer:
                 path, parameters, HTTP status, Date, bytes, seconds, file
@@ -326,38 +327,17 @@ answers/        each answer as Prism sent it
 metrics.prom    the metrics the exporter makes of these answers (a replay of them)
 
 Replay it:   prism-exporter replay {name}
-"""
-
-
-def write(cap: Capture, path: str, metrics: bytes) -> int:
-    cap.manifest["exchanges"] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
-    files = [(ex.manifest(n)["answer"], ex.answer) for n, ex in enumerate(cap.exchanges)]
-    return archive.write_archive(path, cap.manifest, _README, metrics, files)
-
-
-def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
-    params = archive.field_dict(e, "params")
-    answer = archive.field_str(e, "answer")
-    if answer not in files:
-        raise ValueError(f"answer {answer[:100]!r} is not in the archive")
-    status = archive.field_int(e, "status", None, 100, 999)
-    if status is None:
-        raise ValueError("status missing")
-    return Exchange(
-        archive.field_str(e, "path"),
-        {str(k): str(v) for k, v in params.items()},
-        status,
-        archive.field_str(e, "content_type"),
-        archive.field_str(e, "date"),
-        files[answer],
-        archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
-    )
+""",
+    exchange=_exchange,
+    volatile=VOLATILE,
+)
+write = ARCHIVE.write
+comparable = ARCHIVE.comparable
 
 
 def read(path: str) -> Capture:
     """A capture read back, every field the replay uses checked: CaptureError names the file and the cause."""
-    cap = archive.read_capture(path, KIND, FORMAT, "prism-exporter capture", _exchange)
+    cap = ARCHIVE.read(path)
     try:
         archive.field_int(cap.manifest, "logins")
     except ValueError as exc:
@@ -380,7 +360,7 @@ COMMANDS = archive.Commands(
     volatile=VOLATILE,
     load_config=load_config,
     targets=Targets,
-    capture=lambda key, cfg, config, timeout: capture(key, cfg, config.collectors, timeout)[0],
+    capture=lambda key, cfg, config, args: capture(key, cfg, config.collectors, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
     write=write,

@@ -12,11 +12,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.prism.address import target_key
 from ioparallax.exporters.prism.collector import render_probe
@@ -46,23 +44,11 @@ class Targets(TargetPool):
         extra: dict[str, Any] = {} if self.client_factory is None else {"client_factory": self.client_factory}
         return Target(key, cfg, time_scale=self.config.time_scale, vm_info=self.config.collectors.vm_info, **extra)
 
-    def probe(self, probe: Probe) -> bytes:
-        start = time.monotonic()
-        target = self.get(probe.target)
-        snap = target.probe(probe.remaining())
-        duration = time.monotonic() - start
-        if snap.up:
-            log.debug(
-                "probe target=%s up=1 duration=%.3fs requests=%d disks=%d new_samples=%d",
-                probe.target,
-                duration,
-                snap.requests,
-                len(snap.disks),
-                snap.new_samples,
-            )
-        else:
-            log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
-        return render_probe(probe.target, snap, duration, self.config.collectors)
+    def details(self, snap: Any, extra: Any) -> str:
+        return f"requests={snap.requests} disks={len(snap.disks)} new_samples={snap.new_samples}"
+
+    def render(self, name: str, snap: Any, extra: Any, duration: float) -> bytes:
+        return render_probe(name, snap, duration, self.config.collectors)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,9 @@
-"""Captures of what one probe fetched, anonymized, and their replay (issue 26).
+"""Captures of what one probe fetched, anonymized, and their replay, on the one capture of
+``common/capture.py`` (what is Stargate's own: the pages as exchanges, how they are named and what
+they name, the allow-list and ``--discover`` of its commands).
 
 ``stargate-exporter capture --target <cvm> -o capture.tar.gz`` runs one probe, exactly as the
-exporter runs it (target.py with the exporter's own :class:`~.transport.HttpClient`: the same
+exporter runs it (target.py with the exporter's own :class:`~.client.HttpClient`: the same
 allow-list, limits, deadline and links followed), through a :class:`RecordingClient` that keeps
 every page it fetched, with its status, size and timing. The pages are then anonymized
 (:func:`anonymize`, on by default) and written with a manifest and the metrics that replaying
@@ -26,12 +28,14 @@ regular files, each and all together within a size limit (a capture may come fro
 
 from __future__ import annotations
 
+import argparse
 import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import lxml.etree
@@ -42,14 +46,12 @@ from ioparallax.exporters.common.capture import MANIFEST, CaptureError
 from ioparallax.exporters.stargate.address import Origin, TargetError, TargetPolicy, parse_target
 from ioparallax.exporters.stargate.client import Budget, DeadlineExceeded, FetchError, HttpClient, Limits
 from ioparallax.exporters.stargate.collector import Collectors, StargateCollector
+from ioparallax.exporters.stargate.config import env_targets, load_config
 from ioparallax.exporters.stargate.parse import _cells, _header_keys, _rows, _text
 from ioparallax.exporters.stargate.target import DEFAULT_CONCURRENCY, ProbeResult, probe
-from ioparallax.version import revision, version
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-KIND = "stargate-capture"
 _STATUS = re.compile(r"HTTP ([0-9]{3})$")
 
 
@@ -66,40 +68,42 @@ class CapturedPage:
     file: str = ""
     body: bytes | None = None
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self, n: int = 0) -> dict[str, Any]:
+        """Its manifest entry (the file was named when the page was captured)."""
         return {
             "url": self.url,
             "kind": self.kind,
             "status": self.status,
             "bytes": self.size,
-            "seconds": None if self.seconds is None else round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
+            **archive.timing(self.seconds, self.offset),
             "build": self.build,
             "error": self.error,
             "file": self.file,
         }
 
+    def files(self, n: int = 0) -> list[tuple[str, bytes]]:
+        return [(self.file, self.body)] if self.body is not None and self.file else []
+
 
 @dataclass
-class Capture:
-    manifest: dict[str, Any]
-    pages: list[CapturedPage]
-    metrics: str = ""
-    source: str = "capture"  # the file it was read from (for messages)
-    _by_url: dict[str, CapturedPage] = field(default_factory=dict, repr=False)
+class Capture(archive.Capture[CapturedPage]):
+    """A capture (common/capture.py) whose exchanges are the pages one probe fetched."""
+
+    _by_url: archive.Answers[CapturedPage] | None = field(default=None, repr=False)
+    unknown: int = 0  # fields the capturing probe's pages hold that the parser does not read (not written)
 
     @property
-    def target(self) -> str:
-        return str(self.manifest.get("target", ""))
+    def pages(self) -> list[CapturedPage]:
+        return self.exchanges
 
     @property
     def discover(self) -> bool:
         return bool(self.manifest.get("discover", False))
 
     def page(self, url: str) -> CapturedPage | None:
-        if not self._by_url:
-            self._by_url = {p.url: p for p in self.pages}
-        return self._by_url.get(url)
+        if self._by_url is None:
+            self._by_url = archive.Answers(self.pages, lambda p: p.url)
+        return self._by_url.find(url)
 
     def origins(self) -> list[Origin]:
         out: dict[tuple[str, str, int], Origin] = {}
@@ -297,11 +301,8 @@ def anonymize(capture: Capture, redact: Sequence[str] = (), free_text: bool = Fa
         p.error = anon.text(p.error)
         if p.body is not None:
             p.body = anon.bytes(p.body, markup=True)
-    capture.manifest["target"] = anon.text(capture.target)
-    capture.manifest["error"] = anon.text(str(capture.manifest.get("error", "")))
-    capture.manifest["anonymized"] = True
-    capture.manifest["anonymization"] = anon.summary()
-    capture._by_url = {}
+    archive.anonymize_manifest(anon, capture.manifest, capture.target)
+    capture._by_url = None
     return anon
 
 
@@ -342,22 +343,15 @@ def capture(
         p.build = builds.get(_origin_of(p.url), "")
         if p.body is not None:
             p.file = f"pages/{n:05d}-{p.kind}.html"
-    manifest = {
-        "format": FORMAT,
-        "kind": KIND,
-        "exporter": "stargate-exporter",
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": target,
+    outcome = SimpleNamespace(up=result.up, kind="", cause=result.error)  # Stargate's errors have no kind
+    manifest = archive.probe_manifest(
+        ARCHIVE.kind, ARCHIVE.fmt, "stargate-exporter", created, target, outcome, result.duration
+    ) | {
         "discover": discover,
         "deadline_seconds": timeout,
         "concurrency": concurrency,
         "body_size_limit": limits.body_size_limit,
         "max_pages_per_probe": limits.max_pages,
-        "up": result.up,
-        "error": result.error,
-        "duration_seconds": round(result.duration, 6),
         "vdisks": len(result.vdisks),
         "anonymized": False,
     }
@@ -369,8 +363,32 @@ def _origin_of(url: str) -> str:
     return "/".join(parts[:3])
 
 
-_README = """\
-A capture of what stargate-exporter fetched in one probe (issue 26 of ioparallax).
+def _page(entry: dict[str, Any], files: dict[str, bytes]) -> CapturedPage:
+    seconds, offset = archive.timing_of(entry, None)
+    page = CapturedPage(
+        url=archive.field_str(entry, "url", ""),
+        seconds=seconds,
+        offset=offset,
+        kind=archive.field_str(entry, "kind", "detail"),
+        status=archive.field_int(entry, "status", None, 100, 999),
+        size=archive.field_int(entry, "bytes"),
+        error=archive.field_str(entry, "error"),
+        build=archive.field_str(entry, "build"),
+        file=archive.field_str(entry, "file"),
+    )
+    if not page.url:
+        raise ValueError("no url")
+    if page.file:
+        page.body = archive.member(files, page.file)
+    return page
+
+
+ARCHIVE = archive.Archive(
+    kind="stargate-capture",
+    fmt=1,
+    producer="stargate-exporter capture",
+    readme="""\
+A capture of what stargate-exporter fetched in one probe.
 
 manifest.json   the exporter's version, the target, the probe's settings and outcome, and per
                 page: URL, kind, HTTP status, bytes, seconds, page build, error, file
@@ -380,54 +398,155 @@ metrics.prom    the metrics the exporter makes of these pages (a replay of them)
 Look at it:   tar -xzf {name} && less manifest.json
 Replay it:    stargate-exporter replay {name}              (prints the metrics)
               stargate-exporter --replay {name}            (serves /probe?target={target})
-"""
+""",
+    exchange=_page,
+    volatile=("stargate_scrape_duration_seconds ",),
+    key="pages",
+)
 
 
 def write(cap: Capture, path: str, metrics: bytes) -> int:
     """Write the archive; returns its size in bytes. CaptureError names the file and the cause."""
-    cap.manifest["pages"] = [p.manifest() for p in cap.pages]
-    files = [(p.file, p.body) for p in cap.pages if p.body is not None and p.file]
-    return archive.write_archive(path, cap.manifest, _README, metrics, files, target=cap.target)
+    return ARCHIVE.write(cap, path, metrics, target=cap.target)
 
 
 def read(path: str) -> Capture:
     """A capture read back (nothing extracted to disk). CaptureError names the file and the cause."""
-    manifest, files = archive.read_archive(path, KIND, FORMAT, "stargate-exporter capture")
-    pages = []
-    for i, entry in enumerate(archive.entries(manifest, "pages", path)):
-        try:
-            page = CapturedPage(
-                url=archive.field_str(entry, "url", ""),
-                kind=archive.field_str(entry, "kind", "detail"),
-                status=archive.field_int(entry, "status", None, 100, 999),
-                size=archive.field_int(entry, "bytes"),
-                seconds=archive.field_float(entry, "seconds", None),
-                offset=archive.field_float(entry, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
-                error=archive.field_str(entry, "error"),
-                build=archive.field_str(entry, "build"),
-                file=archive.field_str(entry, "file"),
-            )
-        except ValueError as exc:
-            raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: {exc}") from None
-        if not page.url:
-            raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: no url")
-        if page.file:
-            if page.file not in files:
-                raise CaptureError(f"{path}: {MANIFEST}: pages[{i}]: file {page.file[:100]!r} is not in the archive")
-            page.body = files[page.file]
-        pages.append(page)
-    if not isinstance(manifest.get("target"), str) or not manifest["target"]:
-        raise CaptureError(f"{path}: {MANIFEST}: no target")
+    base = ARCHIVE.read(path)
+    cap = Capture(base.manifest, base.exchanges, base.metrics, base.source)
     try:
-        parse_target(manifest["target"])
+        parse_target(cap.target)
     except (TargetError, ValueError) as exc:
         raise CaptureError(f"{path}: {MANIFEST}: target: {exc}") from None
-    if not isinstance(manifest.get("discover", False), bool):
+    if not isinstance(cap.manifest.get("discover", False), bool):
         raise CaptureError(f"{path}: {MANIFEST}: discover is not true or false")
-    return Capture(manifest, pages, files.get(archive.METRICS, b"").decode("utf-8", "replace"), path)
+    return cap
 
 
 def comparable(exposition: str) -> list[str]:
     """The sample lines of an exposition that a replay must reproduce: all but the probe's
     duration (HELP and TYPE lines are left out: a reworded HELP is not a misread page)."""
-    return archive.comparable(exposition, ("stargate_scrape_duration_seconds ",))
+    return ARCHIVE.comparable(exposition)
+
+
+# ------------------------------------------------------------------------------ the commands
+@dataclass(frozen=True)
+class _Commands(archive.Commands):
+    """The common ``capture``/``replay`` commands with Stargate's own steps: the allow-list of
+    patterns (no credentials: ``--target`` is checked against it, or alone when there is none),
+    ``--discover`` and ``--stargate.concurrency``, the probe's limits from the config file, and
+    the pages counted in the summary."""
+
+    def add_capture_args(self, ap: argparse.ArgumentParser) -> None:
+        ap.add_argument(
+            "--discover", action="store_true", help="probe every CVM of the target's Cluster State table too"
+        )
+        ap.add_argument(
+            "--stargate.target",
+            dest="targets",
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help="allow-list entries, as for the exporter (also STARGATE_TARGETS). With no allow-list at all, "
+            "only --target's host is fetched from",
+        )
+        ap.add_argument(
+            "--stargate.concurrency",
+            dest="concurrency",
+            type=int,
+            default=DEFAULT_CONCURRENCY,
+            help="pages requested at once (default: %(default)s, the exporter's)",
+        )
+
+    def resolve(self, args: argparse.Namespace) -> tuple[str, Any, Any]:
+        config = load_config(args.config_file)
+        try:
+            host = parse_target(args.target).origin.host
+        except TargetError as exc:
+            raise ValueError(f"--target {args.target!r}: {exc}") from None
+        if args.concurrency < 1 or not 0 < args.timeout <= 600:
+            raise ValueError("--stargate.concurrency must be at least 1 and --timeout 0-600 s")
+        entries = config.targets + env_targets() + args.targets
+        try:
+            policy = (
+                TargetPolicy(entries, allow_any=config.allow_unlisted)
+                if entries or config.allow_unlisted
+                else TargetPolicy([host])
+            )
+        except ValueError as exc:
+            raise ValueError(f"allow-list: {exc}") from None
+        if not policy.allows(host):
+            raise ValueError(f"target {args.target} is not on the targets allow-list ({policy.describe()})")
+        return args.target, policy, config
+
+    def replay_captured(self, cap: Any, config: Any, args: argparse.Namespace) -> bytes:
+        return replay(cap, limits=config.limits, concurrency=args.concurrency, timeout=max(args.timeout, 30.0))[1]
+
+    def print_written(self, output: str, size: int, cap: Any, summary: str) -> None:
+        mains = sum(1 for p in cap.pages if p.kind == "main")
+        failed = sum(1 for p in cap.pages if p.body is None)
+        print(
+            f"wrote {output} ({size / 1e6:.1f} MB): {len(cap.pages)} pages ({mains} main, "
+            f"{len(cap.pages) - mains} vdisk detail views, {failed} failed), probe "
+            f"{'up' if cap.manifest['up'] else 'DOWN: ' + str(cap.manifest.get('error', ''))}, {summary}"
+        )
+        if cap.unknown:
+            print(
+                f"  the pages hold {cap.unknown} fields ioparallax does not read: "
+                "this capture is what we need to read them"
+            )
+        archive.print_check(output)
+
+    def add_replay_args(self, ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--no-collector.histograms", dest="histograms", action="store_false")
+        ap.add_argument("--no-collector.source-ratios", dest="source_ratios", action="store_false")
+
+    def replay_capture(self, cap: Any, args: argparse.Namespace) -> bytes:
+        return replay(cap, Collectors(args.histograms, args.source_ratios))[1]
+
+
+def _capture(target: str, policy: TargetPolicy, config: Any, args: argparse.Namespace) -> Capture:
+    cap, result = capture(
+        target,
+        timeout=args.timeout,
+        discover=args.discover,
+        concurrency=args.concurrency,
+        limits=config.limits,
+        policy=policy,
+        discovery_ports=config.discovery_ports,
+    )
+    cap.unknown = len(result.unknown)
+    return cap
+
+
+COMMANDS = _Commands(
+    exporter="stargate",
+    what="CVM",
+    description="""\
+One probe of a CVM, exactly as the exporter runs it (the same allow-list, body_size_limit,
+max_pages_per_probe and deadline; the vdisk detail views its main page links), written to a
+.tar.gz with a manifest (exporter version, each page's URL, HTTP status, bytes, seconds and page
+build) and the metrics the exporter makes of it. Names, addresses and UUIDs are anonymized by
+default (docs/stargate.md, Captures): send the file with your report.
+""",
+    epilog="""\
+examples:
+  stargate-exporter capture --target 10.0.0.11 -o capture.tar.gz
+  stargate-exporter capture --target 10.0.0.11 --config.file stargate.yml --redact acme --redact acme.example.com
+  stargate-exporter replay capture.tar.gz        # the metrics, as /probe would answer them
+Check what you send: tar -xzf capture.tar.gz && grep -ril <your cluster or company name> .
+""",
+    replay_description="Print the metrics of one probe answered from a capture (as /probe answers; no vdisk "
+    "names from YAML or Prism). With --check, compare them with the capture's own metrics.prom "
+    "(or FILE) instead, all but stargate_scrape_duration_seconds.",
+    answers="pages",
+    volatile=ARCHIVE.volatile,
+    capture=_capture,
+    anonymize=anonymize,
+    replay=lambda cap, timeout: replay(cap, timeout=timeout)[1],
+    write=write,
+    read=read,
+    timeout=10.0,
+)
+capture_main = COMMANDS.capture_main
+replay_main = COMMANDS.replay_main

@@ -4,6 +4,8 @@ a probe, the parse workers, the families switched on, and the vdisk mapping (by 
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 from ioparallax.exporters.stargate.address import TargetPolicy
@@ -27,6 +29,11 @@ class StargateConfig:
 
     def policy(self) -> TargetPolicy:
         return TargetPolicy(self.targets, allow_any=self.allow_unlisted)
+
+
+def env_targets() -> list[str]:
+    """The allow-list entries of ``STARGATE_TARGETS`` (comma- or space-separated)."""
+    return [t for t in re.split(r"[,\s]+", os.environ.get("STARGATE_TARGETS", "")) if t]
 
 
 def _target_entries(sec: Section) -> list[str]:

@@ -1,5 +1,7 @@
-"""``vcenter-exporter capture`` and ``vcenter-exporter replay`` (issue 26): the SOAP answers of
-one inventory build and one probe, anonymized, and their replay through the exporter's own code.
+"""``vcenter-exporter capture`` and ``vcenter-exporter replay``: the SOAP answers of one
+inventory build and one probe, anonymized, and their replay through the exporter's own code, on
+the one capture of ``common/capture.py`` (what is vCenter's own: which calls, how they are named,
+what they name).
 
 Capture: a :class:`~.target.Target` of the exporter (the same allow-list, credentials, TLS,
 batching) makes one probe, the first of a session: it builds the inventory (paged
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -42,9 +44,6 @@ from ioparallax.exporters.vcenter.collector import render_probe
 from ioparallax.exporters.vcenter.config import PERF_FORMATS, TargetConfig, load_config
 from ioparallax.exporters.vcenter.parse import counter_name
 from ioparallax.exporters.vcenter.target import Target
-
-FORMAT = 1
-KIND = "vcenter-capture"
 
 #: Lines of the exposition that differ between two probes of the same answers (durations, ages).
 VOLATILE = (
@@ -73,11 +72,14 @@ class Exchange:
             "method": self.method,
             "status": self.status,
             "bytes": len(self.answer),
-            "seconds": round(self.seconds, 6),
-            "requested_at": round(self.offset, 6),
+            **archive.timing(self.seconds, self.offset),
             "request": f"exchanges/{n:04d}-{self.method}-request.xml",
             "answer": f"exchanges/{n:04d}-{self.method}-answer.xml",
         }
+
+    def files(self, n: int) -> list[tuple[str, bytes]]:
+        entry = self.manifest(n)
+        return [(entry["request"], self.request), (entry["answer"], self.answer)]
 
 
 Capture = archive.Capture[Exchange]
@@ -96,23 +98,16 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
     exporter makes it, every SOAP answer kept; (the capture, the probe's exposition)."""
     recorder = Recorder()
     created = datetime.now(UTC)
-    client.RECORDER = recorder
-    target = Target(name, cfg)
-    target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
-    try:
-        start = time.monotonic()
-        snap, _ = target.probe(timeout)
-        duration = time.monotonic() - start
+    with closing(Target(name, cfg)) as target, archive.recording(client, recorder):
+        target.watch_inventory_updates(False)  # the paged RetrievePropertiesEx: replayable by any version
+        (snap, _), duration = archive.timed(target.probe, timeout)
         counters: dict[str, str] = {}
         if target.keys is not None:
             counters = target.client.call(
                 lambda si: {str(c.key): counter_name(c) for c in si.content.perfManager.perfCounter}
             )
-    finally:
-        client.RECORDER = None
-        target.close()
     metrics = render_probe(name, snap, duration, False)
-    manifest = archive.probe_manifest(KIND, FORMAT, "vcenter-exporter", created, name, snap, duration) | {
+    manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "vcenter-exporter", created, name, snap, duration) | {
         "vms": len(snap.vms),
         "disks": sum(len(vm.disks) for vm in snap.vms),
         "perf_format": cfg.perf_format,
@@ -222,13 +217,9 @@ class _ReplayStub:
 
     def __init__(self, cap: Capture) -> None:
         self.cap = cap
-        self._by_request: dict[bytes, Exchange] = {}
-        self._by_batch: dict[bytes, Exchange] = {}
-        self._by_method: dict[str, Exchange] = {}
-        for ex in cap.exchanges:
-            self._by_request.setdefault(ex.request, ex)
-            self._by_batch.setdefault(_batch(ex.request), ex)
-            self._by_method.setdefault(ex.method, ex)
+        self._answers = archive.Answers(
+            cap.exchanges, lambda ex: ex.request, lambda ex: _batch(ex.request), lambda ex: ex.method
+        )
 
     def GetConnection(self) -> _Connection:  # noqa: N802 (pyvmomi's names)
         return _Connection(self)
@@ -246,7 +237,7 @@ class _ReplayStub:
         view of this session)."""
         m = _METHOD.search(body)
         method = m.group(1).decode() if m else "?"
-        ex = self._by_request.get(body) or self._by_batch.get(_batch(body)) or self._by_method.get(method)
+        ex = self._answers.find(body, _batch(body), method)
         if ex is None:
             raise TargetError(f"{method}: no such request in the capture {self.cap.source}", "protocol")
         return _Response(ex.status, ex.answer)
@@ -302,14 +293,11 @@ class _ReplayClient:
 def replay(cap: Capture, timeout: float = 60.0, latest_samples: bool = True) -> bytes:
     """The exposition of one probe answered from the capture, by the exporter's own Target."""
     cfg = _settings(cap)
-    target = Target(cap.target, cfg, client_factory=lambda name, c: _ReplayClient(cap))  # type: ignore[arg-type,return-value]
-    target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
-    try:
-        start = time.monotonic()
-        snap, _ = target.probe(timeout)
-        return render_probe(cap.target, snap, time.monotonic() - start, False, latest_samples)
-    finally:
-        target.close()
+    factory = lambda name, c: _ReplayClient(cap)  # noqa: E731
+    with closing(Target(cap.target, cfg, client_factory=factory)) as target:  # type: ignore[arg-type]
+        target.watch_inventory_updates(False)  # captures hold RetrievePropertiesEx pages
+        (snap, _), duration = archive.timed(target.probe, timeout)
+        return render_probe(cap.target, snap, duration, False, latest_samples)
 
 
 def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, Any]:
@@ -328,15 +316,26 @@ def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, An
     return config, lambda name, c: _ReplayClient(cap)
 
 
-def comparable(exposition: str) -> list[str]:
-    """The sample lines a replay must reproduce: all but durations and ages."""
-    return archive.comparable(exposition, VOLATILE)
-
-
 # ------------------------------------------------------------------------------ the archive
-_README = """\
-A capture of the SOAP answers one vcenter-exporter probe read (issue 26 of ioparallax): the
-inventory (RetrievePropertiesEx pages) and the latest samples (QueryPerf){anonymized}.
+def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
+    request = archive.member(files, archive.field_str(e, "request"))
+    answer = archive.member(files, archive.field_str(e, "answer"))
+    return Exchange(
+        archive.field_str(e, "method"),
+        request,
+        archive.status_of(e),
+        answer,
+        *archive.timing_of(e),
+    )
+
+
+ARCHIVE = archive.Archive(
+    kind="vcenter-capture",
+    fmt=1,
+    producer="vcenter-exporter capture",
+    readme="""\
+A capture of the SOAP answers one vcenter-exporter probe read: the inventory
+(RetrievePropertiesEx pages) and the latest samples (QueryPerf){anonymized}.
 
 manifest.json   the exporter's version, the target, the outcome, the counter list, and per
                 exchange: method, HTTP status, bytes, seconds, files
@@ -344,34 +343,12 @@ exchanges/      each request and its answer
 metrics.prom    the metrics the exporter makes of these answers (a replay of them)
 
 Replay it:   vcenter-exporter replay {name}
-"""
-
-
-def write(cap: Capture, path: str, metrics: bytes) -> int:
-    cap.manifest["exchanges"] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
-    files: list[tuple[str, bytes]] = []
-    for n, ex in enumerate(cap.exchanges):
-        entry = ex.manifest(n)
-        files += [(entry["request"], ex.request), (entry["answer"], ex.answer)]
-    return archive.write_archive(path, cap.manifest, _README, metrics, files)
-
-
-def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
-    request, answer = archive.field_str(e, "request"), archive.field_str(e, "answer")
-    for name in (request, answer):
-        if name not in files:
-            raise ValueError(f"file {name[:100]!r} is not in the archive")
-    status = archive.field_int(e, "status", None, 100, 999)
-    if status is None:
-        raise ValueError("status missing")
-    return Exchange(
-        archive.field_str(e, "method"),
-        files[request],
-        status,
-        files[answer],
-        archive.field_float(e, "seconds"),
-        archive.field_float(e, "requested_at", lo=-archive.MAX_FIELD_NUMBER),
-    )
+""",
+    exchange=_exchange,
+    volatile=VOLATILE,
+)
+write = ARCHIVE.write
+comparable = ARCHIVE.comparable
 
 
 _COUNTER_KEY = re.compile(r"[0-9]{1,9}")
@@ -393,7 +370,7 @@ def _settings(cap: Capture) -> TargetConfig:
 
 def read(path: str) -> Capture:
     """A capture read back, every field the replay uses checked: CaptureError names the file and the cause."""
-    cap = archive.read_capture(path, KIND, FORMAT, "vcenter-exporter capture", _exchange)
+    cap = ARCHIVE.read(path)
     m = cap.manifest
     try:
         _settings(cap)
@@ -420,7 +397,7 @@ COMMANDS = archive.Commands(
     volatile=VOLATILE,
     load_config=load_config,
     targets=Targets,
-    capture=lambda key, cfg, config, timeout: capture(key, cfg, timeout)[0],
+    capture=lambda key, cfg, config, args: capture(key, cfg, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
     write=write,

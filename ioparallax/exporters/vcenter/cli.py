@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
+from typing import Any
 
 from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
-from ioparallax.exporters.common.web.app import Probe
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.exporters.vcenter.collector import render_probe
@@ -45,23 +44,14 @@ class Targets(TargetPool):
     def new_target(self, key: str, cfg: TargetConfig) -> Target:
         return Target(key, cfg) if self.client_factory is None else Target(key, cfg, self.client_factory)
 
-    def probe(self, probe: Probe) -> bytes:
-        start = time.monotonic()
-        target = self.get(probe.target)
-        snap, shared = target.probe(probe.remaining())
-        duration = time.monotonic() - start
-        if snap.up:
-            log.debug(
-                "probe target=%s up=1 duration=%.3fs queries=%d new_samples=%d shared=%s",
-                probe.target,
-                duration,
-                snap.queries,
-                snap.new_samples,
-                shared,
-            )
-        else:
-            log.warning("probe failed target=%s kind=%s cause=%s", probe.target, snap.kind, snap.cause)
-        return render_probe(probe.target, snap, duration, shared, self.config.latest_samples)
+    def probe_target(self, target: Target, timeout: float) -> tuple[Any, bool]:
+        return target.probe(timeout)  # (the snapshot, shared: answered by another probe's read)
+
+    def details(self, snap: Any, shared: bool) -> str:
+        return f"queries={snap.queries} new_samples={snap.new_samples} shared={shared}"
+
+    def render(self, name: str, snap: Any, shared: bool, duration: float) -> bytes:
+        return render_probe(name, snap, duration, shared, self.config.latest_samples)
 
 
 def build_parser() -> argparse.ArgumentParser:
