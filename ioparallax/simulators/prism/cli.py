@@ -13,11 +13,12 @@ import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
+from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
 from .model import DEFAULT_PUBLISH_DELAY
-from .server import FAULT_MODES, PrismSimulator
+from .server import PrismSimulator
 
 EPILOG = """\
 On start one line is printed on stdout (the demo stack reads it):

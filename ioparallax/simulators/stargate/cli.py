@@ -12,10 +12,11 @@ import threading
 import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
-from .server import FAULT_MODES, StargateCluster
+from .server import StargateCluster
 
 EPILOG = """\
 Each CVM of the scenario gets its own HTTP server (default 127.0.0.1, free ports) showing only
