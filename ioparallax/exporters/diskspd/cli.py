@@ -1,10 +1,8 @@
 """diskspd-exporter: DiskSPD ``-Rxml`` results for Prometheus, read on a Linux collector host.
 
-Subcommands: ``serve`` (default) watches files/directories of result documents copied off the
-Windows VMs; ``convert FILE...`` prints the exposition once; ``backfill FILE...`` writes the runs'
-per-interval ``-D`` series with their own timestamps (OpenMetrics for ``promtool tsdb
-create-blocks-from openmetrics``, or Prometheus text for VictoriaMetrics' import). The commands'
-common part is :mod:`ioparallax.exporters.common.watch.cli`.
+Commands (on :mod:`ioparallax.exporters.common.watch.cli`): ``serve`` (default) watches the
+result documents copied off the Windows VMs, ``convert FILE...`` prints their exposition once,
+``backfill FILE...`` writes the runs' per-interval ``-D`` series with their own timestamps.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ioparallax.exporters.common.watch.cli import WatchProgram, output
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram, output
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
@@ -21,44 +19,32 @@ from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
 
-DESCRIPTION = (
-    "Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
-    "run, time span and target the I/Os, bytes, latency means and percentiles, outstanding I/Os "
-    "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics."
-)
-
 PROGRAM = WatchProgram(
     SPEC,
-    DESCRIPTION,
     DEFAULT_LISTEN,
-    commands=("serve", "convert", "backfill"),
-    serve_help="watch DiskSPD result files and serve /metrics (the default)",
-    serve_description="Watch files or directories of DiskSPD -Rxml results and serve them on "
-    "/metrics; a new or changed file is parsed once, at the next scrape.",
-    escape_names=True,  # a name can hold a newline
-)
-COMMANDS = PROGRAM.commands
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = PROGRAM.parser()
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of result files once",
-        description="Read DiskSPD -Rxml result files and print their Prometheus exposition on "
+    description="Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
+    "run, time span and target the I/Os, bytes, latency means and percentiles, outstanding I/Os "
+    "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch DiskSPD result files and serve /metrics (the default)",
+        "Watch files or directories of DiskSPD -Rxml results and serve them on "
+        "/metrics; a new or changed file is parsed once, at the next scrape.",
+    ),
+    convert_texts=Texts(
+        "print the exposition of result files once",
+        "Read DiskSPD -Rxml result files and print their Prometheus exposition on "
         "stdout. Exits 1, naming each bad file and the cause on stderr, if one cannot be read.",
-        dest="files",
-        metavar="FILE",
-    )
-    PROGRAM.add_backfill(
-        sub,
-        help="write the runs' -D interval series with their own timestamps",
-        description="Write the per-interval IOPS (and latency, with -L) of DiskSPD -Rxml results "
+    ),
+    backfill_texts=Texts(
+        "write the runs' -D interval series with their own timestamps",
+        "Write the per-interval IOPS (and latency, with -L) of DiskSPD -Rxml results "
         "with the run's own timestamps: OpenMetrics for `promtool tsdb create-blocks-from "
         "openmetrics`, or Prometheus text (millisecond timestamps) for VictoriaMetrics' "
         "/api/v1/import/prometheus. Exits 1 naming each file that cannot be used.",
-    )
-    return parser
+    ),
+    escape_names=True,  # a name can hold a newline
+)
+build_parser = PROGRAM.build_parser
 
 
 def _files(s: Settings, paths: list[str], pattern: str | None = None, settle_s: float | None = None) -> ResultFiles:
@@ -94,6 +80,11 @@ def _read_all(s: Settings, paths: list[str]) -> tuple[ResultFiles, list[str]]:
     return files, bad
 
 
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
+    collectors = [_collector(s, _files(s, s.watch))]
+    return PROGRAM.serve(s, collectors, "no --diskspd.watch path given: nothing to serve but diskspd_up")
+
+
 def cmd_convert(s: Settings, paths: list[str]) -> int:
     files, bad = _read_all(s, paths)
     PROGRAM.exposition(_collector(s, files, poll=False))
@@ -117,19 +108,9 @@ def write_backfill(s: Settings, args: argparse.Namespace) -> tuple[int, list[str
     return len(samples), bad
 
 
-def _run(args: argparse.Namespace) -> int:
-    s = SPEC.read(args, Settings())
-    if args.command == "convert":
-        return cmd_convert(s, args.files)
-    if args.command == "backfill":
-        return PROGRAM.backfill(args, lambda: write_backfill(s, args))
-    files = _files(s, s.watch)
-    return PROGRAM.serve(s, [_collector(s, files)], "no --diskspd.watch path given: nothing to serve but diskspd_up")
-
-
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv, build_parser, _run)
+    return PROGRAM.main(argv, Settings, cmd_serve, cmd_convert, backfill=write_backfill)
 
 
 if __name__ == "__main__":

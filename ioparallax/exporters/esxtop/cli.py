@@ -1,10 +1,8 @@
 """esxtop-exporter: esxtop batch CSVs and vscsiStats outputs for Prometheus, read on a collector host.
 
-Subcommands: ``serve`` (default) watches files/directories and follows the CSVs as esxtop appends
-to them; ``convert FILE...`` prints the exposition of finished files once; ``backfill FILE...``
-writes every sample with the capture's own timestamps (OpenMetrics for ``promtool tsdb
-create-blocks-from openmetrics``, or Prometheus text for VictoriaMetrics' import). The commands'
-common part is :mod:`ioparallax.exporters.common.watch.cli`.
+Commands (on :mod:`ioparallax.exporters.common.watch.cli`): ``serve`` (default) follows the CSVs
+as esxtop appends to them, ``convert FILE...`` prints the exposition of finished files once,
+``backfill FILE...`` writes every sample with the capture's own timestamps.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import argparse
 import sys
 
 from ioparallax.exporters.common.backfill import BackfillWriter
-from ioparallax.exporters.common.watch.cli import WatchProgram, output
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram, output
 from ioparallax.exporters.esxtop.backfill import FAMILIES, Backfill
 from ioparallax.exporters.esxtop.collector import EsxtopCollector
 from ioparallax.exporters.esxtop.config import DEFAULT_LISTEN, SPEC, Settings
@@ -21,48 +19,35 @@ from ioparallax.exporters.esxtop.hygiene import HygieneConfig
 from ioparallax.exporters.esxtop.reader import EsxtopFile, VscsiFile, WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
-DESCRIPTION = (
-    "Exports esxtop batch CSVs (esxtop -b -d 2 > host.csv, followed as they grow) and vscsiStats "
+PROGRAM = WatchProgram(
+    SPEC,
+    DEFAULT_LISTEN,
+    description="Exports esxtop batch CSVs (esxtop -b -d 2 > host.csv, followed as they grow) and vscsiStats "
     "histograms (vscsiStats -p all -c): per virtual disk the 2-second VM view (labelled vm and disk "
     "as vcenter-exporter labels them), per device, path, adapter and NFS volume the latency split "
     "(guest = kernel + driver), per VM its CPU ready and co-stop, per VM disk the I/O length, seek "
     "distance, outstanding I/O and latency histograms; every sample integrated into counters, and "
-    "capture hygiene findings. Target data is on /metrics."
-)
-
-PROGRAM = WatchProgram(
-    SPEC,
-    DESCRIPTION,
-    DEFAULT_LISTEN,
-    commands=("serve", "convert", "backfill"),
-    serve_help="watch esxtop and vscsiStats files and serve /metrics (the default)",
-    serve_description="Watch esxtop batch CSVs and vscsiStats outputs and serve them on /metrics, "
-    "read incrementally at each scrape.",
-    escape_names=True,  # a name can hold a newline
-)
-COMMANDS = PROGRAM.commands
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = PROGRAM.parser()
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of esxtop and vscsiStats files once",
-        description="Read esxtop batch CSVs and vscsiStats outputs to their end and print their "
+    "capture hygiene findings. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch esxtop and vscsiStats files and serve /metrics (the default)",
+        "Watch esxtop batch CSVs and vscsiStats outputs and serve them on /metrics, read incrementally at each scrape.",
+    ),
+    convert_texts=Texts(
+        "print the exposition of esxtop and vscsiStats files once",
+        "Read esxtop batch CSVs and vscsiStats outputs to their end and print their "
         "Prometheus exposition on stdout. Exits 1, naming each bad file and the cause on stderr, if "
         "one cannot be read, is neither, or ends in a cut-off line.",
-        dest="files",
-        metavar="FILE",
-    )
-    PROGRAM.add_backfill(
-        sub,
-        help="write every esxtop sample with the capture's own timestamps",
-        description="Write every sample of esxtop batch CSVs as the _sample_ gauges a scrape shows, "
+    ),
+    backfill_texts=Texts(
+        "write every esxtop sample with the capture's own timestamps",
+        "Write every sample of esxtop batch CSVs as the _sample_ gauges a scrape shows, "
         "stamped with the sample's time: OpenMetrics for `promtool tsdb create-blocks-from "
         "openmetrics`, or Prometheus text (millisecond timestamps) for VictoriaMetrics' "
         "/api/v1/import/prometheus. Exits 1 naming each file that cannot be used.",
-    )
-    return parser
+    ),
+    escape_names=True,  # a name can hold a newline
+)
+build_parser = PROGRAM.build_parser
 
 
 def _hygiene(s: Settings) -> HygieneConfig:
@@ -89,6 +74,12 @@ def _read_all(paths: list[str], watcher: Watcher) -> list[str]:
     return bad
 
 
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
+    watcher = Watcher(WatchConfig(paths=s.watch, pattern=s.pattern, retention_s=s.retention_s, idle_s=s.idle_s))
+    collectors = [EsxtopCollector(watcher, _hygiene(s))]
+    return PROGRAM.serve(s, collectors, "no --esxtop.watch path given: nothing to export but esxtop_up")
+
+
 def cmd_convert(s: Settings, paths: list[str]) -> int:
     watcher = _finished(s, paths)
     bad = _read_all(paths, watcher)
@@ -111,20 +102,9 @@ def write_backfill(s: Settings, args: argparse.Namespace) -> tuple[int, list[str
         return writer.samples, bad
 
 
-def _run(args: argparse.Namespace) -> int:
-    s = SPEC.read(args, Settings())
-    if args.command == "convert":
-        return cmd_convert(s, args.files)
-    if args.command == "backfill":
-        return PROGRAM.backfill(args, lambda: write_backfill(s, args))
-    watcher = Watcher(WatchConfig(paths=s.watch, pattern=s.pattern, retention_s=s.retention_s, idle_s=s.idle_s))
-    collectors = [EsxtopCollector(watcher, _hygiene(s))]
-    return PROGRAM.serve(s, collectors, "no --esxtop.watch path given: nothing to export but esxtop_up")
-
-
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv, build_parser, _run)
+    return PROGRAM.main(argv, Settings, cmd_serve, cmd_convert, backfill=write_backfill)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ import os
 import sys
 import tempfile
 
-from ioparallax.exporters.common.watch.cli import WatchProgram
-from ioparallax.exporters.common.watch.wrapper import add_run_parser, command_of, serve_while_running
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
+from ioparallax.exporters.common.watch.wrapper import RunTexts, serve_while_running
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
@@ -18,32 +18,20 @@ from ioparallax.pipes import quiet_on_closed_stdout
 
 log = logging.getLogger("ioparallax.exporters.fio")
 
-DESCRIPTION = (
-    "Exports fio results and live --status-interval records (json/json+, client/server, "
-    "unified_rw_reporting) with per-job latency histograms and benchmark hygiene "
-    "findings, plus the guest's disk facts (partition alignment, block sizes, request "
-    "size limit, disk identity) from sysfs. Target data is on /metrics."
-)
-
 PROGRAM = WatchProgram(
     SPEC,
-    DESCRIPTION,
     DEFAULT_LISTEN,
-    commands=("serve", "run", "convert"),
-    serve_help="watch fio output files and serve /metrics (the default)",
-    serve_description="Watch files or directories of fio JSON output (finished results "
-    "and status streams still being written) and serve them on "
-    "/metrics, read incrementally at each scrape.",
-)
-COMMANDS = PROGRAM.commands
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = PROGRAM.parser()
-    add_run_parser(
-        sub,
-        SPEC,
-        DEFAULT_LISTEN,
+    description="Exports fio results and live --status-interval records (json/json+, client/server, "
+    "unified_rw_reporting) with per-job latency histograms and benchmark hygiene "
+    "findings, plus the guest's disk facts (partition alignment, block sizes, request "
+    "size limit, disk identity) from sysfs. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch fio output files and serve /metrics (the default)",
+        "Watch files or directories of fio JSON output (finished results "
+        "and status streams still being written) and serve them on "
+        "/metrics, read incrementally at each scrape.",
+    ),
+    run_texts=RunTexts(
         "fio",
         help="run fio and serve its status records while it runs",
         description="Run a fio command (after '--'), adding --output-format=json+ and "
@@ -54,17 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
         output_help="file to write fio's stdout to, when the command has no --output "
         "(default: a new file in the temp directory)",
         linger_help="keep serving this long after fio exits, so the final record is scraped (default: %(default)s)",
-    )
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of fio output files once",
-        description="Read fio output files (any form) and print their Prometheus "
+    ),
+    convert_texts=Texts(
+        "print the exposition of fio output files once",
+        "Read fio output files (any form) and print their Prometheus "
         "exposition on stdout, for ad-hoc use. Exits 1 if a file could not "
         "be read.",
-        dest="files",
-        metavar="FILE",
-    )
-    return parser
+    ),
+)
+build_parser = PROGRAM.build_parser
 
 
 def build_collectors(s: Settings, watcher: Watcher) -> list:
@@ -93,7 +79,8 @@ def _watcher(s: Settings, paths: list[str]) -> Watcher:
     )
 
 
-def cmd_serve(s: Settings) -> int:
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
+    _log_switched_off(s)
     unwatched = "no --fio.watch path given: only guest disk facts will be served"
     return PROGRAM.serve(s, build_collectors(s, _watcher(s, s.watch)), unwatched)
 
@@ -109,6 +96,7 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
             os.close(fd)
     output = os.path.abspath(output)
     watcher = _watcher(s, [output, *s.watch])
+    _log_switched_off(s)
     run = FioRun(argv, output, stdout_to_file)
     watcher.process_running[output] = lambda: run.running
     app = PROGRAM.app(s, [*build_collectors(s, watcher), FioRunCollector(run)])
@@ -118,7 +106,8 @@ def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_
 def cmd_convert(s: Settings, files: list[str]) -> int:
     """Print the exposition of whole files (any size: read to the end in bounded chunks); exit 1,
     naming each file and the cause on stderr, if a file is missing, unreadable, garbage, or ends
-    in a cut-off document (truncated)."""
+    in a cut-off document (truncated). The guest's disk facts are not shown: they are this
+    machine's, not the files'."""
     watcher = Watcher(
         WatchConfig(
             paths=files,
@@ -134,6 +123,7 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
         if all(st.reason is not None or st.tailer.offset >= st.tailer.size for st in watcher.sources.values()):
             break
     watcher.finish()
+    s.guest_disks = False
     for c in build_collectors(s, watcher):
         if isinstance(c, FioCollector):
             c.poll = False
@@ -146,22 +136,14 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
     return PROGRAM.report("convert", bad)
 
 
-def _run(args: argparse.Namespace) -> int:
-    s = settings_from(args)
-    if args.command == "convert":
-        s.guest_disks = False  # convert shows the files, not this machine
-        return cmd_convert(s, args.files)
+def _log_switched_off(s: Settings) -> None:
     if s.switched_off():
         log.info("collectors switched off: %s", ", ".join(s.switched_off()))
-    if args.command == "run":
-        command, linger = command_of(args, "fio")
-        return cmd_run(s, command, args.run_output, linger)
-    return cmd_serve(s)
 
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv, build_parser, _run)
+    return PROGRAM.main(argv, settings_from, cmd_serve, cmd_convert, run=cmd_run)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,8 @@
 """pgbench-exporter: pgbench's throughput, failures and latency for Prometheus (the application view).
 
-Subcommands: ``serve`` (default) watches files and directories and follows pgbench output as it
-grows; ``run -- pgbench ...`` runs pgbench itself and serves its progress while it runs;
-``convert FILE...`` prints the exposition of files once. The commands' common part is
-:mod:`ioparallax.exporters.common.watch.cli` and ``.wrapper``.
+Commands (on :mod:`ioparallax.exporters.common.watch`): ``serve`` (default) follows pgbench
+output as it grows; ``run -- pgbench ...`` runs pgbench itself and serves its progress while it
+runs; ``convert FILE...`` prints the exposition of files once.
 """
 
 from __future__ import annotations
@@ -13,39 +12,27 @@ import os
 import sys
 import tempfile
 
-from ioparallax.exporters.common.watch.cli import WatchProgram
-from ioparallax.exporters.common.watch.wrapper import add_run_parser, command_of, serve_while_running
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
+from ioparallax.exporters.common.watch.wrapper import RunTexts, serve_while_running
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from ioparallax.exporters.pgbench.wrapper import PgbenchRun, PgbenchRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
 
-DESCRIPTION = (
-    "Exports pgbench runs as the application view of a PoC: transactions, failures, latency and "
-    "schedule lag per run, from pgbench's console output (-P progress lines followed live, the end "
-    "summary; PostgreSQL 9.x to 17+), its --aggregate-interval logs and per-transaction --log files; "
-    "plus benchmark hygiene findings. Target data is on /metrics."
-)
-
 PROGRAM = WatchProgram(
     SPEC,
-    DESCRIPTION,
     DEFAULT_LISTEN,
-    commands=("serve", "run", "convert"),
-    serve_help="watch pgbench output files and serve /metrics (the default)",
-    serve_description="Watch files or directories of pgbench output (finished and still being written) "
-    "and serve them on /metrics, read incrementally at each scrape.",
-)
-COMMANDS = PROGRAM.commands
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = PROGRAM.parser()
-    add_run_parser(
-        sub,
-        SPEC,
-        DEFAULT_LISTEN,
+    description="Exports pgbench runs as the application view of a PoC: transactions, failures, latency and "
+    "schedule lag per run, from pgbench's console output (-P progress lines followed live, the end "
+    "summary; PostgreSQL 9.x to 17+), its --aggregate-interval logs and per-transaction --log files; "
+    "plus benchmark hygiene findings. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch pgbench output files and serve /metrics (the default)",
+        "Watch files or directories of pgbench output (finished and still being written) "
+        "and serve them on /metrics, read incrementally at each scrape.",
+    ),
+    run_texts=RunTexts(
         "pgbench",
         help="run pgbench and serve its progress while it runs",
         description="Run a pgbench command (after '--'), adding -P 5 unless it has a progress interval, "
@@ -55,17 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
         usage="pgbench-exporter run [options] -- pgbench [pgbench options] [dbname]",
         output_help="file to write pgbench's output to (default: a new file in the temp directory)",
         linger_help="keep serving this long after pgbench exits, so the summary is scraped (default: %(default)s)",
-    )
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of pgbench files once",
-        description="Read pgbench files (console output, aggregate or per-transaction logs) to their end and "
+    ),
+    convert_texts=Texts(
+        "print the exposition of pgbench files once",
+        "Read pgbench files (console output, aggregate or per-transaction logs) to their end and "
         "print their Prometheus exposition on stdout, for ad-hoc use. Exits 1 if a file could not be "
         "read, holds no pgbench data, or ends in a cut-off line.",
-        dest="files",
-        metavar="FILE",
-    )
-    return parser
+    ),
+)
+build_parser = PROGRAM.build_parser
 
 
 def _watcher(s: Settings, paths: list[str], convert: bool = False) -> Watcher:
@@ -118,20 +103,14 @@ def cmd_convert(s: Settings, files: list[str]) -> int:
     return PROGRAM.report("convert", bad)
 
 
-def _run(args: argparse.Namespace) -> int:
-    s = SPEC.read(args, Settings())
-    if args.command == "convert":
-        return cmd_convert(s, args.files)
-    if args.command == "run":
-        command, linger = command_of(args, "pgbench")
-        return cmd_run(s, command, args.run_output, linger)
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
     unwatched = "no --pgbench.watch path given: nothing to export but pgbench_up"
     return PROGRAM.serve(s, _collectors(s, _watcher(s, s.watch)), unwatched)
 
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv, build_parser, _run)
+    return PROGRAM.main(argv, Settings, cmd_serve, cmd_convert, run=cmd_run)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """vdbench-exporter: vdbench output directories (flatfile, parmfile, host reports) for Prometheus.
 
-Subcommands: ``serve`` (default) watches directories and follows flatfile.html as vdbench
-appends to it; ``convert DIR...`` prints the exposition of finished output directories once. The
-commands' common part is :mod:`ioparallax.exporters.common.watch.cli`.
+Commands (on :mod:`ioparallax.exporters.common.watch.cli`): ``serve`` (default) watches
+directories and follows flatfile.html as vdbench appends to it; ``convert DIR...`` prints the
+exposition of finished output directories once.
 """
 
 from __future__ import annotations
@@ -10,43 +10,33 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ioparallax.exporters.common.watch.cli import WatchProgram
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
-DESCRIPTION = (
-    "Exports vdbench output directories (HCIBench/X-Ray workers, or copies on a collector host): "
-    "flatfile.html followed live as vdbench appends to it, integrated into per-run counters; the "
-    "runs' summary rows; per-host reports of multi-host runs; the parameter file as run; and "
-    "benchmark hygiene findings. Target data is on /metrics."
-)
-
 PROGRAM = WatchProgram(
     SPEC,
-    DESCRIPTION,
     DEFAULT_LISTEN,
-    commands=("serve", "convert"),
-    serve_help="watch vdbench output directories and serve /metrics (the default)",
-    serve_description="Watch vdbench output directories and serve them on /metrics, read incrementally at each scrape.",
-)
-COMMANDS = PROGRAM.commands
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = PROGRAM.parser()
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of vdbench output directories once",
-        description="Read vdbench output directories to their end and print their Prometheus exposition "
+    description="Exports vdbench output directories (HCIBench/X-Ray workers, or copies on a collector host): "
+    "flatfile.html followed live as vdbench appends to it, integrated into per-run counters; the "
+    "runs' summary rows; per-host reports of multi-host runs; the parameter file as run; and "
+    "benchmark hygiene findings. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch vdbench output directories and serve /metrics (the default)",
+        "Watch vdbench output directories and serve them on /metrics, read incrementally at each scrape.",
+    ),
+    convert_texts=Texts(
+        "print the exposition of vdbench output directories once",
+        "Read vdbench output directories to their end and print their Prometheus exposition "
         "on stdout. Exits 1 if a directory or file could not be read, holds no vdbench data, or "
         "ends in a cut-off line.",
-        dest="dirs",
-        metavar="DIR",
-    )
-    return parser
+    ),
+    convert_metavar="DIR",
+)
+build_parser = PROGRAM.build_parser
 
 
 def _collector(s: Settings, watcher: Watcher, poll: bool = True) -> VdbenchCollector:
@@ -81,19 +71,15 @@ def cmd_convert(s: Settings, dirs: list[str]) -> int:
     return PROGRAM.report("convert", bad)
 
 
-def _run(args: argparse.Namespace) -> int:
-    s = SPEC.read(args, Settings())
-    if args.command == "convert":
-        return cmd_convert(s, args.dirs)
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
     watcher = Watcher(WatchConfig(paths=s.watch, retention_s=s.retention_s, idle_s=s.idle_s, max_depth=s.max_depth))
-    return PROGRAM.serve(
-        s, [_collector(s, watcher)], "no --vdbench.watch directory given: nothing to export but vdbench_up"
-    )
+    unwatched = "no --vdbench.watch directory given: nothing to export but vdbench_up"
+    return PROGRAM.serve(s, [_collector(s, watcher)], unwatched)
 
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv, build_parser, _run)
+    return PROGRAM.main(argv, Settings, cmd_serve, cmd_convert)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from ioparallax.exporters.common.backfill import FORMATS
 from ioparallax.exporters.common.logsetup import escape_text
+from ioparallax.exporters.common.watch.wrapper import RunTexts, add_run_parser, command_of
 from ioparallax.exporters.common.watchconfig import WatchSettings, WatchSpec
 from ioparallax.exporters.common.web.app import ExporterApp
 from ioparallax.exporters.common.web.startup import serve
@@ -33,16 +34,41 @@ from ioparallax.yamlconf import ConfigError
 
 
 @dataclass(frozen=True)
+class Texts:
+    """A command's ``help`` (one line in the list of commands) and ``description`` (its --help)."""
+
+    help: str
+    description: str
+
+
+#: What a command does: (the settings read, the parsed arguments) -> exit code.
+Handler = Callable[[Any, argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
 class WatchProgram:
-    """One watch exporter's program: its settings spec, texts and subcommands (``serve`` first)."""
+    """One watch exporter's program: its settings spec, texts and commands. ``serve`` and
+    ``convert`` always; ``run -- <tool>`` with ``run`` (:mod:`.wrapper`), ``backfill`` with its
+    texts. ``convert_metavar``: what ``convert`` reads (``FILE``; vdbench: ``DIR``)."""
 
     spec: WatchSpec
-    description: str  # the exporter's one paragraph: --help and the landing page
     default_listen: str
-    commands: tuple[str, ...]
-    serve_help: str
-    serve_description: str
+    description: str  # the exporter's one paragraph: --help and the landing page
+    serve_texts: Texts
+    convert_texts: Texts
+    convert_metavar: str = "FILE"
+    run_texts: RunTexts | None = None
+    backfill_texts: Texts | None = None
     escape_names: bool = False  # escape control characters in the file names convert reports
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        run = ("run",) if self.run_texts else ()
+        return ("serve", *run, "convert", *(("backfill",) if self.backfill_texts else ()))
+
+    @property
+    def convert_dest(self) -> str:
+        return {"FILE": "files", "DIR": "dirs"}[self.convert_metavar]
 
     @property
     def name(self) -> str:
@@ -52,11 +78,19 @@ class WatchProgram:
     def log(self) -> logging.Logger:
         return logging.getLogger(f"ioparallax.exporters.{self.spec.prefix}")
 
-    def parser(self) -> tuple[argparse.ArgumentParser, Any]:
-        """The parser with ``serve``, and the subparsers for the exporter to add its others to."""
-        return self.spec.parser(
-            self.description, self.commands, self.default_listen, self.serve_help, self.serve_description
+    def build_parser(self) -> argparse.ArgumentParser:
+        """The parser (with --version) and its commands, in :attr:`commands` order."""
+        serve = self.serve_texts
+        parser, sub = self.spec.parser(
+            self.description, self.commands, self.default_listen, serve.help, serve.description
         )
+        if self.run_texts is not None:
+            add_run_parser(sub, self.spec, self.default_listen, self.run_texts)
+        conv = self.convert_texts
+        self.spec.add_convert(sub, conv.help, conv.description, self.convert_dest, self.convert_metavar)
+        if self.backfill_texts is not None:
+            self.add_backfill(sub, self.backfill_texts)
+        return parser
 
     def app(self, s: WatchSettings, collectors: Sequence[Collector]) -> ExporterApp:
         return ExporterApp(
@@ -88,10 +122,10 @@ class WatchProgram:
         registry.register(collector)
         sys.stdout.write(generate_latest(registry).decode())
 
-    def add_backfill(self, sub: Any, help: str, description: str) -> None:
+    def add_backfill(self, sub: Any, texts: Texts) -> None:
         """The ``backfill`` command: files, ``--format``, ``--output``, ``--tsdb``, and the
         exporter's flags but for the watch ones."""
-        b = sub.add_parser("backfill", help=help, description=description)
+        b = sub.add_parser("backfill", help=texts.help, description=texts.description)
         b.add_argument("files", nargs="+", metavar="FILE")
         b.add_argument(
             "--format",
@@ -135,10 +169,31 @@ class WatchProgram:
     def main(
         self,
         argv: Sequence[str] | None,
-        build_parser: Callable[[], argparse.ArgumentParser],
-        run: Callable[[argparse.Namespace], int],
+        settings: type[WatchSettings] | Callable[[argparse.Namespace], WatchSettings],
+        serve: Handler,
+        convert: Callable[[Any, list[str]], int],
+        run: Callable[[Any, list[str], str | None, float], int] | None = None,
+        backfill: Callable[[Any, argparse.Namespace], tuple[int, list[str]]] | None = None,
     ) -> int:
-        return self.spec.main(argv, build_parser, self.commands, run)
+        """Parse ``argv`` (``serve`` when it names no command), read the settings (``settings``:
+        the exporter's settings class, read by its spec, or a function of the arguments) and run the
+        command's handler: ``convert``'s is given the paths named, ``run``'s the command, the
+        ``--run.output`` file and ``--run.linger`` in seconds, ``backfill``'s writes the samples
+        (:meth:`backfill`); the exit code as
+        :meth:`~ioparallax.exporters.common.watchconfig.WatchSpec.main` says."""
+
+        def dispatch(args: argparse.Namespace) -> int:
+            s = self.spec.read(args, settings()) if isinstance(settings, type) else settings(args)
+            if args.command == "convert":
+                return convert(s, getattr(args, self.convert_dest))
+            if args.command == "backfill" and backfill is not None:
+                return self.backfill(args, lambda: backfill(s, args))
+            if args.command == "run" and run is not None:
+                command, linger_s = command_of(args, self.run_texts.tool if self.run_texts else "")
+                return run(s, command, args.run_output, linger_s)
+            return serve(s, args)
+
+        return self.spec.main(argv, self.build_parser, self.commands, dispatch)
 
 
 @contextlib.contextmanager

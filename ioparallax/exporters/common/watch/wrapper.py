@@ -132,26 +132,28 @@ class RunCollector(Collector):
             yield g
 
 
-def add_run_parser(
-    sub: Any,
-    spec: Any,
-    default_listen: str,
-    tool: str,
-    help: str,
-    description: str,
-    usage: str,
-    output_help: str,
-    linger_help: str,
-) -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class RunTexts:
+    """The ``run`` command's texts: ``tool`` (the command's first word), ``help``, ``description``,
+    ``usage``, and the help of ``--run.output`` and ``--run.linger``."""
+
+    tool: str
+    help: str
+    description: str
+    usage: str
+    output_help: str
+    linger_help: str
+
+
+def add_run_parser(sub: Any, spec: Any, default_listen: str, texts: RunTexts) -> None:
     """The ``run`` command: the web flags, ``--run.output``, ``--run.linger``, the tool's command
     (after ``--``, as ``args.<tool>_command``) and the exporter's own flags (``spec``)."""
-    run = sub.add_parser("run", help=help, description=description, usage=usage)
+    run = sub.add_parser("run", help=texts.help, description=texts.description, usage=texts.usage)
     add_web_args(run, default_listen, probe=False)
-    run.add_argument("--run.output", dest="run_output", metavar="FILE", help=output_help)
-    run.add_argument("--run.linger", dest="linger", default="60s", metavar="DURATION", help=linger_help)
-    run.add_argument(f"{tool}_command", nargs=argparse.REMAINDER, help=f"-- {tool} [options]")
+    run.add_argument("--run.output", dest="run_output", metavar="FILE", help=texts.output_help)
+    run.add_argument("--run.linger", dest="linger", default="60s", metavar="DURATION", help=texts.linger_help)
+    run.add_argument(f"{texts.tool}_command", nargs=argparse.REMAINDER, help=f"-- {texts.tool} [options]")
     spec.add_args(run)
-    return run
 
 
 def command_of(args: argparse.Namespace, tool: str) -> tuple[list[str], float]:
