@@ -4,10 +4,9 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
-from ioparallax.exporters.common.watch.wrapper import RunTexts, serve_while_running
+from ioparallax.exporters.common.watch.wrapper import RunTexts, output_file, serve_while_running
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
@@ -88,13 +87,7 @@ def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
 def cmd_run(s: Settings, fio_command: list[str], run_output: str | None, linger_s: float) -> int:
     argv, output = prepare_command(fio_command)
     stdout_to_file = output is None
-    if output is None:
-        if run_output:
-            output = run_output
-        else:
-            fd, output = tempfile.mkstemp(prefix="fio-exporter-run-", suffix=".json")
-            os.close(fd)
-    output = os.path.abspath(output)
+    output = output_file(run_output, PROGRAM.name, ".json") if output is None else os.path.abspath(output)
     watcher = _watcher(s, [output, *s.watch])
     _log_switched_off(s)
     run = FioRun(argv, output, stdout_to_file)

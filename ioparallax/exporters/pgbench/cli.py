@@ -8,12 +8,10 @@ runs; ``convert FILE...`` prints the exposition of files once.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
-from ioparallax.exporters.common.watch.wrapper import RunTexts, serve_while_running
+from ioparallax.exporters.common.watch.wrapper import RunTexts, output_file, serve_while_running
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.config import DEFAULT_LISTEN, SPEC, Settings
 from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
@@ -71,12 +69,7 @@ def _collectors(s: Settings, watcher: Watcher) -> list:
 
 def cmd_run(s: Settings, command: list[str], run_output: str | None, linger_s: float) -> int:
     argv = prepare_command(command)
-    if run_output:
-        output = run_output
-    else:
-        fd, output = tempfile.mkstemp(prefix="pgbench-exporter-run-", suffix=".out")
-        os.close(fd)
-    output = os.path.abspath(output)
+    output = output_file(run_output, PROGRAM.name, ".out")
     watcher = _watcher(s, [output, *s.watch])
     run = PgbenchRun(argv, output)
     watcher.process_running[output] = lambda: run.running

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -154,6 +155,15 @@ def add_run_parser(sub: Any, spec: Any, default_listen: str, texts: RunTexts) ->
     run.add_argument("--run.linger", dest="linger", default="60s", metavar="DURATION", help=texts.linger_help)
     run.add_argument(f"{texts.tool}_command", nargs=argparse.REMAINDER, help=f"-- {texts.tool} [options]")
     spec.add_args(run)
+
+
+def output_file(run_output: str | None, program: str, suffix: str) -> str:
+    """The absolute path of the file the wrapped tool's output goes to: ``--run.output``, or a new
+    file in the temp directory (``<program>-run-*<suffix>``)."""
+    if not run_output:
+        fd, run_output = tempfile.mkstemp(prefix=f"{program}-run-", suffix=suffix)
+        os.close(fd)
+    return os.path.abspath(run_output)
 
 
 def command_of(args: argparse.Namespace, tool: str) -> tuple[list[str], float]:
