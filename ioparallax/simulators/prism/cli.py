@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import signal
 import sys
-import threading
-import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
+from ioparallax.simulators.clitools import add_clock_args, clock_of, serve_until_signal, write_json
 from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
@@ -70,9 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a 30 s sample is served this long after its end (default %(default)s)",
     )
     p.add_argument("--synthetic-vdisks", type=int, metavar="N", help="serve N generated disks (benchmarks)")
-    p.add_argument(
-        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable answers)"
-    )
+    add_clock_args(p, "answers")
     p.add_argument("--url-file", metavar="PATH", help='also write {"prism": url} as JSON to this file')
     add_logging_args(p)
     add_version_arg(p)
@@ -96,14 +91,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prism-simulator: error: --password-env: {args.password_env} is not set", file=sys.stderr)
             return 2
         auth = (args.username, os.environ[args.password_env])
-    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
         host, port = parse_listen_address(args.listen)
         sim = PrismSimulator(
             args.scenario,
             host=host or "127.0.0.1",
             port=port,
-            clock=clock,
+            clock=clock_of(args),
             auth=auth,
             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
             vdisk_count=args.synthetic_vdisks,
@@ -115,13 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"prism {sim.url}", flush=True)
     if args.url_file:
-        tmp = f"{args.url_file}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"prism": sim.url}, fh)
-        os.replace(tmp, args.url_file)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        write_json(args.url_file, {"prism": sim.url})
     log.info(
         "scenario=%s vms=%d virtual_disks=%d auth=%s tls=%s",
         sim.scenario.name,
@@ -130,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "basic" if auth else "none",
         "on" if args.tls_cert else "off",
     )
-    stop.wait()
-    sim.stop()
-    return 0
+    return serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import signal
 import sys
-import threading
-import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.simulators.clitools import add_clock_args, clock_of, serve_until_signal, write_json
 from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
@@ -68,9 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
         "round-robin over them (cluster-scale benchmarks)",
     )
-    p.add_argument(
-        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable pages)"
-    )
+    add_clock_args(p, "pages")
     p.add_argument(
         "--history-start",
         type=float,
@@ -103,13 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("stargate_simulator")
-    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
         sim = StargateCluster(
             args.scenario,
             host=args.host,
             ports=_ports(args.ports),
-            clock=clock,
+            clock=clock_of(args),
             vdisk_count=args.synthetic_vdisks,
             history_start=args.history_start,
             cvm_count=args.synthetic_cvms,
@@ -121,19 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, url in sim.urls.items():
         print(f"{name} {url}", flush=True)
     if args.urls_file:
-        tmp = f"{args.urls_file}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(sim.urls, fh, indent=1)
-        os.replace(tmp, args.urls_file)  # whoever polls for the file reads it whole, never half-written
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        write_json(args.urls_file, sim.urls, indent=1)
     log.info(
         "scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build, len(sim.cvms), len(sim.trace.disks)
     )
-    stop.wait()
-    sim.stop()
-    return 0
+    return serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":
