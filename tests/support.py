@@ -214,8 +214,9 @@ def backfill_dump(exporter: str, files: list[Path], tmp_path: Path) -> str:
     checked to end in ``# EOF``), read back with ``promtool tsdb dump``: its text."""
     require_tool("promtool")
     om, tsdb = tmp_path / "backfill.om", tmp_path / "tsdb"
+    argv = [venv_tool(exporter), "backfill", "--output", str(om), "--tsdb", str(tsdb), *(str(f) for f in files)]
     out = subprocess.run(
-        [venv_tool(exporter), "backfill", "--output", str(om), "--tsdb", str(tsdb), *map(str, files)],
+        argv,
         capture_output=True,
         text=True,
         timeout=120,
