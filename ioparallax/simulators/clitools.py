@@ -1,5 +1,5 @@
-"""What the simulators' command lines do alike: the simulated clock, the address file a launcher
-polls for, and serving until SIGTERM or SIGINT."""
+"""What the simulators' command lines do alike: the parser with the scenario argument, the
+simulated clock, the address file a launcher polls for, and serving until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -11,6 +11,32 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from ioparallax.exporters.common.logsetup import add_logging_args
+from ioparallax.version import add_version_arg
+
+
+def simulator_parser(prog: str, description: str, epilog: str, examples: str) -> argparse.ArgumentParser:
+    """The parser of a served simulator: its texts (the epilog as written) and the optional
+    ``scenario`` (``examples``: library names to show in its help)."""
+    p = argparse.ArgumentParser(
+        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "scenario", nargs="?", default=None, help=f"scenario name from the library ({examples}, ...) or a YAML path"
+    )
+    return p
+
+
+def parse_simulator_args(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed, after the logging flags and --version are added; a scenario or
+    ``--synthetic-vdisks`` is required."""
+    add_logging_args(p)
+    add_version_arg(p)
+    args = p.parse_args(argv)
+    if args.scenario is None and args.synthetic_vdisks is None:
+        p.error("give a scenario or --synthetic-vdisks N")
+    return args
 
 
 def add_clock_args(p: argparse.ArgumentParser, answers: str) -> None:

@@ -20,6 +20,7 @@ and :func:`send_truncated` are the faults, one behaviour each, whichever simulat
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import socket
 import sys
@@ -157,6 +158,29 @@ class SimHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+#: A control's answer: its body and content type (None: no such control).
+Answer = tuple[bytes, str]
+OK: Answer = (b"ok\n", "text/plain")
+
+
+def state_answer(state: dict[str, Any]) -> Answer:
+    return json.dumps(state, indent=1).encode(), "application/json"
+
+
+def control(h: SimHandler, act: Callable[[], Answer | None], docs: str) -> None:
+    """Answer a ``/-/sim/`` control (never faulted): ``act()``'s answer; 400 with the reason of
+    the ValueError it raised; 404 naming ``docs`` when it knows no such control."""
+    try:
+        answer = act()
+    except ValueError as exc:
+        h.send_body(400, f"{exc}\n".encode(), "text/plain")
+        return
+    if answer is None:
+        h.send_body(404, f"unknown control endpoint (see {docs})\n".encode(), "text/plain")
+        return
+    h.send_body(200, *answer)
 
 
 def garbage(path: str) -> bytes:

@@ -7,11 +7,17 @@ import logging
 import os
 import sys
 
-from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
-from ioparallax.simulators.clitools import add_clock_args, clock_of, serve_until_signal, write_json
+from ioparallax.simulators.clitools import (
+    add_clock_args,
+    clock_of,
+    parse_simulator_args,
+    serve_until_signal,
+    simulator_parser,
+    write_json,
+)
 from ioparallax.simulators.faultserver import FAULT_MODES
-from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
 from .model import DEFAULT_PUBLISH_DELAY
@@ -34,15 +40,12 @@ Fault modes: %s. See docs/prism.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="prism-simulator",
-        description="Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
+    p = simulator_parser(
+        "prism-simulator",
+        "Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
         "storage view (controller_*) of a scenario as Prism's 30 s samples.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "scenario", nargs="?", default=None, help="scenario name from the library (clean-oltp, ...) or a YAML path"
+        EPILOG,
+        "clean-oltp",
     )
     p.add_argument(
         "--listen",
@@ -69,11 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--synthetic-vdisks", type=int, metavar="N", help="serve N generated disks (benchmarks)")
     add_clock_args(p, "answers")
     p.add_argument("--url-file", metavar="PATH", help='also write {"prism": url} as JSON to this file')
-    add_logging_args(p)
-    add_version_arg(p)
-    args = p.parse_args(argv)
-    if args.scenario is None and args.synthetic_vdisks is None:
-        p.error("give a scenario or --synthetic-vdisks N")
+    args = parse_simulator_args(p, argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
     if not args.publish_delay >= 0 or args.publish_delay >= 30:

@@ -44,13 +44,17 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ioparallax.simulators.faultserver import (
+    OK,
+    Answer,
     Fault,
     SimHandler,
     SimServer,
     answer_fault,
     check_mode,
+    control,
     ends_at,
     send_truncated,
+    state_answer,
 )
 from ioparallax.simulators.scenario.model import Scenario
 from ioparallax.simulators.scenario.trace import compile_scenario
@@ -249,7 +253,7 @@ class PrismSimulator:
         path = parts.path
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         if path.startswith("/-/sim/"):
-            self._control(h, method, path, query)
+            control(h, lambda: self._control(method, path, query), "docs/prism.md")
             return
         with self._lock:
             self.requests[path] = self.requests.get(path, 0) + 1
@@ -329,36 +333,30 @@ class PrismSimulator:
             return (200, doc) if doc is not None else (404, {"message": f"VM disk {disk_part} not found"})
         return 404, {"message": f"no such path {path}"}
 
-    def _control(self, h: SimHandler, method: str, path: str, query: dict[str, str]) -> None:
-        try:
-            if path == "/-/sim/state" and method == "GET":
-                h.send_body(200, json.dumps(self.state(), indent=1).encode(), "application/json")
-                return
-            if method == "POST" and path == "/-/sim/fault":
-                duration = query.get("duration")
-                self.set_fault(
-                    query.get("mode", ""),
-                    delay=float(query.get("delay", "0") or 0),
-                    only=query.get("only", "all") or "all",
-                    duration=float(duration) if duration else None,
-                )
-            elif method == "POST" and path == "/-/sim/clear":
-                self.clear_faults()
-            elif method == "POST" and path == "/-/sim/restart":
-                self.restart()
-            elif method == "POST" and path == "/-/sim/vm":
-                name, action = query.get("name", ""), query.get("action", "")
-                actions = {"power_off": self.power_off, "power_on": self.power_on, "delete": self.delete_vm}
-                if action not in actions:
-                    raise ValueError(f"action must be one of {', '.join(actions)}")
-                actions[action](name)
-            else:
-                h.send_body(404, b"unknown control endpoint (see docs/prism.md)\n", "text/plain")
-                return
-        except ValueError as exc:
-            h.send_body(400, f"{exc}\n".encode(), "text/plain")
-            return
-        h.send_body(200, b"ok\n", "text/plain")
+    def _control(self, method: str, path: str, query: dict[str, str]) -> Answer | None:
+        if path == "/-/sim/state" and method == "GET":
+            return state_answer(self.state())
+        if method == "POST" and path == "/-/sim/fault":
+            duration = query.get("duration")
+            self.set_fault(
+                query.get("mode", ""),
+                delay=float(query.get("delay", "0") or 0),
+                only=query.get("only", "all") or "all",
+                duration=float(duration) if duration else None,
+            )
+        elif method == "POST" and path == "/-/sim/clear":
+            self.clear_faults()
+        elif method == "POST" and path == "/-/sim/restart":
+            self.restart()
+        elif method == "POST" and path == "/-/sim/vm":
+            name, action = query.get("name", ""), query.get("action", "")
+            actions = {"power_off": self.power_off, "power_on": self.power_on, "delete": self.delete_vm}
+            if action not in actions:
+                raise ValueError(f"action must be one of {', '.join(actions)}")
+            actions[action](name)
+        else:
+            return None
+        return OK
 
 
 def _int(query: dict[str, str], name: str) -> int | None:

@@ -6,10 +6,16 @@ import argparse
 import logging
 import sys
 
-from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.simulators.clitools import add_clock_args, clock_of, serve_until_signal, write_json
+from ioparallax.exporters.common.logsetup import setup_logging
+from ioparallax.simulators.clitools import (
+    add_clock_args,
+    clock_of,
+    parse_simulator_args,
+    serve_until_signal,
+    simulator_parser,
+    write_json,
+)
 from ioparallax.simulators.faultserver import FAULT_MODES
-from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
 
 from .server import StargateCluster
@@ -29,18 +35,12 @@ Modes: %s. See docs/stargate-simulator.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="stargate-simulator",
-        description="Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
+    p = simulator_parser(
+        "stargate-simulator",
+        "Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
         "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "scenario",
-        nargs="?",
-        default=None,
-        help="scenario name from the library (clean-oltp, zero-heavy, ...) or a YAML path",
+        EPILOG,
+        "clean-oltp, zero-heavy",
     )
     p.add_argument("--host", default="127.0.0.1", help="address every CVM server binds (default %(default)s)")
     p.add_argument(
@@ -73,11 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the 1 hr working set reads 0 until an hour later",
     )
     p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
-    add_logging_args(p)
-    add_version_arg(p)
-    args = p.parse_args(argv)
-    if args.scenario is None and args.synthetic_vdisks is None:
-        p.error("give a scenario or --synthetic-vdisks N")
+    args = parse_simulator_args(p, argv)
     if args.synthetic_cvms is not None and args.synthetic_vdisks is None:
         p.error("--synthetic-cvms needs --synthetic-vdisks")
     return args

@@ -30,7 +30,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ioparallax.simulators import faultserver
-from ioparallax.simulators.faultserver import SimHandler, SimServer, answer_fault, send_truncated
+from ioparallax.simulators.faultserver import (
+    OK,
+    Answer,
+    SimHandler,
+    SimServer,
+    answer_fault,
+    control,
+    send_truncated,
+    state_answer,
+)
 from ioparallax.simulators.prism.model import PrismModel
 from ioparallax.simulators.scenario.model import Disk, Scenario, load_scenario
 from ioparallax.simulators.scenario.storage import StorageModel, VDiskStorageView
@@ -422,7 +431,7 @@ class StargateCluster:
         parts = urlsplit(h.path)
         path, query = parts.path, parse_qs(parts.query, keep_blank_values=True)
         if path.startswith("/-/sim/"):
-            self._control(cvm, h, method, path, query)
+            control(h, lambda: self._control(cvm, method, path, query), "docs/stargate-simulator.md")
             return
         self._count(cvm.name, path)
         if method != "GET":
@@ -515,36 +524,29 @@ class StargateCluster:
             return 404, pages.render_not_hosted(vdisk or 0).encode(), html_type
         return 200, page.encode(), html_type
 
-    def _control(self, cvm: CvmServer, h: SimHandler, method: str, path: str, query: dict[str, list[str]]) -> None:
+    def _control(self, cvm: CvmServer, method: str, path: str, query: dict[str, list[str]]) -> Answer | None:
         def arg(name: str, default: str | None = None) -> str | None:
             return query.get(name, [default])[0]
 
-        try:
-            if path == "/-/sim/state" and method == "GET":
-                h.send_body(200, json.dumps(self.state(), indent=1).encode(), "application/json")
-                return
-            if path == "/-/sim/fault" and method == "POST":
-                vdisk = arg("vdisk")
-                duration = arg("duration")
-                self.set_fault(
-                    arg("cvm") or cvm.name,
-                    arg("mode") or "",
-                    delay=float(arg("delay", "0") or 0),
-                    only=arg("only", "all") or "all",
-                    vdisk=int(vdisk) if vdisk else None,
-                    abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
-                    duration=float(duration) if duration else None,
-                )
-                h.send_body(200, b"ok\n", "text/plain")
-                return
-            if path in ("/-/sim/clear", "/-/sim/fault") and method in ("POST", "DELETE"):
-                self.clear_faults(arg("cvm") or None)
-                h.send_body(200, b"ok\n", "text/plain")
-                return
-        except ValueError as exc:
-            h.send_body(400, f"{exc}\n".encode(), "text/plain")
-            return
-        h.send_body(404, b"unknown control endpoint (see docs/stargate-simulator.md)\n", "text/plain")
+        if path == "/-/sim/state" and method == "GET":
+            return state_answer(self.state())
+        if path == "/-/sim/fault" and method == "POST":
+            vdisk = arg("vdisk")
+            duration = arg("duration")
+            self.set_fault(
+                arg("cvm") or cvm.name,
+                arg("mode") or "",
+                delay=float(arg("delay", "0") or 0),
+                only=arg("only", "all") or "all",
+                vdisk=int(vdisk) if vdisk else None,
+                abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
+                duration=float(duration) if duration else None,
+            )
+            return OK
+        if path in ("/-/sim/clear", "/-/sim/fault") and method in ("POST", "DELETE"):
+            self.clear_faults(arg("cvm") or None)
+            return OK
+        return None
 
 
 def _truncation_point(body: bytes) -> int:
