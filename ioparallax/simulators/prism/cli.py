@@ -9,14 +9,7 @@ import sys
 
 from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
-from ioparallax.simulators.clitools import (
-    add_clock_args,
-    clock_of,
-    parse_simulator_args,
-    serve_until_signal,
-    simulator_parser,
-    write_json,
-)
+from ioparallax.simulators import clitools
 from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.yamlconf import ConfigError
 
@@ -40,7 +33,7 @@ Fault modes: %s. See docs/prism.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = simulator_parser(
+    p = clitools.simulator_parser(
         "prism-simulator",
         "Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
         "storage view (controller_*) of a scenario as Prism's 30 s samples.",
@@ -70,9 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a 30 s sample is served this long after its end (default %(default)s)",
     )
     p.add_argument("--synthetic-vdisks", type=int, metavar="N", help="serve N generated disks (benchmarks)")
-    add_clock_args(p, "answers")
+    clitools.add_clock_args(p, "answers")
     p.add_argument("--url-file", metavar="PATH", help='also write {"prism": url} as JSON to this file')
-    args = parse_simulator_args(p, argv)
+    args = clitools.parse_simulator_args(p, argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
     if not args.publish_delay >= 0 or args.publish_delay >= 30:
@@ -96,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             args.scenario,
             host=host or "127.0.0.1",
             port=port,
-            clock=clock_of(args),
+            clock=clitools.clock_of(args),
             auth=auth,
             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
             vdisk_count=args.synthetic_vdisks,
@@ -108,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"prism {sim.url}", flush=True)
     if args.url_file:
-        write_json(args.url_file, {"prism": sim.url})
+        clitools.write_json(args.url_file, {"prism": sim.url})
     log.info(
         "scenario=%s vms=%d virtual_disks=%d auth=%s tls=%s",
         sim.scenario.name,
@@ -117,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "basic" if auth else "none",
         "on" if args.tls_cert else "off",
     )
-    return serve_until_signal(sim.stop)
+    return clitools.serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":

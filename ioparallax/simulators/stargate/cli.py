@@ -7,14 +7,7 @@ import logging
 import sys
 
 from ioparallax.exporters.common.logsetup import setup_logging
-from ioparallax.simulators.clitools import (
-    add_clock_args,
-    clock_of,
-    parse_simulator_args,
-    serve_until_signal,
-    simulator_parser,
-    write_json,
-)
+from ioparallax.simulators import clitools
 from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.yamlconf import ConfigError
 
@@ -35,7 +28,7 @@ Modes: %s. See docs/stargate-simulator.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = simulator_parser(
+    p = clitools.simulator_parser(
         "stargate-simulator",
         "Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
         "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
@@ -64,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
         "round-robin over them (cluster-scale benchmarks)",
     )
-    add_clock_args(p, "pages")
+    clitools.add_clock_args(p, "pages")
     p.add_argument(
         "--history-start",
         type=float,
@@ -73,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the 1 hr working set reads 0 until an hour later",
     )
     p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
-    args = parse_simulator_args(p, argv)
+    args = clitools.parse_simulator_args(p, argv)
     if args.synthetic_cvms is not None and args.synthetic_vdisks is None:
         p.error("--synthetic-cvms needs --synthetic-vdisks")
     return args
@@ -98,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             args.scenario,
             host=args.host,
             ports=_ports(args.ports),
-            clock=clock_of(args),
+            clock=clitools.clock_of(args),
             vdisk_count=args.synthetic_vdisks,
             history_start=args.history_start,
             cvm_count=args.synthetic_cvms,
@@ -110,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, url in sim.urls.items():
         print(f"{name} {url}", flush=True)
     if args.urls_file:
-        write_json(args.urls_file, sim.urls, indent=1)
+        clitools.write_json(args.urls_file, sim.urls, indent=1)
     log.info(
         "scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build, len(sim.cvms), len(sim.trace.disks)
     )
-    return serve_until_signal(sim.stop)
+    return clitools.serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":
