@@ -145,48 +145,31 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
                 vm=vm,
             )
     jobs: list[dict[str, Any]] = []
-    results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
-    if results:
-        # DiskSPD's results, copied off the Windows guests to one directory on a collector host:
-        # one diskspd exporter reads them all. Retention keeps the last few runs (the rules take
-        # each host's newest); its scrape interval is the demo's.
-        port = port_for("diskspd-exporter", True)
-        diskspd_static: list[dict[str, Any]] = []
+    # One exporter on a collector host per tool whose output is shared rather than per VM, scraped
+    # with the demo's interval: DiskSPD's results, copied off the Windows guests to one directory
+    # (retention keeps the last few runs; the rules take each host's newest), and vdbench's
+    # multi-host run (the controller's output directories, one per run, followed live).
+    for tool, extra in (("diskspd", ["--diskspd.retention=5m"]), ("vdbench", [])):
+        watched = sorted({where[tool] for where in paths.values() if tool in where})
+        if not watched:
+            continue
+        port = port_for(f"{tool}-exporter", True)
+        tool_static: list[dict[str, Any]] = []
         serve(
-            "diskspd-exporter",
+            f"{tool}-exporter",
             port,
             [
-                BIN / "diskspd-exporter",
+                BIN / f"{tool}-exporter",
                 "serve",
                 f"--web.listen-address=127.0.0.1:{port}",
-                *(f"--diskspd.watch={r}" for r in results),
-                "--diskspd.retention=5m",
-                f"--diskspd.cache-size={cache}",
-                f"--diskspd.scrape-interval={stack.scrape_interval}",
+                *(f"--{tool}.watch={w}" for w in watched),
+                *extra,
+                f"--{tool}.cache-size={cache}",
+                f"--{tool}.scrape-interval={stack.scrape_interval}",
             ],
-            diskspd_static,
+            tool_static,
         )
-        jobs.append({"job_name": "diskspd", "static_configs": diskspd_static})
-    outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
-    if outputs:
-        # vdbench's multi-host run (the controller's output directories, one per run): one
-        # vdbench exporter follows them live, scraped with the demo's interval.
-        port = port_for("vdbench-exporter", True)
-        vdbench_static: list[dict[str, Any]] = []
-        serve(
-            "vdbench-exporter",
-            port,
-            [
-                BIN / "vdbench-exporter",
-                "serve",
-                f"--web.listen-address=127.0.0.1:{port}",
-                *(f"--vdbench.watch={o}" for o in outputs),
-                f"--vdbench.cache-size={cache}",
-                f"--vdbench.scrape-interval={stack.scrape_interval}",
-            ],
-            vdbench_static,
-        )
-        jobs.append({"job_name": "vdbench", "static_configs": vdbench_static})
+        jobs.append({"job_name": tool, "static_configs": tool_static})
     for proc in procs:
         stack.wait_http(proc, "/metrics")
     if static:
