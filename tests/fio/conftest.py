@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, free_port, require_tool
+from ioparallax.simulators.process import Process
+from tests.support import ManagedProcess, free_port, require_tool, venv_tool
 
 # Only the tests that run fio ask for `fio_bin`, directly or through `fio_work` and the result
 # fixtures; without fio they fail (`make deps` installs it), the others run everywhere.
@@ -215,3 +216,12 @@ def client_results(fio_work, fio_bin, tmp_path_factory):
         yield {"final": final, "interim": interim, "host": f"127.0.0.1:{port}"}
     finally:
         server.stop()
+
+
+def start_fio_exporter(processes, *args) -> tuple[int, Process]:
+    """``fio-exporter args...`` (the processes fixture stops it) listening on a free loopback port:
+    the port and the process."""
+    port = free_port()
+    command = list(args[:1]) if args[:1] == ("serve",) else []  # the flags go after a command
+    flags = ["--web.listen-address", f"127.0.0.1:{port}", *args[len(command) :]]
+    return port, processes.start("fio-exporter", [venv_tool("fio-exporter"), *command, *flags])
