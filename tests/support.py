@@ -209,6 +209,15 @@ def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     )
 
 
+def start_exporter(processes, exporter: str, *args) -> tuple[int, Process]:
+    """``<exporter> args...`` (the processes fixture stops it) listening on a free loopback port:
+    the port and the process. A leading ``serve`` stays first (the flags follow the command)."""
+    port = free_port()
+    command = list(args[:1]) if args[:1] == ("serve",) else []
+    flags = ["--web.listen-address", f"127.0.0.1:{port}", *args[len(command) :]]
+    return port, processes.start(exporter, [venv_tool(exporter), *command, *flags])
+
+
 def backfill_dump(exporter: str, files: list[Path], tmp_path: Path) -> str:
     """``<exporter> backfill --tsdb`` of ``files`` through real promtool (the OpenMetrics file
     checked to end in ``# EOF``), read back with ``promtool tsdb dump``: its text."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ioparallax.simulators.process import Process
-from tests.support import ManagedProcess, free_port, require_tool, venv_tool
+from tests.support import ManagedProcess, free_port, require_tool, start_exporter
 
 # Only the tests that run fio ask for `fio_bin`, directly or through `fio_work` and the result
 # fixtures; without fio they fail (`make deps` installs it), the others run everywhere.
@@ -219,9 +219,5 @@ def client_results(fio_work, fio_bin, tmp_path_factory):
 
 
 def start_fio_exporter(processes, *args) -> tuple[int, Process]:
-    """``fio-exporter args...`` (the processes fixture stops it) listening on a free loopback port:
-    the port and the process."""
-    port = free_port()
-    command = list(args[:1]) if args[:1] == ("serve",) else []  # the flags go after a command
-    flags = ["--web.listen-address", f"127.0.0.1:{port}", *args[len(command) :]]
-    return port, processes.start("fio-exporter", [venv_tool("fio-exporter"), *command, *flags])
+    """fio-exporter on a free loopback port (:func:`tests.support.start_exporter`)."""
+    return start_exporter(processes, "fio-exporter", *args)
