@@ -35,21 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lxml import etree  # noqa: E402
 
+from ioparallax.exporters.diskspd import parse as results  # noqa: E402
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document  # noqa: E402
-from ioparallax.exporters.diskspd.parse import (  # noqa: E402
-    CpuAverage,
-    DiskspdResult,
-    IopsBucket,
-    IopsSeries,
-    LatencyPercentile,
-    LatencyStats,
-    TargetProfile,
-    ThreadTarget,
-    TimeSpanProfile,
-    TimeSpanResult,
-    parse_bytes,
-    targets_of,
-)
+from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "diskspd" / "fixtures"
 RATIO_TARGET = 6.0
@@ -59,7 +47,7 @@ SMALL_TARGET_UNITS = 0.4
 
 def large_document(threads: int = 16, seconds: int = 3600) -> bytes:
     rng = random.Random(1)
-    t = TargetProfile(
+    t = results.TargetProfile(
         path=r"D:\bench.dat",
         block_size=8192,
         disable_os_cache=True,
@@ -71,17 +59,17 @@ def large_document(threads: int = 16, seconds: int = 3600) -> bytes:
         write_ratio=30,
         threads_per_file=threads,
     )
-    prof = TimeSpanProfile(seconds, 60, 0, True, True, 1000, 0, 0, 0, (t,))
+    prof = results.TimeSpanProfile(seconds, 60, 0, True, True, 1000, 0, 0, 0, (t,))
     tts = []
     for tid in range(threads):
         buckets = []
         for i in range(seconds):
             r, w = rng.randint(1800, 2200), rng.randint(700, 900)
-            buckets.append(IopsBucket((i + 1) * 1000, r, w, r + w, 0.9, 1.8))
+            buckets.append(results.IopsBucket((i + 1) * 1000, r, w, r + w, 0.9, 1.8))
         reads = sum(int(b.read) for b in buckets)
         writes = sum(int(b.write) for b in buckets)
         tts.append(
-            ThreadTarget(
+            results.ThreadTarget(
                 tid,
                 0,
                 t.path,
@@ -92,13 +80,15 @@ def large_document(threads: int = 16, seconds: int = 3600) -> bytes:
                 reads,
                 writes * 8192,
                 writes,
-                LatencyStats(0.9, 0.5, 1.8, 0.9, 1.2, 0.8),
-                IopsSeries(100.0, 50.0, 120.0, tuple(buckets)),
+                results.LatencyStats(0.9, 0.5, 1.8, 0.9, 1.2, 0.8),
+                results.IopsSeries(100.0, 50.0, 120.0, tuple(buckets)),
             )
         )
-    pct = tuple(LatencyPercentile(p, 0.9, 1.8, 1.8) for p in XML_PERCENTILES)
-    span = TimeSpanResult(float(seconds), threads, 0, 32, CpuAverage(30, 10, 20, 70), pct, None, None, tuple(tts))
-    r = DiskspdResult("BENCHVM", "2.2.0", "2024/6/3", 1.7e9, [prof], [span])
+    pct = tuple(results.LatencyPercentile(p, 0.9, 1.8, 1.8) for p in XML_PERCENTILES)
+    span = results.TimeSpanResult(
+        float(seconds), threads, 0, 32, results.CpuAverage(30, 10, 20, 70), pct, None, None, tuple(tts)
+    )
+    r = results.DiskspdResult("BENCHVM", "2.2.0", "2024/6/3", 1.7e9, [prof], [span])
     return write_document(r).encode()
 
 

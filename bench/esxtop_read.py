@@ -33,6 +33,7 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import gate
@@ -41,20 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ioparallax.exporters.esxtop.parse import parse_header  # noqa: E402
+from ioparallax.simulators.esxtop import VDISK_COUNTERS as VDISK  # noqa: E402
 
 HOST = "esx-bench.lab.local"
 MAX_RSS_MB = 200.0
 MAX_RATIO = 1.5
 
-VDISK = [
-    "Commands/sec",
-    "Reads/sec",
-    "Writes/sec",
-    "MBytes Read/sec",
-    "MBytes Written/sec",
-    "Average MilliSec/Read",
-    "Average MilliSec/Write",
-]
 STORAGE = (
     ["Commands/sec", "Reads/sec", "Writes/sec", "MBytes Read/sec", "MBytes Written/sec"]
     + [
@@ -70,7 +63,7 @@ CPU = ["% Used", "% Run", "% Ready", "% CoStop", "% Wait", "% Idle", "Members"]
 def header_cells(columns: int) -> list[str]:
     cells = ["(PDH-CSV 4.0) (UTC)(0)"]
 
-    def add(obj: str, counters: list[str]) -> None:
+    def add(obj: str, counters: Sequence[str]) -> None:
         cells.extend(f"\\\\{HOST}\\{obj}\\{c}" for c in counters)
 
     for v in range(64):

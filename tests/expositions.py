@@ -234,65 +234,54 @@ def _fio_guest_exposition(tmp) -> str:
     return generate_latest(reg).decode()
 
 
-def _node_exposition(tmp) -> str:
-    """node_exporter's diskstats of a simulated guest (misaligned-01), as the stack's job guest-node."""
-    from ioparallax.simulators.guest.writer import GuestWriter
+def _node_exporter(tmp, name: str, *flags: str) -> str:
+    """One scrape of a real node_exporter started with ``flags`` on a free loopback port."""
+    from tests.support import wait_for_http
 
     require_tool("prometheus-node-exporter")
-    writer = GuestWriter(compile_scenario(load_scenario("misaligned")), tmp / "guests", vms=["misaligned-01"])
-    where = writer.setup()["misaligned-01"]
-    writer.write(writer.fio.anchor + 60)
     port = free_port()
-    proc = ManagedProcess(
-        "guest-node-exporter",
-        [
-            "prometheus-node-exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--path.procfs={where['procfs']}",
-            f"--path.sysfs={where['sysfs']}",
-            f"--path.udev.data={where['udev']}",
-            "--collector.disable-defaults",
-            "--collector.diskstats",
-        ],
-        tmp,
-    )
+    proc = ManagedProcess(name, ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", *flags], tmp)
     try:
-        from tests.support import wait_for_http
-
         wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
         return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:
         proc.stop()
+
+
+def _textfile_flags(directory) -> list[str]:
+    """node_exporter with only its textfile collector, reading ``directory``."""
+    return ["--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={directory}"]
+
+
+def _guest_tree(directory: Path, scenario: str, vm: str) -> dict[str, str]:
+    """The guest simulator's files of ``vm`` a minute after its anchor; where they are."""
+    from ioparallax.simulators.guest.writer import GuestWriter
+
+    writer = GuestWriter(compile_scenario(load_scenario(scenario)), directory, vms=[vm])
+    where = writer.setup()[vm]
+    writer.write(writer.fio.anchor + 60)
+    return where
+
+
+def _node_exposition(tmp) -> str:
+    """node_exporter's diskstats of a simulated guest (misaligned-01), as the stack's job guest-node."""
+    where = _guest_tree(tmp / "guests", "misaligned", "misaligned-01")
+    return _node_exporter(
+        tmp,
+        "guest-node-exporter",
+        f"--path.procfs={where['procfs']}",
+        f"--path.sysfs={where['sysfs']}",
+        f"--path.udev.data={where['udev']}",
+        "--collector.disable-defaults",
+        "--collector.diskstats",
+    )
 
 
 def _windows_exposition(tmp) -> str:
     """windows_exporter's disk and host name metrics of a simulated Windows guest (winbench-01 of
     diskspd-zero-read), through node_exporter's textfile collector as the stack's job guest-windows."""
-    from ioparallax.simulators.guest.writer import GuestWriter
-
-    require_tool("prometheus-node-exporter")
-    writer = GuestWriter(compile_scenario(load_scenario("diskspd-zero-read")), tmp / "wguests", vms=["winbench-01"])
-    where = writer.setup()["winbench-01"]
-    writer.write(writer.fio.anchor + 60)
-    port = free_port()
-    proc = ManagedProcess(
-        "guest-windows-textfile",
-        [
-            "prometheus-node-exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--collector.disable-defaults",
-            "--collector.textfile",
-            f"--collector.textfile.directory={where['windows']}",
-        ],
-        tmp,
-    )
-    try:
-        from tests.support import wait_for_http
-
-        wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
-        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    finally:
-        proc.stop()
+    where = _guest_tree(tmp / "wguests", "diskspd-zero-read", "winbench-01")
+    return _node_exporter(tmp, "guest-windows-textfile", *_textfile_flags(where["windows"]))
 
 
 def _diskspd_exposition(tmp) -> str:
@@ -331,25 +320,7 @@ def _app_exposition(tmp) -> str:
     textfiles = tmp / "app-textfile"
     textfiles.mkdir()
     shutil.copy(Path(__file__).parent / "pgbench" / "fixtures" / "app-contract.prom", textfiles / "app.prom")
-    port = free_port()
-    proc = ManagedProcess(
-        "app-node-exporter",
-        [
-            "prometheus-node-exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--collector.disable-defaults",
-            "--collector.textfile",
-            f"--collector.textfile.directory={textfiles}",
-        ],
-        tmp,
-    )
-    try:
-        from tests.support import wait_for_http
-
-        wait_for_http(f"http://127.0.0.1:{port}/metrics", proc=proc)
-        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    finally:
-        proc.stop()
+    return _node_exporter(tmp, "app-node-exporter", *_textfile_flags(textfiles))
 
 
 def _vdbench_exposition(tmp) -> str:

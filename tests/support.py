@@ -209,6 +209,45 @@ def promtool_check_metrics(text: str) -> subprocess.CompletedProcess:
     )
 
 
+def start_exporter(processes, exporter: str, *args) -> tuple[int, Process]:
+    """``<exporter> args...`` (the processes fixture stops it) listening on a free loopback port:
+    the port and the process. A leading ``serve`` stays first (the flags follow the command)."""
+    port = free_port()
+    command = list(args[:1]) if args[:1] == ("serve",) else []
+    flags = ["--web.listen-address", f"127.0.0.1:{port}", *args[len(command) :]]
+    return port, processes.start(exporter, [venv_tool(exporter), *command, *flags])
+
+
+def backfill_dump(exporter: str, files: list[Path], tmp_path: Path) -> str:
+    """``<exporter> backfill --tsdb`` of ``files`` through real promtool (the OpenMetrics file
+    checked to end in ``# EOF``), read back with ``promtool tsdb dump``: its text."""
+    require_tool("promtool")
+    om, tsdb = tmp_path / "backfill.om", tmp_path / "tsdb"
+    argv = [venv_tool(exporter), "backfill", "--output", str(om), "--tsdb", str(tsdb), *(str(f) for f in files)]
+    out = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert om.read_text().endswith("# EOF\n")
+    (tsdb / "wal").mkdir()  # promtool's dump opens the head's WAL; backfilled blocks have none
+    dump = subprocess.run(["promtool", "tsdb", "dump", str(tsdb)], capture_output=True, text=True, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    return dump.stdout
+
+
+def dumped_series(dump: str, name: str, match: str) -> list[tuple[int, float]]:
+    """(timestamp ms, value) of the lines of a ``promtool tsdb dump`` holding ``name`` and
+    ``match`` (a label, such as ``host="SQLVM01"``), in time order."""
+    return sorted(
+        (int(m.group(2)), float(m.group(1)))
+        for line in dump.splitlines()
+        if name in line and match in line and (m := re.search(r"\} (\S+) (\d+)$", line))
+    )
+
+
 _SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 
 

@@ -13,7 +13,7 @@ import requests
 from ioparallax.exporters.diskspd.backfill import interval_samples, render
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from tests.diskspd.test_diskspd_exporter import FIXTURES
-from tests.support import free_port, require_tool, venv_tool, wait_for_http
+from tests.support import backfill_dump, dumped_series, free_port, require_tool, venv_tool, wait_for_http
 
 OLTP = FIXTURES / "vm-oltp-sh-z10m-utf16.xml"
 START = 1795165200.0 + 30  # RunTime + Warmup: the measurement's start
@@ -38,36 +38,14 @@ def test_no_runtime_no_backfill():
 
 
 def test_promtool_creates_blocks_with_the_runs_timestamps(tmp_path):
-    require_tool("promtool")
-    om = tmp_path / "run.om"
-    tsdb = tmp_path / "tsdb"
-    out = subprocess.run(
-        [venv_tool("diskspd-exporter"), "backfill", "--output", str(om), "--tsdb", str(tsdb), str(OLTP)]
-        + [str(FIXTURES / "vm-two-targets-same-disk.xml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert om.read_text().endswith("# EOF\n")
-    (tsdb / "wal").mkdir()  # promtool's dump opens the head's WAL; backfilled blocks have none
-    dump = subprocess.run(["promtool", "tsdb", "dump", str(tsdb)], capture_output=True, text=True, timeout=120)
-    assert dump.returncode == 0, dump.stderr
-    rows = [
-        line
-        for line in dump.stdout.splitlines()
-        if line.startswith("diskspd_interval_read_iops") or "diskspd_interval_read_iops" in line
-    ]
-    oltp = sorted(
-        (int(m.group(2)), float(m.group(1)))
-        for line in rows
-        if 'host="SQLVM01"' in line and (m := re.search(r"\} (\S+) (\d+)$", line))
-    )
+    dump = backfill_dump("diskspd-exporter", [OLTP, FIXTURES / "vm-two-targets-same-disk.xml"], tmp_path)
+    oltp = dumped_series(dump, "diskspd_interval_read_iops", 'host="SQLVM01"')
     r = parse_bytes(OLTP.read_bytes())
     (t,) = targets_of(r.profiles[0], r.spans[0])
     assert oltp == [(int((START + 5 * i) * 1000), b.read) for i, b in enumerate(t.iops.buckets, 1)]
     # the raw-disk run's two targets on the same path stay two series
-    two = {m.group(1) for line in rows if 'host="S2D-N1-VM03"' in line and (m := re.search(r'target_id="(\d+)"', line))}
+    rows = [line for line in dump.splitlines() if "diskspd_interval_read_iops" in line and 'host="S2D-N1-VM03"' in line]
+    two = {m.group(1) for line in rows if (m := re.search(r'target_id="(\d+)"', line))}
     assert two == {"0", "1"}
 
 

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ioparallax.simulators.esxtop import VDISK_COUNTERS  # the columns esxtop writes per virtual disk
+
 HOST = "esx01.lab.local"
 OUT = Path(__file__).parent / "fixtures" / "built-lab-host.csv"
 TIMES = ["11/28/2026 10:00:00", "11/28/2026 10:00:02", "11/28/2026 10:00:04"]
 
-VDISK_COUNTERS = [
-    "Commands/sec",
-    "Reads/sec",
-    "Writes/sec",
-    "MBytes Read/sec",
-    "MBytes Written/sec",
-    "Average MilliSec/Read",
-    "Average MilliSec/Write",
-]
 # (instance, values per row for VDISK_COUNTERS)
 VDISKS = {
     "app-01": [[300, 200, 100, 6.25, 3.25, 0.5, 1.5]] * 3,  # the VM's row: its disks summed

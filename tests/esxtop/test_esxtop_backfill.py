@@ -4,37 +4,17 @@ backfill."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import require_tool, run_entry_point, venv_tool
+from tests.support import backfill_dump, dumped_series, run_entry_point
 
 T0 = 1795860000  # 2026-11-28 10:00:00 UTC, built-lab-host.csv's first sample
 
 
 def test_promtool_creates_blocks_with_the_captures_timestamps(tmp_path):
-    require_tool("promtool")
-    om = tmp_path / "esxtop.om"
-    tsdb = tmp_path / "tsdb"
-    out = subprocess.run(
-        [venv_tool("esxtop-exporter"), "backfill", "--output", str(om), "--tsdb", str(tsdb), str(BUILT), str(NFS)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert om.read_text().endswith("# EOF\n")
-    (tsdb / "wal").mkdir()  # promtool's dump opens the head's WAL; backfilled blocks have none
-    dump = subprocess.run(["promtool", "tsdb", "dump", str(tsdb)], capture_output=True, text=True, timeout=120)
-    assert dump.returncode == 0, dump.stderr
+    dump = backfill_dump("esxtop-exporter", [BUILT, NFS], tmp_path)
 
     def series(name: str, match: str) -> list[tuple[int, float]]:
-        return sorted(
-            (int(m.group(2)), float(m.group(1)))
-            for line in dump.stdout.splitlines()
-            if name in line and match in line and (m := re.search(r"\} (\S+) (\d+)$", line))
-        )
+        return dumped_series(dump, name, match)
 
     # the device's kernel latency at each of its three samples, at the sample's own time
     kavg = series("esxtop_device_sample_kernel_latency_seconds", 'device="naa.')

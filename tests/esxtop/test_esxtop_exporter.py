@@ -8,7 +8,7 @@ import shutil
 import requests
 
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import free_port, promtool_check_metrics, samples, value, venv_tool, wait_for_http
+from tests.support import promtool_check_metrics, samples, start_exporter, value, wait_for_http
 
 EXPORTER = "esxtop-exporter"
 DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
@@ -22,10 +22,7 @@ def test_serve_follows_a_growing_capture(tmp_path, processes):
     lines = BUILT.read_text().splitlines(keepends=True)
     live = folder / "esx01.csv"
     live.write_text(lines[0] + lines[1])  # esxtop started: the header and its first sample
-    port = free_port()
-    proc = processes.start(
-        EXPORTER, [venv_tool(EXPORTER), "--web.listen-address", f"127.0.0.1:{port}", "--esxtop.watch", folder]
-    )
+    port, proc = start_exporter(processes, EXPORTER, "--esxtop.watch", folder)
     landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     assert landing.status_code == 200 and "esxtop-exporter" in landing.text
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text

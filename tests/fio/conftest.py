@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManagedProcess, free_port, require_tool
+from ioparallax.simulators.process import Process
+from tests.support import ManagedProcess, free_port, require_tool, start_exporter
 
 # Only the tests that run fio ask for `fio_bin`, directly or through `fio_work` and the result
 # fixtures; without fio they fail (`make deps` installs it), the others run everywhere.
@@ -215,3 +216,8 @@ def client_results(fio_work, fio_bin, tmp_path_factory):
         yield {"final": final, "interim": interim, "host": f"127.0.0.1:{port}"}
     finally:
         server.stop()
+
+
+def start_fio_exporter(processes, *args) -> tuple[int, Process]:
+    """fio-exporter on a free loopback port (:func:`tests.support.start_exporter`)."""
+    return start_exporter(processes, "fio-exporter", *args)

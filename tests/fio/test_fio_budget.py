@@ -12,8 +12,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fio.conftest import run_fio
-from tests.support import free_port, promtool_check_metrics, venv_tool, wait_for_http
+from tests.fio.conftest import run_fio, start_fio_exporter
+from tests.support import promtool_check_metrics, venv_tool, wait_for_http
 
 BUDGET_JOBS = """\
 [global]
@@ -195,19 +195,8 @@ def test_switches_from_the_config_file(budget_result, tmp_path):
 def test_serve_with_switches_off(budget_result, tmp_path, processes):
     """serve takes the same switches, logs them at start-up, and the mean latency still comes
     from _sum and _count."""
-    port = free_port()
-    proc = processes.start(
-        "fio-exporter",
-        [
-            venv_tool("fio-exporter"),
-            "serve",
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--fio.watch",
-            budget_result,
-            "--no-collector.guest-disk",
-            *SWITCHES["all-off"],
-        ],
+    port, proc = start_fio_exporter(
+        processes, "serve", "--fio.watch", budget_result, "--no-collector.guest-disk", *SWITCHES["all-off"]
     )
     wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text

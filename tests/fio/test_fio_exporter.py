@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from ioparallax.exporters.fio.reader import FileTailer, WatchConfig, Watcher
-from tests.fio.conftest import decode_all
+from tests.fio.conftest import decode_all, start_fio_exporter
 from tests.support import (
     free_port,
     has,
@@ -354,20 +354,8 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
     watch.mkdir()
     shutil.copy(jsonplus_result, watch / "a.json")
     (watch / "job.fio").write_text("[x]\n")  # not matching the pattern: ignored
-    port = free_port()
-    proc = processes.start(
-        "fio-exporter",
-        [
-            venv_tool("fio-exporter"),
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--fio.watch",
-            watch,
-            "--fio.host",
-            "vm7",
-            "--collector.sysfs",
-            _fixture_sysfs(tmp_path / "sys"),
-        ],
+    port, proc = start_fio_exporter(
+        processes, "--fio.watch", watch, "--fio.host", "vm7", "--collector.sysfs", _fixture_sysfs(tmp_path / "sys")
     )
     landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     assert landing.status_code == 200 and "fio-exporter" in landing.text

@@ -28,9 +28,9 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_lates
 from ioparallax.exporters.fio import collector as collector_module
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.reader import DocumentStream
-from tests.fio.conftest import decode_all
+from tests.fio.conftest import decode_all, start_fio_exporter
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
-from tests.support import assert_clean, free_port, venv_tool, wait_for_http
+from tests.support import assert_clean, venv_tool, wait_for_http
 
 
 @pytest.fixture()
@@ -345,19 +345,8 @@ def test_huge_garbage_files_through_a_real_exporter(good_and_bad, processes):
         fh.write(line * (size // len(line)))
         fh.write(b"}\n")
     (d / "overflow.json").write_text(HOSTILE["bins_1e400"][0](first))  # and one that raised in collect()
-    port = free_port()
-    proc = processes.start(
-        "fio-exporter",
-        [
-            venv_tool("fio-exporter"),
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--fio.watch",
-            d,
-            "--no-collector.guest-disk",
-            "--fio.max-document-size",
-            "8MiB",
-        ],
+    port, proc = start_fio_exporter(
+        processes, "--fio.watch", d, "--no-collector.guest-disk", "--fio.max-document-size", "8MiB"
     )
     wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
     t0 = time.monotonic()
@@ -630,20 +619,7 @@ def test_a_real_exporter_with_a_fifo_and_an_undecodable_name(tmp_path, processes
         fh.write(_doc(6))
     fifo = tmp_path / "named.fifo"
     os.mkfifo(fifo)
-    port = free_port()
-    proc = processes.start(
-        "fio-exporter",
-        [
-            venv_tool("fio-exporter"),
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--fio.watch",
-            d,
-            "--fio.watch",
-            fifo,
-            "--no-collector.guest-disk",
-        ],
-    )
+    port, proc = start_fio_exporter(processes, "--fio.watch", d, "--fio.watch", fifo, "--no-collector.guest-disk")
     wait_for_http(f"http://127.0.0.1:{port}/-/healthy", proc=proc)
     for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
         r = requests.get(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept}, timeout=5)

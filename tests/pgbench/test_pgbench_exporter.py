@@ -18,6 +18,7 @@ from tests.support import (
     promtool_check_metrics,
     run_entry_point,
     samples,
+    start_exporter,
     value,
     venv_tool,
     wait_for_http,
@@ -46,10 +47,7 @@ def test_serve_follows_a_growing_file_live(tmp_path, processes):
     live = results / "pgbench-db01.out"
     live.write_text("".join(lines[:3]))  # version, vacuum, the first progress line
     (results / "unrelated.txt").write_text("not followed: not *pgbench*\n")
-    port = free_port()
-    proc = processes.start(
-        EXPORTER, [venv_tool(EXPORTER), "--web.listen-address", f"127.0.0.1:{port}", "--pgbench.watch", results]
-    )
+    port, proc = start_exporter(processes, EXPORTER, "--pgbench.watch", results)
     landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
     assert landing.status_code == 200 and "pgbench-exporter" in landing.text
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text

@@ -1,23 +1,16 @@
 """diskspd-exporter: DiskSPD ``-Rxml`` results for Prometheus, read on a Linux collector host.
 
-Subcommands: ``serve`` (default) watches files/directories of result documents copied off the
-Windows VMs; ``convert FILE...`` prints the exposition once; ``backfill FILE...`` writes the runs'
-per-interval ``-D`` series with their own timestamps (OpenMetrics for ``promtool tsdb
-create-blocks-from openmetrics``, or Prometheus text for VictoriaMetrics' import).
+Commands (on :mod:`ioparallax.exporters.common.watch.cli`): ``serve`` (default) watches the
+result documents copied off the Windows VMs, ``convert FILE...`` prints their exposition once,
+``backfill FILE...`` writes the runs' per-interval ``-D`` series with their own timestamps.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import subprocess
 import sys
 
-from prometheus_client import CollectorRegistry, generate_latest
-
-from ioparallax.exporters.common.logsetup import escape_text
-from ioparallax.exporters.common.web.app import ExporterApp
-from ioparallax.exporters.common.web.startup import serve
+from ioparallax.exporters.common.watch.cli import Texts, WatchProgram, output
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
@@ -25,61 +18,33 @@ from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
-from ioparallax.yamlconf import ConfigError
 
-log = logging.getLogger("ioparallax.exporters.diskspd")
-
-DESCRIPTION = (
-    "Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
+PROGRAM = WatchProgram(
+    SPEC,
+    DEFAULT_LISTEN,
+    description="Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
     "run, time span and target the I/Os, bytes, latency means and percentiles, outstanding I/Os "
-    "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics."
-)
-
-#: The subcommands, ``serve`` first (the default).
-COMMANDS = ("serve", "convert", "backfill")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser, sub = SPEC.parser(
-        DESCRIPTION,
-        COMMANDS,
-        DEFAULT_LISTEN,
-        serve_help="watch DiskSPD result files and serve /metrics (the default)",
-        serve_description="Watch files or directories of DiskSPD -Rxml results and serve them on "
+    "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics.",
+    serve_texts=Texts(
+        "watch DiskSPD result files and serve /metrics (the default)",
+        "Watch files or directories of DiskSPD -Rxml results and serve them on "
         "/metrics; a new or changed file is parsed once, at the next scrape.",
-    )
-    SPEC.add_convert(
-        sub,
-        help="print the exposition of result files once",
-        description="Read DiskSPD -Rxml result files and print their Prometheus exposition on "
+    ),
+    convert_texts=Texts(
+        "print the exposition of result files once",
+        "Read DiskSPD -Rxml result files and print their Prometheus exposition on "
         "stdout. Exits 1, naming each bad file and the cause on stderr, if one cannot be read.",
-        dest="files",
-        metavar="FILE",
-    )
-    b = sub.add_parser(
-        "backfill",
-        help="write the runs' -D interval series with their own timestamps",
-        description="Write the per-interval IOPS (and latency, with -L) of DiskSPD -Rxml results "
+    ),
+    backfill_texts=Texts(
+        "write the runs' -D interval series with their own timestamps",
+        "Write the per-interval IOPS (and latency, with -L) of DiskSPD -Rxml results "
         "with the run's own timestamps: OpenMetrics for `promtool tsdb create-blocks-from "
         "openmetrics`, or Prometheus text (millisecond timestamps) for VictoriaMetrics' "
         "/api/v1/import/prometheus. Exits 1 naming each file that cannot be used.",
-    )
-    b.add_argument("files", nargs="+", metavar="FILE")
-    b.add_argument(
-        "--format",
-        choices=("openmetrics", "prometheus"),
-        default="openmetrics",
-        help="openmetrics (promtool) or prometheus (VictoriaMetrics import) (default: %(default)s)",
-    )
-    b.add_argument("--output", metavar="FILE", help="write here instead of stdout")
-    b.add_argument(
-        "--tsdb",
-        metavar="DIR",
-        help="also run `promtool tsdb create-blocks-from openmetrics` into DIR (Prometheus' data "
-        "directory, or a directory to copy from); needs --output and --format openmetrics",
-    )
-    SPEC.add_args(b, watch=False)
-    return parser
+    ),
+    escape_names=True,  # a name can hold a newline
+)
+build_parser = PROGRAM.build_parser
 
 
 def _files(s: Settings, paths: list[str], pattern: str | None = None, settle_s: float | None = None) -> ResultFiles:
@@ -103,21 +68,6 @@ def _collector(s: Settings, files: ResultFiles, poll: bool = True) -> DiskspdCol
     )
 
 
-def cmd_serve(s: Settings) -> int:
-    if not s.watch:
-        log.warning("no --diskspd.watch path given: nothing to serve but diskspd_up")
-    files = _files(s, s.watch)
-    log.info("watching %s", s.watch or "nothing")
-    app = ExporterApp(
-        name="diskspd-exporter",
-        description=DESCRIPTION,
-        probe=None,
-        collectors=[_collector(s, files)],
-        config_text=SPEC.describe(s),
-    )
-    return serve(app, s.web())
-
-
 def _read_all(s: Settings, paths: list[str]) -> tuple[ResultFiles, list[str]]:
     """Every named file read once (no settling: a cut-off file is truncated); the bad ones as
     ``<file>: <reason>: <cause>`` lines."""
@@ -130,20 +80,20 @@ def _read_all(s: Settings, paths: list[str]) -> tuple[ResultFiles, list[str]]:
     return files, bad
 
 
+def cmd_serve(s: Settings, args: argparse.Namespace) -> int:
+    collectors = [_collector(s, _files(s, s.watch))]
+    return PROGRAM.serve(s, collectors, "no --diskspd.watch path given: nothing to serve but diskspd_up")
+
+
 def cmd_convert(s: Settings, paths: list[str]) -> int:
     files, bad = _read_all(s, paths)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_collector(s, files, poll=False))
-    sys.stdout.write(generate_latest(registry).decode())
-    for line in bad:
-        print(f"diskspd-exporter convert: {escape_text(line)}", file=sys.stderr)  # a name can hold a newline
-    return 1 if bad else 0
+    PROGRAM.exposition(_collector(s, files, poll=False))
+    return PROGRAM.report("convert", bad)
 
 
-def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, tsdb: str | None) -> int:
-    if tsdb and (not output or fmt != "openmetrics"):
-        raise ConfigError(None, "--tsdb", "needs --output FILE and --format openmetrics (promtool reads a file)")
-    files, bad = _read_all(s, paths)
+def write_backfill(s: Settings, args: argparse.Namespace) -> tuple[int, list[str]]:
+    """The runs' interval samples written to ``--output``; how many, and the bad files."""
+    files, bad = _read_all(s, args.files)
     samples: list[Sample] = []
     for v in files.views():
         if v.result is None:
@@ -152,42 +102,15 @@ def cmd_backfill(s: Settings, paths: list[str], fmt: str, output: str | None, ts
             samples.extend(interval_samples(v.result, v.name))
         except DiskspdError as exc:
             bad.append(f"{v.name}: {exc}")
-    text = render(samples, fmt)
-    if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-    for line in bad:
-        print(f"diskspd-exporter backfill: {escape_text(line)}", file=sys.stderr)
-    if tsdb and samples:
-        assert output is not None
-        proc = subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", output, tsdb], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            print(f"diskspd-exporter backfill: promtool failed: {proc.stderr.strip()}", file=sys.stderr)
-            return 1
-        log.info("backfilled %d samples into %s", len(samples), tsdb)
-    return 1 if bad else 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    s = SPEC.read(args, Settings())
-    if args.command == "convert":
-        return cmd_convert(s, args.files)
-    if args.command == "backfill":
-        try:
-            return cmd_backfill(s, args.files, args.format, args.output, args.tsdb)
-        except FileNotFoundError as exc:  # promtool (--tsdb), or --output's directory
-            log.error("cannot run %s: %s", exc.filename, exc.strerror)
-            return 1
-    return cmd_serve(s)
+    text = render(samples, args.format)
+    with output(args.output) as fh:
+        fh.write(text)
+    return len(samples), bad
 
 
 @quiet_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
-    return SPEC.main(argv, build_parser, COMMANDS, _run)
+    return PROGRAM.main(argv, Settings, cmd_serve, cmd_convert, backfill=write_backfill)
 
 
 if __name__ == "__main__":

@@ -3,21 +3,24 @@
 fio is started with ``--output-format=json+`` and ``--status-interval=1`` added unless the command
 already chooses them. Its JSON goes to the ``--output`` file the command names or, if none, its
 stdout is written to a file the exporter then tails like any watched file (so ``note:`` lines on
-stdout are skipped exactly as in a watched file). fio's stderr is logged, one line per event.
+stdout are skipped exactly as in a watched file). fio's stderr is logged, one line per event. The
+process and the serving are :mod:`ioparallax.exporters.common.watch.wrapper`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import threading
-from collections.abc import Iterable
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from ioparallax.exporters.common.watch.wrapper import RunCollector, RunFamilies, WrappedRun
 
 log = logging.getLogger(__name__)
+
+FAMILIES = RunFamilies(
+    running="fio_run_running",
+    running_help="1 while the fio started by 'fio-exporter run' runs.",
+    exit_code="fio_run_exit_code",
+    exit_code_help="Exit code of the fio started by 'fio-exporter run' (negative: killed by that signal).",
+)
 
 
 def prepare_command(argv: list[str], status_interval: str = "1") -> tuple[list[str], str | None]:
@@ -41,73 +44,15 @@ def prepare_command(argv: list[str], status_interval: str = "1") -> tuple[list[s
     return [args[0], *extra, *args[1:]], output
 
 
-class FioRun:
+class FioRun(WrappedRun):
     """One fio process; stopped by PID. ``output_path`` is the file holding its JSON."""
 
     def __init__(self, argv: list[str], output_path: str, stdout_to_file: bool):
-        self.argv = argv
-        self.output_path = output_path
-        self._stdout = open(output_path, "wb") if stdout_to_file else subprocess.DEVNULL
-        self.popen = subprocess.Popen(
-            argv, stdout=self._stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        log.info("started fio pid=%d output=%s: %s", self.popen.pid, output_path, " ".join(argv))
-        self._stderr = threading.Thread(target=self._log_stderr, name="fio-stderr", daemon=True)
-        self._stderr.start()
-
-    def _log_stderr(self) -> None:
-        assert self.popen.stderr is not None
-        for raw in self.popen.stderr:
-            line = raw.decode(errors="replace").rstrip()
-            if line:
-                log.warning("fio pid=%d stderr: %s", self.popen.pid, line)
-
-    @property
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self.popen.wait(timeout)
-        self._stderr.join(5)
-        if not isinstance(self._stdout, int):  # an open file, not subprocess.DEVNULL
-            self._stdout.close()
-        return code
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.running:
-            try:
-                os.killpg(self.popen.pid, 15)
-            except ProcessLookupError:
-                pass
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, 9)
-        self.wait(timeout)
+        super().__init__("fio", argv, output_path, log, stdout_to_file=stdout_to_file)
 
 
-class FioRunCollector(Collector):
+class FioRunCollector(RunCollector):
     """Whether the wrapped fio still runs, and how it exited."""
 
     def __init__(self, run: FioRun):
-        self.run = run
-
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-    def collect(self) -> Iterable[Metric]:
-        running = GaugeMetricFamily("fio_run_running", "1 while the fio started by 'fio-exporter run' runs.")
-        running.add_metric([], 1.0 if self.run.running else 0.0)
-        yield running
-        code = self.run.exit_code
-        if code is not None:
-            g = GaugeMetricFamily(
-                "fio_run_exit_code",
-                "Exit code of the fio started by 'fio-exporter run' (negative: killed by that signal).",
-            )
-            g.add_metric([], float(code))
-            yield g
+        super().__init__(run, FAMILIES)

@@ -3,22 +3,27 @@
 pgbench prints its progress lines on stderr and its summary on stdout; both are written, in the
 order pgbench writes them, to one file that the exporter follows like any watched file. ``-P 5``
 is added unless the command asks for a progress interval (without one pgbench prints nothing
-until it ends and the live view stays empty).
+until it ends and the live view stays empty). The process and the serving are
+:mod:`ioparallax.exporters.common.watch.wrapper`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-from collections.abc import Iterable
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from ioparallax.exporters.common.watch.wrapper import RunCollector, RunFamilies, WrappedRun
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PROGRESS_S = "5"
+
+FAMILIES = RunFamilies(
+    running="pgbench_command_running",
+    running_help="1 while the pgbench started by 'pgbench-exporter run' runs.",
+    exit_code="pgbench_command_exit_code",
+    exit_code_help="Exit code of the pgbench started by 'pgbench-exporter run' (2: some clients aborted; "
+    "negative: killed by that signal).",
+)
 
 
 def has_progress(argv: list[str]) -> bool:
@@ -39,65 +44,15 @@ def prepare_command(argv: list[str], progress_s: str = DEFAULT_PROGRESS_S) -> li
     return args
 
 
-class PgbenchRun:
+class PgbenchRun(WrappedRun):
     """One pgbench process, its stdout and stderr written to ``output_path``; stopped by PID."""
 
     def __init__(self, argv: list[str], output_path: str):
-        self.argv = argv
-        self.output_path = output_path
-        self._out = open(output_path, "wb")
-        self.popen = subprocess.Popen(
-            argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        log.info("started pgbench pid=%d output=%s: %s", self.popen.pid, output_path, " ".join(argv))
-
-    @property
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self.popen.wait(timeout)
-        self._out.close()
-        return code
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.running:
-            try:
-                os.killpg(self.popen.pid, 15)
-            except ProcessLookupError:
-                pass
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, 9)
-        self.wait(timeout)
+        super().__init__("pgbench", argv, output_path, log, merge_stderr=True)
 
 
-class PgbenchRunCollector(Collector):
+class PgbenchRunCollector(RunCollector):
     """Whether the wrapped pgbench still runs, and how it exited."""
 
     def __init__(self, run: PgbenchRun):
-        self.run = run
-
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-    def collect(self) -> Iterable[Metric]:
-        running = GaugeMetricFamily(
-            "pgbench_command_running", "1 while the pgbench started by 'pgbench-exporter run' runs."
-        )
-        running.add_metric([], 1.0 if self.run.running else 0.0)
-        yield running
-        code = self.run.exit_code
-        if code is not None:
-            g = GaugeMetricFamily(
-                "pgbench_command_exit_code",
-                "Exit code of the pgbench started by 'pgbench-exporter run' (2: some clients aborted; "
-                "negative: killed by that signal).",
-            )
-            g.add_metric([], float(code))
-            yield g
+        super().__init__(run, FAMILIES)

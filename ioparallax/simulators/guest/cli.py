@@ -4,14 +4,13 @@ guest would show, for ``fio-exporter serve`` to read unchanged."""
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import sys
 import threading
 import time
 
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.simulators.clitools import write_json
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from ioparallax.version import add_version_arg
 from ioparallax.yamlconf import ConfigError
@@ -64,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     first = int(time.time())
     writer.write(first)
     if args.manifest:
-        with open(args.manifest + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(paths, fh, indent=2)
-        os.replace(args.manifest + ".tmp", args.manifest)
+        write_json(args.manifest, paths, indent=2)
     for vm, where in paths.items():
         files = " ".join(f"{k}={v}" for k, v in where.items() if k not in ("os", "load_generator"))
         print(f"{vm} {where['os']} {where['load_generator']} {files}", flush=True)

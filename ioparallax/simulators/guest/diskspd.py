@@ -40,19 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
+from ioparallax.exporters.diskspd import parse as results
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document
-from ioparallax.exporters.diskspd.parse import (
-    CpuAverage,
-    DiskspdResult,
-    IopsBucket,
-    IopsSeries,
-    LatencyPercentile,
-    LatencyStats,
-    TargetProfile,
-    ThreadTarget,
-    TimeSpanProfile,
-    TimeSpanResult,
-)
 from ioparallax.simulators.scenario import Disk, DiskspdOptions, Stream, Trace, Vm
 
 from .fio import GuestFio
@@ -167,14 +156,14 @@ class GuestDiskspd:
                 out.append(start)
             k += 1
 
-    def result(self, vm_name: str, start: int) -> DiskspdResult:
+    def result(self, vm_name: str, start: int) -> results.DiskspdResult:
         """The run of ``vm_name`` that started at wall-clock second ``start``."""
         vm = self.vms[vm_name]
         warm, run = run_length(vm)
         t0 = start + warm  # measurement starts after the warm-up
         targets = self._targets[vm_name]
-        profiles: list[TargetProfile] = []
-        thread_targets: list[ThreadTarget] = []
+        profiles: list[results.TargetProfile] = []
+        thread_targets: list[results.ThreadTarget] = []
         span_read: list[float] = [0.0] * run
         span_write: list[float] = [0.0] * run
         lat_parts_r: list[tuple[float, float, float]] = []
@@ -194,7 +183,7 @@ class GuestDiskspd:
             rand = (s.read_random if s.read_iops else s.write_random) >= 0.5
             block = int(round(s.read_size.mean_bytes if s.read_iops else s.write_size.mean_bytes))
             profiles.append(
-                TargetProfile(
+                results.TargetProfile(
                     path=tg.path,
                     block_size=block,
                     file_size=opts.file_size_bytes or s.working_set_bytes,
@@ -229,7 +218,7 @@ class GuestDiskspd:
                 rb = int(math.floor(n_r * share * s.read_size.mean_bytes + 1e-6))
                 wb = int(math.floor(n_w * share * s.write_size.mean_bytes + 1e-6))
                 buckets = tuple(
-                    IopsBucket(
+                    results.IopsBucket(
                         sample_ms=(i + 1) * 1000,
                         read=reads[i] * share,
                         write=writes[i] * share,
@@ -253,7 +242,7 @@ class GuestDiskspd:
                     else 0.0
                 )
                 thread_targets.append(
-                    ThreadTarget(
+                    results.ThreadTarget(
                         thread_id=thread_id + th,
                         position=0,
                         path=tg.path,
@@ -264,7 +253,7 @@ class GuestDiskspd:
                         read_count=rc,
                         write_bytes=wb,
                         write_count=wc,
-                        latency=LatencyStats(
+                        latency=results.LatencyStats(
                             read_avg_ms=s.read_latency_s * 1000 if rc else None,
                             read_stdev_ms=r_sd * 1000 if rc else None,
                             write_avg_ms=s.write_latency_s * 1000 if wc else None,
@@ -272,7 +261,7 @@ class GuestDiskspd:
                             total_avg_ms=all_ms,
                             total_stdev_ms=all_sd,
                         ),
-                        iops=IopsSeries(
+                        iops=results.IopsSeries(
                             read_stddev=_stdev([b.read for b in buckets]),
                             write_stddev=_stdev([b.write for b in buckets]),
                             total_stddev=_stdev([b.total for b in buckets]),
@@ -285,7 +274,7 @@ class GuestDiskspd:
         for p in XML_PERCENTILES:
             q = p / 100.0
             percentiles.append(
-                LatencyPercentile(
+                results.LatencyPercentile(
                     percentile=p,
                     read_ms=_mixture_quantile(lat_parts_r, q) if sums["r"] else None,
                     write_ms=_mixture_quantile(lat_parts_w, q) if sums["w"] else None,
@@ -304,7 +293,7 @@ class GuestDiskspd:
         w_m, w_s = mean_sd(sums["w"], sums["wl"], sums["wv"])
         a_m, a_s = mean_sd(n_all, sums["rl"] + sums["wl"], sums["rv"] + sums["wv"])
         span_buckets = tuple(
-            IopsBucket(
+            results.IopsBucket(
                 sample_ms=(i + 1) * 1000,
                 read=span_read[i],
                 write=span_write[i],
@@ -312,15 +301,15 @@ class GuestDiskspd:
             )
             for i in range(run)
         )
-        span = TimeSpanResult(
+        span = results.TimeSpanResult(
             test_time_s=float(run),
             thread_count=thread_id,
             request_count=0,
             proc_count=4,
-            cpu=CpuAverage(usage_percent=12.5, user_percent=2.5, kernel_percent=10.0, idle_percent=87.5),
+            cpu=results.CpuAverage(usage_percent=12.5, user_percent=2.5, kernel_percent=10.0, idle_percent=87.5),
             latency_percentiles=tuple(percentiles),
-            latency=LatencyStats(r_m, r_s, w_m, w_s, a_m, a_s),
-            iops=IopsSeries(
+            latency=results.LatencyStats(r_m, r_s, w_m, w_s, a_m, a_s),
+            iops=results.IopsSeries(
                 read_stddev=_stdev(span_read),
                 write_stddev=_stdev(span_write),
                 total_stddev=_stdev([b.total for b in span_buckets]),
@@ -328,7 +317,7 @@ class GuestDiskspd:
             ),
             threads=tuple(thread_targets),
         )
-        profile = TimeSpanProfile(
+        profile = results.TimeSpanProfile(
             duration_s=float(run),
             warmup_s=float(warm),
             cooldown_s=0.0,
@@ -340,7 +329,7 @@ class GuestDiskspd:
             rand_seed=0,
             targets=tuple(profiles),
         )
-        return DiskspdResult(
+        return results.DiskspdResult(
             computer_name=vm.hostname,
             version=DISKSPD_VERSION,
             version_date=DISKSPD_VERSION_DATE,

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import signal
 import sys
-import threading
-import time
 
-from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
+from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
-from ioparallax.version import add_version_arg
+from ioparallax.simulators import clitools
+from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.yamlconf import ConfigError
 
 from .model import DEFAULT_PUBLISH_DELAY
-from .server import FAULT_MODES, PrismSimulator
+from .server import PrismSimulator
 
 EPILOG = """\
 On start one line is printed on stdout (the demo stack reads it):
@@ -36,15 +33,12 @@ Fault modes: %s. See docs/prism.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="prism-simulator",
-        description="Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
+    p = clitools.simulator_parser(
+        "prism-simulator",
+        "Simulated Nutanix Prism: per virtual disk, the VM view (hypervisor_*) and the "
         "storage view (controller_*) of a scenario as Prism's 30 s samples.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "scenario", nargs="?", default=None, help="scenario name from the library (clean-oltp, ...) or a YAML path"
+        EPILOG,
+        "clean-oltp",
     )
     p.add_argument(
         "--listen",
@@ -69,15 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a 30 s sample is served this long after its end (default %(default)s)",
     )
     p.add_argument("--synthetic-vdisks", type=int, metavar="N", help="serve N generated disks (benchmarks)")
-    p.add_argument(
-        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable answers)"
-    )
+    clitools.add_clock_args(p, "answers")
     p.add_argument("--url-file", metavar="PATH", help='also write {"prism": url} as JSON to this file')
-    add_logging_args(p)
-    add_version_arg(p)
-    args = p.parse_args(argv)
-    if args.scenario is None and args.synthetic_vdisks is None:
-        p.error("give a scenario or --synthetic-vdisks N")
+    args = clitools.parse_simulator_args(p, argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
     if not args.publish_delay >= 0 or args.publish_delay >= 30:
@@ -95,14 +83,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prism-simulator: error: --password-env: {args.password_env} is not set", file=sys.stderr)
             return 2
         auth = (args.username, os.environ[args.password_env])
-    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
         host, port = parse_listen_address(args.listen)
         sim = PrismSimulator(
             args.scenario,
             host=host or "127.0.0.1",
             port=port,
-            clock=clock,
+            clock=clitools.clock_of(args),
             auth=auth,
             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
             vdisk_count=args.synthetic_vdisks,
@@ -114,13 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"prism {sim.url}", flush=True)
     if args.url_file:
-        tmp = f"{args.url_file}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"prism": sim.url}, fh)
-        os.replace(tmp, args.url_file)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        clitools.write_json(args.url_file, {"prism": sim.url})
     log.info(
         "scenario=%s vms=%d virtual_disks=%d auth=%s tls=%s",
         sim.scenario.name,
@@ -129,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "basic" if auth else "none",
         "on" if args.tls_cert else "off",
     )
-    stop.wait()
-    sim.stop()
-    return 0
+    return clitools.serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":

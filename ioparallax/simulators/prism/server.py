@@ -29,23 +29,33 @@ from __future__ import annotations
 
 import base64
 import email.utils
-import hashlib
 import hmac
 import json
 import logging
 import os
 import secrets
-import socket
 import ssl
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ioparallax.simulators.faultserver import (
+    OK,
+    Answer,
+    Fault,
+    SimHandler,
+    SimServer,
+    answer_fault,
+    check_mode,
+    control,
+    ends_at,
+    send_truncated,
+    state_answer,
+)
 from ioparallax.simulators.scenario.model import Scenario
 from ioparallax.simulators.scenario.trace import compile_scenario
 from ioparallax.simulators.stargate.server import resolve_scenario
@@ -59,83 +69,26 @@ V2_VIRTUAL_DISKS = f"{V2}/virtual_disks"
 V2_VMS = f"{V2}/vms"
 V2_HOSTS = f"{V2}/hosts"
 V4_STATS_PREFIXES = ("/api/vmm/v4.x/ahv/stats/vms/", "/api/vmm/v4.0/ahv/stats/vms/")
-FAULT_MODES = ("slow", "http_500", "truncated", "garbage", "refused")
 SESSION_COOKIE = "JSESSIONID"
 
 
-@dataclass
-class Fault:
-    mode: str
-    delay: float = 0.0  # slow: seconds before answering
-    only: str = "all"  # all, v2 (virtual_disks and vms), v4, vms, virtual_disks
-    until: float | None = None  # epoch (real time) when it ends
-
-    def applies(self, scope: str) -> bool:
-        if self.until is not None and time.time() >= self.until:
-            return False
-        return self.only == "all" or self.only == scope or (self.only == "v2" and scope in ("vms", "virtual_disks"))
+#: ``only=``: the requests a fault is limited to (``v2``: virtual_disks and vms).
+FAULT_SCOPES = ("all", "v2", "v4", "vms", "virtual_disks")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, addr: tuple[str, int], sim: PrismSimulator):
-        self.sim = sim
-        self.connections: set[socket.socket] = set()
-        self._conn_lock = threading.Lock()
-        super().__init__(addr, _Handler)
-
-    def process_request_thread(self, request, client_address) -> None:  # noqa: ANN001
-        with self._conn_lock:
-            self.connections.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._conn_lock:
-                self.connections.discard(request)
-
-    def drop_connections(self) -> None:
-        """Reset the kept-alive connections too, as a Prism that stops does."""
-        with self._conn_lock:
-            conns = list(self.connections)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
-        log.debug("connection from %s ended with an error: %s", client_address[0], sys.exc_info()[1])
+def _applies(fault: Fault, scope: str) -> bool:
+    if fault.expired:
+        return False
+    return fault.only in ("all", scope) or (fault.only == "v2" and scope in ("vms", "virtual_disks"))
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
+class _Handler(SimHandler):
     server_version = "prism-simulator"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        log.debug("http %s %s", self.address_string(), format % args)
+    sys_version = "Python/" + sys.version.split()[0]
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         # The Date header is Prism's clock: the simulated one.
-        return email.utils.formatdate(self.server.sim.now() if timestamp is None else timestamp, usegmt=True)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self.server.sim.dispatch(self, "GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.server.sim.dispatch(self, "POST")
-
-    def send_body(self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
+        return email.utils.formatdate(self.server.owner.now() if timestamp is None else timestamp, usegmt=True)
 
 
 def _json(doc: Any) -> bytes:
@@ -173,12 +126,12 @@ class PrismSimulator:
         self.requests: dict[str, int] = {}
         self.fault: Fault | None = None
         self._lock = threading.Lock()
-        self._httpd: _Server | None = None
+        self._httpd: SimServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> PrismSimulator:
-        self._httpd = _Server((self.host, self.port), self)
+        self._httpd = SimServer((self.host, self.port), self.dispatch, log, "prism", _Handler, owner=self)
         if self.tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*self.tls)
@@ -216,12 +169,10 @@ class PrismSimulator:
 
     # -- runtime changes --------------------------------------------------------------------
     def set_fault(self, mode: str, delay: float = 0.0, only: str = "all", duration: float | None = None) -> None:
-        if mode not in FAULT_MODES:
-            raise ValueError(f"unknown fault mode {mode!r} (one of {', '.join(FAULT_MODES)})")
-        if only not in ("all", "v2", "v4", "vms", "virtual_disks"):
-            raise ValueError(f"unknown fault scope {only!r} (all, v2, v4, vms, virtual_disks)")
-        until = time.time() + duration if duration else None
-        self.fault = Fault(mode, delay, only, until)
+        check_mode(mode)
+        if only not in FAULT_SCOPES:
+            raise ValueError(f"unknown fault scope {only!r} ({', '.join(FAULT_SCOPES)})")
+        self.fault = Fault(mode, delay, only, ends_at(duration))
         log.info("fault set: %s", self.fault)
 
     def clear_faults(self) -> None:
@@ -267,7 +218,7 @@ class PrismSimulator:
         }
 
     # -- HTTP -------------------------------------------------------------------------------
-    def _authenticate(self, h: _Handler) -> tuple[bool, dict[str, str]]:
+    def _authenticate(self, h: SimHandler) -> tuple[bool, dict[str, str]]:
         """(allowed, extra headers): a known session cookie, or correct basic auth (which opens
         a session)."""
         if self.auth is None:
@@ -297,12 +248,12 @@ class PrismSimulator:
                 return True, {"Set-Cookie": f"{SESSION_COOKIE}={token}; Path=/{secure}; HttpOnly"}
         return False, {}
 
-    def dispatch(self, h: _Handler, method: str) -> None:
+    def dispatch(self, h: SimHandler, method: str) -> None:
         parts = urlsplit(h.path)
         path = parts.path
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         if path.startswith("/-/sim/"):
-            self._control(h, method, path, query)
+            control(h, lambda: self._control(method, path, query), "docs/prism.md")
             return
         with self._lock:
             self.requests[path] = self.requests.get(path, 0) + 1
@@ -315,25 +266,9 @@ class PrismSimulator:
             scope = "hosts"
         elif path.startswith(V4_STATS_PREFIXES):
             scope = "v4"
-        fault = self.fault if self.fault is not None and self.fault.applies(scope) else None
-        if fault is not None:
-            if fault.mode == "refused":
-                h.close_connection = True
-                try:
-                    h.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            if fault.mode == "slow":
-                time.sleep(fault.delay)
-            elif fault.mode == "http_500":
-                h.send_body(500, b'{"message":"Internal Server Error"}', "application/json")
-                return
-            elif fault.mode == "garbage":
-                h.send_body(
-                    200, b"\x89\x00\xffGARBAGE" + hashlib.sha256(h.path.encode()).digest() * 32, "application/json"
-                )
-                return
+        fault = self.fault if self.fault is not None and _applies(self.fault, scope) else None
+        if answer_fault(h, fault, (b'{"message":"Internal Server Error"}', "application/json"), "application/json"):
+            return
         if method != "GET":
             h.send_body(405, b'{"message":"method not allowed"}', "application/json")
             return
@@ -355,7 +290,8 @@ class PrismSimulator:
             status, doc = 500, {"message": "simulator error"}
         body = _json(doc)
         if fault is not None and fault.mode == "truncated":
-            body = body[: len(body) // 2]
+            send_truncated(h, status, body, "application/json", len(body) // 2, headers=headers)
+            return
         h.send_body(status, body, "application/json", headers)
 
     def _render(self, path: str, query: dict[str, str], scope: str) -> tuple[int, Any]:
@@ -397,36 +333,30 @@ class PrismSimulator:
             return (200, doc) if doc is not None else (404, {"message": f"VM disk {disk_part} not found"})
         return 404, {"message": f"no such path {path}"}
 
-    def _control(self, h: _Handler, method: str, path: str, query: dict[str, str]) -> None:
-        try:
-            if path == "/-/sim/state" and method == "GET":
-                h.send_body(200, json.dumps(self.state(), indent=1).encode(), "application/json")
-                return
-            if method == "POST" and path == "/-/sim/fault":
-                duration = query.get("duration")
-                self.set_fault(
-                    query.get("mode", ""),
-                    delay=float(query.get("delay", "0") or 0),
-                    only=query.get("only", "all") or "all",
-                    duration=float(duration) if duration else None,
-                )
-            elif method == "POST" and path == "/-/sim/clear":
-                self.clear_faults()
-            elif method == "POST" and path == "/-/sim/restart":
-                self.restart()
-            elif method == "POST" and path == "/-/sim/vm":
-                name, action = query.get("name", ""), query.get("action", "")
-                actions = {"power_off": self.power_off, "power_on": self.power_on, "delete": self.delete_vm}
-                if action not in actions:
-                    raise ValueError(f"action must be one of {', '.join(actions)}")
-                actions[action](name)
-            else:
-                h.send_body(404, b"unknown control endpoint (see docs/prism.md)\n", "text/plain")
-                return
-        except ValueError as exc:
-            h.send_body(400, f"{exc}\n".encode(), "text/plain")
-            return
-        h.send_body(200, b"ok\n", "text/plain")
+    def _control(self, method: str, path: str, query: dict[str, str]) -> Answer | None:
+        if path == "/-/sim/state" and method == "GET":
+            return state_answer(self.state())
+        if method == "POST" and path == "/-/sim/fault":
+            duration = query.get("duration")
+            self.set_fault(
+                query.get("mode", ""),
+                delay=float(query.get("delay", "0") or 0),
+                only=query.get("only", "all") or "all",
+                duration=float(duration) if duration else None,
+            )
+        elif method == "POST" and path == "/-/sim/clear":
+            self.clear_faults()
+        elif method == "POST" and path == "/-/sim/restart":
+            self.restart()
+        elif method == "POST" and path == "/-/sim/vm":
+            name, action = query.get("name", ""), query.get("action", "")
+            actions = {"power_off": self.power_off, "power_on": self.power_on, "delete": self.delete_vm}
+            if action not in actions:
+                raise ValueError(f"action must be one of {', '.join(actions)}")
+            actions[action](name)
+        else:
+            return None
+        return OK
 
 
 def _int(query: dict[str, str], name: str) -> int | None:

@@ -59,6 +59,11 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         taken.add(port)
         return port
 
+    def serve(proc_name: str, port: int, argv: list[Any], targets: list[dict[str, Any]], **labels: str) -> None:
+        # an exporter on port, listed in targets with the cluster's labels and these
+        procs.append(stack.spawn(part.proc(proc_name), argv, url=f"http://127.0.0.1:{port}"))
+        targets.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, **labels)})
+
     pgbench_static: list[dict[str, Any]] = []
     first_fio = first_pgbench = True
     for vm, where in paths.items():
@@ -67,8 +72,9 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
             # simulator as a textfile and served by node_exporter's textfile collector (no
             # windows_exporter runs on Linux; the names, labels and types are its).
             port = port_for("guest-windows")
-            proc = stack.spawn(
-                part.proc(f"guest-windows-exporter-{vm}"),
+            serve(
+                f"guest-windows-exporter-{vm}",
+                port,
                 [
                     "prometheus-node-exporter",
                     f"--web.listen-address=127.0.0.1:{port}",
@@ -76,18 +82,18 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
                     "--collector.textfile",
                     f"--collector.textfile.directory={where['windows']}",
                 ],
-                url=f"http://127.0.0.1:{port}",
+                windows_static,
+                vm=vm,
             )
-            procs.append(proc)
-            windows_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
             continue
         port = port_for("fio-exporter", first_fio)
         first_fio = False
         # Every Linux guest gets a fio exporter: its sysfs disk facts (fio_guest_disk_info) join
         # the guest OS view to the VM disks even where another tool than fio runs.
         watch = [f"--fio.watch={where['stream']}"] if "stream" in where else []
-        proc = stack.spawn(
-            part.proc(f"fio-exporter-{vm}"),
+        serve(
+            f"fio-exporter-{vm}",
+            port,
             [
                 BIN / "fio-exporter",
                 "serve",
@@ -98,15 +104,15 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
                 f"--fio.cache-size={cache}",
                 f"--fio.scrape-interval={stack.fio_scrape_interval or stack.scrape_interval}",
             ],
-            url=f"http://127.0.0.1:{port}",
+            static,
+            vm=vm,
         )
-        procs.append(proc)
-        static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
         # The guest OS view: node_exporter's diskstats collector on the guest's /proc/diskstats.
         # Its default --collector.diskstats.device-exclude keeps sdb and drops the partition sdb1.
         port = port_for("guest-node-exporter")
-        proc = stack.spawn(
-            part.proc(f"guest-node-exporter-{vm}"),
+        serve(
+            f"guest-node-exporter-{vm}",
+            port,
             [
                 "prometheus-node-exporter",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -116,17 +122,17 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
                 "--collector.disable-defaults",
                 "--collector.diskstats",
             ],
-            url=f"http://127.0.0.1:{port}",
+            node_static,
+            vm=vm,
         )
-        procs.append(proc)
-        node_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
         if "pgbench" in where:
             # The application view: pgbench's console output in the VM (its scenario's application),
             # followed by a pgbench exporter as one would run next to pgbench in the database VM.
             port = port_for("pgbench-exporter", first_pgbench)
             first_pgbench = False
-            proc = stack.spawn(
-                part.proc(f"pgbench-exporter-{vm}"),
+            serve(
+                f"pgbench-exporter-{vm}",
+                port,
                 [
                     BIN / "pgbench-exporter",
                     "serve",
@@ -135,61 +141,35 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
                     f"--pgbench.cache-size={cache}",
                     f"--pgbench.scrape-interval={stack.scrape_interval}",
                 ],
-                url=f"http://127.0.0.1:{port}",
+                pgbench_static,
+                vm=vm,
             )
-            procs.append(proc)
-            pgbench_static.append({"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label, vm=vm)})
     jobs: list[dict[str, Any]] = []
-    results = sorted({where["diskspd"] for where in paths.values() if "diskspd" in where})
-    if results:
-        # DiskSPD's results, copied off the Windows guests to one directory on a collector host:
-        # one diskspd exporter reads them all. Retention keeps the last few runs (the rules take
-        # each host's newest); its scrape interval is the demo's.
-        port = port_for("diskspd-exporter", True)
-        proc = stack.spawn(
-            part.proc("diskspd-exporter"),
+    # One exporter on a collector host per tool whose output is shared rather than per VM, scraped
+    # with the demo's interval: DiskSPD's results, copied off the Windows guests to one directory
+    # (retention keeps the last few runs; the rules take each host's newest), and vdbench's
+    # multi-host run (the controller's output directories, one per run, followed live).
+    for tool, extra in (("diskspd", ["--diskspd.retention=5m"]), ("vdbench", [])):
+        watched = sorted({where[tool] for where in paths.values() if tool in where})
+        if not watched:
+            continue
+        port = port_for(f"{tool}-exporter", True)
+        tool_static: list[dict[str, Any]] = []
+        serve(
+            f"{tool}-exporter",
+            port,
             [
-                BIN / "diskspd-exporter",
+                BIN / f"{tool}-exporter",
                 "serve",
                 f"--web.listen-address=127.0.0.1:{port}",
-                *(f"--diskspd.watch={r}" for r in results),
-                "--diskspd.retention=5m",
-                f"--diskspd.cache-size={cache}",
-                f"--diskspd.scrape-interval={stack.scrape_interval}",
+                *(f"--{tool}.watch={w}" for w in watched),
+                *extra,
+                f"--{tool}.cache-size={cache}",
+                f"--{tool}.scrape-interval={stack.scrape_interval}",
             ],
-            url=f"http://127.0.0.1:{port}",
+            tool_static,
         )
-        procs.append(proc)
-        jobs.append(
-            {
-                "job_name": "diskspd",
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
-            }
-        )
-    outputs = sorted({where["vdbench"] for where in paths.values() if "vdbench" in where})
-    if outputs:
-        # vdbench's multi-host run (the controller's output directories, one per run): one
-        # vdbench exporter follows them live, scraped with the demo's interval.
-        port = port_for("vdbench-exporter", True)
-        proc = stack.spawn(
-            part.proc("vdbench-exporter"),
-            [
-                BIN / "vdbench-exporter",
-                "serve",
-                f"--web.listen-address=127.0.0.1:{port}",
-                *(f"--vdbench.watch={o}" for o in outputs),
-                f"--vdbench.cache-size={cache}",
-                f"--vdbench.scrape-interval={stack.scrape_interval}",
-            ],
-            url=f"http://127.0.0.1:{port}",
-        )
-        procs.append(proc)
-        jobs.append(
-            {
-                "job_name": "vdbench",
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": part.labels(label)}],
-            }
-        )
+        jobs.append({"job_name": tool, "static_configs": tool_static})
     for proc in procs:
         stack.wait_http(proc, "/metrics")
     if static:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import signal
 import sys
-import threading
-import time
 
-from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
-from ioparallax.version import add_version_arg
+from ioparallax.exporters.common.logsetup import setup_logging
+from ioparallax.simulators import clitools
+from ioparallax.simulators.faultserver import FAULT_MODES
 from ioparallax.yamlconf import ConfigError
 
-from .server import FAULT_MODES, StargateCluster
+from .server import StargateCluster
 
 EPILOG = """\
 Each CVM of the scenario gets its own HTTP server (default 127.0.0.1, free ports) showing only
@@ -32,18 +28,12 @@ Modes: %s. See docs/stargate-simulator.md.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="stargate-simulator",
-        description="Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
+    p = clitools.simulator_parser(
+        "stargate-simulator",
+        "Simulated Nutanix Stargate diagnostic pages (port 2009: /, /vdisk_stats, "
         "/h/vars, Prism v2 virtual_disks) computed from a scenario.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "scenario",
-        nargs="?",
-        default=None,
-        help="scenario name from the library (clean-oltp, zero-heavy, ...) or a YAML path",
+        EPILOG,
+        "clean-oltp, zero-heavy",
     )
     p.add_argument("--host", default="127.0.0.1", help="address every CVM server binds (default %(default)s)")
     p.add_argument(
@@ -67,9 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="with --synthetic-vdisks: M generated CVMs (cvm-1 ..), the vdisks dealt "
         "round-robin over them (cluster-scale benchmarks)",
     )
-    p.add_argument(
-        "--freeze-at", type=float, metavar="EPOCH", help="stop the clock at this Unix time (exact, repeatable pages)"
-    )
+    clitools.add_clock_args(p, "pages")
     p.add_argument(
         "--history-start",
         type=float,
@@ -78,11 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the 1 hr working set reads 0 until an hour later",
     )
     p.add_argument("--urls-file", metavar="PATH", help="also write {cvm: url} as JSON to this file")
-    add_logging_args(p)
-    add_version_arg(p)
-    args = p.parse_args(argv)
-    if args.scenario is None and args.synthetic_vdisks is None:
-        p.error("give a scenario or --synthetic-vdisks N")
+    args = clitools.parse_simulator_args(p, argv)
     if args.synthetic_cvms is not None and args.synthetic_vdisks is None:
         p.error("--synthetic-cvms needs --synthetic-vdisks")
     return args
@@ -102,13 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("stargate_simulator")
-    clock = (lambda: args.freeze_at) if args.freeze_at is not None else time.time
     try:
         sim = StargateCluster(
             args.scenario,
             host=args.host,
             ports=_ports(args.ports),
-            clock=clock,
+            clock=clitools.clock_of(args),
             vdisk_count=args.synthetic_vdisks,
             history_start=args.history_start,
             cvm_count=args.synthetic_cvms,
@@ -120,19 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, url in sim.urls.items():
         print(f"{name} {url}", flush=True)
     if args.urls_file:
-        tmp = f"{args.urls_file}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(sim.urls, fh, indent=1)
-        os.replace(tmp, args.urls_file)  # whoever polls for the file reads it whole, never half-written
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        clitools.write_json(args.urls_file, sim.urls, indent=1)
     log.info(
         "scenario=%s page_build=%d cvms=%d vdisks=%d", sim.scenario.name, sim.build, len(sim.cvms), len(sim.trace.disks)
     )
-    stop.wait()
-    sim.stop()
-    return 0
+    return clitools.serve_until_signal(sim.stop)
 
 
 if __name__ == "__main__":

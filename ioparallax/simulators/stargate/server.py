@@ -17,22 +17,29 @@ and any CVM's server controls every CVM). See ``docs/stargate-simulator.md``.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import math
 import os
 import re
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from ioparallax.simulators import faultserver
+from ioparallax.simulators.faultserver import (
+    OK,
+    Answer,
+    SimHandler,
+    SimServer,
+    answer_fault,
+    control,
+    send_truncated,
+    state_answer,
+)
 from ioparallax.simulators.prism.model import PrismModel
 from ioparallax.simulators.scenario.model import Disk, Scenario, load_scenario
 from ioparallax.simulators.scenario.storage import StorageModel, VDiskStorageView
@@ -43,25 +50,20 @@ from .synthetic import synthetic_scenario
 
 log = logging.getLogger("stargate_simulator")
 
-FAULT_MODES = ("slow", "http_500", "truncated", "garbage", "refused")
 FAULT_SCOPES = ("all", "main", "detail", "vars", "prism")
 PRISM_VIRTUAL_DISKS = "/PrismGateway/services/rest/v2.0/virtual_disks"
 
 
 @dataclass
-class Fault:
+class Fault(faultserver.Fault):
     """A fault on one CVM. ``only`` limits it to one kind of page (``main``, ``detail``, ``vars``,
     ``prism``); ``vdisk`` to one vdisk's detail page; ``until`` (epoch, real time) ends it."""
 
-    mode: str
-    delay: float = 0.0  # slow: seconds before answering
-    only: str = "all"
     vdisk: int | None = None
     abort: bool = False  # truncated: announce the full length, then drop the connection
-    until: float | None = None
 
     def applies(self, scope: str, vdisk: int | None) -> bool:
-        if self.until is not None and time.time() >= self.until:
+        if self.expired:
             return False
         if self.mode == "refused":
             return True
@@ -98,78 +100,8 @@ def resolve_scenario(
     )
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, addr: tuple[str, int], cvm: CvmServer):
-        self.cvm = cvm
-        self.open_sockets: set[socket.socket] = set()
-        self.sockets_lock = threading.Lock()
-        super().__init__(addr, _Handler)
-
-    def process_request_thread(self, request, client_address):  # noqa: ANN001
-        with self.sockets_lock:
-            self.open_sockets.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.sockets_lock:
-                self.open_sockets.discard(request)
-
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
-        # A client hanging up before its answer is written (an exporter at its probe deadline, a
-        # scrape cancelled) is routine here: one debug line, not socketserver's traceback on stderr.
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError):
-            log.debug("%s: client %s hung up: %s", self.cvm.name, client_address[0], exc)
-            return
-        super().handle_error(request, client_address)
-
-    def drop_connections(self) -> None:
-        with self.sockets_lock:
-            socks = list(self.open_sockets)
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body are separate writes: without TCP_NODELAY, Nagle's algorithm and the
-    # client's delayed ACK stall every keep-alive response by ~40 ms.
-    disable_nagle_algorithm = True
-    # http.server's own header buffer (created by send_response, not in typeshed): send_body appends
-    # the body to it so that headers and body go out in one write.
-    _headers_buffer: list[bytes]
+class _Handler(SimHandler):
     server_version = "StargateSim/1.0"
-    sys_version = ""
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        log.debug("%s %s", self.server.cvm.name, format % args)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self.server.cvm.cluster._dispatch(self.server.cvm, self, "GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.server.cvm.cluster._dispatch(self.server.cvm, self, "POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self.server.cvm.cluster._dispatch(self.server.cvm, self, "DELETE")
-
-    def send_body(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        # One write for headers and body (end_headers() would flush the headers alone).
-        self._headers_buffer.append(b"\r\n")
-        if self.command != "HEAD":
-            self._headers_buffer.append(body)
-        self.flush_headers()
 
 
 class CvmServer:
@@ -182,9 +114,12 @@ class CvmServer:
         self.host = host
         self.port = port
         self.svm_id = index + 2
-        self.httpd: _Server | None = None
+        self.httpd: SimServer | None = None
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
+
+    def dispatch(self, h: SimHandler, method: str) -> None:
+        self.cluster._dispatch(self, h, method)
 
     @property
     def handle(self) -> str:
@@ -202,7 +137,7 @@ class CvmServer:
         with self.lock:
             if self.httpd is not None:
                 return
-            httpd = _Server((self.host, self.port), self)
+            httpd = SimServer((self.host, self.port), self.dispatch, log, f"cvm={self.name}", _Handler, owner=self)
             self.port = httpd.server_address[1]
             self.httpd = httpd
             self.thread = threading.Thread(
@@ -340,15 +275,13 @@ class StargateCluster:
         (the port refuses connections) until the fault is cleared."""
         if cvm not in self.cvms:
             raise ValueError(f"unknown CVM {cvm!r} (have {', '.join(self.cvms)})")
-        if mode not in FAULT_MODES:
-            raise ValueError(f"unknown fault mode {mode!r} (one of {', '.join(FAULT_MODES)})")
+        faultserver.check_mode(mode)
         if only not in FAULT_SCOPES:
             raise ValueError(f"unknown scope {only!r} (one of {', '.join(FAULT_SCOPES)})")
         if mode == "slow" and delay <= 0:
             raise ValueError("slow needs a delay above 0 seconds")
-        fault = Fault(
-            mode, float(delay), only, vdisk, bool(abort), None if duration is None else time.time() + float(duration)
-        )
+        until = None if duration is None else time.time() + float(duration)
+        fault = Fault(mode, float(delay), only, until, vdisk=vdisk, abort=bool(abort))
         with self._faults_lock:
             self.faults[cvm] = fault
         log.info("cvm=%s fault=%s %s", cvm, mode, {k: v for k, v in asdict(fault).items() if k != "mode"})
@@ -380,7 +313,7 @@ class StargateCluster:
             f = self.faults.get(cvm)
         if f is None:
             return None
-        if f.until is not None and time.time() >= f.until:
+        if f.expired:
             with self._faults_lock:
                 if self.faults.get(cvm) is f:
                     del self.faults[cvm]
@@ -494,11 +427,11 @@ class StargateCluster:
         with self._counts_lock:
             self.request_counts[(cvm, path)] = self.request_counts.get((cvm, path), 0) + 1
 
-    def _dispatch(self, cvm: CvmServer, h: _Handler, method: str) -> None:
+    def _dispatch(self, cvm: CvmServer, h: SimHandler, method: str) -> None:
         parts = urlsplit(h.path)
         path, query = parts.path, parse_qs(parts.query, keep_blank_values=True)
         if path.startswith("/-/sim/"):
-            self._control(h, method, path, query)
+            control(h, lambda: self._control(cvm, method, path, query), "docs/stargate-simulator.md")
             return
         self._count(cvm.name, path)
         if method != "GET":
@@ -515,20 +448,8 @@ class StargateCluster:
         elif path.rstrip("/") == PRISM_VIRTUAL_DISKS:
             scope = "prism"
         fault = self._fault_for(cvm.name, scope, vdisk)
-        if fault is not None:
-            if fault.mode == "refused":
-                h.close_connection = True
-                return
-            if fault.mode == "slow":
-                time.sleep(fault.delay)
-            elif fault.mode == "http_500":
-                h.send_body(500, b"<html><body>Internal Server Error</body></html>\n", "text/html")
-                return
-            elif fault.mode == "garbage":
-                h.send_body(
-                    200, b"\x89\x00\xffGARBAGE\x1f\x8b" + hashlib.sha256(h.path.encode()).digest() * 64, "text/html"
-                )
-                return
+        if answer_fault(h, fault, (b"<html><body>Internal Server Error</body></html>\n", "text/html"), "text/html"):
+            return
         if scope == "prism" and self.prism_auth is not None:
             expected = "Basic " + base64.b64encode(":".join(self.prism_auth).encode()).decode()
             if h.headers.get("Authorization", "") != expected:
@@ -544,20 +465,8 @@ class StargateCluster:
             return
         if fault is not None and fault.mode == "truncated":
             cut = _truncation_point(body) if ctype.startswith("text/html") else len(body) // 2
-            if fault.abort:
-                h.send_response(status)
-                h.send_header("Content-Type", ctype)
-                h.send_header("Content-Length", str(len(body)))
-                h.end_headers()
-                h.wfile.write(body[:cut])
-                h.wfile.flush()
-                h.close_connection = True
-                try:
-                    h.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            body = body[:cut]
+            send_truncated(h, status, body, ctype, cut, abort=fault.abort)
+            return
         h.send_body(status, body, ctype)
 
     def _render(
@@ -615,37 +524,29 @@ class StargateCluster:
             return 404, pages.render_not_hosted(vdisk or 0).encode(), html_type
         return 200, page.encode(), html_type
 
-    def _control(self, h: _Handler, method: str, path: str, query: dict[str, list[str]]) -> None:
+    def _control(self, cvm: CvmServer, method: str, path: str, query: dict[str, list[str]]) -> Answer | None:
         def arg(name: str, default: str | None = None) -> str | None:
             return query.get(name, [default])[0]
 
-        try:
-            if path == "/-/sim/state" and method == "GET":
-                h.send_body(200, json.dumps(self.state(), indent=1).encode(), "application/json")
-                return
-            if path == "/-/sim/fault" and method == "POST":
-                cvm = arg("cvm") or h.server.cvm.name
-                vdisk = arg("vdisk")
-                duration = arg("duration")
-                self.set_fault(
-                    cvm,
-                    arg("mode") or "",
-                    delay=float(arg("delay", "0") or 0),
-                    only=arg("only", "all") or "all",
-                    vdisk=int(vdisk) if vdisk else None,
-                    abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
-                    duration=float(duration) if duration else None,
-                )
-                h.send_body(200, b"ok\n", "text/plain")
-                return
-            if path in ("/-/sim/clear", "/-/sim/fault") and method in ("POST", "DELETE"):
-                self.clear_faults(arg("cvm") or None)
-                h.send_body(200, b"ok\n", "text/plain")
-                return
-        except ValueError as exc:
-            h.send_body(400, f"{exc}\n".encode(), "text/plain")
-            return
-        h.send_body(404, b"unknown control endpoint (see docs/stargate-simulator.md)\n", "text/plain")
+        if path == "/-/sim/state" and method == "GET":
+            return state_answer(self.state())
+        if path == "/-/sim/fault" and method == "POST":
+            vdisk = arg("vdisk")
+            duration = arg("duration")
+            self.set_fault(
+                arg("cvm") or cvm.name,
+                arg("mode") or "",
+                delay=float(arg("delay", "0") or 0),
+                only=arg("only", "all") or "all",
+                vdisk=int(vdisk) if vdisk else None,
+                abort=(arg("abort", "0") or "0").lower() in ("1", "true", "yes"),
+                duration=float(duration) if duration else None,
+            )
+            return OK
+        if path in ("/-/sim/clear", "/-/sim/fault") and method in ("POST", "DELETE"):
+            self.clear_faults(arg("cvm") or None)
+            return OK
+        return None
 
 
 def _truncation_point(body: bytes) -> int:

@@ -13,4 +13,9 @@ lives here, what differs is the tool's own:
 - :mod:`.scrape`: :class:`~.scrape.WatchCollector`, one scrape: poll, every source's families
   staged and committed whole (``common/families.py``), the ``<tool>_source_up`` and
   ``<tool>_source_error_info`` families, ``<tool>_up`` and ``<tool>_scrape_duration_seconds``.
+- :mod:`.cli`: :class:`~.cli.WatchProgram`, the commands alike in all five (the parser with
+  ``serve``, serving, ``convert``'s output, ``backfill``, ``main``); the tool's ``cli.py`` keeps
+  its texts, its watcher and collectors, and which files it calls bad.
+- :mod:`.wrapper`: wrapper mode (``run -- <tool> ...``, fio and pgbench): the process, its
+  running/exit-code families, serving while it runs.
 """
