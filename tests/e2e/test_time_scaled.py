@@ -1,5 +1,6 @@
 """The time-scaled scenario copy the e2e stacks run (tests/e2e/stacks.py ``time_scaled_scenario``):
-scaling-ramp at 0.875 is the library ramp with a VM every 105 s and the same law. Runs without
+scaling-ramp at 0.875 is the library ramp with a VM every 105 s (the first level 40 s longer) and
+the same law. Runs without
 starting any process (no ``e2e`` marker)."""
 
 from __future__ import annotations
@@ -16,20 +17,23 @@ def io_per_second(trace: Trace, t: int) -> float:
 
 
 def test_scaling_ramp_copy_joins_a_vm_every_scaled_step_with_the_same_totals(tmp_path):
-    factor = TIME_SCALED_SCENARIOS["scaling-ramp"]
+    factor, lead = TIME_SCALED_SCENARIOS["scaling-ramp"]
     library = load_scenario("scaling-ramp")
-    copy = load_scenario(time_scaled_scenario("scaling-ramp", factor, tmp_path / "scaling-ramp.yaml"))
+    copy = load_scenario(time_scaled_scenario("scaling-ramp", factor, tmp_path / "scaling-ramp.yaml", lead=lead))
     assert copy.name == library.name
     assert copy.expect["usl"] == {**library.expect["usl"], "step": "105s"}
+    assert copy.period_s == 840 + lead
     a, b = Trace(library), Trace(copy)
-    # The k-th level's total is the same, 120 s per level in the library and 105 s in the copy;
-    # sampled in the middle of each of the eight levels and one second either side of each join.
+    # The k-th level's total is the same, 120 s per level in the library and 105 s in the copy (the
+    # first 105 s + lead); sampled in the middle of each of the eight levels and one second either
+    # side of each join.
     for k in range(8):
-        assert io_per_second(b, 105 * k + 52) == io_per_second(a, 120 * k + 60) > 0
+        assert io_per_second(b, lead + 105 * k + 52) == io_per_second(a, 120 * k + 60) > 0
+    assert io_per_second(b, 1) == io_per_second(a, 1)
     for k in range(1, 8):
-        assert io_per_second(b, 105 * k - 1) == io_per_second(a, 120 * k - 1)
-        assert io_per_second(b, 105 * k) == io_per_second(a, 120 * k)
-        assert io_per_second(b, 105 * k) != io_per_second(b, 105 * k - 1)
+        assert io_per_second(b, lead + 105 * k - 1) == io_per_second(a, 120 * k - 1)
+        assert io_per_second(b, lead + 105 * k) == io_per_second(a, 120 * k)
+        assert io_per_second(b, lead + 105 * k) != io_per_second(b, lead + 105 * k - 1)
 
 
 def test_a_time_it_cannot_scale_is_refused(tmp_path):

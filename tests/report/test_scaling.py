@@ -104,6 +104,26 @@ def test_ramp_of_vms_recovers_sigma_and_kappa_in_every_view():
         assert f.peak_n == pytest.approx(np.sqrt((1 - SIGMA) / KAPPA), rel=0.05)
 
 
+def test_a_view_that_begins_inside_the_range_is_judged_once_its_windows_filled():
+    # The VM view's series begins 10 s into the range (its exporter's first samples) and its rate
+    # reads half the truth until its window has filled, 80 s later: the first plateau (settled from
+    # the concurrency's start, 82 s) would hold those points; they are dropped for that view only.
+    ds = ramp_dataset(noise=0.0)
+    late = ds.times - T0 < 10
+    young = (ds.times - T0 >= 10) & (ds.times - T0 < 10 + 80)
+    for fam in ("vm_read_ops", "vm_write_ops"):
+        for x in ds.series[fam].values():
+            x[late] = np.nan
+            x[young] *= 0.5
+    s = ramp(ds)
+    assert s is not None and [round(p.concurrency) for p in s.plateaus][:2] == [1, 2]
+    first = s.plateaus[0]
+    assert first.start < T0 + 10 + s.settle  # the plateau itself starts before the VM view settled
+    for view in ("guest", "vm", "storage"):
+        assert s.views[view].throughput[0] == pytest.approx(GAMMA, rel=1e-6), view
+        assert s.views[view].fit.sigma.value == pytest.approx(SIGMA, rel=0.01), view
+
+
 def test_section_has_the_sentence_tables_and_a_figure_with_data():
     sec = section(ramp_dataset())
     assert sec.id == "scalability" and sec.page_break
