@@ -5,6 +5,7 @@ Computed from a side's Dataset (ioparallax.report.data): no query of its own. Of
 concurrency, the first that shows a ramp (plateaus at three levels or more; two are a job that
 starts and stops, as in the noisy-neighbour scenario, not a ramp):
 
+0. VMs whose application completes transactions (the application view, a density test);
 1. VMs running fio jobs (the guest view's asked iodepth per VM disk above 0): X-Ray's shape, a VM
    added every few minutes;
 2. the sum of the asked iodepth of the running fio jobs: an iodepth sweep on the same VMs;
@@ -16,7 +17,10 @@ rules' rate window, the VM view's sample and one step: ioparallax.report.data.se
 every view has settled. Each view's throughput (read plus write IO/s, summed over VM disks) is
 averaged over the same settled seconds and fitted separately; the section draws the first view
 with data (:attr:`Scaling.primary`) in full and the others where they differ from it
-(:attr:`Scaling.differ`).
+(:attr:`Scaling.differ`). With an application view, the application's transactions per second
+(every VM's together) are the control: fitted first (:attr:`Scaling.primary` is ``app``), with the
+density line (:class:`Density`), the I/O views beside them (:attr:`Scaling.io_primary`); the CVMs'
+share of their hosts' CPU (:class:`CvmOverhead`) comes from the CPU rules.
 """
 
 from __future__ import annotations
