@@ -101,6 +101,7 @@ class Density:
     peak_n: float | None = None
     peak_x: float | None = None
     apps: tuple[str, ...] = ()  # the applications measured (the app label)
+    fitted: bool = False  # the USL fit succeeded (else no peak can be said either way)
 
 
 @dataclass
@@ -319,6 +320,7 @@ def density(s: Scaling, apps: list[str]) -> Density | None:
         peak_n=f.peak_n if ok and f is not None else None,
         peak_x=f.peak_x if ok and f is not None else None,
         apps=tuple(apps),
+        fitted=ok,
     )
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ioparallax.report.context import ReportContext
 from ioparallax.report.figures import COLORS, fmt_ops, rows_csv, to_svg
@@ -35,6 +35,8 @@ def scaling_section(ctx: ReportContext, s: Scaling | None) -> Section | None:
         head = [f'<p class="lead"><b>{esc(s.labels[s.primary])}:</b> {esc(lead)}</p>']
         if s.primary == APP:
             head.append(_density_paragraph(s))
+            if s.cvm is not None:  # the other half of the density answer: what the storage cost the hosts
+                head.append(cvm_paragraph(s.cvm))
             if s.io_primary:
                 f = s.views[s.io_primary].fit
                 head.append(
@@ -64,7 +66,7 @@ def scaling_section(ctx: ReportContext, s: Scaling | None) -> Section | None:
             figures.append(_figure(ctx, s, [APP], "scalability-app"))
         if s.io_primary:
             figures.append(_figure(ctx, s, [s.io_primary, *s.differ], "scalability-usl"))
-    if s.cvm is not None:
+    if s.cvm is not None and s.primary != APP:
         parts.append(cvm_paragraph(s.cvm))
     parts.append(_plateau_table(s))
     return Section(
@@ -92,8 +94,10 @@ def density_sentence(d: Density, unit: str) -> str:
             f"; the fit predicts a peak of {_fmt(d.peak_x)} {unit} near {_fmt(d.peak_n)} VMs, beyond the "
             f"{_fmt(d.n_max)} measured: more VMs than that would lower the total"
         )
-    else:
+    elif d.fitted:
         text += "; the fit has no peak: every VM added still added throughput"
+    else:
+        text += "; no fit, so no peak can be told (see above)"
     return text + "."
 
 
@@ -103,7 +107,7 @@ def _density_paragraph(s: Scaling) -> str:
             "<p><b>Density:</b> no plateau with one VM and no fit to give one VM's throughput: "
             "% of linear is not known.</p>"
         )
-    return f'<p class="density"><b>{esc(density_sentence(s.density, s.unit(APP)))}</b></p>'
+    return _labelled("density", density_sentence(s.density, s.unit(APP)))
 
 
 def cvm_sentence(c: CvmOverhead) -> str:
@@ -117,7 +121,13 @@ def cvm_sentence(c: CvmOverhead) -> str:
 
 
 def cvm_paragraph(c: CvmOverhead) -> str:
-    return f'<p class="cvm"><b>{esc(cvm_sentence(c))}</b></p>'
+    return _labelled("cvm", cvm_sentence(c))
+
+
+def _labelled(cls: str, sentence: str) -> str:
+    """A line whose label (up to its first colon) is bold: "<b>Density:</b> 8 VMs ..."."""
+    label, _, rest = sentence.partition(": ")
+    return f'<p class="{cls}"><b>{esc(label)}:</b> {esc(rest)}</p>'
 
 
 def _doc(ctx: ReportContext) -> str:
@@ -291,15 +301,20 @@ def _figure(ctx: ReportContext, s: Scaling, views: list[str], fig_id: str) -> Fi
     app = lead == APP
     ax.set_ylabel(f"throughput ({unit}, all VMs)" if app else "throughput (IO/s, read + write)")
     ax.yaxis.set_major_formatter(FuncFormatter(fmt_ops))
-    ax.set_title(
-        "The application's throughput against the VMs that run it (the control)"
-        if app
-        else "Throughput against concurrency: plateaus and the Universal Scalability Law"
-    )
+    if s.what == "VMs":  # whole VMs: no 0.5 VM tick
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if app:
+        title = "The application's throughput against the VMs that run it (the control)"
+    elif APP in s.views:
+        title = "Beside it: the I/O views' throughput against the same VMs"
+    else:
+        title = "Throughput against concurrency: plateaus and the Universal Scalability Law"
+    ax.set_title(title)
     ax.legend(loc="lower right", ncol=1)
     svg = to_svg(fig)
+    what = "the transactions per second of every application VM together; " if app else ""
     caption = (
-        f"Each point is one plateau of the ramp ({len(s.plateaus)} plateaus, {s.what}); error bars are the "
+        f"Each point is one plateau of the ramp ({len(s.plateaus)} plateaus, {s.what}): {what}error bars are the "
         "standard deviation of its settled points. Solid: the USL fit; dotted: linear scaling from the "
         "fitted gamma; dash-dot: the contention (Amdahl) ceiling the curve could approach without coherency "
         "cost."

@@ -230,11 +230,12 @@ def test_the_section_leads_with_the_application_the_io_views_beside_it():
     html = sec.html
     lead = html.index("<b>application (pgbench):</b> Throughput at 8 VMs is 90 % of linear")
     density = html.index(
-        "Density: 8 VMs together completed 7,200 transactions/s, 90.0 % of linear "
+        "<b>Density:</b> 8 VMs together completed 7,200 transactions/s, 90.0 % of linear "
         "(8 x 1,000 transactions/s, one VM&#x27;s, measured with 1 VM); the fit predicts a peak of 22,"
     )
+    cvm = html.index("<b>CVM overhead:</b> the CVMs used 5.0 %")
     beside = html.index("Beside it, the storage as the I/O views saw it: <b>guest (fio):</b> Throughput at 8 VMs is")
-    assert lead < density < beside
+    assert lead < density < cvm < beside
     assert "The VM (vCenter) and storage (Stargate) views measured the same plateaus as the guest (fio) view" in html
     assert "<th>application (pgbench) transactions/s</th>" in html and "<th>in flight, application</th>" not in html
     assert "<td>1,000 transactions/s [1,000, 1,000]</td>" in html  # gamma with its unit and interval
@@ -254,7 +255,7 @@ def test_the_cvm_overhead_line_gives_the_mean_and_the_busiest_host():
     assert s.cvm.busiest == pytest.approx(0.07)
     html = scaling_section.scaling_section(context(ds), s).html
     assert (
-        "CVM overhead: the CVMs used 5.0 % of their hosts&#x27; CPU capacity over the range "
+        "<b>CVM overhead:</b> the CVMs used 5.0 % of their hosts&#x27; CPU capacity over the range "
         "(the busiest, on esx-03, 7.0 %; 4 hosts)"
     ) in html
 
@@ -264,6 +265,29 @@ def test_without_the_cpu_rules_or_an_application_no_density_or_cvm_line():
     assert s.cvm is None and s.density is None and "app" not in s.views
     html = section(ramp_dataset()).html
     assert "Density:" not in html and "CVM overhead" not in html
+    # The CPU rules without an application: the CVM line alone, after the I/O view's fit.
+    ds = ramp_dataset()
+    ds.labelled = {k: v for k, v in density_dataset().labelled.items()}
+    ds.labelled = {f: [(m, a[: ds.times.size]) for m, a in rows] for f, rows in ds.labelled.items()}
+    html = section(ds).html
+    assert "Density:" not in html
+    assert html.index("<b>guest (fio):</b> Throughput") < html.index("<b>CVM overhead:</b> the CVMs used 5.0 %")
+
+
+def test_the_density_line_says_no_peak_only_with_a_fit():
+    d = scaling.Density(n_max=3, total=2923.4, per_vm=999.2, per_vm_source="measured with 1 VM", linear_share=0.975)
+    assert scaling_section.density_sentence(d, "transactions/s") == (
+        "Density: 3 VMs together completed 2,923 transactions/s, 97.5 % of linear (3 x 999 transactions/s, "
+        "one VM's, measured with 1 VM); no fit, so no peak can be told (see above)."
+    )
+    d.fitted = True
+    assert scaling_section.density_sentence(d, "transactions/s").endswith(
+        "; the fit has no peak: every VM added still added throughput."
+    )
+    d.peak_n, d.peak_x, d.n_max = 5.2, 3400.0, 8
+    assert scaling_section.density_sentence(d, "transactions/s").endswith(
+        "; the fit peaked at 3,400 transactions/s near 5.2 VMs: more VMs lowered the total."
+    )
 
 
 def test_without_a_one_vm_plateau_linear_comes_from_the_fits_gamma():
