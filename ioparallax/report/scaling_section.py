@@ -88,10 +88,10 @@ def density_sentence(d: Density, unit: str) -> str:
         f"{d.per_vm_source})"
     )
     if d.peak_n is not None and d.peak_x is not None and d.peak_n <= d.n_max:
-        text += f"; the fit peaked at {_fmt(d.peak_x)} {unit} near {_fmt(d.peak_n)} VMs: more VMs lowered the total"
+        text += f"; the fit peaked at {_sig3(d.peak_x)} {unit} near {_fmt(d.peak_n)} VMs: more VMs lowered the total"
     elif d.peak_n is not None and d.peak_x is not None:
         text += (
-            f"; the fit predicts a peak of {_fmt(d.peak_x)} {unit} near {_fmt(d.peak_n)} VMs, beyond the "
+            f"; the fit predicts a peak of {_sig3(d.peak_x)} {unit} near {_fmt(d.peak_n)} VMs, beyond the "
             f"{_fmt(d.n_max)} measured: more VMs than that would lower the total"
         )
     elif d.fitted:
@@ -148,8 +148,15 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 
 def _spread(v: float) -> str:
-    """A standard deviation to 0.1: 1e-12 of floating-point noise is 0."""
-    return "-" if not math.isfinite(v) else _fmt(round(v, 1), 2)
+    """A standard deviation to 0.1 (1e-12 of floating-point noise is 0), whole from 100 up (not 1.2e+02)."""
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 99.5 else _fmt(round(v, 1), 2)
+
+
+def _sig3(v: float) -> str:
+    """Three significant digits, as the fit's sentence words a peak (17,900, not 17,883)."""
+    return _fmt(float(f"{v:.3g}"))
 
 
 def _fit_table(s: Scaling) -> str:
