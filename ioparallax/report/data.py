@@ -93,6 +93,11 @@ def range_families(ctx: ReportContext) -> dict[str, str]:
         f"{job_info})"
     )
     out["iodepth"] = ctx.rule("vm_disk:ioparallax_guest_iodepth:sum")
+    # The application view (docs/pgbench.md), keyed (vm, app): the scalability section's control.
+    out["app_transactions"] = ctx.rule(f"vm_app:ioparallax_app_transactions:rate{w}")
+    # The CVM overhead: the CVMs' share of their hosts' CPU, per host and over the hosts (per cluster).
+    out["cvm_share"] = ctx.rule(f"host:ioparallax_cvm_cpu_usage:ratio_rate{w}")
+    out["cvm_share_hosts"] = ctx.rule(f"hosts:ioparallax_cvm_cpu_usage:ratio_rate{w}")
     out["vm_outstanding"] = ctx.rule(f"vm_disk:ioparallax_vm_outstanding_ios:rate{w}")
     # The 2 s VM view on ESXi (esxtop): its peak over vCenter's, what the bursts verdict judges there.
     out["esxtop_peak_ratio"] = ctx.rule(f"vm_disk:ioparallax_esxtop_peak_to_vm_sample_bytes:ratio{w}")
@@ -309,6 +314,8 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
             "guest_os_source",
             "vdbench_hygiene",
             "vdbench_disks",
+            "cvm_share",
+            "cvm_share_hosts",
         ):
             shaped = [(m, _to_grid(points, ctx.start, ctx.step, n)) for m, points in result]
             with lock:
@@ -319,7 +326,9 @@ def fetch(ctx: ReportContext, workers: int = 4) -> Dataset:
         for m, points in result:
             if cluster_label and m.get(cluster_label):
                 seen.add(m[cluster_label])
-            if "vm" in m and "disk" in m:
+            if fam == "app_transactions" and "vm" in m:  # per VM and application, no disk
+                fam_series[(m["vm"], m.get("app", ""))] = _to_grid(points, ctx.start, ctx.step, n)
+            elif "vm" in m and "disk" in m:
                 fam_series[(m["vm"], m["disk"])] = _to_grid(points, ctx.start, ctx.step, n)
         with lock:
             ds.series[fam] = fam_series

@@ -72,6 +72,8 @@ section.disk { break-before: page; page-break-before: always; }
   section.appendix { break-before: page; page-break-before: always; }
   figure svg { width: auto; max-width: 100%; max-height: 165mm; margin: 0 auto; }
   figure.tall svg { max-height: 150mm; }
+  /* The application's scalability figure and the I/O views' beside it: one printed page for both. */
+  figure#scalability-app svg, figure#scalability-app + figure svg { max-height: 78mm; }
   table.verdicts td.v { font-size: 9.5px; }
   td.v .why { margin-top: 2px; }
 }

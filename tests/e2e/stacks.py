@@ -164,11 +164,12 @@ POOLED_FIXTURES = (
     "two_hypervisors_stack",
 )
 
-# Scenarios whose tests wait for a long history: started with the session, their tests run last.
-LONG_HISTORY_SCENARIOS = ("scaling-ramp",)
+# Scenarios whose tests wait for a long history: started with the session, their tests run last
+# (db-density: the report's density line needs three settled 120 s steps, about 6 minutes).
+LONG_HISTORY_SCENARIOS = ("scaling-ramp", "db-density")
 # Scenarios whose period starts with their stack (``ioparallax-demo --from-start``): the ramp's phase
 # at the start is known, not wherever the wall clock puts it.
-FROM_START_SCENARIOS = ("scaling-ramp",)
+FROM_START_SCENARIOS = ("scaling-ramp", "db-density")
 # Scenarios whose stack runs a copy of the library file with every time in it (period, each stream's
 # from/to, the law's step) multiplied by a factor: scaling-ramp's USL test waits for the fourth VM's
 # plateau to settle (3 steps and about 95 s: the 1m rate window, vCenter's 20 s sample, one report

@@ -1,15 +1,29 @@
-"""The CVM overhead end to end: on the db-density stack (real vCenter simulator, vcenter-exporter,
+"""The CVM overhead and the density test end to end: on the db-density stack (real vCenter
+simulator, vcenter-exporter, pgbench-exporters following the guest simulator's pgbench output,
 Prometheus with the generated rules) the CVM's share of each host's CPU, per host and over the
 hosts, is the scenario's truth (5 %), the CVMs are the installer's NTNX-...-CVM VMs on their hosts,
-and a running database VM's CPU is its 4 busy vCPUs."""
+and a running database VM's CPU is its 4 busy vCPUs; the report's density line (the application's
+throughput at the largest number of VMs, % of linear) and CVM overhead line are the scenario's
+truth.
+
+The pool starts the stack with the session and its period second 0 at the stack's start
+(tests/e2e/stacks.py FROM_START_SCENARIOS), so the ramp begins at one VM: the three levels the
+report needs for a ramp (1 to 3 VMs, a VM every 120 s) have settled plateaus about 6 minutes after
+the start."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
-from tests.e2e.test_e2e_scenarios import at, wait_running
+from ioparallax.mixin.config import load_config
+from ioparallax.report import scaling, scaling_section
+from ioparallax.report.data import fetch
+from ioparallax.report.promapi import parse_seconds
+from ioparallax.report.report import context
+from tests.e2e.test_e2e_scenarios import at, prometheus_start, wait_running
 
 pytestmark = pytest.mark.e2e
 
@@ -49,3 +63,91 @@ def test_cvm_share_of_host_cpu_is_the_scenarios_truth(scenario_stack):
         t,
     )
     assert float(busy[0]["value"][1]) == pytest.approx(4 * 2600e6, rel=0.001)
+
+
+LEVELS = 3  # the fewest the report calls a ramp (scaling.MIN_LEVELS)
+
+
+def _ramp_when_ready(stack, step: float, timeout: float) -> scaling.Scaling | None:
+    """Poll until the report finds settled plateaus at LEVELS levels with the application view's
+    density line. Nothing can be ready before the LEVELS-th VM has joined, at origin + (LEVELS - 1) x
+    step; from then a poll every 10 s."""
+    assert stack.origin is not None, "the db-density stack starts its period with the stack (from_start)"
+    deadline = time.time() + timeout
+    time.sleep(max(0.0, stack.origin + (LEVELS - 1) * step - time.time()))
+    while True:
+        # The last seconds are left out: the rules of the newest scrapes may not be evaluated yet.
+        ctx = context(stack.urls["prometheus"], prometheus_start(stack), time.time() - 10, None, "", None)
+        s = scaling.scaling(ctx, fetch(ctx))
+        levels = {round(p.concurrency) for p in s.plateaus} if s else set()
+        if (len(levels) >= LEVELS and s is not None and s.density is not None) or time.time() > deadline:
+            return s
+        time.sleep(10)
+
+
+@pytest.mark.parametrize("scenario_stack", ["db-density"], indirect=True)
+def test_report_density_and_cvm_lines_are_the_scenarios_truth(scenario_stack):
+    stack = scenario_stack
+    trace = stack.trace
+    sc = trace.scenario
+    truth = sc.expect["density"]
+    step = parse_seconds(truth["step"])
+    assert trace.origin == stack.origin  # the test's trace is the one the simulators read
+    # The third VM joins at 2 steps; its plateau settles in the report's settling time (the 1m window,
+    # vCenter's 20 s sample, one step) and keeps 10 s more; failing takes one more step of grace.
+    s = _ramp_when_ready(stack, step, timeout=max(0.0, stack.origin + (LEVELS + 1) * step - time.time()))
+    assert s is not None and s.primary == "app" and s.what == "VMs", s
+    assert s.source.startswith("VMs whose application completes transactions"), s.source
+    assert s.labels["app"] == "application (pgbench)"
+    d = s.density
+    assert d is not None and d.per_vm_source == "measured with 1 VM", d
+    n = round(d.n_max)
+    assert n >= LEVELS and d.n_max == n, d
+
+    # The truth of the plateau with n VMs: its VMs' I/O in the middle of the step (trace seconds since
+    # the origin: from_start), over each VM's I/Os per transaction.
+    def total_tps(vms: int) -> float:
+        t = int((vms - 1) * step + step / 2)
+        return sum(
+            (trace.second(disk, t).read_ops + trace.second(disk, t).write_ops)
+            / next(vm.application.ios_per_transaction for vm in sc.vms if vm.name == disk.vm)
+            for disk in trace.disks
+        )
+
+    per_vm = truth["per_vm_iops"] / truth["ios_per_transaction"]
+    assert total_tps(1) == per_vm and total_tps(truth["max_vms"]) == pytest.approx(
+        truth["linear_share_at_max"] * truth["max_vms"] * per_vm
+    )
+    # The tolerance, from how pgbench reports: every VM's transactions arrive in whole progress
+    # intervals (-P, 5 s), so a rate over the rules' window counts one interval more or less of each
+    # VM at any instant: at most progress_s / window of the throughput. A plateau's mean of many such
+    # instants errs less, but never more.
+    progress = {vm.application.progress_s for vm in sc.vms}
+    (progress_s,) = progress
+    tol = progress_s / parse_seconds(load_config().w)
+    for p, x in zip(s.plateaus, s.views["app"].throughput):
+        k = round(p.concurrency)
+        assert x == pytest.approx(total_tps(k), rel=tol), (k, x, total_tps(k))
+    # The density line as the report prints it.
+    line = scaling_section.density_sentence(d, s.unit("app"))
+    m = re.match(r"Density: (\d+) VMs? together completed ([\d,]+) transactions/s, ([\d.]+) % of linear", line)
+    assert m, line
+    assert int(m[1]) == n
+    assert float(m[2].replace(",", "")) == pytest.approx(total_tps(n), rel=tol), line
+    # % of linear: the total over n x the 1-VM plateau, each within tol of its truth.
+    share = total_tps(n) / (n * total_tps(1))
+    assert float(m[3]) / 100 == pytest.approx(share, rel=2 * tol + 0.0005), line
+
+    # The CVM overhead line: the scenario's 5 % (vCenter's integer MHz: 3,120 of 62,400 exactly),
+    # printed to 0.1 %.
+    c = s.cvm
+    assert c is not None and c.hosts == len(trace.hosts), c
+    cvm_line = scaling_section.cvm_sentence(c)
+    m = re.match(
+        r"CVM overhead: the CVMs used ([\d.]+) % of their hosts' CPU capacity .*the busiest, on (esx-\d+), ([\d.]+) %",
+        cvm_line,
+    )
+    assert m, cvm_line
+    want = sc.expect["cpu"]["cvm_host_share"]
+    assert float(m[1]) / 100 == pytest.approx(want, abs=0.0005 + 0.001), cvm_line
+    assert float(m[3]) / 100 == pytest.approx(want, abs=0.0005 + 0.001), cvm_line

@@ -197,3 +197,128 @@ def test_report_cli_refuses_bad_steps_before_querying(tmp_path, capsys):
     assert rc == 2
     assert "--steps: expected OFFSET or OFFSET=CONCURRENCY (e.g. 3m=2), got 'x'" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def density_dataset(tps_per_io: float = 0.5, cvm_shares: dict[str, float] | None = None) -> Dataset:
+    """db-density's law (ioparallax/simulators/scenario/scenarios/db-density.yaml): VM k joins at
+    (k - 1) x 120 s, each VM does 2,000 x (1 - (N - 1) / 70) IO/s with N running, its pgbench one
+    transaction per 2 I/Os; the application view's rate lags 1m like the I/O views'. The CVMs'
+    share of their hosts' CPU as the CPU rules record it (host:, hosts:)."""
+    ds = ramp_dataset(noise=0.0)  # the I/O views of a ramp, replaced below by db-density's law
+    rel = ds.times - T0
+    running = np.minimum(8, rel // STEP_S + 1)
+    per_vm = 2000.0 * (1 - (running - 1) / 70)
+    ds.series["app_transactions"] = {}
+    for k in range(1, 9):
+        vm, on = f"web-{k:02d}", rel >= (k - 1) * STEP_S
+        ops = np.where(on, per_vm, 0.0)
+        for view in ("guest", "vm", "storage"):
+            ds.series[f"{view}_read_ops"][(vm, "scsi0:1")] = np.where(on, lagged(ops * 0.7, 30), np.nan)
+            ds.series[f"{view}_write_ops"][(vm, "scsi0:1")] = np.where(on, lagged(ops * 0.3, 30), np.nan)
+        ds.series["app_transactions"][(vm, "pgbench")] = np.where(on, lagged(ops * tps_per_io, 30), np.nan)
+    shares = cvm_shares or {"esx-01": 0.05, "esx-02": 0.05, "esx-03": 0.05, "esx-04": 0.05}
+    ds.labelled["cvm_share"] = [({"host": h}, np.full(ds.times.size, v)) for h, v in shares.items()]
+    ds.labelled["cvm_share_hosts"] = [({}, np.full(ds.times.size, float(np.mean(list(shares.values())))))]
+    return ds
+
+
+def test_the_application_is_the_control_fitted_first_with_its_density_line():
+    s = ramp(density_dataset())
+    assert s.primary == "app" and s.io_primary == "guest" and s.differ == []
+    assert s.source.startswith("VMs whose application completes transactions")
+    assert [round(p.concurrency) for p in s.plateaus] == [1, 2, 3, 4, 5, 6, 7, 8]
+    # Each plateau's application total is N x 1,000 x (1 - (N - 1) / 70) transactions/s (settled: exact).
+    for p, x in zip(s.plateaus, s.views["app"].throughput):
+        n = round(p.concurrency)
+        assert x == pytest.approx(n * 1000 * (1 - (n - 1) / 70), rel=1e-9)
+    d = s.density
+    assert (d.n_max, d.per_vm_source, d.apps) == (8, "measured with 1 VM", ("pgbench",))
+    assert d.total == pytest.approx(7200) and d.per_vm == pytest.approx(1000)
+    assert d.linear_share == pytest.approx(0.90)
+    # 1 - (N - 1) / 70 falls a little faster than 1 / (1 + sigma (N - 1)): the fit finds some coherency
+    # and so a peak, far beyond the 8 VMs measured; gamma is one VM's 1,000.
+    f = s.views["app"].fit
+    assert f.gamma.value == pytest.approx(1000, rel=0.001) and f.linear_share == pytest.approx(0.90, abs=0.001)
+    assert 0 < f.kappa.value < f.sigma.value / 10
+    assert (d.peak_n, d.peak_x) == (f.peak_n, f.peak_x) and d.peak_n > 16
+    # The I/O views: twice the application's (2 I/Os per transaction), the same shape.
+    assert s.views["guest"].throughput[-1] == pytest.approx(14400)
+
+
+def test_the_section_leads_with_the_application_the_io_views_beside_it():
+    sec = scaling_section.scaling_section(context(density_dataset()), ramp(density_dataset()))
+    html = sec.html
+    lead = html.index("<b>application (pgbench):</b> Throughput at 8 VMs is 90 % of linear")
+    density = html.index(
+        "<b>Density:</b> 8 VMs together completed 7,200 transactions/s, 90.0 % of linear "
+        "(8 x 1,000 transactions/s, one VM&#x27;s, measured with 1 VM); the fit predicts a peak of 22,300 "
+    )
+    cvm = html.index("<b>CVM overhead:</b> the CVMs used 5.0 %")
+    beside = html.index("Beside it, the storage as the I/O views saw it: <b>guest (fio):</b> Throughput at 8 VMs is")
+    assert lead < density < cvm < beside
+    assert "The VM (vCenter) and storage (Stargate) views measured the same plateaus as the guest (fio) view" in html
+    assert "<th>application (pgbench) transactions/s</th>" in html and "<th>in flight, application</th>" not in html
+    assert "<td>1,000 transactions/s [1,000, 1,000]</td>" in html  # gamma with its unit and interval
+    app_fig, io_fig = sec.figures
+    assert app_fig.id == "scalability-app" and io_fig.id == "scalability-usl"
+    assert app_fig.csv.startswith("view,kind,concurrency,tps,std\napp,plateau,1,1000,")
+    assert app_fig.promql == ["vm_app:ioparallax_app_transactions:rate1m"]
+    assert io_fig.csv.count("guest,plateau,") == 8 and "app," not in io_fig.csv
+    header = sec.csv["scalability-plateaus.csv"].splitlines()[0]
+    assert header.startswith("concurrency,start_unix,end_unix,settled_seconds,app_tps_mean,app_tps_std")
+
+
+def test_the_cvm_overhead_line_gives_the_mean_and_the_busiest_host():
+    ds = density_dataset(cvm_shares={"esx-01": 0.05, "esx-02": 0.04, "esx-03": 0.07, "esx-04": 0.04})
+    s = ramp(ds)
+    assert s.cvm.mean == pytest.approx(0.05) and (s.cvm.busiest_host, s.cvm.hosts) == ("esx-03", 4)
+    assert s.cvm.busiest == pytest.approx(0.07)
+    html = scaling_section.scaling_section(context(ds), s).html
+    assert (
+        "<b>CVM overhead:</b> the CVMs used 5.0 % of their hosts&#x27; CPU capacity over the range "
+        "(the busiest, on esx-03, 7.0 %; 4 hosts)"
+    ) in html
+
+
+def test_without_the_cpu_rules_or_an_application_no_density_or_cvm_line():
+    s = ramp(ramp_dataset())
+    assert s.cvm is None and s.density is None and "app" not in s.views
+    html = section(ramp_dataset()).html
+    assert "Density:" not in html and "CVM overhead" not in html
+    # The CPU rules without an application: the CVM line alone, after the I/O view's fit.
+    ds = ramp_dataset()
+    ds.labelled = {f: [(m, a[: ds.times.size]) for m, a in rows] for f, rows in density_dataset().labelled.items()}
+    html = section(ds).html
+    assert "Density:" not in html
+    assert html.index("<b>guest (fio):</b> Throughput") < html.index("<b>CVM overhead:</b> the CVMs used 5.0 %")
+
+
+def test_the_density_line_says_no_peak_only_with_a_fit():
+    d = scaling.Density(n_max=3, total=2923.4, per_vm=999.2, per_vm_source="measured with 1 VM", linear_share=0.975)
+    assert scaling_section.density_sentence(d, "transactions/s") == (
+        "Density: 3 VMs together completed 2,923 transactions/s, 97.5 % of linear (3 x 999 transactions/s, "
+        "one VM's, measured with 1 VM); no fit, so no peak can be told (see above)."
+    )
+    d.fitted = True
+    assert scaling_section.density_sentence(d, "transactions/s").endswith(
+        "; the fit has no peak: every VM added still added throughput."
+    )
+    d.peak_n, d.peak_x, d.n_max = 5.2, 3416.7, 8
+    assert scaling_section.density_sentence(d, "transactions/s").endswith(
+        "; the fit peaked at 3,420 transactions/s near 5.2 VMs: more VMs lowered the total."
+    )
+
+
+def test_without_a_one_vm_plateau_linear_comes_from_the_fits_gamma():
+    ds = density_dataset()
+    keep = ds.times - T0 >= STEP_S  # the range starts with the second VM
+    ds.times = ds.times[keep]
+    for fam in ds.series.values():
+        for k in fam:
+            fam[k] = fam[k][keep]
+    ds.labelled = {f: [(m, a[keep]) for m, a in rows] for f, rows in ds.labelled.items()}
+    s = scaling.scaling(context(ds), ds)
+    d = s.density
+    assert [round(p.concurrency) for p in s.plateaus] == [2, 3, 4, 5, 6, 7, 8]
+    assert d.per_vm_source == "the fit's gamma" and d.per_vm == pytest.approx(1000, rel=0.01)
+    assert d.linear_share == pytest.approx(0.90, rel=0.01)

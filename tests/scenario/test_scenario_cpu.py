@@ -109,7 +109,7 @@ def test_db_density_is_near_linear_cpu_bound_with_cvms_at_five_percent():
     from ioparallax.simulators.scenario import load_scenario
 
     trace = compile_scenario(load_scenario("db-density"))
-    step = 60
+    step = 120
     totals = []
     for n in range(1, 9):
         t = (n - 1) * step + 30
