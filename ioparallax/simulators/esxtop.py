@@ -12,8 +12,12 @@ Per ESXi host of a scenario (each VM's ``host``):
   holds the mean over [W - delay, W) of the trace's per-second ground truth: the same truth
   vCenter's 20 s samples average, so a 1 s burst stands out in the 2 s view and is flattened in
   the 20 s one. Per VM a ``Group Cpu(<worldGroupID>:<vm>)`` group names the VM's worldGroupID
-  (what vscsiStats names it by); the trace has no CPU truth, so its ``% Used``, ``% Ready`` and
-  ``% CoStop`` are constants (:data:`CPU_CONSTANTS`), not a simulation.
+  (what vscsiStats names it by) and its CPU from the trace's per-second truth (the same the
+  vCenter simulator's ``cpu.usagemhz`` and ``cpu.ready`` average): ``% Used`` is the MHz used over
+  one core's MHz x 100 (100 per busy vCPU), ``% Ready`` the ready seconds summed over the vCPUs
+  over the interval x 100, ``% CoStop`` 0. The host's CVM (``NTNX-<block>-<position>-CVM``,
+  ``cluster.cpu.cvm_share`` of the host's capacity, ``cvm_vcpus`` vCPUs) gets a ``Group Cpu``
+  too and no ``Virtual Disk`` columns: on ESXi its data disks are passed through, not virtual.
 - :func:`vscsistats_text` is ``vscsiStats -p all -c`` after collecting over a window: per disk
   the I/O length, seek distance, outstanding I/O, latency and interarrival histograms for all,
   reads and writes, built from the streams' block size mix, random share, iodepth and
@@ -61,8 +65,8 @@ NFS_COUNTERS = (
     "Average Guest MilliSec/Read",
     "Average Guest MilliSec/Write",
 )
-#: Group Cpu counters written per VM, constant (the trace has no CPU truth).
-CPU_CONSTANTS = (("% Used", 25.0), ("% Ready", 0.5), ("% CoStop", 0.0))
+#: Group Cpu counters written per VM and CVM (values: :meth:`EsxtopCapture.cpu_cells`).
+CPU_COUNTERS = ("% Used", "% Ready", "% CoStop")
 #: Host columns a real capture has and the exporter does not read (kept: the reader must skip them).
 HOST_COLUMNS = (
     "Memory\\Memory Overcommit (1 Minute Avg)",
@@ -111,6 +115,28 @@ class EsxtopCapture:
             raise ValueError(f"delay must be at least 1 s, got {self.delay}")
         self.vms = [vm for vm in self.trace.scenario.vms if vm.host == self.host]
         self.datastores = sorted({datastore(d) for vm in self.vms for d in vm.disks})
+        self.cvm = next((h.cvm_vm for h in self.trace.scenario.hosts if h.name == self.host and h.cvm), "")
+
+    def cpu_groups(self) -> list[tuple[int, str]]:
+        """(worldGroupID, name) of the Group Cpu columns: the host's VMs, then its CVM (if any)."""
+        groups = [(world_group_id(self.trace, vm.name), vm.name) for vm in self.vms]
+        if self.cvm:
+            groups.append((cvm_world_group_id(self.trace, self.host), self.cvm))
+        return groups
+
+    def cpu_cells(self, end: int) -> list[float]:
+        """% Used, % Ready, % CoStop of every group of :meth:`cpu_groups` over the ``delay`` period
+        seconds before ``end``: % of one core, summed over the group's vCPUs (esxtop's units)."""
+        tr, n = self.trace, self.delay
+        core_mhz = tr.scenario.cluster.cpu.core_mhz
+        series = [tr.vm_cpu[vm.name] for vm in self.vms]
+        if self.cvm:
+            series.append(tr.cvm_cpu[self.host])
+        out: list[float] = []
+        for cs in series:
+            mhz_s, ready_s = cs.window(end, n)
+            out += [mhz_s / n / core_mhz * 100.0, ready_s / n * 100.0, 0.0]
+        return out
 
     def header(self) -> str:
         cols = ["(PDH-CSV 4.0) (UTC)(0)"]
@@ -120,9 +146,8 @@ class EsxtopCapture:
                 cols += [f"\\\\{self.host}\\Virtual Disk({inst})\\{c}" for c in VDISK_COUNTERS]
         for ds in self.datastores:
             cols += [f"\\\\{self.host}\\Physical Disk NFS Volume({ds})\\{c}" for c in NFS_COUNTERS]
-        for vm in self.vms:
-            gid = world_group_id(self.trace, vm.name)
-            cols += [f"\\\\{self.host}\\Group Cpu({gid}:{vm.name})\\{c}" for c, _ in CPU_CONSTANTS]
+        for gid, name in self.cpu_groups():
+            cols += [f"\\\\{self.host}\\Group Cpu({gid}:{name})\\{c}" for c in CPU_COUNTERS]
         return ",".join(f'"{c}"' for c in cols) + "\r\n"
 
     def row(self, wall: int) -> str:
@@ -145,8 +170,7 @@ class EsxtopCapture:
             ops = s.read_ops + s.write_ops
             guest = (s.read_latency_sum_s + s.write_latency_sum_s) / ops * 1000.0 if ops else 0.0
             cells += _cells(_rates(s, n)[:5] + [guest, s.read_latency_s * 1000.0, s.write_latency_s * 1000.0])
-        for _ in self.vms:
-            cells += _cells([v for _, v in CPU_CONSTANTS])
+        cells += _cells(self.cpu_cells(end))
         return ",".join(f'"{c}"' for c in cells) + "\r\n"
 
     def write(self, path: Path, first: int, samples: int) -> None:
@@ -341,6 +365,12 @@ def world_group_id(trace: Trace, vm: str) -> int:
     """A stable worldGroupID per VM of the scenario (as ``vscsiStats -l`` lists them)."""
     names = [v.name for v in trace.scenario.vms]
     return 2099979 + 31 * names.index(vm)
+
+
+def cvm_world_group_id(trace: Trace, host: str) -> int:
+    """A stable worldGroupID for the CVM of ``host``, apart from the VMs' (:func:`world_group_id`)."""
+    names = [h.name for h in trace.scenario.hosts]
+    return 2000010 + 13 * names.index(host)
 
 
 def vscsistats_text(trace: Trace, host: str, end: int, seconds: int) -> str:

@@ -209,3 +209,15 @@ def test_vscsistats_broken_histograms_are_refused():
     assert len(hists) == 16 and skipped == []
     assert all(h.count == h.stats["count"] for h in hists)
     assert math.isinf(hists[0].cumulative()[-1][0])
+
+
+def test_cvm_group_cpu_kept_without_virtual_disks_system_groups_not():
+    # on ESXi the CVM's data disks are passed through: its Group Cpu has no Virtual Disk beside it
+    groups = ("1:system", "2100010:NTNX-BLK1-A-CVM", "2100011:NTNX-CVM-backup", "2099979:app-01")
+    cols = ["(PDH-CSV 4.0) (UTC)(0)", "\\\\h\\Virtual Disk(app-01:scsi0:0)\\Reads/sec"]
+    cols += [f"\\\\h\\Group Cpu({g})\\% Used" for g in groups]
+    hm = parse_header(",".join(f'"{c}"' for c in cols).encode())
+    cpu = {t.key[0]: t.gid for t in hm.targets if t.kind == "cpu"}
+    # NTNX-CVM-backup is not the installer's NTNX-<block>-<position>-CVM: a VM without disks, left out
+    assert cpu == {"NTNX-BLK1-A-CVM": "2100010", "app-01": "2099979"}
+    assert hm.vms == {"app-01": "", "NTNX-BLK1-A-CVM": ""}

@@ -10,7 +10,13 @@ import time
 
 from ioparallax.exporters.esxtop.reader import WatchConfig, Watcher
 from ioparallax.exporters.esxtop.vscsi import parse_vscsistats
-from ioparallax.simulators.esxtop import EsxtopCapture, follow, vscsistats_text, world_group_id
+from ioparallax.simulators.esxtop import (
+    EsxtopCapture,
+    cvm_world_group_id,
+    follow,
+    vscsistats_text,
+    world_group_id,
+)
 from ioparallax.simulators.scenario.model import load_scenario
 from ioparallax.simulators.scenario.trace import compile_scenario
 from tests.support import run_entry_point, samples, value
@@ -116,4 +122,58 @@ def test_live_capture_grows_a_row_per_delay(tmp_path):
     watcher.read_all()
     src = watcher.files[str(path)]
     assert src.reason is None and src.rows >= 3 and src.mean_interval == 1.0
-    assert watcher.vm_names() == {str(world_group_id(trace, "burst-01")): "burst-01"}
+    assert watcher.vm_names() == {
+        str(world_group_id(trace, "burst-01")): "burst-01",
+        str(cvm_world_group_id(trace, "esx-01")): "NTNX-SIMBLK01-A-CVM",
+    }
+
+
+def _columns(capture: EsxtopCapture, wall: int) -> dict[str, float]:
+    """Header column (without the host) -> value of the row at ``wall``."""
+    head = [c.strip('"') for c in capture.header().strip().split('","')][1:]
+    row = [float(c.strip('"')) for c in capture.row(wall).strip().split('","')[1:]]
+    return {h.split("\\", 3)[-1]: v for h, v in zip(head, row)}
+
+
+def test_cvm_group_cpu_is_the_scenarios_cvm_share_of_the_host():
+    sc = load_scenario("db-density")
+    trace = compile_scenario(sc)
+    cc = sc.cluster.cpu
+    assert (cc.cvm_share, cc.cores, cc.cvm_vcpus) == (0.05, 24, 8)  # the scenario's truth
+    cap = EsxtopCapture(trace, "esx-01", delay=2)
+    cols = _columns(cap, T0 + 2)
+    gid = cvm_world_group_id(trace, "esx-01")
+    cvm = f"Group Cpu({gid}:NTNX-SIMBLK01-A-CVM)"
+    # % Used is % of one core summed over the vCPUs: 5 % of 24 cores = 1.2 cores = 120 %
+    assert cols[f"{cvm}\\% Used"] == round(cc.cvm_share * cc.cores * 100, 2) == 120.0
+    # the same MHz the vCenter simulator's cpu.usagemhz of the CVM averages
+    mhz = trace.cvm_cpu["esx-01"].usage_mhz[trace.period_second(T0)]
+    assert mhz == cc.cvm_share * cc.host_capacity_mhz == 3120.0
+    assert cols[f"{cvm}\\% Used"] == round(mhz / cc.core_mhz * 100, 2)
+    # % Ready: the ready seconds of the CVM's 8 vCPUs over the 2 s, x 100
+    _, ready_s = trace.cvm_cpu["esx-01"].window(trace.period_second(T0 + 2), 2)
+    assert ready_s > 0
+    assert cols[f"{cvm}\\% Ready"] == round(ready_s / 2 * 100, 2)
+    assert cols[f"{cvm}\\% CoStop"] == 0.0
+    # no Virtual Disk columns for the CVM (its data disks are passed through on ESXi)
+    assert not [c for c in cols if c.startswith("Virtual Disk(NTNX-")]
+    # a VM's % Used is its own truth, not the CVM's: db-01's MHz over one core's
+    vm_mhz, _ = trace.vm_cpu["db-01"].window(trace.period_second(T0 + 2), 2)
+    vm_used = cols[f"Group Cpu({world_group_id(trace, 'db-01')}:db-01)\\% Used"]
+    assert vm_used == round(vm_mhz / 2 / cc.core_mhz * 100, 2)
+
+
+def test_the_exporter_serves_the_cvm_cpu_every_sample(tmp_path):
+    out = run_entry_point("esxtop-simulator", ["db-density", "--out", tmp_path, "--samples", "30"])
+    assert out.returncode == 0, out.stderr
+    conv = run_entry_point("esxtop-exporter", ["convert", tmp_path / "esx-02.csv"])
+    assert conv.returncode == 0, conv.stderr
+    sm = samples(conv.stdout)
+    cvm = {"host": "esx-02", "vm": "NTNX-SIMBLK01-B-CVM"}  # what the dashboards' NTNX-.*-CVM selects
+    # 1.2 cores used (5 % of 24) in each of 30 samples 2 s apart: 72 CPU seconds
+    assert value(sm, "esxtop_vm_cpu_sample_used_ratio", **cvm) == 1.2
+    assert value(sm, "esxtop_vm_cpu_used_seconds_total", **cvm) == 72.0
+    assert value(sm, "esxtop_vm_cpu_samples_total", **cvm) == 30
+    assert value(sm, "esxtop_vm_cpu_ready_seconds_total", **cvm) > 0
+    gid = str(cvm_world_group_id(compile_scenario(load_scenario("db-density")), "esx-02"))
+    assert value(sm, "esxtop_vm_info", gid=gid, **cvm) == 1

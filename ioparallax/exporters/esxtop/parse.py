@@ -76,6 +76,10 @@ STORAGE_OBJECTS = {
 
 #: ``Group Cpu(<gid>:<name>)`` counters read (field name -> esxtop counter), percent of a core.
 CPU_COUNTERS = {"used": "% Used", "run": "% Run", "ready": "% Ready", "costop": "% CoStop"}
+#: A Nutanix CVM as the installer names it (``NTNX-<block>-<position>-CVM``, the vCenter
+#: exporter's default ``cvm_name_pattern``): its ``Group Cpu`` is kept even without ``Virtual
+#: Disk`` columns (on ESXi the CVM's data disks are passed through, not virtual disks).
+CVM_NAME = re.compile(r"^NTNX-.*-CVM$")
 
 VDISK_FIELDS = tuple(VDISK_COUNTERS)
 STORAGE_FIELDS = tuple(STORAGE_COUNTERS)
@@ -269,9 +273,10 @@ def parse_header(line: bytes) -> HeaderMap:
         t = target("vdisk", (name.vm, name.disk), VDISK_FIELDS, uuid=name.uuid)
         hm.select(i, t, _VDISK_INDEX[col.counter])
     for i, col, gid, group in cpu_cols:
-        if group not in hm.vms:
+        if group not in hm.vms and not CVM_NAME.match(group):
             continue  # not a VM (system, idle, helper, vmotion... groups)
-        t = target("cpu", (group,), CPU_FIELDS, uuid=hm.vms[group], gid=gid)
+        hm.vms.setdefault(group, "")  # a CVM without virtual disks is a VM of the capture too
+        t = target("cpu", (group,), CPU_FIELDS, uuid=hm.vms.get(group, ""), gid=gid)
         hm.select(i, t, _CPU_INDEX[col.counter])
     hm.selected.sort()
     return hm
