@@ -32,6 +32,7 @@ from bs4 import BeautifulSoup
 from ioparallax.report import chromium, scaling
 from ioparallax.report.data import fetch
 from ioparallax.report.report import context
+from tests.e2e.stacks import joined_at
 from tests.e2e.test_e2e_scenarios import prometheus_start, wait_running
 from tests.support import drawn_data_paths, require_tool, venv_tool
 
@@ -48,21 +49,13 @@ ARTIFACTS = REPO / ".run" / "report-artifacts"
 LEVELS = 4
 
 
-def joined(trace, vms: int) -> int:
-    """The period second at which ``vms`` VMs first run I/O, by the trace."""
-    for t in range(trace.period):
-        if sum(1 for d in trace.disks if (x := trace.second(d, t)).read_ops + x.write_ops > 0) >= vms:
-            return t
-    raise AssertionError(f"the scenario never runs {vms} VMs")
-
-
 def _fit_when_ready(stack, timeout: float) -> tuple[scaling.Scaling, float, float]:
     """Poll until the stack's history holds settled plateaus at LEVELS levels that the guest view can
     fit. The stack's period second 0 is ``stack.origin`` (from_start): nothing can be ready before the
     LEVELS-th VM has joined (by the trace); from then a poll every 10 s."""
     assert stack.origin is not None, "the scaling-ramp stack starts its period with the stack (from_start)"
     deadline = time.time() + timeout
-    time.sleep(max(0.0, stack.origin + joined(stack.trace, LEVELS) - time.time()))
+    time.sleep(max(0.0, stack.origin + joined_at(stack.trace, LEVELS) - time.time()))
     while True:
         # The last seconds are left out: the rules of the newest scrapes may not be evaluated yet.
         start, end = prometheus_start(stack), time.time() - 10
@@ -91,7 +84,7 @@ def test_report_recovers_the_scenarios_usl_coefficients(scenario_stack, tmp_path
     # The fourth level settles in under a step after it joins (rate windows, vCenter's sample); failing
     # takes two more steps of grace.
     s, start, end = _fit_when_ready(
-        stack, timeout=max(0.0, stack.origin + joined(stack.trace, LEVELS) + 3 * step - time.time())
+        stack, timeout=max(0.0, stack.origin + joined_at(stack.trace, LEVELS) + 3 * step - time.time())
     )
     assert s is not None and s.what == "VMs", s
     levels = sorted({round(p.concurrency) for p in s.plateaus})

@@ -39,3 +39,21 @@ def test_scaling_ramp_copy_joins_a_vm_every_scaled_step_with_the_same_totals(tmp
 def test_a_time_it_cannot_scale_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"bursty-1m: .*cannot scale the time of \[.*'burst'"):
         time_scaled_scenario("bursty-1m", 0.5, tmp_path / "out.yaml")
+
+
+def test_db_density_copy_has_its_first_level_longer_and_the_same_totals(tmp_path):
+    factor, lead = TIME_SCALED_SCENARIOS["db-density"]
+    library = load_scenario("db-density")
+    copy = load_scenario(time_scaled_scenario("db-density", factor, tmp_path / "db-density.yaml", lead=lead))
+    assert factor == 1.0 and copy.period_s == library.period_s + lead
+    assert copy.expect["density"] == library.expect["density"]
+    assert [vm.application for vm in copy.vms] == [vm.application for vm in library.vms]
+    a, b = Trace(library), Trace(copy)
+    assert io_per_second(b, 1) == io_per_second(a, 1) and io_per_second(b, lead + 119) == io_per_second(a, 119)
+    for k in range(1, 8):
+        assert io_per_second(b, lead + 120 * k + 60) == io_per_second(a, 120 * k + 60) > 0
+
+
+def test_a_vms_application_is_not_scaled_silently(tmp_path):
+    with pytest.raises(ValueError, match=r"db-density: db-01: cannot scale the time of \['application', 'cpu'\]"):
+        time_scaled_scenario("db-density", 0.5, tmp_path / "out.yaml")
