@@ -3,7 +3,8 @@
 Input (made at start, in a temp dir): a flatfile SYNTHESIZED from the real two-host run of
 tests/vdbench/fixtures/vdbconvert-multihost: its 180 interval rows replicated into ``--rows``
 rows (default 50,000, about 18 MB: a 14-hour run at 1 s intervals), grouped in runs of 60
-intervals with their avg rows, plus the run's real parmfile.
+intervals, each closed by its own avg row (833 runs, under the reader's cap of 1,024), plus the
+run's real parmfile.
 
 Parts:
 - ``full``: the exporter's read of the whole directory (LineTailer + FlatfileParser + the per-run
@@ -61,16 +62,20 @@ def make_input(work: Path, rows: int) -> tuple[Path, str]:
     lines = text.splitlines(keepends=True)
     head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("tod")) + 1
     data = [ln for ln in lines[head:] if ln.split()[2].isdigit()]
-    avg = next(ln for ln in lines[head:] if "avg_" in ln)
+    # The fixture's runs (rd1, rd2, rd3: 60 intervals each) in their order, each closed by its own
+    # avg row as vdbench writes it: one run per 60 rows (833 for 50,000), under the reader's
+    # MAX_RUNS_PER_FILE (1,024), so both sides read every row.
+    avg = {ln.split()[1]: ln for ln in lines[head:] if "avg_" in ln}
     d = work / "vdb"
     d.mkdir()
     shutil.copy(FIXTURE / "parmfile.html", d / "parmfile.html")
     with (d / "flatfile.html").open("w") as fh:
         fh.writelines(lines[:head])
         for i in range(rows):
-            fh.write(data[i % len(data)])
+            row = data[i % len(data)]
+            fh.write(row)
             if i % 60 == 59:
-                fh.write(avg)
+                fh.write(avg[row.split()[1]])
     return d, data[0]
 
 
