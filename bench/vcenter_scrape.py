@@ -675,9 +675,12 @@ def paired(args: argparse.Namespace, vms: int, their_py: Path | None, why_not: s
                 s_theirs["wall"].median / s_ours["wall"].median,
                 at_least=4,
                 unit="x",
+                fmt=".2f",
             )
             cpu_ratio = s_theirs["cpu"].median / s_ours["cpu"].median if s_ours["cpu"].median > 0 else float("inf")
-            g.check(f"{vms} VMs: CPU ratio vmware_exporter / ours (medians)", cpu_ratio, at_least=4, unit="x")
+            g.check(
+                f"{vms} VMs: CPU ratio vmware_exporter / ours (medians)", cpu_ratio, at_least=4, unit="x", fmt=".2f"
+            )
         finally:
             if churn is not None:
                 churn.stop()
