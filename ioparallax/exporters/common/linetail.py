@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from ioparallax.exporters.common.watchdir import open_regular, why_reread
+from ioparallax.exporters.common.watchdir import open_regular, read_chunks, why_reread
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -35,7 +35,7 @@ class LineTailer:
         self.mtime: float | None = None
         self.identity: tuple[int, int] | None = None
         self._seen: tuple[int, int, int, int] | None = None
-        self._prefix = b""
+        self.prefix = b""
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop bytes to the next newline
         self.max_line_bytes = max_line_bytes
@@ -43,7 +43,7 @@ class LineTailer:
 
     def _restart(self) -> None:
         self.offset = 0
-        self._prefix = b""
+        self.prefix = b""
         self._partial = b""
         self._skipping = False
 
@@ -69,20 +69,13 @@ class LineTailer:
         with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
-            reset = why_reread(fh, self.identity, self.offset, self._prefix)
+            reset = why_reread(fh, self.identity, self.offset, self.prefix)
             if reset:
                 self._restart()
             self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
             self._seen = None
             fh.seek(self.offset)
-            while budget > 0:
-                data = fh.read(min(CHUNK_BYTES, budget))
-                if not data:
-                    break
-                if len(self._prefix) < PREFIX_BYTES and self.offset == len(self._prefix):
-                    self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
-                self.offset += len(data)
-                budget -= len(data)
+            for data in read_chunks(fh, self, budget, CHUNK_BYTES, PREFIX_BYTES):
                 yield self._split(data), reset
                 reset = None
             if reset:

@@ -18,8 +18,8 @@ import errno
 import fnmatch
 import os
 import stat
-from collections.abc import Callable
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Protocol
 
 from ioparallax.exporters.common.exposition import printable
 
@@ -138,3 +138,26 @@ def why_reread(fh: BinaryIO, identity: tuple[int, int] | None, offset: int, pref
         if fh.read(len(prefix)) != prefix:
             return "rewritten in place (its first bytes changed)"
     return None
+
+
+class Followed(Protocol):
+    """A followed file's read state: the offset read up to and the file's first bytes."""
+
+    offset: int
+    prefix: bytes
+
+
+def read_chunks(fh: BinaryIO, tail: Followed, budget: int, chunk_bytes: int, prefix_bytes: int) -> Iterator[bytes]:
+    """The followed file's next bytes from ``tail.offset`` (``fh`` already there), ``chunk_bytes``
+    at a time and at most ``budget`` in all, so the caller parses a chunk before the next is read.
+    Each chunk advances ``tail.offset``; the file's first ``prefix_bytes`` are kept in
+    ``tail.prefix`` as they go by, for :func:`why_reread` to compare on the next read."""
+    while budget > 0:
+        data = fh.read(min(chunk_bytes, budget))
+        if not data:
+            return
+        if len(tail.prefix) < prefix_bytes and tail.offset == len(tail.prefix):
+            tail.prefix += data[: prefix_bytes - len(tail.prefix)]
+        tail.offset += len(data)
+        budget -= len(data)
+        yield data

@@ -60,6 +60,18 @@ _LAYER_HELP = {
 }
 _OP_WORD = {"command": "", "read": "read_", "write": "write_"}
 _OP_HELP = {"command": "commands", "read": "reads", "write": "writes"}
+#: The latest sample's gauges of a virtual disk, in the order of its values (suffix, scale to base
+#: units, esxtop's column); a device, path, adapter or datastore has the first five, then its
+#: latency layers.
+_LATEST_DISK = (
+    ("commands_per_second", 1.0, "Commands/sec"),
+    ("read_ops_per_second", 1.0, "Reads/sec"),
+    ("write_ops_per_second", 1.0, "Writes/sec"),
+    ("read_bytes_per_second", MB, "MBytes Read/sec x 2^20"),
+    ("write_bytes_per_second", MB, "MBytes Written/sec x 2^20"),
+    ("read_latency_seconds", _MS, "Average MilliSec/Read"),
+    ("write_latency_seconds", _MS, "Average MilliSec/Write"),
+)
 
 #: vscsiStats family -> (metric name part, unit suffix, divisor to base units, HELP): divided, not
 #: multiplied by 1e-6, so 100 us is le="0.0001" (100 x 1e-6 is 9.999999999999999e-05)
@@ -335,15 +347,7 @@ class EsxtopCollector(WatchCollector):
         v = st.latest
         if v is None:
             return
-        for value, suffix, scale, doc in (
-            (v[0], "commands_per_second", 1.0, "Commands/sec"),
-            (v[1], "read_ops_per_second", 1.0, "Reads/sec"),
-            (v[2], "write_ops_per_second", 1.0, "Writes/sec"),
-            (v[3], "read_bytes_per_second", MB, "MBytes Read/sec x 2^20"),
-            (v[4], "write_bytes_per_second", MB, "MBytes Written/sec x 2^20"),
-            (v[5], "read_latency_seconds", _MS, "Average MilliSec/Read"),
-            (v[6], "write_latency_seconds", _MS, "Average MilliSec/Write"),
-        ):
+        for value, (suffix, scale, doc) in zip(v, _LATEST_DISK, strict=False):
             if value is not None:
                 fams.gauge(f"{p}_sample_{suffix}", f"The latest esxtop sample: {doc}.", names, labels, value * scale)
         if st.latest_ts is not None:
@@ -394,13 +398,7 @@ class EsxtopCollector(WatchCollector):
         v = st.latest
         if v is None:
             return
-        for value, suffix, scale, doc in (
-            (v[0], "commands_per_second", 1.0, "Commands/sec"),
-            (v[1], "read_ops_per_second", 1.0, "Reads/sec"),
-            (v[2], "write_ops_per_second", 1.0, "Writes/sec"),
-            (v[3], "read_bytes_per_second", MB, "MBytes Read/sec x 2^20"),
-            (v[4], "write_bytes_per_second", MB, "MBytes Written/sec x 2^20"),
-        ):
+        for value, (suffix, scale, doc) in zip(v, _LATEST_DISK[:5], strict=False):
             if value is not None:
                 fams.gauge(
                     f"{p}_sample_{suffix}",

@@ -32,6 +32,32 @@ INFO_OPTIONS = ["file", "rw", "bs", "iodepth", "numjobs", "direct", "ioengine"]
 _NS = 1e-9
 
 
+#: A job's own figures, each exposed when fio wrote it: (family, type, help, JobRecord attribute,
+#: divisor to base units or None).
+_JOB_SERIES: tuple[tuple[str, str, str, str, float | None], ...] = (
+    ("fio_job_runtime_seconds_total", "counter", "Time the job has run (job_runtime).", "job_runtime_ms", 1000.0),
+    ("fio_job_elapsed_seconds", "gauge", "Seconds since the job started (elapsed).", "elapsed_s", None),
+    (
+        "fio_job_eta_seconds",
+        "gauge",
+        "fio's estimate of the seconds left (eta); absent while fio has no estimate.",
+        "eta_s",
+        None,
+    ),
+    ("fio_job_cpu_user_ratio", "gauge", "User CPU time of the job over its runtime (usr_cpu/100).", "usr_cpu", 100.0),
+    (
+        "fio_job_cpu_system_ratio",
+        "gauge",
+        "System CPU time of the job over its runtime (sys_cpu/100).",
+        "sys_cpu",
+        100.0,
+    ),
+    ("fio_job_context_switches_total", "counter", "Context switches of the job (ctx).", "ctx", None),
+    ("fio_job_major_page_faults_total", "counter", "Major page faults of the job (majf).", "majf", None),
+    ("fio_job_minor_page_faults_total", "counter", "Minor page faults of the job (minf).", "minf", None),
+)
+
+
 @dataclass(frozen=True)
 class Collectors:
     """The expensive per-job families that can be switched off (``--no-collector.percentiles``,
@@ -283,54 +309,11 @@ class FioCollector(WatchCollector):
                 v.end_time,
             )
         fams.gauge("fio_job_error", "fio's error code for the job (0: no error).", JOB_LABELS, labels, job.error)
-        if job.job_runtime_ms is not None:
-            fams.counter(
-                "fio_job_runtime_seconds_total",
-                "Time the job has run (job_runtime).",
-                JOB_LABELS,
-                labels,
-                job.job_runtime_ms / 1000.0,
-            )
-        if job.elapsed_s is not None:
-            fams.gauge(
-                "fio_job_elapsed_seconds", "Seconds since the job started (elapsed).", JOB_LABELS, labels, job.elapsed_s
-            )
-        if job.eta_s is not None:
-            fams.gauge(
-                "fio_job_eta_seconds",
-                "fio's estimate of the seconds left (eta); absent while fio has no estimate.",
-                JOB_LABELS,
-                labels,
-                job.eta_s,
-            )
-        if job.usr_cpu is not None:
-            fams.gauge(
-                "fio_job_cpu_user_ratio",
-                "User CPU time of the job over its runtime (usr_cpu/100).",
-                JOB_LABELS,
-                labels,
-                job.usr_cpu / 100.0,
-            )
-        if job.sys_cpu is not None:
-            fams.gauge(
-                "fio_job_cpu_system_ratio",
-                "System CPU time of the job over its runtime (sys_cpu/100).",
-                JOB_LABELS,
-                labels,
-                job.sys_cpu / 100.0,
-            )
-        if job.ctx is not None:
-            fams.counter(
-                "fio_job_context_switches_total", "Context switches of the job (ctx).", JOB_LABELS, labels, job.ctx
-            )
-        if job.majf is not None:
-            fams.counter(
-                "fio_job_major_page_faults_total", "Major page faults of the job (majf).", JOB_LABELS, labels, job.majf
-            )
-        if job.minf is not None:
-            fams.counter(
-                "fio_job_minor_page_faults_total", "Minor page faults of the job (minf).", JOB_LABELS, labels, job.minf
-            )
+        for name, kind, doc, attr, per in _JOB_SERIES:
+            value = getattr(job, attr)
+            if value is not None:
+                add = fams.counter if kind == "counter" else fams.gauge
+                add(name, doc, JOB_LABELS, labels, value / per if per else value)
         for level, pct in job.iodepth_level.items():
             fams.gauge(
                 "fio_job_iodepth_level_ratio",

@@ -262,10 +262,7 @@ def parse_latency(block: Any, where: str = "latency") -> Latency | None:
     if fast:
         min_ns, max_ns, mean_ns, stddev_ns = map(float, stats)
     else:
-        min_ns = _num(block.get("min"), f"{where}.min")
-        max_ns = _num(block.get("max"), f"{where}.max")
-        mean_ns = _num(block.get("mean"), f"{where}.mean")
-        stddev_ns = _num(block.get("stddev"), f"{where}.stddev")
+        min_ns, max_ns, mean_ns, stddev_ns = (_num(block.get(k), f"{where}.{k}") for k in _LATENCY_STATS)
     return Latency(
         count=n,
         min_ns=min_ns,
@@ -337,13 +334,11 @@ def parse_direction(block: Any, where: str = "direction") -> DirectionStats | No
         io_bytes, total_ios, short_ios, drop_ios, runtime_ms = ints
         iops, bw_bytes = map(float, numbers)
     else:
-        io_bytes = _int(block.get("io_bytes"), f"{where}.io_bytes")
-        total_ios = _int(block.get("total_ios"), f"{where}.total_ios")
-        short_ios = _int(block.get("short_ios"), f"{where}.short_ios")
-        drop_ios = _int(block.get("drop_ios"), f"{where}.drop_ios")
-        iops = _num(block.get("iops"), f"{where}.iops")
-        bw_bytes = _num(block.get("bw_bytes"), f"{where}.bw_bytes")
-        runtime_ms = _int(block.get("runtime"), f"{where}.runtime")
+        # The per-key path: the first value fio cannot have written is named in the error.
+        io_bytes, total_ios, short_ios, drop_ios, runtime_ms = (
+            _int(block.get(k), f"{where}.{k}") for k in _DIRECTION_INTS
+        )
+        iops, bw_bytes = (_num(block.get(k), f"{where}.{k}") for k in _DIRECTION_NUMBERS)
     return DirectionStats(
         io_bytes=io_bytes,
         total_ios=total_ios,

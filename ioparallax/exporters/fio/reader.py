@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import open_regular, watched_directory, why_reread
+from ioparallax.exporters.common.watchdir import open_regular, read_chunks, watched_directory, why_reread
 from ioparallax.exporters.fio.parse import (
     FioDocument,
     FioRecord,
@@ -554,12 +554,12 @@ class FileTailer:
         self.size = 0
         self.stream = DocumentStream(max_document_bytes, typed=True)
         self._seen: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) last read
-        self._prefix = b""  # the file's first bytes, up to PREFIX_BYTES
+        self.prefix = b""  # the file's first bytes, up to PREFIX_BYTES
 
     def _restart(self) -> None:
         counts = self.stream.counts
         self.offset = 0
-        self._prefix = b""
+        self.prefix = b""
         self.stream = DocumentStream(self.max_document_bytes, typed=True)
         self.stream.counts = counts  # counters are cumulative over the file's lifetime
 
@@ -582,7 +582,7 @@ class FileTailer:
         with open_regular(self.path, self.within) as fh:
             st = os.fstat(fh.fileno())
             identity = (st.st_dev, st.st_ino)
-            reset = why_reread(fh, self.identity, self.offset, self._prefix)
+            reset = why_reread(fh, self.identity, self.offset, self.prefix)
             if reset:
                 self._restart()
             self.identity = identity
@@ -592,22 +592,14 @@ class FileTailer:
             skipped = 0
             window = 2 * self.max_document_bytes + CHUNK_BYTES
             if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):
-                if len(self._prefix) < PREFIX_BYTES:
+                if len(self.prefix) < PREFIX_BYTES:
                     fh.seek(0)
-                    self._prefix = fh.read(PREFIX_BYTES)
+                    self.prefix = fh.read(PREFIX_BYTES)
                 skipped = st.st_size - window - self.offset
                 self.offset = st.st_size - window
                 self.stream.resync()
             fh.seek(self.offset)
-            budget = max_bytes
-            while budget > 0:
-                data = fh.read(min(CHUNK_BYTES, budget))
-                if not data:
-                    break
-                if len(self._prefix) < PREFIX_BYTES and self.offset == len(self._prefix):
-                    self._prefix += data[: PREFIX_BYTES - len(self._prefix)]
-                self.offset += len(data)
-                budget -= len(data)
+            for data in read_chunks(fh, self, max_bytes, CHUNK_BYTES, PREFIX_BYTES):
                 yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset, skipped=skipped)
                 reset, skipped = None, 0
             if self.offset >= st.st_size:  # else more to read on the next poll

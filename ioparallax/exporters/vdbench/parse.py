@@ -212,49 +212,15 @@ class FlatfileParser:
 #: Layouts of the summary table by the number of values after the interval column, newest first
 #: (Report.java's interval line; vdbench 5.04 added read/write resp and then the queue depth).
 SUMMARY_LAYOUTS: dict[int, tuple[str, ...]] = {
-    13: (  # vdbench 5.04.07: read and write max instead of one resp max
-        "rate",
-        "mb/sec",
-        "bytes/io",
-        "read%",
-        "resp",
-        "read_resp",
-        "write_resp",
-        "read_max",
-        "write_max",
-        "resp_std",
-        "queue_depth",
-        "cpu_used",
-        "cpu_kernel",
+    # vdbench 5.04.07: read and write max instead of one resp max
+    13: tuple(
+        "rate mb/sec bytes/io read% resp read_resp write_resp read_max write_max resp_std queue_depth cpu_used cpu_kernel".split()
     ),
-    12: (
-        "rate",
-        "mb/sec",
-        "bytes/io",
-        "read%",
-        "resp",
-        "read_resp",
-        "write_resp",
-        "resp_max",
-        "resp_std",
-        "queue_depth",
-        "cpu_used",
-        "cpu_kernel",
+    12: tuple(
+        "rate mb/sec bytes/io read% resp read_resp write_resp resp_max resp_std queue_depth cpu_used cpu_kernel".split()
     ),
-    11: (
-        "rate",
-        "mb/sec",
-        "bytes/io",
-        "read%",
-        "resp",
-        "read_resp",
-        "write_resp",
-        "resp_max",
-        "resp_std",
-        "cpu_used",
-        "cpu_kernel",
-    ),
-    9: ("rate", "mb/sec", "bytes/io", "read%", "resp", "resp_max", "resp_std", "cpu_used", "cpu_kernel"),
+    11: tuple("rate mb/sec bytes/io read% resp read_resp write_resp resp_max resp_std cpu_used cpu_kernel".split()),
+    9: tuple("rate mb/sec bytes/io read% resp resp_max resp_std cpu_used cpu_kernel".split()),
 }
 
 _STARTING = re.compile(r"Starting RD=([^;<\s]+)")
