@@ -30,11 +30,6 @@ def _load(tmp_path, text: str, **kw):
         ("targets:\n  p1: {}\n  P1:9440: {}\n", "targets.P1:9440", "same target"),
         ("targets:\n  'https://u@p1/': {}\n", "targets.https://u@p1/", "user info"),
         ("targets:\n  p1:\n    ca_file: /nonexistent.pem\n", "targets.p1.ca_file", "no such file"),
-        (
-            "targets:\n  p1:\n    insecure_skip_verify: true\n    tls_verify: true\n",
-            "targets.p1.tls_verify",
-            "contradicts insecure_skip_verify: true",
-        ),
         ("defaults: {}\n", "targets", "no targets listed"),
     ],
 )
@@ -62,24 +57,6 @@ def test_defaults_targets_and_flags(tmp_path):
     assert "s3cret" not in text and "pw-inline-9" not in text
     assert "verification OFF" in text and "env P1" in text
     assert cfg.target("other:9440") is None and "not listed" in cfg.refusal("other:9440")
-
-
-@pytest.mark.parametrize(
-    "keys, verified",
-    [
-        ("", True),
-        ("insecure_skip_verify: true", False),
-        ("insecure_skip_verify: false", True),
-        ("tls_verify: false", False),  # the older spelling, read as an alias
-        ("tls_verify: true", True),
-        ("insecure_skip_verify: true\n    tls_verify: false", False),  # both, agreeing
-    ],
-)
-def test_one_tls_key_with_the_older_spelling_as_an_alias(tmp_path, keys, verified):
-    cfg = _load(tmp_path, f"defaults:\n  username: mon\n  password_env: P1\ntargets:\n  p1:\n    {keys}\n")
-    target = cfg.targets["p1:9440"]
-    assert target.tls_verify is verified
-    assert ("verification OFF (insecure_skip_verify)" in target.describe()) is not verified
 
 
 def test_environment_only(tmp_path):

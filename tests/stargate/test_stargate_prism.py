@@ -205,7 +205,7 @@ def test_tls_to_a_plain_http_port_is_a_logged_tls_error(cluster, caplog):
     names = VDiskNames({}, PrismConfig(url=https, username=USER, password=PASSWORD))
     caplog.set_level(logging.WARNING)
     assert names.refresh() is False
-    assert "TLS error" in caplog.text and "insecure_skip_verify: true" in caplog.text
+    assert "TLS error" in caplog.text and "tls_verify: false" in caplog.text
     assert_no_password(caplog)
 
 
@@ -240,13 +240,7 @@ def test_config_section(tmp_path):
     off = prism_config(
         Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism")
     )
-    assert off.tls_verify is False and off.refresh_interval == 60.0  # tls_verify: the older spelling
-    skip = prism_config(Section({"url": "https://p:9440", "insecure_skip_verify": True}, "x.yml", "prism"))
-    assert skip.tls_verify is False
-    with pytest.raises(ConfigError, match=r"x.yml: prism.tls_verify: contradicts insecure_skip_verify: false"):
-        prism_config(Section({"url": "p", "insecure_skip_verify": False, "tls_verify": False}, "x.yml", "prism"))
-    with pytest.raises(ConfigError, match=r"prism.ca_file: makes no sense with insecure_skip_verify: true"):
-        prism_config(Section({"url": "p", "insecure_skip_verify": True, "ca_file": __file__}, "x.yml", "prism"))
+    assert off.tls_verify is False and off.refresh_interval == 60.0
     with pytest.raises(ConfigError, match=r"x.yml: prism.password_env: environment variable NOPE is not set"):
         prism_config(Section({"url": "p", "username": "u", "password_env": "NOPE"}, "x.yml", "prism"), {})
     with pytest.raises(ConfigError, match=r"prism.ca_file: no such file"):

@@ -269,7 +269,7 @@ class PrismClient:
             return r, _read_body(r, path, time.monotonic() + timeout)
         except requests.exceptions.SSLError as exc:
             raise TargetError(
-                f"TLS error ({_reason(exc)}); give ca_file, or insecure_skip_verify: true for this target", "tls"
+                f"TLS error ({_reason(exc)}); give ca_file, or tls_verify: false for this target", "tls"
             ) from None
         except requests.exceptions.Timeout:
             raise TargetError(f"Prism did not answer {path} within {timeout:.1f}s", "timeout") from None

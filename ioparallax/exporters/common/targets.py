@@ -1,7 +1,7 @@
 """Config parsing shared by the multi-target exporters (vCenter, Prism): credentials, TLS, allow-list.
 
-Each exporter keeps its own ``TargetConfig`` (its own settings); what is the same in both lives
-here: the TLS key (``insecure_skip_verify``, with Prism's older ``tls_verify`` as an alias), where a
+Each exporter keeps its own ``TargetConfig`` (its own settings and TLS key: vCenter's
+``insecure_skip_verify``, Prism's ``tls_verify``); what is the same in both lives here: where a
 password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the ``ca_file`` check, the
 ``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
 message of an unlisted target and the error when nothing may be probed. Errors name the file and
@@ -74,24 +74,6 @@ def read_credentials(sec: Section, base: Credentials, env: dict[str, str]) -> Cr
             raise sec.error("username_env", f"environment variable {user_var} is not set")
         username = env[user_var]
     return Credentials(username=username, password=password, source=source)
-
-
-def read_tls_verify(sec: Section, default: bool) -> bool:
-    """Whether a target's TLS certificate is verified. One key in every exporter,
-    ``insecure_skip_verify: true`` (Prometheus' ``tls_config`` spelling) turns it off; the Prism
-    and Stargate exporters' older ``tls_verify: false`` is read as its alias. Both given and
-    contradicting is an error naming the key, not a guess about which one was meant."""
-    skip = sec.get("insecure_skip_verify", bool, default=None)
-    verify = sec.get("tls_verify", bool, default=None)
-    if skip is not None and verify is not None and skip == verify:
-        raise sec.error(
-            "tls_verify",
-            f"contradicts insecure_skip_verify: {str(skip).lower()} "
-            "(tls_verify is the older spelling of its opposite: give insecure_skip_verify only)",
-        )
-    if skip is not None:
-        return not skip
-    return default if verify is None else verify
 
 
 def read_ca_file(sec: Section, default: str | None) -> str | None:

@@ -22,8 +22,7 @@ A YAML file (``--config.file``)::
       prism-lab.example.com:
         username: lab
         password: secret              # inline passwords are allowed but discouraged
-        insecure_skip_verify: true    # explicit opt-out of TLS certificate verification
-                                      # (tls_verify: false, the older spelling, is read as well)
+        tls_verify: false             # explicit opt-out of TLS certificate verification
       10.0.0.50:
         ca_file: /etc/ssl/prism-ca.pem
 
@@ -77,7 +76,7 @@ class TargetConfig:
         tls = (
             "none (scheme: http, credentials in clear text)"
             if self.scheme == "http"
-            else "verification OFF (insecure_skip_verify)"
+            else "verification OFF (tls_verify: false)"
             if not self.tls_verify
             else (f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
         )
@@ -124,7 +123,7 @@ _duration = common.positive_duration
 
 def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     """A target's own keys (common.Schema reads its credentials and ca_file)."""
-    tls_verify = common.read_tls_verify(sec, base.tls_verify)
+    tls_verify = sec.get("tls_verify", bool, default=base.tls_verify)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     page_size = sec.get("page_size", int, default=base.page_size)

@@ -30,7 +30,6 @@ from typing import Any
 from ioparallax.exporters.common import prismlist as paging
 from ioparallax.exporters.common.prismclient import PrismClient, TargetError
 from ioparallax.exporters.common.prismlist import ParseError
-from ioparallax.exporters.common.targets import read_tls_verify
 from ioparallax.units import parse_duration
 from ioparallax.yamlconf import Section
 
@@ -73,11 +72,11 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
     password = _inline_or_env(section, "password", env)
     if password and not username:
         raise section.error("username", "is required with a password")
-    verify = read_tls_verify(section, True)
+    verify = section.get("tls_verify", bool, default=True)
     ca_file = section.get("ca_file", str, default="")
     if ca_file:
         if not verify:
-            raise section.error("ca_file", "makes no sense with insecure_skip_verify: true")
+            raise section.error("ca_file", "makes no sense with tls_verify: false")
         if not os.path.isfile(ca_file):
             raise section.error("ca_file", f"no such file: {ca_file}")
     timeout = section.get("timeout", parse_duration, default=5.0)
