@@ -85,8 +85,9 @@ def test_untrusted_certificate(prism_sim, exporter, caplog, tmp_path):
     # The same Prism with its CA given, and with verification turned off on purpose:
     ok = exporter(config_yaml([sim.address], scheme="https", ca_file=str(cert)))
     assert value(ok.probe(sim.address), "prism_up") == 1
-    off = exporter(config_yaml([sim.address], scheme="https", tls_verify="false"))
-    assert value(off.probe(sim.address), "prism_up") == 1
+    for opt_out in ({"insecure_skip_verify": "true"}, {"tls_verify": "false"}):  # the key and its alias
+        off = exporter(config_yaml([sim.address], scheme="https", **opt_out))
+        assert value(off.probe(sim.address), "prism_up") == 1, opt_out
 
 
 def test_vm_list_failure_fails_the_probe(prism_sim, exporter, caplog):

@@ -308,7 +308,8 @@ def test_help_explains(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "/probe?target=" in out and "discover=true" in out and "docs/stargate.md" in out
-    assert "prism:" in out and "password_env" in out and "tls_verify" in out and "stargate_prism_up" in out
+    assert "prism:" in out and "password_env" in out and "insecure_skip_verify" in out and "stargate_prism_up" in out
+    assert "alias: tls_verify: false" in out
 
 
 @pytest.mark.parametrize("span", ["x", "", "-3", "99999999"])

@@ -205,7 +205,7 @@ def test_tls_to_a_plain_http_port_is_a_logged_tls_error(cluster, caplog):
     names = VDiskNames({}, PrismConfig(url=https, username=USER, password=PASSWORD))
     caplog.set_level(logging.WARNING)
     assert names.refresh() is False
-    assert "TLS error" in caplog.text and "tls_verify: false" in caplog.text
+    assert "TLS error" in caplog.text and "insecure_skip_verify: true" in caplog.text
     assert_no_password(caplog)
 
 
@@ -233,14 +233,25 @@ def test_config_section(tmp_path):
         ),
         env,
     )
-    assert cfg.url == "https://10.0.0.10:9440" and cfg.tls_verify is True
+    assert cfg.url == "https://10.0.0.10:9440" and cfg.insecure_skip_verify is False
     assert cfg.username == USER and cfg.password == PASSWORD
     assert PASSWORD not in repr(cfg)
     assert cfg.timeout == 5.0 and cfg.refresh_interval == 300.0 and cfg.page_size == 500
     off = prism_config(
-        Section({"url": "https://p:9440", "tls_verify": False, "refresh_interval": "1m"}, "x.yml", "prism")
+        Section({"url": "https://p:9440", "insecure_skip_verify": True, "refresh_interval": "1m"}, "x.yml", "prism")
     )
-    assert off.tls_verify is False and off.refresh_interval == 60.0
+    assert off.insecure_skip_verify is True and off.refresh_interval == 60.0
+    # tls_verify is the documented alias, with the opposite meaning
+    alias = prism_config(Section({"url": "https://p:9440", "tls_verify": False}, "x.yml", "prism"))
+    assert alias.insecure_skip_verify is True
+    on = prism_config(Section({"url": "https://p:9440", "tls_verify": True}, "x.yml", "prism"))
+    assert on.insecure_skip_verify is False
+    with pytest.raises(
+        ConfigError, match=r"x.yml: prism.tls_verify: tls_verify: true contradicts insecure_skip_verify: true"
+    ):
+        prism_config(Section({"url": "p", "insecure_skip_verify": True, "tls_verify": True}, "x.yml", "prism"))
+    with pytest.raises(ConfigError, match=r"x.yml: prism.ca_file: makes no sense with insecure_skip_verify: true"):
+        prism_config(Section({"url": "p", "tls_verify": False, "ca_file": __file__}, "x.yml", "prism"))
     with pytest.raises(ConfigError, match=r"x.yml: prism.password_env: environment variable NOPE is not set"):
         prism_config(Section({"url": "p", "username": "u", "password_env": "NOPE"}, "x.yml", "prism"), {})
     with pytest.raises(ConfigError, match=r"prism.ca_file: no such file"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import requests
 
 from tests.support import metric_value as value, promtool_check_metrics, run_entry_point
@@ -128,3 +129,23 @@ def test_cli_help_and_config_errors(tmp_path):
     out = run_entry_point("vcenter-exporter", ["--config.file", str(bad)])
     assert out.returncode == 2
     assert str(bad) in out.stderr and "targets.vc1.insecure_skip_verify" in out.stderr
+
+
+def test_tls_opt_out_alias_and_contradiction(tmp_path):
+    """insecure_skip_verify is the key; tls_verify (Prism's older spelling) its alias with the
+    opposite meaning, the same in the three network exporters; contradicting both is an error."""
+    from ioparallax.exporters.vcenter.config import load_config
+    from ioparallax.yamlconf import ConfigError
+
+    path = tmp_path / "vc.yml"
+    path.write_text(
+        "defaults:\n  username: u\n  password: p\ntargets:\n  vc1:\n    tls_verify: false\n"
+        "  vc2:\n    insecure_skip_verify: true\n  vc3: {}\n"
+    )
+    cfg = load_config(str(path), env={})
+    skip = {k: t.insecure_skip_verify for k, t in cfg.targets.items()}
+    assert skip == {"vc1:443": True, "vc2:443": True, "vc3:443": False}
+    path.write_text("targets:\n  vc1:\n    insecure_skip_verify: false\n    tls_verify: false\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), env={})
+    assert str(path) in str(err.value) and "targets.vc1.tls_verify: tls_verify: false contradicts" in str(err.value)

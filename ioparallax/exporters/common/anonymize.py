@@ -1,4 +1,4 @@
-r"""Consistent anonymization of what an exporter fetched, for captures a user sends us (issue 26).
+r"""Consistent anonymization of what an exporter fetched, for captures a user sends us.
 
 One :class:`Anonymizer` per capture: the same input always gets the same placeholder within it
 (so a vdisk name on the main page and in the NFS Worker table, an address in a link and in the

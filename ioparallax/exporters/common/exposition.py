@@ -1,5 +1,8 @@
 """A small writer of Prometheus' text exposition format (version 0.0.4), for the /probe answers
-of the network exporters (stargate, vcenter, prism).
+of the network exporters (stargate, vcenter, prism). The exporters that watch files (fio, diskspd,
+vdbench, esxtop, pgbench) serve /metrics through prometheus_client and use this module for their
+label values (:func:`printable`) and for the backfill files of diskspd and esxtop
+(:mod:`~ioparallax.exporters.common.backfill`).
 
 A probe of 1,000 vdisks or VMs has 60,000-100,000 sample lines. prometheus_client builds a
 Python object per sample and re-validates and re-escapes every label of every line in

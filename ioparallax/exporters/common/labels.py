@@ -1,4 +1,4 @@
-"""The length of label values, the same for every exporter (issue 33).
+"""The length of label values, the same for every exporter.
 
 A label value is a name the data source or a file gave (a VM, vdisk, datastore or job name, a
 file path): the source decides its length. Every series of an object carries its names, so a

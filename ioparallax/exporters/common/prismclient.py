@@ -160,7 +160,7 @@ class PrismAccess(Protocol):
     @property
     def password(self) -> str: ...
     @property
-    def tls_verify(self) -> bool: ...
+    def insecure_skip_verify(self) -> bool: ...
     @property
     def ca_file(self) -> str | None: ...
     @property
@@ -177,12 +177,13 @@ class PrismClient:
         self.session.headers["Accept"] = "application/json"
         for prefix in ("http://", "https://"):
             self.session.mount(prefix, _watched_adapter())
-        # No environment: REQUESTS_CA_BUNDLE would override ca_file and tls_verify, proxies would
+        # No environment: REQUESTS_CA_BUNDLE would override ca_file and insecure_skip_verify, proxies would
         # see the credentials, and ~/.netrc could add credentials of its own.
         self.session.trust_env = False
-        self.verify: bool | str = cfg.ca_file if (cfg.tls_verify and cfg.ca_file) else cfg.tls_verify
+        verify = not cfg.insecure_skip_verify
+        self.verify: bool | str = cfg.ca_file if (verify and cfg.ca_file) else verify
         self.session.verify = self.verify
-        if not cfg.tls_verify:
+        if not verify:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.logins = 0  # requests that had to send the password (first, or after a lost session)
         self._lock = threading.Lock()
@@ -269,7 +270,7 @@ class PrismClient:
             return r, _read_body(r, path, time.monotonic() + timeout)
         except requests.exceptions.SSLError as exc:
             raise TargetError(
-                f"TLS error ({_reason(exc)}); give ca_file, or tls_verify: false for this target", "tls"
+                f"TLS error ({_reason(exc)}); give ca_file, or insecure_skip_verify: true for this target", "tls"
             ) from None
         except requests.exceptions.Timeout:
             raise TargetError(f"Prism did not answer {path} within {timeout:.1f}s", "timeout") from None

@@ -1,8 +1,9 @@
 """Config parsing shared by the multi-target exporters (vCenter, Prism): credentials, TLS, allow-list.
 
-Each exporter keeps its own ``TargetConfig`` (its own settings and TLS key: vCenter's
-``insecure_skip_verify``, Prism's ``tls_verify``); what is the same in both lives here: where a
-password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the ``ca_file`` check, the
+Each exporter keeps its own ``TargetConfig`` (its own settings); what is the same in both lives
+here: where a password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the TLS
+opt-out (``insecure_skip_verify``, Prometheus' ``tls_config`` spelling, with its alias
+``tls_verify``, also read by the Stargate exporter's ``prism:`` section), the ``ca_file`` check, the
 ``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
 message of an unlisted target and the error when nothing may be probed. Errors name the file and
 the key (:class:`~ioparallax.yamlconf.ConfigError`).
@@ -74,6 +75,32 @@ def read_credentials(sec: Section, base: Credentials, env: dict[str, str]) -> Cr
             raise sec.error("username_env", f"environment variable {user_var} is not set")
         username = env[user_var]
     return Credentials(username=username, password=password, source=source)
+
+
+#: The one key of the TLS opt-out, and its alias (the opposite truth value): ``tls_verify: false``
+#: is ``insecure_skip_verify: true``.
+INSECURE_KEY = "insecure_skip_verify"
+INSECURE_ALIAS = "tls_verify"
+
+
+def read_insecure_skip_verify(sec: Section, default: bool) -> bool:
+    """``insecure_skip_verify`` (true: TLS certificates are not verified, the explicit opt-out), or
+    its alias ``tls_verify`` (false means the same); both given must agree, else a ConfigError
+    naming the file and the key."""
+    skip = sec.get(INSECURE_KEY, bool, default=None)
+    verify = sec.get(INSECURE_ALIAS, bool, default=None)
+    if skip is not None and verify is not None and skip == verify:
+        raise sec.error(
+            INSECURE_ALIAS,
+            f"{INSECURE_ALIAS}: {str(verify).lower()} contradicts {INSECURE_KEY}: {str(skip).lower()} "
+            f"in the same section ({INSECURE_ALIAS} is the older spelling with the opposite meaning; "
+            f"give {INSECURE_KEY} only)",
+        )
+    if skip is not None:
+        return bool(skip)
+    if verify is not None:
+        return not verify
+    return default
 
 
 def read_ca_file(sec: Section, default: str | None) -> str | None:

@@ -1,6 +1,6 @@
 """Reading fio's JSON output into plain records (pure functions, no I/O).
 
-Every form fio 3.x writes is read here (see docs/fio.md and the fio-output reference):
+Every form fio 3.x writes is read here (see docs/fio.md, "How fio's output is read"):
 
 - ``--output-format=json`` / ``json+``: one document; ``json+`` adds ``clat_ns.bins``.
 - ``--status-interval=N``: concatenated pretty-printed documents, each cumulative since job start.

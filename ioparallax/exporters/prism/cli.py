@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         "PRISM_USERNAME/PRISM_PASSWORD for the targets listed with --prism.target or PRISM_TARGETS. "
         "Credentials are only sent to listed targets: any other ?target= is refused with HTTP 400 "
         "unless --prism.allow-unlisted-targets (or allow_unlisted_targets: true) is given. TLS "
-        "certificates are verified unless a target sets tls_verify: false. "
+        "certificates are verified unless a target sets insecure_skip_verify: true (or its alias "
+        "tls_verify: false). "
         "Commands: `prism-exporter capture --target PRISM -o capture.tar.gz` (the JSON answers of one probe, "
         "anonymized, to report an answer the exporter misreads), `prism-exporter replay capture.tar.gz` "
         "(its metrics). See docs/prism.md.",

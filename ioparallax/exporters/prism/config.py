@@ -22,7 +22,8 @@ A YAML file (``--config.file``)::
       prism-lab.example.com:
         username: lab
         password: secret              # inline passwords are allowed but discouraged
-        tls_verify: false             # explicit opt-out of TLS certificate verification
+        insecure_skip_verify: true    # explicit opt-out of TLS certificate verification
+                                      # (alias: tls_verify: false)
       10.0.0.50:
         ca_file: /etc/ssl/prism-ca.pem
 
@@ -60,7 +61,7 @@ class TargetConfig:
     username: str = ""
     password: str = field(default="", repr=False)
     password_source: str = ""
-    tls_verify: bool = True
+    insecure_skip_verify: bool = False  # True: the explicit opt-out of TLS verification
     ca_file: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     inventory_refresh: float = DEFAULT_INVENTORY_REFRESH
@@ -76,8 +77,8 @@ class TargetConfig:
         tls = (
             "none (scheme: http, credentials in clear text)"
             if self.scheme == "http"
-            else "verification OFF (tls_verify: false)"
-            if not self.tls_verify
+            else "verification OFF (insecure_skip_verify)"
+            if self.insecure_skip_verify
             else (f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
         )
         pw = f"(set, {self.password_source})" if self.password else "(not set)"
@@ -123,7 +124,7 @@ _duration = common.positive_duration
 
 def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     """A target's own keys (common.Schema reads its credentials and ca_file)."""
-    tls_verify = sec.get("tls_verify", bool, default=base.tls_verify)
+    insecure = common.read_insecure_skip_verify(sec, base.insecure_skip_verify)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     page_size = sec.get("page_size", int, default=base.page_size)
@@ -147,7 +148,7 @@ def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     return replace(
         base,
         cpu=cpu,
-        tls_verify=tls_verify,
+        insecure_skip_verify=insecure,
         timeout=timeout,
         inventory_refresh=refresh,
         page_size=page_size,

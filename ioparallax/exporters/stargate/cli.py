@@ -76,7 +76,8 @@ probe (the last good mapping stays; stargate_prism_up shows it).
     url: https://10.0.0.10:9440     # Prism Element: the cluster VIP or any CVM (port 9440)
     username_env: PRISM_USERNAME    # or username: monitoring
     password_env: PRISM_PASSWORD    # the password comes from this environment variable
-    tls_verify: true                # default; false opts out explicitly; or ca_file: /path/ca.pem
+    insecure_skip_verify: false     # default; true opts out explicitly (alias: tls_verify: false);
+                                    # or ca_file: /path/ca.pem
     timeout: 5s                     # default 5s
     refresh_interval: 5m            # default 5m (after a failure: retried after 1m)
   vdisks:                           # by hand (disk_uuid optional)
@@ -379,8 +380,8 @@ class StargateProgram(Program):
                 "with credentials" if prism.username else "without credentials",
                 "plain HTTP, no TLS"
                 if plain
-                else "TLS NOT verified (tls_verify: false)"
-                if not prism.tls_verify
+                else "TLS NOT verified (insecure_skip_verify: true)"
+                if prism.insecure_skip_verify
                 else f"TLS verified against {prism.ca_file}"
                 if prism.ca_file
                 else "TLS verified",

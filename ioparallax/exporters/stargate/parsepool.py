@@ -69,9 +69,9 @@ AUTO = "auto"
 
 def default_workers() -> int:
     """Parse workers when neither the command line nor the config file says: none, whatever the
-    cores (issue 24). Since the strict reader (strict.py) a detail view costs ~0.2 ms to read and
+    cores. Since the strict reader (strict.py) a detail view costs ~0.2 ms to read and
     ~0.1 ms more of the exporter's CPU to hand to a worker and take its record back, and each
-    worker costs memory. ``auto`` (:func:`auto_workers`, opt-in since issue 34) has
+    worker costs memory. ``auto`` (:func:`auto_workers`, opt-in only) has
     ``usable_cores() - 1`` workers, started the first time two probes run at once, and a probe
     hands its pages over only while another probe is running too (:meth:`ParsePool.hand_over`);
     a lone probe, a ``discover=true`` one included, parses in its own thread. On 2 cores it takes

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ioparallax.exporters.common import prismlist as paging
+from ioparallax.exporters.common import prismlist as paging, targets
 from ioparallax.exporters.common.prismclient import PrismClient, TargetError
 from ioparallax.exporters.common.prismlist import ParseError
 from ioparallax.units import parse_duration
@@ -44,7 +44,7 @@ class PrismConfig:
     url: str  # base, e.g. https://10.0.0.10:9440
     username: str = ""
     password: str = field(default="", repr=False)
-    tls_verify: bool = True  # False: the explicit opt-out
+    insecure_skip_verify: bool = False  # True: the explicit opt-out of TLS verification
     ca_file: str | None = None  # CA bundle to verify against (default: the system CAs)
     timeout: float = 5.0
     refresh_interval: float = 300.0
@@ -72,11 +72,11 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
     password = _inline_or_env(section, "password", env)
     if password and not username:
         raise section.error("username", "is required with a password")
-    verify = section.get("tls_verify", bool, default=True)
+    insecure = targets.read_insecure_skip_verify(section, False)
     ca_file = section.get("ca_file", str, default="")
     if ca_file:
-        if not verify:
-            raise section.error("ca_file", "makes no sense with tls_verify: false")
+        if insecure:
+            raise section.error("ca_file", "makes no sense with insecure_skip_verify: true (no verification)")
         if not os.path.isfile(ca_file):
             raise section.error("ca_file", f"no such file: {ca_file}")
     timeout = section.get("timeout", parse_duration, default=5.0)
@@ -93,7 +93,7 @@ def prism_config(section: Section, environ: dict[str, str] | None = None) -> Pri
         url=url,
         username=username,
         password=password,
-        tls_verify=verify,
+        insecure_skip_verify=insecure,
         ca_file=ca_file or None,
         timeout=timeout,
         refresh_interval=refresh,

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         "VCENTER_USERNAME/VCENTER_PASSWORD for the targets listed with --vcenter.target or "
         "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
         "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
-        "given. TLS certificates are verified unless a target sets insecure_skip_verify. "
+        "given. TLS certificates are verified unless a target sets insecure_skip_verify: true (or its "
+        "alias tls_verify: false). "
         "Commands: `vcenter-exporter capture --target VC -o capture.tar.gz` (the SOAP answers of one probe, "
         "anonymized, to report an answer the exporter misreads), `vcenter-exporter replay capture.tar.gz` "
         "(its metrics). See docs/vcenter.md.",

@@ -19,6 +19,7 @@ A YAML file (``--config.file``)::
         username: lab
         password: secret            # inline passwords are allowed but discouraged
         insecure_skip_verify: true  # explicit opt-out of TLS certificate verification
+                                    # (alias: tls_verify: false)
       vc2.example.com:
         ca_file: /etc/ssl/vc2-ca.pem
 
@@ -110,7 +111,7 @@ _duration = common.positive_duration
 
 def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
     """A target's own keys (common.Schema reads its credentials and ca_file)."""
-    insecure = sec.get("insecure_skip_verify", bool, default=base.insecure_skip_verify)
+    insecure = common.read_insecure_skip_verify(sec, base.insecure_skip_verify)
     refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
     timeout = sec.get("timeout", _duration, default=base.timeout)
     mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)

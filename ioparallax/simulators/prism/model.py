@@ -233,7 +233,7 @@ class PrismModel:
             return None
         return self.virtual_disk_entity(d, self.sample_end(now))
 
-    # -- CPU (issue 31) ---------------------------------------------------------------------
+    # -- CPU ------------------------------------------------------------------------------
     def cpu_stats(self, series: CpuSeries, capacity_mhz: float, vcpus: int, end: int) -> dict[str, str]:
         """``hypervisor_cpu_usage_ppm`` (of ``capacity_mhz``: a VM's vCPUs, a host's cores) and
         ``hypervisor.cpu_ready_time_ppm`` (ready time per vCPU) of the 30 s sample ending at ``end``."""

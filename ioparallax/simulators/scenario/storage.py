@@ -8,8 +8,8 @@ unrounded quantities, totals are sums of their parts, and the pages round only w
 Windows (all end just before the current period second ``t``, i.e. the last complete seconds):
 
 - rates (ops/s, bytes/s, read sources, write destinations, outstanding ops, qlen, busy) and the
-  histograms: the last :data:`RATE_WINDOW_S` seconds (the reference's example histogram holds
-  ~6,700 IOs at ~2,300 IOPS: about 3 s);
+  histograms: the last :data:`RATE_WINDOW_S` seconds (a published example page's histogram holds
+  ~6,700 IOs at ~2,300 IOPS: about 3 s; docs/stargate-simulator.md, "How the numbers are derived");
 - working set sizes: the last 120 s and 3,600 s of the repeating trace; the 1 hr column reads 0
   until the simulated history (``now - history_start``) covers a full hour;
 - up-migration counts: the last 300 / 3,600 / 86,400 s, clipped to the simulated history;

@@ -67,7 +67,8 @@ BAR_EMPTY = '<td width="6"></td>'
 
 def detail_href(build: int, vdisk_id: int) -> str:
     """The href the main page puts on a vdisk id. It differs per build on purpose: clients must
-    follow the link, not build the URL (the reference says ``?vdisk_id=N`` is an assumption)."""
+    follow the link, not build the URL (``?vdisk_id=N`` is only a guess at the real form; see
+    docs/stargate-simulator.md, "HTML conventions reproduced")."""
     if build == 2014:
         return f"/vdisk_stats?vdisk_id={vdisk_id}"
     if build == 2015:

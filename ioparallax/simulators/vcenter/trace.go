@@ -15,7 +15,8 @@ type traceFile struct {
 	OriginSeconds int64     `json:"origin_seconds"`
 	Cluster       string    `json:"cluster"`
 	VMs           []traceVM `json:"vms"`
-	// Hosts with their hardware, CPU and CVM (traces before issue 31: absent, no CPU served).
+	// Hosts with their hardware, CPU and CVM (absent in traces written before the simulator
+	// served CPU: no CPU served then).
 	Hosts []traceHost `json:"hosts"`
 }
 
@@ -25,7 +26,7 @@ type traceVM struct {
 	GuestOS  string      `json:"guest_os"` // "linux" or "windows" (older traces: free text)
 	Hostname string      `json:"hostname"` // what VMware Tools reports as guest.hostName
 	Disks    []traceDisk `json:"disks"`
-	CPU      *traceCPU   `json:"cpu"` // absent in traces before issue 31: no CPU counters served
+	CPU      *traceCPU   `json:"cpu"` // absent in traces older than CPU serving: no CPU counters served
 }
 
 type traceDisk struct {
