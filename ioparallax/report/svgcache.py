@@ -115,6 +115,17 @@ def capture(r: Any, draw: Any) -> Fragment | None:
     return _cut("".join(out), markers, clips, hatches, glyphs)
 
 
+def _kept(r: Any, cache: dict, key: tuple, room: int, draw: Any) -> Fragment | None:
+    """The fragment kept in ``cache`` under ``key``; when there is none, ``draw`` captured (and kept
+    while the cache holds fewer than ``room``). None where :func:`capture` drew as usual."""
+    frag = cache.get(key)
+    if frag is None:
+        frag = capture(r, draw)
+        if frag is not None and len(cache) < room:
+            cache[key] = frag
+    return frag
+
+
 def _as_written(text: str) -> str:
     return text
 
@@ -288,14 +299,9 @@ def draw_axis(axis: Any, renderer: Any) -> None:
         axis.label.get_text(),
         tuple(axis.label.get_position()),
     )
-    kept = _AXES.setdefault(axis, {})
-    frag = kept.get(key)
+    frag = _kept(r, _AXES.setdefault(axis, {}), key, 16, lambda: _draw_axis(axis, renderer))
     if frag is None:
-        frag = capture(r, lambda: _draw_axis(axis, renderer))
-        if frag is None:
-            return None
-        if len(kept) < 16:
-            kept[key] = frag
+        return None
     write(r, frag)
     axis.stale = False
     return None
@@ -364,13 +370,9 @@ def draw_patch(patch: Any, renderer: Any) -> None:
     key = _patch_key(patch) if r is not None and _writer_api(r) is not None else None
     if key is None:
         return _patch_draw(patch, renderer)
-    frag = _PATCHES.get(key)
+    frag = _kept(r, _PATCHES, key, 1024, lambda: _patch_draw(patch, renderer))
     if frag is None:
-        frag = capture(r, lambda: _patch_draw(patch, renderer))
-        if frag is None:
-            return None
-        if len(_PATCHES) < 1024:
-            _PATCHES[key] = frag
+        return None
     write(r, frag)
     patch.stale = False
     return None
@@ -427,11 +429,9 @@ def draw_text(text: Any, renderer: Any) -> None:
             if len(_SEEN_TEXTS) < 8192:
                 _SEEN_TEXTS.add(key)
             return _text_draw(text, renderer)
-        frag = capture(r, lambda: _text_draw(text, renderer))
+        frag = _kept(r, _TEXTS, key, 4096, lambda: _text_draw(text, renderer))
         if frag is None:
             return None
-        if len(_TEXTS) < 4096:
-            _TEXTS[key] = frag
     write(r, frag)
     text.stale = False
     return None
@@ -507,16 +507,13 @@ def draw_legend(legend: Any, renderer: Any) -> None:
     key = _legend_key(legend) if r is not None and _writer_api(r) is not None else None
     if key is None:
         return _legend_draw(legend, renderer)
-    frag = _LEGENDS.get(key)
+    fresh = key not in _LEGENDS
+    frag = _kept(r, _LEGENDS, key, 256, lambda: _legend_draw(legend, renderer))
     if frag is None:
-        frag = capture(r, lambda: _legend_draw(legend, renderer))
-        if frag is None:
-            return None
-        if len(_LEGENDS) < 256:
-            _LEGENDS[key] = frag
-        spec = getattr(legend, "_svgcache_spec", None)
-        if spec is not None and len(_SPECS) < 256:
-            _SPECS[spec] = key
+        return None
+    spec = getattr(legend, "_svgcache_spec", None)
+    if fresh and spec is not None and len(_SPECS) < 256:
+        _SPECS[spec] = key
     write(r, frag)
     legend.stale = False
     return None
