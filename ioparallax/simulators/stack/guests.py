@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BIN, pick_port
-
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
+from ioparallax.simulators.stack.launch import Launcher, wait_started
 
 
-def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_guests(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The guest view: the guest simulator writes, per VM, the fio json+ status stream, the
     sysfs disk facts and the kernel's /proc/diskstats a real guest would show; one fio exporter
     per VM reads the first two unchanged (as one would run inside each guest), scraped as job
@@ -37,11 +34,7 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
             manifest,
         ],
     )
-    deadline = time.monotonic() + 30
-    while not manifest.exists():
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the guest simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
+    wait_started(sim, manifest.exists, "guest simulator")
     paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
     cache = part.trace.scenario.cluster.dram_cache_bytes
     label = stack.resolved_cluster_label()

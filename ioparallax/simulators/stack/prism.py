@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN, pick_port
+from ioparallax.simulators.stack.config import BIN
+from ioparallax.simulators.stack.launch import Launcher, start_exporter, wait_started
 from ioparallax.simulators.stack.scrape import probe_scrape
 
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
 
-
-def start_prism(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The Prism simulator (HTTPS with a certificate made for this run) and the Prism exporter
     probing it, TLS verified against that certificate (``ca_file``), as against a real Prism."""
     cert, key = part.workdir / "prism-cert.pem", part.workdir / "prism-key.pem"
@@ -40,11 +37,7 @@ def start_prism(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         + ["--url-file", url_file],
         env=env,
     )
-    deadline = time.monotonic() + 30
-    while not url_file.exists():
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the Prism simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
+    wait_started(sim, url_file.exists, "Prism simulator")
     sim_url = json.loads(url_file.read_text())["prism"]
     stack.urls[part.proc("prism-simulator")] = sim_url
     target = sim_url.split("://", 1)[1].rstrip("/")
@@ -59,14 +52,7 @@ def start_prism(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
     }
     cfg_path = part.workdir / "prism-exporter.yml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    port = pick_port("prism-exporter", stack.fixed_ports)
-    exp = stack.spawn(
-        part.proc("prism-exporter"),
-        [BIN / "prism-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}"],
-        url=f"http://127.0.0.1:{port}",
-        env=env,
-    )
-    stack.wait_http(exp, "/metrics")
+    exp = start_exporter(stack, part, "prism-exporter", [f"--config.file={cfg_path}"], env=env)
     part.exporters.append(exp.url.split("://", 1)[1])
     return [
         probe_scrape(

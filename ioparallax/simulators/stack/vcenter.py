@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN, BUILD, pick_port
+from ioparallax.simulators.stack.config import BUILD
+from ioparallax.simulators.stack.launch import Launcher, start_exporter
 from ioparallax.simulators.stack.scrape import probe_scrape
 
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
 
-
-def start_vcenter(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_vcenter(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The scenario vCenter simulator (Go, govmomi) and the vCenter exporter probing it."""
     binary = BUILD / "vcsim-scenario"
     if not binary.is_file() or binary.stat().st_size == 0:
@@ -53,18 +51,8 @@ def start_vcenter(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
     }
     cfg_path = part.workdir / "vcenter-exporter.yml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    port = pick_port("vcenter-exporter", stack.fixed_ports)
-    exp = stack.spawn(
-        part.proc("vcenter-exporter"),
-        [
-            BIN / "vcenter-exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg_path}",
-        ],
-        url=f"http://127.0.0.1:{port}",
-        env={"IOPARALLAX_DEMO_VCENTER_PASSWORD": password},
-    )
-    stack.wait_http(exp, "/metrics")
+    env = {"IOPARALLAX_DEMO_VCENTER_PASSWORD": password}
+    exp = start_exporter(stack, part, "vcenter-exporter", [f"--config.file={cfg_path}"], env=env)
     part.exporters.append(exp.url.split("://", 1)[1])
     return [
         probe_scrape(
