@@ -174,34 +174,32 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
         )
     )
     d.with_row(row("Oplog and queue"))
-    d.with_panel(
-        ts(
+    oplog = (
+        (
             "Oplog data",
             "Data held in the oplog for the vdisk (Oplog KB). Growing without draining: "
             "writes arrive faster than the extent store absorbs them.",
             "bytes",
-            [Q(S("stargate_vdisk_oplog_bytes"), "oplog {{vdisk_id}}")],
-            w=8,
-        )
-    )
-    d.with_panel(
-        ts(
+            "stargate_vdisk_oplog_bytes",
+            "oplog",
+        ),
+        (
             "Oplog fragments",
             "Oplog Fragments: many small fragments mean small or random writes.",
             "short",
-            [Q(S("stargate_vdisk_oplog_fragments"), "fragments {{vdisk_id}}")],
-            w=8,
-        )
-    )
-    d.with_panel(
-        ts(
+            "stargate_vdisk_oplog_fragments",
+            "fragments",
+        ),
+        (
             "Oplog drain",
             "Oplog drain rate (Oplog KB/s) from oplog to extent store.",
             "binBps",
-            [Q(S("stargate_vdisk_oplog_drain_bytes_per_second"), "drain {{vdisk_id}}")],
-            w=8,
-        )
+            "stargate_vdisk_oplog_drain_bytes_per_second",
+            "drain",
+        ),
     )
+    for title, desc, unit, metric, legend in oplog:
+        d.with_panel(ts(title, desc, unit, [Q(S(metric), legend + " {{vdisk_id}}")], w=8))
     d.with_panel(
         ts(
             "Outstanding ops",
