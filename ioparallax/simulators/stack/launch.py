@@ -12,9 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import yaml
+
 from ioparallax.simulators.process import Process
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BIN, pick_port
+from ioparallax.simulators.stack.scrape import probe_scrape
 
 
 class Launcher(Protocol):
@@ -64,3 +67,32 @@ def start_exporter(
     )
     launch.wait_http(exp, "/metrics")
     return exp
+
+
+def start_api_exporter(
+    launch: Launcher,
+    part: ClusterPart,
+    source: str,
+    target: str,
+    tls: dict[str, Any],
+    credentials: tuple[str, str, str],
+    interval: str,
+) -> list[dict[str, Any]]:
+    """The exporter of an API view (``source``: vcenter, prism) probing the simulator at ``target``
+    (host:port) with ``tls`` (its per-target TLS keys) and ``credentials`` (user, the environment
+    variable holding the password, the password: handed over in the environment, never on a command
+    line); the scrape job probing it every ``interval``."""
+    username, password_env, password = credentials
+    cfg = {
+        "defaults": {"username": username, "password_env": password_env, "inventory_refresh": "1m"},
+        "allow_unlisted_targets": False,
+        "targets": {target: tls},
+    }
+    cfg_path = part.workdir / f"{source}-exporter.yml"
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    exp = start_exporter(
+        launch, part, f"{source}-exporter", [f"--config.file={cfg_path}"], env={password_env: password}
+    )
+    part.exporters.append(exp.url.split("://", 1)[1])
+    labels = part.labels(launch.resolved_cluster_label())
+    return [probe_scrape(source, exp.url, [target], interval=interval, labels=labels)]

@@ -7,12 +7,9 @@ import os
 import subprocess
 from typing import Any
 
-import yaml
-
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BIN
-from ioparallax.simulators.stack.launch import Launcher, start_exporter, wait_started
-from ioparallax.simulators.stack.scrape import probe_scrape
+from ioparallax.simulators.stack.launch import Launcher, start_api_exporter, wait_started
 
 
 def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -41,25 +38,12 @@ def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     sim_url = json.loads(url_file.read_text())["prism"]
     stack.urls[part.proc("prism-simulator")] = sim_url
     target = sim_url.split("://", 1)[1].rstrip("/")
-    cfg = {
-        "defaults": {
-            "username": "demo",
-            "password_env": "IOPARALLAX_DEMO_PRISM_PASSWORD",
-            "inventory_refresh": "1m",
-        },
-        "allow_unlisted_targets": False,
-        "targets": {target: {"ca_file": str(cert)}},
-    }
-    cfg_path = part.workdir / "prism-exporter.yml"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    exp = start_exporter(stack, part, "prism-exporter", [f"--config.file={cfg_path}"], env=env)
-    part.exporters.append(exp.url.split("://", 1)[1])
-    return [
-        probe_scrape(
-            "prism",
-            exp.url,
-            [target],
-            interval=stack.prism_scrape_interval,
-            labels=part.labels(stack.resolved_cluster_label()),
-        )
-    ]
+    return start_api_exporter(
+        stack,
+        part,
+        "prism",
+        target,
+        {"ca_file": str(cert)},
+        ("demo", "IOPARALLAX_DEMO_PRISM_PASSWORD", password),
+        stack.prism_scrape_interval,
+    )

@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import yaml
-
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BUILD
-from ioparallax.simulators.stack.launch import Launcher, start_exporter
-from ioparallax.simulators.stack.scrape import probe_scrape
+from ioparallax.simulators.stack.launch import Launcher, start_api_exporter
 
 
 def start_vcenter(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -39,27 +36,13 @@ def start_vcenter(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
         url=f"https://127.0.0.1:{sim_port}",
     )
     stack.wait_http(sim, "/about", timeout=120)
-    cfg = {
-        "defaults": {
-            "username": "demo@vsphere.local",
-            "password_env": "IOPARALLAX_DEMO_VCENTER_PASSWORD",
-            "inventory_refresh": "1m",
-        },
-        "allow_unlisted_targets": False,
-        # The simulator's certificate is self-signed: the one explicit opt-out.
-        "targets": {f"127.0.0.1:{sim_port}": {"insecure_skip_verify": True}},
-    }
-    cfg_path = part.workdir / "vcenter-exporter.yml"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    env = {"IOPARALLAX_DEMO_VCENTER_PASSWORD": password}
-    exp = start_exporter(stack, part, "vcenter-exporter", [f"--config.file={cfg_path}"], env=env)
-    part.exporters.append(exp.url.split("://", 1)[1])
-    return [
-        probe_scrape(
-            "vcenter",
-            exp.url,
-            [f"127.0.0.1:{sim_port}"],
-            interval=stack.vcenter_scrape_interval,
-            labels=part.labels(stack.resolved_cluster_label()),
-        )
-    ]
+    # The simulator's certificate is self-signed: the one explicit opt-out.
+    return start_api_exporter(
+        stack,
+        part,
+        "vcenter",
+        f"127.0.0.1:{sim_port}",
+        {"insecure_skip_verify": True},
+        ("demo@vsphere.local", "IOPARALLAX_DEMO_VCENTER_PASSWORD", password),
+        stack.vcenter_scrape_interval,
+    )
