@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BIN, pick_port
-from ioparallax.simulators.stack.launch import Launcher, wait_started
+from ioparallax.simulators.stack.launch import Launcher, start_announcing
 
 
 def start_guests(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -22,20 +21,8 @@ def start_guests(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     as job "pgbench" with the same ``vm`` label (the application view)."""
     guests = part.workdir / "guests"
     manifest = part.workdir / "guests.json"
-    manifest.unlink(missing_ok=True)
-    sim = stack.spawn(
-        part.proc("guest-simulator"),
-        [
-            BIN / "ioparallax-guest-simulator",
-            part.scenario,
-            "--dir",
-            guests,
-            "--manifest",
-            manifest,
-        ],
-    )
-    wait_started(sim, manifest.exists, "guest simulator")
-    paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
+    argv = ["ioparallax-guest-simulator", "--dir", guests, "--manifest", manifest]
+    paths: dict[str, dict[str, str]] = start_announcing(stack, part, "guest-simulator", argv, manifest)
     cache = part.trace.scenario.cluster.dram_cache_bytes
     label = stack.resolved_cluster_label()
     static: list[dict[str, Any]] = []

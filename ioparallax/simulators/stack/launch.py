@@ -8,8 +8,10 @@ is one, and nothing else of it is reached, so the starters do not import the orc
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
@@ -96,3 +98,20 @@ def start_api_exporter(
     part.exporters.append(exp.url.split("://", 1)[1])
     labels = part.labels(launch.resolved_cluster_label())
     return [probe_scrape(source, exp.url, [target], interval=interval, labels=labels)]
+
+
+def start_announcing(
+    launch: Launcher,
+    part: ClusterPart,
+    name: str,
+    argv: Sequence[Any],
+    announce: Path,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """A simulator of the cluster (``argv``: its program in BIN and its flags, after the scenario)
+    that announces where it serves by writing the JSON file ``announce`` whole once it does; that
+    file's content. A previous run's file is removed first."""
+    announce.unlink(missing_ok=True)
+    sim = launch.spawn(part.proc(name), [BIN / argv[0], part.scenario, *argv[1:]], env=env)
+    wait_started(sim, announce.exists, name.replace("-", " "))
+    return json.loads(announce.read_text())

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from typing import Any
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN
-from ioparallax.simulators.stack.launch import Launcher, start_api_exporter, wait_started
+from ioparallax.simulators.stack.launch import Launcher, start_announcing, start_api_exporter
 
 
 def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -24,18 +22,12 @@ def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
         timeout=60,
     )
     url_file = part.workdir / "prism-url.json"
-    url_file.unlink(missing_ok=True)
     password = "demo-" + os.urandom(6).hex()  # a fresh one per run; never printed
     env = {"IOPARALLAX_DEMO_PRISM_PASSWORD": password}
-    sim = stack.spawn(
-        part.proc("prism-simulator"),
-        [BIN / "prism-simulator", part.scenario, "--listen", "127.0.0.1:0", "--username", "demo"]
-        + ["--password-env", "IOPARALLAX_DEMO_PRISM_PASSWORD", "--tls-cert", cert, "--tls-key", key]
-        + ["--url-file", url_file],
-        env=env,
-    )
-    wait_started(sim, url_file.exists, "Prism simulator")
-    sim_url = json.loads(url_file.read_text())["prism"]
+    argv: list[Any] = ["prism-simulator", "--listen", "127.0.0.1:0", "--username", "demo"]
+    argv += ["--password-env", "IOPARALLAX_DEMO_PRISM_PASSWORD", "--tls-cert", cert, "--tls-key", key]
+    argv += ["--url-file", url_file]
+    sim_url = start_announcing(stack, part, "prism-simulator", argv, url_file, env)["prism"]
     stack.urls[part.proc("prism-simulator")] = sim_url
     target = sim_url.split("://", 1)[1].rstrip("/")
     return start_api_exporter(

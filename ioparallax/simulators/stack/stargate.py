@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 from typing import Any
 
 import yaml
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN
-from ioparallax.simulators.stack.launch import Launcher, start_exporter, wait_started
+from ioparallax.simulators.stack.launch import Launcher, start_announcing, start_exporter
 from ioparallax.simulators.stack.scrape import probe_scrape
 
 log = logging.getLogger("ioparallax.demo")
@@ -21,20 +19,8 @@ def start_stargate(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """One simulated Stargate per CVM, and the Stargate exporter probing each CVM (one per
     cluster: its vdisk mapping is the cluster's, vdisk ids being unique only within one)."""
     urls_file = part.workdir / "stargate-urls.json"
-    urls_file.unlink(missing_ok=True)
-    sim = stack.spawn(
-        part.proc("stargate-simulator"),
-        [
-            BIN / "stargate-simulator",
-            part.scenario,
-            "--host",
-            "127.0.0.1",
-            "--urls-file",
-            urls_file,
-        ],
-    )
-    wait_started(sim, urls_file.exists, "Stargate simulator")  # the file is written whole by a rename
-    cvms: dict[str, str] = json.loads(urls_file.read_text())
+    argv = ["stargate-simulator", "--host", "127.0.0.1", "--urls-file", urls_file]
+    cvms: dict[str, str] = start_announcing(stack, part, "stargate-simulator", argv, urls_file)
     for name, url in cvms.items():
         stack.urls[part.proc(f"stargate {name}")] = url
     if importlib.util.find_spec("ioparallax.exporters.stargate.cli") is None:
