@@ -222,29 +222,23 @@ def identity(ds: Dataset, key: Key) -> tuple[str, str]:
         if vc or prism or key in ds.vm_source_of
         else ""
     )
+    vm_counters = (
+        "AHV: Prism's hypervisor_* statistics" if source == "prism" else "ESXi: vCenter's performance counters"
+    )
+    rows = [
+        ("Measured by", seen("guest_tool", "tool"), "guest view's load generator (vm_disk:ioparallax_guest_tool:info)"),
+        ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
+        ("VM view", view, f"vm_disk:ioparallax_vm_source:info ({vm_counters})"),
+    ]
     if source == "prism":
-        rows = [
-            (
-                "Measured by",
-                seen("guest_tool", "tool"),
-                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
-            ),
-            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
-            ("VM view", view, "vm_disk:ioparallax_vm_source:info (AHV: Prism's hypervisor_* statistics)"),
+        rows += [
             ("VM", key[0], "Prism (prism_virtual_disk_info)"),
             ("Virtual disk", key[1], "Prism (disk_address)"),
             ("Backing file", prism[0].get("nfs_path", "") if prism else "", "Prism (NFS path)"),
             ("Disk UUID", uuid, "Prism (vmdisk UUID); inside the guest's disk serial"),
         ]
     else:
-        rows = [
-            (
-                "Measured by",
-                seen("guest_tool", "tool"),
-                "guest view's load generator (vm_disk:ioparallax_guest_tool:info)",
-            ),
-            ("Guest OS view", seen("guest_os_source", "source"), "vm_disk:ioparallax_guest_os_source:info"),
-            ("VM view", view, "vm_disk:ioparallax_vm_source:info (ESXi: vCenter's performance counters)"),
+        rows += [
             ("VM", key[0], "vCenter (vcenter_virtual_disk_info)"),
             (
                 "Virtual disk",

@@ -115,6 +115,27 @@ def capture(r: Any, draw: Any) -> Fragment | None:
     return _cut("".join(out), markers, clips, hatches, glyphs)
 
 
+def _svg_key(renderer: Any, artist: Any, key_of: Any) -> tuple[Any, tuple | None]:
+    """The SVG renderer behind ``renderer``, and ``key_of(artist)``: None where this module does not
+    draw (another backend, a writer it does not know, an artist it cannot key)."""
+    r = svg_renderer(renderer)
+    return r, (key_of(artist) if r is not None and _writer_api(r) is not None else None)
+
+
+def _draw_kept(r: Any, artist: Any, cache: dict, key: tuple, room: int, draw: Any) -> None:
+    """Write the fragment kept in ``cache`` under ``key``; when there is none, ``draw`` captured (and
+    kept while the cache holds fewer than ``room``). Where :func:`capture` drew as usual, nothing more."""
+    frag = cache.get(key)
+    if frag is None:
+        frag = capture(r, draw)
+        if frag is None:
+            return
+        if len(cache) < room:
+            cache[key] = frag
+    write(r, frag)
+    artist.stale = False
+
+
 def _as_written(text: str) -> str:
     return text
 
@@ -288,17 +309,7 @@ def draw_axis(axis: Any, renderer: Any) -> None:
         axis.label.get_text(),
         tuple(axis.label.get_position()),
     )
-    kept = _AXES.setdefault(axis, {})
-    frag = kept.get(key)
-    if frag is None:
-        frag = capture(r, lambda: _draw_axis(axis, renderer))
-        if frag is None:
-            return None
-        if len(kept) < 16:
-            kept[key] = frag
-    write(r, frag)
-    axis.stale = False
-    return None
+    return _draw_kept(r, axis, _AXES.setdefault(axis, {}), key, 16, lambda: _draw_axis(axis, renderer))
 
 
 def _draw_axis(axis: Any, renderer: Any) -> None:
@@ -360,20 +371,10 @@ def _patch_key(p: Any) -> tuple | None:
 
 def draw_patch(patch: Any, renderer: Any) -> None:
     """Patch.draw, kept per drawn place and style: the same backgrounds and spines on every page."""
-    r = svg_renderer(renderer)
-    key = _patch_key(patch) if r is not None and _writer_api(r) is not None else None
+    r, key = _svg_key(renderer, patch, _patch_key)
     if key is None:
         return _patch_draw(patch, renderer)
-    frag = _PATCHES.get(key)
-    if frag is None:
-        frag = capture(r, lambda: _patch_draw(patch, renderer))
-        if frag is None:
-            return None
-        if len(_PATCHES) < 1024:
-            _PATCHES[key] = frag
-    write(r, frag)
-    patch.stale = False
-    return None
+    return _draw_kept(r, patch, _PATCHES, key, 1024, lambda: _patch_draw(patch, renderer))
 
 
 # -- texts: titles, notes -----------------------------------------------------------------------
@@ -416,25 +417,15 @@ def _text_key(t: Any) -> tuple | None:
 
 def draw_text(text: Any, renderer: Any) -> None:
     """Text.draw, kept per string, place and style (titles, the notes of empty axes)."""
-    r = svg_renderer(renderer)
-    key = _text_key(text) if r is not None and _writer_api(r) is not None else None
+    r, key = _svg_key(renderer, text, _text_key)
     if key is None:
         return _text_draw(text, renderer)
     text._renderer = renderer
-    frag = _TEXTS.get(key)
-    if frag is None:
-        if key not in _SEEN_TEXTS:  # a text seen once (a title naming a vdisk) is drawn, not kept
-            if len(_SEEN_TEXTS) < 8192:
-                _SEEN_TEXTS.add(key)
-            return _text_draw(text, renderer)
-        frag = capture(r, lambda: _text_draw(text, renderer))
-        if frag is None:
-            return None
-        if len(_TEXTS) < 4096:
-            _TEXTS[key] = frag
-    write(r, frag)
-    text.stale = False
-    return None
+    if key not in _TEXTS and key not in _SEEN_TEXTS:  # a text seen once (a title naming a vdisk) is drawn, not kept
+        if len(_SEEN_TEXTS) < 8192:
+            _SEEN_TEXTS.add(key)
+        return _text_draw(text, renderer)
+    return _draw_kept(r, text, _TEXTS, key, 4096, lambda: _text_draw(text, renderer))
 
 
 # -- legends ----------------------------------------------------------------------------------
@@ -503,23 +494,13 @@ def _legend_key(legend: Any) -> tuple | None:
 
 def draw_legend(legend: Any, renderer: Any) -> None:
     """Legend.draw, kept per anchor, texts and handle styles."""
-    r = svg_renderer(renderer)
-    key = _legend_key(legend) if r is not None and _writer_api(r) is not None else None
+    r, key = _svg_key(renderer, legend, _legend_key)
     if key is None:
         return _legend_draw(legend, renderer)
-    frag = _LEGENDS.get(key)
-    if frag is None:
-        frag = capture(r, lambda: _legend_draw(legend, renderer))
-        if frag is None:
-            return None
-        if len(_LEGENDS) < 256:
-            _LEGENDS[key] = frag
-        spec = getattr(legend, "_svgcache_spec", None)
-        if spec is not None and len(_SPECS) < 256:
-            _SPECS[spec] = key
-    write(r, frag)
-    legend.stale = False
-    return None
+    spec = getattr(legend, "_svgcache_spec", None)
+    if spec is not None and key not in _LEGENDS and len(_SPECS) < 256:
+        _SPECS[spec] = key  # the legend's spec names this key once it is kept (legend() checks that)
+    return _draw_kept(r, legend, _LEGENDS, key, 256, lambda: _legend_draw(legend, renderer))
 
 
 # A legend asked for (parent, handles, labels, keywords) -> the key of the legend it made.

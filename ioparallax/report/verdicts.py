@@ -238,15 +238,13 @@ def draining_words(settle: float, window: str = "", *, sample: str = "a 20 s vCe
     )
 
 
-def _idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
-    return Verdict(
-        trap,
-        State.OK,
-        "idle",
-        thr,
-        f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s){when}.",
-        TRAPS[trap][1],
-    )
+def _idle(trap: str, thr: str, sentence: str) -> Verdict:
+    """OK, "idle": the view the trap is judged on never saw the disk busy (``sentence`` says which)."""
+    return Verdict(trap, State.OK, "idle", thr, sentence, TRAPS[trap][1])
+
+
+def _vm_idle(trap: str, thr: str, t: Thresholds, when: str) -> Verdict:
+    return _idle(trap, thr, f"The VM view never saw the disk busy (above {si_bytes(t.busy_bytes_per_second)}/s){when}.")
 
 
 def _settled(
@@ -289,7 +287,7 @@ def views_agree(inp: DiskInput, t: Thresholds, bursting: bool = False) -> Verdic
         return _nm(trap, why or "the VM view has no bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t)
     if not busy.any():
-        return _idle(trap, thr, t, ": nothing to compare")
+        return _vm_idle(trap, thr, t, ": nothing to compare")
     settled = _settled(inp, busy, trap, thr)
     if isinstance(settled, Verdict):
         return settled
@@ -360,14 +358,11 @@ def _zero(inp: DiskInput, t: Thresholds, direction: str) -> Verdict:
         return _nm(trap, what, thr)
     busy = _busy(traffic, t)
     if not busy.any():
-        return Verdict(
+        return _idle(
             trap,
-            State.OK,
-            "idle",
             thr,
             f"The vdisk was never busy {direction}ing (above "
             f"{si_bytes(t.busy_bytes_per_second)}/s): no {direction} was inflated.",
-            TRAPS[trap][1],
         )
     if not _has(measurable) and not _has(share):
         what = "the page lists no write destinations" if direction == "write" else "the page lists no read sources"
@@ -413,13 +408,10 @@ def cache_fit(inp: DiskInput, t: Thresholds) -> Verdict:
     if not _has(inp.storage_read_bytes):
         return _nm(trap, "the storage view has no read data for this disk's vdisk", thr)
     if not busy.any():
-        return Verdict(
+        return _idle(
             trap,
-            State.OK,
-            "idle",
             thr,
             f"The vdisk was never busy reading (above {si_bytes(t.busy_bytes_per_second)}/s): no read came from cache.",
-            TRAPS[trap][1],
         )
     share = _mean_where(inp.read_cache, busy)
     if math.isnan(share):
@@ -467,7 +459,7 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
         return _nm(trap, "the VM view has no latency or bytes for this disk", thr)
     busy = _busy(inp.vm_bytes, t) & ~np.isnan(inp.iodepth) & ~np.isnan(inp.vm_outstanding)
     if not busy.any():
-        return _idle(trap, thr, t, " while a fio job ran")
+        return _vm_idle(trap, thr, t, " while a fio job ran")
     settled = _settled(inp, busy, trap, thr, little=True)
     if isinstance(settled, Verdict):
         return settled
@@ -489,26 +481,29 @@ def bursts(inp: DiskInput, t: Thresholds) -> Verdict:
             BUFFERED_ANCHOR,
             value,
         )
-    if value > t.burstiness_ratio:
-        return Verdict(
-            trap,
-            State.DISTORTED,
-            ratio(value),
-            thr,
-            f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
-            f"comes in bursts that {vm_words(inp)[0]}'s {vm_words(inp)[1]} samples average away (high "
-            f'latency, "low" throughput){tail}.',
-            TRAPS[trap][1],
-            value,
-        )
+    return _burst_verdict(
+        value,
+        thr,
+        t,
+        distorted=f"The guest asks QD {asked:.0f} but the VM view implies {implied:.1f} in flight: the I/O "
+        f"comes in bursts that {vm_words(inp)[0]}'s {vm_words(inp)[1]} samples average away (high "
+        f'latency, "low" throughput){tail}.',
+        ok=f"The VM view's throughput x latency accounts for the "
+        f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O{tail}.",
+    )
+
+
+def _burst_verdict(value: float, thr: str, t: Thresholds, distorted: str, ok: str) -> Verdict:
+    """The bursts verdict on ``value`` (a burstiness ratio): DISTORTED saying ``distorted`` above
+    the threshold, OK saying ``ok`` at or below it."""
+    bursty = value > t.burstiness_ratio
     return Verdict(
-        trap,
-        State.OK,
+        "bursts",
+        State.DISTORTED if bursty else State.OK,
         ratio(value),
         thr,
-        f"The VM view's throughput x latency accounts for the "
-        f"asked queue depth ({asked:.0f} asked, {implied:.1f} implied): steady I/O{tail}.",
-        TRAPS[trap][1],
+        distorted if bursty else ok,
+        TRAPS["bursts"][1],
         value,
     )
 
@@ -538,27 +533,14 @@ def _bursts_esxtop(inp: DiskInput, t: Thresholds) -> Verdict | None:
             ". A fio job on the disk runs buffered (direct=0): its asked queue depth was never in flight "
             "(IoparallaxAskedQueueDepthNotReached)"
         )
-    if value > t.burstiness_ratio:
-        return Verdict(
-            trap,
-            State.DISTORTED,
-            ratio(value),
-            thr,
-            f"The VM view's {period} samples (esxtop) peak at {ratio(value)} times {name}'s {vm_period} ones: "
-            f"the I/O comes in bursts that {name}'s {vm_period} samples average away (high latency, "
-            f'"low" throughput); judge throughput on the esxtop samples{tail}.',
-            TRAPS[trap][1],
-            value,
-        )
-    return Verdict(
-        trap,
-        State.OK,
-        ratio(value),
-        thr,
-        f"The VM view's {period} samples (esxtop) peak at {ratio(value)} times {name}'s {vm_period} ones: "
-        f"no burst that the {vm_period} samples average away{tail}.",
-        TRAPS[trap][1],
+    peaks = f"The VM view's {period} samples (esxtop) peak at {ratio(value)} times {name}'s {vm_period} ones: "
+    return _burst_verdict(
         value,
+        thr,
+        t,
+        distorted=peaks + f"the I/O comes in bursts that {name}'s {vm_period} samples average away (high "
+        f'latency, "low" throughput); judge throughput on the esxtop samples{tail}.',
+        ok=peaks + f"no burst that the {vm_period} samples average away{tail}.",
     )
 
 

@@ -48,34 +48,30 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
     )
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
-        d.with_panel(
-            ts(
+        # fio's own number over its last status interval (solid) against Prometheus' rate of its counter
+        # (dashed): (title, description, unit, the interval family, the counter)
+        rates = (
+            (
                 f"IOPS, {dr}s",
                 "fio's own IOPS over its last status interval (solid) against "
                 "Prometheus' rate of the same counter over $__rate_interval (dashed). The gap is how much a "
                 "rate window dilutes a burst.",
                 "iops",
-                [
-                    Q(e.fio(f"fio_{dr}_interval_iops"), f"{J} interval"),
-                    Q(e.fio_join(f"rate(fio_{dr}_ios_total{e.sel('fio')}[{RI}])"), f"{J} rate"),
-                ],
-                w=8,
-                dashed=[".* rate$"],
-            )
-        )
-        d.with_panel(
-            ts(
+                "interval_iops",
+                "ios_total",
+            ),
+            (
                 f"Bandwidth, {dr}s",
                 "fio's interval bandwidth (solid) and the rate of its byte counter (dashed).",
                 "binBps",
-                [
-                    Q(e.fio(f"fio_{dr}_interval_bandwidth_bytes_per_second"), f"{J} interval"),
-                    Q(e.fio_join(f"rate(fio_{dr}_bytes_total{e.sel('fio')}[{RI}])"), f"{J} rate"),
-                ],
-                w=8,
-                dashed=[".* rate$"],
-            )
+                "interval_bandwidth_bytes_per_second",
+                "bytes_total",
+            ),
         )
+        for title, desc, unit, interval, counter in rates:
+            own = Q(e.fio(f"fio_{dr}_{interval}"), f"{J} interval")
+            rate = Q(e.fio_join(f"rate(fio_{dr}_{counter}{e.sel('fio')}[{RI}])"), f"{J} rate")
+            d.with_panel(ts(title, desc, unit, [own, rate], w=8, dashed=[".* rate$"]))
         d.with_panel(
             ts(
                 f"Completion latency percentiles, {dr}s",

@@ -43,35 +43,32 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
     d.with_panel(vm_source_panel(e))
     for dr in DIRECTIONS:
         d.with_row(row(f"{dr.capitalize()}s"))
-        d.with_panel(
-            ts(
+        # The latest sample (dashed) against the true average (solid): (title, description, unit, the
+        # sample's family, the integrated counter)
+        averaged = (
+            (
                 f"Ops, {dr}s",
                 "Dashed: the latest 20 s sample (30 s on AHV: what the vSphere or Prism chart shows). Solid: "
                 "the true average over $__rate_interval, from every sample integrated.",
                 "iops",
-                [
-                    Q(e.vm_sample(f"sample_{dr}_ops_per_second"), f"{V} sample"),
-                    rated(per_second(f"{dr}_ops_total"), f"{V} true average"),
-                ],
-                w=8,
-                dashed=[".* sample$"],
-            )
-        )
-        d.with_panel(
-            ts(
+                "ops_per_second",
+                "ops_total",
+            ),
+            (
                 f"Throughput, {dr}s",
                 "The latest sample (dashed) and the true average (solid).",
                 "binBps",
-                [
-                    Q(e.vm_sample(f"sample_{dr}_bytes_per_second"), f"{V} sample"),
-                    rated(per_second(f"{dr}_bytes_total"), f"{V} true average"),
-                ],
-                w=8,
-                dashed=[".* sample$"],
-            )
+                "bytes_per_second",
+                "bytes_total",
+            ),
         )
-        d.with_panel(
-            ts(
+        for title, desc, unit, sample, counter in averaged:
+            latest = Q(e.vm_sample(f"sample_{dr}_{sample}"), f"{V} sample")
+            true = rated(per_second(f"{dr}_{counter}"), f"{V} true average")
+            d.with_panel(ts(title, desc, unit, [latest, true], w=8, dashed=[".* sample$"]))
+        # (title, description, unit, queries, width, the dashed series: the samples)
+        panels = (
+            (
                 f"Latency, {dr}s",
                 "vCenter's millisecond counter (sub-ms shows 0; Prism's sample, in microseconds, on AHV), "
                 "the microsecond counter (Prism's sample again), and the true op-weighted mean "
@@ -82,12 +79,10 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
                     Q(e.vm_sample(f"sample_{dr}_latency_precise_seconds"), f"{V} sample (us)"),
                     rated(mean(f"{dr}_latency_seconds_total", f"{dr}_ops_total"), f"{V} true mean"),
                 ],
-                w=8,
-                dashed=[".* sample .*"],
-            )
-        )
-        d.with_panel(
-            ts(
+                8,
+                ".* sample .*",
+            ),
+            (
                 f"Outstanding I/Os, {dr}s",
                 "The sample's OIO against the time-integrated outstanding I/Os (vCenter's only), "
                 "and Little's law: ops/s x latency. Implied far below reported: bursts.",
@@ -97,12 +92,10 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
                     rated(per_second(f"{dr}_outstanding_seconds_total"), f"{V} mean OIO"),
                     rated(per_second(f"{dr}_latency_seconds_total"), f"{V} Little (ops/s x latency)"),
                 ],
-                w=12,
-                dashed=[".* sample OIO$"],
-            )
-        )
-        d.with_panel(
-            ts(
+                12,
+                ".* sample OIO$",
+            ),
+            (
                 f"I/O size, {dr}s",
                 "The sample's I/O size (vCenter's only) and the true mean (bytes / ops).",
                 "bytes",
@@ -110,10 +103,12 @@ def vcenter(cfg: MixinConfig) -> db.Dashboard:
                     Q(e.vm_sample(f"sample_{dr}_io_size_bytes"), f"{V} sample"),
                     rated(mean(f"{dr}_bytes_total", f"{dr}_ops_total"), f"{V} true mean"),
                 ],
-                w=12,
-                dashed=[".* sample$"],
-            )
+                12,
+                ".* sample$",
+            ),
         )
+        for title, desc, unit, queries, w, dashed in panels:
+            d.with_panel(ts(title, desc, unit, queries, w=w, dashed=[dashed]))
     d.with_row(row("Seeks and sampling"))
     d.with_panel(
         ts(

@@ -22,28 +22,28 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
         "the cache, latency and size histograms, the oplog and the queue.",
     )
     d.with_row(row("Read sources and write destinations"))
-    d.with_panel(
-        ts(
+    # Stacked by where the bytes came from or went to (Read Source, Write Destination tables), the
+    # zero buckets in red: (title, description, the label, the family)
+    flows = (
+        (
             "Read sources",
             "Read bytes/s by source, stacked (Read Source table). Red: the zero buckets, "
             "bytes no disk read. DRAM / extent cache: served from memory.",
-            "binBps",
-            [Q(f"sum by (source) ({S('stargate_vdisk_read_source_bytes_per_second')})", "{{source}}")],
-            stack=True,
-            regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR},
-        )
-    )
-    d.with_panel(
-        ts(
+            "source",
+            "stargate_vdisk_read_source_bytes_per_second",
+        ),
+        (
             "Write destinations",
             "Write bytes/s by destination, stacked (Write Destination table). Red: "
             "oplog_zero, zeros kept as metadata only.",
-            "binBps",
-            [Q(f"sum by (destination) ({S('stargate_vdisk_write_destination_bytes_per_second')})", "{{destination}}")],
-            stack=True,
-            regex_colors={"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR},
-        )
+            "destination",
+            "stargate_vdisk_write_destination_bytes_per_second",
+        ),
     )
+    for title, desc, by, family in flows:
+        query = Q(f"sum by ({by}) ({S(family)})", f"{{{{{by}}}}}")
+        zeros = {"^(zero|estore_zero|oplog_zero)$": ZERO_COLOR}
+        d.with_panel(ts(title, desc, "binBps", [query], stack=True, regex_colors=zeros))
     d.with_panel(
         ts(
             "Zero share",
@@ -121,28 +121,27 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
         )
     )
     d.with_row(row("Latency and size histograms"))
-    for dr in DIRECTIONS:
-        d.with_panel(
-            heat(
-                f"Frontend {dr} latency",
-                f"Stargate's Frontend {dr.capitalize()} Latency histogram "
-                "(a gauge histogram of the page's recent window: ops per bucket now, not cumulative).",
-                "s",
-                Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_latency_seconds_bucket')})", "{{le}}", fmt="heatmap"),
-                w=12,
-            )
+    histograms = [
+        (
+            f"Frontend {dr} latency",
+            f"Stargate's Frontend {dr.capitalize()} Latency histogram "
+            "(a gauge histogram of the page's recent window: ops per bucket now, not cumulative).",
+            "s",
+            f"stargate_vdisk_{dr}_latency_seconds_bucket",
         )
-    for dr in DIRECTIONS:
-        d.with_panel(
-            heat(
-                f"{dr.capitalize()} size",
-                f"Stargate's {dr.capitalize()} Size Distribution (ops per size "
-                "bucket, recent window). Small ops on a large-block benchmark: splitting or misalignment.",
-                "bytes",
-                Q(f"sum by (le) ({S(f'stargate_vdisk_{dr}_size_bytes_bucket')})", "{{le}}", fmt="heatmap"),
-                w=12,
-            )
+        for dr in DIRECTIONS
+    ] + [
+        (
+            f"{dr.capitalize()} size",
+            f"Stargate's {dr.capitalize()} Size Distribution (ops per size "
+            "bucket, recent window). Small ops on a large-block benchmark: splitting or misalignment.",
+            "bytes",
+            f"stargate_vdisk_{dr}_size_bytes_bucket",
         )
+        for dr in DIRECTIONS
+    ]
+    for title, desc, unit, buckets in histograms:
+        d.with_panel(heat(title, desc, unit, Q(f"sum by (le) ({S(buckets)})", "{{le}}", fmt="heatmap"), w=12))
     d.with_panel(
         ts(
             "Mean latency",
@@ -174,34 +173,32 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
         )
     )
     d.with_row(row("Oplog and queue"))
-    d.with_panel(
-        ts(
+    oplog = (
+        (
             "Oplog data",
             "Data held in the oplog for the vdisk (Oplog KB). Growing without draining: "
             "writes arrive faster than the extent store absorbs them.",
             "bytes",
-            [Q(S("stargate_vdisk_oplog_bytes"), "oplog {{vdisk_id}}")],
-            w=8,
-        )
-    )
-    d.with_panel(
-        ts(
+            "stargate_vdisk_oplog_bytes",
+            "oplog",
+        ),
+        (
             "Oplog fragments",
             "Oplog Fragments: many small fragments mean small or random writes.",
             "short",
-            [Q(S("stargate_vdisk_oplog_fragments"), "fragments {{vdisk_id}}")],
-            w=8,
-        )
-    )
-    d.with_panel(
-        ts(
+            "stargate_vdisk_oplog_fragments",
+            "fragments",
+        ),
+        (
             "Oplog drain",
             "Oplog drain rate (Oplog KB/s) from oplog to extent store.",
             "binBps",
-            [Q(S("stargate_vdisk_oplog_drain_bytes_per_second"), "drain {{vdisk_id}}")],
-            w=8,
-        )
+            "stargate_vdisk_oplog_drain_bytes_per_second",
+            "drain",
+        ),
     )
+    for title, desc, unit, metric, legend in oplog:
+        d.with_panel(ts(title, desc, unit, [Q(S(metric), legend + " {{vdisk_id}}")], w=8))
     d.with_panel(
         ts(
             "Outstanding ops",

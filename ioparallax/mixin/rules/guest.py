@@ -12,27 +12,38 @@ def guest_fio_rates(x: Exprs) -> Group:
     fio, ds, w = x.fio, x.ds, x.w
     guest: list[Rule] = []
     for d in DIRECTIONS:
+        # (recorded kind, what it is, fio's counter, DiskSPD's gauge, vdbench's counter)
+        rates = (
+            (
+                "ops",
+                "I/Os per second the load generator completed on the VM disk: fio's jobs per second of their "
+                "run time in the window (exact from a job's first record on), or DiskSPD's current run (its "
+                "count over its test time).",
+                "ios_total",
+                "iops",
+                "ops_total",
+            ),
+            (
+                "bytes",
+                "bytes per second of the load generator on the VM disk (as above).",
+                "bytes_total",
+                "bandwidth_bytes_per_second",
+                "bytes_total",
+            ),
+        )
         guest += [
             Rule(
-                f"Guest: {d} I/Os per second the load generator completed on the VM disk: fio's jobs per "
-                "second of their run time in the window (exact from a job's first record on), or DiskSPD's "
-                "current run (its count over its test time).",
+                f"Guest: {d} {what}",
                 x.guest_view(
-                    x.guest_sum(x.per_run_second(f"fio_{d}_ios_total")),
-                    x.diskspd_sum(f"diskspd_{d}_iops{ds}"),
-                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_ops_total")),
+                    x.guest_sum(x.per_run_second(f"fio_{d}_{fio_counter}")),
+                    x.diskspd_sum(f"diskspd_{d}_{diskspd_gauge}{ds}"),
+                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_{vdbench_counter}")),
                 ),
-                record=f"vm_disk:ioparallax_guest_{d}_ops:rate{w}",
-            ),
-            Rule(
-                f"Guest: {d} bytes per second of the load generator on the VM disk (as above).",
-                x.guest_view(
-                    x.guest_sum(x.per_run_second(f"fio_{d}_bytes_total")),
-                    x.diskspd_sum(f"diskspd_{d}_bandwidth_bytes_per_second{ds}"),
-                    x.vdbench_sum(x.vdbench_per_run_second(f"vdbench_host_{d}_bytes_total")),
-                ),
-                record=f"vm_disk:ioparallax_guest_{d}_bytes:rate{w}",
-            ),
+                record=f"vm_disk:ioparallax_guest_{d}_{kind}:rate{w}",
+            )
+            for kind, what, fio_counter, diskspd_gauge, vdbench_counter in rates
+        ]
+        guest += [
             Rule(
                 f"Guest: op-weighted mean {d} completion latency on the VM disk (fio clat; DiskSPD -L).",
                 x.guest_view(

@@ -12,6 +12,11 @@ def identity_joins(x: Exprs) -> Group:
     where each VM disk's VM view comes from."""
     fio, cfg = x.fio, x.cfg
     intervals = ", ".join(f"{s} {n} s" for s, n in SAMPLE_SECONDS.items())
+    # A guest volume (hostname, volume: "D:") onto the VM disk vCenter's guest.disk puts it on.
+    on_vm_disk_by_volume = f"""  * on (hostname, volume) group_left (vm, disk)
+    max by (hostname, volume, vm, disk) (
+      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
+    )"""
     return Group(
         "ioparallax.identity",
         "Who is who across the layers: joins used by every other rule.",
@@ -78,10 +83,7 @@ def identity_joins(x: Exprs) -> Group:
                 f"""max by (instance, job, device, vm, disk) (
   label_replace({"windows_logical_disk_info" + cfg.sel("windows", 'disk=~"[0-9]+"')}, "device", "$1", "disk", "(.+)")
   * on (instance, job) group_left (hostname) max by (instance, job, hostname) (windows_os_hostname{x.win})
-  * on (hostname, volume) group_left (vm, disk)
-    max by (hostname, volume, vm, disk) (
-      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
-    )
+{on_vm_disk_by_volume}
 )""",
                 record="guest_device:ioparallax_guest_windows_disk:info",
             ),
@@ -95,10 +97,7 @@ def identity_joins(x: Exprs) -> Group:
     label_replace(diskspd_target_block_size_bytes{x.ds}, "hostname", "$1", "host", "(.+)"),
     "volume", "$1", "target", "([A-Za-z]:).*"
   )
-  * on (hostname, volume) group_left (vm, disk)
-    max by (hostname, volume, vm, disk) (
-      label_replace(vcenter_vm_guest_disk_info{x.vc}, "volume", "$1", "disk_path", "([A-Za-z]:).*")
-    )
+{on_vm_disk_by_volume}
 )""",
                 record="guest_target:ioparallax_diskspd_vm_disk:info",
             ),

@@ -352,15 +352,6 @@ def _direction(ops: float, nbytes: float, lat_s: float, parts, runtime_ms: int, 
             while j < len(PERCENTILES) and cum >= PERCENTILES[j] / 100.0 * n:
                 percentiles[f"{PERCENTILES[j]:.6f}"] = vals[idx]
                 j += 1
-        clat: dict[str, object] = {
-            "min": lo,
-            "max": hi,
-            "mean": round(mean, 6),
-            "stddev": round(math.sqrt(var), 6),
-            "N": n,
-            "percentile": percentiles,
-            "bins": {str(vals[i]): bins[i] for i in order},
-        }
         lat: dict[str, object] = {
             "min": lo,
             "max": hi,
@@ -368,6 +359,7 @@ def _direction(ops: float, nbytes: float, lat_s: float, parts, runtime_ms: int, 
             "stddev": round(math.sqrt(var), 6),
             "N": n,
         }
+        clat: dict[str, object] = {**lat, "percentile": percentiles, "bins": {str(vals[i]): bins[i] for i in order}}
     else:
         clat = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
         lat = dict(clat)

@@ -9,14 +9,11 @@ labels every virtual disk ``vm`` and ``disk`` as the vCenter exporter does, so t
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN, pick_port
-
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
+from ioparallax.simulators.stack.config import BIN
+from ioparallax.simulators.stack.launch import Launcher, start_exporter, wait_started
 
 # esxtop's delay in the demo (its minimum, what docs/esxtop.md recommends) and the job's scrape
 # interval: as often as esxtop writes, so every sample's gauges (esxtop_*_sample_*) are seen once and
@@ -25,7 +22,7 @@ DELAY_SECONDS = 2
 SCRAPE_INTERVAL = f"{DELAY_SECONDS}s"
 
 
-def start_esxtop(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_esxtop(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The esxtop simulator writing each ESXi host's capture into ``<workdir>/esxtop``, and one esxtop
     exporter watching that directory, scraped as job "esxtop" every ``SCRAPE_INTERVAL``. Nothing for
     an AHV cluster (no esxtop there) or a scenario without VMs."""
@@ -40,24 +37,15 @@ def start_esxtop(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         part.proc("esxtop-simulator"),
         [BIN / "esxtop-simulator", part.scenario, "--out", out, "--delay", str(DELAY_SECONDS), "--vscsi-every", "30"],
     )
-    deadline = time.monotonic() + 30
-    while not all((out / f"{h}.csv").exists() for h in hosts):  # the headers, written at start
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the esxtop simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
-    port = pick_port("esxtop-exporter", stack.fixed_ports)
-    exp = stack.spawn(
-        part.proc("esxtop-exporter"),
-        [
-            BIN / "esxtop-exporter",
-            "serve",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--esxtop.watch={out}",
-            f"--esxtop.scrape-interval={SCRAPE_INTERVAL}",
-        ],
-        url=f"http://127.0.0.1:{port}",
+    # the headers, written at start
+    wait_started(sim, lambda: all((out / f"{h}.csv").exists() for h in hosts), "esxtop simulator")
+    exp = start_exporter(
+        stack,
+        part,
+        "esxtop-exporter",
+        [f"--esxtop.watch={out}", f"--esxtop.scrape-interval={SCRAPE_INTERVAL}"],
+        subcommand=["serve"],
     )
-    stack.wait_http(exp, "/metrics")
     return [
         {
             "job_name": "esxtop",

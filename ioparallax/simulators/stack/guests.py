@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BIN, pick_port
-
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
+from ioparallax.simulators.stack.launch import Launcher, start_announcing
 
 
-def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_guests(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The guest view: the guest simulator writes, per VM, the fio json+ status stream, the
     sysfs disk facts and the kernel's /proc/diskstats a real guest would show; one fio exporter
     per VM reads the first two unchanged (as one would run inside each guest), scraped as job
@@ -25,24 +21,8 @@ def start_guests(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
     as job "pgbench" with the same ``vm`` label (the application view)."""
     guests = part.workdir / "guests"
     manifest = part.workdir / "guests.json"
-    manifest.unlink(missing_ok=True)
-    sim = stack.spawn(
-        part.proc("guest-simulator"),
-        [
-            BIN / "ioparallax-guest-simulator",
-            part.scenario,
-            "--dir",
-            guests,
-            "--manifest",
-            manifest,
-        ],
-    )
-    deadline = time.monotonic() + 30
-    while not manifest.exists():
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the guest simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
-    paths: dict[str, dict[str, str]] = json.loads(manifest.read_text())
+    argv = ["ioparallax-guest-simulator", "--dir", guests, "--manifest", manifest]
+    paths: dict[str, dict[str, str]] = start_announcing(stack, part, "guest-simulator", argv, manifest)
     cache = part.trace.scenario.cluster.dram_cache_bytes
     label = stack.resolved_cluster_label()
     static: list[dict[str, Any]] = []

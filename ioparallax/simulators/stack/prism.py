@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import time
-from typing import TYPE_CHECKING, Any
-
-import yaml
+from typing import Any
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN, pick_port
-from ioparallax.simulators.stack.scrape import probe_scrape
-
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
+from ioparallax.simulators.stack.launch import Launcher, start_announcing, start_api_exporter
 
 
-def start_prism(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """The Prism simulator (HTTPS with a certificate made for this run) and the Prism exporter
     probing it, TLS verified against that certificate (``ca_file``), as against a real Prism."""
     cert, key = part.workdir / "prism-cert.pem", part.workdir / "prism-key.pem"
@@ -30,50 +22,20 @@ def start_prism(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
         timeout=60,
     )
     url_file = part.workdir / "prism-url.json"
-    url_file.unlink(missing_ok=True)
     password = "demo-" + os.urandom(6).hex()  # a fresh one per run; never printed
     env = {"IOPARALLAX_DEMO_PRISM_PASSWORD": password}
-    sim = stack.spawn(
-        part.proc("prism-simulator"),
-        [BIN / "prism-simulator", part.scenario, "--listen", "127.0.0.1:0", "--username", "demo"]
-        + ["--password-env", "IOPARALLAX_DEMO_PRISM_PASSWORD", "--tls-cert", cert, "--tls-key", key]
-        + ["--url-file", url_file],
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while not url_file.exists():
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the Prism simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
-    sim_url = json.loads(url_file.read_text())["prism"]
+    argv: list[Any] = ["prism-simulator", "--listen", "127.0.0.1:0", "--username", "demo"]
+    argv += ["--password-env", "IOPARALLAX_DEMO_PRISM_PASSWORD", "--tls-cert", cert, "--tls-key", key]
+    argv += ["--url-file", url_file]
+    sim_url = start_announcing(stack, part, "prism-simulator", argv, url_file, env)["prism"]
     stack.urls[part.proc("prism-simulator")] = sim_url
     target = sim_url.split("://", 1)[1].rstrip("/")
-    cfg = {
-        "defaults": {
-            "username": "demo",
-            "password_env": "IOPARALLAX_DEMO_PRISM_PASSWORD",
-            "inventory_refresh": "1m",
-        },
-        "allow_unlisted_targets": False,
-        "targets": {target: {"ca_file": str(cert)}},
-    }
-    cfg_path = part.workdir / "prism-exporter.yml"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    port = pick_port("prism-exporter", stack.fixed_ports)
-    exp = stack.spawn(
-        part.proc("prism-exporter"),
-        [BIN / "prism-exporter", f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg_path}"],
-        url=f"http://127.0.0.1:{port}",
-        env=env,
+    return start_api_exporter(
+        stack,
+        part,
+        "prism",
+        target,
+        {"ca_file": str(cert)},
+        ("demo", "IOPARALLAX_DEMO_PRISM_PASSWORD", password),
+        stack.prism_scrape_interval,
     )
-    stack.wait_http(exp, "/metrics")
-    part.exporters.append(exp.url.split("://", 1)[1])
-    return [
-        probe_scrape(
-            "prism",
-            exp.url,
-            [target],
-            interval=stack.prism_scrape_interval,
-            labels=part.labels(stack.resolved_cluster_label()),
-        )
-    ]

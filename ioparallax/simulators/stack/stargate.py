@@ -3,45 +3,24 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.config import BIN, pick_port
+from ioparallax.simulators.stack.launch import Launcher, start_announcing, start_exporter
 from ioparallax.simulators.stack.scrape import probe_scrape
-
-if TYPE_CHECKING:
-    from ioparallax.simulators.stack.core import Stack
 
 log = logging.getLogger("ioparallax.demo")
 
 
-def start_stargate(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
+def start_stargate(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
     """One simulated Stargate per CVM, and the Stargate exporter probing each CVM (one per
     cluster: its vdisk mapping is the cluster's, vdisk ids being unique only within one)."""
     urls_file = part.workdir / "stargate-urls.json"
-    urls_file.unlink(missing_ok=True)
-    sim = stack.spawn(
-        part.proc("stargate-simulator"),
-        [
-            BIN / "stargate-simulator",
-            part.scenario,
-            "--host",
-            "127.0.0.1",
-            "--urls-file",
-            urls_file,
-        ],
-    )
-    deadline = time.monotonic() + 30
-    while not urls_file.exists():  # written whole by a rename
-        if not sim.alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the Stargate simulator did not start:\n{sim.tail()}")
-        time.sleep(0.1)
-    cvms: dict[str, str] = json.loads(urls_file.read_text())
+    argv = ["stargate-simulator", "--host", "127.0.0.1", "--urls-file", urls_file]
+    cvms: dict[str, str] = start_announcing(stack, part, "stargate-simulator", argv, urls_file)
     for name, url in cvms.items():
         stack.urls[part.proc(f"stargate {name}")] = url
     if importlib.util.find_spec("ioparallax.exporters.stargate.cli") is None:
@@ -56,17 +35,7 @@ def start_stargate(stack: Stack, part: ClusterPart) -> list[dict[str, Any]]:
     }
     mapping_path = part.workdir / "stargate-vdisks.yml"
     mapping_path.write_text(yaml.safe_dump(mapping, sort_keys=False))
-    port = pick_port("stargate-exporter", stack.fixed_ports)
-    exp = stack.spawn(
-        part.proc("stargate-exporter"),
-        [
-            BIN / "stargate-exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={mapping_path}",
-        ],
-        url=f"http://127.0.0.1:{port}",
-    )
-    stack.wait_http(exp, "/metrics")
+    exp = start_exporter(stack, part, "stargate-exporter", [f"--config.file={mapping_path}"])
     part.exporters.append(exp.url.split("://", 1)[1])
     # One probe per CVM, as in production (deploy/prometheus/prometheus.yml).
     targets = [u.split("://", 1)[1] for u in cvms.values()]
