@@ -126,6 +126,36 @@ def timed(fn: Callable[[], object], runs: int, warmup: int = 0) -> Runs:
     return out
 
 
+@dataclass
+class Pairs:
+    """Paired runs of ours and a baseline, in turn: each side's values, and each pair's ratio
+    ours / baseline (both runs of a pair at nearly the same load, so the ratio moves less than
+    either side)."""
+
+    ours: Runs = field(default_factory=Runs)
+    base: Runs = field(default_factory=Runs)
+    ratio: Runs = field(default_factory=Runs)
+
+
+def paired(ours: Callable[[], float], base: Callable[[], float], runs: int) -> Pairs:
+    """``runs`` pairs: ``ours()`` then ``base()``, each returning its cost (CPU seconds, say);
+    a pair's three values are recorded with the load average at its end. An exception in either
+    (a run that could not measure) ends the whole measurement."""
+    out = Pairs()
+    for _ in range(runs):
+        mine, floor = ours(), base()
+        at = load()
+        out.ours.add(mine, at)
+        out.base.add(floor, at)
+        out.ratio.add(mine / floor, at)
+    return out
+
+
+class CannotMeasure(Exception):
+    """Raised by a measurement that could not be taken (a tool failed); the bench reports it with
+    :meth:`Gate.cannot_measure`."""
+
+
 def of(values: list[float], at_load: float | None = None) -> Runs:
     """Runs from values measured elsewhere, all at one load (now unless given)."""
     level = load() if at_load is None else at_load
