@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,15 +105,26 @@ def detail_reads(base: str) -> dict[str, float]:
     return out
 
 
-def start_exporter(tmp: Path, ports: list[int], workers: str, concurrency: int) -> tuple[Process, str]:
-    cfg = tmp / f"stargate-{workers}-{concurrency}.yml"
+def start_exporter(
+    tmp: Path,
+    ports: list[int],
+    workers: str,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    *,
+    name: str = "",
+    command: Sequence[str | Path] = (),
+) -> tuple[Process, str]:
+    """stargate-exporter (or ``command``, which takes its flags) on a free loopback port, reading
+    127.0.0.1 through the simulator's ``ports`` with ``workers`` parse workers and ``concurrency``
+    requests at once, answering; (its process, its base URL)."""
+    name = name or f"stargate-exporter-{workers}-{concurrency}"
+    cfg = tmp / f"{name}.yml"
     cfg.write_text(json.dumps({"targets": ["127.0.0.1"], "discovery_ports": ports}))
     port = free_port()
-    name = f"stargate-exporter-{workers}-{concurrency}"
     proc = start(
         name,
         [
-            BIN / "stargate-exporter",
+            *(command or [BIN / "stargate-exporter"]),
             f"--web.listen-address=127.0.0.1:{port}",
             f"--config.file={cfg}",
             f"--stargate.parse-workers={workers}",

@@ -43,7 +43,7 @@ import pycurl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stargate_cluster import Round, measure, start_simulator  # noqa: E402
+from stargate_cluster import Round, measure, start_exporter, start_simulator  # noqa: E402
 
 import gate  # noqa: E402
 from ioparallax.exporters.stargate.address import Origin  # noqa: E402
@@ -55,7 +55,7 @@ from ioparallax.exporters.stargate.client import (  # noqa: E402
     resolve,
 )
 from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
-from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
+from ioparallax.simulators.process import Process, stop_all  # noqa: E402
 
 SIDES = ("select", "curl")
 
@@ -273,27 +273,9 @@ def serve(kind: str, argv: list[str]) -> int:
 
 
 def start_side(tmp: Path, kind: str, ports: list[int], workers: str, lean: bool) -> tuple[Process, str]:
-    cfg = tmp / f"stargate-{kind}.yml"
-    cfg.write_text('{"targets": ["127.0.0.1"], "discovery_ports": [%s]}' % ", ".join(map(str, ports)))
-    port = free_port()
-    proc = start(
-        f"stargate-exporter-{kind}",
-        [
-            sys.executable,
-            __file__,
-            "--serve",
-            "curl-lean" if kind == "curl" and lean else kind,
-            "--",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg}",
-            f"--stargate.parse-workers={workers}",
-            "--log.level=warning",
-        ],
-        tmp / f"stargate-exporter-{kind}.log",
-    )
-    base = f"http://127.0.0.1:{port}"
-    wait_for_http(base + "/", 90, proc, status=200)
-    return proc, base
+    """The exporter with ``kind``'s transport (this file, ``--serve``)."""
+    serve = [sys.executable, __file__, "--serve", "curl-lean" if kind == "curl" and lean else kind, "--"]
+    return start_exporter(tmp, ports, workers, name=f"stargate-exporter-{kind}", command=serve)
 
 
 def main(argv: list[str] | None = None) -> int:
