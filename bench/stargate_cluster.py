@@ -71,7 +71,9 @@ RSS_TARGET_MB = 150.0
 CPU_UNITS_PER_VDISK = 0.016
 
 
-def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[str, str]]:
+def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, list[str], list[int]]:
+    """The simulator of ``cvms`` CVMs serving ``vdisks`` vdisks each, answering; (its process, each
+    CVM's ``host:port``, each CVM's port); SystemExit if it did not start."""
     urls = tmp / "urls.json"
     proc = start(
         "stargate-simulator",
@@ -93,7 +95,8 @@ def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[st
         if not proc.alive() or time.monotonic() > deadline:
             raise SystemExit(f"the Stargate simulator did not start:\n{proc.output()}")
         time.sleep(0.1)
-    return proc, json.loads(urls.read_text())
+    targets = [u.split("://", 1)[1] for u in json.loads(urls.read_text()).values()]
+    return proc, targets, [int(t.rsplit(":", 1)[1]) for t in targets]
 
 
 def detail_reads(base: str) -> dict[str, float]:
@@ -240,11 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     reads: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+            sim, targets, ports = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
         except SystemExit as exc:
             return g.cannot_measure(str(exc))
-        targets = [u.split("://", 1)[1] for u in urls.values()]
-        ports = [int(t.rsplit(":", 1)[1]) for t in targets]
         exporters = {}
         try:
             for name, workers in sides.items():

@@ -317,11 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     rss: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+            sim, targets, ports = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
         except SystemExit as exc:
             return g.cannot_measure(str(exc))
-        targets = [u.split("://", 1)[1] for u in urls.values()]
-        ports = [int(t.rsplit(":", 1)[1]) for t in targets]
         sides: dict[str, tuple[Process, str]] = {}
         try:
             for kind in SIDES:
