@@ -239,6 +239,35 @@ class Gate:
         self.checks.append(Check(what, met, line))
         return met
 
+    def check_ratio(
+        self,
+        what: str,
+        num: Runs,
+        den: Runs,
+        *,
+        below: float | None = None,
+        at_least: float | None = None,
+        unit: str = "s",
+        fmt: str = ".2f",
+    ) -> bool:
+        """The ratio of the medians of two sides measured in turn in the same run (``num`` over
+        ``den``, each of several runs), checked like :meth:`check`: printed with both medians, how
+        many runs each has and the load range over both, so that it is not read as one pair."""
+        if (below is None) == (at_least is None):
+            raise ValueError("a check has exactly one of below= and at_least=")
+        ratio = num.median / den.median if den.median else float("inf")
+        met = ratio < below if below is not None else ratio >= at_least  # type: ignore[operator]
+        both = Runs(num.values + den.values, num.loads + den.loads)
+        target = f"< {below:g}x" if below is not None else f">= {at_least:g}x"
+        line = (
+            f"  {what}: {number(ratio, fmt)}x = {number(num.median)}{_unit(unit)} / {number(den.median)}{_unit(unit)}, "
+            f"medians of {len(num.values)} and {len(den.values)} runs (load {both.load_range()} on {CORES} cores)"
+            f"  [target {target}: {'met' if met else 'MISSED'}]"
+        )
+        print(line, flush=True)
+        self.checks.append(Check(what, met, line))
+        return met
+
     def require(self, what: str, ok: bool, detail: str = "") -> bool:
         """A yes/no target (the same query count, every probe answered)."""
         line = f"  {what}{': ' + detail if detail else ''}  [target: {'met' if ok else 'MISSED'}]"

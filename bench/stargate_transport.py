@@ -370,13 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         mine, theirs = med[(args.chosen, "per-CVM", what)], med[(other, "per-CVM", what)]
         print(f"  {label}: {args.chosen} {mine.describe('s')}; {other} {theirs.describe('s')}")
-        g.check(
-            f"{label}, {args.chosen} / {other} (medians)",
-            gate.of([mine.median / theirs.median], at_load=max(mine.loads + theirs.loads)),
-            below=1 + margin,
-            unit="x",
-            fmt=".2f",
-        )
+        g.check_ratio(f"{label}, {args.chosen} / {other} (medians)", mine, theirs, below=1 + margin)
     return g.verdict()
 
 
