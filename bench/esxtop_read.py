@@ -135,6 +135,14 @@ print(total)
 """
 
 
+def run(cmd: list[str], what: str) -> gate.Finished:
+    """``cmd`` run to its end with its memory sampled; :class:`gate.CannotMeasure` if it failed."""
+    done = gate.run_sampling_memory(cmd, timeout=1800)
+    if done.returncode != 0:
+        raise gate.CannotMeasure(f"{what} failed: {done.stderr.strip()[-500:]}")
+    return done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=200, help="size of the capture in MB (default: %(default)s)")
@@ -150,19 +158,18 @@ def main() -> int:
         print(f"capture: {size / 1e6:.0f} MB, {args.columns:,} columns, {rows:,} samples, {selected:,} columns read")
         exporter = [gate.sys.executable, "-m", "ioparallax.exporters.esxtop.cli", "convert", str(path)]
         baseline = [gate.sys.executable, "-c", BASELINE, str(path), str(ROOT)]
-        rss, mine, floor, ratio = gate.Runs(), gate.Runs(), gate.Runs(), gate.Runs()
-        for _ in range(args.repeat):
-            ours = gate.run_sampling_memory(exporter, timeout=1800)
-            if ours.returncode != 0:
-                return g.cannot_measure(f"convert failed: {ours.stderr.strip()[-500:]}")
-            base = gate.run_sampling_memory(baseline, timeout=1800)
-            if base.returncode != 0:
-                return g.cannot_measure(f"the csv baseline failed: {base.stderr.strip()[-500:]}")
-            at = gate.load()
-            rss.add(ours.peak_rss_mb, at)
-            mine.add(ours.cpu_seconds, at)
-            floor.add(base.cpu_seconds, at)
-            ratio.add(ours.cpu_seconds / base.cpu_seconds, at)
+        rss = gate.Runs()
+
+        def convert() -> float:
+            ours = run(exporter, "convert")
+            rss.add(ours.peak_rss_mb)
+            return ours.cpu_seconds
+
+        try:
+            runs = gate.paired(convert, lambda: run(baseline, "the csv baseline").cpu_seconds, args.repeat)
+        except gate.CannotMeasure as e:
+            return g.cannot_measure(str(e))
+        mine, floor, ratio = runs.ours, runs.base, runs.ratio
         print(f"  convert, CPU: {mine.describe('s')}; {size / 1e6 / mine.median:.0f} MB/s")
         print(f"  csv.reader + float() of the same cells, CPU: {floor.describe('s')}")
         g.check("convert: peak RSS", rss, below=MAX_RSS_MB, unit="MB", stat="max")

@@ -126,6 +126,36 @@ def timed(fn: Callable[[], object], runs: int, warmup: int = 0) -> Runs:
     return out
 
 
+@dataclass
+class Pairs:
+    """Paired runs of ours and a baseline, in turn: each side's values, and each pair's ratio
+    ours / baseline (both runs of a pair at nearly the same load, so the ratio moves less than
+    either side)."""
+
+    ours: Runs = field(default_factory=Runs)
+    base: Runs = field(default_factory=Runs)
+    ratio: Runs = field(default_factory=Runs)
+
+
+def paired(ours: Callable[[], float], base: Callable[[], float], runs: int) -> Pairs:
+    """``runs`` pairs: ``ours()`` then ``base()``, each returning its cost (CPU seconds, say);
+    a pair's three values are recorded with the load average at its end. An exception in either
+    (a run that could not measure) ends the whole measurement."""
+    out = Pairs()
+    for _ in range(runs):
+        mine, floor = ours(), base()
+        at = load()
+        out.ours.add(mine, at)
+        out.base.add(floor, at)
+        out.ratio.add(mine / floor, at)
+    return out
+
+
+class CannotMeasure(Exception):
+    """Raised by a measurement that could not be taken (a tool failed); the bench reports it with
+    :meth:`Gate.cannot_measure`."""
+
+
 def of(values: list[float], at_load: float | None = None) -> Runs:
     """Runs from values measured elsewhere, all at one load (now unless given)."""
     level = load() if at_load is None else at_load
@@ -205,6 +235,35 @@ class Gate:
         if stat == "max" and len(runs.values) > 1:
             shown += f", max {number(value, fmt)}{u}"
         line = f"  {what}: {shown}  [target {target}: {'met' if met else 'MISSED'}]"
+        print(line, flush=True)
+        self.checks.append(Check(what, met, line))
+        return met
+
+    def check_ratio(
+        self,
+        what: str,
+        num: Runs,
+        den: Runs,
+        *,
+        below: float | None = None,
+        at_least: float | None = None,
+        unit: str = "s",
+        fmt: str = ".2f",
+    ) -> bool:
+        """The ratio of the medians of two sides measured in turn in the same run (``num`` over
+        ``den``, each of several runs), checked like :meth:`check`: printed with both medians, how
+        many runs each has and the load range over both, so that it is not read as one pair."""
+        if (below is None) == (at_least is None):
+            raise ValueError("a check has exactly one of below= and at_least=")
+        ratio = num.median / den.median if den.median else float("inf")
+        met = ratio < below if below is not None else ratio >= at_least  # type: ignore[operator]
+        both = Runs(num.values + den.values, num.loads + den.loads)
+        target = f"< {below:g}x" if below is not None else f">= {at_least:g}x"
+        line = (
+            f"  {what}: {number(ratio, fmt)}x = {number(num.median)}{_unit(unit)} / {number(den.median)}{_unit(unit)}, "
+            f"medians of {len(num.values)} and {len(den.values)} runs (load {both.load_range()} on {CORES} cores)"
+            f"  [target {target}: {'met' if met else 'MISSED'}]"
+        )
         print(line, flush=True)
         self.checks.append(Check(what, met, line))
         return met

@@ -28,7 +28,7 @@ docs/endpoint-security.md quote, measured on real processes over loopback, each 
     parsed, by the report's cap on series (6.5 million rows, over 20,000), before any row is read.
 
 - ioparallax-check on fio job files of 10,000 and 40,000 sections (issue 33): 40,000 under 30 s
-  and at most 8 times 10,000 (linear: 4; the old matching of findings to subjects was quadratic,
+  and at most 8 times 10,000 in CPU time (linear: 4; the old matching of findings to subjects was quadratic,
   16, and took 51 s).
 
 Times are fixed targets far above what was measured (the machine's load, printed beside each
@@ -265,27 +265,29 @@ def bench_check_sections(g: gate.Gate, tmp: Path, repeat: int) -> None:
     """ioparallax-check on fio job files of 10,000 and 40,000 sections (a finding each), in
     process: the findings were compared with every subject, 40,000 took 51 s (issue 33). Targets:
     40,000 under 30 s (measured 3 s at load 10, 11 s at load 21), and 40,000 at most 8 times 10,000 (4 if
-    linear, 16 if quadratic; best runs compared, so a pause of the machine does not count)."""
+    linear, 16 if quadratic) in CPU time, the least of the runs of each: the check runs in this one
+    thread, and at load 15 its wall time is ~4x its CPU time, so a wall ratio of two single runs
+    measured the scheduler (8.1x once, where the CPU ratio was 5.0-5.1x)."""
     from ioparallax.check import cli as check_cli
 
-    best: dict[int, float] = {}
+    cpu: dict[int, float] = {}
     runs40 = gate.Runs()
     for sections in (10_000, 40_000):
         path = _check_jobfile(tmp, sections)
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             tool, what, findings = check_cli.check([str(path)], check_cli.Options(None, 15.0))
             check_cli.report(tool, what, findings, "docs/runbook.md")
-            took = time.perf_counter() - t0
-            best[sections] = min(best.get(sections, took), took)
+            took = time.process_time() - c0
+            cpu[sections] = min(cpu.get(sections, took), took)
             if sections == 40_000:
-                runs40.add(took)
-    print(f"ioparallax-check: best {best[10_000]:.2f} s for 10,000 sections, {best[40_000]:.2f} s for 40,000")
+                runs40.add(time.perf_counter() - t0)
+    print(f"ioparallax-check: least CPU {cpu[10_000]:.2f} s for 10,000 sections, {cpu[40_000]:.2f} s for 40,000")
     g.check("ioparallax-check, 40,000 job sections", runs40, below=30, unit="s")
     g.require(
-        "ioparallax-check linear: 40,000 sections at most 8x 10,000",
-        best[40_000] <= 8 * best[10_000],
-        f"{best[40_000] / best[10_000]:.1f}x",
+        "ioparallax-check linear: 40,000 sections at most 8x 10,000 (CPU)",
+        cpu[40_000] <= 8 * cpu[10_000],
+        f"{cpu[40_000] / cpu[10_000]:.1f}x",
     )
 
 

@@ -144,6 +144,8 @@ def main() -> int:
         help="ours with cpu: true (its default: the VM and host lists at every read, data the peer does not read)",
     )
     args = ap.parse_args()
+    g = gate.Gate("bench/prism_scrape.py")
+    g.calibrate()
     password = secrets.token_urlsafe(12)
     procs: list[Process] = []
     with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
@@ -211,7 +213,7 @@ def main() -> int:
                 theirs.append((w, c, gate.load()))
             rss = {"ours": peak_rss_mb(ours.popen.pid), "peer": peak_rss_mb(peer.popen.pid)}
             if "prism_up 1" not in our_text:
-                return gate.Gate("bench/prism_scrape.py").cannot_measure(f"ours is not up: {our_text[:500]}")
+                return g.cannot_measure(f"ours is not up: {our_text[:500]}")
         finally:
             for p in reversed(procs):
                 p.stop()
@@ -239,13 +241,8 @@ def main() -> int:
     a = row("ours", mine, our_cold, our_text, rss["ours"])
     b = row("peer", theirs, peer_cold, peer_text, rss["peer"])
     print(f"series per disk {a['series'] / args.disks:.1f} (ours) vs {b['series'] / args.disks:.1f} (peer)")
-    g = gate.Gate("bench/prism_scrape.py")
-    g.calibrate()
-    at = a["cpu"].loads[-1]
-    ratio = b["cpu"].median / a["cpu"].median if a["cpu"].median else float("inf")
-    g.check("CPU per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
-    ratio = b["wall"].median / a["wall"].median if a["wall"].median else float("inf")
-    g.check("wall per scrape, peer / ours (medians)", gate.of([ratio], at_load=at), at_least=1.0, unit="x", fmt=".2f")
+    for kind, label in (("cpu", "CPU"), ("wall", "wall")):
+        g.check_ratio(f"{label} per scrape, peer / ours (medians)", b[kind], a[kind], at_least=1.0)
     g.require(
         "ours exposes at least twice the peer's series per disk",
         a["series"] >= 2 * b["series"] > 0,

@@ -55,6 +55,8 @@ from ioparallax.simulators.process import free_port, start, wait_for_http  # noq
 HOUR = 3600
 SCRAPE = 5
 DIRS = ("read", "write")
+#: ops/s, bytes/s and latency (s) of a disk: the base of every generated series of the three
+BASES = (3000.0, 3000 * 4096.0, 0.0005)
 
 
 def lab(**kw: str) -> str:
@@ -95,38 +97,29 @@ def generate(path: Path, disks: int, end: int) -> int:
         for layer in ("guest", "guest_os", "vm", "storage"):
             agg = {"storage": "avg1m"}.get(layer)
             for d in DIRS:
-                for q, base in (("ops", 3000.0), ("bytes", 3000 * 4096.0), ("latency_seconds", 0.0005)):
+                for q, base in zip(("ops", "bytes", "latency_seconds"), BASES):
                     a = agg or ("mean1m" if q == "latency_seconds" else "rate1m")
                     family(f"vm_disk:ioparallax_{layer}_{d}_{q}:{a}", per_disk(base))
-        job = lambda vm, inst: lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm, source="/run/fio.json")  # noqa: E731
+
+        # the application's view (fio: a 2 s burst every 20 s) and vCenter's (a level that steps at each 20 s sample)
+        def fio(vm: str, dk: str, inst: str) -> str:
+            return lab(instance=inst, job="fio", jobname="oltp", jobid="0", host=vm, source="/run/fio.json")
+
+        vc = lambda vm, dk, inst: lab(instance="vc", job="vcenter", vm=vm, disk=dk)  # noqa: E731
+        burst = lambda b: lambda tt: b * (1.5 if tt % 20 < 2 else 0.95)  # noqa: E731
+        steps = lambda b: lambda tt: b * (1 + 0.1 * ((tt // 20) % 3))  # noqa: E731
         for d in DIRS:
-            for q, base in (
-                ("iops", 3000.0),
-                ("bandwidth_bytes_per_second", 3000 * 4096.0),
-                ("clat_mean_seconds", 0.0005),
+            for prefix, names, labels, wave in (
+                (f"fio_{d}_interval_", ("iops", "bandwidth_bytes_per_second", "clat_mean_seconds"), fio, burst),
+                (
+                    f"vcenter_virtual_disk_sample_{d}_",
+                    ("ops_per_second", "bytes_per_second", "latency_precise_seconds"),
+                    vc,
+                    steps,
+                ),
             ):
-                family(
-                    f"fio_{d}_interval_{q}",
-                    [
-                        (job(vm, inst), (lambda b: lambda tt: b * (1.5 if tt % 20 < 2 else 0.95))(base))
-                        for vm, dk, vd, inst in keys
-                    ],
-                )
-            for q, base in (
-                ("ops_per_second", 3000.0),
-                ("bytes_per_second", 3000 * 4096.0),
-                ("latency_precise_seconds", 0.0005),
-            ):
-                family(
-                    f"vcenter_virtual_disk_sample_{d}_{q}",
-                    [
-                        (
-                            lab(instance="vc", job="vcenter", vm=vm, disk=dk),
-                            (lambda b: lambda tt: b * (1 + 0.1 * ((tt // 20) % 3)))(base),
-                        )
-                        for vm, dk, vd, inst in keys
-                    ],
-                )
+                for q, base in zip(names, BASES):
+                    family(prefix + q, [(labels(vm, dk, inst), wave(base)) for vm, dk, vd, inst in keys])
         vd_rows = lambda fn: [(lab(vdisk_id=vd, vm=vm, disk=dk), fn) for vm, dk, vd, inst in keys]  # noqa: E731
         family("vdisk:ioparallax_read_zero:ratio", vd_rows(lambda tt: 0.02))
         family("vdisk:ioparallax_write_zero:ratio", vd_rows(lambda tt: 0.01))

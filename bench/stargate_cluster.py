@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,9 @@ RSS_TARGET_MB = 150.0
 CPU_UNITS_PER_VDISK = 0.016
 
 
-def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[str, str]]:
+def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, list[str], list[int]]:
+    """The simulator of ``cvms`` CVMs serving ``vdisks`` vdisks each, answering; (its process, each
+    CVM's ``host:port``, each CVM's port); SystemExit if it did not start."""
     urls = tmp / "urls.json"
     proc = start(
         "stargate-simulator",
@@ -92,7 +95,8 @@ def start_simulator(tmp: Path, cvms: int, vdisks: int) -> tuple[Process, dict[st
         if not proc.alive() or time.monotonic() > deadline:
             raise SystemExit(f"the Stargate simulator did not start:\n{proc.output()}")
         time.sleep(0.1)
-    return proc, json.loads(urls.read_text())
+    targets = [u.split("://", 1)[1] for u in json.loads(urls.read_text()).values()]
+    return proc, targets, [int(t.rsplit(":", 1)[1]) for t in targets]
 
 
 def detail_reads(base: str) -> dict[str, float]:
@@ -104,15 +108,26 @@ def detail_reads(base: str) -> dict[str, float]:
     return out
 
 
-def start_exporter(tmp: Path, ports: list[int], workers: str, concurrency: int) -> tuple[Process, str]:
-    cfg = tmp / f"stargate-{workers}-{concurrency}.yml"
+def start_exporter(
+    tmp: Path,
+    ports: list[int],
+    workers: str,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    *,
+    name: str = "",
+    command: Sequence[str | Path] = (),
+) -> tuple[Process, str]:
+    """stargate-exporter (or ``command``, which takes its flags) on a free loopback port, reading
+    127.0.0.1 through the simulator's ``ports`` with ``workers`` parse workers and ``concurrency``
+    requests at once, answering; (its process, its base URL)."""
+    name = name or f"stargate-exporter-{workers}-{concurrency}"
+    cfg = tmp / f"{name}.yml"
     cfg.write_text(json.dumps({"targets": ["127.0.0.1"], "discovery_ports": ports}))
     port = free_port()
-    name = f"stargate-exporter-{workers}-{concurrency}"
     proc = start(
         name,
         [
-            BIN / "stargate-exporter",
+            *(command or [BIN / "stargate-exporter"]),
             f"--web.listen-address=127.0.0.1:{port}",
             f"--config.file={cfg}",
             f"--stargate.parse-workers={workers}",
@@ -228,11 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     reads: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+            sim, targets, ports = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
         except SystemExit as exc:
             return g.cannot_measure(str(exc))
-        targets = [u.split("://", 1)[1] for u in urls.values()]
-        ports = [int(t.rsplit(":", 1)[1]) for t in targets]
         exporters = {}
         try:
             for name, workers in sides.items():

@@ -43,7 +43,7 @@ import pycurl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stargate_cluster import Round, measure, start_simulator  # noqa: E402
+from stargate_cluster import Round, measure, start_exporter, start_simulator  # noqa: E402
 
 import gate  # noqa: E402
 from ioparallax.exporters.stargate.address import Origin  # noqa: E402
@@ -55,7 +55,7 @@ from ioparallax.exporters.stargate.client import (  # noqa: E402
     resolve,
 )
 from ioparallax.exporters.stargate.parsepool import default_workers  # noqa: E402
-from ioparallax.simulators.process import Process, free_port, start, stop_all, wait_for_http  # noqa: E402
+from ioparallax.simulators.process import Process, stop_all  # noqa: E402
 
 SIDES = ("select", "curl")
 
@@ -273,27 +273,9 @@ def serve(kind: str, argv: list[str]) -> int:
 
 
 def start_side(tmp: Path, kind: str, ports: list[int], workers: str, lean: bool) -> tuple[Process, str]:
-    cfg = tmp / f"stargate-{kind}.yml"
-    cfg.write_text('{"targets": ["127.0.0.1"], "discovery_ports": [%s]}' % ", ".join(map(str, ports)))
-    port = free_port()
-    proc = start(
-        f"stargate-exporter-{kind}",
-        [
-            sys.executable,
-            __file__,
-            "--serve",
-            "curl-lean" if kind == "curl" and lean else kind,
-            "--",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={cfg}",
-            f"--stargate.parse-workers={workers}",
-            "--log.level=warning",
-        ],
-        tmp / f"stargate-exporter-{kind}.log",
-    )
-    base = f"http://127.0.0.1:{port}"
-    wait_for_http(base + "/", 90, proc, status=200)
-    return proc, base
+    """The exporter with ``kind``'s transport (this file, ``--serve``)."""
+    serve = [sys.executable, __file__, "--serve", "curl-lean" if kind == "curl" and lean else kind, "--"]
+    return start_exporter(tmp, ports, workers, name=f"stargate-exporter-{kind}", command=serve)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,11 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     rss: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            sim, urls = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
+            sim, targets, ports = start_simulator(Path(tmp), args.cvms, args.vdisks_per_cvm)
         except SystemExit as exc:
             return g.cannot_measure(str(exc))
-        targets = [u.split("://", 1)[1] for u in urls.values()]
-        ports = [int(t.rsplit(":", 1)[1]) for t in targets]
         sides: dict[str, tuple[Process, str]] = {}
         try:
             for kind in SIDES:
@@ -390,13 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         mine, theirs = med[(args.chosen, "per-CVM", what)], med[(other, "per-CVM", what)]
         print(f"  {label}: {args.chosen} {mine.describe('s')}; {other} {theirs.describe('s')}")
-        g.check(
-            f"{label}, {args.chosen} / {other} (medians)",
-            gate.of([mine.median / theirs.median], at_load=max(mine.loads + theirs.loads)),
-            below=1 + margin,
-            unit="x",
-            fmt=".2f",
-        )
+        g.check_ratio(f"{label}, {args.chosen} / {other} (medians)", mine, theirs, below=1 + margin)
     return g.verdict()
 
 

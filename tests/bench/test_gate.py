@@ -102,6 +102,51 @@ def test_runs_record_the_load_of_each_value_and_timed_runs_count():
     assert text == f"min 1 / median 1.5 s over 2 runs (load 0.5-3.2 on {gate.CORES} cores)"
 
 
+def test_paired_runs_alternate_and_record_each_pair_s_ratio():
+    order: list[str] = []
+    costs = iter([2.0, 1.0, 3.0, 1.5, 4.0, 4.0])
+
+    def side(name: str):
+        def run() -> float:
+            order.append(name)
+            return next(costs)
+
+        return run
+
+    pairs = gate.paired(side("ours"), side("base"), runs=3)
+    assert order == ["ours", "base"] * 3
+    assert pairs.ours.values == [2.0, 3.0, 4.0] and pairs.base.values == [1.0, 1.5, 4.0]
+    assert pairs.ratio.values == [2.0, 2.0, 1.0]
+    assert len(pairs.ratio.loads) == 3 and pairs.ratio.loads == pairs.ours.loads == pairs.base.loads
+
+
+def test_paired_runs_stop_at_a_run_that_cannot_measure():
+    def fails() -> float:
+        raise gate.CannotMeasure("the tool failed")
+
+    with pytest.raises(gate.CannotMeasure, match="the tool failed"):
+        gate.paired(lambda: 1.0, fails, runs=3)
+
+
+def test_a_ratio_of_medians_says_both_medians_and_how_many_runs(capsys):
+    g = gate.Gate("bench/x.py")
+    peer = gate.Runs([0.6, 0.5, 0.9], [1.0, 1.0, 2.5])
+    ours = gate.Runs([0.4, 0.5, 0.45], [1.5, 1.0, 1.0])
+    assert g.check_ratio("wall, peer / ours (medians)", peer, ours, at_least=1.0)  # 0.6 / 0.45
+    assert not g.check_ratio("wall, ours / peer (medians)", ours, peer, at_least=1.0)
+    assert g.check_ratio("ours / peer", ours, peer, below=1.0)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"  wall, peer / ours (medians): 1.33x = 0.6 s / 0.45 s, medians of 3 and 3 runs "
+        f"(load 1.0-2.5 on {gate.CORES} cores)  [target >= 1x: met]"
+    )
+    assert out[1].endswith("[target >= 1x: MISSED]") and "0.75x = 0.45 s / 0.6 s" in out[1]
+    assert out[2].endswith("[target < 1x: met]")
+    assert g.verdict() == 1
+    with pytest.raises(ValueError):
+        g.check_ratio("t", peer, ours)
+
+
 def test_the_process_tree_rss_counts_the_children():
     """A child holding 60 MB shows in the tree's sampled peak, as the report's figure workers do."""
     code = (
@@ -208,7 +253,9 @@ def test_every_bench_is_a_gate(name):
     (a bench that only prints figures cannot fail make bench)."""
     text = (REPO / "bench" / name).read_text()
     assert re.search(r"^import gate\b", text, re.MULTILINE), f"{name}: does not use bench/gate.py"
-    assert ".verdict()" in text and re.search(r"\bg\.(check|require)\(", text), f"{name}: no targets"
+    assert ".verdict()" in text and re.search(r"\bg\.(check|check_cpu|check_ratio|require)\(", text), (
+        f"{name}: no targets"
+    )
     assert text.rstrip().endswith("sys.exit(main())"), f"{name}: does not exit with its verdict"
     # issue 34: figures from two machines compare only beside the machine's speed in that run
     assert re.search(r"\bg\.calibrate\(", text), f"{name}: does not measure and print the calibration"
