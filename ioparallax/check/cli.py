@@ -31,8 +31,9 @@ from ioparallax.check import (
     vdbench as vdbench_check,
 )
 from ioparallax.exporters.common.exposition import printable
+from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP
 from ioparallax.exporters.common.watchdir import open_regular
-from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
+from ioparallax.exporters.diskspd.hygiene import HygieneConfig as DiskspdConfig, find_problems
 from ioparallax.exporters.diskspd.parse import DiskspdError, decode
 from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
 from ioparallax.exporters.pgbench import hygiene as pgbench_hygiene

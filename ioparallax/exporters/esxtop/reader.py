@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import LineTailer
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import display_name, open_regular, watched_directory
+from ioparallax.exporters.common.watchdir import display_name, open_regular, stat_key, watched_directory
 from ioparallax.exporters.esxtop.parse import (
     HEADER_MARK,
     MAX_LINE_BYTES,
@@ -411,7 +411,7 @@ class VscsiFile:
     def poll(self) -> None:
         try:
             st = os.stat(self.path)
-            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            seen = stat_key(st)
             if seen == self._seen:
                 return
             self.last_growth = st.st_mtime
@@ -481,7 +481,7 @@ def _identity(path: str) -> tuple[int, int, int, int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return stat_key(st)
 
 
 Source = EsxtopFile | VscsiFile | UnknownFile

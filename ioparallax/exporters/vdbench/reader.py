@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import MAX_READ_BYTES, LineTailer  # noqa: F401 (MAX_READ_BYTES: the budget a poll reads)
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import open_regular
+from ioparallax.exporters.common.watchdir import open_regular, stat_key
 from ioparallax.exporters.vdbench.parse import (
     MAX_LINE_BYTES,
     FlatfileParser,
@@ -381,7 +381,7 @@ class DirectoryState:
         """The text of a small file when it changed since the last read, else None."""
         try:
             st = os.stat(path)
-            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            seen = stat_key(st)
             if seen == state.seen:
                 return None
             if st.st_size > MAX_SMALL_FILE_BYTES:
