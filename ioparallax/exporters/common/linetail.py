@@ -12,7 +12,7 @@ counted (``too_long``). An unchanged file (same inode, size and mtime) is not op
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key
 
@@ -74,6 +74,15 @@ class LineTailer:
                 yield [], reset
             if self.offset >= st.st_size:
                 self.seen = stat_key(st)
+
+    def count_too_long(self, rejected: dict[str, int], reject: Callable[[str, str], None]) -> None:
+        """Bring ``rejected["too_long"]`` up to the lines skipped as too long so far
+        (:attr:`too_long`): the first new one through ``reject(reason, detail)`` (the reader's
+        once-per-reason log line), the others counted directly."""
+        new = self.too_long - rejected["too_long"]
+        if new > 0:
+            reject("too_long", f"a line above {self.max_line_bytes} bytes was skipped")
+            rejected["too_long"] += new - 1
 
     def _split(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []

@@ -228,10 +228,7 @@ class EsxtopFile:
             return
         if self.reason == "unreadable":
             self._up()
-        too_long = self.tailer.too_long - self.rejected["too_long"]
-        if too_long > 0:
-            self._reject("too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
-            self.rejected["too_long"] += too_long - 1
+        self.tailer.count_too_long(self.rejected, self._reject)
         if self.tailer.mtime is not None:
             self.last_growth = self.tailer.mtime
         if self.header is None and self.reason is None and self.rejected["bad_header"]:

@@ -301,10 +301,7 @@ class DirectoryState:
             return
         if fs.reason == "unreadable":
             self._up(fs)
-        too_long = fs.tailer.too_long - fs.rejected["too_long"]
-        if too_long > 0:
-            self._reject(fs, "too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
-            fs.rejected["too_long"] += too_long - 1
+        fs.tailer.count_too_long(fs.rejected, lambda reason, detail: self._reject(fs, reason, detail))
         if fs.tailer.mtime is not None:
             self.last_growth = max(self.last_growth, fs.tailer.mtime)
         if (
