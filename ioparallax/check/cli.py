@@ -31,12 +31,12 @@ from ioparallax.check import (
     vdbench as vdbench_check,
 )
 from ioparallax.exporters.common.exposition import printable
+from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP, HygieneConfig
 from ioparallax.exporters.common.watchdir import open_regular
-from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, TRAP, HygieneConfig as DiskspdConfig, find_problems
+from ioparallax.exporters.diskspd.hygiene import find_problems
 from ioparallax.exporters.diskspd.parse import DiskspdError, decode
-from ioparallax.exporters.fio.hygiene import HygieneConfig as FioConfig
+from ioparallax.exporters.fio.parse import JobRecord
 from ioparallax.exporters.pgbench import hygiene as pgbench_hygiene
-from ioparallax.exporters.vdbench.hygiene import HygieneConfig as VdbenchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
 from ioparallax.units import parse_bytes, parse_duration
 from ioparallax.version import add_version_arg
@@ -61,6 +61,10 @@ class Options:
     memory_bytes: int | None = None
     checkpoint_timeout_s: float = pgbench_hygiene.DEFAULT_CHECKPOINT_TIMEOUT_S
     max_connections: int = pgbench_hygiene.DEFAULT_MAX_CONNECTIONS
+
+    def hygiene(self) -> HygieneConfig:
+        """The fio, DiskSPD and vdbench checks' settings."""
+        return HygieneConfig(cache_size_bytes=self.cache_size_bytes, scrape_interval_s=self.scrape_interval_s)
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,7 @@ def _fio_file(path: str, data: bytes, o: Options) -> list[Finding]:
         jobs = fio_check.parse_job_file(data.decode("utf-8", errors="replace"))
     except fio_check.JobFileError as exc:
         raise InputError(f"{path}: {exc}") from None
-    config = FioConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
-    return [
-        Finding(f"job [{name}]", p, TRAP, fio_check.REASONS.get(p, p))
-        for name, problems in fio_check.check_jobs(jobs, config)
-        for p in problems
-    ]
+    return _fio_findings(jobs, o)
 
 
 def _fio_command(argv: list[str], o: Options) -> list[Finding]:
@@ -107,10 +106,13 @@ def _fio_command(argv: list[str], o: Options) -> list[Finding]:
         jobs = fio_check.parse_command(argv)
     except fio_check.JobFileError as exc:
         raise InputError(f"fio command line: {exc}") from None
-    config = FioConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
+    return _fio_findings(jobs, o)
+
+
+def _fio_findings(jobs: list[JobRecord], o: Options) -> list[Finding]:
     return [
         Finding(f"job [{name}]", p, TRAP, fio_check.REASONS.get(p, p))
-        for name, problems in fio_check.check_jobs(jobs, config)
+        for name, problems in fio_check.check_jobs(jobs, o.hygiene())
         for p in problems
     ]
 
@@ -121,7 +123,7 @@ _DISKSPD = re.compile(r"(^|[\\/])diskspd(\.exe)?$", re.IGNORECASE)
 
 
 def _diskspd_findings(specs, o: Options) -> list[Finding]:
-    config = DiskspdConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
+    config = o.hygiene()
     return [
         Finding(f"target {spec.path}", f.problem, f.verdict, f.detail)
         for spec in specs
@@ -187,10 +189,9 @@ def _vdbench_file(path: str, data: bytes, o: Options) -> list[Finding]:
         pf = vdbench_check.parse(data.decode("utf-8", errors="replace"))
     except vdbench_check.ParmfileError as exc:
         raise InputError(f"{path}: {exc}") from None
-    config = VdbenchConfig(cache_size_bytes=o.cache_size_bytes, scrape_interval_s=o.scrape_interval_s)
     return [
         Finding(where, problem, TRAP if trap else CANNOT_TELL, detail)
-        for where, problem, trap, detail in vdbench_check.findings(pf, config)
+        for where, problem, trap, detail in vdbench_check.findings(pf, o.hygiene())
     ]
 
 

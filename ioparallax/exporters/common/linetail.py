@@ -12,10 +12,9 @@ counted (``too_long``). An unchanged file (same inode, size and mtime) is not op
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from ioparallax.exporters.common.watchdir import open_regular, read_chunks, why_reread
+from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -34,14 +33,14 @@ class LineTailer:
         self.size = 0
         self.mtime: float | None = None
         self.identity: tuple[int, int] | None = None
-        self._seen: tuple[int, int, int, int] | None = None
+        self.seen: tuple[int, int, int, int] | None = None
         self.prefix = b""
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop bytes to the next newline
         self.max_line_bytes = max_line_bytes
         self.too_long = 0
 
-    def _restart(self) -> None:
+    def restart(self) -> None:
         self.offset = 0
         self.prefix = b""
         self._partial = b""
@@ -62,18 +61,11 @@ class LineTailer:
         stays at a chunk's lines whatever the backlog. At most ``max_bytes`` (default
         MAX_READ_BYTES) per call. Raises OSError when the file cannot be read."""
         budget = MAX_READ_BYTES if max_bytes is None else max_bytes
-        st = os.stat(self.path)
-        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if seen == self._seen:
+        opened = reopen(self)
+        if opened is None:
             return
-        with open_regular(self.path, self.within) as fh:
-            st = os.fstat(fh.fileno())
-            identity = (st.st_dev, st.st_ino)
-            reset = why_reread(fh, self.identity, self.offset, self.prefix)
-            if reset:
-                self._restart()
-            self.identity, self.size, self.mtime = identity, st.st_size, st.st_mtime
-            self._seen = None
+        fh, st, reset = opened
+        with fh:
             fh.seek(self.offset)
             for data in read_chunks(fh, self, budget, CHUNK_BYTES, PREFIX_BYTES):
                 yield self._split(data), reset
@@ -81,7 +73,16 @@ class LineTailer:
             if reset:
                 yield [], reset
             if self.offset >= st.st_size:
-                self._seen = seen
+                self.seen = stat_key(st)
+
+    def count_too_long(self, rejected: dict[str, int], reject: Callable[[str, str], None]) -> None:
+        """Bring ``rejected["too_long"]`` up to the lines skipped as too long so far
+        (:attr:`too_long`): the first new one through ``reject(reason, detail)`` (the reader's
+        once-per-reason log line), the others counted directly."""
+        new = self.too_long - rejected["too_long"]
+        if new > 0:
+            reject("too_long", f"a line above {self.max_line_bytes} bytes was skipped")
+            rejected["too_long"] += new - 1
 
     def _split(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []

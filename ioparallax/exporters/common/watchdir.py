@@ -147,6 +147,50 @@ class Followed(Protocol):
     prefix: bytes
 
 
+class Reopened(Followed, Protocol):
+    """A followed file as :func:`reopen` reads and updates it: where it is (``path``, and the
+    watched directory it must lie in or None), what it was at the last open (``identity``,
+    ``size``, ``mtime``), the stat key of the last read that reached its end (``seen``), and
+    ``restart()``, which puts the reader back at the start of the file."""
+
+    path: str
+    within: str | None
+    identity: tuple[int, int] | None
+    size: int
+    mtime: float | None
+    seen: tuple[int, int, int, int] | None
+
+    def restart(self) -> None: ...
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(device, inode, size, mtime in ns): equal keys, the file has not changed."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def reopen(tail: Reopened) -> tuple[BinaryIO, os.stat_result, str | None] | None:
+    """Open a followed file again for its next read: None when it is unchanged since the read
+    that reached its end (``tail.seen``), else (the file, its fstat, why it must be read from the
+    start or None). On a reset ``tail.restart()`` has run; ``tail.identity``, ``size`` and
+    ``mtime`` are the open file's and ``tail.seen`` is cleared (the caller sets it again once it
+    has read to the end). The caller closes the file (``with fh:``); raises OSError when the
+    file cannot be read (:func:`open_regular`)."""
+    if stat_key(os.stat(tail.path)) == tail.seen:
+        return None
+    fh = open_regular(tail.path, tail.within)
+    try:
+        st = os.fstat(fh.fileno())
+        reset = why_reread(fh, tail.identity, tail.offset, tail.prefix)
+        if reset:
+            tail.restart()
+        tail.identity, tail.size, tail.mtime = (st.st_dev, st.st_ino), st.st_size, st.st_mtime
+        tail.seen = None
+    except BaseException:
+        fh.close()
+        raise
+    return fh, st, reset
+
+
 def read_chunks(fh: BinaryIO, tail: Followed, budget: int, chunk_bytes: int, prefix_bytes: int) -> Iterator[bytes]:
     """The followed file's next bytes from ``tail.offset`` (``fh`` already there), ``chunk_bytes``
     at a time and at most ``budget`` in all, so the caller parses a chunk before the next is read.

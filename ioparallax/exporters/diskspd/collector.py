@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from prometheus_client.utils import floatToGoString
 
 from ioparallax.exporters.common.families import MetricFamilies
+from ioparallax.exporters.common.hygiene import CANNOT_TELL
 from ioparallax.exporters.common.watch.scrape import WatchCollector, source_state
 from ioparallax.exporters.common.watchdir import display_name
-from ioparallax.exporters.diskspd.hygiene import CANNOT_TELL, HygieneConfig, find_problems, spec_from_result
+from ioparallax.exporters.diskspd.hygiene import HygieneConfig, find_problems, spec_from_result
 from ioparallax.exporters.diskspd.parse import (
     TEXT_PERCENTILES,
     DiskspdResult,

@@ -14,6 +14,8 @@ import time
 from xml.sax.saxutils import escape
 
 from ioparallax.exporters.diskspd.parse import (
+    SPAN_LATENCY,
+    TARGET_LATENCY,
     DiskspdResult,
     IopsSeries,
     LatencyStats,
@@ -183,36 +185,14 @@ def _thread_target(o: _Out, t: ThreadTarget, measure_latency: bool) -> None:
     o.el("WriteBytes", t.write_bytes)
     o.el("WriteCount", t.write_count)
     if measure_latency:
-        _latency(
-            o,
-            t.latency,
-            (
-                "AverageReadLatencyMilliseconds",
-                "ReadLatencyStdev",
-                "AverageWriteLatencyMilliseconds",
-                "WriteLatencyStdev",
-                "AverageLatencyMilliseconds",
-                "LatencyStdev",
-            ),
-        )
+        _latency(o, t.latency, TARGET_LATENCY)
     _iops(o, t.iops)
     o.close("Target")
 
 
 def _percentiles(o: _Out, span: TimeSpanResult) -> None:
     o.open("Latency")
-    _latency(
-        o,
-        span.latency,
-        (
-            "AverageReadMilliseconds",
-            "ReadLatencyStdev",
-            "AverageWriteMilliseconds",
-            "WriteLatencyStdev",
-            "AverageTotalMilliseconds",
-            "LatencyStdev",
-        ),
-    )
+    _latency(o, span.latency, SPAN_LATENCY)
     for p in span.latency_percentiles:
         o.open("Bucket")
         o.el("Percentile", _percentile_text(p.percentile))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP, Finding, HygieneConfig
 from ioparallax.exporters.diskspd.parse import TargetProfile, TargetResult, TimeSpanProfile
 
 #: Problem names, as exported in the ``problem`` label, in the order they are checked. Shared with
@@ -25,16 +26,6 @@ PROBLEMS = (
     "no_warmup",
     "short_runtime",
 )
-
-TRAP = "trap"
-CANNOT_TELL = "cannot_tell"
-
-
-@dataclass(frozen=True)
-class HygieneConfig:
-    cache_size_bytes: int | None = None  # None: the working-set check is off
-    scrape_interval_s: float = 15.0  # a run must last at least 3 of these
-    min_scrape_intervals: int = 3
 
 
 @dataclass(frozen=True)
@@ -52,13 +43,6 @@ class TargetSpec:
     duration_s: float
     working_set_bytes: int | None  # bytes the target's I/O ranges over; None when unknown
     creates_file: bool  # -c: DiskSPD (re)creates the file before the run
-
-
-@dataclass(frozen=True)
-class Finding:
-    problem: str
-    verdict: str  # TRAP or CANNOT_TELL
-    detail: str
 
 
 def _size(n: int) -> str:

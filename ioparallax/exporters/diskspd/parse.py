@@ -601,7 +601,9 @@ def _latency_stats(el: etree._Element, names: tuple[str, str, str, str, str, str
     return LatencyStats(*values)
 
 
-_TARGET_LATENCY = (
+#: The element names of a target's and of a time span's mean and stdev latencies, in
+#: :class:`LatencyStats` order (read here, written the same by document.py).
+TARGET_LATENCY = (
     "AverageReadLatencyMilliseconds",
     "ReadLatencyStdev",
     "AverageWriteLatencyMilliseconds",
@@ -609,7 +611,7 @@ _TARGET_LATENCY = (
     "AverageLatencyMilliseconds",
     "LatencyStdev",
 )
-_SPAN_LATENCY = (
+SPAN_LATENCY = (
     "AverageReadMilliseconds",
     "ReadLatencyStdev",
     "AverageWriteMilliseconds",
@@ -631,7 +633,7 @@ def parse_thread_target(el: etree._Element, thread_id: int, position: int) -> Th
         read_count=_req_int(el, "ReadCount"),
         write_bytes=_req_int(el, "WriteBytes"),
         write_count=_req_int(el, "WriteCount"),
-        latency=_latency_stats(el, _TARGET_LATENCY),
+        latency=_latency_stats(el, TARGET_LATENCY),
         iops=parse_iops(el.find("Iops")),
     )
 
@@ -653,7 +655,7 @@ def parse_timespan_result(el: etree._Element) -> TimeSpanResult:
     latency = None
     lat = el.find("Latency")
     if lat is not None:
-        latency = _latency_stats(lat, _SPAN_LATENCY)
+        latency = _latency_stats(lat, SPAN_LATENCY)
         for b in lat.iter("Bucket"):
             p = _num_text(b, "Percentile")
             if p is None or p > 100:

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import display_name, open_regular, watched_directory
+from ioparallax.exporters.common.watchdir import display_name, open_regular, stat_key, watched_directory
 from ioparallax.exporters.diskspd.parse import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DiskspdError,
@@ -130,7 +130,7 @@ class ResultFiles(engine.Watcher[FileState]):
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device named as a file would block or never end
             self.down(state, "unreadable", "not a regular file")
             return
-        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        seen = stat_key(st)
         recent = self.clock() - st.st_mtime < self.config.settle_s
         if seen == state.seen and not (state.incomplete and not recent):
             return  # unchanged since it was parsed

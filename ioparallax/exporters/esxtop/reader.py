@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import LineTailer
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import display_name, open_regular, watched_directory
+from ioparallax.exporters.common.watchdir import display_name, open_regular, stat_key, watched_directory
 from ioparallax.exporters.esxtop.parse import (
     HEADER_MARK,
     MAX_LINE_BYTES,
@@ -228,10 +228,7 @@ class EsxtopFile:
             return
         if self.reason == "unreadable":
             self._up()
-        too_long = self.tailer.too_long - self.rejected["too_long"]
-        if too_long > 0:
-            self._reject("too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
-            self.rejected["too_long"] += too_long - 1
+        self.tailer.count_too_long(self.rejected, self._reject)
         if self.tailer.mtime is not None:
             self.last_growth = self.tailer.mtime
         if self.header is None and self.reason is None and self.rejected["bad_header"]:
@@ -411,7 +408,7 @@ class VscsiFile:
     def poll(self) -> None:
         try:
             st = os.stat(self.path)
-            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            seen = stat_key(st)
             if seen == self._seen:
                 return
             self.last_growth = st.st_mtime
@@ -481,7 +478,7 @@ def _identity(path: str) -> tuple[int, int, int, int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return stat_key(st)
 
 
 Source = EsxtopFile | VscsiFile | UnknownFile

@@ -9,8 +9,8 @@ is not printed by fio and cannot be seen here: write ``zero_buffers=1``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ioparallax.exporters.common.hygiene import HygieneConfig
 from ioparallax.exporters.fio.parse import JobRecord
 
 #: Problem names, as exported in the ``problem`` label, in the order they are checked.
@@ -23,13 +23,6 @@ PROBLEMS = (
     "working_set_below_cache",
     "short_runtime",
 )
-
-
-@dataclass(frozen=True)
-class HygieneConfig:
-    cache_size_bytes: int | None = None  # None: the working-set check is off
-    scrape_interval_s: float = 15.0  # runtime must be at least 3 of these
-    min_scrape_intervals: int = 3
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.IGNORECASE)

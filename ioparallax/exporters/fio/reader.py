@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Any
 import msgspec
 
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import open_regular, read_chunks, watched_directory, why_reread
+from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key, watched_directory
 from ioparallax.exporters.fio.parse import (
     FioDocument,
     FioRecord,
@@ -553,10 +552,10 @@ class FileTailer:
         self.mtime: float | None = None
         self.size = 0
         self.stream = DocumentStream(max_document_bytes, typed=True)
-        self._seen: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) last read
+        self.seen: tuple[int, int, int, int] | None = None  # watchdir.stat_key of the last read to the end
         self.prefix = b""  # the file's first bytes, up to PREFIX_BYTES
 
-    def _restart(self) -> None:
+    def restart(self) -> None:
         counts = self.stream.counts
         self.offset = 0
         self.prefix = b""
@@ -575,20 +574,11 @@ class FileTailer:
     def read_chunks(self, max_bytes: int = MAX_READ_BYTES) -> Iterator[TailResult]:
         """Like :meth:`read_new`, one result per chunk read, so that the caller can handle the
         documents of a chunk before the next is read (bounded memory on a large backlog)."""
-        st = os.stat(self.path)
-        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if seen == self._seen:
+        opened = reopen(self)
+        if opened is None:
             return  # unchanged since the last read: nothing to do
-        with open_regular(self.path, self.within) as fh:
-            st = os.fstat(fh.fileno())
-            identity = (st.st_dev, st.st_ino)
-            reset = why_reread(fh, self.identity, self.offset, self.prefix)
-            if reset:
-                self._restart()
-            self.identity = identity
-            self.mtime = st.st_mtime
-            self.size = st.st_size
-            self._seen = None  # set again once the read succeeded
+        fh, st, reset = opened
+        with fh:
             skipped = 0
             window = 2 * self.max_document_bytes + CHUNK_BYTES
             if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):
@@ -603,7 +593,7 @@ class FileTailer:
                 yield TailResult(documents=self.stream.feed(data), new_bytes=len(data), reset=reset, skipped=skipped)
                 reset, skipped = None, 0
             if self.offset >= st.st_size:  # else more to read on the next poll
-                self._seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                self.seen = stat_key(st)
             if reset:
                 yield TailResult(documents=[], new_bytes=0, reset=reset)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP, Finding
+
 #: What ``pgbench -i -s 1`` creates: 100,000 pgbench_accounts rows with their primary key, plus
 #: the small branches and tellers tables: about 16 MB per unit of scale (15-16 MB measured).
 DATABASE_BYTES_PER_SCALE = 16 * 10**6
@@ -21,9 +23,6 @@ DATABASE_BYTES_PER_SCALE = 16 * 10**6
 #: PostgreSQL's defaults, used when the check is not told the server's settings.
 DEFAULT_CHECKPOINT_TIMEOUT_S = 300.0
 DEFAULT_MAX_CONNECTIONS = 100
-
-TRAP = "trap"
-CANNOT_TELL = "cannot_tell"
 
 #: Problem names (the ``problem`` label), in the order they are checked.
 PROBLEMS = (
@@ -62,13 +61,6 @@ class RunFacts:
     progress_s: float | None = None  # -P
     reconnect: bool = False  # -C
     progress_known: bool = True  # False for a finished run's summary (it does not say whether -P was given)
-
-
-@dataclass(frozen=True)
-class Finding:
-    problem: str
-    verdict: str  # TRAP or CANNOT_TELL
-    detail: str
 
 
 def database_bytes(scale: int) -> int:

@@ -410,10 +410,7 @@ class Watcher(engine.Watcher[FileState]):
             return
         if fs.reason == "unreadable":
             self.up(fs)
-        too_long = fs.tailer.too_long - fs.rejected["too_long"]
-        if too_long > 0:
-            fs.reject("too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
-            fs.rejected["too_long"] += too_long - 1
+        fs.tailer.count_too_long(fs.rejected, fs.reject)
         if fs.tailer.mtime is not None:
             fs.last_growth = fs.tailer.mtime
         if fs.data_lines == 0 and fs.tailer.offset > PGBENCH_WITHIN_BYTES:

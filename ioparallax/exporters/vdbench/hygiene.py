@@ -16,6 +16,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
+from ioparallax.exporters.common.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.parse import Parmfile, parse_vdbench_size
 
 #: Problem names (the ``problem`` label), in the order they are checked. ``buffered_io``,
@@ -33,13 +34,6 @@ PROBLEMS = (
 DIRECT_FLAGS = ("o_direct", "directio")
 #: Raw devices that are unbuffered whatever the flags (Solaris rdsk, Linux raw bindings).
 RAW_DEVICE = re.compile(r"^/dev/(rdsk|raw)/")
-
-
-@dataclass(frozen=True)
-class HygieneConfig:
-    cache_size_bytes: int | None = None  # None: the working-set check is off
-    scrape_interval_s: float = 15.0
-    min_scrape_intervals: int = 3
 
 
 @dataclass(frozen=True)

@@ -88,17 +88,17 @@ class InvalidLine(ValueError):
 _MAX_VALUE = float(2**64)
 
 
-def number(token: str) -> float | None:
+def number(token: str, column: str = "") -> float | None:
     """A vdbench number: None for ``n/a`` (not available); InvalidLine for anything vdbench does
-    not print (NaN, infinity, text, a negative value)."""
+    not print (NaN, infinity, text, a negative value), naming ``column`` when given."""
     if token == "n/a" or token == "NaN":  # NaN: Java's print of no data (an avg of no interval)
         return None
     try:
         value = float(token)
     except ValueError:
-        raise InvalidLine("not_a_number", f"{token[:40]!r} is not a number") from None
+        raise InvalidLine("not_a_number", f"{column} {token[:40]!r} is not a number".lstrip()) from None
     if not 0.0 <= value < _MAX_VALUE:  # also NaN and infinity
-        raise InvalidLine("invalid_value", f"{token[:40]!r} is not a value vdbench prints")
+        raise InvalidLine("invalid_value", f"{column} {token[:40]!r} is not a value vdbench prints".lstrip())
     return value
 
 
@@ -172,17 +172,7 @@ class FlatfileParser:
             summary = (int(m.group(1)), int(m.group(2)))
         values: dict[str, float | None] = {}
         for name, i in self._numeric:
-            tok = tokens[i]
-            if tok == "n/a" or tok == "NaN":
-                values[name] = None
-                continue
-            try:
-                v = float(tok)
-            except ValueError:
-                raise InvalidLine("not_a_number", f"{name} {tok[:40]!r} is not a number") from None
-            if not 0.0 <= v < _MAX_VALUE:  # also NaN and infinity
-                raise InvalidLine("invalid_value", f"{name} {tok[:40]!r} is not a value vdbench prints")
-            values[name] = v
+            values[name] = number(tokens[i], name)
         version = tokens[self._version] if self._version is not None else None
         return FlatRow(
             run=tokens[self._run],

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ioparallax.exporters.common.linetail import MAX_READ_BYTES, LineTailer  # noqa: F401 (MAX_READ_BYTES: the budget a poll reads)
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import open_regular
+from ioparallax.exporters.common.watchdir import open_regular, stat_key
 from ioparallax.exporters.vdbench.parse import (
     MAX_LINE_BYTES,
     FlatfileParser,
@@ -301,10 +301,7 @@ class DirectoryState:
             return
         if fs.reason == "unreadable":
             self._up(fs)
-        too_long = fs.tailer.too_long - fs.rejected["too_long"]
-        if too_long > 0:
-            self._reject(fs, "too_long", f"a line above {MAX_LINE_BYTES} bytes was skipped")
-            fs.rejected["too_long"] += too_long - 1
+        fs.tailer.count_too_long(fs.rejected, lambda reason, detail: self._reject(fs, reason, detail))
         if fs.tailer.mtime is not None:
             self.last_growth = max(self.last_growth, fs.tailer.mtime)
         if (
@@ -381,7 +378,7 @@ class DirectoryState:
         """The text of a small file when it changed since the last read, else None."""
         try:
             st = os.stat(path)
-            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            seen = stat_key(st)
             if seen == state.seen:
                 return None
             if st.st_size > MAX_SMALL_FILE_BYTES:
