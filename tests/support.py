@@ -248,6 +248,32 @@ def dumped_series(dump: str, name: str, match: str) -> list[tuple[int, float]]:
     )
 
 
+def fio_job_args(
+    name: str,
+    work: Path,
+    *,
+    size: str,
+    rw: str,
+    runtime: int,
+    extra: tuple[str, ...] = (),
+    filename: Path | None = None,
+) -> list[str]:
+    """fio's command line (without the binary) for one time-based 4 KiB psync job on
+    ``filename`` (default ``work/<name>.dat``); ``extra`` holds what makes each run different
+    (direct, rate, output format, status interval...)."""
+    return [
+        f"--name={name}",
+        f"--filename={filename or work / f'{name}.dat'}",
+        f"--size={size}",
+        f"--rw={rw}",
+        "--bs=4k",
+        "--ioengine=psync",
+        f"--runtime={runtime}",
+        "--time_based",
+        *extra,
+    ]
+
+
 _SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 
 
@@ -259,6 +285,12 @@ def assert_clean(text: str) -> None:
     series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
     dup = [s for s, n in Counter(series).items() if n > 1]
     assert not dup, dup[:5]
+
+
+def rejected_by_reason(sm: dict, family: str, source: Path) -> dict[str, float]:
+    """A watch exporter's ``<family>`` counter (``<tool>_source_rejected_lines_total``) for one
+    source, by reason, from the samples of an exposition."""
+    return {dict(ls)["reason"]: v for (n, ls), v in sm.items() if n == family and dict(ls)["source"] == str(source)}
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
