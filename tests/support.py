@@ -21,9 +21,10 @@ import time
 import tomllib
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
@@ -246,6 +247,28 @@ def dumped_series(dump: str, name: str, match: str) -> list[tuple[int, float]]:
         for line in dump.splitlines()
         if name in line and match in line and (m := re.search(r"\} (\S+) (\d+)$", line))
     )
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> object: ...
+
+
+_S = TypeVar("_S", bound=_Stoppable)
+
+
+def started_and_stopped(start: Callable[..., _S]) -> Iterator[Callable[..., _S]]:
+    """The body of a fixture that hands out ``start(...)`` (which returns a started server) and
+    stops every server it started once the test is over: ``yield from started_and_stopped(...)``."""
+    servers: list[_S] = []
+
+    def tracked(*args, **kw) -> _S:
+        server = start(*args, **kw)
+        servers.append(server)
+        return server
+
+    yield tracked
+    for server in servers:
+        server.stop()
 
 
 def fio_job_args(
