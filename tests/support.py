@@ -271,6 +271,21 @@ def started_and_stopped(start: Callable[..., _S]) -> Iterator[Callable[..., _S]]
         server.stop()
 
 
+def without_waiting(fifo: Path, call) -> Any:
+    """``call()``, run in a thread so that, were it to block on ``fifo``, the test fails (after a
+    minute) instead of hanging: the FIFO is then opened for writing to release it."""
+    result: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", call()), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        with open(fifo, "wb"):
+            pass
+        worker.join()
+        pytest.fail(f"waited on the FIFO {fifo}")
+    return result["rc"]
+
+
 def fio_job_args(
     name: str,
     work: Path,
