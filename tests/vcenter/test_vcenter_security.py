@@ -61,6 +61,22 @@ def _refusal_logged(caplog, target: str) -> bool:
     )
 
 
+def assert_refused(exp, caplog, targets: list[str], raw_nul: str) -> None:
+    """Every one of ``targets`` is answered 400 at once, with a WARNING "probe refused" line naming
+    it; so are raw query strings with a NUL (``raw_nul``), invalid UTF-8 and CR/LF, as a client may
+    send them. Shared with test_prism_security."""
+    with caplog.at_level(logging.WARNING):
+        for target in targets:
+            start = time.monotonic()
+            code, text = exp.probe_text(target, timeout=2.0)
+            assert code == 400, (target, code, text)
+            assert time.monotonic() - start < 2.0
+            assert _refusal_logged(caplog, target), target
+    for raw in (raw_nul, "%ff%fe", "%0a%0d"):
+        r = requests.get(f"{exp.server.url}/probe?target={raw}", timeout=10)
+        assert r.status_code == 400, (raw, r.text)
+
+
 def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_trace, exporter, canary, caplog):
     """allow_unlisted_targets defaults to false: the canary, however spelled, gets nothing; the
     listed simulator, however spelled, is one target with one session."""
@@ -240,17 +256,7 @@ HOSTILE_TARGETS = [
 @pytest.mark.parametrize("allow_unlisted", [True, False])
 def test_hostile_targets_give_400_never_500(exporter, caplog, allow_unlisted):
     exp = exporter(insecure_config(allow_unlisted=allow_unlisted) + "targets:\n  127.0.0.1:1: {}\n", ENV)
-    with caplog.at_level(logging.WARNING):
-        for target in HOSTILE_TARGETS:
-            start = time.monotonic()
-            code, text = exp.probe_text(target, timeout=2.0)
-            assert code == 400, (target, code, text)
-            assert time.monotonic() - start < 2.0
-            assert _refusal_logged(caplog, target), target
-    # a raw query string with a NUL and invalid UTF-8, as a client may send it
-    for raw in ("vc1%00", "%ff%fe", "%0a%0d"):
-        r = requests.get(f"{exp.server.url}/probe?target={raw}", timeout=10)
-        assert r.status_code == 400, (raw, r.text)
+    assert_refused(exp, caplog, HOSTILE_TARGETS, "vc1%00")
     assert all("\n" not in r.getMessage() for r in caplog.records)
 
 
