@@ -32,6 +32,14 @@ def run_fio(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.Compl
     return proc
 
 
+def fio_output(work: Path, output: str, name: str, **job) -> Path:
+    """Runs the job of ``fio_job_args(name, work, **job)`` with ``--output=work/output``; that file."""
+    out = work / output
+    job["extra"] = (*job.get("extra", ()), f"--output={out}")
+    run_fio(job_args(name, work, **job), work)
+    return out
+
+
 def decode_all(text: str) -> list[dict]:
     """fio's documents decoded the plain way (independent of the reader): every ``{`` at a line
     start begins a document; used as the expected values."""
@@ -84,28 +92,23 @@ def jsonplus_result(fio_work) -> Path:
 
 @pytest.fixture(scope="session")
 def plain_json_result(fio_work) -> Path:
-    out = fio_work / "plain.json"
-    extra = ("--output-format=json", f"--output={out}")
-    run_fio(job_args("plain", fio_work, size="2m", rw="randwrite", runtime=1, extra=extra), fio_work)
-    return out
+    return fio_output(
+        fio_work, "plain.json", "plain", size="2m", rw="randwrite", runtime=1, extra=("--output-format=json",)
+    )
 
 
 @pytest.fixture(scope="session")
 def status_stream(fio_work) -> Path:
     """json+ --status-interval=1 for 3 s: concatenated cumulative records."""
-    out = fio_work / "stream.json"
-    extra = ("--direct=1", "--output-format=json+", "--status-interval=1", f"--output={out}")
-    run_fio(job_args("st", fio_work, size="4m", rw="randread", runtime=3, extra=extra), fio_work)
-    return out
+    extra = ("--direct=1", "--output-format=json+", "--status-interval=1")
+    return fio_output(fio_work, "stream.json", "st", size="4m", rw="randread", runtime=3, extra=extra)
 
 
 @pytest.fixture(scope="session")
 def unified_gtod_result(fio_work) -> Path:
     """unified_rw_reporting (a 'mixed' direction) with gtod_reduce (no latency data)."""
-    out = fio_work / "unified.json"
-    extra = ("--unified_rw_reporting=1", "--gtod_reduce=1", "--output-format=json+", f"--output={out}")
-    run_fio(job_args("u", fio_work, size="2m", rw="randrw", runtime=1, extra=extra), fio_work)
-    return out
+    extra = ("--unified_rw_reporting=1", "--gtod_reduce=1", "--output-format=json+")
+    return fio_output(fio_work, "unified.json", "u", size="2m", rw="randrw", runtime=1, extra=extra)
 
 
 @pytest.fixture(scope="session")

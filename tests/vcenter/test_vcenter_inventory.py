@@ -23,7 +23,7 @@ from tests.support import ShiftedClock, free_port, late_allowance, metric_value 
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
-from .test_vcenter_security import _trace_count
+from .test_vcenter_security import _trace_count, idle_session_reaped
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -156,11 +156,7 @@ def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter, monk
         assert time.monotonic() < deadline, "the inventory was not refreshed"
         time.sleep(0.1)
     assert _trace_count(sim, "Logout") == 0
-    clock.offset = 40.0  # the reaper looks every 5 s
-    deadline = time.monotonic() + 60
-    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _trace_count(sim, "Logout") == 1
+    idle_session_reaped(sim, clock)
     reads = _trace_count(sim, "WaitForUpdatesEx")
     time.sleep(1.5)  # five refresh periods: none may come
     assert _trace_count(sim, "WaitForUpdatesEx") == reads

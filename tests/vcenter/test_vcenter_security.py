@@ -192,6 +192,16 @@ def _trace_count(proc, element: str) -> int:
     return proc.log_path.read_text(errors="replace").count(f"<{element} xmlns=")
 
 
+def idle_session_reaped(sim, clock) -> None:
+    """Move the exporter's clock past the 20 s idle timeout and wait (a minute at most) until the
+    reaper, which looks every 5 s, has logged the session out: once."""
+    clock.offset = 40.0
+    deadline = time.monotonic() + 60
+    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _trace_count(sim, "Logout") == 1
+
+
 def test_idle_sessions_are_logged_out(stock_vcsim, exporter, monkeypatch):
     """Spellings share one session; a target not probed for session_idle_timeout is logged out by
     the exporter's idle reaper (the simulator's SOAP trace shows the Logout) and the next probe logs
@@ -205,11 +215,7 @@ def test_idle_sessions_are_logged_out(stock_vcsim, exporter, monkeypatch):
         assert value(exp.probe(spelling), "vcenter_up") == 1
     assert _trace_count(sim, "Login") == 1
     assert _trace_count(sim, "Logout") == 0
-    clock.offset = 40.0  # the reaper looks every 5 s
-    deadline = time.monotonic() + 60
-    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _trace_count(sim, "Logout") == 1
+    idle_session_reaped(sim, clock)
     assert exp.targets._targets == {}
     assert value(exp.probe(address), "vcenter_up") == 1
     assert _trace_count(sim, "Login") == 2
