@@ -10,7 +10,7 @@ import time
 import requests
 
 from tests.support import Canary, free_port, metric_value as value, parse_metrics, self_signed_cert, venv_tool
-from tests.vcenter.test_vcenter_security import HOSTILE_TARGETS, assert_refused
+from tests.vcenter.test_vcenter_security import HOSTILE_TARGETS, assert_refused, one_target_for_every_spelling
 
 from .conftest import FROZEN, PASSWORD, USER, config_yaml
 
@@ -49,12 +49,7 @@ def test_unlisted_targets_get_no_connection(prism_sim, exporter, canary, caplog)
     assert canary.connections() == []
     assert sim.requests == {}, "not even the listed Prism was contacted"
     assert all("\n" not in r.getMessage() for r in caplog.records)
-    host, port = listed.split(":")
-    for spelling in (listed, f"https://{listed}/", f"HTTPS://{listed}", f"{host}.:{port}"):
-        m = exp.probe(spelling)
-        assert value(m, "prism_up") == 1, spelling
-        assert value(m, "prism_session_logins_total") == 1, "one session for every spelling"
-    assert list(exp.targets._targets) == [listed]
+    one_target_for_every_spelling(exp, "prism", listed, f"HTTPS://{listed}")
     assert PASSWORD not in caplog.text
 
 

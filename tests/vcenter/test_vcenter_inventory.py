@@ -36,15 +36,21 @@ def _connect(address: str):
     return SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, sslContext=ssl._create_unverified_context())
 
 
+def simulator_session(simulator: str, scenario_sim, postgres_trace, stock_vcsim, vms: int):
+    """The address of the scenario simulator (frozen, ``vms`` VMs of the postgres trace) or of stock
+    vcsim, and a pyVmomi session to it."""
+    if simulator == "scenario":
+        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", str(vms))
+    else:
+        address, _ = stock_vcsim()
+    return address, _connect(address)
+
+
 @pytest.mark.parametrize("simulator", ["scenario", "stock"])
 def test_soap_inventory_equals_pyvmomis(simulator, scenario_sim, postgres_trace, stock_vcsim):
     """The plain-SOAP inventory reads the same VMs, disks (controller address, label, backing
     file, normalised UUID, datastore, capacity) and hosts as the pyvmomi walk it replaces."""
-    if simulator == "scenario":
-        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", "3")
-    else:
-        address, _ = stock_vcsim()
-    si = _connect(address)
+    address, si = simulator_session(simulator, scenario_sim, postgres_trace, stock_vcsim, vms=3)
     try:
         ours, theirs = collect_inventory_soap(si), collect_inventory(si)
     finally:

@@ -23,7 +23,7 @@ from ioparallax.exporters.vcenter.parse import parse_update_set
 
 from .conftest import PASSWORD, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask, probe_until
-from .test_vcenter_inventory import _connect
+from .test_vcenter_inventory import simulator_session
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -44,11 +44,7 @@ def test_the_watchs_full_read_equals_the_paged_read(simulator, scenario_sim, pos
     """The first WaitForUpdatesEx (every object as enter, paged by the simulator at 100 objects)
     gives the same VMs, disks, hosts and datastores as RetrievePropertiesEx; the next one finds
     nothing changed."""
-    if simulator == "scenario":
-        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", "150")
-    else:
-        address, _ = stock_vcsim()
-    si = _connect(address)
+    address, si = simulator_session(simulator, scenario_sim, postgres_trace, stock_vcsim, vms=150)
     try:
         watch = InventoryWatch(address)
         first = watch.read(si)

@@ -77,6 +77,17 @@ def assert_refused(exp, caplog, targets: list[str], raw_nul: str) -> None:
         assert r.status_code == 400, (raw, r.text)
 
 
+def one_target_for_every_spelling(exp, source: str, listed: str, upper: str) -> None:
+    """``listed``, its URL spellings (``upper``: an upper-case scheme) and its FQDN with a trailing
+    dot probe the one listed target: up, through one session. Shared with test_prism_security."""
+    host, port = listed.split(":")
+    for spelling in (listed, f"https://{listed}/", upper, f"{host}.:{port}"):
+        m = exp.probe(spelling)
+        assert value(m, f"{source}_up") == 1, spelling
+        assert value(m, f"{source}_session_logins_total") == 1, "one session for every spelling"
+    assert list(exp.targets._targets) == [listed]
+
+
 def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_trace, exporter, canary, caplog):
     """allow_unlisted_targets defaults to false: the canary, however spelled, gets nothing; the
     listed simulator, however spelled, is one target with one session."""
@@ -97,12 +108,7 @@ def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_tra
     assert canary.connections() == []
     assert PASSWORD not in caplog.text
 
-    host, port = listed.split(":")
-    for spelling in (listed, f"https://{listed}/", f"HTTPS://{listed}/sdk", f"{host}.:{port}"):
-        m = exp.probe(spelling)
-        assert value(m, "vcenter_up") == 1, spelling
-        assert value(m, "vcenter_session_logins_total") == 1, "one session for every spelling"
-    assert list(exp.targets._targets) == [listed]
+    one_target_for_every_spelling(exp, "vcenter", listed, f"HTTPS://{listed}/sdk")
 
 
 def test_unlisted_target_refused_message_names_the_fix(exporter, canary):
