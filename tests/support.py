@@ -219,6 +219,18 @@ def start_exporter(processes, exporter: str, *args) -> tuple[int, Process]:
     return port, processes.start(exporter, [venv_tool(exporter), *command, *flags])
 
 
+def first_scrape(port: int, proc, exporter: str) -> tuple[requests.Response, str, dict]:
+    """A just-started ``exporter`` (``<tool>-exporter``) on ``port``: its landing page answers and
+    names it, and its first /metrics scrape says ``<tool>_up 1``. The landing page, the scrape's
+    text and its samples."""
+    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+    assert landing.status_code == 200 and exporter in landing.text
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    sm = samples(text)
+    assert value(sm, f"{exporter.removesuffix('-exporter')}_up") == 1
+    return landing, text, sm
+
+
 def backfill_dump(exporter: str, files: list[Path], tmp_path: Path) -> str:
     """``<exporter> backfill --tsdb`` of ``files`` through real promtool (the OpenMetrics file
     checked to end in ``# EOF``), read back with ``promtool tsdb dump``: its text."""
