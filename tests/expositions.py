@@ -105,8 +105,30 @@ def _prism_unknown_fields_exposition() -> str:
     return text
 
 
-def _vcenter_exposition(tmp) -> str:
+def _probe_in_process(make_app, load_config, conf: Path, password_env: str, target: str) -> str:
+    """One /probe of ``target`` through a multi-target exporter (prism, vcenter) served in-process
+    from the config file ``conf``, whose password is read from ``password_env``."""
     from ioparallax.exporters.common.web.server import ExporterServer
+
+    os.environ[password_env] = PASSWORD
+    app, targets = make_app(load_config(str(conf)))
+    srv = ExporterServer(app, "127.0.0.1", 0).start()
+    try:
+        r = requests.get(
+            srv.url + "/probe",
+            params={"target": target},
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"},
+            timeout=60,
+        )
+        r.raise_for_status()
+        return r.text
+    finally:
+        srv.stop()
+        targets.close()
+        os.environ.pop(password_env, None)
+
+
+def _vcenter_exposition(tmp) -> str:
     from ioparallax.exporters.vcenter.cli import make_app
     from ioparallax.exporters.vcenter.config import load_config as load_vc_config
 
@@ -137,28 +159,12 @@ def _vcenter_exposition(tmp) -> str:
             "defaults:\n  username: monitor\n  password_env: DASH_VC_PASSWORD\n"
             f"  insecure_skip_verify: true\ntargets:\n  127.0.0.1:{port}: {{}}\n"
         )
-        os.environ["DASH_VC_PASSWORD"] = PASSWORD
-        app, targets = make_app(load_vc_config(str(conf)))
-        srv = ExporterServer(app, "127.0.0.1", 0).start()
-        try:
-            r = requests.get(
-                srv.url + "/probe",
-                params={"target": f"127.0.0.1:{port}"},
-                headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"},
-                timeout=60,
-            )
-            r.raise_for_status()
-            return r.text
-        finally:
-            srv.stop()
-            targets.close()
-            os.environ.pop("DASH_VC_PASSWORD", None)
+        return _probe_in_process(make_app, load_vc_config, conf, "DASH_VC_PASSWORD", f"127.0.0.1:{port}")
     finally:
         sim.stop()
 
 
 def _prism_exposition(tmp) -> str:
-    from ioparallax.exporters.common.web.server import ExporterServer
     from ioparallax.exporters.prism.cli import make_app
     from ioparallax.exporters.prism.config import load_config as load_prism_config
     from ioparallax.simulators.prism.server import PrismSimulator
@@ -171,22 +177,7 @@ def _prism_exposition(tmp) -> str:
             "defaults:\n  username: monitor\n  password_env: DASH_PRISM_PASSWORD\n  scheme: http\n"
             f"targets:\n  {target}: {{}}\n"
         )
-        os.environ["DASH_PRISM_PASSWORD"] = PASSWORD
-        app, targets = make_app(load_prism_config(str(conf)))
-        srv = ExporterServer(app, "127.0.0.1", 0).start()
-        try:
-            r = requests.get(
-                srv.url + "/probe",
-                params={"target": target},
-                headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"},
-                timeout=60,
-            )
-            r.raise_for_status()
-            return r.text
-        finally:
-            srv.stop()
-            targets.close()
-            os.environ.pop("DASH_PRISM_PASSWORD", None)
+        return _probe_in_process(make_app, load_prism_config, conf, "DASH_PRISM_PASSWORD", target)
 
 
 def _fio_exposition(tmp) -> str:

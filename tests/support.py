@@ -21,9 +21,10 @@ import time
 import tomllib
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
@@ -218,6 +219,18 @@ def start_exporter(processes, exporter: str, *args) -> tuple[int, Process]:
     return port, processes.start(exporter, [venv_tool(exporter), *command, *flags])
 
 
+def first_scrape(port: int, proc, exporter: str) -> tuple[requests.Response, str, dict]:
+    """A just-started ``exporter`` (``<tool>-exporter``) on ``port``: its landing page answers and
+    names it, and its first /metrics scrape says ``<tool>_up 1``. The landing page, the scrape's
+    text and its samples."""
+    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+    assert landing.status_code == 200 and exporter in landing.text
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    sm = samples(text)
+    assert value(sm, f"{exporter.removesuffix('-exporter')}_up") == 1
+    return landing, text, sm
+
+
 def backfill_dump(exporter: str, files: list[Path], tmp_path: Path) -> str:
     """``<exporter> backfill --tsdb`` of ``files`` through real promtool (the OpenMetrics file
     checked to end in ``# EOF``), read back with ``promtool tsdb dump``: its text."""
@@ -248,6 +261,69 @@ def dumped_series(dump: str, name: str, match: str) -> list[tuple[int, float]]:
     )
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> object: ...
+
+
+_S = TypeVar("_S", bound=_Stoppable)
+
+
+def started_and_stopped(start: Callable[..., _S]) -> Iterator[Callable[..., _S]]:
+    """The body of a fixture that hands out ``start(...)`` (which returns a started server) and
+    stops every server it started once the test is over: ``yield from started_and_stopped(...)``."""
+    servers: list[_S] = []
+
+    def tracked(*args, **kw) -> _S:
+        server = start(*args, **kw)
+        servers.append(server)
+        return server
+
+    yield tracked
+    for server in servers:
+        server.stop()
+
+
+def without_waiting(fifo: Path, call) -> Any:
+    """``call()``, run in a thread so that, were it to block on ``fifo``, the test fails (after a
+    minute) instead of hanging: the FIFO is then opened for writing to release it."""
+    result: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", call()), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        with open(fifo, "wb"):
+            pass
+        worker.join()
+        pytest.fail(f"waited on the FIFO {fifo}")
+    return result["rc"]
+
+
+def fio_job_args(
+    name: str,
+    work: Path,
+    *,
+    size: str,
+    rw: str,
+    runtime: int,
+    extra: tuple[str, ...] = (),
+    filename: Path | None = None,
+) -> list[str]:
+    """fio's command line (without the binary) for one time-based 4 KiB psync job on
+    ``filename`` (default ``work/<name>.dat``); ``extra`` holds what makes each run different
+    (direct, rate, output format, status interval...)."""
+    return [
+        f"--name={name}",
+        f"--filename={filename or work / f'{name}.dat'}",
+        f"--size={size}",
+        f"--rw={rw}",
+        "--bs=4k",
+        "--ioengine=psync",
+        f"--runtime={runtime}",
+        "--time_based",
+        *extra,
+    ]
+
+
 _SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
 
 
@@ -259,6 +335,12 @@ def assert_clean(text: str) -> None:
     series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
     dup = [s for s, n in Counter(series).items() if n > 1]
     assert not dup, dup[:5]
+
+
+def rejected_by_reason(sm: dict, family: str, source: Path) -> dict[str, float]:
+    """A watch exporter's ``<family>`` counter (``<tool>_source_rejected_lines_total``) for one
+    source, by reason, from the samples of an exposition."""
+    return {dict(ls)["reason"]: v for (n, ls), v in sm.items() if n == family and dict(ls)["source"] == str(source)}
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:

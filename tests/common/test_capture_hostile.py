@@ -12,7 +12,6 @@ import json
 import os
 import random
 import tarfile
-import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from ioparallax.exporters.stargate import capture as stargate
 from ioparallax.exporters.stargate.cli import main as stargate_main
 from ioparallax.exporters.vcenter import capture as vcenter
 from ioparallax.exporters.vcenter.cli import main as vcenter_main
+from tests.support import without_waiting
 
 CAPTURES = Path(__file__).parent.parent / "captures"
 #: (the exporter's capture module, its main(), a real capture of it)
@@ -180,21 +180,6 @@ def test_corrupt_deflate_data_inside_a_member_is_one_line(exporter, tmp_path, ca
     path = changed(exporter, tmp_path, before=[(padding, random.Random(33).randbytes(2**20))])
     corrupt_deflate(path, "padding.bin")
     replay_error(exporter, path, capsys, "not a capture", "invalid block type")
-
-
-def without_waiting(fifo: Path, call) -> Any:
-    """``call()``, run in a thread so that, were it to block on ``fifo``, the test fails (after a
-    minute) instead of hanging: the FIFO is then opened for writing to release it."""
-    result: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: result.setdefault("rc", call()), daemon=True)
-    worker.start()
-    worker.join(60)
-    if worker.is_alive():
-        with open(fifo, "wb"):
-            pass
-        worker.join()
-        pytest.fail(f"waited on the FIFO {fifo}")
-    return result["rc"]
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)

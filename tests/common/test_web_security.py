@@ -22,7 +22,7 @@ import bcrypt
 import pytest
 import requests
 
-from tests.support import ManagedProcess, ec_cert, free_port, run_entry_point, venv_tool, wait_for_http
+from tests.support import ManagedProcess, ec_cert, fio_job_args, free_port, run_entry_point, venv_tool, wait_for_http
 
 PASSWORD = "s3cret pass:word"  # a space and a colon: basic auth splits at the first colon only
 
@@ -444,16 +444,15 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
     subprocess.run(
         [
             "fio",
-            "--name=om",
-            f"--filename={tmp_path / 'data'}",
-            "--size=4m",
-            "--rw=randrw",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=1",
-            "--time_based",
-            "--output-format=json+",
-            f"--output={result}",
+            *fio_job_args(
+                "om",
+                tmp_path,
+                size="4m",
+                rw="randrw",
+                runtime=1,
+                filename=tmp_path / "data",
+                extra=("--output-format=json+", f"--output={result}"),
+            ),
         ],
         check=True,
         capture_output=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document
 from ioparallax.exporters.diskspd.parse import (
@@ -116,6 +117,16 @@ def _percentiles(read_ms: float | None, write_ms: float | None) -> tuple[Latency
     return tuple(out)
 
 
+# -Sh -Z10M: OS cache and write cache off, writes from a 10 MiB random buffer (the switches of a
+# run done right, as Microsoft's and VM Fleet's profiles pass them)
+SH_Z10M: dict[str, Any] = {
+    "disable_os_cache": True,
+    "write_through": True,
+    "write_pattern": "random",
+    "random_data_size": 10 * 2**20,
+}
+
+
 def oltp_utf16() -> bytes:
     """A SQL-like OLTP run done right: -t4 -o8 -b8K -r -w30 -Sh -L -D5000 -Z10M -W30 -d60 -C5, on a
     pre-written 64 GiB file (no -c); saved by PowerShell `>`: UTF-16 LE with a BOM."""
@@ -123,10 +134,7 @@ def oltp_utf16() -> bytes:
     t = TargetProfile(
         path=r"D:\diskspd\oltp.dat",
         block_size=8192,
-        disable_os_cache=True,
-        write_through=True,
-        write_pattern="random",
-        random_data_size=10 * 2**20,
+        **SH_Z10M,
         random_alignment=8192,
         request_count=8,
         write_ratio=30,
@@ -180,10 +188,7 @@ def two_targets_same_disk() -> bytes:
         path="#1",
         block_size=8192,
         base_file_offset=5 * 2**30,
-        disable_os_cache=True,
-        write_through=True,
-        write_pattern="random",
-        random_data_size=10 * 2**20,
+        **SH_Z10M,
         random_alignment=8192,
         request_count=32,
         write_ratio=30,
@@ -195,10 +200,7 @@ def two_targets_same_disk() -> bytes:
         path="#1",
         block_size=32768,
         max_file_size=5 * 2**30,
-        disable_os_cache=True,
-        write_through=True,
-        write_pattern="random",
-        random_data_size=10 * 2**20,
+        **SH_Z10M,
         stride_size=32768,
         request_count=1,
         write_ratio=100,

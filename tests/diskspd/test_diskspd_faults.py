@@ -70,15 +70,22 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_one_hostile_file_is_down_and_the_rest_is_served(case, tmp_path, caplog):
-    data, reason, words = HOSTILE[case]
+def good_beside_bad(tmp_path: Path, data: bytes) -> Path:
+    """A watched folder with the good result and, beside it, bad.xml holding ``data``, written
+    long ago (settled: it is read at once)."""
     d = tmp_path / "in"
     d.mkdir()
     (d / "good.xml").write_bytes(GOOD.read_bytes())
+    (d / "bad.xml").write_bytes(data)
+    os.utime(d / "bad.xml", (OLD, OLD))
+    return d
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_one_hostile_file_is_down_and_the_rest_is_served(case, tmp_path, caplog):
+    data, reason, words = HOSTILE[case]
+    d = good_beside_bad(tmp_path, data)
     bad = d / "bad.xml"
-    bad.write_bytes(data)
-    os.utime(bad, (OLD, OLD))
     with caplog.at_level(logging.WARNING, logger="ioparallax.exporters.diskspd"):
         text = exposition(files_for(d))
     assert_clean(text)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.diskspd.test_diskspd_exporter import exposition, files_for, has, samples, value
-from tests.diskspd.test_diskspd_faults import GOOD, OLD, UNITTEST, assert_clean
+from tests.diskspd.test_diskspd_faults import GOOD, OLD, UNITTEST, assert_clean, good_beside_bad
 from tests.support import venv_tool
 
 
@@ -103,12 +103,8 @@ def _with_names(host: str = "", path: str = "") -> bytes:
 def test_a_huge_name_is_invalid_not_multiplied_into_every_series(data, words, tmp_path, caplog):
     """A 3 MB file with a 1 MB ComputerName and Path made a 50 MB /metrics answer (every series
     of the run carries them); now it is down, and the answer stays small."""
-    d = tmp_path / "in"
-    d.mkdir()
-    (d / "good.xml").write_bytes(GOOD.read_bytes())
+    d = good_beside_bad(tmp_path, data)
     bad = d / "bad.xml"
-    bad.write_bytes(data)
-    os.utime(bad, (OLD, OLD))
     text = _watch(d)
     assert len(text) < 200_000, len(text)
     sm = samples(text)

@@ -79,18 +79,17 @@ def main() -> None:
 
     for n in NOISE:
         add(n, [1024, 12.5, 0.3])
-    for inst, vals in VDISKS.items():
-        for i, c in enumerate(VDISK_COUNTERS):
-            add(f"Virtual Disk({inst})\\{c}", [row[i] for row in vals])
-    for obj, vals in STORAGE.items():
-        for i, c in enumerate(STORAGE_COUNTERS):
-            add(f"{obj}\\{c}", [row[i] for row in vals])
-    for inst, vals in NFS.items():
-        for i, c in enumerate(NFS_COUNTERS):
-            add(f"Physical Disk NFS Volume({inst})\\{c}", [row[i] for row in vals])
-    for inst, vals in GROUPS.items():
-        for i, c in enumerate(GROUP_COUNTERS):
-            add(f"Group Cpu({inst})\\{c}", [row[i] for row in vals])
+    # (object name of an instance, {instance: values per row}, the counters of those values)
+    tables = (
+        ("Virtual Disk({})", VDISKS, VDISK_COUNTERS),
+        ("{}", STORAGE, STORAGE_COUNTERS),
+        ("Physical Disk NFS Volume({})", NFS, NFS_COUNTERS),
+        ("Group Cpu({})", GROUPS, GROUP_COUNTERS),
+    )
+    for obj, table, counters in tables:
+        for inst, vals in table.items():
+            for i, c in enumerate(counters):
+                add(f"{obj.format(inst)}\\{c}", [row[i] for row in vals])
     with OUT.open("w", newline="") as fh:
         for line in [cols, *rows]:
             fh.write(",".join(f'"{c}"' for c in line) + "\r\n")

@@ -8,7 +8,7 @@ import shutil
 import requests
 
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import promtool_check_metrics, samples, start_exporter, value, wait_for_http
+from tests.support import first_scrape, promtool_check_metrics, samples, start_exporter, value
 
 EXPORTER = "esxtop-exporter"
 DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
@@ -23,11 +23,7 @@ def test_serve_follows_a_growing_capture(tmp_path, processes):
     live = folder / "esx01.csv"
     live.write_text(lines[0] + lines[1])  # esxtop started: the header and its first sample
     port, proc = start_exporter(processes, EXPORTER, "--esxtop.watch", folder)
-    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-    assert landing.status_code == 200 and "esxtop-exporter" in landing.text
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    sm = samples(text)
-    assert value(sm, "esxtop_up") == 1
+    _, text, sm = first_scrape(port, proc, "esxtop-exporter")
     assert value(sm, "esxtop_exporter_build_info") == 1
     assert value(sm, "esxtop_device_sample_commands_per_second", device=DEVICE) == 1200
     assert value(sm, "esxtop_device_commands_total", device=DEVICE) == 0  # the first sample waits for an interval

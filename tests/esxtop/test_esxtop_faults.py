@@ -22,7 +22,7 @@ from ioparallax.exporters.esxtop.collector import EsxtopCollector
 from ioparallax.exporters.esxtop.hygiene import HygieneConfig
 from ioparallax.exporters.esxtop.reader import WatchConfig, Watcher
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import assert_clean, has, run_entry_point, samples, value
+from tests.support import assert_clean, has, rejected_by_reason, run_entry_point, samples, value
 
 NFS_READS = 418.35 * 3 + 481.29 * 4 + 352.22 * 3 + 430.02 * 3
 DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
@@ -112,11 +112,7 @@ def test_garbage_lines_and_values_are_counted_by_reason_and_skipped(folder, capl
     with caplog.at_level(logging.WARNING):
         sm = Scraper(folder).scrape()
     src = folder / "bad.csv"
-    rejected = {
-        dict(ls)["reason"]: v
-        for (n, ls), v in sm.items()
-        if n == "esxtop_source_rejected_lines_total" and dict(ls)["source"] == str(src)
-    }
+    rejected = rejected_by_reason(sm, "esxtop_source_rejected_lines_total", src)
     assert rejected == {
         "before_header": 0,  # a file that starts with rows is not an esxtop capture (not_esxtop)
         "bad_header": 0,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ioparallax.simulators.process import Process
-from tests.support import ManagedProcess, free_port, require_tool, start_exporter
+from tests.support import ManagedProcess, fio_job_args as job_args, free_port, require_tool, start_exporter
 
 # Only the tests that run fio ask for `fio_bin`, directly or through `fio_work` and the result
 # fixtures; without fio they fail (`make deps` installs it), the others run everywhere.
@@ -30,6 +30,14 @@ def run_fio(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.Compl
     proc = subprocess.run([require_tool("fio"), *args], cwd=cwd, capture_output=True, timeout=timeout)
     assert proc.returncode == 0, f"fio {' '.join(args)} failed: {proc.stderr.decode()}"
     return proc
+
+
+def fio_output(work: Path, output: str, name: str, **job) -> Path:
+    """Runs the job of ``fio_job_args(name, work, **job)`` with ``--output=work/output``; that file."""
+    out = work / output
+    job["extra"] = (*job.get("extra", ()), f"--output={out}")
+    run_fio(job_args(name, work, **job), work)
+    return out
 
 
 def decode_all(text: str) -> list[dict]:
@@ -84,92 +92,31 @@ def jsonplus_result(fio_work) -> Path:
 
 @pytest.fixture(scope="session")
 def plain_json_result(fio_work) -> Path:
-    out = fio_work / "plain.json"
-    run_fio(
-        [
-            "--name=plain",
-            f"--filename={fio_work / 'plain.dat'}",
-            "--size=2m",
-            "--rw=randwrite",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=1",
-            "--time_based",
-            "--output-format=json",
-            f"--output={out}",
-        ],
-        fio_work,
+    return fio_output(
+        fio_work, "plain.json", "plain", size="2m", rw="randwrite", runtime=1, extra=("--output-format=json",)
     )
-    return out
 
 
 @pytest.fixture(scope="session")
 def status_stream(fio_work) -> Path:
     """json+ --status-interval=1 for 3 s: concatenated cumulative records."""
-    out = fio_work / "stream.json"
-    run_fio(
-        [
-            "--name=st",
-            f"--filename={fio_work / 'st.dat'}",
-            "--size=4m",
-            "--rw=randread",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=3",
-            "--time_based",
-            "--direct=1",
-            "--output-format=json+",
-            "--status-interval=1",
-            f"--output={out}",
-        ],
-        fio_work,
-    )
-    return out
+    extra = ("--direct=1", "--output-format=json+", "--status-interval=1")
+    return fio_output(fio_work, "stream.json", "st", size="4m", rw="randread", runtime=3, extra=extra)
 
 
 @pytest.fixture(scope="session")
 def unified_gtod_result(fio_work) -> Path:
     """unified_rw_reporting (a 'mixed' direction) with gtod_reduce (no latency data)."""
-    out = fio_work / "unified.json"
-    run_fio(
-        [
-            "--name=u",
-            f"--filename={fio_work / 'u.dat'}",
-            "--size=2m",
-            "--rw=randrw",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=1",
-            "--time_based",
-            "--unified_rw_reporting=1",
-            "--gtod_reduce=1",
-            "--output-format=json+",
-            f"--output={out}",
-        ],
-        fio_work,
-    )
-    return out
+    extra = ("--unified_rw_reporting=1", "--gtod_reduce=1", "--output-format=json+")
+    return fio_output(fio_work, "unified.json", "u", size="2m", rw="randrw", runtime=1, extra=extra)
 
 
 @pytest.fixture(scope="session")
 def stdout_with_note(fio_work) -> Path:
     """fio's stdout as a file: psync with iodepth=4 makes fio print a real 'note:' line first."""
     out = fio_work / "stdout.json"
-    proc = run_fio(
-        [
-            "--name=n",
-            f"--filename={fio_work / 'n.dat'}",
-            "--size=1m",
-            "--rw=read",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--iodepth=4",
-            "--runtime=1",
-            "--time_based",
-            "--output-format=json",
-        ],
-        fio_work,
-    )
+    extra = ("--iodepth=4", "--output-format=json")
+    proc = run_fio(job_args("n", fio_work, size="1m", rw="read", runtime=1, extra=extra), fio_work)
     out.write_bytes(proc.stdout)
     assert proc.stdout.startswith(b"note:"), proc.stdout[:200]
     return out

@@ -18,6 +18,8 @@ from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from ioparallax.exporters.fio.reader import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all, start_fio_exporter
 from tests.support import (
+    fio_job_args,
+    first_scrape,
     free_port,
     has,
     promtool_check_metrics,
@@ -173,22 +175,10 @@ def test_stream_read_while_fio_runs(tmp_path, processes, fio_bin):
     """fio writes a status record every second; each poll reads only the new bytes and the
     exposition follows the records while the jobs are still running."""
     out = tmp_path / "live.json"
+    extra = ("--output-format=json+", "--status-interval=1", f"--output={out}")
     proc = processes.start(
         "fio-live",
-        [
-            fio_bin,
-            "--name=live",
-            f"--filename={tmp_path / 'live.dat'}",
-            "--size=4m",
-            "--rw=randread",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=3",
-            "--time_based",
-            "--output-format=json+",
-            "--status-interval=1",
-            f"--output={out}",
-        ],
+        [fio_bin, *fio_job_args("live", tmp_path, size="4m", rw="randread", runtime=3, extra=extra)],
         cwd=tmp_path,
     )
     watcher = watcher_for(out, idle_s=2.0)
@@ -357,11 +347,7 @@ def test_serve_cli_end_to_end(jsonplus_result, tmp_path, processes):
     port, proc = start_fio_exporter(
         processes, "--fio.watch", watch, "--fio.host", "vm7", "--collector.sysfs", _fixture_sysfs(tmp_path / "sys")
     )
-    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-    assert landing.status_code == 200 and "fio-exporter" in landing.text
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    sm = samples(text)
-    assert value(sm, "fio_up") == 1
+    _, text, sm = first_scrape(port, proc, "fio-exporter")
     assert (
         value(sm, "fio_read_ios_total", jobname="rr", jobid=0, host="vm7")
         == json.loads(jsonplus_result.read_text())["jobs"][0]["read"]["total_ios"]

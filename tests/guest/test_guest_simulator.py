@@ -19,7 +19,7 @@ from ioparallax.simulators.guest.fio import GuestFio, plat_idx_to_val, plat_val_
 from ioparallax.simulators.guest.sysfs import write_tree
 from ioparallax.simulators.guest.writer import GuestWriter, vm_paths
 from ioparallax.simulators.scenario import compile_scenario, list_scenarios, load_scenario
-from tests.support import require_tool
+from tests.support import fio_job_args, require_tool
 
 # A fixed wall clock: the start of a period for every library scenario (600 s periods).
 T0 = 1_800_000_000 - 1_800_000_000 % 600
@@ -166,18 +166,15 @@ def test_record_has_the_shape_of_a_real_fio_json_plus_status_record(tmp_path):
     subprocess.run(
         [
             "fio",
-            "--name=shape",
-            f"--filename={tmp_path / 'data'}",
-            "--size=4m",
-            "--rw=randrw",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--runtime=1",
-            "--time_based",
-            "--rate_iops=100,50",
-            "--output-format=json+",
-            "--status-interval=1",
-            f"--output={out}",
+            *fio_job_args(
+                "shape",
+                tmp_path,
+                size="4m",
+                rw="randrw",
+                runtime=1,
+                filename=tmp_path / "data",
+                extra=("--rate_iops=100,50", "--output-format=json+", "--status-interval=1", f"--output={out}"),
+            ),
         ],
         check=True,
         capture_output=True,
@@ -294,45 +291,21 @@ def test_writer_stream_read_by_the_exporter_across_a_period_boundary(tmp_path):
     assert after > before
 
 
+def guest_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ioparallax.simulators.guest.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
 def test_cli_writes_the_trees_and_a_record(tmp_path):
     manifest = tmp_path / "guests.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ioparallax.simulators.guest.cli",
-            "misaligned",
-            "--dir",
-            str(tmp_path),
-            "--once",
-            "--manifest",
-            str(manifest),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = guest_cli("misaligned", "--dir", str(tmp_path), "--once", "--manifest", str(manifest))
     assert proc.returncode == 0, proc.stderr
     paths = json.loads(manifest.read_text())
     assert set(paths) == {"aligned-01", "misaligned-01"}
     rec = read_text(open(paths["misaligned-01"]["stream"]).read()).records
     assert len(rec) == 1 and rec[0].jobs[0].options["filename"] == "/dev/sdb"
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ioparallax.simulators.guest.cli",
-            "misaligned",
-            "--dir",
-            str(tmp_path),
-            "--vm",
-            "nope",
-            "--once",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = guest_cli("misaligned", "--dir", str(tmp_path), "--vm", "nope", "--once")
     assert bad.returncode == 2 and "nope" in bad.stderr
 
 

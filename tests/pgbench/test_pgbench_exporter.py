@@ -13,6 +13,7 @@ import requests
 
 from tests.pgbench.test_pgbench_reader import PG14, PG15, summary_number
 from tests.support import (
+    first_scrape,
     free_port,
     has,
     promtool_check_metrics,
@@ -48,11 +49,7 @@ def test_serve_follows_a_growing_file_live(tmp_path, processes):
     live.write_text("".join(lines[:3]))  # version, vacuum, the first progress line
     (results / "unrelated.txt").write_text("not followed: not *pgbench*\n")
     port, proc = start_exporter(processes, EXPORTER, "--pgbench.watch", results)
-    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-    assert landing.status_code == 200 and "pgbench-exporter" in landing.text
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    sm = samples(text)
-    assert value(sm, "pgbench_up") == 1
+    _, text, sm = first_scrape(port, proc, "pgbench-exporter")
     assert value(sm, "pgbench_exporter_build_info") == 1
     assert value(sm, "pgbench_transactions_total", source=live, run=1) == 4443  # 444.3 tps x 10 s
     assert value(sm, "pgbench_run_finished", source=live, run=1) == 0

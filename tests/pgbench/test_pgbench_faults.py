@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,17 +20,7 @@ from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.parse import InvalidLine, Summary, classify
 from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from tests.pgbench.test_pgbench_reader import PG14, PG15
-from tests.support import has, promtool_check_metrics, samples, value, venv_tool
-
-_SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ")
-
-
-def assert_clean(text: str) -> None:
-    check = promtool_check_metrics(text)
-    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
-    series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
-    dup = [s for s, n in Counter(series).items() if n > 1]
-    assert not dup, dup[:5]
+from tests.support import assert_clean, has, promtool_check_metrics, rejected_by_reason, samples, value, venv_tool
 
 
 @pytest.fixture()
@@ -121,11 +109,7 @@ def test_garbage_lines_are_counted_by_reason_and_skipped(tree, caplog):
     bad.write_text("".join(lines[:3]) + "".join(garbage) + "".join(lines[3:]))
     with caplog.at_level(logging.WARNING):
         sm = Scraper(tree).scrape()
-    rejected = {
-        dict(ls)["reason"]: v
-        for (n, ls), v in sm.items()
-        if n == "pgbench_source_rejected_lines_total" and dict(ls)["source"] == str(bad)
-    }
+    rejected = rejected_by_reason(sm, "pgbench_source_rejected_lines_total", bad)
     assert rejected == {
         "bad_progress": 1,
         "bad_summary": 0,

@@ -12,7 +12,7 @@ import pytest
 from ioparallax.exporters.prism.cli import make_app
 from ioparallax.exporters.prism.config import load_config
 from ioparallax.simulators.prism.server import PrismSimulator
-from tests.support import Exporter
+from tests.support import Exporter, started_and_stopped
 
 USER, PASSWORD = "monitor", "pr1sm-Secret!"
 ENV = {"PRISM_TEST_PASSWORD": PASSWORD}
@@ -51,17 +51,11 @@ class SteppedClock:
 @pytest.fixture
 def prism_sim():
     """start(scenario, **kw) -> a running PrismSimulator (basic auth USER/PASSWORD), stopped after."""
-    started: list[PrismSimulator] = []
 
     def start(scenario: str = "clean-oltp", **kw) -> PrismSimulator:
-        kw.setdefault("auth", (USER, PASSWORD))
-        sim = PrismSimulator(scenario, **kw).start()
-        started.append(sim)
-        return sim
+        return PrismSimulator(scenario, **{"auth": (USER, PASSWORD), **kw}).start()
 
-    yield start
-    for sim in started:
-        sim.stop()
+    yield from started_and_stopped(start)
 
 
 def config_yaml(targets: list[str] | None = None, scheme: str = "http", **extra) -> str:

@@ -98,7 +98,9 @@ def test_vm_list_failure_fails_the_probe(prism_sim, exporter, caplog):
 
 
 class RawServer:
-    """A loopback server that answers every connection with ``respond(conn)`` (hostile answers)."""
+    """A loopback server that answers every connection with ``respond(conn)`` (hostile answers);
+    each connection is served in its own thread by ``_one`` (test_prism_hostile's server
+    overrides it to parse the request)."""
 
     def __init__(self, respond):
         import socket
@@ -107,16 +109,17 @@ class RawServer:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.respond = respond
+        threading.Thread(target=self._serve, daemon=True).start()
 
-        def serve():
-            while True:
-                try:
-                    conn, _ = self.listener.accept()
-                except OSError:
-                    return
-                threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+    def _serve(self) -> None:
+        import threading
 
-        threading.Thread(target=serve, daemon=True).start()
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn):
         try:

@@ -24,30 +24,20 @@ from ioparallax.exporters.prism.config import TargetConfig
 from tests.support import late_allowance, metric_value as value, parse_metrics
 
 from .conftest import FROZEN, PASSWORD, USER, config_yaml
-from .test_prism_faults import _failed
+from .test_prism_faults import RawServer, _failed
 
 V2 = "/PrismGateway/services/rest/v2.0"
 DATE = email.utils.formatdate(FROZEN, usegmt=True)
 
 
-class HostilePrism:
+class HostilePrism(RawServer):
     """Loopback HTTP/1.0-style server: ``handler(path, query, headers) -> bytes | callable(conn)``;
     each connection serves one request, and every request is recorded."""
 
     def __init__(self, handler: Callable):
         self.handler = handler
         self.requests: list[tuple[str, dict[str, str]]] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        super().__init__(respond=None)
 
     def _one(self, conn: socket.socket) -> None:
         try:
@@ -71,9 +61,6 @@ class HostilePrism:
             pass
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def answer(body: bytes | str | object, status: str = "200 OK", headers: tuple[str, ...] = (f"Date: {DATE}",)) -> bytes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from ioparallax.report.data import Dataset
 from ioparallax.report.pairing import disk_address, load_pairs, merge_matchers, pair, remap, split_matchers
 from ioparallax.yamlconf import ConfigError
+from tests.support import without_waiting
 
 
 def test_vcenter_and_prism_addresses_of_one_disk_position_are_one_address():
@@ -70,14 +70,7 @@ def test_a_pairs_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
         except ConfigError as exc:
             caught.append(exc)
 
-    worker = threading.Thread(target=load, daemon=True)
-    worker.start()
-    worker.join(60)
-    if worker.is_alive():
-        with open(fifo, "wb"):
-            pass
-        worker.join()
-        pytest.fail("load_pairs waited on the FIFO")
+    without_waiting(fifo, load)
     assert len(caught) == 1 and str(caught[0]).startswith(f"{fifo}: ")
     assert "not a regular file (a FIFO)" in str(caught[0])
 

@@ -323,6 +323,14 @@ def _exporter(tmp_path: Path, config: str, *flags: str) -> tuple[ManagedProcess,
     return proc, f"http://127.0.0.1:{port}"
 
 
+def _probe(url: str, target: str, discover: bool = False) -> requests.Response:
+    """One /probe of ``target`` through the exporter at ``url`` (discovering the other CVMs if asked)."""
+    params = {"target": target, **({"discover": "true"} if discover else {})}
+    return requests.get(
+        f"{url}/probe", params=params, headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"}, timeout=30
+    )
+
+
 def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
     """The real command with no worker setting: no parse workers (one process), its probe answers
     as the in-process path, every detail view is read by the strict reader (counted on /metrics),
@@ -330,12 +338,7 @@ def test_exporter_process_parses_in_its_threads_by_default(cluster, tmp_path):
     config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
     proc, url = _exporter(tmp_path, config, "--log.level=debug")
     try:
-        r = requests.get(
-            f"{url}/probe",
-            params={"target": cluster.urls["cvm-2"]},
-            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
-            timeout=30,
-        )
+        r = _probe(url, cluster.urls["cvm-2"])
         assert r.status_code == 200
         want = StargateCollector(run(cluster, cluster.urls["cvm-2"], None))
         assert lines(r.content) == lines(want.render())
@@ -359,12 +362,7 @@ def test_exporter_process_with_auto_workers_starts_none_for_a_lone_probe(cluster
     config = f"targets: [127.0.0.1]\ndiscovery_ports: {list(ports(cluster))}\n"
     proc, url = _exporter(tmp_path, config, "--stargate.parse-workers=auto", "--log.level=info")
     try:
-        r = requests.get(
-            f"{url}/probe",
-            params={"target": cluster.urls["cvm-2"], "discover": "true"},
-            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
-            timeout=30,
-        )
+        r = _probe(url, cluster.urls["cvm-2"], discover=True)
         assert r.status_code == 200
         want = StargateCollector(run(cluster, cluster.urls["cvm-2"], None, discover=True))
         assert lines(r.content) == lines(want.render())
@@ -382,12 +380,7 @@ def test_exporter_process_with_workers_and_switches(cluster, tmp_path):
     flags = ("--stargate.parse-workers=2", "--no-collector.histograms", "--no-collector.source-ratios")
     proc, url = _exporter(tmp_path, config, *flags, "--log.level=info")
     try:
-        r = requests.get(
-            f"{url}/probe",
-            params={"target": cluster.urls["cvm-1"], "discover": "true"},
-            headers={"X-Prometheus-Scrape-Timeout-Seconds": "10"},
-            timeout=30,
-        )
+        r = _probe(url, cluster.urls["cvm-1"], discover=True)
         assert r.status_code == 200 and "stargate_up 1.0" in r.text
         assert series_per_vdisk(r.content, VDISKS) == 47
         assert (

@@ -15,7 +15,7 @@ import requests
 from bs4 import BeautifulSoup
 
 from ioparallax.simulators.stargate.server import StargateCluster
-from tests.support import free_port, run_entry_point, venv_tool, wait_for_http
+from tests.support import free_port, run_entry_point, started_and_stopped, venv_tool, wait_for_http
 
 from .stargate_sim_helpers import EPOCH, moving_scenario
 
@@ -43,17 +43,10 @@ def hosted_rows(html: str) -> dict[int, str]:
 
 @pytest.fixture
 def cluster():
-    started = []
+    def start(scenario, **kw) -> StargateCluster:
+        return StargateCluster(scenario, **{"clock": Clock(EPOCH), **kw}).start()
 
-    def make(scenario, **kw):
-        kw.setdefault("clock", Clock(EPOCH))
-        sim = StargateCluster(scenario, **kw).start()
-        started.append(sim)
-        return sim
-
-    yield make
-    for sim in started:
-        sim.stop()
+    yield from started_and_stopped(start)
 
 
 def test_each_cvm_shows_only_its_vdisks(cluster):

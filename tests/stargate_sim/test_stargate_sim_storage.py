@@ -34,74 +34,73 @@ def model_for(name_or_sc, history_start: float = EPOCH - 7200):
     return sc, trace, StorageModel(trace, history_start)
 
 
-@pytest.mark.parametrize("name", LIBRARY)
-def test_rates_and_totals_are_the_traces(name):
+def views_and_windows(name: str, nows: tuple[float, ...]):
+    """(the model's view, the trace's rate window) of every disk of scenario ``name`` at each of ``nows``."""
     sc, trace, model = model_for(name)
-    for now in (EPOCH, EPOCH + 37, EPOCH + 301):
+    for now in nows:
         t = trace.now(now)
         for disk in sc.disks:
-            v = model.view(disk, now)
-            w = trace.window(disk, t, RATE_WINDOW_S)
-            assert v.read_ops_s == pytest.approx(w.read_ops / RATE_WINDOW_S)
-            assert v.write_ops_s == pytest.approx(w.write_ops / RATE_WINDOW_S)
-            assert v.read_bytes_s == pytest.approx(w.read_bytes / RATE_WINDOW_S)
-            assert v.write_bytes_s == pytest.approx(w.write_bytes / RATE_WINDOW_S)
-            assert v.read_latency_s == pytest.approx(w.read_latency_s)
-            assert v.write_latency_s == pytest.approx(w.write_latency_s)
-            assert v.random_ops_s == pytest.approx((w.read_random_ops + w.write_random_ops) / RATE_WINDOW_S)
-            # Read sources add up to the frontend reads plus back-end RMW reads; destinations to writes.
-            assert v.read_source_total == pytest.approx(v.read_bytes_s + v.rmw_read_bytes_s)
-            assert v.write_destination_total == pytest.approx(v.write_bytes_s)
-            assert all(b >= 0 for b in v.read_sources.values())
-            # Zero reads: exactly the scenario's share, split estore / oplog zero.
-            zero = v.read_sources["estore_zero"] + v.read_sources["oplog_zero"]
-            assert zero == pytest.approx(w.read_zero_bytes / RATE_WINDOW_S)
-            assert v.read_sources["oplog_zero"] == pytest.approx(zero * ZERO_READ_OPLOG_SHARE)
-            assert v.write_destinations["oplog_zero"] == pytest.approx(w.write_zero_bytes / RATE_WINDOW_S)
-            # Little's law and the derived means.
-            assert v.qlen == pytest.approx((w.read_outstanding_s + w.write_outstanding_s) / RATE_WINDOW_S)
-            assert 0 <= v.busy_ratio < 1
-            # Folded page rows of every build add up to the same totals.
-            for build in (2014, 2015, 2016):
-                assert sum(b for _, b in fold(v.read_sources, READ_SOURCE_ROWS[build])) == pytest.approx(
-                    v.read_source_total
-                )
-                assert sum(b for _, b in fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])) == pytest.approx(
-                    v.write_destination_total
-                )
+            yield model.view(disk, now), trace.window(disk, t, RATE_WINDOW_S)
+
+
+@pytest.mark.parametrize("name", LIBRARY)
+def test_rates_and_totals_are_the_traces(name):
+    for v, w in views_and_windows(name, (EPOCH, EPOCH + 37, EPOCH + 301)):
+        assert v.read_ops_s == pytest.approx(w.read_ops / RATE_WINDOW_S)
+        assert v.write_ops_s == pytest.approx(w.write_ops / RATE_WINDOW_S)
+        assert v.read_bytes_s == pytest.approx(w.read_bytes / RATE_WINDOW_S)
+        assert v.write_bytes_s == pytest.approx(w.write_bytes / RATE_WINDOW_S)
+        assert v.read_latency_s == pytest.approx(w.read_latency_s)
+        assert v.write_latency_s == pytest.approx(w.write_latency_s)
+        assert v.random_ops_s == pytest.approx((w.read_random_ops + w.write_random_ops) / RATE_WINDOW_S)
+        # Read sources add up to the frontend reads plus back-end RMW reads; destinations to writes.
+        assert v.read_source_total == pytest.approx(v.read_bytes_s + v.rmw_read_bytes_s)
+        assert v.write_destination_total == pytest.approx(v.write_bytes_s)
+        assert all(b >= 0 for b in v.read_sources.values())
+        # Zero reads: exactly the scenario's share, split estore / oplog zero.
+        zero = v.read_sources["estore_zero"] + v.read_sources["oplog_zero"]
+        assert zero == pytest.approx(w.read_zero_bytes / RATE_WINDOW_S)
+        assert v.read_sources["oplog_zero"] == pytest.approx(zero * ZERO_READ_OPLOG_SHARE)
+        assert v.write_destinations["oplog_zero"] == pytest.approx(w.write_zero_bytes / RATE_WINDOW_S)
+        # Little's law and the derived means.
+        assert v.qlen == pytest.approx((w.read_outstanding_s + w.write_outstanding_s) / RATE_WINDOW_S)
+        assert 0 <= v.busy_ratio < 1
+        # Folded page rows of every build add up to the same totals.
+        for build in (2014, 2015, 2016):
+            assert sum(b for _, b in fold(v.read_sources, READ_SOURCE_ROWS[build])) == pytest.approx(
+                v.read_source_total
+            )
+            assert sum(b for _, b in fold(v.write_destinations, WRITE_DESTINATION_ROWS[build])) == pytest.approx(
+                v.write_destination_total
+            )
 
 
 @pytest.mark.parametrize("name", LIBRARY)
 def test_histograms_count_the_ops_of_the_window(name):
-    sc, trace, model = model_for(name)
-    for now in (EPOCH, EPOCH + 5, EPOCH + 130):
-        t = trace.now(now)
-        for disk in sc.disks:
-            v = model.view(disk, now)
-            w = trace.window(disk, t, RATE_WINDOW_S)
-            assert v.read_latency_hist.total == round(w.read_ops)
-            assert v.write_latency_hist.total == round(w.write_ops)
-            assert v.read_size_hist.total == round(w.read_ops)
-            assert v.write_size_hist.total == round(w.write_ops)
-            for h, mean in ((v.read_latency_hist, w.read_latency_s), (v.write_latency_hist, w.write_latency_s)):
-                assert len(h.counts) == 8
-                if h.total:
-                    assert sum(h.percents) == pytest.approx(100.0)
-                    # Count-weighted mean of the bucket averages is the trace mean (up to the
-                    # integer split of counts).
-                    assert h.average == pytest.approx(mean, rel=0.02)
-                for c, a, lo, hi in zip(
-                    h.counts,
-                    h.averages,
-                    (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
-                    (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, math.inf),
-                ):
-                    if c:
-                        assert lo <= a < hi
-                    else:
-                        assert a == 0
-            if v.read_size_hist.total:
-                assert v.read_size_hist.average == pytest.approx(w.read_bytes / w.read_ops, rel=0.01)
+    for v, w in views_and_windows(name, (EPOCH, EPOCH + 5, EPOCH + 130)):
+        assert v.read_latency_hist.total == round(w.read_ops)
+        assert v.write_latency_hist.total == round(w.write_ops)
+        assert v.read_size_hist.total == round(w.read_ops)
+        assert v.write_size_hist.total == round(w.write_ops)
+        for h, mean in ((v.read_latency_hist, w.read_latency_s), (v.write_latency_hist, w.write_latency_s)):
+            assert len(h.counts) == 8
+            if h.total:
+                assert sum(h.percents) == pytest.approx(100.0)
+                # Count-weighted mean of the bucket averages is the trace mean (up to the
+                # integer split of counts).
+                assert h.average == pytest.approx(mean, rel=0.02)
+            for c, a, lo, hi in zip(
+                h.counts,
+                h.averages,
+                (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
+                (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, math.inf),
+            ):
+                if c:
+                    assert lo <= a < hi
+                else:
+                    assert a == 0
+        if v.read_size_hist.total:
+            assert v.read_size_hist.average == pytest.approx(w.read_bytes / w.read_ops, rel=0.01)
 
 
 def test_clean_oltp_numbers_match_the_reference_row():

@@ -15,6 +15,7 @@ from ioparallax.yamlconf import ConfigError
 from tests.support import metric_value as value, parse_metrics
 
 from .conftest import PASSWORD, USER, insecure_config
+from .test_vcenter_exporter import frozen_and_probed
 from .test_vcenter_simulator import FROZEN, T0
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -28,10 +29,7 @@ def _truth(series, trace, end):
 
 def test_cpu_counters_match_the_scenario_truth(scenario_sim, postgres_trace, exporter):
     path, trace = postgres_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    exp = exporter(insecure_config(), ENV)
-    first = exp.probe(address)
-    assert value(first, "vcenter_up") == 1
+    address, exp, first = frozen_and_probed(scenario_sim, exporter, path)
     # The first probe integrates the newest sample; after a gap of ten samples, all ten.
     target = exp.targets.get(address)
     for state in target.cpu_states.values():

@@ -16,12 +16,19 @@ from .test_vcenter_simulator import FROZEN, T0
 ENV = {"VC_TEST_PASSWORD": "s3cret-Pa55"}
 
 
-def test_latest_sample_and_identities(scenario_sim, bursty_trace, exporter):
-    path, trace = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
+def frozen_and_probed(scenario_sim, exporter, path, *flags: str):
+    """The scenario simulator frozen at FROZEN on the trace ``path`` (with ``flags``), an exporter,
+    and its first probe of the simulator, which must be up: the address, the exporter, the probe."""
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, *flags)
     exp = exporter(insecure_config(), ENV)
     m = exp.probe(address)
     assert value(m, "vcenter_up") == 1
+    return address, exp, m
+
+
+def test_latest_sample_and_identities(scenario_sim, bursty_trace, exporter):
+    path, trace = bursty_trace
+    address, exp, m = frozen_and_probed(scenario_sim, exporter, path)
     labels = {"vm": "burst-01", "disk": "scsi0:1"}
     # vCenter's chart: 20,480 KBps at 80 ms for a 1 s burst of ~400 MiB/s
     assert value(m, "vcenter_virtual_disk_sample_write_bytes_per_second", **labels) == 20480 * 1024
@@ -94,10 +101,7 @@ def test_exposition_passes_promtool(scenario_sim, postgres_trace, exporter):
 def test_batches_respect_max_query_metrics(scenario_sim, postgres_trace, exporter):
     path, _ = postgres_trace
     # 15 counters x 1 ("*") per VM: a limit of 15 forces one VM per query; 16 VMs -> 16 queries
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "15", "-vms", "15")
-    exp = exporter(insecure_config(), ENV)
-    m = exp.probe(address)
-    assert value(m, "vcenter_up") == 1
+    _, _, m = frozen_and_probed(scenario_sim, exporter, path, "-max-query-metrics", "15", "-vms", "15")
     assert value(m, "vcenter_perf_queries") == 16
     assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
 

@@ -71,7 +71,7 @@ def _series(m: dict, name: str, **labels) -> dict:
     return {k: v for k, v in m.get(name, {}).items() if all(dict(k).get(a) == b for a, b in labels.items())}
 
 
-def probe_until(exp, address: str, done, timeout: float = 60.0) -> dict:
+def probe_until(exp, address: str, done, what: str = "the change", timeout: float = 60.0) -> dict:
     """Probe until ``done(metrics)``: the event a test waits for (a background inventory refresh
     has read a change) instead of a sleep that guesses how long the refresh takes. Every probe
     on the way must be up."""
@@ -81,7 +81,7 @@ def probe_until(exp, address: str, done, timeout: float = 60.0) -> dict:
         assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
         if done(m):
             return m
-        assert time.monotonic() < deadline, "the change never showed"
+        assert time.monotonic() < deadline, f"{what} never showed"
         time.sleep(0.1)
 
 

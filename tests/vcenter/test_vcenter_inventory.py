@@ -23,7 +23,7 @@ from tests.support import ShiftedClock, free_port, late_allowance, metric_value 
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_faults import Admin, WaitForTask
-from .test_vcenter_security import _trace_count
+from .test_vcenter_security import _trace_count, idle_session_reaped
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -36,15 +36,21 @@ def _connect(address: str):
     return SmartConnect(host=host, port=int(port), user=USER, pwd=PASSWORD, sslContext=ssl._create_unverified_context())
 
 
+def simulator_session(simulator: str, scenario_sim, postgres_trace, stock_vcsim, vms: int):
+    """The address of the scenario simulator (frozen, ``vms`` VMs of the postgres trace) or of stock
+    vcsim, and a pyVmomi session to it."""
+    if simulator == "scenario":
+        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", str(vms))
+    else:
+        address, _ = stock_vcsim()
+    return address, _connect(address)
+
+
 @pytest.mark.parametrize("simulator", ["scenario", "stock"])
 def test_soap_inventory_equals_pyvmomis(simulator, scenario_sim, postgres_trace, stock_vcsim):
     """The plain-SOAP inventory reads the same VMs, disks (controller address, label, backing
     file, normalised UUID, datastore, capacity) and hosts as the pyvmomi walk it replaces."""
-    if simulator == "scenario":
-        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", "3")
-    else:
-        address, _ = stock_vcsim()
-    si = _connect(address)
+    address, si = simulator_session(simulator, scenario_sim, postgres_trace, stock_vcsim, vms=3)
     try:
         ours, theirs = collect_inventory_soap(si), collect_inventory(si)
     finally:
@@ -156,11 +162,7 @@ def test_inventory_thread_stops_with_the_idle_logout(stock_vcsim, exporter, monk
         assert time.monotonic() < deadline, "the inventory was not refreshed"
         time.sleep(0.1)
     assert _trace_count(sim, "Logout") == 0
-    clock.offset = 40.0  # the reaper looks every 5 s
-    deadline = time.monotonic() + 60
-    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _trace_count(sim, "Logout") == 1
+    idle_session_reaped(sim, clock)
     reads = _trace_count(sim, "WaitForUpdatesEx")
     time.sleep(1.5)  # five refresh periods: none may come
     assert _trace_count(sim, "WaitForUpdatesEx") == reads

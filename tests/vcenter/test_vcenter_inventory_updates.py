@@ -20,11 +20,10 @@ from ioparallax.exporters.vcenter.client import TargetError, destroy_collector_b
 from ioparallax.exporters.vcenter.inventory import collect_inventory_soap
 from ioparallax.exporters.vcenter.inventory_watch import InventoryState, InventoryWatch
 from ioparallax.exporters.vcenter.parse import parse_update_set
-from tests.support import metric_value as value
 
 from .conftest import PASSWORD, insecure_config
-from .test_vcenter_faults import Admin, WaitForTask
-from .test_vcenter_inventory import _connect
+from .test_vcenter_faults import Admin, WaitForTask, probe_until
+from .test_vcenter_inventory import simulator_session
 from .test_vcenter_simulator import FROZEN
 
 ENV = {"VC_TEST_PASSWORD": PASSWORD}
@@ -45,11 +44,7 @@ def test_the_watchs_full_read_equals_the_paged_read(simulator, scenario_sim, pos
     """The first WaitForUpdatesEx (every object as enter, paged by the simulator at 100 objects)
     gives the same VMs, disks, hosts and datastores as RetrievePropertiesEx; the next one finds
     nothing changed."""
-    if simulator == "scenario":
-        address, _ = scenario_sim(postgres_trace[0], "-freeze-at", FROZEN, "-vms", "150")
-    else:
-        address, _ = stock_vcsim()
-    si = _connect(address)
+    address, si = simulator_session(simulator, scenario_sim, postgres_trace, stock_vcsim, vms=150)
     try:
         watch = InventoryWatch(address)
         first = watch.read(si)
@@ -72,24 +67,13 @@ def _disks(m: dict, vm_id: str) -> set[str]:
     return {dict(k)["disk"] for k in m["vcenter_virtual_disk_info"] if dict(k)["vm_id"] == vm_id}
 
 
-def _until(exp, address, check, what: str, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        m = exp.probe(address)
-        assert value(m, "vcenter_up") == 1, m.get("vcenter_probe_error_info")
-        if check(m):
-            return m
-        assert time.monotonic() < deadline, f"{what} never showed"
-        time.sleep(0.2)
-
-
 def test_changes_in_vcenter_show_up_without_a_full_read(scenario_sim, bursty_trace, exporter, soap_calls, caplog):
     """A VM renamed, a disk added, a VM destroyed and a VM cloned in vCenter each show up in the
     next probes (inventory_refresh 0.5s); the inventory is read whole once only."""
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-vms", "3")
     exp = exporter(insecure_config(inventory_refresh="0.5s"), ENV)
-    first = _until(exp, address, lambda m: True, "the first inventory")
+    first = probe_until(exp, address, lambda m: True, "the first inventory")
     names = _vm_info(first)
     assert "synthetic-00001" in names.values() and len(names) >= 4
     by_name = {n: i for i, n in names.items()}
@@ -98,7 +82,9 @@ def test_changes_in_vcenter_show_up_without_a_full_read(scenario_sim, bursty_tra
         caplog.set_level(logging.INFO, logger=LOGGER)
         # renamed: the same vm_id under its new name, the old name gone
         WaitForTask(admin.vm("synthetic-00001").Rename_Task("renamed-01"))
-        m = _until(exp, address, lambda m: _vm_info(m).get(by_name["synthetic-00001"]) == "renamed-01", "the rename")
+        m = probe_until(
+            exp, address, lambda m: _vm_info(m).get(by_name["synthetic-00001"]) == "renamed-01", "the rename"
+        )
         assert "synthetic-00001" not in _vm_info(m).values()
         assert any(
             f"inventory of target={address} updated: 1 changes (0 entered, 1 modified, 0 left)" in r.getMessage()
@@ -120,14 +106,16 @@ def test_changes_in_vcenter_show_up_without_a_full_read(scenario_sim, bursty_tra
             deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="add", fileOperation="create", device=disk)]
         )
         WaitForTask(vm.ReconfigVM_Task(spec))
-        m = _until(exp, address, lambda m: len(_disks(m, by_name["synthetic-00002"])) == len(before) + 1, "the disk")
+        m = probe_until(
+            exp, address, lambda m: len(_disks(m, by_name["synthetic-00002"])) == len(before) + 1, "the disk"
+        )
         assert before < _disks(m, by_name["synthetic-00002"])
 
         # destroyed: its series go
         gone = admin.vm("synthetic-00003")
         WaitForTask(gone.PowerOffVM_Task())
         WaitForTask(gone.Destroy_Task())
-        m = _until(exp, address, lambda m: by_name["synthetic-00003"] not in _vm_info(m), "the destroyed VM")
+        m = probe_until(exp, address, lambda m: by_name["synthetic-00003"] not in _vm_info(m), "the destroyed VM")
         assert not _disks(m, by_name["synthetic-00003"])
 
         # cloned: a new VM with its disks
@@ -135,7 +123,7 @@ def test_changes_in_vcenter_show_up_without_a_full_read(scenario_sim, bursty_tra
         WaitForTask(
             src.CloneVM_Task(folder=src.parent, name="added-01", spec=vim.vm.CloneSpec(location=vim.vm.RelocateSpec()))
         )
-        m = _until(exp, address, lambda m: "added-01" in _vm_info(m).values(), "the clone")
+        m = probe_until(exp, address, lambda m: "added-01" in _vm_info(m).values(), "the clone")
         added = next(i for i, n in _vm_info(m).items() if n == "added-01")
         assert _disks(m, added)
     finally:
@@ -156,7 +144,7 @@ def test_a_lost_collector_is_logged_and_answered_by_a_full_read(
     path, _ = bursty_trace
     address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-vms", "2")
     exp = exporter(insecure_config(inventory_refresh="0.3s"), ENV)
-    _until(exp, address, lambda m: True, "the first inventory")
+    probe_until(exp, address, lambda m: True, "the first inventory")
     target = exp.targets.get(address)
     deadline = time.monotonic() + 60
     while soap_calls["WaitForUpdatesEx"] < 2:  # the first update after the full read went through
@@ -170,7 +158,7 @@ def test_a_lost_collector_is_logged_and_answered_by_a_full_read(
     while soap_calls["CreatePropertyCollector"] < 2:
         assert time.monotonic() < deadline, soap_calls
         time.sleep(0.1)
-    m = _until(exp, address, lambda m: True, "a probe after the fallback")
+    m = probe_until(exp, address, lambda m: True, "a probe after the fallback")
     assert m["vcenter_virtual_disk_info"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings

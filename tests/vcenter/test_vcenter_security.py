@@ -61,6 +61,33 @@ def _refusal_logged(caplog, target: str) -> bool:
     )
 
 
+def assert_refused(exp, caplog, targets: list[str], raw_nul: str) -> None:
+    """Every one of ``targets`` is answered 400 at once, with a WARNING "probe refused" line naming
+    it; so are raw query strings with a NUL (``raw_nul``), invalid UTF-8 and CR/LF, as a client may
+    send them. Shared with test_prism_security."""
+    with caplog.at_level(logging.WARNING):
+        for target in targets:
+            start = time.monotonic()
+            code, text = exp.probe_text(target, timeout=2.0)
+            assert code == 400, (target, code, text)
+            assert time.monotonic() - start < 2.0
+            assert _refusal_logged(caplog, target), target
+    for raw in (raw_nul, "%ff%fe", "%0a%0d"):
+        r = requests.get(f"{exp.server.url}/probe?target={raw}", timeout=10)
+        assert r.status_code == 400, (raw, r.text)
+
+
+def one_target_for_every_spelling(exp, source: str, listed: str, upper: str) -> None:
+    """``listed``, its URL spellings (``upper``: an upper-case scheme) and its FQDN with a trailing
+    dot probe the one listed target: up, through one session. Shared with test_prism_security."""
+    host, port = listed.split(":")
+    for spelling in (listed, f"https://{listed}/", upper, f"{host}.:{port}"):
+        m = exp.probe(spelling)
+        assert value(m, f"{source}_up") == 1, spelling
+        assert value(m, f"{source}_session_logins_total") == 1, "one session for every spelling"
+    assert list(exp.targets._targets) == [listed]
+
+
 def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_trace, exporter, canary, caplog):
     """allow_unlisted_targets defaults to false: the canary, however spelled, gets nothing; the
     listed simulator, however spelled, is one target with one session."""
@@ -81,12 +108,7 @@ def test_config_file_unlisted_targets_get_no_connection(scenario_sim, bursty_tra
     assert canary.connections() == []
     assert PASSWORD not in caplog.text
 
-    host, port = listed.split(":")
-    for spelling in (listed, f"https://{listed}/", f"HTTPS://{listed}/sdk", f"{host}.:{port}"):
-        m = exp.probe(spelling)
-        assert value(m, "vcenter_up") == 1, spelling
-        assert value(m, "vcenter_session_logins_total") == 1, "one session for every spelling"
-    assert list(exp.targets._targets) == [listed]
+    one_target_for_every_spelling(exp, "vcenter", listed, f"HTTPS://{listed}/sdk")
 
 
 def test_unlisted_target_refused_message_names_the_fix(exporter, canary):
@@ -176,6 +198,16 @@ def _trace_count(proc, element: str) -> int:
     return proc.log_path.read_text(errors="replace").count(f"<{element} xmlns=")
 
 
+def idle_session_reaped(sim, clock) -> None:
+    """Move the exporter's clock past the 20 s idle timeout and wait (a minute at most) until the
+    reaper, which looks every 5 s, has logged the session out: once."""
+    clock.offset = 40.0
+    deadline = time.monotonic() + 60
+    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _trace_count(sim, "Logout") == 1
+
+
 def test_idle_sessions_are_logged_out(stock_vcsim, exporter, monkeypatch):
     """Spellings share one session; a target not probed for session_idle_timeout is logged out by
     the exporter's idle reaper (the simulator's SOAP trace shows the Logout) and the next probe logs
@@ -189,11 +221,7 @@ def test_idle_sessions_are_logged_out(stock_vcsim, exporter, monkeypatch):
         assert value(exp.probe(spelling), "vcenter_up") == 1
     assert _trace_count(sim, "Login") == 1
     assert _trace_count(sim, "Logout") == 0
-    clock.offset = 40.0  # the reaper looks every 5 s
-    deadline = time.monotonic() + 60
-    while _trace_count(sim, "Logout") == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _trace_count(sim, "Logout") == 1
+    idle_session_reaped(sim, clock)
     assert exp.targets._targets == {}
     assert value(exp.probe(address), "vcenter_up") == 1
     assert _trace_count(sim, "Login") == 2
@@ -240,17 +268,7 @@ HOSTILE_TARGETS = [
 @pytest.mark.parametrize("allow_unlisted", [True, False])
 def test_hostile_targets_give_400_never_500(exporter, caplog, allow_unlisted):
     exp = exporter(insecure_config(allow_unlisted=allow_unlisted) + "targets:\n  127.0.0.1:1: {}\n", ENV)
-    with caplog.at_level(logging.WARNING):
-        for target in HOSTILE_TARGETS:
-            start = time.monotonic()
-            code, text = exp.probe_text(target, timeout=2.0)
-            assert code == 400, (target, code, text)
-            assert time.monotonic() - start < 2.0
-            assert _refusal_logged(caplog, target), target
-    # a raw query string with a NUL and invalid UTF-8, as a client may send it
-    for raw in ("vc1%00", "%ff%fe", "%0a%0d"):
-        r = requests.get(f"{exp.server.url}/probe?target={raw}", timeout=10)
-        assert r.status_code == 400, (raw, r.text)
+    assert_refused(exp, caplog, HOSTILE_TARGETS, "vc1%00")
     assert all("\n" not in r.getMessage() for r in caplog.records)
 
 

@@ -25,6 +25,13 @@ def _vm(si, name):
         view.Destroy()
 
 
+def _frozen_vm(scenario_sim, connect, path, name: str, *flags: str):
+    """A session to the scenario simulator frozen at FROZEN on the trace ``path``, and its VM ``name``."""
+    address, _ = scenario_sim(path, "-freeze-at", FROZEN, *flags)
+    si = connect(address)
+    return si, _vm(si, name)
+
+
 def _query(si, vm, names, **kw):
     keys = counter_keys(si.content.perfManager.perfCounter, names)
     ids = [vim.PerformanceManager.MetricId(counterId=keys[n], instance=kw.pop("instance", "*")) for n in names]
@@ -36,9 +43,7 @@ def _query(si, vm, names, **kw):
 
 def test_burst_reads_20480_kbps_at_80_ms_in_its_20s_sample(scenario_sim, bursty_trace, connect):
     path, trace = bursty_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    si = connect(address)
-    vm = _vm(si, "burst-01")
+    si, vm = _frozen_vm(scenario_sim, connect, path, "burst-01")
     names = [
         "virtualDisk.write.average",
         "virtualDisk.totalWriteLatency.average",
@@ -68,9 +73,7 @@ def test_burst_reads_20480_kbps_at_80_ms_in_its_20s_sample(scenario_sim, bursty_
 
 def test_samples_follow_the_trace_per_disk_and_roll_up(scenario_sim, postgres_trace, connect):
     path, trace = postgres_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    si = connect(address)
-    vm = _vm(si, "pg-01")
+    si, vm = _frozen_vm(scenario_sim, connect, path, "pg-01")
     names = [
         "virtualDisk.numberReadAveraged.average",
         "virtualDisk.read.average",
@@ -109,9 +112,7 @@ def test_samples_follow_the_trace_per_disk_and_roll_up(scenario_sim, postgres_tr
 
 def test_start_time_is_exclusive_and_available_metrics_match(scenario_sim, postgres_trace, connect):
     path, _ = postgres_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN)
-    si = connect(address)
-    vm = _vm(si, "pg-01")
+    si, vm = _frozen_vm(scenario_sim, connect, path, "pg-01")
     start = dt.datetime.fromtimestamp(T0 - 60, dt.UTC)
     result, _ = _query(si, vm, ["virtualDisk.write.average"], intervalId=20, startTime=start)
     assert [s.timestamp.timestamp() for s in result[0].sampleInfo] == [T0 - 40, T0 - 20, T0]
@@ -147,9 +148,7 @@ def test_inventory_carries_the_scenario_identities(scenario_sim, postgres_trace,
 
 def test_max_query_metrics_is_enforced(scenario_sim, postgres_trace, connect):
     path, _ = postgres_trace
-    address, _ = scenario_sim(path, "-freeze-at", FROZEN, "-max-query-metrics", "3")
-    si = connect(address)
-    vm = _vm(si, "pg-01")
+    si, vm = _frozen_vm(scenario_sim, connect, path, "pg-01", "-max-query-metrics", "3")
     names = [
         "virtualDisk.read.average",
         "virtualDisk.write.average",

@@ -12,13 +12,13 @@ import requests
 
 from ioparallax.simulators.guest.vdbench import HostInterval, RunDefinition, VdbenchOutput
 from tests.support import (
+    first_scrape,
     free_port,
     promtool_check_metrics,
     run_entry_point,
     self_signed_cert,
     start_exporter,
     venv_tool,
-    wait_for_http,
 )
 from tests.vdbench.test_vdbench_reader import MULTI, samples, value
 
@@ -34,11 +34,8 @@ def test_serve_follows_a_run_live(tmp_path, processes):
     sim.begin_run("rd1", t0)
     sim.interval("rd1", HostInterval(1000, 3.90625, 50, 1.0, 2.0, 9.0, 0.5, 1.5), t0 + 1)
     port, proc = start_exporter(processes, EXPORTER, "--vdbench.watch", results)
-    landing = wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-    assert landing.status_code == 200 and "vdbench-exporter" in landing.text and "9766" not in landing.url
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    sm = samples(text)
-    assert value(sm, "vdbench_up") == 1
+    landing, text, sm = first_scrape(port, proc, "vdbench-exporter")
+    assert "9766" not in landing.url
     assert value(sm, "vdbench_exporter_build_info") == 1
     live = str(results / "live")
     assert value(sm, "vdbench_run_read_ops_total", source=live, run="rd1") == 500

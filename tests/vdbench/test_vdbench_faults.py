@@ -26,7 +26,7 @@ from ioparallax.exporters.vdbench import collector as collector_module, reader a
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
-from tests.support import assert_clean, free_port, promtool_check_metrics, venv_tool, wait_for_http
+from tests.support import assert_clean, free_port, promtool_check_metrics, rejected_by_reason, venv_tool, wait_for_http
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
 
 GOOD_RD2_AVG = 212.4237  # vdbconvert-multihost, rd2's avg_2-60 rate
@@ -110,11 +110,7 @@ def test_garbage_lines_are_counted_by_reason_and_skipped(tree, caplog):
     with caplog.at_level(logging.WARNING):
         _, sm = Scraper(tree).scrape()
     src = tree / "bad"
-    rejected = {
-        dict(ls)["reason"]: v
-        for (n, ls), v in sm.items()
-        if n == "vdbench_source_rejected_lines_total" and dict(ls)["source"] == str(src)
-    }
+    rejected = rejected_by_reason(sm, "vdbench_source_rejected_lines_total", src)
     assert rejected == {
         "not_a_number": 1,
         "invalid_value": 2,  # nan, -5
