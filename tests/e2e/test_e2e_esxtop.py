@@ -16,6 +16,7 @@ import pytest
 
 from ioparallax.report.report import make_report
 from tests.dashboards.promql import panels, substitute
+from tests.e2e.test_e2e_scenarios import at
 from tests.support import REPO
 
 pytestmark = pytest.mark.e2e
@@ -40,6 +41,25 @@ def wait_value(stack, promql: str, timeout: float = 120.0) -> float:
         time.sleep(2)
     assert len(res) == 1, (promql, res)
     return float(res[0]["value"][1])
+
+
+def _between_bursts(stack, before: float) -> float:
+    """The latest whole second before ``before`` that is halfway between two of burst-01's bursts,
+    by the stack's trace (bursts every 20 s: such a second and the one 60 s before are 10 s from any
+    burst, so a counter read there holds every burst before it and none after)."""
+    trace = stack.trace
+    disk = next(d for d in trace.disks if d.vm == VM)
+    bursts = [x for x in range(trace.period) if trace.second(disk, x).write_ops > 0]
+    assert bursts, "bursty-1m writes in bursts"
+
+    def gap(x: int) -> int:
+        p = trace.now(x)
+        return min(min(abs(p - b), trace.period - abs(p - b)) for b in bursts)
+
+    x = int(before)
+    while not (gap(x) >= 9 and gap(x - 60) >= 9):
+        x -= 1
+    return float(x)
 
 
 def wait_history(stack, seconds: float) -> None:
@@ -74,9 +94,14 @@ def test_the_2s_view_shows_the_bursts_the_20s_view_flattens(scenario_stack):
     # Between the bursts the 2 s samples read 0: the view resolves the burst, not a plateau.
     assert wait_value(stack, f"min_over_time(esxtop_virtual_disk_sample_write_ops_per_second{{{SEL}}}[40s])") == 0
     # The counters integrate every sample: the same mean as vCenter's (20 writes/s) over whole periods.
-    assert wait_value(stack, f"increase(esxtop_virtual_disk_write_ops_total{{{SEL}}}[60s])") == pytest.approx(
-        1200, rel=0.1
-    )
+    # Read as the counter's values 60 s apart, both halfway between two bursts (by the trace): three
+    # bursts between them, 1,200 writes. (increase()[60s] at an arbitrary instant held two of the three
+    # bursts in one alignment out of ten: its samples span 58 s.)
+    wait_history(stack, 120)  # the earlier reading is at most 92 s old, after the first scrapes
+    t = _between_bursts(stack, time.time() - 12)
+    total = f"esxtop_virtual_disk_write_ops_total{{{SEL}}}"
+    later, earlier = (float(at(stack, total, x)[0]["value"][1]) for x in (t, t - 60))
+    assert later - earlier == pytest.approx(1200, rel=0.02), (t, later, earlier)
     # The recording rule the alert and the report judge: 200 MiB/s over 20 MiB/s.
     assert wait_value(stack, f"vm_disk:ioparallax_esxtop_peak_to_vm_sample_bytes:ratio1m{{{SEL}}}") == pytest.approx(
         10, rel=0.01
