@@ -171,8 +171,8 @@ def labelled(
     texts: dict[float, tuple[str, str]],
     *,
     no_value: str,
-    w: int = 6,
-    h: int = 4,
+    w: int = 3,
+    h: int = 8,
     limit: float | None = None,
 ) -> stat.Panel:
     """A stat whose special values read as words: ``texts`` maps a value to (text, colour), e.g. a

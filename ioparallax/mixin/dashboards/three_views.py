@@ -213,8 +213,6 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             [Q(e.rule("vm_disk:ioparallax_guest_buffered_io:bool"), "{{vm}} {{disk}}")],
             {0: ("direct", "green"), 1: ("buffered", "orange")},
             no_value="no running fio job",
-            w=3,
-            h=8,
         )
     )
     d.with_panel(

@@ -78,8 +78,6 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
             ],
             {-1: ("not measurable", "orange")},
             no_value="no writes",
-            w=3,
-            h=8,
             limit=t.zero_write_ratio,
         )
     )
