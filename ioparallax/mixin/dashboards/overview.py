@@ -43,7 +43,7 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "Ioparallax* alerts firing now, with the VM disk, vdisk or job they are about "
             "and their severity (ALERTS series of Prometheus).",
             "none",
-            [Q(firing, instant=True, fmt="table")],
+            [firing],
             w=20,
             h=8,
             hide=("Time", "__name__", "Value", "alertstate"),
@@ -77,14 +77,7 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "incomplete: capture the pages (stargate-exporter capture --target <instance>) and report "
             "them (README: Reporting a page or answer ioparallax misreads).",
             "none",
-            [
-                Q(
-                    f"max by (instance, page, table, kind, item) "
-                    f"(stargate_parse_unknown_field_pages{e.sel('stargate')})",
-                    instant=True,
-                    fmt="table",
-                )
-            ],
+            [f"max by (instance, page, table, kind, item) (stargate_parse_unknown_field_pages{e.sel('stargate')})"],
             w=24,
             h=5,
         )
@@ -98,13 +91,7 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "(prism-exporter capture --target <instance>) and report them (README: Reporting a page or "
             "answer ioparallax misreads).",
             "none",
-            [
-                Q(
-                    f"max by (instance, answer, kind, item) (prism_parse_unknown_field_entities{e.sel('prism')})",
-                    instant=True,
-                    fmt="table",
-                )
-            ],
+            [f"max by (instance, answer, kind, item) (prism_parse_unknown_field_entities{e.sel('prism')})"],
             w=24,
             h=5,
         )
