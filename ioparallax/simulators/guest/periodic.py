@@ -56,11 +56,9 @@ class IoSums:
     @classmethod
     def of(cls, seconds: IoSeconds, latency_unit: float = 1.0) -> IoSums:
         """The sums of the per-second series of :func:`io_seconds` (``latency_unit`` as given there)."""
-        read_latency, write_latency = seconds[4], seconds[5]
-        return cls(
-            *(prefix_sums(v) for v in seconds),
-            inflight=tuple((r + w) / latency_unit for r, w in zip(read_latency, write_latency)),
-        )
+        ro, wo, rb, wb, rl, wl = (prefix_sums(v) for v in seconds)
+        inflight = tuple((r + w) / latency_unit for r, w in zip(seconds[4], seconds[5]))
+        return cls(ro, wo, rb, wb, rl, wl, inflight)
 
 
 def io_seconds(
