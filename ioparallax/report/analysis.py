@@ -103,6 +103,27 @@ def partitions(ds: Dataset, key: Key) -> dict[str, float] | None:
     return out
 
 
+#: The fields of :class:`DiskInput` that are the dataset's family of the same name, as it is.
+DISK_SERIES = (
+    "storage_read_bytes",
+    "storage_write_bytes",
+    "read_zero",
+    "write_zero",
+    "read_zero_measurable",
+    "write_zero_measurable",
+    "read_cache",
+    "working_set_to_cache",
+    "rmw_read_to_write",
+    "iodepth",
+    "vm_outstanding",
+    "buffered",
+    "splitting",
+    "split_ios",
+    "job_elapsed",
+    "esxtop_peak_ratio",
+)
+
+
 def disk_input(ds: Dataset, key: Key) -> DiskInput:
     g = lambda fam: ds.get(fam, key)  # noqa: E731
     inp = DiskInput(
@@ -110,29 +131,15 @@ def disk_input(ds: Dataset, key: Key) -> DiskInput:
         guest_bytes=_sum(g("guest_read_bytes"), g("guest_write_bytes")),
         vm_bytes=_sum(g("vm_read_bytes"), g("vm_write_bytes")),
         storage_bytes=_sum(g("storage_read_bytes"), g("storage_write_bytes")),
-        storage_read_bytes=g("storage_read_bytes"),
-        storage_write_bytes=g("storage_write_bytes"),
-        read_zero=g("read_zero"),
-        write_zero=g("write_zero"),
-        read_zero_measurable=g("read_zero_measurable"),
-        write_zero_measurable=g("write_zero_measurable"),
-        read_cache=g("read_cache"),
-        working_set_to_cache=g("working_set_to_cache"),
-        rmw_read_to_write=g("rmw_read_to_write"),
-        iodepth=g("iodepth"),
-        vm_outstanding=g("vm_outstanding"),
-        buffered=g("buffered"),
-        splitting=g("splitting"),
         partitions=partitions(ds, key),
-        split_ios=g("split_ios"),
-        job_elapsed=g("job_elapsed"),
         settle_seconds=ds.settle_seconds,
         rate_window=ds.rate_window,
         step_seconds=float(ds.times[1] - ds.times[0]) if ds.times.size > 1 else 0.0,
     )
+    for name in DISK_SERIES:
+        setattr(inp, name, g(name))
     if key in ds.vm_source_of:
         inp.vm_source, inp.vm_sample_seconds = ds.vm_source_of[key]
-    inp.esxtop_peak_ratio = g("esxtop_peak_ratio")
     inp.esxtop_sample_seconds = ds.esxtop_period_of.get(key)
     for fam, attr, label in (("guest_tool", "tool", "tool"), ("guest_os_source", "guest_os_source", "source")):
         seen = sorted(

@@ -293,64 +293,55 @@ def three_views(ctx: ReportContext, ds: Dataset, key: Key, other: Other) -> Figu
     columns: dict[str, np.ndarray] = {}
     handles: dict[str, Any] = {}  # label -> the line's style, the first of that label (the legend's order)
 
-    def draw(ax, x: np.ndarray, y: np.ndarray, label: str, **style: Any) -> None:
+    def draw(ax, data: Dataset, x: np.ndarray, family: str, label: str, column: str | None, **style: Any) -> bool:
+        """Draw the disk's ``family`` of ``data`` if it has values, kept as ``column`` of the CSV
+        (None: not kept); whether it was drawn."""
+        y = data.get(family, key)
+        if not has_data(y):
+            return False
         handles.setdefault(label, line(ax, *thin(ax, x, y), **style))
+        if column:
+            columns[column] = y
+        return True
 
     for r, q in enumerate(QUANTITIES):
         for c, d in enumerate(DIRECTIONS):
             ax = axes[r][c]
-            drawn = False
-            fio = ds.get(f"fio_{d}_{q}", key)
-            if has_data(fio):
-                draw(ax, dates, fio, "guest, fio 1 s interval", color=COLORS["guest"], lw=0.7, alpha=0.45)
-                columns[f"guest_fio_interval_{d}_{q}"] = fio
-                drawn = True
-            vcs = ds.get(f"vcsample_{d}_{q}", key)
-            if has_data(vcs):
-                draw(
-                    ax,
-                    dates,
-                    vcs,
-                    f"VM, {manager} {period:g} s sample",
-                    color=COLORS["vm"],
-                    lw=0.9,
-                    alpha=0.6,
-                    drawstyle="steps-post",
-                    ls="--",
-                )
-                columns[f"vm_{source}_sample_{d}_{q}"] = vcs
-                drawn = True
+            drawn = draw(
+                ax,
+                ds,
+                dates,
+                f"fio_{d}_{q}",
+                "guest, fio 1 s interval",
+                f"guest_fio_interval_{d}_{q}",
+                color=COLORS["guest"],
+                lw=0.7,
+                alpha=0.45,
+            )
+            drawn |= draw(
+                ax,
+                ds,
+                dates,
+                f"vcsample_{d}_{q}",
+                f"VM, {manager} {period:g} s sample",
+                f"vm_{source}_sample_{d}_{q}",
+                color=COLORS["vm"],
+                lw=0.9,
+                alpha=0.6,
+                drawstyle="steps-post",
+                ls="--",
+            )
             for layer in ("guest", "guest_os", "vm", "storage"):
-                s = ds.get(f"{layer}_{d}_{q}", key)
-                if has_data(s):
-                    # Views that agree draw on top of each other: wide to narrow, so each stays visible.
-                    draw(
-                        ax,
-                        dates,
-                        s,
-                        f"{LABELS[layer].replace('(vCenter)', f'({manager})')}, {ctx.config.w}",
-                        color=COLORS[layer],
-                        **LAYER_STYLE[layer],
-                    )
-                    columns[f"{layer}_{d}_{q}"] = s
-                    drawn = True
+                # Views that agree draw on top of each other: wide to narrow, so each stays visible.
+                label = f"{LABELS[layer].replace('(vCenter)', f'({manager})')}, {ctx.config.w}"
+                style = {"color": COLORS[layer], **LAYER_STYLE[layer]}
+                drawn |= draw(ax, ds, dates, f"{layer}_{d}_{q}", label, f"{layer}_{d}_{q}", **style)
             if other is not None:
                 octx, ods = other
                 odates = as_dates(ods.times + _shift(ctx, octx))
                 for layer in ("guest", "vm", "storage"):
-                    s = ods.get(f"{layer}_{d}_{q}", key)
-                    if has_data(s):
-                        draw(
-                            ax,
-                            odates,
-                            s,
-                            f"{octx.label}: {LABELS[layer]}",
-                            color=COLORS[layer],
-                            ls=(0, (4, 2)),
-                            lw=1.1,
-                            alpha=0.8,
-                        )
-                        drawn = True
+                    style = {"color": COLORS[layer], "ls": (0, (4, 2)), "lw": 1.1, "alpha": 0.8}
+                    drawn |= draw(ax, ods, odates, f"{layer}_{d}_{q}", f"{octx.label}: {LABELS[layer]}", None, **style)
             ax.set_title(f"{TITLES[q]}, {d}s")
             unit_axis(ax, q)
             headroom(ax)

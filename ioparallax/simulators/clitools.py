@@ -1,5 +1,6 @@
 """What the simulators' command lines do alike: the parser with the scenario argument, the
-simulated clock, the address file a launcher polls for, and serving until SIGTERM or SIGINT."""
+simulated clock, starting (or saying why not), the address file a launcher polls for, and serving
+until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import argparse
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ioparallax.exporters.common.logsetup import add_logging_args
 from ioparallax.version import add_version_arg
+from ioparallax.yamlconf import ConfigError
 
 
 def simulator_parser(prog: str, description: str, epilog: str, examples: str) -> argparse.ArgumentParser:
@@ -53,6 +56,25 @@ def clock_of(args: argparse.Namespace) -> Callable[[], float]:
     """The wall clock, or the time ``--freeze-at`` froze it at."""
     frozen = args.freeze_at
     return (lambda: frozen) if frozen is not None else time.time
+
+
+class _Startable(Protocol):
+    def start(self) -> Any: ...
+
+
+_S = TypeVar("_S", bound=_Startable)
+
+
+def start_simulator(prog: str, make: Callable[[], _S]) -> _S | None:
+    """The simulator ``make()`` builds, started; None after printing ``prog: error: ...`` when the
+    scenario, an address or a port is wrong (the caller exits 2)."""
+    try:
+        sim = make()
+        sim.start()
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return None
+    return sim
 
 
 def write_json(path: str, doc: Any, indent: int | None = None) -> None:

@@ -12,6 +12,7 @@ import pytest
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector, read_disks
 from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, fio_seconds, fio_size
 from ioparallax.exporters.fio.reader import read_text
+from ioparallax.simulators.guest.sysfs import write_attribute
 from tests.fio.conftest import run_fio
 from tests.support import promtool_check_metrics, require_tool
 
@@ -91,38 +92,30 @@ def test_fio_value_syntax():
 # guest disk facts
 
 
-def _write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text + "\n")
-
-
 def make_sysfs(root: Path) -> Path:
     """A sysfs tree as a VMware guest shows it: a pvscsi disk whose serial (VPD page 0x80) is the
     virtual disk's UUID, a misaligned partition at 1536 bytes and an aligned one at 1 MiB; a
     virtio disk with a serial file; an unbound loop device (size 0) and a ram disk to leave out."""
     sda = root / "block" / "sda"
-    _write(sda / "size", "41943040")
+    write_attribute(sda / "size", "41943040")
     for f, v in (("logical_block_size", "512"), ("physical_block_size", "512"), ("max_sectors_kb", "512")):
-        _write(sda / "queue" / f, v)
+        write_attribute(sda / "queue" / f, v)
     serial = b"6000c29a1b2c3d4e5f60718293a4b5c6"
-    _write(sda / "device" / "vpd_pg80", bytes([0, 0x80, 0, len(serial)]) + serial)
-    _write(sda / "device" / "wwid", "naa.6000c29a1b2c3d4e5f60718293a4b5c6")
-    _write(sda / "device" / "model", "Virtual disk    ")
-    _write(sda / "device" / "vendor", "VMware  ")
+    write_attribute(sda / "device" / "vpd_pg80", bytes([0, 0x80, 0, len(serial)]) + serial)
+    write_attribute(sda / "device" / "wwid", "naa.6000c29a1b2c3d4e5f60718293a4b5c6")
+    write_attribute(sda / "device" / "model", "Virtual disk    ")
+    write_attribute(sda / "device" / "vendor", "VMware  ")
     for name, num, start, size in (("sda1", 1, 3, 2048), ("sda2", 2, 2048, 409600)):
-        _write(sda / name / "partition", str(num))
-        _write(sda / name / "start", str(start))
-        _write(sda / name / "size", str(size))
+        write_attribute(sda / name / "partition", str(num))
+        write_attribute(sda / name / "start", str(start))
+        write_attribute(sda / name / "size", str(size))
     vdb = root / "block" / "vdb"
-    _write(vdb / "size", "2097152")
-    _write(vdb / "serial", "PoC-data-1")
+    write_attribute(vdb / "size", "2097152")
+    write_attribute(vdb / "serial", "PoC-data-1")
     for f, v in (("logical_block_size", "4096"), ("physical_block_size", "4096"), ("max_sectors_kb", "1280")):
-        _write(vdb / "queue" / f, v)
-    _write(root / "block" / "loop3" / "size", "0")
-    _write(root / "block" / "ram0" / "size", "8192")
+        write_attribute(vdb / "queue" / f, v)
+    write_attribute(root / "block" / "loop3" / "size", "0")
+    write_attribute(root / "block" / "ram0" / "size", "8192")
     return root
 
 

@@ -161,8 +161,8 @@ def density(cfg: MixinConfig) -> db.Dashboard:
             "database in shared_buffers is what a density test wants, not a storage test).",
             "short",
             [
-                Q(f"pgbench_run_info{e.sel('pgbench', APP_VM)}", instant=True, fmt="table"),
-                Q(f"pgbench_run_hygiene_problem{e.sel('pgbench', APP_VM)} == 1", instant=True, fmt="table"),
+                f"pgbench_run_info{e.sel('pgbench', APP_VM)}",
+                f"pgbench_run_hygiene_problem{e.sel('pgbench', APP_VM)} == 1",
             ],
             hide=("Time", "__name__", "Value #A", "Value #B", "job"),
         )

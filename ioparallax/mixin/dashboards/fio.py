@@ -28,7 +28,7 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
             "docs/hygiene.md): zero_buffers, compressible buffers without a pattern, buffered I/O, "
             "gtod_reduce, a working set below the cache, short time_based runs.",
             "none",
-            [Q(f"{e.fio('fio_job_hygiene_problem')} == 1", instant=True, fmt="table")],
+            [f"{e.fio('fio_job_hygiene_problem')} == 1"],
             w=14,
             h=7,
             hide=("Time", "__name__", "Value", "job"),
@@ -40,7 +40,7 @@ def fio_jobs(cfg: MixinConfig) -> db.Dashboard:
             "Options of each job on the selected VM disks (fio_job_info): file, rw, bs, iodepth, "
             "numjobs, direct, ioengine.",
             "none",
-            [Q(e.fio("fio_job_info"), instant=True, fmt="table")],
+            [e.fio("fio_job_info")],
             w=10,
             h=7,
             hide=("Time", "__name__", "Value", "job", "groupid", "version"),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard as db
+from typing import Any
+
+from grafana_foundation_sdk.builders import dashboard as db, timeseries
 
 from ioparallax.mixin.config import MixinConfig
 from ioparallax.mixin.dashboards.base import DIRECTIONS, Expr, new_dashboard
@@ -41,7 +43,7 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "Ioparallax* alerts firing now, with the VM disk, vdisk or job they are about "
             "and their severity (ALERTS series of Prometheus).",
             "none",
-            [Q(firing, instant=True, fmt="table")],
+            [firing],
             w=20,
             h=8,
             hide=("Time", "__name__", "Value", "alertstate"),
@@ -75,14 +77,7 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "incomplete: capture the pages (stargate-exporter capture --target <instance>) and report "
             "them (README: Reporting a page or answer ioparallax misreads).",
             "none",
-            [
-                Q(
-                    f"max by (instance, page, table, kind, item) "
-                    f"(stargate_parse_unknown_field_pages{e.sel('stargate')})",
-                    instant=True,
-                    fmt="table",
-                )
-            ],
+            [f"max by (instance, page, table, kind, item) (stargate_parse_unknown_field_pages{e.sel('stargate')})"],
             w=24,
             h=5,
         )
@@ -96,41 +91,37 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             "(prism-exporter capture --target <instance>) and report them (README: Reporting a page or "
             "answer ioparallax misreads).",
             "none",
-            [
-                Q(
-                    f"max by (instance, answer, kind, item) (prism_parse_unknown_field_entities{e.sel('prism')})",
-                    instant=True,
-                    fmt="table",
-                )
-            ],
+            [f"max by (instance, answer, kind, item) (prism_parse_unknown_field_entities{e.sel('prism')})"],
             w=24,
             h=5,
         )
     )
     d.with_row(row("Storage: zeros and cache"))
+
+    def vdisk_share(title: str, description: str, ratio: str, limit: float, **options: Any) -> timeseries.Panel:
+        """A share per VM disk: the vdisk ratio rule ``ratio``, its alert threshold dashed."""
+        return ts(title, description, "percentunit", [Q(e.vdisk_ratio(ratio), vd)], limit=limit, **options)
+
     d.with_panel(
-        ts(
+        vdisk_share(
             "Zero share of reads",
             "Share of the read bytes the storage served from its zero buckets "
             "(zero, estore_zero, oplog_zero): bytes no disk ever read. Above the dashed line "
             f"({t.zero_read_ratio:.0%}) on a busy vdisk the benchmark is inflated (distortions.md, 1).",
-            "percentunit",
-            [Q(e.vdisk_ratio("read_zero"), vd)],
-            w=12,
-            limit=t.zero_read_ratio,
+            "read_zero",
+            t.zero_read_ratio,
         )
     )
     d.with_panel(
-        ts(
+        vdisk_share(
             "Zero share of writes",
             "Share of the written bytes that went to oplog_zero: zeros the storage "
             "stored as metadata only. Typical of fio zero_buffers=1, compressible buffers without "
             "buffer_pattern, or dd if=/dev/zero. Not measurable (no line) on 2014/2015 page builds: their "
             "Write Destination table has no Oplog Zero row (see 'Zero writes measurable').",
-            "percentunit",
-            [Q(e.vdisk_ratio("write_zero"), vd)],
+            "write_zero",
+            t.zero_write_ratio,
             w=9,
-            limit=t.zero_write_ratio,
             no_value="not measurable (page build without Oplog Zero) or no writes",
         )
     )
@@ -146,32 +137,26 @@ def overview(cfg: MixinConfig) -> db.Dashboard:
             [Q(e.vdisk_flag("write_zero_measurable"), vd)],
             {0: ("not measurable", "orange"), 1: ("measurable", "green")},
             no_value="no write destinations (no detail page)",
-            w=3,
-            h=8,
         )
     )
     d.with_panel(
-        ts(
+        vdisk_share(
             "Reads from cache",
             "Share of read bytes served from DRAM or the extent cache. Above "
             f"{t.cache_read_ratio:.0%} with a working set below the cache the benchmark measures the "
             "CVM's memory, not its disks (hero numbers).",
-            "percentunit",
-            [Q(e.vdisk_ratio("read_cache"), vd)],
-            w=12,
-            limit=t.cache_read_ratio,
+            "read_cache",
+            t.cache_read_ratio,
         )
     )
     d.with_panel(
-        ts(
+        vdisk_share(
             "Working set / CVM cache",
             "The vdisk's 2-minute union working set over the configured CVM "
             f"cache ({t.cvm_cache_bytes / 2**30:g} GiB, thresholds.cvm_cache_bytes). Below 1 the whole "
             "working set fits in cache.",
-            "percentunit",
-            [Q(e.vdisk_ratio("working_set_to_cache"), vd)],
-            w=12,
-            limit=t.working_set_to_cache_ratio,
+            "working_set_to_cache",
+            t.working_set_to_cache_ratio,
         )
     )
     d.with_row(row("Do the views agree?"))

@@ -129,13 +129,15 @@ def tbl(
     title: str,
     description: str,
     unit: str,
-    queries: list[Q],
+    exprs: list[str],
     *,
     w: int = 24,
     h: int = 8,
     hide: tuple[str, ...] = ("Time", "__name__"),
 ) -> table.Panel:
-    """An instant table (the queries must be instant, format table); ``hide`` drops columns."""
+    """A table of the instant values of ``exprs`` (one row a series; several merged); ``hide``
+    drops columns."""
+    queries = [Q(x, instant=True, fmt="table") for x in exprs]
     p = _common(table.Panel(), title, description, unit, queries, w, h)
     p.with_transformation(
         dm.DataTransformerConfig(id_val="organize", options={"excludeByName": dict.fromkeys(hide, True)})
@@ -171,8 +173,8 @@ def labelled(
     texts: dict[float, tuple[str, str]],
     *,
     no_value: str,
-    w: int = 6,
-    h: int = 4,
+    w: int = 3,
+    h: int = 8,
     limit: float | None = None,
 ) -> stat.Panel:
     """A stat whose special values read as words: ``texts`` maps a value to (text, colour), e.g. a

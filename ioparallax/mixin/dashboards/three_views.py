@@ -213,8 +213,6 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             [Q(e.rule("vm_disk:ioparallax_guest_buffered_io:bool"), "{{vm}} {{disk}}")],
             {0: ("direct", "green"), 1: ("buffered", "orange")},
             no_value="no running fio job",
-            w=3,
-            h=8,
         )
     )
     d.with_panel(
@@ -245,8 +243,8 @@ def three_views(cfg: MixinConfig) -> db.Dashboard:
             "node_exporter in Linux guests, windows_exporter in Windows guests).",
             "none",
             [
-                Q(e.rule("vm_disk:ioparallax_guest_tool:info"), instant=True, fmt="table"),
-                Q(e.rule("vm_disk:ioparallax_guest_os_source:info"), instant=True, fmt="table"),
+                e.rule("vm_disk:ioparallax_guest_tool:info"),
+                e.rule("vm_disk:ioparallax_guest_os_source:info"),
             ],
             w=12,
             h=6,

@@ -52,8 +52,8 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
             "writes line on 2014/2015 page builds: no Oplog Zero row, so zero writes are not measurable.",
             "percentunit",
             [
-                Q(f"max by (vdisk_id) ({e.vdisk_ratio('read_zero', VDISK)})", "reads {{vdisk_id}}"),
-                Q(f"max by (vdisk_id) ({e.vdisk_ratio('write_zero', VDISK)})", "writes {{vdisk_id}}"),
+                Q(f"max by (vdisk_id) ({e.vdisk_ratio(f'{dr}_zero', VDISK)})", f"{dr}s {{{{vdisk_id}}}}")
+                for dr in DIRECTIONS
             ],
             w=6,
             limit=t.zero_read_ratio,
@@ -78,8 +78,6 @@ def vdisk(cfg: MixinConfig) -> db.Dashboard:
             ],
             {-1: ("not measurable", "orange")},
             no_value="no writes",
-            w=3,
-            h=8,
             limit=t.zero_write_ratio,
         )
     )

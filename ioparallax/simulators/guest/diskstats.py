@@ -40,7 +40,7 @@ from ioparallax.simulators.scenario import BlockSizeMix, Disk, Trace
 
 from .devices import MAX_SECTORS_KB, SD_MAJOR, SECTOR, minor_of
 from .fio import GuestFio
-from .periodic import prefix_sums
+from .periodic import IoSums, io_seconds, prefix_sums
 
 FIELDS = (
     "reads_completed",
@@ -70,16 +70,11 @@ def split_factor(sizes: BlockSizeMix, max_request_bytes: int = MAX_SECTORS_KB * 
 
 @dataclass(frozen=True)
 class _DiskSeries:
-    """Prefix sums over the period of one disk's block-layer numbers (index t: seconds [0, t))."""
+    """One disk's block-layer numbers over the period: device requests, bytes and ms (``io``, its
+    latency in ms) and ms doing I/O (prefix sums)."""
 
-    read_ops: tuple[float, ...]
-    write_ops: tuple[float, ...]
-    read_bytes: tuple[float, ...]
-    write_bytes: tuple[float, ...]
-    read_ms: tuple[float, ...]
-    write_ms: tuple[float, ...]
+    io: IoSums
     busy_ms: tuple[float, ...]
-    inflight: tuple[float, ...]  # per second (not a prefix): average requests in flight
 
 
 class GuestDiskstats:
@@ -101,34 +96,13 @@ class GuestDiskstats:
         self._series: dict[str, _DiskSeries] = {d.key: self._disk_series(d) for d in trace.scenario.disks}
 
     def _disk_series(self, disk: Disk) -> _DiskSeries:
-        p = self.period
-        ro, wo, rb, wb, rms, wms = ([0.0] * p for _ in range(6))
-        for si, s in enumerate(disk.streams):
-            act = self.trace.activity[disk.key][si]
-            fr = split_factor(s.read_size, self.max_request_bytes)
-            fw = split_factor(s.write_size, self.max_request_bytes)
-            for t, a in enumerate(act):
-                if a <= 0:
-                    continue
-                r = s.read_iops * a
-                w = s.write_iops * a
-                ro[t] += r * fr
-                wo[t] += w * fw
-                rb[t] += r * s.read_size.mean_bytes
-                wb[t] += w * s.write_size.mean_bytes
-                rms[t] += r * fr * s.read_latency_s * 1000.0
-                wms[t] += w * fw * s.write_latency_s * 1000.0
-        busy = [min(1000.0, rms[t] + wms[t]) for t in range(p)]
-        inflight = [(rms[t] + wms[t]) / 1000.0 for t in range(p)]
+        seconds = io_seconds(
+            self.trace, disk, requests=lambda size: split_factor(size, self.max_request_bytes), latency_unit=1000.0
+        )
+        rms, wms = seconds[4], seconds[5]
         return _DiskSeries(
-            read_ops=prefix_sums(ro),
-            write_ops=prefix_sums(wo),
-            read_bytes=prefix_sums(rb),
-            write_bytes=prefix_sums(wb),
-            read_ms=prefix_sums(rms),
-            write_ms=prefix_sums(wms),
-            busy_ms=prefix_sums(busy),
-            inflight=tuple(inflight),
+            io=IoSums.of(seconds, latency_unit=1000.0),
+            busy_ms=prefix_sums(min(1000.0, r + w) for r, w in zip(rms, wms)),
         )
 
     def fields(self, disk: Disk, T: int) -> dict[str, int]:
@@ -142,16 +116,17 @@ class GuestDiskstats:
         def down(x: float) -> int:
             return int(math.floor(x + 1e-6))
 
-        read_ms, write_ms = cum(s.read_ms), cum(s.write_ms)
+        io = s.io
+        read_ms, write_ms = cum(io.read_latency), cum(io.write_latency)
         out = dict.fromkeys(FIELDS, 0)
         out.update(
-            reads_completed=down(cum(s.read_ops)),
-            sectors_read=down(cum(s.read_bytes) / SECTOR),
+            reads_completed=down(cum(io.read_ops)),
+            sectors_read=down(cum(io.read_bytes) / SECTOR),
             ms_reading=down(read_ms),
-            writes_completed=down(cum(s.write_ops)),
-            sectors_written=down(cum(s.write_bytes) / SECTOR),
+            writes_completed=down(cum(io.write_ops)),
+            sectors_written=down(cum(io.write_bytes) / SECTOR),
             ms_writing=down(write_ms),
-            ios_in_progress=int(round(s.inflight[self.trace.period_second(T - 1)])) if T > start else 0,
+            ios_in_progress=int(round(io.inflight[self.trace.period_second(T - 1)])) if T > start else 0,
             ms_doing_io=down(cum(s.busy_ms)),
             weighted_ms=down(read_ms + write_ms),
         )

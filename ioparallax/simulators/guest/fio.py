@@ -33,7 +33,7 @@ from functools import lru_cache
 from ioparallax.exporters.fio.hygiene import is_direct
 from ioparallax.simulators.scenario import Disk, Stream, Trace
 
-from .periodic import prefix_sums
+from .periodic import IoSums, io_seconds
 
 FIO_VERSION = "fio-3.33"
 
@@ -112,18 +112,6 @@ def lognormal_bins(mean_s: float, sigma: float) -> tuple[tuple[int, float], ...]
     return tuple((i, p / total) for i, p in out)
 
 
-@dataclass(frozen=True)
-class _Series:
-    """Prefix sums over the period of one stream's per-second numbers (index t: seconds [0, t))."""
-
-    read_ops: tuple[float, ...]
-    write_ops: tuple[float, ...]
-    read_bytes: tuple[float, ...]
-    write_bytes: tuple[float, ...]
-    read_lat: tuple[float, ...]  # sum of latencies, seconds
-    write_lat: tuple[float, ...]
-
-
 @dataclass
 class Job:
     """One fio job of a VM: the streams of one disk that share a ``job`` name."""
@@ -146,7 +134,7 @@ class GuestFio:
         self.period = trace.period
         # Continuous jobs started at the start of the period in which the simulator started.
         self.anchor = trace.period_start(time.time() if anchor is None else anchor)
-        self._series: dict[tuple[str, int], _Series] = {}
+        self._series: dict[tuple[str, int], IoSums] = {}  # (disk, stream index)
         self.jobs: dict[str, list[Job]] = {}
         for vm in trace.scenario.vms:
             jobs: list[Job] = []
@@ -154,25 +142,12 @@ class GuestFio:
                 groups: dict[str, list[tuple[int, Stream]]] = {}
                 for si, s in enumerate(disk.streams):
                     groups.setdefault(s.job or s.name, []).append((si, s))
-                    self._series[(disk.key, si)] = self._stream_series(disk, si, s)
+                    self._series[(disk.key, si)] = IoSums.of(io_seconds(trace, disk, [si]))
                 for name, members in groups.items():
                     jobs.append(self._job(name, disk, members))
             self.jobs[vm.name] = jobs
 
     # -- set-up -------------------------------------------------------------------------
-    def _stream_series(self, disk: Disk, si: int, s: Stream) -> _Series:
-        act = self.trace.activity[disk.key][si]
-        r = [s.read_iops * a for a in act]
-        w = [s.write_iops * a for a in act]
-        return _Series(
-            read_ops=prefix_sums(r),
-            write_ops=prefix_sums(w),
-            read_bytes=prefix_sums([x * s.read_size.mean_bytes for x in r]),
-            write_bytes=prefix_sums([x * s.write_size.mean_bytes for x in w]),
-            read_lat=prefix_sums([x * s.read_latency_s for x in r]),
-            write_lat=prefix_sums([x * s.write_latency_s for x in w]),
-        )
-
     def _job(self, name: str, disk: Disk, members: list[tuple[int, Stream]]) -> Job:
         covered = [False] * self.period
         for _, s in members:
@@ -251,7 +226,8 @@ class GuestFio:
                 for si, _ in job.streams
             )
             lat = sum(
-                self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_lat"), start, until) for si, _ in job.streams
+                self._cum(getattr(self._series[(job.disk.key, si)], f"{d}_latency"), start, until)
+                for si, _ in job.streams
             )
             parts = []
             for si, s in job.streams:

@@ -86,7 +86,9 @@ def vpd_pg80(text: str) -> bytes:
     return bytes([0x00, 0x80]) + len(data).to_bytes(2, "big") + data
 
 
-def _write(path: Path, content: str | bytes) -> None:
+def write_attribute(path: Path, content: str | bytes) -> None:
+    """One sysfs attribute file, its directories made: text as the kernel shows it (a newline at
+    the end), bytes as they are (binary attributes such as VPD pages)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(content, bytes):
         path.write_bytes(content)
@@ -102,25 +104,25 @@ def write_tree(vm: Vm, root: str | os.PathLike[str]) -> Path:
     for d in vm.disks:
         dev = block / d.guest_device
         sectors = d.capacity_bytes // SECTOR
-        _write(dev / "size", str(sectors))
-        _write(dev / "ro", "0")
-        _write(dev / "removable", "0")
+        write_attribute(dev / "size", str(sectors))
+        write_attribute(dev / "ro", "0")
+        write_attribute(dev / "removable", "0")
         ident = identity(vm, d)
-        _write(dev / "device" / "vpd_pg80", vpd_pg80(ident.serial))
-        _write(dev / "device" / "vendor", ident.vendor)
-        _write(dev / "device" / "model", ident.model)
-        _write(dev / "device" / "wwid", ident.wwid)
-        _write(dev / "queue" / "logical_block_size", "512")
-        _write(dev / "queue" / "physical_block_size", "512")
-        _write(dev / "queue" / "max_sectors_kb", str(MAX_SECTORS_KB))
-        _write(dev / "queue" / "rotational", "0")
+        write_attribute(dev / "device" / "vpd_pg80", vpd_pg80(ident.serial))
+        write_attribute(dev / "device" / "vendor", ident.vendor)
+        write_attribute(dev / "device" / "model", ident.model)
+        write_attribute(dev / "device" / "wwid", ident.wwid)
+        write_attribute(dev / "queue" / "logical_block_size", "512")
+        write_attribute(dev / "queue" / "physical_block_size", "512")
+        write_attribute(dev / "queue" / "max_sectors_kb", str(MAX_SECTORS_KB))
+        write_attribute(dev / "queue" / "rotational", "0")
         if d.partition_start_bytes % SECTOR:
             raise ValueError(f"{d.key}: partition_start {d.partition_start_bytes} is not a multiple of 512")
         start = d.partition_start_bytes // SECTOR
         part = dev / f"{d.guest_device}1"
-        _write(part / "partition", "1")
-        _write(part / "start", str(start))
-        _write(part / "size", str(max(0, sectors - start)))
+        write_attribute(part / "partition", "1")
+        write_attribute(part / "start", str(start))
+        write_attribute(part / "size", str(max(0, sectors - start)))
     return root
 
 
@@ -135,5 +137,5 @@ def write_udev(vm: Vm, root: str | os.PathLike[str]) -> Path:
     for d in vm.disks:
         minor = minor_of(d.guest_device)
         props = identity(vm, d).udev
-        _write(root / f"b{SD_MAJOR}:{minor}", "\n".join(f"E:{k}={v}" for k, v in props.items()))
+        write_attribute(root / f"b{SD_MAJOR}:{minor}", "\n".join(f"E:{k}={v}" for k, v in props.items()))
     return root

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from ioparallax.simulators.scenario import Disk, Trace, Vm
 
 from .fio import GuestFio
-from .periodic import prefix_sums
+from .periodic import IoSums, io_seconds, prefix_sums
 
 SYSTEM_DISK_BYTES = 60 * 1024**3
 FILESYSTEM = "NTFS"
@@ -56,16 +56,11 @@ FILESYSTEM = "NTFS"
 
 @dataclass(frozen=True)
 class _Series:
-    """Prefix sums over one period of a disk's Windows counters (index t: seconds [0, t))."""
+    """One disk's Windows counters over the period: ops, bytes and seconds (``io``) and idle seconds
+    (prefix sums)."""
 
-    reads: tuple[float, ...]
-    writes: tuple[float, ...]
-    read_bytes: tuple[float, ...]
-    write_bytes: tuple[float, ...]
-    read_latency: tuple[float, ...]  # seconds: sum of the reads' latencies
-    write_latency: tuple[float, ...]
-    idle: tuple[float, ...]  # seconds with nothing in flight
-    inflight: tuple[float, ...]  # per second (not a prefix): average requests in flight
+    io: IoSums
+    idle: tuple[float, ...]
 
 
 #: (metric suffix, HELP text as windows_exporter words it, TYPE) of the per-disk families.
@@ -106,29 +101,9 @@ class GuestWindows:
         self._series = {d.key: self._disk_series(d) for vm in self.vms.values() for d in vm.disks}
 
     def _disk_series(self, disk: Disk) -> _Series:
-        p = self.period
-        ro, wo, rb, wb, rl, wl = ([0.0] * p for _ in range(6))
-        for si, s in enumerate(disk.streams):
-            for t, a in enumerate(self.trace.activity[disk.key][si]):
-                if a <= 0:
-                    continue
-                r, w = s.read_iops * a, s.write_iops * a
-                ro[t] += r
-                wo[t] += w
-                rb[t] += r * s.read_size.mean_bytes
-                wb[t] += w * s.write_size.mean_bytes
-                rl[t] += r * s.read_latency_s
-                wl[t] += w * s.write_latency_s
-        return _Series(
-            reads=prefix_sums(ro),
-            writes=prefix_sums(wo),
-            read_bytes=prefix_sums(rb),
-            write_bytes=prefix_sums(wb),
-            read_latency=prefix_sums(rl),
-            write_latency=prefix_sums(wl),
-            idle=prefix_sums(max(0.0, 1.0 - (rl[t] + wl[t])) for t in range(p)),
-            inflight=tuple(rl[t] + wl[t] for t in range(p)),
-        )
+        seconds = io_seconds(self.trace, disk)
+        rl, wl = seconds[4], seconds[5]
+        return _Series(io=IoSums.of(seconds), idle=prefix_sums(max(0.0, 1.0 - (r + w)) for r, w in zip(rl, wl)))
 
     def counters(self, disk: Disk, T: int) -> dict[str, float]:
         """One disk's counters (the families' suffixes) in a snapshot at wall-clock second ``T``."""
@@ -138,13 +113,14 @@ class GuestWindows:
         def cum(prefix: tuple[float, ...]) -> float:
             return self.trace.periodic_sum(prefix, start, T)
 
-        reads, writes = cum(s.reads), cum(s.writes)
-        read_lat, write_lat = cum(s.read_latency), cum(s.write_latency)
+        io = s.io
+        reads, writes = cum(io.read_ops), cum(io.write_ops)
+        read_lat, write_lat = cum(io.read_latency), cum(io.write_latency)
         return {
-            "requests_queued": float(round(s.inflight[self.trace.period_second(T - 1)])) if T > start else 0.0,
-            "read_bytes_total": float(int(cum(s.read_bytes) + 1e-6)),
+            "requests_queued": float(round(io.inflight[self.trace.period_second(T - 1)])) if T > start else 0.0,
+            "read_bytes_total": float(int(cum(io.read_bytes) + 1e-6)),
             "reads_total": float(int(reads + 1e-6)),
-            "write_bytes_total": float(int(cum(s.write_bytes) + 1e-6)),
+            "write_bytes_total": float(int(cum(io.write_bytes) + 1e-6)),
             "writes_total": float(int(writes + 1e-6)),
             "read_seconds_total": read_lat,
             "write_seconds_total": write_lat,

@@ -11,7 +11,6 @@ from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.exporters.common.web.server import parse_listen_address
 from ioparallax.simulators import clitools
 from ioparallax.simulators.faultserver import FAULT_MODES
-from ioparallax.yamlconf import ConfigError
 
 from .model import DEFAULT_PUBLISH_DELAY
 from .server import PrismSimulator
@@ -83,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prism-simulator: error: --password-env: {args.password_env} is not set", file=sys.stderr)
             return 2
         auth = (args.username, os.environ[args.password_env])
-    try:
+
+    def make() -> PrismSimulator:
         host, port = parse_listen_address(args.listen)
-        sim = PrismSimulator(
+        return PrismSimulator(
             args.scenario,
             host=host or "127.0.0.1",
             port=port,
@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             vdisk_count=args.synthetic_vdisks,
             publish_delay=args.publish_delay,
         )
-        sim.start()
-    except (ConfigError, ValueError, OSError) as exc:
-        print(f"prism-simulator: error: {exc}", file=sys.stderr)
+
+    sim = clitools.start_simulator("prism-simulator", make)
+    if sim is None:
         return 2
     print(f"prism {sim.url}", flush=True)
     if args.url_file:

@@ -24,8 +24,10 @@ derived") explains each.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
+from itertools import accumulate
+from typing import TypeVar
 
 from .model import Disk, Stream
 from .trace import Trace
@@ -189,6 +191,23 @@ _SIGNATURE_FIELDS = tuple(f.name for f in fields(Stream) if f.name not in ("name
 def stream_signature(stream: Stream) -> tuple:
     """Hashable identity of a stream's behaviour (its name and fio options do not matter here)."""
     return tuple(getattr(stream, f) for f in _SIGNATURE_FIELDS)
+
+
+def _disk_signature(disk: Disk) -> tuple:
+    """What a disk's oplog and ILM series depend on: disks with the same streams share them."""
+    return tuple(stream_signature(s) for s in disk.streams)
+
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+def _kept(cache: dict[_K, _V], key: _K, compute: Callable[[], _V]) -> _V:
+    """``cache[key]``, computed on first use."""
+    value = cache.get(key)
+    if value is None:
+        value = cache[key] = compute()
+    return value
 
 
 def ilm_progress(stream: Stream, t: int) -> float:
@@ -552,15 +571,11 @@ class StorageModel:
 
     def _active_prefix(self, disk: Disk, si: int) -> list[int]:
         """cum[x] = active seconds of the stream in period seconds [0, x)."""
-        key = self._activity_key(disk, si)
-        cum = self._active_cum.get(key)
-        if cum is None:
-            act = self.trace.activity[disk.key][si]
-            cum = [0] * (self.period + 1)
-            for i, a in enumerate(act):
-                cum[i + 1] = cum[i] + (1 if a > 0 else 0)
-            self._active_cum[key] = cum
-        return cum
+        return _kept(
+            self._active_cum,
+            self._activity_key(disk, si),
+            lambda: list(accumulate((1 if a > 0 else 0 for a in self.trace.activity[disk.key][si]), initial=0)),
+        )
 
     def _count(self, cum: Sequence[float], a: int, b: int) -> float:
         """Sum over wall-clock seconds [a, b) of a periodic per-second series given by its prefix."""
@@ -575,11 +590,10 @@ class StorageModel:
     def _oplog_series(self, disk: Disk) -> tuple[list[float], list[float], float]:
         """Per period second: oplog bytes at the start of the second and bytes drained during it,
         plus the mean size of an oplog write (a fragment). Fill/drain: dO/dt = in - O / tau,
-        capped at OPLOG_CAPACITY_BYTES, run to its periodic steady state."""
-        sig = tuple(stream_signature(s) for s in disk.streams)
-        cached = self._oplog.get(sig)
-        if cached is not None:
-            return cached
+        capped at OPLOG_CAPACITY_BYTES, run to its periodic steady state. Kept per stream signature."""
+        return _kept(self._oplog, _disk_signature(disk), lambda: self._oplog_series_of(disk))
+
+    def _oplog_series_of(self, disk: Disk) -> tuple[list[float], list[float], float]:
         p = self.period
         inflow = [0.0] * p
         op_bytes = op_count = 0.0
@@ -609,16 +623,14 @@ class StorageModel:
                     new = min(new, OPLOG_CAPACITY_BYTES)
                     drained[t] = max(0.0, o + inflow[t] - new)
                     o = new
-        result = (level, drained, frag)
-        self._oplog[sig] = result
-        return result
+        return level, drained, frag
 
     def _upmigration_prefix(self, disk: Disk) -> list[float]:
-        """cum[x] = extent groups ILM moved up for this disk in period seconds [0, x)."""
-        sig = tuple(stream_signature(s) for s in disk.streams)
-        cum = self._upmig_cum.get(sig)
-        if cum is not None:
-            return cum
+        """cum[x] = extent groups ILM moved up for this disk in period seconds [0, x) (kept per stream
+        signature)."""
+        return _kept(self._upmig_cum, _disk_signature(disk), lambda: self._upmigration_prefix_of(disk))
+
+    def _upmigration_prefix_of(self, disk: Disk) -> list[float]:
         p = self.period
         rate = [0.0] * p
         if self.hybrid:
@@ -627,11 +639,7 @@ class StorageModel:
                     per_s = s.working_set_bytes / EXTENT_GROUP_BYTES / s.ilm_ramp_s
                     for t in range(s.start, min(p, s.start + s.ilm_ramp_s)):
                         rate[t] += per_s
-        cum = [0.0] * (p + 1)
-        for i, r in enumerate(rate):
-            cum[i + 1] = cum[i] + r
-        self._upmig_cum[sig] = cum
-        return cum
+        return list(accumulate(rate, initial=0.0))
 
     # -- the view ---------------------------------------------------------------------------
     def view(self, disk: Disk, now: float) -> VDiskStorageView:
@@ -640,12 +648,7 @@ class StorageModel:
         if self._views_second != now_i:
             self._views.clear()
             self._views_second = now_i
-        key = (disk.key, now_i)
-        v = self._views.get(key)
-        if v is None:
-            v = self._compute(disk, now_i)
-            self._views[key] = v
-        return v
+        return _kept(self._views, (disk.key, now_i), lambda: self._compute(disk, now_i))
 
     def _compute(self, disk: Disk, now_i: int) -> VDiskStorageView:
         t = self.trace.period_second(now_i)

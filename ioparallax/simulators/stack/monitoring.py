@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -12,23 +14,38 @@ from ioparallax.simulators.stack.config import pick_port
 from ioparallax.simulators.stack.scrape import exporter_scrape
 
 if TYPE_CHECKING:
+    from ioparallax.simulators.process import Process
     from ioparallax.simulators.stack.core import Stack
 
 
+def _fresh_data_dir(stack: Stack, name: str) -> Path:
+    """``name``'s data directory in the run dir, emptied: each start begins with no history."""
+    data = stack.workdir / f"{name}-data"
+    shutil.rmtree(data, ignore_errors=True)
+    return data
+
+
+def _serve(stack: Stack, name: str, argv: Callable[[str], list[Any]], ready: str) -> Process:
+    """Start ``name`` on its port on loopback (``argv(address)``: its command line listening on
+    ``address``) and wait until ``ready`` answers."""
+    port = pick_port(name, stack.fixed_ports)
+    proc = stack.spawn(name, argv(f"127.0.0.1:{port}"), url=f"http://127.0.0.1:{port}")
+    stack.wait_http(proc, ready)
+    return proc
+
+
 def start_node_exporter(stack: Stack) -> list[dict[str, Any]]:
-    port = pick_port("node-exporter", stack.fixed_ports)
     # No systemd bus in containers and CI: its collector would only log errors.
-    proc = stack.spawn(
+    proc = _serve(
+        stack,
         "node-exporter",
-        ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}", "--no-collector.systemd"],
-        url=f"http://127.0.0.1:{port}",
+        lambda address: ["prometheus-node-exporter", f"--web.listen-address={address}", "--no-collector.systemd"],
+        "/metrics",
     )
-    stack.wait_http(proc, "/metrics")
     return [exporter_scrape("node", proc.url)]
 
 
 def start_alertmanager(stack: Stack) -> None:
-    port = pick_port("alertmanager", stack.fixed_ports)
     receivers: list[dict[str, Any]] = [{"name": "null"}]
     route: dict[str, Any] = {
         "receiver": "null",
@@ -47,18 +64,18 @@ def start_alertmanager(stack: Stack) -> None:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     data = stack.workdir / "alertmanager-data"
     data.mkdir(exist_ok=True)
-    proc = stack.spawn(
+    _serve(
+        stack,
         "alertmanager",
-        [
+        lambda address: [
             "prometheus-alertmanager",
             f"--config.file={path}",
             f"--storage.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.listen-address={address}",
             "--cluster.listen-address=",
         ],
-        url=f"http://127.0.0.1:{port}",
+        "/-/ready",
     )
-    stack.wait_http(proc, "/-/ready")
 
 
 def start_victoria_metrics(stack: Stack) -> None:
@@ -66,24 +83,21 @@ def start_victoria_metrics(stack: Stack) -> None:
     emptied at each start as Prometheus' is."""
     if shutil.which("victoria-metrics") is None:
         raise RuntimeError("victoria-metrics is not installed: run `make deps` (Debian package victoria-metrics)")
-    port = pick_port("victoria-metrics", stack.fixed_ports)
-    data = stack.workdir / "victoria-metrics-data"
-    shutil.rmtree(data, ignore_errors=True)
-    proc = stack.spawn(
+    data = _fresh_data_dir(stack, "victoria-metrics")
+    _serve(
+        stack,
         "victoria-metrics",
-        [
+        lambda address: [
             "victoria-metrics",
-            f"-httpListenAddr=127.0.0.1:{port}",
+            f"-httpListenAddr={address}",
             f"-storageDataPath={data}",
             "-retentionPeriod=1d",
         ],
-        url=f"http://127.0.0.1:{port}",
+        "/health",
     )
-    stack.wait_http(proc, "/health")
 
 
 def start_prometheus(stack: Stack, scrape: list[dict[str, Any]]) -> None:
-    port = pick_port("prometheus", stack.fixed_ports)
     # The fio exporter serves its target data on /metrics, so it is scraped once, as "fio".
     exporters = [
         {"targets": part.exporters, "labels": part.labels(stack.resolved_cluster_label())}
@@ -111,24 +125,23 @@ def start_prometheus(stack: Stack, scrape: list[dict[str, Any]]) -> None:
     check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
     if check.returncode != 0:
         raise RuntimeError(f"promtool rejected the generated {path}:\n{check.stdout}{check.stderr}")
-    data = stack.workdir / "prometheus-data"
-    shutil.rmtree(data, ignore_errors=True)
-    proc = stack.spawn(
+    data = _fresh_data_dir(stack, "prometheus")
+    _serve(
+        stack,
         "prometheus",
-        [
+        lambda address: [
             "prometheus",
             f"--config.file={path}",
             f"--storage.tsdb.path={data}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.listen-address={address}",
             "--web.enable-lifecycle",
             # scrape_timeout_seconds per target, for the IoparallaxScrapeSlow alert
             "--enable-feature=extra-scrape-metrics",
             "--storage.tsdb.retention.time=1d",
             *stack.prometheus_flags,
         ],
-        url=f"http://127.0.0.1:{port}",
+        "/-/ready",
     )
-    stack.wait_http(proc, "/-/ready")
 
 
 def remote_write_config(store_url: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import sys
 from ioparallax.exporters.common.logsetup import setup_logging
 from ioparallax.simulators import clitools
 from ioparallax.simulators.faultserver import FAULT_MODES
-from ioparallax.yamlconf import ConfigError
 
 from .server import StargateCluster
 
@@ -86,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("stargate_simulator")
-    try:
-        sim = StargateCluster(
+    sim = clitools.start_simulator(
+        "stargate-simulator",
+        lambda: StargateCluster(
             args.scenario,
             host=args.host,
             ports=_ports(args.ports),
@@ -95,10 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             vdisk_count=args.synthetic_vdisks,
             history_start=args.history_start,
             cvm_count=args.synthetic_cvms,
-        )
-        sim.start()
-    except (ConfigError, ValueError, OSError) as exc:
-        print(f"stargate-simulator: error: {exc}", file=sys.stderr)
+        ),
+    )
+    if sim is None:
         return 2
     for name, url in sim.urls.items():
         print(f"{name} {url}", flush=True)
