@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
@@ -43,7 +44,9 @@ __all__ = [
     "ManagedProcess",
     "NotReadyYet",
     "Process",
+    "WatchScraper",
     "ec_cert",
+    "exposition_of",
     "free_port",
     "has",
     "late_allowance",
@@ -57,6 +60,7 @@ __all__ = [
     "value",
     "venv_tool",
     "wait_for_http",
+    "watched_dir",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -335,6 +339,39 @@ def assert_clean(text: str) -> None:
     series = [m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SERIES.match(line))]
     dup = [s for s, n in Counter(series).items() if n > 1]
     assert not dup, dup[:5]
+
+
+def exposition_of(*collectors: Any) -> str:
+    """The text exposition /metrics would serve of a registry holding only ``collectors``."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def watched_dir(tmp_path: Path, name: str, good: Path, good_name: str) -> Path:
+    """A watched directory ``name`` holding a copy of the real output ``good`` as ``good_name``:
+    a watch exporter's fault test puts the bad file beside it, and the good one must stay served."""
+    root = tmp_path / name
+    root.mkdir()
+    shutil.copy(good, root / good_name)
+    return root
+
+
+class WatchScraper:
+    """A watch exporter's ``watcher`` and the ``collector`` reading it, scraped as /metrics is:
+    every exposition is checked by :func:`assert_clean` before the test reads it."""
+
+    def __init__(self, watcher: Any, collector: Any) -> None:
+        self.watcher, self.collector = watcher, collector
+
+    def exposition(self) -> str:
+        text = exposition_of(self.collector)
+        assert_clean(text)
+        return text
+
+    def scrape(self) -> dict[tuple[str, frozenset], float]:
+        return samples(self.exposition())
 
 
 def rejected_by_reason(sm: dict, family: str, source: Path) -> dict[str, float]:
