@@ -38,6 +38,7 @@ __all__ = [
     "BUILD",
     "Canary",
     "Exporter",
+    "Listener",
     "REPO",
     "ShiftedClock",
     "VENV_BIN",
@@ -457,39 +458,64 @@ class Exporter:
         return parse_metrics(text)
 
 
-class Canary:
+class Listener:
+    """A TCP server on ``host`` (a free port unless ``port``): each accepted connection goes to
+    :meth:`serve` in a thread of its own until :meth:`close`. The fakes and canaries of the fault
+    tests are built on it; a context manager."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.sock = socket.create_server((host, port), backlog=64)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.address = f"{self.host}:{self.port}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Canary(Listener):
     """A TCP server on loopback recording every connection and the bytes it received: a target
     credentials must never reach (the ``canary`` fixture, tests/conftest.py)."""
 
     def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
         self.received: list[bytes] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            conn.settimeout(1.0)
-            try:
-                data = conn.recv(65536)
-            except OSError:
-                data = b""
-            with self._lock:
-                self.received.append(data)
-            conn.close()
+    def serve(self, conn: socket.socket) -> None:
+        conn.settimeout(1.0)
+        try:
+            data = conn.recv(65536)
+        except OSError:
+            data = b""
+        with self._lock:
+            self.received.append(data)
+        conn.close()
 
     def connections(self) -> list[bytes]:
         with self._lock:
             return list(self.received)
-
-    def close(self):
-        self.listener.close()
 
 
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
