@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import logging
 import re
 import shutil
@@ -21,7 +22,7 @@ import time
 import tomllib
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -33,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
+from ioparallax.simulators.scenario import compile_scenario, parse_scenario
 
 __all__ = [
     "BUILD",
@@ -58,6 +60,8 @@ __all__ = [
     "require_tool",
     "run_entry_point",
     "samples",
+    "scenario_data",
+    "scenario_trace",
     "value",
     "venv_tool",
     "wait_for_http",
@@ -533,6 +537,20 @@ def drawn_data_paths(figure) -> list:
         if clipped and len(_NUMBER.findall(p.get("d", ""))) > 4:
             out.append(p)
     return out
+
+
+def scenario_data(
+    *vms: dict[str, Any], name: str = "t", cvms: Sequence[str] = ("cvm-1",), period: str = "60s"
+) -> dict[str, Any]:
+    """A scenario as its YAML file holds it: ``vms`` on a cluster of ``cvms``, ``period`` long
+    (what a test writes when no library scenario fits; the envelope is the same in each)."""
+    return {"name": name, "period": period, "cluster": {"cvms": list(cvms)}, "vms": list(vms)}
+
+
+def scenario_trace(data: dict[str, Any]) -> Any:
+    """The trace of the scenario ``data`` as loaded from its file (a JSON round trip: fresh lists
+    and dicts, as the YAML loader gives them)."""
+    return compile_scenario(parse_scenario(json.loads(json.dumps(data))))
 
 
 def ec_cert(directory: Path, name: str, cn: str, san: str | None = None) -> tuple[Path, Path]:
