@@ -464,14 +464,15 @@ class Exporter:
 
 class Listener:
     """A TCP server on ``host`` (a free port unless ``port``): each accepted connection goes to
-    :meth:`serve` in a thread of its own until :meth:`close`. The fakes and canaries of the fault
-    tests are built on it; a context manager."""
+    :meth:`serve` in a thread of its own (``threads``: one per connection accepted) until
+    :meth:`close`. The fakes and canaries of the fault tests are built on it; a context manager."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         self.sock = socket.create_server((host, port), backlog=64)
         self.host, self.port = self.sock.getsockname()[:2]
         self.address = f"{self.host}:{self.port}"
         self.closed = False
+        self.threads: list[threading.Thread] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -480,7 +481,9 @@ class Listener:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+            t = threading.Thread(target=self.serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
 
     def serve(self, conn: socket.socket) -> None:
         raise NotImplementedError
