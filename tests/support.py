@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import logging
 import re
 import shutil
@@ -21,29 +22,34 @@ import time
 import tomllib
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.exporters.common.web.server import ExporterServer
 from ioparallax.simulators.process import Process, free_port, start, wait_for_http
+from ioparallax.simulators.scenario import compile_scenario, parse_scenario
 
 __all__ = [
     "BUILD",
     "Canary",
     "Exporter",
+    "Listener",
     "REPO",
     "ShiftedClock",
     "VENV_BIN",
     "ManagedProcess",
     "NotReadyYet",
     "Process",
+    "WatchScraper",
     "ec_cert",
+    "exposition_of",
     "free_port",
     "has",
     "late_allowance",
@@ -54,9 +60,12 @@ __all__ = [
     "require_tool",
     "run_entry_point",
     "samples",
+    "scenario_data",
+    "scenario_trace",
     "value",
     "venv_tool",
     "wait_for_http",
+    "watched_dir",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -337,6 +346,39 @@ def assert_clean(text: str) -> None:
     assert not dup, dup[:5]
 
 
+def exposition_of(*collectors: Any) -> str:
+    """The text exposition /metrics would serve of a registry holding only ``collectors``."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def watched_dir(tmp_path: Path, name: str, good: Path, good_name: str) -> Path:
+    """A watched directory ``name`` holding a copy of the real output ``good`` as ``good_name``:
+    a watch exporter's fault test puts the bad file beside it, and the good one must stay served."""
+    root = tmp_path / name
+    root.mkdir()
+    shutil.copy(good, root / good_name)
+    return root
+
+
+class WatchScraper:
+    """A watch exporter's ``watcher`` and the ``collector`` reading it, scraped as /metrics is:
+    every exposition is checked by :func:`assert_clean` before the test reads it."""
+
+    def __init__(self, watcher: Any, collector: Any) -> None:
+        self.watcher, self.collector = watcher, collector
+
+    def exposition(self) -> str:
+        text = exposition_of(self.collector)
+        assert_clean(text)
+        return text
+
+    def scrape(self) -> dict[tuple[str, frozenset], float]:
+        return samples(self.exposition())
+
+
 def rejected_by_reason(sm: dict, family: str, source: Path) -> dict[str, float]:
     """A watch exporter's ``<family>`` counter (``<tool>_source_rejected_lines_total``) for one
     source, by reason, from the samples of an exposition."""
@@ -420,39 +462,67 @@ class Exporter:
         return parse_metrics(text)
 
 
-class Canary:
+class Listener:
+    """A TCP server on ``host`` (a free port unless ``port``): each accepted connection goes to
+    :meth:`serve` in a thread of its own (``threads``: one per connection accepted) until
+    :meth:`close`. The fakes and canaries of the fault tests are built on it; a context manager."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.sock = socket.create_server((host, port), backlog=64)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.address = f"{self.host}:{self.port}"
+        self.closed = False
+        self.threads: list[threading.Thread] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self.serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Canary(Listener):
     """A TCP server on loopback recording every connection and the bytes it received: a target
     credentials must never reach (the ``canary`` fixture, tests/conftest.py)."""
 
     def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
         self.received: list[bytes] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            conn.settimeout(1.0)
-            try:
-                data = conn.recv(65536)
-            except OSError:
-                data = b""
-            with self._lock:
-                self.received.append(data)
-            conn.close()
+    def serve(self, conn: socket.socket) -> None:
+        conn.settimeout(1.0)
+        try:
+            data = conn.recv(65536)
+        except OSError:
+            data = b""
+        with self._lock:
+            self.received.append(data)
+        conn.close()
 
     def connections(self) -> list[bytes]:
         with self._lock:
             return list(self.received)
-
-    def close(self):
-        self.listener.close()
 
 
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
@@ -470,6 +540,20 @@ def drawn_data_paths(figure) -> list:
         if clipped and len(_NUMBER.findall(p.get("d", ""))) > 4:
             out.append(p)
     return out
+
+
+def scenario_data(
+    *vms: dict[str, Any], name: str = "t", cvms: Sequence[str] = ("cvm-1",), period: str = "60s"
+) -> dict[str, Any]:
+    """A scenario as its YAML file holds it: ``vms`` on a cluster of ``cvms``, ``period`` long
+    (what a test writes when no library scenario fits; the envelope is the same in each)."""
+    return {"name": name, "period": period, "cluster": {"cvms": list(cvms)}, "vms": list(vms)}
+
+
+def scenario_trace(data: dict[str, Any]) -> Any:
+    """The trace of the scenario ``data`` as loaded from its file (a JSON round trip: fresh lists
+    and dicts, as the YAML loader gives them)."""
+    return compile_scenario(parse_scenario(json.loads(json.dumps(data))))
 
 
 def ec_cert(directory: Path, name: str, cn: str, san: str | None = None) -> tuple[Path, Path]:

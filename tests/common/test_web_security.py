@@ -8,6 +8,7 @@ failures are checked on all three.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.server
 import re
@@ -16,6 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -48,6 +50,12 @@ def _hash(password: str) -> str:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode()
 
 
+def _tls(pki: dict[str, Path], **keys: object) -> str:
+    """A web config's tls_server_config serving the server certificate, with ``keys`` added."""
+    more = "".join(f"  {k}: {v}\n" for k, v in keys.items())
+    return f"tls_server_config:\n  cert_file: {pki['crt']}\n  key_file: {pki['key']}\n{more}"
+
+
 def _web_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -58,28 +66,43 @@ class Exporter:
         self.proc, self.url = proc, url
 
 
-def _start_fio(tmp_path: Path, listen: str, *extra: str, name: str = "fio-exporter") -> ManagedProcess:
-    return ManagedProcess(
-        name,
-        [venv_tool("fio-exporter"), "serve", f"--web.listen-address={listen}", "--no-collector.guest-disk", *extra],
-        tmp_path,
-    )
-
-
 def _wait_listening(proc: ManagedProcess) -> None:
     proc.wait_for_output(r"msg=\"listening on ", timeout=30)
 
 
+@contextlib.contextmanager
+def _fio_serving(
+    tmp_path: Path, *extra: str, host: str = "127.0.0.1", web_config: str | None = None
+) -> Iterator[tuple[int, ManagedProcess]]:
+    """fio-exporter serving on a free port of ``host`` (with ``web_config`` as its
+    --web.config.file), once it logs that it listens; stopped by PID at the end."""
+    port = free_port()
+    if web_config is not None:
+        extra = (f"--web.config.file={_web_config(tmp_path / 'web.yml', web_config)}", *extra)
+    proc = ManagedProcess(
+        "fio-exporter",
+        [
+            venv_tool("fio-exporter"),
+            "serve",
+            f"--web.listen-address={host}:{port}",
+            "--no-collector.guest-disk",
+            *extra,
+        ],
+        tmp_path,
+    )
+    try:
+        _wait_listening(proc)
+        yield port, proc
+    finally:
+        proc.stop()
+
+
 @pytest.fixture
 def tls_auth_exporter(tmp_path, pki):
-    port = free_port()
-    cfg = _web_config(
-        tmp_path / "web.yml",
-        f"""\
-tls_server_config:
-  cert_file: {pki["crt"]}
-  key_file: {pki["key"]}
-  min_version: TLS12
+    with _fio_serving(
+        tmp_path,
+        web_config=_tls(pki, min_version="TLS12")
+        + f"""\
 http_server_config:
   headers:
     X-Content-Type-Options: nosniff
@@ -87,13 +110,8 @@ basic_auth_users:
   prometheus: '{_hash(PASSWORD)}'
   other: '{_hash("other-password")}'
 """,
-    )
-    proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--web.config.file={cfg}")
-    try:
-        _wait_listening(proc)
+    ) as (port, proc):
         yield Exporter(proc, f"https://localhost:{port}")
-    finally:
-        proc.stop()
 
 
 def test_tls_and_basic_auth_guard_every_route(tls_auth_exporter, pki):
@@ -146,28 +164,14 @@ def test_a_stalled_handshake_does_not_block_other_clients(tls_auth_exporter, pki
 
 
 def test_client_certificates_required_and_verified(tmp_path, pki):
-    port = free_port()
-    cfg = _web_config(
-        tmp_path / "web.yml",
-        f"""\
-tls_server_config:
-  cert_file: {pki["crt"]}
-  key_file: {pki["key"]}
-  client_auth_type: RequireAndVerifyClientCert
-  client_ca_file: {pki["client_crt"]}
-""",
-    )
-    proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--web.config.file={cfg}")
-    try:
-        _wait_listening(proc)
+    web_config = _tls(pki, client_auth_type="RequireAndVerifyClientCert", client_ca_file=pki["client_crt"])
+    with _fio_serving(tmp_path, web_config=web_config) as (port, _):
         url, ca = f"https://localhost:{port}/metrics", str(pki["crt"])
         r = requests.get(url, verify=ca, cert=(str(pki["client_crt"]), str(pki["client_key"])), timeout=10)
         assert r.status_code == 200 and "python_info" in r.text
         for cert in (None, (str(pki["stranger_crt"]), str(pki["stranger_key"]))):
             with pytest.raises(requests.exceptions.ConnectionError):
                 requests.get(url, verify=ca, cert=cert, timeout=10)
-    finally:
-        proc.stop()
 
 
 #: What each exporter needs on its command line to get as far as listening.
@@ -238,24 +242,16 @@ def test_ipv6_loopback_listen_address(tmp_path):
             s.bind(("::1", 0))
     except OSError as exc:
         pytest.skip(f"no IPv6 loopback on this machine: {exc}")
-    port = free_port()
-    proc = _start_fio(tmp_path, f"[::1]:{port}")
-    try:
-        _wait_listening(proc)
+    with _fio_serving(tmp_path, host="[::1]") as (port, proc):
         assert f"listening on [::1]:{port}" in proc.output()
         r = requests.get(f"http://[::1]:{port}/metrics", timeout=10)
         assert r.status_code == 200 and "python_info" in r.text
         with pytest.raises(requests.exceptions.ConnectionError):  # IPv6 only: not on 127.0.0.1
             requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
-    finally:
-        proc.stop()
 
 
 def test_metrics_gzip_when_asked(tmp_path):
-    port = free_port()
-    proc = _start_fio(tmp_path, f"127.0.0.1:{port}")
-    try:
-        _wait_listening(proc)
+    with _fio_serving(tmp_path) as (port, _):
         url = f"http://127.0.0.1:{port}/metrics"
         r = requests.get(url, timeout=10)  # requests asks for gzip, deflate by default
         assert r.headers["Content-Encoding"] == "gzip" and "python_info" in r.text
@@ -266,8 +262,6 @@ def test_metrics_gzip_when_asked(tmp_path):
         for accept in ("identity", "gzip;q=0", ""):
             r = requests.get(url, headers={"Accept-Encoding": accept}, timeout=10)
             assert "Content-Encoding" not in r.headers and "python_info" in r.text, accept
-    finally:
-        proc.stop()
 
 
 class _Canary(http.server.BaseHTTPRequestHandler):
@@ -458,10 +452,7 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
         capture_output=True,
         cwd=tmp_path,
     )
-    port = free_port()
-    proc = _start_fio(tmp_path, f"127.0.0.1:{port}", f"--fio.watch={result}")
-    try:
-        _wait_listening(proc)
+    with _fio_serving(tmp_path, f"--fio.watch={result}") as (port, proc):
         url = f"http://127.0.0.1:{port}/metrics"
         om = requests.get(url, headers={"Accept": OPENMETRICS_ACCEPT}, timeout=10)
         assert om.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
@@ -473,8 +464,6 @@ def test_metrics_openmetrics_when_asked_with_the_same_samples(tmp_path):
         assert any(name == "fio_read_clat_seconds_bucket" for name, _ in text_samples)
         assert om_samples == text_samples
         assert "OpenMetrics exposition failed" not in proc.output()
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize("exporter", ["fio-exporter", "stargate-exporter", "vcenter-exporter", "prism-exporter"])
@@ -482,8 +471,7 @@ def test_each_exporter_serves_tls_and_basic_auth(tmp_path, pki, exporter):
     port = free_port()
     cfg = _web_config(
         tmp_path / "web.yml",
-        f"tls_server_config:\n  cert_file: {pki['crt']}\n  key_file: {pki['key']}\n"
-        f"basic_auth_users:\n  prometheus: '{_hash(PASSWORD)}'\n",
+        _tls(pki) + f"basic_auth_users:\n  prometheus: '{_hash(PASSWORD)}'\n",
     )
     proc = ManagedProcess(
         exporter,

@@ -23,6 +23,11 @@ def cert(tmp_path_factory) -> tuple[Path, Path]:
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 
 
+def tls(keys: str) -> str:
+    """A tls_server_config with the test certificate and key (CRT and KEY below) and ``keys``."""
+    return f"tls_server_config: {{cert_file: CRT, key_file: KEY, {keys}}}\n"
+
+
 def _load(tmp_path: Path, text: str):
     f = tmp_path / "web.yml"
     f.write_text(text)
@@ -69,11 +74,7 @@ def test_empty_tls_section_means_no_tls(tmp_path):
     "text, key, message",
     [
         ("tls_server_confg: {}\n", "tls_server_confg", "unknown key"),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, cert_fil: x}\n",
-            "tls_server_config.cert_fil",
-            "unknown key",
-        ),
+        (tls("cert_fil: x"), "tls_server_config.cert_fil", "unknown key"),
         ("tls_server_config: {key_file: KEY}\n", "tls_server_config.cert_file", "is required"),
         ("tls_server_config: {cert_file: CRT}\n", "tls_server_config.key_file", "is required"),
         (
@@ -82,41 +83,17 @@ def test_empty_tls_section_means_no_tls(tmp_path):
             "cannot load the certificate",
         ),
         ("tls_server_config: {cert_file: KEY, key_file: CRT}\n", "tls_server_config", "cannot load the certificate"),
+        (tls("min_version: TLS14"), "tls_server_config.min_version", "unknown TLS version"),
+        (tls("min_version: TLS13, max_version: TLS12"), "tls_server_config.min_version", "above max_version"),
         (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS14}\n",
-            "tls_server_config.min_version",
-            "unknown TLS version",
-        ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, min_version: TLS13, max_version: TLS12}\n",
-            "tls_server_config.min_version",
-            "above max_version",
-        ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAnyClientCert, client_ca_file: CRT}\n",
+            tls("client_auth_type: RequireAnyClientCert, client_ca_file: CRT"),
             "tls_server_config.client_auth_type",
             "not supported",
         ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: Nope}\n",
-            "tls_server_config.client_auth_type",
-            "unknown value",
-        ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert}\n",
-            "tls_server_config.client_ca_file",
-            "is required",
-        ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, client_ca_file: CRT}\n",
-            "tls_server_config.client_auth_type",
-            "NoClientCert",
-        ),
-        (
-            "tls_server_config: {cert_file: CRT, key_file: KEY, cipher_suites: [TLS_AES_128_GCM_SHA256]}\n",
-            "tls_server_config.cipher_suites",
-            "do not support",
-        ),
+        (tls("client_auth_type: Nope"), "tls_server_config.client_auth_type", "unknown value"),
+        (tls("client_auth_type: RequireAndVerifyClientCert"), "tls_server_config.client_ca_file", "is required"),
+        (tls("client_ca_file: CRT"), "tls_server_config.client_auth_type", "NoClientCert"),
+        (tls("cipher_suites: [TLS_AES_128_GCM_SHA256]"), "tls_server_config.cipher_suites", "do not support"),
         ("tls_server_config: {cert: PEM, key: PEM}\n", "tls_server_config.cert", "do not support"),
         ("rate_limit: {interval: 1s, burst: 20}\n", "rate_limit", "do not support"),
         (

@@ -11,13 +11,21 @@ from pathlib import Path
 import bcrypt
 import pytest
 import requests
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
 from ioparallax.exporters.diskspd.hygiene import HygieneConfig
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
-from tests.support import free_port, has, promtool_check_metrics, samples, value, venv_tool, wait_for_http
+from tests.support import (
+    exposition_of,
+    free_port,
+    has,
+    promtool_check_metrics,
+    samples,
+    value,
+    venv_tool,
+    wait_for_http,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_END = 1795165200.0 + 30 + 60 + 5  # the OLTP fixture: RunTime + warm-up + test + cool-down
@@ -37,9 +45,7 @@ def files_for(*paths, clock=None, **kw) -> ResultFiles:
 
 
 def exposition(files: ResultFiles, **kw) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(DiskspdCollector(files, **kw))
-    return generate_latest(registry).decode()
+    return exposition_of(DiskspdCollector(files, **kw))
 
 
 @pytest.fixture()

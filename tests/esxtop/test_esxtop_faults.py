@@ -16,13 +16,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.esxtop.collector import EsxtopCollector
 from ioparallax.exporters.esxtop.hygiene import HygieneConfig
 from ioparallax.exporters.esxtop.reader import WatchConfig, Watcher
 from tests.esxtop.test_esxtop_reader import BUILT, NFS, VSCSI
-from tests.support import assert_clean, has, rejected_by_reason, run_entry_point, samples, value
+from tests.support import (
+    WatchScraper,
+    assert_clean,
+    has,
+    rejected_by_reason,
+    run_entry_point,
+    samples,
+    value,
+    watched_dir,
+)
 
 NFS_READS = 418.35 * 3 + 481.29 * 4 + 352.22 * 3 + 430.02 * 3
 DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
@@ -30,23 +38,14 @@ DEVICE = "naa.6000c29a5e3b2f1d0c9b8a7f6e5d4c3b"
 
 @pytest.fixture()
 def folder(tmp_path):
-    root = tmp_path / "captures"
-    root.mkdir()
-    shutil.copy(NFS, root / "good.csv")
-    return root
+    return watched_dir(tmp_path, "captures", NFS, "good.csv")
 
 
-class Scraper:
+class Scraper(WatchScraper):
     def __init__(self, root: Path, clock=None, **hygiene):
         kw = {"clock": clock} if clock else {}
-        self.watcher = Watcher(WatchConfig(paths=[str(root)], retention_s=float("inf")), **kw)
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(EsxtopCollector(self.watcher, HygieneConfig(**hygiene), **kw))
-
-    def scrape(self) -> dict:
-        text = generate_latest(self.registry).decode()
-        assert_clean(text)
-        return samples(text)
+        watcher = Watcher(WatchConfig(paths=[str(root)], retention_s=float("inf")), **kw)
+        super().__init__(watcher, EsxtopCollector(watcher, HygieneConfig(**hygiene), **kw))
 
 
 def good_still_served(sm: dict, root: Path) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.histogram import LATENCY_EDGES_SECONDS
 from ioparallax.exporters.fio.reader import FileTailer, WatchConfig, Watcher
 from tests.fio.conftest import decode_all, start_fio_exporter
 from tests.support import (
+    exposition_of,
     fio_job_args,
     first_scrape,
     free_port,
@@ -40,9 +40,7 @@ class Clock:
 
 
 def exposition(watcher: Watcher, **kw) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FioCollector(watcher, local_host="guest1", clock=watcher.clock, **kw))
-    return generate_latest(registry).decode()
+    return exposition_of(FioCollector(watcher, local_host="guest1", clock=watcher.clock, **kw))
 
 
 def watcher_for(*paths, clock=None, **kw) -> Watcher:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 from hypothesis import HealthCheck, given, settings, strategies as st
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 
 from ioparallax.exporters.fio import collector as collector_module
@@ -30,7 +30,7 @@ from ioparallax.exporters.fio.collector import FioCollector
 from ioparallax.exporters.fio.reader import DocumentStream
 from tests.fio.conftest import decode_all, start_fio_exporter
 from tests.fio.test_fio_exporter import exposition, has, samples, value, watcher_for
-from tests.support import assert_clean, venv_tool, wait_for_http
+from tests.support import WatchScraper, assert_clean, venv_tool, wait_for_http
 
 
 @pytest.fixture()
@@ -545,12 +545,10 @@ def test_two_names_alike_once_escaped_give_no_duplicate_series(tmp_path, caplog)
     (d / "\\xff.json").write_text(_doc(1))  # the four characters backslash, x, f, f
     with open(os.path.join(os.fsencode(d), b"\xff.json"), "w") as fh:  # the byte 0xff
         fh.write(_doc(2))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FioCollector(watcher_for(d), local_host="guest1"))
+    watcher = watcher_for(d)
+    scraper = WatchScraper(watcher, FioCollector(watcher, local_host="guest1"))
     for _ in range(2):
-        text = generate_latest(registry).decode()
-        assert_clean(text)
-        sm = samples(text)
+        sm = scraper.scrape()
         assert [v for (n, _), v in sm.items() if n == "fio_read_ios_total"] in ([1], [2])
         assert value(sm, "fio_up") == 0
     lines = [r.getMessage() for r in caplog.records if "is not exported" in r.getMessage()]

@@ -14,7 +14,7 @@ from ioparallax.exporters.fio.hygiene import HygieneConfig, find_problems, fio_s
 from ioparallax.exporters.fio.reader import read_text
 from ioparallax.simulators.guest.sysfs import write_attribute
 from tests.fio.conftest import run_fio
-from tests.support import promtool_check_metrics, require_tool
+from tests.support import exposition_of, promtool_check_metrics, require_tool
 
 TRAPS = """\
 [global]
@@ -131,11 +131,7 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
     assert parts["sda1"].start_bytes == 1536 and not parts["sda1"].aligned
     assert parts["sda2"].start_bytes == 1 << 20 and parts["sda2"].aligned
     assert disks["vdb"].serial == "PoC-data-1" and disks["vdb"].logical_block_size == 4096
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(GuestDiskCollector(str(root)))
-    text = generate_latest(reg).decode()
+    text = exposition_of(GuestDiskCollector(str(root)))
     assert promtool_check_metrics(text).returncode == 0
     assert 'fio_guest_partition_aligned{disk="sda",partition="sda1"} 0.0' in text
     assert 'fio_guest_partition_start_bytes{disk="sda",partition="sda1"} 1536.0' in text
@@ -147,11 +143,7 @@ def test_guest_disk_facts_from_a_fixture_tree(tmp_path):
 
 
 def test_unreadable_sysfs_gives_up_0(tmp_path, caplog):
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(GuestDiskCollector(str(tmp_path / "nosys")))
-    text = generate_latest(reg).decode()
+    text = exposition_of(GuestDiskCollector(str(tmp_path / "nosys")))
     assert "fio_guest_sysfs_up 0.0" in text and "fio_guest_disk_info" not in text
     assert "nosys/block" in caplog.text
 

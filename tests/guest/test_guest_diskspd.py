@@ -1,7 +1,6 @@
 """DiskSPD results of the simulated Windows guests: runs back to back, one -Rxml document per
 finished run, read back by the diskspd exporter's own reader to the trace's numbers."""
 
-import json
 import math
 
 import pytest
@@ -9,8 +8,8 @@ import pytest
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of
 from ioparallax.simulators.guest.diskspd import KEEP, GuestDiskspd
 from ioparallax.simulators.guest.writer import GuestWriter
-from ioparallax.simulators.scenario import compile_scenario, load_scenario, parse_scenario
-from tests.support import venv_tool
+from ioparallax.simulators.scenario import compile_scenario, load_scenario
+from tests.support import scenario_data, scenario_trace, venv_tool
 
 T0 = 1_800_000_000  # a multiple of 600: the period starts here
 
@@ -53,32 +52,28 @@ def test_a_document_reads_back_to_the_trace(trace):
 
 
 def test_threads_share_the_target(trace):
-    data = {
-        "name": "threads",
-        "period": "60s",
-        "cluster": {"cvms": ["cvm-1"]},
-        "vms": [
-            {
-                "name": "w1",
-                "guest_os": "windows",
-                "load_generator": "diskspd",
-                "disks": [
-                    {
-                        "streams": [
-                            {
-                                "read_iops": 1000,
-                                "iodepth": 8,
-                                "size": "64KiB",
-                                "random": 0,
-                                "diskspd": {"threads": 4, "run": "10s", "warmup": 0, "write_buffer": "zero"},
-                            }
-                        ]
-                    }
-                ],
-            }
-        ],
-    }
-    sim = GuestDiskspd(compile_scenario(parse_scenario(json.loads(json.dumps(data)))), anchor=T0)
+    data = scenario_data(
+        {
+            "name": "w1",
+            "guest_os": "windows",
+            "load_generator": "diskspd",
+            "disks": [
+                {
+                    "streams": [
+                        {
+                            "read_iops": 1000,
+                            "iodepth": 8,
+                            "size": "64KiB",
+                            "random": 0,
+                            "diskspd": {"threads": 4, "run": "10s", "warmup": 0, "write_buffer": "zero"},
+                        }
+                    ]
+                }
+            ],
+        },
+        name="threads",
+    )
+    sim = GuestDiskspd(scenario_trace(data), anchor=T0)
     r = parse_bytes(sim.document("w1", T0).encode())
     assert len(r.spans[0].threads) == 4
     (t,) = targets_of(r.profiles[0], r.spans[0])

@@ -1,16 +1,13 @@
 """The Windows guest OS view: windows_exporter-shaped disk metrics computed from the trace, served
 by the real node_exporter's textfile collector as the stack does."""
 
-import json
-
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ioparallax.simulators.guest.windows import GuestWindows, disk_number
 from ioparallax.simulators.guest.writer import GuestWriter
-from ioparallax.simulators.scenario import compile_scenario, parse_scenario
-from tests.support import ManagedProcess, free_port, promtool_check_metrics, require_tool, wait_for_http
+from tests.support import ManagedProcess, free_port, promtool_check_metrics, require_tool, scenario_trace, wait_for_http
 
 T0 = 1_700_000_400  # a multiple of the 60 s period: the guest "booted" at T0
 
@@ -50,7 +47,7 @@ SCENARIO = {
 
 @pytest.fixture(scope="module")
 def trace():
-    return compile_scenario(parse_scenario(json.loads(json.dumps(SCENARIO))))
+    return scenario_trace(SCENARIO)
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:

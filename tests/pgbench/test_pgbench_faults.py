@@ -7,41 +7,40 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.pgbench import reader as tailer_module
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.parse import InvalidLine, Summary, classify
 from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from tests.pgbench.test_pgbench_reader import PG14, PG15
-from tests.support import assert_clean, has, promtool_check_metrics, rejected_by_reason, samples, value, venv_tool
+from tests.support import (
+    WatchScraper,
+    exposition_of,
+    has,
+    promtool_check_metrics,
+    rejected_by_reason,
+    samples,
+    value,
+    venv_tool,
+    watched_dir,
+)
 
 
 @pytest.fixture()
 def tree(tmp_path):
     """A watched directory with a real finished run (pgbench-good.out) beside the file under test."""
-    root = tmp_path / "results"
-    root.mkdir()
-    shutil.copy(PG15, root / "pgbench-good.out")
-    return root
+    return watched_dir(tmp_path, "results", PG15, "pgbench-good.out")
 
 
-class Scraper:
+class Scraper(WatchScraper):
     def __init__(self, root: Path, extra: list[str] | None = None):
-        self.watcher = Watcher(WatchConfig(paths=[str(root), *(extra or [])], retention_s=float("inf")))
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(PgbenchCollector(self.watcher))
-
-    def scrape(self) -> dict:
-        text = generate_latest(self.registry).decode()
-        assert_clean(text)
-        return samples(text)
+        watcher = Watcher(WatchConfig(paths=[str(root), *(extra or [])], retention_s=float("inf")))
+        super().__init__(watcher, PgbenchCollector(watcher))
 
 
 def good_still_served(sm: dict, root: Path) -> None:
@@ -208,9 +207,7 @@ def test_a_bug_on_one_file_costs_only_that_file(tree, monkeypatch):
 
 def test_a_missing_watched_path_is_reported_not_raised(tmp_path):
     w = Watcher(WatchConfig(paths=[str(tmp_path / "nope")]))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(PgbenchCollector(w))
-    sm = samples(generate_latest(registry).decode())
+    sm = samples(exposition_of(PgbenchCollector(w)))
     assert value(sm, "pgbench_up") == 0
 
 
@@ -236,8 +233,6 @@ def test_any_mix_of_real_lines_gives_a_valid_exposition(tmp_path_factory, lines)
     d = tmp_path_factory.mktemp("mix")
     (d / "pgbench.out").write_text("\n".join(lines) + "\n")
     w = Watcher(WatchConfig(paths=[str(d)], retention_s=float("inf")))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(PgbenchCollector(w))
-    text = generate_latest(registry).decode()
+    text = exposition_of(PgbenchCollector(w))
     totals = [v for (n, _), v in samples(text).items() if n == "pgbench_transactions_total"]
     assert all(v >= 0 for v in totals)

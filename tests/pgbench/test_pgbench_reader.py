@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
 from ioparallax.exporters.pgbench.hygiene import HygieneConfig
@@ -25,7 +24,7 @@ from ioparallax.exporters.pgbench.parse import (
     parse_progress,
 )
 from ioparallax.exporters.pgbench.reader import LATENCY_BUCKETS_S, WatchConfig, Watcher
-from tests.support import has, promtool_check_metrics, samples, value
+from tests.support import exposition_of, has, promtool_check_metrics, samples, value
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PG14 = FIXTURES / "pg14.7-progress-60s.out"
@@ -44,9 +43,7 @@ def exposition(*paths: Path, hygiene: HygieneConfig | None = None) -> str:
     w = Watcher(WatchConfig(paths=[str(p) for p in paths], pattern="*", retention_s=float("inf")))
     w.poll()
     w.finish()
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(PgbenchCollector(w, hygiene, poll=False))
-    return generate_latest(registry).decode()
+    return exposition_of(PgbenchCollector(w, hygiene, poll=False))
 
 
 def summary_number(path: Path, prefix: str) -> float:

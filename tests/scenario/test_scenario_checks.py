@@ -8,32 +8,28 @@ import yaml
 from ioparallax.simulators.scenario import list_scenarios, load_scenario, parse_scenario
 from ioparallax.simulators.scenario.checks import LITTLE_TOLERANCE, little_warnings
 from ioparallax.simulators.scenario.cli import main as scenario_cli
+from tests.support import scenario_data
 
 # One VM disk, one stream: 5,000 IO/s at 400 us is 2 I/Os in flight (Little's law).
-BASE = {
-    "name": "t",
-    "period": "60s",
-    "cluster": {"cvms": ["cvm-1"]},
-    "vms": [
-        {
-            "name": "vm1",
-            "disks": [
-                {
-                    "streams": [
-                        {
-                            "name": "s",
-                            "read_iops": 3500,
-                            "write_iops": 1500,
-                            "latency": "400us",
-                            "iodepth": 2,
-                            "fio_options": {"direct": "1", "ioengine": "libaio"},
-                        }
-                    ]
-                }
-            ],
-        }
-    ],
-}
+BASE = scenario_data(
+    {
+        "name": "vm1",
+        "disks": [
+            {
+                "streams": [
+                    {
+                        "name": "s",
+                        "read_iops": 3500,
+                        "write_iops": 1500,
+                        "latency": "400us",
+                        "iodepth": 2,
+                        "fio_options": {"direct": "1", "ioengine": "libaio"},
+                    }
+                ]
+            }
+        ],
+    }
+)
 
 
 def scenario(**stream):

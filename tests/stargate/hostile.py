@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import lxml.etree
 
 from ioparallax.simulators.stargate.server import StargateCluster
+from tests.support import Listener
 
 FROZEN = 1_700_000_000.0
 
@@ -93,46 +93,7 @@ def response(body: bytes, status: str = "200 OK", headers: list[tuple[str, str]]
 Answer = bytes | Iterator[bytes]
 
 
-class _Listener:
-    def __init__(self, host: str, port: int):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(64)
-        self.host, self.port = self.sock.getsockname()[:2]
-        self.closed = False
-        self.threads: list[threading.Thread] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            t = threading.Thread(target=self._serve_conn, args=(conn,), daemon=True)
-            self.threads.append(t)
-            t.start()
-
-    def _serve_conn(self, conn: socket.socket) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class Canary(_Listener):
+class Canary(Listener):
     """Must never be contacted: ``connections`` counts every accepted connection and ``data``
     keeps what was sent on them."""
 
@@ -141,7 +102,7 @@ class Canary(_Listener):
         self.data: list[bytes] = []
         super().__init__(host, port)
 
-    def _serve_conn(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         self.connections += 1
         conn.settimeout(1)
         try:
@@ -151,7 +112,7 @@ class Canary(_Listener):
         conn.close()
 
 
-class HostileStargate(_Listener):
+class HostileStargate(Listener):
     """Serves ``answers(path) -> Answer`` for every GET, keep-alive while answers are bytes.
     ``requests`` lists the paths asked for."""
 
@@ -162,9 +123,9 @@ class HostileStargate(_Listener):
 
     @property
     def target(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.address
 
-    def _serve_conn(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         buf = b""
         try:
             while True:

@@ -16,7 +16,7 @@ from ioparallax.simulators.scenario import load_scenario, parse_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
 from ioparallax.yamlconf import ConfigError
 from tests.stargate.support import load_mapping, target_url
-from tests.support import late_allowance, promtool_check_metrics
+from tests.support import late_allowance, promtool_check_metrics, scenario_data
 
 FROZEN = 1_700_000_000.0
 
@@ -187,23 +187,20 @@ def test_failing_detail_page_marks_only_that_vdisk():
 
 
 def test_moving_vdisk_is_counted_once():
-    base = {
-        "name": "moving",
-        "period": "60s",
-        "cluster": {"cvms": ["cvm-1", "cvm-2"]},
-        "vms": [
-            {
-                "name": "vm1",
-                "disks": [
-                    {
-                        "cvm": "cvm-1",
-                        "moves": [{"at": "30s", "to": "cvm-2"}],
-                        "streams": [{"read_iops": 100, "write_iops": 0}],
-                    }
-                ],
-            }
-        ],
-    }
+    base = scenario_data(
+        {
+            "name": "vm1",
+            "disks": [
+                {
+                    "cvm": "cvm-1",
+                    "moves": [{"at": "30s", "to": "cvm-2"}],
+                    "streams": [{"read_iops": 100, "write_iops": 0}],
+                }
+            ],
+        },
+        name="moving",
+        cvms=("cvm-1", "cvm-2"),
+    )
     sc = parse_scenario(base)
     t = [FROZEN - FROZEN % 60 + 29.5]
     with StargateCluster(sc, clock=lambda: t[0]) as cluster:

@@ -10,10 +10,12 @@ canary server that records any connection and must record none.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -67,6 +69,24 @@ def site(main: str | bytes, details, **overrides):
         return response(body) if kind == "/" else det(path)
 
     return answer
+
+
+def answer_set_later(path: str) -> bytes:
+    """The answer of a fake whose pages must name ports not known yet: the test sets
+    ``fake.answer`` before the exporter asks anything."""
+    raise AssertionError(f"{path} asked before the test set the fake's answer")
+
+
+@contextlib.contextmanager
+def fake_between_canaries() -> Iterator[tuple[HostileStargate, Canary, Canary]]:
+    """A fake Stargate (its answer set later), a canary at the fake's port on another loopback
+    address and one on another port of 127.0.0.1: where a link the exporter must refuse leads."""
+    with (
+        HostileStargate(answer_set_later) as fake,
+        Canary("127.0.0.2", fake.port) as other_host,
+        Canary("127.0.0.1") as other_port,
+    ):
+        yield fake, other_host, other_port
 
 
 @pytest.fixture
@@ -302,19 +322,14 @@ def test_foreign_vdisk_links_are_never_followed(pages, exporter, caplog):
     scheme: refused per vdisk, and the canaries behind them receive nothing. The allow-list
     (all of loopback) would admit them: the same-server rule alone refuses them."""
     main, details = pages
-    state = {}
-    with (
-        HostileStargate(lambda p: state["answer"](p)) as fake,
-        Canary("127.0.0.2", fake.port) as other_host,
-        Canary("127.0.0.1") as other_port,
-    ):
+    with fake_between_canaries() as (fake, other_host, other_port):
         hrefs = {
             "1000": f"http://127.0.0.2:{fake.port}",
             "1001": f"http://127.0.0.1:{other_port.port}",
             "1002": f"gopher://127.0.0.1:{other_port.port}",
         }
         page = set_links(main, vdisk_href=lambda h: hrefs[h.split("id=")[1].split("&")[0]] + h)
-        state["answer"] = site(page, details)
+        fake.answer = site(page, details)
         caplog.set_level(logging.WARNING)
         status, text, _ = scrape(exporter(TargetPolicy.loopback()), fake.target)
         time.sleep(0.2)
@@ -329,12 +344,7 @@ def test_foreign_vdisk_links_are_never_followed(pages, exporter, caplog):
 
 def test_discovery_follows_only_listed_cvms_on_the_stargate_port(pages, exporter, caplog):
     main, details = pages
-    state = {}
-    with (
-        HostileStargate(lambda p: state["answer"](p)) as fake,
-        Canary("127.0.0.2", fake.port) as unlisted,
-        Canary("127.0.0.1") as other_port,
-    ):
+    with fake_between_canaries() as (fake, unlisted, other_port):
         links = [
             f"http://127.0.0.2:{fake.port}",  # a host not on the allow-list
             f"http://127.0.0.1:{other_port.port}",  # not the Stargate port
@@ -343,7 +353,7 @@ def test_discovery_follows_only_listed_cvms_on_the_stargate_port(pages, exporter
             f"http://user@127.0.0.1:{other_port.port}/",
             "http://[::1",
         ]
-        state["answer"] = site(set_links(main, cluster=links), details)
+        fake.answer = site(set_links(main, cluster=links), details)
         caplog.set_level(logging.WARNING)
         status, text, took = scrape(exporter(TargetPolicy(["127.0.0.1"])), fake.target, discover="true")
         time.sleep(0.2)
@@ -361,8 +371,7 @@ def test_discovery_follows_only_listed_cvms_on_the_stargate_port(pages, exporter
 
 def test_duplicate_cluster_state_entries_are_probed_once(pages, exporter):
     main, details = pages
-    state = {}
-    with HostileStargate(lambda p: state["answer"](p)) as a, HostileStargate(site(main, details)) as b:
+    with HostileStargate(answer_set_later) as a, HostileStargate(site(main, details)) as b:
         links = [
             f"http://{a.target}",
             f"http://{b.target}",
@@ -370,7 +379,7 @@ def test_duplicate_cluster_state_entries_are_probed_once(pages, exporter):
             f"HTTP://{b.target}",
             f"http://{b.target}",
         ]
-        state["answer"] = site(set_links(main, cluster=links), details)
+        a.answer = site(set_links(main, cluster=links), details)
         status, text, _ = scrape(exporter(ports=(b.port,)), a.target, discover="true")
         assert b.requests.count("/") == 1
     assert status == 200 and value(text, "stargate_up") == 1
@@ -386,13 +395,12 @@ def test_duplicate_cluster_state_entries_are_probed_once(pages, exporter):
 
 def test_trickling_cluster_cvm_gives_up_0_within_the_deadline(pages, exporter, caplog):
     main, details = pages
-    state = {}
     caplog.set_level(logging.WARNING)
     with (
-        HostileStargate(lambda p: state["answer"](p)) as a,
+        HostileStargate(answer_set_later) as a,
         HostileStargate(site(main, details, **{"/": lambda p: trickle(response(main.encode()))})) as b,
     ):
-        state["answer"] = site(set_links(main, cluster=[f"http://{b.target}"]), details)
+        a.answer = site(set_links(main, cluster=[f"http://{b.target}"]), details)
         status, text, _ = scrape(exporter(ports=(b.port,)), a.target, discover="true")
     assert status == 200 and value(text, "stargate_up") == 0
     assert not [s for s in series(text) if s[0].startswith("stargate_vdisk_")]
@@ -474,10 +482,9 @@ def test_exporter_process_refuses_unlisted_targets_and_never_buffers_a_huge_page
         [venv_tool("stargate-exporter"), f"--web.listen-address=127.0.0.1:{port}", f"--config.file={cfg}"],
         tmp_path,
     )
-    state = {"answer": site(main, details)}
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
-        with HostileStargate(lambda p: state["answer"](p)) as fake, Canary("127.0.0.2") as canary:
+        with HostileStargate(site(main, details)) as fake, Canary("127.0.0.2") as canary:
 
             def get(target):
                 return requests.get(
@@ -490,7 +497,7 @@ def test_exporter_process_refuses_unlisted_targets_and_never_buffers_a_huge_page
             r = get(fake.target)  # a normal probe first: the baseline peak
             assert r.status_code == 200 and value(r.text, "stargate_up") == 1
             before = _vm_hwm_kib(proc.pid)
-            state["answer"] = site(main, details, **{"/": lambda p: huge(MB50, False)})
+            fake.answer = site(main, details, **{"/": lambda p: huge(MB50, False)})
             r = get(fake.target)
             assert r.status_code == 200 and value(r.text, "stargate_up") == 0
             growth_mb = (_vm_hwm_kib(proc.pid) - before) / 1024

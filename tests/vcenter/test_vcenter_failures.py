@@ -15,7 +15,7 @@ from pyVmomi import vim
 from ioparallax.exporters.vcenter.client import DEFAULT_MAX_QUERY_METRICS, read_max_query_metrics
 from ioparallax.exporters.vcenter.config import load_config
 from ioparallax.yamlconf import ConfigError
-from tests.support import free_port, metric_value as value
+from tests.support import Listener, free_port, metric_value as value
 
 from .conftest import PASSWORD, USER, insecure_config
 from .test_vcenter_simulator import FROZEN
@@ -179,30 +179,23 @@ def test_expired_session_with_queries_in_flight_logs_in_once(scenario_sim, postg
     assert len(m["vcenter_virtual_disk_samples_total"]) == 2 + 15 * 2
 
 
-class DroppingProxy:
+class DroppingProxy(Listener):
     """A TCP relay to the simulator that can drop every open connection at once, as vCenter's
     reverse proxy does with kept-alive connections that sat idle."""
 
     def __init__(self, upstream: str):
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            with self.lock:
-                self.conns += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+    def serve(self, conn: socket.socket) -> None:
+        server = socket.create_connection(self.upstream)
+        with self.lock:
+            self.conns += [conn, server]
+        threading.Thread(target=self._pipe, args=(server, conn), daemon=True).start()
+        self._pipe(conn, server)
 
     @staticmethod
     def _pipe(src, dst):
@@ -228,7 +221,7 @@ class DroppingProxy:
             s.close()
 
     def close(self):
-        self.listener.close()
+        super().close()
         self.drop_all()
 
 

@@ -4,13 +4,11 @@ exporter exposes vcenter_vm_guest_disk_info for the Windows guest-to-VM join."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from ioparallax.exporters.vcenter.inventory import collect_inventory, collect_inventory_soap
 from ioparallax.exporters.vcenter.parse import guest_disks_from_xml
-from ioparallax.simulators.scenario import compile_scenario, parse_scenario
+from tests.support import scenario_trace
 
 from .conftest import insecure_config
 from .test_vcenter_exporter import ENV
@@ -38,7 +36,7 @@ SCENARIO = {
 
 @pytest.fixture(scope="module")
 def guests_trace(tmp_path_factory):
-    trace = compile_scenario(parse_scenario(json.loads(json.dumps(SCENARIO))))
+    trace = scenario_trace(SCENARIO)
     path = tmp_path_factory.mktemp("trace") / "guests.json"
     path.write_text(trace.to_json())
     return path, trace

@@ -19,14 +19,21 @@ from pathlib import Path
 import pytest
 import requests
 from hypothesis import given, settings, strategies as st
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.common import linetail as linetail_module
 from ioparallax.exporters.vdbench import collector as collector_module, reader as tailer_module
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.parse import FlatfileParser, InvalidLine, SummaryTableParser, parse_parmfile
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
-from tests.support import assert_clean, free_port, promtool_check_metrics, rejected_by_reason, venv_tool, wait_for_http
+from tests.support import (
+    WatchScraper,
+    exposition_of,
+    free_port,
+    promtool_check_metrics,
+    rejected_by_reason,
+    venv_tool,
+    wait_for_http,
+)
 from tests.vdbench.test_vdbench_reader import MULTI, SOLARIS, has, samples, value
 
 GOOD_RD2_AVG = 212.4237  # vdbconvert-multihost, rd2's avg_2-60 rate
@@ -41,16 +48,10 @@ def tree(tmp_path):
     return root
 
 
-class Scraper:
+class Scraper(WatchScraper):
     def __init__(self, root: Path):
-        self.watcher = Watcher(WatchConfig(paths=[str(root)], retention_s=float("inf")))
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(VdbenchCollector(self.watcher))
-
-    def scrape(self) -> tuple[str, dict]:
-        text = generate_latest(self.registry).decode()
-        assert_clean(text)
-        return text, samples(text)
+        watcher = Watcher(WatchConfig(paths=[str(root)], retention_s=float("inf")))
+        super().__init__(watcher, VdbenchCollector(watcher))
 
 
 def good_still_served(sm: dict, root: Path) -> None:
@@ -69,14 +70,14 @@ def test_partial_last_line_waits_for_its_newline(tree):
     row = lines[data_start + 1]
     bad.write_text("".join(lines[: data_start + 1]) + row[:40])  # vdbench half-way through a row
     s = Scraper(tree)
-    _, sm = s.scrape()
+    sm = s.scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_run_intervals_total", source=src) == 1
     assert value(sm, "vdbench_source_up", source=src) == 1
     assert value(sm, "vdbench_source_rejected_lines_total", source=src, reason="wrong_column_count") == 0
     with open(bad, "a") as fh:
         fh.write(row[40:])
-    _, sm = s.scrape()
+    sm = s.scrape()
     assert value(sm, "vdbench_run_intervals_total", source=src) == 2
     good_still_served(sm, tree)
 
@@ -108,7 +109,7 @@ def test_garbage_lines_are_counted_by_reason_and_skipped(tree, caplog):
     ]
     (tree / "bad" / "flatfile.html").write_text("".join(lines[:head]) + "".join(garbage) + good_row)
     with caplog.at_level(logging.WARNING):
-        _, sm = Scraper(tree).scrape()
+        sm = Scraper(tree).scrape()
     src = tree / "bad"
     rejected = rejected_by_reason(sm, "vdbench_source_rejected_lines_total", src)
     assert rejected == {
@@ -131,7 +132,7 @@ def test_garbage_lines_are_counted_by_reason_and_skipped(tree, caplog):
 def test_binary_file_is_not_vdbench(tree, caplog):
     (tree / "bad" / "flatfile.html").write_bytes(os.urandom(300_000))
     with caplog.at_level(logging.WARNING):
-        _, sm = Scraper(tree).scrape()
+        sm = Scraper(tree).scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_source_up", source=src) == 0
     assert value(sm, "vdbench_source_error_info", source=src, file="flatfile.html", reason="not_vdbench") == 1
@@ -146,7 +147,7 @@ def test_flatfile_rewritten_while_tailed_is_read_from_the_start(tree, how):
     bad = tree / "bad" / "flatfile.html"
     shutil.copy(tree / "good" / "flatfile.html", bad)
     s = Scraper(tree)
-    _, sm = s.scrape()
+    sm = s.scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_run_intervals_total", source=src, run="rd3") == 60
     new = (SOLARIS / "flatfile.html").read_text()
@@ -160,7 +161,7 @@ def test_flatfile_rewritten_while_tailed_is_read_from_the_start(tree, how):
         tmp = bad.with_name("new.tmp")
         tmp.write_text(new)
         os.replace(tmp, bad)
-    _, sm = s.scrape()
+    sm = s.scrape()
     assert value(sm, "vdbench_source_resets_total", source=src) == 1
     assert not has(sm, "vdbench_run_intervals_total", source=src, run="rd3")
     assert value(sm, "vdbench_run_intervals_total", source=src, run="rd1", seq=1) == 3
@@ -174,7 +175,8 @@ def test_non_utf8_names_are_data(tree):
     shutil.copy(SOLARIS / "flatfile.html", os.fsdecode(raw + b"/flatfile.html"))
     report = (MULTI / "hd1.html").read_text().replace("host=hd1", "host=h\u00f6st-\u2603")
     (tree / "good" / "hd1.html").write_text(report)
-    text, sm = Scraper(tree).scrape()
+    text = Scraper(tree).exposition()
+    sm = samples(text)
     assert value(sm, "vdbench_run_read_ops_total", source=f"{tree}/run-\ufffd\ufffd") == 1500
     assert value(sm, "vdbench_host_average_iops", source=tree / "good", host="h\u00f6st-\u2603", run="rd1") == 25.05
     good_still_served(sm, tree)
@@ -184,7 +186,7 @@ def test_unreadable_flatfile_and_oversized_parmfile(tree, caplog):
     (tree / "bad" / "flatfile.html").mkdir()  # listed, cannot be opened (root reads any mode bits)
     (tree / "bad" / "parmfile.html").write_text("sd=sd1,lun=/dev/sdb\n" + "*" * (5 * 2**20))
     with caplog.at_level(logging.WARNING):
-        _, sm = Scraper(tree).scrape()
+        sm = Scraper(tree).scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_source_error_info", source=src, file="flatfile.html", reason="unreadable") == 1
     assert value(sm, "vdbench_source_error_info", source=src, file="parmfile.html", reason="too_large") == 1
@@ -209,7 +211,7 @@ def test_a_symlink_out_of_the_watched_directory_is_refused(tree, tmp_path, caplo
         (tree / "linked" / name).symlink_to(f"../good/{name}")
     scraper = Scraper(tree)
     with caplog.at_level(logging.WARNING):
-        _, sm = scraper.scrape()
+        sm = scraper.scrape()
         scraper.scrape()
     refused = [r.getMessage() for r in caplog.records if "hd1.html" in r.getMessage()]
     assert refused == [
@@ -235,10 +237,8 @@ def test_a_symlink_out_of_the_watched_directory_is_refused(tree, tmp_path, caplo
 
 def test_missing_watched_path_gives_up_0(tmp_path, caplog):
     w = Watcher(WatchConfig(paths=[str(tmp_path / "gone")]))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(VdbenchCollector(w))
     with caplog.at_level(logging.WARNING):
-        text = generate_latest(registry).decode()
+        text = exposition_of(VdbenchCollector(w))
     assert value(samples(text), "vdbench_up") == 0
     assert any(str(tmp_path / "gone") in r.getMessage() for r in caplog.records)
 
@@ -253,7 +253,7 @@ def test_a_bug_in_one_directory_costs_only_that_directory(tree, monkeypatch):
         return real(self, fams, d, labels, run)
 
     monkeypatch.setattr(collector_module.VdbenchCollector, "_run_facts", boom)
-    _, sm = Scraper(tree).scrape()
+    sm = Scraper(tree).scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_source_error_info", source=src, reason="internal_error") == 1
     assert not has(sm, "vdbench_run_read_ops_total", source=src)  # nothing half-built
@@ -271,7 +271,7 @@ def test_large_backlog_is_read_in_bounded_polls(tree, monkeypatch):
     s = Scraper(tree)
     polls = 0
     while True:
-        _, sm = s.scrape()
+        sm = s.scrape()
         polls += 1
         d = s.watcher.dirs[str(tree / "bad")]
         if d.files["flatfile.html"].tailer.offset >= d.files["flatfile.html"].tailer.size:
@@ -303,13 +303,12 @@ def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
     shutil.copytree(MULTI, tmp_path / "old")  # copy2: the files keep their old times
     now = [1_800_000_000.0]
     w = Watcher(WatchConfig(paths=[str(tmp_path)], retention_s=900), clock=lambda: now[0])
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(VdbenchCollector(w))
-    sm = samples(generate_latest(registry).decode())
+    collector = VdbenchCollector(w)
+    sm = samples(exposition_of(collector))
     assert value(sm, "vdbench_run_average_iops", run="rd2") == GOOD_RD2_AVG
     assert value(sm, "vdbench_source_finished") == 1
     now[0] += 901
-    sm = samples(generate_latest(registry).decode())
+    sm = samples(exposition_of(collector))
     assert not has(sm, "vdbench_run_average_iops")
     assert value(sm, "vdbench_source_up") == 1
 
@@ -317,7 +316,7 @@ def test_old_results_copied_in_stay_visible_for_the_retention(tmp_path):
 def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, caplog):
     shutil.copy(SOLARIS / "flatfile.html", tree / "bad" / "flatfile.html")
     s = Scraper(tree)
-    _, sm = s.scrape()
+    sm = s.scrape()
     assert value(sm, "vdbench_run_read_ops_total", source=tree / "bad") == 1500
     real = tailer_module.DirectoryState.poll
 
@@ -328,7 +327,7 @@ def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, cap
 
     monkeypatch.setattr(tailer_module.DirectoryState, "poll", denied)
     with caplog.at_level(logging.WARNING):
-        _, sm = s.scrape()
+        sm = s.scrape()
     src = tree / "bad"
     assert value(sm, "vdbench_source_up", source=src) == 0
     assert value(sm, "vdbench_source_error_info", source=src, file="", reason="unreadable") == 1
@@ -336,7 +335,7 @@ def test_a_directory_that_cannot_be_listed_hides_its_runs(tree, monkeypatch, cap
     assert any(str(src) in r.getMessage() and "Permission denied" in r.getMessage() for r in caplog.records)
     good_still_served(sm, tree)
     monkeypatch.setattr(tailer_module.DirectoryState, "poll", real)
-    _, sm = s.scrape()
+    sm = s.scrape()
     assert value(sm, "vdbench_source_up", source=src) == 1
     assert value(sm, "vdbench_run_read_ops_total", source=src) == 1500
 
@@ -368,7 +367,7 @@ def test_runs_kept_per_file_are_bounded_and_the_rest_counted(tree, caplog):
     row = next(ln for ln in lines[head:] if ln.split()[2].isdigit())
     (tree / "bad" / "flatfile.html").write_text("".join(lines[:head]) + row * 1100)
     with caplog.at_level(logging.WARNING):
-        _, sm = Scraper(tree).scrape()
+        sm = Scraper(tree).scrape()
     bad = tree / "bad"
     assert value(sm, "vdbench_source_rows_total", source=bad, file="flatfile.html") == 1100
     assert value(sm, "vdbench_source_runs_dropped_total", source=bad, file="flatfile.html") == 76

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.hygiene import HygieneConfig, normal_percentile_matches, parmfile_findings
@@ -23,7 +22,7 @@ from ioparallax.exporters.vdbench.parse import (
     split_parameters,
 )
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
-from tests.support import has, promtool_check_metrics, samples, value
+from tests.support import exposition_of, has, promtool_check_metrics, samples, value
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MULTI = FIXTURES / "vdbconvert-multihost"
@@ -60,9 +59,7 @@ def plain_average_lines(path: Path) -> list[list[str]]:
 
 def exposition(*paths: Path, cache: int | None = None, clock=None) -> str:
     w = Watcher(WatchConfig(paths=[str(p) for p in paths], retention_s=float("inf")))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(VdbenchCollector(w, HygieneConfig(cache_size_bytes=cache)))
-    return generate_latest(registry).decode()
+    return exposition_of(VdbenchCollector(w, HygieneConfig(cache_size_bytes=cache)))
 
 
 # ---------------------------------------------------------------------------------------------
