@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key, watched_directory
+from ioparallax.exporters.common.watchdir import read_chunks, reopened, stat_key, watched_directory
 from ioparallax.exporters.fio.parse import (
     FioDocument,
     FioRecord,
@@ -574,11 +574,10 @@ class FileTailer:
     def read_chunks(self, max_bytes: int = MAX_READ_BYTES) -> Iterator[TailResult]:
         """Like :meth:`read_new`, one result per chunk read, so that the caller can handle the
         documents of a chunk before the next is read (bounded memory on a large backlog)."""
-        opened = reopen(self)
-        if opened is None:
-            return  # unchanged since the last read: nothing to do
-        fh, st, reset = opened
-        with fh:
+        with reopened(self) as opened:
+            if opened is None:
+                return  # unchanged since the last read: nothing to do
+            fh, st, reset = opened
             skipped = 0
             window = 2 * self.max_document_bytes + CHUNK_BYTES
             if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):

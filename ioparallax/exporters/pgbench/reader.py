@@ -353,8 +353,8 @@ class FileState:
         elif event.kind == "client_aborted":
             run.client_aborts += 1
 
-    def reject(self, reason: str, detail: str) -> None:
-        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+    def reject(self, reason: str, detail: str, lines: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + lines
         if reason not in self.logged:  # once per file and reason: garbage must not flood the log
             self.logged.add(reason)
             log.warning("pgbench file %s: line rejected (%s): %s", self.tailer.path, reason, detail)
@@ -410,7 +410,8 @@ class Watcher(engine.Watcher[FileState]):
             return
         if fs.reason == "unreadable":
             self.up(fs)
-        fs.tailer.count_too_long(fs.rejected, fs.reject)
+        if too_long := fs.tailer.take_too_long():
+            fs.reject("too_long", fs.tailer.too_long_detail, too_long)
         if fs.tailer.mtime is not None:
             fs.last_growth = fs.tailer.mtime
         if fs.data_lines == 0 and fs.tailer.offset > PGBENCH_WITHIN_BYTES:
