@@ -8,7 +8,7 @@ import sys
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.common.watch.wrapper import RunTexts, output_file, serve_while_running
 from ioparallax.exporters.fio.collector import FioCollector
-from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
+from ioparallax.exporters.fio.config import SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
 from ioparallax.exporters.fio.hygiene import HygieneConfig
 from ioparallax.exporters.fio.reader import WatchConfig, Watcher
@@ -19,7 +19,6 @@ log = logging.getLogger("ioparallax.exporters.fio")
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports fio results and live --status-interval records (json/json+, client/server, "
     "unified_rw_reporting) with per-job latency histograms and benchmark hygiene "
     "findings, plus the guest's disk facts (partition alignment, block sizes, request "
