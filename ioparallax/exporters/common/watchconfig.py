@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ioparallax.exporters.common.hygiene import HygieneConfig
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import StartupError
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
@@ -48,6 +49,10 @@ class WatchSettings:
 
     def web(self) -> WebSettings:
         return WebSettings(listen=self.listen, config_file=self.web_config_file, limits=self.web_limits)
+
+    def hygiene(self) -> HygieneConfig:
+        """The hygiene checks' settings these say: the storage cache size and the scrape interval."""
+        return HygieneConfig(cache_size_bytes=self.cache_size, scrape_interval_s=self.scrape_interval_s)
 
 
 S = TypeVar("S", bound=WatchSettings)

@@ -3,7 +3,7 @@ pgbench's own (file pattern, idle timeout, the server facts the hygiene checks c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
@@ -21,13 +21,13 @@ class Settings(WatchSettings):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def hygiene(self) -> HygieneConfig:
+        """The shared checks' settings (:meth:`WatchSettings.hygiene`) and the database server's."""
         return HygieneConfig(
+            **asdict(super().hygiene()),
             shared_buffers_bytes=self.shared_buffers,
             memory_bytes=self.memory_size,
-            cache_size_bytes=self.cache_size,
             checkpoint_timeout_s=self.checkpoint_timeout_s,
             max_connections=self.max_connections,
-            scrape_interval_s=self.scrape_interval_s,
         )
 
 

@@ -13,7 +13,6 @@ import sys
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
 from ioparallax.exporters.vdbench.config import SPEC, Settings
-from ioparallax.exporters.vdbench.hygiene import HygieneConfig
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
@@ -39,9 +38,7 @@ build_parser = PROGRAM.build_parser
 
 
 def _collector(s: Settings, watcher: Watcher, poll: bool = True) -> VdbenchCollector:
-    return VdbenchCollector(
-        watcher, HygieneConfig(cache_size_bytes=s.cache_size, scrape_interval_s=s.scrape_interval_s), poll=poll
-    )
+    return VdbenchCollector(watcher, s.hygiene(), poll=poll)
 
 
 def cmd_convert(s: Settings, dirs: list[str]) -> int:
