@@ -1,11 +1,13 @@
-"""The settings and ``main()`` of the watch-directory exporters (fio, DiskSPD, vdbench), one way.
+"""The settings and ``main()`` of the watch-directory exporters (fio, DiskSPD, vdbench, esxtop,
+pgbench), one way.
 
 Each of them takes its settings from flags, a ``--config.file`` YAML file and defaults, in that
-order of precedence; most settings are the same in all three (``listen_address``, ``watch``,
+order of precedence; most settings are the same in all of them (``listen_address``, ``watch``,
 ``retention``, ``cache_size``, ``scrape_interval``). An exporter describes its own settings as
-:class:`Option` rows in a :class:`WatchSpec` (its ``config.py``); this module adds the flags to
-argparse, reads and checks the file (unknown keys refused) and the flags, and raises a
-:class:`~ioparallax.yamlconf.ConfigError` naming the file and the key, or the flag, of a bad value.
+:class:`Option` rows in a :class:`WatchSpec` (its ``config.py``, with its default listen address);
+this module adds the flags to argparse, reads and checks the file (unknown keys refused) and the
+flags, and raises a :class:`~ioparallax.yamlconf.ConfigError` naming the file and the key, or the
+flag, of a bad value.
 
 :meth:`WatchSpec.main` runs a command line: ``serve`` when no command is named, one error line
 and exit 2 for a configuration mistake, 1 when the exporter cannot start.
