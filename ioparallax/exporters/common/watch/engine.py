@@ -39,7 +39,7 @@ def writer_ended(now: float, last_growth: float, idle_s: float, spacing_s: float
     return now - last_growth > idle
 
 
-def view(cls: type[V], state: Any, **more: Any) -> V:
+def view(cls: Callable[..., V], state: Any, **more: Any) -> V:
     """A snapshot of a source for the collector: ``state``'s fields copied into ``cls`` (a
     dataclass extending the state's, with what the scrape adds: whether the run ended, whether it
     is still shown), then ``more`` (those, and copies of the mutable fields the watcher goes on
