@@ -31,7 +31,7 @@ from ioparallax.check import (
     vdbench as vdbench_check,
 )
 from ioparallax.exporters.common.exposition import printable
-from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP, HygieneConfig
+from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP
 from ioparallax.exporters.common.watchdir import open_regular
 from ioparallax.exporters.diskspd.hygiene import find_problems
 from ioparallax.exporters.diskspd.parse import DiskspdError, decode
@@ -52,19 +52,9 @@ class InputError(Exception):
     """Input that cannot be read or checked (exit 2)."""
 
 
-@dataclass(frozen=True)
-class Options:
-    cache_size_bytes: int | None
-    scrape_interval_s: float
-    # the database server, for pgbench's checks (None: that check is off)
-    shared_buffers_bytes: int | None = None
-    memory_bytes: int | None = None
-    checkpoint_timeout_s: float = pgbench_hygiene.DEFAULT_CHECKPOINT_TIMEOUT_S
-    max_connections: int = pgbench_hygiene.DEFAULT_MAX_CONNECTIONS
-
-    def hygiene(self) -> HygieneConfig:
-        """The fio, DiskSPD and vdbench checks' settings."""
-        return HygieneConfig(cache_size_bytes=self.cache_size_bytes, scrape_interval_s=self.scrape_interval_s)
+#: The checks' settings: pgbench's, which hold the database server's (for pgbench's checks) on top
+#: of the storage cache size and scrape interval every tool's checks read (common HygieneConfig).
+Options = pgbench_hygiene.HygieneConfig
 
 
 @dataclass(frozen=True)
@@ -112,7 +102,7 @@ def _fio_command(argv: list[str], o: Options) -> list[Finding]:
 def _fio_findings(jobs: list[JobRecord], o: Options) -> list[Finding]:
     return [
         Finding(f"job [{name}]", p, TRAP, fio_check.REASONS.get(p, p))
-        for name, problems in fio_check.check_jobs(jobs, o.hygiene())
+        for name, problems in fio_check.check_jobs(jobs, o)
         for p in problems
     ]
 
@@ -123,11 +113,8 @@ _DISKSPD = re.compile(r"(^|[\\/])diskspd(\.exe)?$", re.IGNORECASE)
 
 
 def _diskspd_findings(specs, o: Options) -> list[Finding]:
-    config = o.hygiene()
     return [
-        Finding(f"target {spec.path}", f.problem, f.verdict, f.detail)
-        for spec in specs
-        for f in find_problems(spec, config)
+        Finding(f"target {spec.path}", f.problem, f.verdict, f.detail) for spec in specs for f in find_problems(spec, o)
     ]
 
 
@@ -191,7 +178,7 @@ def _vdbench_file(path: str, data: bytes, o: Options) -> list[Finding]:
         raise InputError(f"{path}: {exc}") from None
     return [
         Finding(where, problem, TRAP if trap else CANNOT_TELL, detail)
-        for where, problem, trap, detail in vdbench_check.findings(pf, o.hygiene())
+        for where, problem, trap, detail in vdbench_check.findings(pf, o)
     ]
 
 
@@ -204,18 +191,10 @@ def _pgbench_command(argv: list[str], o: Options) -> list[Finding]:
         facts = pgbench_check.facts(command)
     except pgbench_check.CommandLineError as exc:
         raise InputError(f"pgbench command line: {exc}") from None
-    config = pgbench_hygiene.HygieneConfig(
-        shared_buffers_bytes=o.shared_buffers_bytes,
-        memory_bytes=o.memory_bytes,
-        cache_size_bytes=o.cache_size_bytes,
-        checkpoint_timeout_s=o.checkpoint_timeout_s,
-        max_connections=o.max_connections,
-        scrape_interval_s=o.scrape_interval_s,
-    )
     subject = f"initialisation (scale {facts.scale})" if command.initialize else "run"
     if command.database:
         subject += f" of database {command.database}"
-    return [Finding(subject, f.problem, f.verdict, f.detail) for f in pgbench_hygiene.find_problems(facts, config)]
+    return [Finding(subject, f.problem, f.verdict, f.detail) for f in pgbench_hygiene.find_problems(facts, o)]
 
 
 def _pgbench_sniff(path: str, head: bytes) -> bool:
@@ -405,11 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:i], argv[i + 1 :] + command
     args = build_parser().parse_args(argv)
     try:
-        cache = parse_bytes(args.cache_size) if args.cache_size else None
-        scrape = parse_duration(args.scrape_interval)
         options = Options(
-            cache,
-            scrape,
+            cache_size_bytes=parse_bytes(args.cache_size) if args.cache_size else None,
+            scrape_interval_s=parse_duration(args.scrape_interval),
             shared_buffers_bytes=parse_bytes(args.shared_buffers) if args.shared_buffers else None,
             memory_bytes=parse_bytes(args.memory_size) if args.memory_size else None,
             checkpoint_timeout_s=parse_duration(args.checkpoint_timeout),

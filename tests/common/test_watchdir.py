@@ -11,7 +11,14 @@ import threading
 
 import pytest
 
-from ioparallax.exporters.common.watchdir import display_name, list_files, open_regular, watched_directory
+from ioparallax.exporters.common.linetail import LineTailer
+from ioparallax.exporters.common.watchdir import (
+    display_name,
+    list_files,
+    open_regular,
+    reopened,
+    watched_directory,
+)
 
 
 def test_open_regular_reads_a_regular_file(tmp_path):
@@ -127,3 +134,36 @@ def test_a_watched_directory_that_is_itself_a_symlink_is_resolved_first(watched,
     (watched / "link.json").symlink_to("real.json")
     with open_regular(str(alias / "link.json"), str(alias)) as fh:
         assert fh.read() == b"inside\n"
+
+
+def test_a_reopened_file_is_closed_whatever_ends_the_with_block(tmp_path):
+    path = tmp_path / "grows.csv"
+    path.write_bytes(b"a\nb\n")
+    tail = LineTailer(str(path))
+    with pytest.raises(RuntimeError), reopened(tail) as opened:
+        assert opened is not None and opened.reset is None and opened.stat.st_size == 4
+        fh = opened.file
+        raise RuntimeError("the caller failed half-way")
+    assert fh.closed
+    assert tail.read_lines() == ([b"a", b"b"], None)
+    with reopened(tail) as opened:
+        assert opened is None  # unchanged since the read that reached its end: not opened
+    path.write_bytes(b"c\n")  # truncated: read again from the start
+    with reopened(tail) as opened:
+        assert opened is not None and opened.reset == "truncated from 4 to 2 bytes" and tail.offset == 0
+        fh = opened.file
+    assert fh.closed
+
+
+def test_lines_skipped_as_too_long_are_handed_over_once(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"ok\n" + b"x" * 11 + b"\n" + b"y" * 30)  # the second one not ended yet
+    tail = LineTailer(str(path), max_line_bytes=10)
+    assert tail.read_lines() == ([b"ok"], None)
+    assert tail.take_too_long() == 2
+    assert tail.take_too_long() == 0
+    with path.open("ab") as fh:
+        fh.write(b"y\nok\n" + b"z" * 12 + b"\n")
+    assert tail.read_lines() == ([b"ok"], None)
+    assert (tail.take_too_long(), tail.too_long) == (1, 3)
+    assert tail.too_long_detail == "a line above 10 bytes was skipped"

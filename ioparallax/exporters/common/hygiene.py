@@ -23,7 +23,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class HygieneConfig:
-    """The fio, DiskSPD and vdbench checks' settings (pgbench and esxtop have their own)."""
+    """The fio, DiskSPD and vdbench checks' settings (pgbench's extend them with the database
+    server's; esxtop has its own)."""
 
     cache_size_bytes: int | None = None  # None: the working-set check is off
     scrape_interval_s: float = 15.0  # a run must last at least min_scrape_intervals of these

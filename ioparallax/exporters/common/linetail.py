@@ -12,9 +12,9 @@ counted (``too_long``). An unchanged file (same inode, size and mtime) is not op
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key
+from ioparallax.exporters.common.watchdir import read_chunks, reopened, stat_key
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -38,7 +38,8 @@ class LineTailer:
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop bytes to the next newline
         self.max_line_bytes = max_line_bytes
-        self.too_long = 0
+        self.too_long = 0  # lines skipped as too long, over the file's lifetime
+        self._too_long_taken = 0  # of which take_too_long() has handed over
 
     def restart(self) -> None:
         self.offset = 0
@@ -61,11 +62,10 @@ class LineTailer:
         stays at a chunk's lines whatever the backlog. At most ``max_bytes`` (default
         MAX_READ_BYTES) per call. Raises OSError when the file cannot be read."""
         budget = MAX_READ_BYTES if max_bytes is None else max_bytes
-        opened = reopen(self)
-        if opened is None:
-            return
-        fh, st, reset = opened
-        with fh:
+        with reopened(self) as opened:
+            if opened is None:
+                return  # unchanged since the read that reached its end
+            fh, st, reset = opened
             fh.seek(self.offset)
             for data in read_chunks(fh, self, budget, CHUNK_BYTES, PREFIX_BYTES):
                 yield self._split(data), reset
@@ -75,14 +75,16 @@ class LineTailer:
             if self.offset >= st.st_size:
                 self.seen = stat_key(st)
 
-    def count_too_long(self, rejected: dict[str, int], reject: Callable[[str, str], None]) -> None:
-        """Bring ``rejected["too_long"]`` up to the lines skipped as too long so far
-        (:attr:`too_long`): the first new one through ``reject(reason, detail)`` (the reader's
-        once-per-reason log line), the others counted directly."""
-        new = self.too_long - rejected["too_long"]
-        if new > 0:
-            reject("too_long", f"a line above {self.max_line_bytes} bytes was skipped")
-            rejected["too_long"] += new - 1
+    def take_too_long(self) -> int:
+        """The lines skipped as too long since the last call, each handed over once: the caller
+        counts them as rejected (reason ``too_long``, :attr:`too_long_detail` for its log line).
+        :attr:`too_long` stays the count over the file's lifetime."""
+        new, self._too_long_taken = self.too_long - self._too_long_taken, self.too_long
+        return new
+
+    @property
+    def too_long_detail(self) -> str:
+        return f"a line above {self.max_line_bytes} bytes was skipped"
 
     def _split(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []

@@ -1,11 +1,13 @@
-"""The settings and ``main()`` of the watch-directory exporters (fio, DiskSPD, vdbench), one way.
+"""The settings and ``main()`` of the watch-directory exporters (fio, DiskSPD, vdbench, esxtop,
+pgbench), one way.
 
 Each of them takes its settings from flags, a ``--config.file`` YAML file and defaults, in that
-order of precedence; most settings are the same in all three (``listen_address``, ``watch``,
+order of precedence; most settings are the same in all of them (``listen_address``, ``watch``,
 ``retention``, ``cache_size``, ``scrape_interval``). An exporter describes its own settings as
-:class:`Option` rows in a :class:`WatchSpec` (its ``config.py``); this module adds the flags to
-argparse, reads and checks the file (unknown keys refused) and the flags, and raises a
-:class:`~ioparallax.yamlconf.ConfigError` naming the file and the key, or the flag, of a bad value.
+:class:`Option` rows in a :class:`WatchSpec` (its ``config.py``, with its default listen address);
+this module adds the flags to argparse, reads and checks the file (unknown keys refused) and the
+flags, and raises a :class:`~ioparallax.yamlconf.ConfigError` naming the file and the key, or the
+flag, of a bad value.
 
 :meth:`WatchSpec.main` runs a command line: ``serve`` when no command is named, one error line
 and exit 2 for a configuration mistake, 1 when the exporter cannot start.
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ioparallax.exporters.common.hygiene import HygieneConfig
 from ioparallax.exporters.common.logsetup import add_logging_args, setup_logging
 from ioparallax.exporters.common.web.app import StartupError
 from ioparallax.exporters.common.web.server import ServerLimits, parse_listen_address
@@ -38,7 +41,7 @@ class WatchSettings:
     """What every watch exporter has; an exporter's settings class adds its own fields (and
     sets its own defaults by declaring a field again)."""
 
-    listen: str = ""
+    listen: str = ""  # "" until read: the exporter's WatchSpec.default_listen
     web_config_file: str | None = None
     web_limits: ServerLimits = field(default_factory=ServerLimits)
     watch: list[str] = field(default_factory=list)
@@ -49,6 +52,10 @@ class WatchSettings:
     def web(self) -> WebSettings:
         return WebSettings(listen=self.listen, config_file=self.web_config_file, limits=self.web_limits)
 
+    def hygiene(self) -> HygieneConfig:
+        """The hygiene checks' settings these say: the storage cache size and the scrape interval."""
+        return HygieneConfig(cache_size_bytes=self.cache_size, scrape_interval_s=self.scrape_interval_s)
+
 
 S = TypeVar("S", bound=WatchSettings)
 
@@ -57,8 +64,14 @@ def show_seconds(value: float) -> str:
     return f"{value:g}s"
 
 
-def show_cache_size(value: int | None) -> str:
+def show_size(value: int | None) -> str:
+    """A size whose check is off while it is unset (the storage cache, pgbench's server memory)."""
     return str(value) if value is not None else "unset (check off)"
+
+
+def positive(value: float) -> str | None:
+    """A check: a duration that must be above 0."""
+    return None if value > 0 else "must be positive"
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class WatchSpec:
 
     program: str  # fio-exporter
     prefix: str  # fio: flags --fio.*
+    default_listen: str  # --web.listen-address when neither a flag nor the file says (":9763")
     group: str  # the title of the flags' group in --help
     watch_help: str
     watch_metavar: str
@@ -108,7 +122,7 @@ class WatchSpec:
         add_watch_args(p, self, watch)
 
     def parser(
-        self, description: str, commands: Sequence[str], default_listen: str, serve_help: str, serve_description: str
+        self, description: str, commands: Sequence[str], serve_help: str, serve_description: str
     ) -> tuple[argparse.ArgumentParser, Any]:
         """The exporter's argument parser (with --version) and its subparsers (``commands``), with
         ``serve`` added (the web flags and the watch flags); the caller adds the other commands."""
@@ -116,7 +130,7 @@ class WatchSpec:
         add_version_arg(parser)
         sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(commands) + "}")
         serve = sub.add_parser("serve", help=serve_help, description=serve_description)
-        add_web_args(serve, default_listen, probe=False)
+        add_web_args(serve, self.default_listen, probe=False)
         self.add_args(serve)
         return parser, sub
 
@@ -165,7 +179,21 @@ class WatchSpec:
             return 1
 
 
-# -- the options the three share (help texts differ a little, so each passes its own) -----------
+# -- the options they share (help texts differ a little, so each passes its own) ----------------
+
+
+def idle_timeout_option(prefix: str, help: str, check: Callable[[Any], str | None] | None = None) -> Option:
+    """How long a file (or directory) must not grow to be a finished run."""
+    return Option(
+        "idle_timeout",
+        "idle_s",
+        parse_duration,
+        f"--{prefix}.idle-timeout",
+        "DURATION",
+        help,
+        check=check,
+        show=show_seconds,
+    )
 
 
 def retention_option(prefix: str, help: str, watch_only: bool = False) -> Option:
@@ -189,7 +217,7 @@ def cache_size_option(prefix: str) -> Option:
         f"--{prefix}.cache-size",
         "SIZE",
         "storage cache size for the working-set hygiene check, e.g. 20GiB (default: unset, check off)",
-        show=show_cache_size,
+        show=show_size,
     )
 
 
@@ -201,7 +229,7 @@ def scrape_interval_option(prefix: str, flagged: str = "runs shorter than 3 of t
         f"--{prefix}.scrape-interval",
         "DURATION",
         f"Prometheus' scrape interval: {flagged} (default: 15s)",
-        check=lambda v: None if v > 0 else "must be positive",
+        check=positive,
         show=show_seconds,
     )
 
@@ -254,6 +282,7 @@ def add_watch_args(p: argparse.ArgumentParser, spec: WatchSpec, watch: bool = Tr
 def read_settings(args: argparse.Namespace, spec: WatchSpec, s: S) -> S:
     """Fill ``s`` (defaults) from the --config.file and then the flags; check the values.
     Errors name the file and the key, or the flag."""
+    s.listen = s.listen or spec.default_listen
     cfg_path = getattr(args, "config_file", None)
     if cfg_path:
         sec = Section(load_yaml(cfg_path), cfg_path)

@@ -14,12 +14,13 @@ that stays inside is followed. A file named directly is read wherever it leads: 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import os
 import stat
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 
 from ioparallax.exporters.common.exposition import printable
 
@@ -148,7 +149,7 @@ class Followed(Protocol):
 
 
 class Reopened(Followed, Protocol):
-    """A followed file as :func:`reopen` reads and updates it: where it is (``path``, and the
+    """A followed file as :func:`reopened` reads and updates it: where it is (``path``, and the
     watched directory it must lie in or None), what it was at the last open (``identity``,
     ``size``, ``mtime``), the stat key of the last read that reached its end (``seen``), and
     ``restart()``, which puts the reader back at the start of the file."""
@@ -168,27 +169,34 @@ def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def reopen(tail: Reopened) -> tuple[BinaryIO, os.stat_result, str | None] | None:
-    """Open a followed file again for its next read: None when it is unchanged since the read
-    that reached its end (``tail.seen``), else (the file, its fstat, why it must be read from the
-    start or None). On a reset ``tail.restart()`` has run; ``tail.identity``, ``size`` and
-    ``mtime`` are the open file's and ``tail.seen`` is cleared (the caller sets it again once it
-    has read to the end). The caller closes the file (``with fh:``); raises OSError when the
-    file cannot be read (:func:`open_regular`)."""
+class Opened(NamedTuple):
+    """A followed file opened again by :func:`reopened`: the open file, its fstat, and why it
+    must be read from the start (None: go on from the offset read so far)."""
+
+    file: BinaryIO
+    stat: os.stat_result
+    reset: str | None
+
+
+@contextlib.contextmanager
+def reopened(tail: Reopened) -> Iterator[Opened | None]:
+    """The followed file opened again for its next read, closed when the ``with`` block ends
+    (whatever ends it): None when it is unchanged since the read that reached its end
+    (``tail.seen``), else an :class:`Opened`. On a reset ``tail.restart()`` has run;
+    ``tail.identity``, ``size`` and ``mtime`` are the open file's and ``tail.seen`` is cleared
+    (the caller sets it again once it has read to the end). Raises OSError when the file cannot
+    be read (:func:`open_regular`)."""
     if stat_key(os.stat(tail.path)) == tail.seen:
-        return None
-    fh = open_regular(tail.path, tail.within)
-    try:
+        yield None
+        return
+    with open_regular(tail.path, tail.within) as fh:
         st = os.fstat(fh.fileno())
         reset = why_reread(fh, tail.identity, tail.offset, tail.prefix)
         if reset:
             tail.restart()
         tail.identity, tail.size, tail.mtime = (st.st_dev, st.st_ino), st.st_size, st.st_mtime
         tail.seen = None
-    except BaseException:
-        fh.close()
-        raise
-    return fh, st, reset
+        yield Opened(fh, st, reset)
 
 
 def read_chunks(fh: BinaryIO, tail: Followed, budget: int, chunk_bytes: int, prefix_bytes: int) -> Iterator[bytes]:

@@ -13,15 +13,13 @@ import sys
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram, output
 from ioparallax.exporters.diskspd.backfill import Sample, interval_samples, render
 from ioparallax.exporters.diskspd.collector import Collectors, DiskspdCollector
-from ioparallax.exporters.diskspd.config import DEFAULT_LISTEN, SPEC, Settings
-from ioparallax.exporters.diskspd.hygiene import HygieneConfig
+from ioparallax.exporters.diskspd.config import SPEC, Settings
 from ioparallax.exporters.diskspd.parse import DiskspdError
 from ioparallax.exporters.diskspd.reader import ResultFiles, WatchConfig
 from ioparallax.pipes import quiet_on_closed_stdout
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports DiskSPD -Rxml results (copied off the Windows VMs into watched directories): per "
     "run, time span and target the I/Os, bytes, latency means and percentiles, outstanding I/Os "
     "asked, the profile as run, and benchmark hygiene findings. Target data is on /metrics.",
@@ -62,7 +60,7 @@ def _files(s: Settings, paths: list[str], pattern: str | None = None, settle_s: 
 def _collector(s: Settings, files: ResultFiles, poll: bool = True) -> DiskspdCollector:
     return DiskspdCollector(
         files,
-        HygieneConfig(cache_size_bytes=s.cache_size, scrape_interval_s=s.scrape_interval_s),
+        s.hygiene(),
         Collectors(all_percentiles=s.all_percentiles),
         poll=poll,
     )

@@ -89,7 +89,7 @@ class DiskspdCollector(WatchCollector):
     def failed(self, fams: MetricFamilies, v: SourceView, exc: Exception) -> None:
         log.error("exposing DiskSPD result file %s failed; it is down until it changes", v.name, exc_info=exc)
         self.files.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
-        v.up, v.reason, v.result = False, "internal_error", None
+        v.reason, v.result = "internal_error", None  # down (up is reason is None)
         self._source(fams, v)
 
     def _source(self, fams: MetricFamilies, v: SourceView) -> None:

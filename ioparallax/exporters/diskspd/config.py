@@ -10,12 +10,9 @@ from ioparallax.exporters.common.watchconfig import Option, WatchSettings, Watch
 from ioparallax.exporters.diskspd.parse import DEFAULT_MAX_DOCUMENT_BYTES
 from ioparallax.units import parse_bytes, parse_duration
 
-DEFAULT_LISTEN = ":9765"
-
 
 @dataclass
 class Settings(WatchSettings):
-    listen: str = DEFAULT_LISTEN
     pattern: str = "*.xml"
     retention_s: float = 3600.0
     settle_s: float = 5.0
@@ -85,4 +82,5 @@ SPEC = WatchSpec(
             show=lambda all_: "all" if all_ else "text",
         ),
     ),
+    default_listen=":9765",
 )

@@ -70,19 +70,11 @@ class FileState:
 
 
 @dataclass
-class SourceView:
-    """A consistent snapshot of one file for the collector."""
+class SourceView(FileState):
+    """A consistent snapshot of one file for the collector (:func:`engine.view`): its state, and
+    whether it is still shown."""
 
-    path: str
-    name: str
-    up: bool
-    reason: str | None
-    detail: str | None
-    result: DiskspdResult | None
-    incomplete: bool
-    mtime: float
-    read_errors: int
-    visible: bool
+    visible: bool = True
 
 
 def run_end(result: DiskspdResult) -> float | None:
@@ -193,18 +185,4 @@ class ResultFiles(engine.Watcher[FileState]):
 
     def views(self) -> list[SourceView]:
         with self.lock:
-            return [
-                SourceView(
-                    path=s.path,
-                    name=s.name,
-                    up=s.up,
-                    reason=s.reason,
-                    detail=s.detail,
-                    result=s.result,
-                    incomplete=s.incomplete,
-                    mtime=s.mtime,
-                    read_errors=s.read_errors,
-                    visible=visible,
-                )
-                for s, _ended, visible in self.snapshot()
-            ]
+            return [engine.view(SourceView, s, visible=visible) for s, _ended, visible in self.snapshot()]

@@ -14,14 +14,13 @@ from ioparallax.exporters.common.backfill import BackfillWriter
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram, output
 from ioparallax.exporters.esxtop.backfill import FAMILIES, Backfill
 from ioparallax.exporters.esxtop.collector import EsxtopCollector
-from ioparallax.exporters.esxtop.config import DEFAULT_LISTEN, SPEC, Settings
+from ioparallax.exporters.esxtop.config import SPEC, Settings
 from ioparallax.exporters.esxtop.hygiene import HygieneConfig
 from ioparallax.exporters.esxtop.reader import EsxtopFile, VscsiFile, WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports esxtop batch CSVs (esxtop -b -d 2 > host.csv, followed as they grow) and vscsiStats "
     "histograms (vscsiStats -p all -c): per virtual disk the 2-second VM view (labelled vm and disk "
     "as vcenter-exporter labels them), per device, path, adapter and NFS volume the latency split "

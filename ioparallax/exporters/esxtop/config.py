@@ -9,20 +9,13 @@ from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
 from ioparallax.units import parse_duration
 
-DEFAULT_LISTEN = ":9768"
-
 
 @dataclass
 class Settings(WatchSettings):
-    listen: str = DEFAULT_LISTEN
     pattern: str = "*.csv"
     idle_s: float = 30.0
     max_delay_s: float = 5.0
     max_clock_skew_s: float = 60.0
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else "must be positive"
 
 
 SPEC = WatchSpec(
@@ -47,15 +40,10 @@ SPEC = WatchSpec(
             "how long a finished file's series stay visible after it last changed (default: 15m)",
             watch_only=True,
         ),
-        Option(
-            "idle_timeout",
-            "idle_s",
-            parse_duration,
-            "--esxtop.idle-timeout",
-            "DURATION",
+        watchconfig.idle_timeout_option(
+            "esxtop",
             "a file that has not grown for this long is a finished capture (default: 30s)",
-            check=_positive,
-            show=watchconfig.show_seconds,
+            watchconfig.positive,
         ),
         Option(
             "max_delay",
@@ -65,7 +53,7 @@ SPEC = WatchSpec(
             "DURATION",
             "captures whose samples are further apart on average (plus 10%% for esxtop's own collection "
             "time) are flagged long_delay (default: 5s)",
-            check=_positive,
+            check=watchconfig.positive,
             show=watchconfig.show_seconds,
         ),
         Option(
@@ -76,9 +64,10 @@ SPEC = WatchSpec(
             "DURATION",
             "a growing capture whose newest sample is further from the time it arrived is flagged "
             "host_clock_skew (default: 1m)",
-            check=_positive,
+            check=watchconfig.positive,
             show=watchconfig.show_seconds,
         ),
         watchconfig.scrape_interval_option("esxtop", "captures shorter than 3 of these are flagged"),
     ),
+    default_listen=":9768",
 )

@@ -228,7 +228,8 @@ class EsxtopFile:
             return
         if self.reason == "unreadable":
             self._up()
-        self.tailer.count_too_long(self.rejected, self._reject)
+        if too_long := self.tailer.take_too_long():
+            self._reject("too_long", self.tailer.too_long_detail, too_long)
         if self.tailer.mtime is not None:
             self.last_growth = self.tailer.mtime
         if self.header is None and self.reason is None and self.rejected["bad_header"]:
@@ -250,8 +251,8 @@ class EsxtopFile:
             log.info("esxtop file %s is up again (was down: %s)", self.name, self.reason)
         self.reason = self.detail = None
 
-    def _reject(self, reason: str, detail: str) -> None:
-        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+    def _reject(self, reason: str, detail: str, lines: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + lines
         if reason not in self.logged:  # once per file and reason: garbage must not flood the log
             self.logged.add(reason)
             log.warning("esxtop file %s: line rejected (%s): %s", self.name, reason, detail)

@@ -8,9 +8,8 @@ import sys
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.common.watch.wrapper import RunTexts, output_file, serve_while_running
 from ioparallax.exporters.fio.collector import FioCollector
-from ioparallax.exporters.fio.config import DEFAULT_LISTEN, SPEC, Settings, settings_from
+from ioparallax.exporters.fio.config import SPEC, Settings, settings_from
 from ioparallax.exporters.fio.guestdisk import GuestDiskCollector
-from ioparallax.exporters.fio.hygiene import HygieneConfig
 from ioparallax.exporters.fio.reader import WatchConfig, Watcher
 from ioparallax.exporters.fio.wrapper import FioRun, FioRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
@@ -19,7 +18,6 @@ log = logging.getLogger("ioparallax.exporters.fio")
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports fio results and live --status-interval records (json/json+, client/server, "
     "unified_rw_reporting) with per-job latency histograms and benchmark hygiene "
     "findings, plus the guest's disk facts (partition alignment, block sizes, request "
@@ -53,14 +51,7 @@ build_parser = PROGRAM.build_parser
 
 
 def build_collectors(s: Settings, watcher: Watcher) -> list:
-    collectors: list = [
-        FioCollector(
-            watcher,
-            HygieneConfig(cache_size_bytes=s.cache_size, scrape_interval_s=s.scrape_interval_s),
-            local_host=s.host,
-            collectors=s.collectors,
-        )
-    ]
+    collectors: list = [FioCollector(watcher, s.hygiene(), local_host=s.host, collectors=s.collectors)]
     if s.guest_disks:
         collectors.append(GuestDiskCollector(s.sysfs, s.guest_disk_exclude))
     return collectors

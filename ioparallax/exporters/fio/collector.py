@@ -160,7 +160,7 @@ class FioCollector(WatchCollector):
         """Shown down with reason ``internal_error`` until a new record comes."""
         log.error("exposing fio output file %s failed; it is down until a new record comes", v.path, exc_info=exc)
         self.watcher.mark_failed(v.path, "internal_error", f"{type(exc).__name__}: {exc}")
-        v.up, v.reason, v.latest = False, "internal_error", None
+        v.reason, v.latest = "internal_error", None  # down (up is reason is None)
         self._source(fams, v, self._used)
 
     def _source(self, fams: MetricFamilies, v: SourceView, used: set[int]) -> None:
@@ -205,21 +205,21 @@ class FioCollector(WatchCollector):
             "Lines skipped because they are not JSON (fio's 'note:' and 'fio: io_u error' lines).",
             ["source"],
             src,
-            v.non_json_lines,
+            v.counts.non_json_lines,
         )
         fams.counter(
             "fio_source_corrupt_documents_total",
             "Documents dropped because they could not be decoded (cut off or garbled).",
             ["source"],
             src,
-            v.corrupt_documents,
+            v.counts.corrupt_documents,
         )
         fams.counter(
             "fio_source_not_fio_documents_total",
             "Valid JSON documents that are not fio output.",
             ["source"],
             src,
-            v.not_fio_documents,
+            v.counts.not_fio_documents,
         )
         fams.counter(
             "fio_source_skipped_bytes_total",

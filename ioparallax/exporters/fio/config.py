@@ -12,14 +12,11 @@ from ioparallax.exporters.common.watchconfig import Option, WatchSettings, Watch
 from ioparallax.exporters.fio.collector import Collectors
 from ioparallax.exporters.fio.guestdisk import DEFAULT_EXCLUDE
 from ioparallax.exporters.fio.reader import DEFAULT_MAX_DOCUMENT_BYTES
-from ioparallax.units import parse_bytes, parse_duration
-
-DEFAULT_LISTEN = ":9763"
+from ioparallax.units import parse_bytes
 
 
 @dataclass
 class Settings(WatchSettings):
-    listen: str = DEFAULT_LISTEN
     pattern: str = "*.json"
     idle_s: float = 10.0
     host: str = ""
@@ -67,14 +64,9 @@ SPEC = WatchSpec(
         watchconfig.retention_option(
             "fio", "how long jobs of a finished run stay visible after it ended (default: 15m)"
         ),
-        Option(
-            "idle_timeout",
-            "idle_s",
-            parse_duration,
-            "--fio.idle-timeout",
-            "DURATION",
+        watchconfig.idle_timeout_option(
+            "fio",
             "a file that has not grown for this long (and for 3 status intervals) is a finished run (default: 10s)",
-            show=watchconfig.show_seconds,
         ),
         watchconfig.cache_size_option("fio"),
         watchconfig.scrape_interval_option("fio"),
@@ -156,6 +148,7 @@ SPEC = WatchSpec(
             group=COLLECTORS,
         ),
     ),
+    default_listen=":9763",
 )
 
 

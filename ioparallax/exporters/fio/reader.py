@@ -28,13 +28,13 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 
 from ioparallax.exporters.common.watch import engine
-from ioparallax.exporters.common.watchdir import read_chunks, reopen, stat_key, watched_directory
+from ioparallax.exporters.common.watchdir import read_chunks, reopened, stat_key, watched_directory
 from ioparallax.exporters.fio.parse import (
     FioDocument,
     FioRecord,
@@ -574,11 +574,10 @@ class FileTailer:
     def read_chunks(self, max_bytes: int = MAX_READ_BYTES) -> Iterator[TailResult]:
         """Like :meth:`read_new`, one result per chunk read, so that the caller can handle the
         documents of a chunk before the next is read (bounded memory on a large backlog)."""
-        opened = reopen(self)
-        if opened is None:
-            return  # unchanged since the last read: nothing to do
-        fh, st, reset = opened
-        with fh:
+        with reopened(self) as opened:
+            if opened is None:
+                return  # unchanged since the last read: nothing to do
+            fh, st, reset = opened
             skipped = 0
             window = 2 * self.max_document_bytes + CHUNK_BYTES
             if self.skip_backlog and st.st_size - self.offset > max(max_bytes, window):
@@ -639,25 +638,15 @@ class WatchConfig:
 
 
 @dataclass
-class SourceView:
-    """A consistent snapshot of one source for the collector."""
+class SourceView(SourceState):
+    """A consistent snapshot of one source for the collector (:func:`engine.view`): its state
+    (``rejected`` copied), what its document stream counted, whether its run ended (and when)
+    and whether it is still shown. ``tailer`` is the watcher's own: not for the collector."""
 
-    path: str
-    up: bool
-    latest: FioRecord | None
-    previous: FioRecord | None
-    finished: bool
-    end_time: float | None
-    records: int
-    read_errors: int
-    non_json_lines: int
-    corrupt_documents: int
-    not_fio_documents: int
-    resets: int
-    visible: bool  # False once a finished run is older than the retention
-    reason: str | None = None  # why the file is down (REASONS)
-    rejected: dict[str, int] = field(default_factory=dict)  # REJECT_REASONS -> documents
-    skipped_bytes: int = 0
+    counts: StreamCounts = field(default_factory=StreamCounts)
+    finished: bool = False
+    end_time: float | None = None
+    visible: bool = True  # False once a finished run is older than the retention
 
 
 class Watcher(engine.Watcher[SourceState]):
@@ -814,31 +803,19 @@ class Watcher(engine.Watcher[SourceState]):
         return engine.retained(now, ended, self.end_time(state), self.config.retention_s)
 
     def views(self) -> list[SourceView]:
-        out = []
         with self.lock:
-            for s, finished, visible in self.snapshot():
-                c = s.tailer.stream.counts
-                out.append(
-                    SourceView(
-                        path=s.path,
-                        up=s.up,
-                        latest=s.latest,
-                        previous=s.previous,
-                        finished=finished,
-                        end_time=self.end_time(s) if finished else None,
-                        records=s.records,
-                        read_errors=s.read_errors,
-                        non_json_lines=c.non_json_lines,
-                        corrupt_documents=c.corrupt_documents,
-                        not_fio_documents=c.not_fio_documents,
-                        resets=s.resets,
-                        visible=visible,
-                        reason=s.reason,
-                        rejected=dict(s.rejected),
-                        skipped_bytes=s.skipped_bytes,
-                    )
+            return [
+                engine.view(
+                    SourceView,
+                    s,
+                    rejected=dict(s.rejected),
+                    counts=replace(s.tailer.stream.counts),
+                    finished=finished,
+                    end_time=self.end_time(s) if finished else None,
+                    visible=visible,
                 )
-        return out
+                for s, finished, visible in self.snapshot()
+            ]
 
 
 def _chain(first: list[TailResult], rest: Iterator[TailResult]) -> Iterator[TailResult]:

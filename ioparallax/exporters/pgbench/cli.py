@@ -13,14 +13,13 @@ import sys
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.common.watch.wrapper import RunTexts, output_file, serve_while_running
 from ioparallax.exporters.pgbench.collector import PgbenchCollector
-from ioparallax.exporters.pgbench.config import DEFAULT_LISTEN, SPEC, Settings
+from ioparallax.exporters.pgbench.config import SPEC, Settings
 from ioparallax.exporters.pgbench.reader import WatchConfig, Watcher
 from ioparallax.exporters.pgbench.wrapper import PgbenchRun, PgbenchRunCollector, prepare_command
 from ioparallax.pipes import quiet_on_closed_stdout
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports pgbench runs as the application view of a PoC: transactions, failures, latency and "
     "schedule lag per run, from pgbench's console output (-P progress lines followed live, the end "
     "summary; PostgreSQL 9.x to 17+), its --aggregate-interval logs and per-transaction --log files; "

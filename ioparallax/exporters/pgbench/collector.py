@@ -130,7 +130,7 @@ class PgbenchCollector(WatchCollector):
             labels,
             run.transactions,
         )
-        if run.failures_known:
+        if run.failures.known:
             fams.counter(
                 "pgbench_failed_transactions_total",
                 "Transactions that failed (serialization or deadlock errors not retried; PostgreSQL 15+: "
@@ -138,12 +138,12 @@ class PgbenchCollector(WatchCollector):
                 "non-zero only with --failures-detailed). Absent for pgbench 14 and older, which abort instead.",
                 RUN_LABELS,
                 labels,
-                run.failures,
+                run.failures.total,
             )
-        if run.latency_known:
+        if run.latency.known:
             buckets = run.cumulative_buckets()
             shown = [(floatToGoString(e), n) for e, n in buckets] if buckets is not None else []
-            shown.append(("+Inf", run.latency_count))
+            shown.append(("+Inf", run.latency.count))
             fams.add(
                 HistogramMetricFamily,
                 "pgbench_transaction_latency_seconds",
@@ -153,9 +153,9 @@ class PgbenchCollector(WatchCollector):
                 RUN_LABELS,
                 labels,
                 shown,
-                finite("pgbench_transaction_latency_seconds_sum", run.latency_sum_s),
+                finite("pgbench_transaction_latency_seconds_sum", run.latency.sum_s),
             )
-        if run.lag_known:
+        if run.lag.known:
             fams.add(
                 HistogramMetricFamily,
                 "pgbench_schedule_lag_seconds",
@@ -163,26 +163,26 @@ class PgbenchCollector(WatchCollector):
                 "summary's 'rate limit schedule lag', the logs' lag); +Inf, _sum and _count only.",
                 RUN_LABELS,
                 labels,
-                [("+Inf", run.lag_count)],
-                finite("pgbench_schedule_lag_seconds_sum", run.lag_sum_s),
+                [("+Inf", run.lag.count)],
+                finite("pgbench_schedule_lag_seconds_sum", run.lag.sum_s),
             )
-        if run.skipped_known:
+        if run.skipped.known:
             fams.counter(
                 "pgbench_skipped_transactions_total",
                 "--rate with --latency-limit: transactions skipped because they would have started too late.",
                 RUN_LABELS,
                 labels,
-                run.skipped,
+                run.skipped.total,
             )
-        if run.retries_known:
+        if run.retried.known:
             fams.counter(
                 "pgbench_retried_transactions_total",
                 "--max-tries: transactions retried after a serialization or deadlock error.",
                 RUN_LABELS,
                 labels,
-                run.retried,
+                run.retried.total,
             )
-            fams.counter("pgbench_retries_total", "--max-tries: retries made.", RUN_LABELS, labels, run.retries)
+            fams.counter("pgbench_retries_total", "--max-tries: retries made.", RUN_LABELS, labels, run.retries.total)
         fams.counter(
             "pgbench_intervals_total",
             "Progress intervals or aggregate log intervals integrated into the counters.",

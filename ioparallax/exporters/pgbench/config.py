@@ -3,19 +3,16 @@ pgbench's own (file pattern, idle timeout, the server facts the hygiene checks c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
 from ioparallax.exporters.pgbench.hygiene import DEFAULT_CHECKPOINT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, HygieneConfig
 from ioparallax.units import parse_bytes, parse_duration
 
-DEFAULT_LISTEN = ":9767"
-
 
 @dataclass
 class Settings(WatchSettings):
-    listen: str = DEFAULT_LISTEN
     pattern: str = "*pgbench*"
     idle_s: float = 30.0
     shared_buffers: int | None = None
@@ -24,13 +21,13 @@ class Settings(WatchSettings):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def hygiene(self) -> HygieneConfig:
+        """The shared checks' settings (:meth:`WatchSettings.hygiene`) and the database server's."""
         return HygieneConfig(
+            **asdict(super().hygiene()),
             shared_buffers_bytes=self.shared_buffers,
             memory_bytes=self.memory_size,
-            cache_size_bytes=self.cache_size,
             checkpoint_timeout_s=self.checkpoint_timeout_s,
             max_connections=self.max_connections,
-            scrape_interval_s=self.scrape_interval_s,
         )
 
 
@@ -39,10 +36,6 @@ def _positive_int(value) -> int:
     if n < 1:
         raise ValueError(f"expected a number >= 1, got {n}")
     return n
-
-
-def _show_size(value: int | None) -> str:
-    return str(value) if value is not None else "unset (check off)"
 
 
 HYGIENE = "the server, for the hygiene checks (docs/hygiene.md#pgbench)"
@@ -69,14 +62,9 @@ SPEC = WatchSpec(
         watchconfig.retention_option(
             "pgbench", "how long the runs of a finished file stay visible after it last grew (default: 15m)"
         ),
-        Option(
-            "idle_timeout",
-            "idle_s",
-            parse_duration,
-            "--pgbench.idle-timeout",
-            "DURATION",
+        watchconfig.idle_timeout_option(
+            "pgbench",
             "a file that has not grown for this long (and 3 progress intervals) is a finished run (default: 30s)",
-            show=watchconfig.show_seconds,
         ),
         watchconfig.cache_size_option("pgbench"),
         watchconfig.scrape_interval_option("pgbench"),
@@ -88,7 +76,7 @@ SPEC = WatchSpec(
             "SIZE",
             "the server's shared_buffers, e.g. 4GiB: a database that fits is flagged (default: unset, check off)",
             group=HYGIENE,
-            show=_show_size,
+            show=watchconfig.show_size,
         ),
         Option(
             "memory_size",
@@ -99,7 +87,7 @@ SPEC = WatchSpec(
             "the database VM's RAM, e.g. 16GiB: a database that fits in its page cache is flagged "
             "(default: unset, check off)",
             group=HYGIENE,
-            show=_show_size,
+            show=watchconfig.show_size,
         ),
         Option(
             "checkpoint_timeout",
@@ -109,7 +97,7 @@ SPEC = WatchSpec(
             "DURATION",
             "the server's checkpoint_timeout: shorter runs are flagged (default: 5m, PostgreSQL's)",
             group=HYGIENE,
-            check=lambda v: None if v > 0 else "must be positive",
+            check=watchconfig.positive,
             show=watchconfig.show_seconds,
         ),
         Option(
@@ -122,4 +110,5 @@ SPEC = WatchSpec(
             group=HYGIENE,
         ),
     ),
+    default_listen=":9767",
 )

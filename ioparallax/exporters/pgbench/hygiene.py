@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ioparallax.exporters.common import hygiene as common
 from ioparallax.exporters.common.hygiene import CANNOT_TELL, TRAP, Finding
 
 #: What ``pgbench -i -s 1`` creates: 100,000 pgbench_accounts rows with their primary key, plus
@@ -40,14 +41,14 @@ _DENSITY = "(a database density study wants this: CPU-bound, each database in me
 
 
 @dataclass(frozen=True)
-class HygieneConfig:
+class HygieneConfig(common.HygieneConfig):
+    """The checks every tool shares (the storage cache for working_set_below_cache, the scrape
+    interval for short_runtime) and the database server's settings."""
+
     shared_buffers_bytes: int | None = None  # None: that check is off
     memory_bytes: int | None = None  # the guest's RAM (its page cache); None: off
-    cache_size_bytes: int | None = None  # the storage cache (fio's working_set_below_cache); None: off
     checkpoint_timeout_s: float = DEFAULT_CHECKPOINT_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
-    scrape_interval_s: float = 15.0
-    min_scrape_intervals: int = 3
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,52 @@ LATENCY_BUCKETS_S = (
 
 
 @dataclass
+class Count:
+    """A count that not every pgbench version or option reports: its total, and whether a line
+    gave it (its series is exported only then)."""
+
+    total: float = 0.0
+    known: bool = False
+
+    def add(self, n: float | None) -> None:
+        if n is not None:
+            self.known = True
+            self.total += n
+
+    def raise_to(self, n: float | None) -> None:
+        """A summary's exact count: the integrated total raised to it, never lowered."""
+        if n is not None:
+            self.known = True
+            self.total = max(self.total, float(n))
+
+
+@dataclass
+class Mean:
+    """A mean over transactions (latency, schedule lag) that not every input reports: the sum
+    and count it is the mean of, and whether a line gave it."""
+
+    sum_s: float = 0.0
+    count: float = 0.0
+    known: bool = False
+
+    def add(self, sum_s: float | None, count: float) -> None:
+        if sum_s is not None:
+            self.known = True
+            self.sum_s += sum_s
+            self.count += count
+
+    def add_mean(self, mean_s: float | None, count: float) -> None:
+        self.add(mean_s * count if mean_s is not None else None, count)
+
+    def raise_to(self, mean_s: float | None, count: int) -> None:
+        """A summary's mean over ``count`` transactions: the sum raised to it, never lowered."""
+        if mean_s is not None:
+            self.known = True
+            self.sum_s = max(self.sum_s, mean_s * count)
+            self.count = float(count)
+
+
+@dataclass
 class RunState:
     """One pgbench run of a file, integrated from its lines."""
 
@@ -94,20 +140,14 @@ class RunState:
     version: str | None = None
     kind: str | None = None  # progress, aggregate, transactions: what its data came from
     transactions: float = 0.0
-    failures: float = 0.0
-    failures_known: bool = False  # 15+ progress, a summary that prints them, logs that carry them
-    latency_sum_s: float = 0.0
-    latency_count: float = 0.0
-    latency_known: bool = False
+    # 15+ progress, a summary that prints them, logs that carry them
+    failures: Count = field(default_factory=Count)
+    latency: Mean = field(default_factory=Mean)
     buckets: list[int] | None = None  # per-transaction logs: counts per LATENCY_BUCKETS_S bound
-    lag_sum_s: float = 0.0
-    lag_count: float = 0.0
-    lag_known: bool = False
-    skipped: float = 0.0
-    skipped_known: bool = False
-    retried: float = 0.0
-    retries: float = 0.0
-    retries_known: bool = False
+    lag: Mean = field(default_factory=Mean)
+    skipped: Count = field(default_factory=Count)
+    retried: Count = field(default_factory=Count)  # transactions retried
+    retries: Count = field(default_factory=Count)  # retries made
     intervals: int = 0
     measured_s: float = 0.0
     client_aborts: int = 0
@@ -148,49 +188,27 @@ class RunState:
         self.intervals += 1
         self.measured_s += dt
         self.transactions += n
-        if p.latency_mean_s is not None:
-            self.latency_known = True
-            self.latency_sum_s += p.latency_mean_s * n
-            self.latency_count += n
-        if p.failed is not None:
-            self.failures_known = True
-            self.failures += p.failed
-        if p.lag_mean_s is not None:
-            self.lag_known = True
-            self.lag_sum_s += p.lag_mean_s * n
-            self.lag_count += n
-        if p.skipped is not None:
-            self.skipped_known = True
-            self.skipped += p.skipped
+        self.latency.add_mean(p.latency_mean_s, n)
+        self.failures.add(p.failed)
+        self.lag.add_mean(p.lag_mean_s, n)
+        self.skipped.add(p.skipped)
         if p.retried is not None and p.retries is not None:
-            self.retries_known = True
-            self.retried += p.retried
-            self.retries += p.retries
+            self.retried.add(p.retried)
+            self.retries.add(p.retries)
 
     # ---- the summary
     def close(self) -> None:
         """The summary is complete: its exact counts raise the integrated ones (never lower)."""
         s = self.summary
         if s.processed is not None and s.processed >= self.transactions:
-            if s.latency_mean_s is not None:
-                self.latency_known = True
-                self.latency_sum_s = max(self.latency_sum_s, s.latency_mean_s * s.processed)
-                self.latency_count = float(s.processed)
-            if s.lag_mean_s is not None:
-                self.lag_known = True
-                self.lag_sum_s = max(self.lag_sum_s, s.lag_mean_s * s.processed)
-                self.lag_count = float(s.processed)
+            self.latency.raise_to(s.latency_mean_s, s.processed)
+            self.lag.raise_to(s.lag_mean_s, s.processed)
             self.transactions = float(s.processed)
-        if s.failed is not None:
-            self.failures_known = True
-            self.failures = max(self.failures, float(s.failed))
-        if s.skipped is not None:
-            self.skipped_known = True
-            self.skipped = max(self.skipped, float(s.skipped))
+        self.failures.raise_to(s.failed)
+        self.skipped.raise_to(s.skipped)
         if s.retried is not None and s.retries is not None:
-            self.retries_known = True
-            self.retried = max(self.retried, float(s.retried))
-            self.retries = max(self.retries, float(s.retries))
+            self.retried.raise_to(s.retried)
+            self.retries.raise_to(s.retries)
 
     # ---- logs
     def add_aggregate(self, row: AggregateRow) -> None:
@@ -201,23 +219,13 @@ class RunState:
         self.intervals += 1
         self.latest_aggregate = row
         self.transactions += row.transactions
-        self.latency_known = True
-        self.latency_sum_s += row.latency_sum_s
-        self.latency_count += row.transactions
-        if row.lag_sum_s is not None:
-            self.lag_known = True
-            self.lag_sum_s += row.lag_sum_s
-            self.lag_count += row.transactions
-        if row.skipped is not None:
-            self.skipped_known = True
-            self.skipped += row.skipped
+        self.latency.add(row.latency_sum_s, row.transactions)
+        self.lag.add(row.lag_sum_s, row.transactions)
+        self.skipped.add(row.skipped)
         if row.retried is not None and row.retries is not None:
-            self.retries_known = True
-            self.retried += row.retried
-            self.retries += row.retries
-        if row.failures is not None:
-            self.failures_known = True
-            self.failures += row.failures
+            self.retried.add(row.retried)
+            self.retries.add(row.retries)
+        self.failures.add(row.failures)
 
     def add_transaction(self, row: TransactionRow) -> None:
         self.kind = self.kind or "transactions"
@@ -226,29 +234,21 @@ class RunState:
         if self.last_time is not None and row.time_epoch_s > self.last_time:
             self.measured_s += row.time_epoch_s - self.last_time
         self.last_time = max(self.last_time or 0.0, row.time_epoch_s)
-        self.failures_known = True
-        self.latency_known = True
+        self.failures.known = self.latency.known = True  # a log of every transaction: none is missed
         if row.outcome == "ok" and row.latency_s is not None:
             self.transactions += 1
-            self.latency_sum_s += row.latency_s
-            self.latency_count += 1
+            self.latency.add(row.latency_s, 1)
             i = bisect.bisect_left(LATENCY_BUCKETS_S, row.latency_s)
             if i < len(self.buckets):
                 self.buckets[i] += 1
-            if row.lag_s is not None:
-                self.lag_known = True
-                self.lag_sum_s += row.lag_s
-                self.lag_count += 1
+            self.lag.add(row.lag_s, 1)
         elif row.outcome == "skipped":
-            self.skipped_known = True
-            self.skipped += 1
+            self.skipped.add(1)
         else:
-            self.failures += 1
+            self.failures.add(1)
         if row.retries is not None:
-            self.retries_known = True
-            if row.retries:
-                self.retried += 1
-                self.retries += row.retries
+            self.retried.add(1 if row.retries else 0)
+            self.retries.add(row.retries)
 
     def cumulative_buckets(self) -> list[tuple[float, float]] | None:
         """(upper bound, transactions at or below it) for the histogram, or None without
@@ -353,8 +353,8 @@ class FileState:
         elif event.kind == "client_aborted":
             run.client_aborts += 1
 
-    def reject(self, reason: str, detail: str) -> None:
-        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+    def reject(self, reason: str, detail: str, lines: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + lines
         if reason not in self.logged:  # once per file and reason: garbage must not flood the log
             self.logged.add(reason)
             log.warning("pgbench file %s: line rejected (%s): %s", self.tailer.path, reason, detail)
@@ -410,7 +410,8 @@ class Watcher(engine.Watcher[FileState]):
             return
         if fs.reason == "unreadable":
             self.up(fs)
-        fs.tailer.count_too_long(fs.rejected, fs.reject)
+        if too_long := fs.tailer.take_too_long():
+            fs.reject("too_long", fs.tailer.too_long_detail, too_long)
         if fs.tailer.mtime is not None:
             fs.last_growth = fs.tailer.mtime
         if fs.data_lines == 0 and fs.tailer.offset > PGBENCH_WITHIN_BYTES:

@@ -12,14 +12,12 @@ import sys
 
 from ioparallax.exporters.common.watch.cli import Texts, WatchProgram
 from ioparallax.exporters.vdbench.collector import VdbenchCollector
-from ioparallax.exporters.vdbench.config import DEFAULT_LISTEN, SPEC, Settings
-from ioparallax.exporters.vdbench.hygiene import HygieneConfig
+from ioparallax.exporters.vdbench.config import SPEC, Settings
 from ioparallax.exporters.vdbench.reader import WatchConfig, Watcher
 from ioparallax.pipes import quiet_on_closed_stdout
 
 PROGRAM = WatchProgram(
     SPEC,
-    DEFAULT_LISTEN,
     description="Exports vdbench output directories (HCIBench/X-Ray workers, or copies on a collector host): "
     "flatfile.html followed live as vdbench appends to it, integrated into per-run counters; the "
     "runs' summary rows; per-host reports of multi-host runs; the parameter file as run; and "
@@ -40,9 +38,7 @@ build_parser = PROGRAM.build_parser
 
 
 def _collector(s: Settings, watcher: Watcher, poll: bool = True) -> VdbenchCollector:
-    return VdbenchCollector(
-        watcher, HygieneConfig(cache_size_bytes=s.cache_size, scrape_interval_s=s.scrape_interval_s), poll=poll
-    )
+    return VdbenchCollector(watcher, s.hygiene(), poll=poll)
 
 
 def cmd_convert(s: Settings, dirs: list[str]) -> int:

@@ -7,14 +7,10 @@ from dataclasses import dataclass
 
 from ioparallax.exporters.common import watchconfig
 from ioparallax.exporters.common.watchconfig import Option, WatchSettings, WatchSpec
-from ioparallax.units import parse_duration
-
-DEFAULT_LISTEN = ":9766"
 
 
 @dataclass
 class Settings(WatchSettings):
-    listen: str = DEFAULT_LISTEN
     idle_s: float = 30.0
     max_depth: int = 2
 
@@ -45,16 +41,11 @@ SPEC = WatchSpec(
         watchconfig.retention_option(
             "vdbench", "how long the runs of a finished directory stay visible after it last changed (default: 15m)"
         ),
-        Option(
-            "idle_timeout",
-            "idle_s",
-            parse_duration,
-            "--vdbench.idle-timeout",
-            "DURATION",
-            "a directory whose files have not grown for this long is a finished run (default: 30s)",
-            show=watchconfig.show_seconds,
+        watchconfig.idle_timeout_option(
+            "vdbench", "a directory whose files have not grown for this long is a finished run (default: 30s)"
         ),
         watchconfig.cache_size_option("vdbench"),
         watchconfig.scrape_interval_option("vdbench", "runs with elapsed= under 3 of these are flagged"),
     ),
+    default_listen=":9766",
 )

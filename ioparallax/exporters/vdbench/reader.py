@@ -301,7 +301,8 @@ class DirectoryState:
             return
         if fs.reason == "unreadable":
             self._up(fs)
-        fs.tailer.count_too_long(fs.rejected, lambda reason, detail: self._reject(fs, reason, detail))
+        if too_long := fs.tailer.take_too_long():
+            self._reject(fs, "too_long", fs.tailer.too_long_detail, too_long)
         if fs.tailer.mtime is not None:
             self.last_growth = max(self.last_growth, fs.tailer.mtime)
         if (
@@ -311,8 +312,8 @@ class DirectoryState:
         ):
             self._down(fs, "not_vdbench", f"no vdbench column header in its first {HEADER_WITHIN_BYTES} bytes")
 
-    def _reject(self, fs: FileState, reason: str, detail: str) -> None:
-        fs.rejected[reason] = fs.rejected.get(reason, 0) + 1
+    def _reject(self, fs: FileState, reason: str, detail: str, lines: int = 1) -> None:
+        fs.rejected[reason] = fs.rejected.get(reason, 0) + lines
         if reason not in fs.logged:  # once per file and reason: garbage must not flood the log
             fs.logged.add(reason)
             log.warning("vdbench file %s: line rejected (%s): %s", fs.tailer.path, reason, detail)

@@ -52,7 +52,6 @@ class WatchProgram:
     texts. ``convert_metavar``: what ``convert`` reads (``FILE``; vdbench: ``DIR``)."""
 
     spec: WatchSpec
-    default_listen: str
     description: str  # the exporter's one paragraph: --help and the landing page
     serve_texts: Texts
     convert_texts: Texts
@@ -81,11 +80,9 @@ class WatchProgram:
     def build_parser(self) -> argparse.ArgumentParser:
         """The parser (with --version) and its commands, in :attr:`commands` order."""
         serve = self.serve_texts
-        parser, sub = self.spec.parser(
-            self.description, self.commands, self.default_listen, serve.help, serve.description
-        )
+        parser, sub = self.spec.parser(self.description, self.commands, serve.help, serve.description)
         if self.run_texts is not None:
-            add_run_parser(sub, self.spec, self.default_listen, self.run_texts)
+            add_run_parser(sub, self.spec, self.run_texts)
         conv = self.convert_texts
         self.spec.add_convert(sub, conv.help, conv.description, self.convert_dest, self.convert_metavar)
         if self.backfill_texts is not None:

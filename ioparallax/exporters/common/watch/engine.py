@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any, Generic, Protocol, TypeVar
 
 from ioparallax.exporters.common.watchdir import display_name, list_files
@@ -27,6 +28,7 @@ class Health(Protocol):
 
 
 S = TypeVar("S")
+V = TypeVar("V")
 
 
 def writer_ended(now: float, last_growth: float, idle_s: float, spacing_s: float | None = None) -> bool:
@@ -35,6 +37,14 @@ def writer_ended(now: float, last_growth: float, idle_s: float, spacing_s: float
     a stop after a 10 s idle timeout)."""
     idle = max(idle_s, 3 * spacing_s) if spacing_s else idle_s
     return now - last_growth > idle
+
+
+def view(cls: Callable[..., V], state: Any, **more: Any) -> V:
+    """A snapshot of a source for the collector: ``state``'s fields copied into ``cls`` (a
+    dataclass extending the state's, with what the scrape adds: whether the run ended, whether it
+    is still shown), then ``more`` (those, and copies of the mutable fields the watcher goes on
+    changing). The watcher can read on while the collector builds the scrape from it."""
+    return cls(**{**{f.name: getattr(state, f.name) for f in fields(state)}, **more})
 
 
 def retained(now: float, ended: bool, last_change: float, retention_s: float) -> bool:

@@ -146,11 +146,12 @@ class RunTexts:
     linger_help: str
 
 
-def add_run_parser(sub: Any, spec: Any, default_listen: str, texts: RunTexts) -> None:
+def add_run_parser(sub: Any, spec: Any, texts: RunTexts) -> None:
     """The ``run`` command: the web flags, ``--run.output``, ``--run.linger``, the tool's command
-    (after ``--``, as ``args.<tool>_command``) and the exporter's own flags (``spec``)."""
+    (after ``--``, as ``args.<tool>_command``) and the exporter's own flags (``spec``, a
+    :class:`~ioparallax.exporters.common.watchconfig.WatchSpec`)."""
     run = sub.add_parser("run", help=texts.help, description=texts.description, usage=texts.usage)
-    add_web_args(run, default_listen, probe=False)
+    add_web_args(run, spec.default_listen, probe=False)
     run.add_argument("--run.output", dest="run_output", metavar="FILE", help=texts.output_help)
     run.add_argument("--run.linger", dest="linger", default="60s", metavar="DURATION", help=texts.linger_help)
     run.add_argument(f"{texts.tool}_command", nargs=argparse.REMAINDER, help=f"-- {texts.tool} [options]")
