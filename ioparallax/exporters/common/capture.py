@@ -470,12 +470,13 @@ class Archive(Generic[X]):
     volatile: Sequence[str]
     key: str = "exchanges"
 
-    def write(self, cap: Capture[X], path: str, metrics: bytes, **fields: str) -> int:
+    def write(self, cap: Capture[X], path: str, metrics: bytes) -> int:
         """Write ``cap`` (each exchange's manifest entry and files) and ``metrics`` to the
-        ``.tar.gz`` at ``path``; its size in bytes. CaptureError names the file and the cause."""
+        ``.tar.gz`` at ``path`` (its README names the capture's ``{target}``); its size in bytes.
+        CaptureError names the file and the cause."""
         cap.manifest[self.key] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
         files = [f for n, ex in enumerate(cap.exchanges) for f in ex.files(n)]
-        return write_archive(path, cap.manifest, self.readme, metrics, files, **fields)
+        return write_archive(path, cap.manifest, self.readme, metrics, files, target=cap.target)
 
     def read(self, path: str) -> Capture[X]:
         """The capture at ``path``, each exchange checked (:func:`read_capture`): CaptureError."""
@@ -679,11 +680,12 @@ def replay_output(
 
 @dataclass(frozen=True)
 class Commands:
-    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``capture``
-    (key, settings, config, the command's arguments -> the capture), ``anonymize`` (capture,
-    texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout ->
-    metrics), ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture
-    with ``.metrics``; CaptureError); for :meth:`resolve`, ``load_config`` (config file,
+    """An exporter's ``capture`` and ``replay`` commands, from its :class:`Archive` (how a
+    capture is written, and the series a replay need not reproduce) and its own steps:
+    ``capture`` (key, settings, config, the command's arguments -> the capture), ``anonymize``
+    (capture, texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout
+    -> metrics) and ``read`` (path -> capture with ``.metrics``, every field the replay uses
+    checked; CaptureError); for :meth:`resolve`, ``load_config`` (config file,
     ``extra_targets=`` -> the exporter's config; ConfigError or ValueError) and ``targets``
     (config -> its target pool, whose ``resolve`` raises BadRequest for a target that may not be
     probed).
@@ -696,11 +698,10 @@ class Commands:
     what: str  # "vCenter"
     description: str
     answers: str  # how the exchanges are counted in the summary ("SOAP answers")
-    volatile: Sequence[str]
+    archive: Archive[Any]
     capture: Callable[[str, Any, Any, argparse.Namespace], Any]
     anonymize: Callable[[Any, Sequence[str], bool], Anonymizer]
     replay: Callable[[Any, float], bytes]
-    write: Callable[[Any, str, bytes], int]
     read: Callable[[str], Any]
     load_config: Callable[..., Any] | None = None
     targets: Callable[[Any], Any] | None = None
@@ -758,7 +759,7 @@ class Commands:
             summary = "anonymized: " + self.anonymize(cap, args.redact, args.free_text).summary() + " replaced"
         metrics = self.replay_captured(cap, config, args)
         try:
-            size = self.write(cap, output, metrics)
+            size = self.archive.write(cap, output, metrics)
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -780,4 +781,4 @@ class Commands:
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile, args.output)
+        return replay_output(args.capture, args.check, cap.metrics, metrics, self.archive.volatile, args.output)

@@ -357,13 +357,12 @@ COMMANDS = archive.Commands(
         "default (docs/prism.md, Captures)."
     ),
     answers="answers",
-    volatile=VOLATILE,
+    archive=ARCHIVE,
     load_config=load_config,
     targets=Targets,
     capture=lambda key, cfg, config, args: capture(key, cfg, config.collectors, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
-    write=write,
     read=read,
 )
 capture_main = COMMANDS.capture_main

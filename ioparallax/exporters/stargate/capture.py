@@ -405,9 +405,7 @@ Replay it:    stargate-exporter replay {name}              (prints the metrics)
 )
 
 
-def write(cap: Capture, path: str, metrics: bytes) -> int:
-    """Write the archive; returns its size in bytes. CaptureError names the file and the cause."""
-    return ARCHIVE.write(cap, path, metrics, target=cap.target)
+write = ARCHIVE.write
 
 
 def read(path: str) -> Capture:
@@ -540,11 +538,10 @@ Check what you send: tar -xzf capture.tar.gz && grep -ril <your cluster or compa
     "names from YAML or Prism). With --check, compare them with the capture's own metrics.prom "
     "(or FILE) instead, all but stargate_scrape_duration_seconds.",
     answers="pages",
-    volatile=ARCHIVE.volatile,
+    archive=ARCHIVE,
     capture=_capture,
     anonymize=anonymize,
     replay=lambda cap, timeout: replay(cap, timeout=timeout)[1],
-    write=write,
     read=read,
     timeout=10.0,
 )

@@ -394,13 +394,12 @@ COMMANDS = archive.Commands(
         "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures)."
     ),
     answers="SOAP answers",
-    volatile=VOLATILE,
+    archive=ARCHIVE,
     load_config=load_config,
     targets=Targets,
     capture=lambda key, cfg, config, args: capture(key, cfg, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
-    write=write,
     read=read,
 )
 capture_main = COMMANDS.capture_main
