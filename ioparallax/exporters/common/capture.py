@@ -63,6 +63,29 @@ X = TypeVar("X", bound=Exchange)
 
 
 @dataclass
+class Answered:
+    """The answer of an exchange as the API exporters' captures keep it, beside their own record
+    of the request: the HTTP status, the body, the seconds from the request to the answer and
+    when it was sent (``offset``: seconds after the capture started)."""
+
+    status: int
+    answer: bytes
+    seconds: float
+    offset: float
+
+    def answered(self) -> dict[str, Any]:
+        """Its manifest entry's status, size and :func:`timing`."""
+        return {"status": self.status, "bytes": len(self.answer), **timing(self.seconds, self.offset)}
+
+    @staticmethod
+    def answered_of(entry: dict[str, Any], answer: bytes) -> dict[str, Any]:
+        """The fields of an entry written by :meth:`answered` (and the ``answer`` read from its
+        file), checked; ValueError."""
+        seconds, offset = timing_of(entry)
+        return {"status": status_of(entry), "answer": answer, "seconds": seconds, "offset": offset}
+
+
+@dataclass
 class Capture(Generic[E]):
     """A capture in memory: its manifest, the exchanges (each exporter's own record of a request
     and its answer) and, read back, the metrics the capture was written with."""
@@ -115,26 +138,6 @@ def timed(probe: Callable[[float], T], timeout: float) -> tuple[T, float]:
     start = time.monotonic()
     result = probe(timeout)
     return result, time.monotonic() - start
-
-
-def probe_manifest(
-    kind: str, fmt: int, exporter: str, created: datetime, target: str, snap: Any, duration: float
-) -> dict[str, Any]:
-    """The manifest's first entries, the same for every exporter: what wrote the capture, when,
-    the target and the probe's outcome (``snap``: ``up``, ``kind``, ``cause``)."""
-    return {
-        "format": fmt,
-        "kind": kind,
-        "exporter": exporter,
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": target,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
-    }
 
 
 def write_archive(
@@ -455,20 +458,45 @@ def status_of(entry: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class Archive(Generic[X]):
-    """One exporter's capture archive: its ``kind`` and format, the command that writes it
-    (``producer``, named when a file is not one), the README it carries (``{anonymized}``,
-    ``{name}`` and the ``fields`` of :meth:`write` filled in), the manifest's list of exchanges
-    (``key``) and how an entry of it is read back (``exchange``: entry, the archive's files ->
-    the exporter's exchange), and the exposition's lines a replay need not reproduce
-    (``volatile``: durations, ages)."""
+    """One exporter's capture archive (``exporter``: ``prism``, whose ``prism-exporter capture``
+    writes a ``prism-capture``), the README it carries (``{anonymized}``, ``{name}`` and
+    ``{target}`` filled in), the manifest's list of exchanges (``key``) and how an entry of it is
+    read back (``exchange``: entry, the archive's files -> the exporter's exchange), the
+    exposition's lines a replay need not reproduce (``volatile``: durations, ages) and the
+    format (``fmt``)."""
 
-    kind: str
-    fmt: int
-    producer: str
+    exporter: str
     readme: str
     exchange: Callable[[dict[str, Any], dict[str, bytes]], X]
     volatile: Sequence[str]
     key: str = "exchanges"
+    fmt: int = 1
+
+    @property
+    def kind(self) -> str:
+        return f"{self.exporter}-capture"
+
+    @property
+    def producer(self) -> str:
+        """The command that writes it (named when a file is not one)."""
+        return f"{self.exporter}-exporter capture"
+
+    def manifest(self, created: datetime, target: str, outcome: Any, duration: float) -> dict[str, Any]:
+        """The manifest's first entries, the same for every exporter: what wrote the capture,
+        when, the target and the probe's outcome (``up``, ``kind``, ``cause``)."""
+        return {
+            "format": self.fmt,
+            "kind": self.kind,
+            "exporter": f"{self.exporter}-exporter",
+            "version": version(),
+            "revision": revision(),
+            "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "target": target,
+            "up": outcome.up,
+            "error_kind": outcome.kind,
+            "error": outcome.cause,
+            "duration_seconds": round(duration, 6),
+        }
 
     def write(self, cap: Capture[X], path: str, metrics: bytes) -> int:
         """Write ``cap`` (each exchange's manifest entry and files) and ``metrics`` to the

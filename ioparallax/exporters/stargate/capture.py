@@ -344,9 +344,7 @@ def capture(
         if p.body is not None:
             p.file = f"pages/{n:05d}-{p.kind}.html"
     outcome = SimpleNamespace(up=result.up, kind="", cause=result.error)  # Stargate's errors have no kind
-    manifest = archive.probe_manifest(
-        ARCHIVE.kind, ARCHIVE.fmt, "stargate-exporter", created, target, outcome, result.duration
-    ) | {
+    manifest = ARCHIVE.manifest(created, target, outcome, result.duration) | {
         "discover": discover,
         "deadline_seconds": timeout,
         "concurrency": concurrency,
@@ -383,11 +381,8 @@ def _page(entry: dict[str, Any], files: dict[str, bytes]) -> CapturedPage:
     return page
 
 
-ARCHIVE = archive.Archive(
-    kind="stargate-capture",
-    fmt=1,
-    producer="stargate-exporter capture",
-    readme="""\
+#: The README.txt of a capture.
+README = """\
 A capture of what stargate-exporter fetched in one probe.
 
 manifest.json   the exporter's version, the target, the probe's settings and outcome, and per
@@ -398,7 +393,10 @@ metrics.prom    the metrics the exporter makes of these pages (a replay of them)
 Look at it:   tar -xzf {name} && less manifest.json
 Replay it:    stargate-exporter replay {name}              (prints the metrics)
               stargate-exporter --replay {name}            (serves /probe?target={target})
-""",
+"""
+ARCHIVE = archive.Archive(
+    exporter="stargate",
+    readme=README,
     exchange=_page,
     volatile=("stargate_scrape_duration_seconds ",),
     key="pages",
