@@ -474,12 +474,8 @@ class Archive(Generic[X]):
 
     @property
     def kind(self) -> str:
+        """The manifest's ``kind`` (``prism-capture``): what a file must say to be read as one."""
         return f"{self.exporter}-capture"
-
-    @property
-    def producer(self) -> str:
-        """The command that writes it (named when a file is not one)."""
-        return f"{self.exporter}-exporter capture"
 
     def manifest(self, created: datetime, target: str, outcome: Any, duration: float) -> dict[str, Any]:
         """The manifest's first entries, the same for every exporter: what wrote the capture,
@@ -508,7 +504,8 @@ class Archive(Generic[X]):
 
     def read(self, path: str) -> Capture[X]:
         """The capture at ``path``, each exchange checked (:func:`read_capture`): CaptureError."""
-        return read_capture(path, self.kind, self.fmt, self.producer, self.exchange, self.key)
+        producer = f"{self.exporter}-exporter capture"  # named when the file is not a capture
+        return read_capture(path, self.kind, self.fmt, producer, self.exchange, self.key)
 
     def comparable(self, exposition: str) -> list[str]:
         """The sample lines a replay must reproduce: all but comments and the volatile series."""
