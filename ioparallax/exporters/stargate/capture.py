@@ -159,7 +159,7 @@ class RecordingClient:
 
     def _record(self, want: tuple[Origin, str], got: bytes | FetchError, began: float | None, ended: float | None):
         origin, path = want
-        page = CapturedPage(f"{origin.scheme}://{origin.netloc}{path}")
+        page = CapturedPage(origin.page_url(path))
         page.offset = (began if began is not None else time.monotonic()) - self.start
         if began is not None and ended is not None:
             page.seconds = ended - began
@@ -184,7 +184,7 @@ class ReplayClient:
         self, wanted: Sequence[tuple[Origin, str]], budget: Budget, concurrency: int = DEFAULT_CONCURRENCY
     ) -> Iterator[tuple[int, bytes | FetchError]]:
         for i, (origin, path) in enumerate(wanted):
-            url = f"{origin.scheme}://{origin.netloc}{path}"
+            url = origin.page_url(path)
             if budget.remaining() <= 0:
                 raise DeadlineExceeded(f"{url}: deadline exceeded", len(wanted) - i)
             try:
