@@ -130,7 +130,7 @@ class CurlClient:
             while queue or active:
                 while queue and len(active) < max(1, concurrency):
                     i, (origin, path) = queue.pop()
-                    url = f"{origin.scheme}://{origin.netloc}{path}"
+                    url = origin.page_url(path)
                     try:
                         budget.take_page(url)
                         if not (path.startswith("/") and path.isascii() and path.isprintable() and " " not in path):
@@ -185,11 +185,7 @@ class CurlClient:
                         break
                 if not active:
                     continue
-                left = budget.remaining()
-                if left <= 0:
-                    raise DeadlineExceeded(
-                        f"deadline exceeded, {len(active) + len(queue)} of {total} pending", len(active) + len(queue)
-                    )
+                left = budget.left(len(active) + len(queue), total)
                 wait = multi.timeout()  # ms libcurl wants at most (-1: none), e.g. to start a connection
                 if wait != 0:
                     multi.select(min(left, 1.0 if wait < 0 else wait / 1000))

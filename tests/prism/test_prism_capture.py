@@ -282,7 +282,14 @@ def test_a_real_shaped_hosts_answer_loses_its_names_serials_and_addresses():
     }
     doc = {"metadata": {"grand_total_entities": 1, "count": 1}, "entities": [entity]}
     ex = Exchange(
-        "/PrismGateway/services/rest/v2.0/hosts/", {}, 200, "application/json", "", json.dumps(doc).encode(), 0, 0
+        path="/PrismGateway/services/rest/v2.0/hosts/",
+        params={},
+        content_type="application/json",
+        date="",
+        status=200,
+        answer=json.dumps(doc).encode(),
+        seconds=0,
+        offset=0,
     )
     cap = Capture({"target": "prism1.corp.example:9440"}, [ex])
     anonymize(cap)

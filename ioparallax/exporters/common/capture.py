@@ -63,6 +63,29 @@ X = TypeVar("X", bound=Exchange)
 
 
 @dataclass
+class Answered:
+    """The answer of an exchange as the API exporters' captures keep it, beside their own record
+    of the request: the HTTP status, the body, the seconds from the request to the answer and
+    when it was sent (``offset``: seconds after the capture started)."""
+
+    status: int
+    answer: bytes
+    seconds: float
+    offset: float
+
+    def answered(self) -> dict[str, Any]:
+        """Its manifest entry's status, size and :func:`timing`."""
+        return {"status": self.status, "bytes": len(self.answer), **timing(self.seconds, self.offset)}
+
+    @staticmethod
+    def answered_of(entry: dict[str, Any], answer: bytes) -> dict[str, Any]:
+        """The fields of an entry written by :meth:`answered` (and the ``answer`` read from its
+        file), checked; ValueError."""
+        seconds, offset = timing_of(entry)
+        return {"status": status_of(entry), "answer": answer, "seconds": seconds, "offset": offset}
+
+
+@dataclass
 class Capture(Generic[E]):
     """A capture in memory: its manifest, the exchanges (each exporter's own record of a request
     and its answer) and, read back, the metrics the capture was written with."""
@@ -115,26 +138,6 @@ def timed(probe: Callable[[float], T], timeout: float) -> tuple[T, float]:
     start = time.monotonic()
     result = probe(timeout)
     return result, time.monotonic() - start
-
-
-def probe_manifest(
-    kind: str, fmt: int, exporter: str, created: datetime, target: str, snap: Any, duration: float
-) -> dict[str, Any]:
-    """The manifest's first entries, the same for every exporter: what wrote the capture, when,
-    the target and the probe's outcome (``snap``: ``up``, ``kind``, ``cause``)."""
-    return {
-        "format": fmt,
-        "kind": kind,
-        "exporter": exporter,
-        "version": version(),
-        "revision": revision(),
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": target,
-        "up": snap.up,
-        "error_kind": snap.kind,
-        "error": snap.cause,
-        "duration_seconds": round(duration, 6),
-    }
 
 
 def write_archive(
@@ -455,31 +458,54 @@ def status_of(entry: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class Archive(Generic[X]):
-    """One exporter's capture archive: its ``kind`` and format, the command that writes it
-    (``producer``, named when a file is not one), the README it carries (``{anonymized}``,
-    ``{name}`` and the ``fields`` of :meth:`write` filled in), the manifest's list of exchanges
-    (``key``) and how an entry of it is read back (``exchange``: entry, the archive's files ->
-    the exporter's exchange), and the exposition's lines a replay need not reproduce
-    (``volatile``: durations, ages)."""
+    """One exporter's capture archive (``exporter``: ``prism``, whose ``prism-exporter capture``
+    writes a ``prism-capture``), the README it carries (``{anonymized}``, ``{name}`` and
+    ``{target}`` filled in), the manifest's list of exchanges (``key``) and how an entry of it is
+    read back (``exchange``: entry, the archive's files -> the exporter's exchange), the
+    exposition's lines a replay need not reproduce (``volatile``: durations, ages) and the
+    format (``fmt``)."""
 
-    kind: str
-    fmt: int
-    producer: str
+    exporter: str
     readme: str
     exchange: Callable[[dict[str, Any], dict[str, bytes]], X]
     volatile: Sequence[str]
     key: str = "exchanges"
+    fmt: int = 1
 
-    def write(self, cap: Capture[X], path: str, metrics: bytes, **fields: str) -> int:
+    @property
+    def kind(self) -> str:
+        """The manifest's ``kind`` (``prism-capture``): what a file must say to be read as one."""
+        return f"{self.exporter}-capture"
+
+    def manifest(self, created: datetime, target: str, outcome: Any, duration: float) -> dict[str, Any]:
+        """The manifest's first entries, the same for every exporter: what wrote the capture,
+        when, the target and the probe's outcome (``up``, ``kind``, ``cause``)."""
+        return {
+            "format": self.fmt,
+            "kind": self.kind,
+            "exporter": f"{self.exporter}-exporter",
+            "version": version(),
+            "revision": revision(),
+            "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "target": target,
+            "up": outcome.up,
+            "error_kind": outcome.kind,
+            "error": outcome.cause,
+            "duration_seconds": round(duration, 6),
+        }
+
+    def write(self, cap: Capture[X], path: str, metrics: bytes) -> int:
         """Write ``cap`` (each exchange's manifest entry and files) and ``metrics`` to the
-        ``.tar.gz`` at ``path``; its size in bytes. CaptureError names the file and the cause."""
+        ``.tar.gz`` at ``path`` (its README names the capture's ``{target}``); its size in bytes.
+        CaptureError names the file and the cause."""
         cap.manifest[self.key] = [ex.manifest(n) for n, ex in enumerate(cap.exchanges)]
         files = [f for n, ex in enumerate(cap.exchanges) for f in ex.files(n)]
-        return write_archive(path, cap.manifest, self.readme, metrics, files, **fields)
+        return write_archive(path, cap.manifest, self.readme, metrics, files, target=cap.target)
 
     def read(self, path: str) -> Capture[X]:
         """The capture at ``path``, each exchange checked (:func:`read_capture`): CaptureError."""
-        return read_capture(path, self.kind, self.fmt, self.producer, self.exchange, self.key)
+        producer = f"{self.exporter}-exporter capture"  # named when the file is not a capture
+        return read_capture(path, self.kind, self.fmt, producer, self.exchange, self.key)
 
     def comparable(self, exposition: str) -> list[str]:
         """The sample lines a replay must reproduce: all but comments and the volatile series."""
@@ -679,11 +705,12 @@ def replay_output(
 
 @dataclass(frozen=True)
 class Commands:
-    """An exporter's ``capture`` and ``replay`` commands, from its own steps: ``capture``
-    (key, settings, config, the command's arguments -> the capture), ``anonymize`` (capture,
-    texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout ->
-    metrics), ``write`` (capture, path, metrics -> bytes written) and ``read`` (path -> capture
-    with ``.metrics``; CaptureError); for :meth:`resolve`, ``load_config`` (config file,
+    """An exporter's ``capture`` and ``replay`` commands, from its :class:`Archive` (how a
+    capture is written, and the series a replay need not reproduce) and its own steps:
+    ``capture`` (key, settings, config, the command's arguments -> the capture), ``anonymize``
+    (capture, texts to redact, free text too -> what was replaced), ``replay`` (capture, timeout
+    -> metrics) and ``read`` (path -> capture with ``.metrics``, every field the replay uses
+    checked; CaptureError); for :meth:`resolve`, ``load_config`` (config file,
     ``extra_targets=`` -> the exporter's config; ConfigError or ValueError) and ``targets``
     (config -> its target pool, whose ``resolve`` raises BadRequest for a target that may not be
     probed).
@@ -696,11 +723,10 @@ class Commands:
     what: str  # "vCenter"
     description: str
     answers: str  # how the exchanges are counted in the summary ("SOAP answers")
-    volatile: Sequence[str]
+    archive: Archive[Any]
     capture: Callable[[str, Any, Any, argparse.Namespace], Any]
     anonymize: Callable[[Any, Sequence[str], bool], Anonymizer]
     replay: Callable[[Any, float], bytes]
-    write: Callable[[Any, str, bytes], int]
     read: Callable[[str], Any]
     load_config: Callable[..., Any] | None = None
     targets: Callable[[Any], Any] | None = None
@@ -758,7 +784,7 @@ class Commands:
             summary = "anonymized: " + self.anonymize(cap, args.redact, args.free_text).summary() + " replaced"
         metrics = self.replay_captured(cap, config, args)
         try:
-            size = self.write(cap, output, metrics)
+            size = self.archive.write(cap, output, metrics)
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -780,4 +806,4 @@ class Commands:
         except CaptureError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return replay_output(args.capture, args.check, cap.metrics, metrics, self.volatile, args.output)
+        return replay_output(args.capture, args.check, cap.metrics, metrics, self.archive.volatile, args.output)

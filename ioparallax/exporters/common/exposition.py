@@ -178,6 +178,11 @@ class Exposition:
         fmt = format_value
         parts.extend([f"{name}{{{labels}}} {fmt(v)}\n" if labels else f"{name} {fmt(v)}\n" for labels, v in samples])
 
+    def unlabelled(self, families: Iterable[tuple[str, str, str, float]]) -> None:
+        """Families of one sample without labels, in order: (name, type, HELP, value) each."""
+        for name, kind, help_text, value in families:
+            self.family(name, kind, help_text, [("", value)])
+
     def add(self, *families: Family | GaugeHistogram) -> None:
         """Families filled sample by sample."""
         for fam in families:

@@ -172,6 +172,33 @@ class TargetPool:
 # -- flags -----------------------------------------------------------------------------------------
 
 
+def exporter_parser(names: Names, description: str | None, epilog: str) -> argparse.ArgumentParser:
+    """The parser of ``<exporter>-exporter``: ``description`` and ``epilog`` shown as written."""
+    return argparse.ArgumentParser(
+        prog=f"{names.exporter}-exporter",
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def credentials_epilog(names: Names, target_metavar: str, answers: str) -> str:
+    """The end of ``--help`` of an exporter that sends credentials: where they come from, the
+    allow-list, TLS, and its ``capture`` (of ``answers``, the "JSON answers") and ``replay``
+    commands (``target_metavar``: the example ``--target``, ``PRISM``)."""
+    n, program = names, f"{names.exporter}-exporter"
+    return (
+        "Credentials: per target in --config.file (password_env names an environment variable), or "
+        f"{n.prefix}_USERNAME/{n.prefix}_PASSWORD for the targets listed with --{n.exporter}.target or "
+        f"{n.prefix}_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
+        f"with HTTP 400 unless --{n.exporter}.allow-unlisted-targets (or allow_unlisted_targets: true) is "
+        "given. TLS certificates are verified unless a target sets insecure_skip_verify: true (or its "
+        f"alias tls_verify: false). Commands: `{program} capture --target {target_metavar} -o capture.tar.gz` "
+        f"(the {answers} of one probe, anonymized, to report an answer the exporter misreads), "
+        f"`{program} replay capture.tar.gz` (its metrics). See docs/{n.exporter}.md."
+    )
+
+
 def add_target_args(
     p: argparse.ArgumentParser,
     names: Names,
@@ -242,10 +269,6 @@ class Program:
     #: config file, ``extra_targets=``, ``allow_unlisted=``, ``session_idle_timeout=`` and the
     #: ``switches`` -> the config (ConfigError or ValueError: a mistake in them)
     load_config: Callable[..., Any]
-    #: the module of ``capture_main``, ``replay_main`` and ``replay_setup(path, **replay_switches)``
-    #: (the config and client factory of ``--replay CAPTURE``; CaptureError: not a capture),
-    #: imported when a command asks for it
-    capture_module: str
     default_listen: str
     switches: tuple[str, ...] = ("latest_samples",)  # collector flags (their dests) for load_config
     replay_switches: tuple[str, ...] = ()  # ... and for replay_setup
@@ -253,6 +276,13 @@ class Program:
     @property
     def names(self) -> Names:
         return self.pool.names
+
+    @property
+    def capture_module(self) -> str:
+        """The exporter's ``capture.py``: its ``capture_main``, ``replay_main`` and
+        ``replay_setup(path, **replay_switches)`` (the config and client factory of ``--replay
+        CAPTURE``; CaptureError: not a capture), imported when a command asks for it."""
+        return f"ioparallax.exporters.{self.names.exporter}.capture"
 
     @property
     def log(self) -> logging.Logger:

@@ -85,20 +85,23 @@ class _Deadline:
                 pass
 
 
-class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+class _Watched:
+    """A urllib3 connection that registers with the current request's :class:`_Deadline` (if
+    any) as it sends, so that the deadline can shut its socket."""
+
     def request(self, *args: Any, **kwargs: Any) -> None:
         watch = getattr(_current, "watch", None)
         if watch is not None:
             watch.attach(self)
-        super().request(*args, **kwargs)
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        watch = getattr(_current, "watch", None)
-        if watch is not None:
-            watch.attach(self)
-        super().request(*args, **kwargs)
+class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPPool(urllib3.HTTPConnectionPool):

@@ -1,21 +1,36 @@
 """Config parsing shared by the multi-target exporters (vCenter, Prism): credentials, TLS, allow-list.
 
-Each exporter keeps its own ``TargetConfig`` (its own settings); what is the same in both lives
-here: where a password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the TLS
+Each exporter keeps its own ``TargetConfig``, an :class:`Access` (how to reach a target) with its
+own settings, read by its :class:`Schema` (a :class:`Key` per setting). What is the same in both
+lives here: where a password comes from (inline, ``password_env``, ``<PREFIX>_PASSWORD``), the TLS
 opt-out (``insecure_skip_verify``, Prometheus' ``tls_config`` spelling, with its alias
 ``tls_verify``, also read by the Stargate exporter's ``prism:`` section), the ``ca_file`` check, the
-``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS`` allow-list, the refusal
-message of an unlisted target and the error when nothing may be probed. Errors name the file and
-the key (:class:`~ioparallax.yamlconf.ConfigError`).
+request ``timeout``, the ``targets:`` section and the ``--<exporter>.target`` / ``<PREFIX>_TARGETS``
+allow-list, the refusal message of an unlisted target and the error when nothing may be probed.
+Errors name the file and the key (:class:`~ioparallax.yamlconf.ConfigError`).
+
+The ``targets:`` section of either exporter's file::
+
+    targets:
+      vc1.example.com:              # the ?target= value (host, host:port or https://host[:port]/)
+        password_env: VC1_PASSWORD  # the password comes from this environment variable
+      vc-lab.example.com:
+        username: lab
+        password: secret            # inline passwords are allowed but discouraged
+        insecure_skip_verify: true  # explicit opt-out of TLS certificate verification
+                                    # (alias: tls_verify: false)
+      vc2.example.com:
+        ca_file: /etc/ssl/vc2-ca.pem
+        timeout: 60s                # one request
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
 from ioparallax.units import parse_duration
 from ioparallax.yamlconf import ConfigError, Section, load_yaml
@@ -30,6 +45,69 @@ class Credentials:
     username: str = ""
     password: str = field(default="", repr=False)
     source: str = ""  # "env VC1_PASSWORD", "inline in the config file", "" (not set)
+
+
+@dataclass(frozen=True)
+class Access:
+    """How to reach one target, the part every exporter's ``TargetConfig`` starts with (read by
+    :class:`Schema`): the credentials, the TLS opt-out and CA bundle, and the timeout of one
+    request. ``password`` is resolved, never printed (see :meth:`access`)."""
+
+    username: str = ""
+    password: str = field(default="", repr=False)
+    password_source: str = ""  # "env VC1_PASSWORD", "inline in the config file", "" (for messages)
+    insecure_skip_verify: bool = False  # True: the explicit opt-out of TLS verification
+    ca_file: str | None = None
+    timeout: float = 30.0  # seconds one request may take
+
+    def tls(self) -> str:
+        """How TLS is checked, for the landing page."""
+        if self.insecure_skip_verify:
+            return "verification OFF (insecure_skip_verify)"
+        return f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs"
+
+    def access(self) -> str:
+        """The landing page's words on the credentials and TLS (never the password)."""
+        password = f"(set, {self.password_source})" if self.password else "(not set)"
+        return f"user={self.username or '(none)'} password={password} tls={self.tls()}"
+
+
+A = TypeVar("A", bound=Access)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a target's section beyond its :class:`Access`, read into the ``TargetConfig``
+    field of the same name: ``kind`` as for :meth:`~ioparallax.yamlconf.Section.get` (a type, or
+    a function raising ValueError), then ``check`` (the value read -> the value kept, or
+    ValueError saying what was expected: the error names the file and the key)."""
+
+    name: str
+    kind: Any
+    check: Callable[[Any], Any] | None = None
+
+
+def within(lo: int, hi: int) -> Callable[[int], int]:
+    """A :attr:`Key.check`: a number from ``lo`` to ``hi``."""
+
+    def check(value: int) -> int:
+        if not lo <= value <= hi:
+            raise ValueError(f"expected {lo}-{hi}, got {value}")
+        return value
+
+    return check
+
+
+def one_of(values: Sequence[str], expected: str | None = None) -> Callable[[str], str]:
+    """A :attr:`Key.check`: one of ``values`` (``expected`` says them in the error, default
+    "one of a, b")."""
+
+    def check(value: str) -> str:
+        if value not in values:
+            raise ValueError(f"expected {expected or 'one of ' + ', '.join(values)}, got {value!r}")
+        return value
+
+    return check
 
 
 def positive_duration(value: Any) -> float:
@@ -219,6 +297,17 @@ class Names:
     exporter: str
 
 
+class Flags(TypedDict, total=False):
+    """What the command line may say over the config file: the targets it lists
+    (``--<exporter>.target``), and, when given, ``--<exporter>.allow-unlisted-targets``,
+    ``--<exporter>.session-idle-timeout`` and ``--[no-]collector.latest-samples``."""
+
+    extra_targets: Iterable[str]
+    allow_unlisted: bool | None
+    session_idle_timeout: float | None
+    latest_samples: bool | None
+
+
 def load(
     path: str | None,
     env: dict[str, str] | None,
@@ -262,23 +351,23 @@ def load(
     return Loaded(defaults, targets, allow, idle, latest)
 
 
+_UNSET = object()
+
+
 @dataclass(frozen=True)
-class Schema(Generic[T]):
-    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (a
-    dataclass with ``username``, ``password``, ``password_source`` and ``ca_file``), what it reads
-    of a target's section beyond those (``read_target``: section, defaults with the credentials
-    and ``ca_file`` already read; it calls ``reject_unknown``), its ``target_key`` and the default
-    session idle timeout."""
+class Schema(Generic[A]):
+    """How one exporter reads its targets: its :class:`Names`, its ``TargetConfig`` class (an
+    :class:`Access` with the exporter's own fields), the :class:`Key` of each of those fields a
+    target's section may set, its ``target_key`` and the default session idle timeout."""
 
     names: Names
-    target_config: Callable[..., T]
-    read_target: Callable[[Section, T], T]
+    target_config: Callable[..., A]
+    keys: Sequence[Key]
     target_key: Callable[[str], str]
     default_idle: float = 600.0
 
-    def load(self, path: str | None, env: dict[str, str] | None = None, **flags: Any) -> Loaded[T]:
-        """:func:`load` with this exporter's parts; ``flags``: ``extra_targets``, ``allow_unlisted``,
-        ``session_idle_timeout`` and ``latest_samples``, as there."""
+    def load(self, path: str | None, env: dict[str, str] | None = None, **flags: Unpack[Flags]) -> Loaded[A]:
+        """:func:`load` with this exporter's parts and the command line's ``flags``."""
         return load(
             path,
             env,
@@ -290,19 +379,34 @@ class Schema(Generic[T]):
             default_idle=self.default_idle,
         )
 
-    def _base(self, cred: Credentials) -> T:
+    def _base(self, cred: Credentials) -> A:
         return self.target_config(username=cred.username, password=cred.password, password_source=cred.source)
 
-    def _read_target(self, sec: Section, base: T, env: dict[str, str]) -> T:
-        """The credentials (see :func:`read_credentials`) and ``ca_file`` of a target's section
-        over ``base``, then the exporter's own keys."""
-        b: Any = base
-        cred = read_credentials(sec, Credentials(b.username, b.password, b.password_source), env)
-        ca_file = read_ca_file(sec, b.ca_file)
-        with_access = replace(
-            b, username=cred.username, password=cred.password, password_source=cred.source, ca_file=ca_file
-        )
-        return self.read_target(sec, with_access)
+    def _read_target(self, sec: Section, base: A, env: dict[str, str]) -> A:
+        """A target's section over ``base``: its :class:`Access` (the credentials, see
+        :func:`read_credentials`; ``ca_file``, ``insecure_skip_verify``, ``timeout``), then the
+        exporter's :attr:`keys`; any other key is an error."""
+        cred = read_credentials(sec, Credentials(base.username, base.password, base.password_source), env)
+        values: dict[str, Any] = {
+            "username": cred.username,
+            "password": cred.password,
+            "password_source": cred.source,
+            "ca_file": read_ca_file(sec, base.ca_file),
+            "insecure_skip_verify": read_insecure_skip_verify(sec, base.insecure_skip_verify),
+            "timeout": sec.get("timeout", positive_duration, default=base.timeout),
+        }
+        for key in self.keys:
+            value = sec.get(key.name, key.kind, default=_UNSET)
+            if value is _UNSET:
+                continue  # the base's value stands
+            if key.check is not None:
+                try:
+                    value = key.check(value)
+                except ValueError as exc:
+                    raise sec.error(key.name, str(exc)) from None
+            values[key.name] = value
+        sec.reject_unknown()
+        return replace(base, **values)
 
 
 @dataclass(frozen=True)

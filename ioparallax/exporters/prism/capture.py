@@ -49,26 +49,22 @@ def _what(path: str) -> str:
     return "v4-disk-stats" if "/stats/" in path else "answer"
 
 
-@dataclasses.dataclass
-class Exchange:
+@dataclasses.dataclass(kw_only=True)
+class Exchange(archive.Answered):
+    """A GET: its path and parameters, and the answer's Content-Type and Date header."""
+
     path: str
     params: dict[str, str]
-    status: int
     content_type: str
     date: str
-    answer: bytes
-    seconds: float
-    offset: float
 
     def manifest(self, n: int) -> dict[str, Any]:
         return {
             "path": self.path,
             "params": self.params,
-            "status": self.status,
             "content_type": self.content_type,
             "date": self.date,
-            "bytes": len(self.answer),
-            **archive.timing(self.seconds, self.offset),
+            **self.answered(),
             "answer": self.member(n),
         }
 
@@ -91,7 +87,19 @@ class Recorder(archive.Recorder[Exchange]):
         self, path: str, params: dict[str, Any], status: int, body: bytes, ctype: str, date: str, seconds: float
     ) -> None:
         params = {k: str(v) for k, v in params.items()}
-        self.keep(Exchange(path, params, status, ctype, date, body, seconds, self.offset(seconds)))
+        offset = self.offset(seconds)
+        self.keep(
+            Exchange(
+                path=path,
+                params=params,
+                content_type=ctype,
+                date=date,
+                status=status,
+                answer=body,
+                seconds=seconds,
+                offset=offset,
+            )
+        )
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -107,7 +115,7 @@ def capture(
     with closing(Target(name, cfg, vm_info=collectors.vm_info)) as target, archive.recording(client_module, recorder):
         snap, duration = archive.timed(target.probe, timeout)
     metrics = render_probe(name, snap, duration, collectors)
-    manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "prism-exporter", created, name, snap, duration) | {
+    manifest = ARCHIVE.manifest(created, name, snap, duration) | {
         "disks": len(snap.disks),
         "vms": len(snap.vms),
         "logins": snap.logins,
@@ -303,21 +311,16 @@ def replay_setup(path: str) -> tuple[ExporterConfig, Any]:
 def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
     params = archive.field_dict(e, "params")
     return Exchange(
-        archive.field_str(e, "path"),
-        {str(k): str(v) for k, v in params.items()},
-        archive.status_of(e),
-        archive.field_str(e, "content_type"),
-        archive.field_str(e, "date"),
-        archive.member(files, archive.field_str(e, "answer")),
-        *archive.timing_of(e),
+        path=archive.field_str(e, "path"),
+        params={str(k): str(v) for k, v in params.items()},
+        content_type=archive.field_str(e, "content_type"),
+        date=archive.field_str(e, "date"),
+        **archive.Answered.answered_of(e, archive.member(files, archive.field_str(e, "answer"))),
     )
 
 
-ARCHIVE = archive.Archive(
-    kind="prism-capture",
-    fmt=1,
-    producer="prism-exporter capture",
-    readme="""\
+#: The README.txt of a capture.
+README = """\
 A capture of the JSON answers one prism-exporter probe read: every page of virtual_disks, the
 VM list and hosts, and with controller_api v4 each disk's v4 series{anonymized}.
 
@@ -327,10 +330,8 @@ answers/        each answer as Prism sent it
 metrics.prom    the metrics the exporter makes of these answers (a replay of them)
 
 Replay it:   prism-exporter replay {name}
-""",
-    exchange=_exchange,
-    volatile=VOLATILE,
-)
+"""
+ARCHIVE = archive.Archive(exporter="prism", readme=README, exchange=_exchange, volatile=VOLATILE)
 write = ARCHIVE.write
 comparable = ARCHIVE.comparable
 
@@ -357,13 +358,12 @@ COMMANDS = archive.Commands(
         "default (docs/prism.md, Captures)."
     ),
     answers="answers",
-    volatile=VOLATILE,
+    archive=ARCHIVE,
     load_config=load_config,
     targets=Targets,
     capture=lambda key, cfg, config, args: capture(key, cfg, config.collectors, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
-    write=write,
     read=read,
 )
 capture_main = COMMANDS.capture_main

@@ -14,7 +14,7 @@ import logging
 import sys
 from typing import Any
 
-from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
+from ioparallax.exporters.common import multitarget
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.prism.address import target_key
 from ioparallax.exporters.prism.collector import render_probe
@@ -26,7 +26,7 @@ log = logging.getLogger("ioparallax.exporters.prism")
 DEFAULT_LISTEN = ":9764"
 
 
-class Targets(TargetPool):
+class Targets(multitarget.TargetPool):
     """The Target objects by normalised key (common.multitarget.TargetPool): each keeps its
     session, counters and sample keeper until it is not probed for ``session_idle_timeout``."""
 
@@ -51,23 +51,15 @@ class Targets(TargetPool):
         return render_probe(name, snap, duration, self.config.collectors)
 
 
+make_app = Targets.make_app
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="prism-exporter",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Credentials: per target in --config.file (password_env names an environment variable), or "
-        "PRISM_USERNAME/PRISM_PASSWORD for the targets listed with --prism.target or PRISM_TARGETS. "
-        "Credentials are only sent to listed targets: any other ?target= is refused with HTTP 400 "
-        "unless --prism.allow-unlisted-targets (or allow_unlisted_targets: true) is given. TLS "
-        "certificates are verified unless a target sets insecure_skip_verify: true (or its alias "
-        "tls_verify: false). "
-        "Commands: `prism-exporter capture --target PRISM -o capture.tar.gz` (the JSON answers of one probe, "
-        "anonymized, to report an answer the exporter misreads), `prism-exporter replay capture.tar.gz` "
-        "(its metrics). See docs/prism.md.",
+    p = multitarget.exporter_parser(
+        ExporterConfig.names, __doc__, multitarget.credentials_epilog(ExporterConfig.names, "PRISM", "JSON answers")
     )
     add_web_args(p, DEFAULT_LISTEN)
-    add_target_args(
+    multitarget.add_target_args(
         p,
         ExporterConfig.names,
         "a Prism",
@@ -86,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help=f"{text} (default: on)",
         )
-    add_probe_args(
+    multitarget.add_probe_args(
         p,
         replay_help="serve probes from a capture (prism-exporter capture) instead of a Prism: only the capture's "
         "target may be probed, and it answers as Prism did when captured",
@@ -94,21 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-make_app = Targets.make_app
-
-PROGRAM = Program(
-    Targets,
-    build_parser,
-    load_config,
-    "ioparallax.exporters.prism.capture",
-    DEFAULT_LISTEN,
-    switches=("latest_samples", "controller", "vm_info"),
+PROGRAM = multitarget.Program(
+    Targets, build_parser, load_config, DEFAULT_LISTEN, switches=("latest_samples", "controller", "vm_info")
 )
-
-
-def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv)
-
+main = PROGRAM.main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -115,13 +115,17 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
     collectors = collectors or Collectors()
     out = Exposition()
     gauge = "gauge"
-    out.family(
-        "prism_up",
-        gauge,
-        "1 if Prism was read in this probe, 0 if not (see prism_probe_error_info and the exporter's log).",
-        [("", 1 if s.up else 0)],
+    out.unlabelled(
+        (
+            (
+                "prism_up",
+                gauge,
+                "1 if Prism was read in this probe, 0 if not (see prism_probe_error_info and the exporter's log).",
+                1 if s.up else 0,
+            ),
+            ("prism_scrape_duration_seconds", gauge, "Seconds this probe took.", probe_duration),
+        )
     )
-    out.family("prism_scrape_duration_seconds", gauge, "Seconds this probe took.", [("", probe_duration)])
     out.family(
         "prism_probe_error_info",
         gauge,
@@ -134,25 +138,29 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
         "Failed probes of this target since the exporter started, by kind.",
         [(f'kind="{k}"', s.errors.get(k, 0)) for k in ERROR_KINDS],
     )
-    out.family(
-        "prism_session_logins_total",
-        "counter",
-        "Requests that sent the password (the first, and one after each session Prism forgot).",
-        [("", s.logins)],
-    )
-    out.family(
-        "prism_v2_samples_missed_total",
-        "counter",
-        "30 s samples of the cluster that no read could date safely (Prism unreachable for a whole sample).",
-        [("", s.missed)],
-    )
-    out.family(
-        "prism_v2_late_samples_total",
-        "counter",
-        "30 s samples whose values changed after an answer dated in their safe window was integrated: "
-        "Prism published them later than v2_sample_delay (raise it; the values integrated for them were "
-        "the previous sample's).",
-        [("", s.late)],
+    out.unlabelled(
+        (
+            (
+                "prism_session_logins_total",
+                "counter",
+                "Requests that sent the password (the first, and one after each session Prism forgot).",
+                s.logins,
+            ),
+            (
+                "prism_v2_samples_missed_total",
+                "counter",
+                "30 s samples of the cluster that no read could date safely (Prism unreachable for a whole sample).",
+                s.missed,
+            ),
+            (
+                "prism_v2_late_samples_total",
+                "counter",
+                "30 s samples whose values changed after an answer dated in their safe window was integrated: "
+                "Prism published them later than v2_sample_delay (raise it; the values integrated for them were "
+                "the previous sample's).",
+                s.late,
+            ),
+        )
     )
     if not s.up:
         return out.render()  # never show stale values as fresh
@@ -174,17 +182,21 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, collectors: Co
         ],
     )
 
-    out.family(
-        "prism_v2_requests",
-        gauge,
-        "HTTP requests of the read this probe used (v2.0 pages; with controller_api v4, one more per disk).",
-        [("", s.requests)],
-    )
-    out.family(
-        "prism_v2_new_samples",
-        gauge,
-        "Disk samples (VM view) integrated since the previous probe of this target.",
-        [("", s.new_samples)],
+    out.unlabelled(
+        (
+            (
+                "prism_v2_requests",
+                gauge,
+                "HTTP requests of the read this probe used (v2.0 pages; with controller_api v4, one more per disk).",
+                s.requests,
+            ),
+            (
+                "prism_v2_new_samples",
+                gauge,
+                "Disk samples (VM view) integrated since the previous probe of this target.",
+                s.new_samples,
+            ),
+        )
     )
     labels: dict[str, str] = {}
     rows = []

@@ -48,7 +48,11 @@ class Origin:
     @property
     def url(self) -> str:
         """The main page of this origin."""
-        return f"{self.scheme}://{self.netloc}/"
+        return self.page_url("/")
+
+    def page_url(self, path: str) -> str:
+        """The URL of ``path`` (``/vdisk_stats?id=7``) on this origin."""
+        return f"{self.scheme}://{self.netloc}{path}"
 
     def __str__(self) -> str:
         return self.netloc
@@ -110,7 +114,7 @@ class Target:
 
     @property
     def url(self) -> str:
-        return f"{self.origin.scheme}://{self.origin.netloc}{self.path}"
+        return self.origin.page_url(self.path)
 
 
 def parse_target(text: str) -> Target:

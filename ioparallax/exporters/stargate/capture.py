@@ -159,7 +159,7 @@ class RecordingClient:
 
     def _record(self, want: tuple[Origin, str], got: bytes | FetchError, began: float | None, ended: float | None):
         origin, path = want
-        page = CapturedPage(f"{origin.scheme}://{origin.netloc}{path}")
+        page = CapturedPage(origin.page_url(path))
         page.offset = (began if began is not None else time.monotonic()) - self.start
         if began is not None and ended is not None:
             page.seconds = ended - began
@@ -184,7 +184,7 @@ class ReplayClient:
         self, wanted: Sequence[tuple[Origin, str]], budget: Budget, concurrency: int = DEFAULT_CONCURRENCY
     ) -> Iterator[tuple[int, bytes | FetchError]]:
         for i, (origin, path) in enumerate(wanted):
-            url = f"{origin.scheme}://{origin.netloc}{path}"
+            url = origin.page_url(path)
             if budget.remaining() <= 0:
                 raise DeadlineExceeded(f"{url}: deadline exceeded", len(wanted) - i)
             try:
@@ -344,9 +344,7 @@ def capture(
         if p.body is not None:
             p.file = f"pages/{n:05d}-{p.kind}.html"
     outcome = SimpleNamespace(up=result.up, kind="", cause=result.error)  # Stargate's errors have no kind
-    manifest = archive.probe_manifest(
-        ARCHIVE.kind, ARCHIVE.fmt, "stargate-exporter", created, target, outcome, result.duration
-    ) | {
+    manifest = ARCHIVE.manifest(created, target, outcome, result.duration) | {
         "discover": discover,
         "deadline_seconds": timeout,
         "concurrency": concurrency,
@@ -383,11 +381,8 @@ def _page(entry: dict[str, Any], files: dict[str, bytes]) -> CapturedPage:
     return page
 
 
-ARCHIVE = archive.Archive(
-    kind="stargate-capture",
-    fmt=1,
-    producer="stargate-exporter capture",
-    readme="""\
+#: The README.txt of a capture.
+README = """\
 A capture of what stargate-exporter fetched in one probe.
 
 manifest.json   the exporter's version, the target, the probe's settings and outcome, and per
@@ -398,16 +393,17 @@ metrics.prom    the metrics the exporter makes of these pages (a replay of them)
 Look at it:   tar -xzf {name} && less manifest.json
 Replay it:    stargate-exporter replay {name}              (prints the metrics)
               stargate-exporter --replay {name}            (serves /probe?target={target})
-""",
+"""
+ARCHIVE = archive.Archive(
+    exporter="stargate",
+    readme=README,
     exchange=_page,
     volatile=("stargate_scrape_duration_seconds ",),
     key="pages",
 )
 
 
-def write(cap: Capture, path: str, metrics: bytes) -> int:
-    """Write the archive; returns its size in bytes. CaptureError names the file and the cause."""
-    return ARCHIVE.write(cap, path, metrics, target=cap.target)
+write = ARCHIVE.write
 
 
 def read(path: str) -> Capture:
@@ -540,11 +536,10 @@ Check what you send: tar -xzf capture.tar.gz && grep -ril <your cluster or compa
     "names from YAML or Prism). With --check, compare them with the capture's own metrics.prom "
     "(or FILE) instead, all but stargate_scrape_duration_seconds.",
     answers="pages",
-    volatile=ARCHIVE.volatile,
+    archive=ARCHIVE,
     capture=_capture,
     anonymize=anonymize,
     replay=lambda cap, timeout: replay(cap, timeout=timeout)[1],
-    write=write,
     read=read,
     timeout=10.0,
 )

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ioparallax.exporters.common.memory import tune_malloc
-from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
+from ioparallax.exporters.common.multitarget import (
+    Program,
+    TargetPool,
+    add_probe_args,
+    add_target_args,
+    exporter_parser,
+)
 from ioparallax.exporters.common.targets import Names
 from ioparallax.exporters.common.web.app import BadRequest, ExporterApp, Probe
 from ioparallax.exporters.common.web.startup import add_web_args
@@ -218,12 +224,7 @@ def _workers_arg(text: str) -> int | str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="stargate-exporter",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = exporter_parser(Targets.names, DESCRIPTION, EPILOG)
     add_web_args(parser, DEFAULT_LISTEN)
     add_target_args(
         parser,
@@ -413,17 +414,8 @@ class StargateProgram(Program):
             log.info("pages parsed in each probe's thread (parse_workers %s)", config.parse_workers)
 
 
-PROGRAM = StargateProgram(
-    Targets,
-    build_parser,
-    load_config,
-    "ioparallax.exporters.stargate.capture",
-    DEFAULT_LISTEN,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv)
+PROGRAM = StargateProgram(Targets, build_parser, load_config, DEFAULT_LISTEN)
+main = PROGRAM.main
 
 
 if __name__ == "__main__":

@@ -117,6 +117,13 @@ class Budget:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def left(self, pending: int, total: int) -> float:
+        """The seconds left, or DeadlineExceeded naming the ``pending`` requests of ``total``."""
+        left = self.remaining()
+        if left <= 0:
+            raise DeadlineExceeded(f"deadline exceeded, {pending} of {total} pending", pending)
+        return left
+
     def take_page(self, url: str) -> None:
         if self.pages >= self.limits.max_pages:
             raise FetchError(
@@ -537,7 +544,7 @@ class HttpClient:
             while queue or active:
                 while queue and len(active) < max(1, concurrency):
                     i, (origin, path) = queue.popleft()
-                    url = f"{origin.scheme}://{origin.netloc}{path}"
+                    url = origin.page_url(path)
                     ex = None
                     try:
                         if self.on_request is not None:
@@ -567,12 +574,7 @@ class HttpClient:
                     self._watch(sel, active, ex)
                 if not active:
                     break
-                left = budget.remaining()
-                if left <= 0:
-                    raise DeadlineExceeded(
-                        f"deadline exceeded, {len(active) + len(queue)} of {total} pending", len(active) + len(queue)
-                    )
-                for key, _ in sel.select(left):
+                for key, _ in sel.select(budget.left(len(active) + len(queue), total)):
                     ex = key.data
                     conn = ex.conn
                     assert conn is not None

@@ -29,30 +29,25 @@ def _gauge(name: str, help_text: str) -> Family:
     return Family(name, "gauge", help_text)
 
 
-_SIMPLE = {  # VDiskRow attribute -> (metric, HELP naming the page's field)
-    "usage_bytes": ("stargate_vdisk_usage_bytes", "Usage (GB) of the vdisk, in bytes."),
-    "dedup_bytes": (
-        "stargate_vdisk_dedup_bytes",
-        "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale).",
-    ),
-    "oplog_bytes": ("stargate_vdisk_oplog_bytes", "Oplog KB: data held in the oplog for this vdisk, in bytes."),
-    "oplog_fragments": ("stargate_vdisk_oplog_fragments", "Oplog Fragments."),
-    "oplog_drain_ops_per_second": ("stargate_vdisk_oplog_drain_ops_per_second", "Oplog Ops/s: the oplog drain rate."),
-    "oplog_drain_bytes_per_second": (
-        "stargate_vdisk_oplog_drain_bytes_per_second",
-        "Oplog KB/s: the oplog drain rate, in bytes/s.",
-    ),
-    "outstanding_estore_ops": ("stargate_vdisk_outstanding_estore_ops", "Outstanding ops - Estore."),
-    "read_ops_per_second": ("stargate_vdisk_read_ops_per_second", "Ops/s - Read (live rate of the page)."),
-    "write_ops_per_second": ("stargate_vdisk_write_ops_per_second", "Ops/s - Write (live rate of the page)."),
-    "error_ops_per_second": ("stargate_vdisk_error_ops_per_second", "Ops/s - Error."),
-    "random_ops_per_second": ("stargate_vdisk_random_ops_per_second", "Ops/s - Random."),
-    "read_bytes_per_second": ("stargate_vdisk_read_bytes_per_second", "KB/s - Read, in bytes/s."),
-    "write_bytes_per_second": ("stargate_vdisk_write_bytes_per_second", "KB/s - Write, in bytes/s."),
-    "latency_seconds": ("stargate_vdisk_latency_seconds", "Avg latency (usec), in seconds."),
-    "op_size_bytes": ("stargate_vdisk_op_size_bytes", "Avg op size, in bytes."),
-    "queue_length": ("stargate_vdisk_queue_length", "Avg qlen."),
-    "busy_ratio": ("stargate_vdisk_busy_ratio", "% busy, as a ratio 0-1."),
+#: The VDiskRow attributes shown as they are, stargate_vdisk_<attribute>, and their HELP (naming the page's field).
+_SIMPLE = {
+    "usage_bytes": "Usage (GB) of the vdisk, in bytes.",
+    "dedup_bytes": "Dedup (GB) of the vdisk, in bytes (computed periodically, may be stale).",
+    "oplog_bytes": "Oplog KB: data held in the oplog for this vdisk, in bytes.",
+    "oplog_fragments": "Oplog Fragments.",
+    "oplog_drain_ops_per_second": "Oplog Ops/s: the oplog drain rate.",
+    "oplog_drain_bytes_per_second": "Oplog KB/s: the oplog drain rate, in bytes/s.",
+    "outstanding_estore_ops": "Outstanding ops - Estore.",
+    "read_ops_per_second": "Ops/s - Read (live rate of the page).",
+    "write_ops_per_second": "Ops/s - Write (live rate of the page).",
+    "error_ops_per_second": "Ops/s - Error.",
+    "random_ops_per_second": "Ops/s - Random.",
+    "read_bytes_per_second": "KB/s - Read, in bytes/s.",
+    "write_bytes_per_second": "KB/s - Write, in bytes/s.",
+    "latency_seconds": "Avg latency (usec), in seconds.",
+    "op_size_bytes": "Avg op size, in bytes.",
+    "queue_length": "Avg qlen.",
+    "busy_ratio": "% busy, as a ratio 0-1.",
 }
 
 _HISTOGRAMS = {  # VDiskDetail attribute -> (metric, HELP)
@@ -207,8 +202,8 @@ class StargateCollector:
             )
             rows.append((v, row, r.details.get(vid)))
         yield vinfo
-        for attr, (name, doc) in _SIMPLE.items():
-            fam = _gauge(name, doc)
+        for attr, doc in _SIMPLE.items():
+            fam = _gauge(f"stargate_vdisk_{attr}", doc)
             for v, row, _ in rows:
                 fam.add(v, getattr(row, attr))
             yield fam

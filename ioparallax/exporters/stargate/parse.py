@@ -55,6 +55,7 @@ from ioparallax.exporters.stargate.records import (
     StargatePageError as StargatePageError,
     Unknown as Unknown,
     VDiskDetail as VDiskDetail,
+    _histogram_rows,
     _num,
     _ops_row,
     _wss_row,
@@ -587,20 +588,9 @@ def _value_rows(rows: list):
 def _histogram(
     rows: list, bounds: tuple[float, ...], labels: tuple[str, ...], unit: float, where: str, unknown: list
 ) -> Histogram:
-    counts = [0.0] * len(bounds)
-    avgs = [0.0] * len(bounds)
-    i = 0
-    for label, avg, count in _value_rows(rows):
-        if i >= len(bounds):
-            raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
-        if label != labels[i]:
-            unknown.append(_unknown(where.split(" ", 2)[2], "row", label))
-        avgs[i] = _num(avg, where, label) * unit
-        counts[i] = _num(count, where, label)
-        i += 1
-    if i != len(bounds):
-        raise StargatePageError(f"{where}: {i} buckets, expected {len(bounds)} (page cut off?)")
-    return Histogram(bounds, counts, avgs)
+    hist, odd = _histogram_rows(_value_rows(rows), bounds, labels, unit, where)
+    unknown.extend(_unknown(where.split(" ", 2)[2], "row", label) for label in odd)
+    return hist
 
 
 def _label_table(rows: list, where: str, unknown: list) -> dict[str, tuple[float, float]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 KIB = 1024
@@ -280,3 +280,26 @@ def _ops_row(d: VDiskDetail, cells: Sequence[str]) -> bool:
     else:
         return False
     return True
+
+
+def _histogram_rows(
+    rows: Iterable[Sequence[str]], bounds: tuple[float, ...], labels: tuple[str, ...], unit: float, where: str
+) -> tuple[Histogram, list[str]]:
+    """The histogram of a bucket table's (label, average, count) rows, each bucket read by its
+    position, and the labels that are not the expected ones. Raises StargatePageError for more
+    or fewer buckets than ``bounds``, or a bad value."""
+    counts = [0.0] * len(bounds)
+    avgs = [0.0] * len(bounds)
+    odd = []
+    i = 0
+    for label, avg, count in rows:
+        if i >= len(bounds):
+            raise StargatePageError(f"{where}: more than {len(bounds)} buckets")
+        if label != labels[i]:
+            odd.append(label)
+        avgs[i] = _num(avg, where, label) * unit
+        counts[i] = _num(count, where, label)
+        i += 1
+    if i != len(bounds):
+        raise StargatePageError(f"{where}: {i} buckets, expected {len(bounds)} (page cut off?)")
+    return Histogram(bounds, counts, avgs), odd

@@ -44,6 +44,7 @@ from ioparallax.exporters.stargate.records import (
     StargatePageError,
     VDiskDetail,
     _empty_cells,
+    _histogram_rows,
     _num,
     _ops_row,
     _wss_row,
@@ -211,18 +212,10 @@ def _value_rows(rows: list[Row]):
 def _histogram(
     rows: list[Row], bounds: tuple[float, ...], labels: tuple[str, ...], unit: float, where: str
 ) -> Histogram:
-    counts = [0.0] * len(bounds)
-    avgs = [0.0] * len(bounds)
-    i = 0
-    for label, avg, count in _value_rows(rows):
-        if i >= len(bounds) or label != labels[i]:
-            raise Unrecognised(f"{where}: bucket {label!r}")
-        avgs[i] = _num(avg, where, label) * unit
-        counts[i] = _num(count, where, label)
-        i += 1
-    if i != len(bounds):
-        raise Unrecognised(f"{where}: {i} buckets")
-    return Histogram(bounds, counts, avgs)
+    hist, odd = _histogram_rows(_value_rows(rows), bounds, labels, unit, where)
+    if odd:
+        raise Unrecognised(f"{where}: bucket {odd[0]!r}")
+    return hist
 
 
 def _label_table(rows: list[Row], where: str) -> dict[str, tuple[float, float]]:

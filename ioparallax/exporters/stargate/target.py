@@ -320,7 +320,7 @@ def _main_pages(
     """CVM main pages, fetched ``concurrency`` at a time and parsed (in the workers with a
     pool, as they arrive); _Deadline naming ``what`` (``counted``: with how many were pending)
     at the deadline."""
-    out = [CvmResult(f"{o.scheme}://{o.netloc}{p}", None, "", o) for o, p in wanted]
+    out = [CvmResult(o.page_url(p), None, "", o) for o, p in wanted]
     parsing: list[tuple[CvmResult, bytes, Future]] = []
     try:
         for i, got in client.get_many(wanted, budget, concurrency):

@@ -58,21 +58,17 @@ VOLATILE = (
 _METHOD = re.compile(rb"<(?:[\w-]+:)?Body[^>]*>\s*<(?:[\w-]+:)?(\w+)")
 
 
-@dataclasses.dataclass
-class Exchange:
+@dataclasses.dataclass(kw_only=True)
+class Exchange(archive.Answered):
+    """A SOAP call: its method and request body."""
+
     method: str
     request: bytes
-    status: int
-    answer: bytes
-    seconds: float
-    offset: float
 
     def manifest(self, n: int) -> dict[str, Any]:
         return {
             "method": self.method,
-            "status": self.status,
-            "bytes": len(self.answer),
-            **archive.timing(self.seconds, self.offset),
+            **self.answered(),
             "request": f"exchanges/{n:04d}-{self.method}-request.xml",
             "answer": f"exchanges/{n:04d}-{self.method}-answer.xml",
         }
@@ -89,7 +85,10 @@ class Recorder(archive.Recorder[Exchange]):
     """Installed as ``client.RECORDER`` while a capture runs: keeps every exchange of ``post``."""
 
     def __call__(self, method: str, request: bytes, status: int, answer: bytes, seconds: float) -> None:
-        self.keep(Exchange(method, request, status, answer, seconds, self.offset(seconds)))
+        offset = self.offset(seconds)
+        self.keep(
+            Exchange(method=method, request=request, status=status, answer=answer, seconds=seconds, offset=offset)
+        )
 
 
 # --------------------------------------------------------------------------------- capturing
@@ -107,7 +106,7 @@ def capture(name: str, cfg: TargetConfig, timeout: float = 120.0) -> tuple[Captu
                 lambda si: {str(c.key): counter_name(c) for c in si.content.perfManager.perfCounter}
             )
     metrics = render_probe(name, snap, duration, False)
-    manifest = archive.probe_manifest(ARCHIVE.kind, ARCHIVE.fmt, "vcenter-exporter", created, name, snap, duration) | {
+    manifest = ARCHIVE.manifest(created, name, snap, duration) | {
         "vms": len(snap.vms),
         "disks": sum(len(vm.disks) for vm in snap.vms),
         "perf_format": cfg.perf_format,
@@ -320,20 +319,11 @@ def replay_setup(path: str, latest_samples: bool | None = None) -> tuple[Any, An
 def _exchange(e: dict[str, Any], files: dict[str, bytes]) -> Exchange:
     request = archive.member(files, archive.field_str(e, "request"))
     answer = archive.member(files, archive.field_str(e, "answer"))
-    return Exchange(
-        archive.field_str(e, "method"),
-        request,
-        archive.status_of(e),
-        answer,
-        *archive.timing_of(e),
-    )
+    return Exchange(method=archive.field_str(e, "method"), request=request, **archive.Answered.answered_of(e, answer))
 
 
-ARCHIVE = archive.Archive(
-    kind="vcenter-capture",
-    fmt=1,
-    producer="vcenter-exporter capture",
-    readme="""\
+#: The README.txt of a capture.
+README = """\
 A capture of the SOAP answers one vcenter-exporter probe read: the inventory
 (RetrievePropertiesEx pages) and the latest samples (QueryPerf){anonymized}.
 
@@ -343,10 +333,8 @@ exchanges/      each request and its answer
 metrics.prom    the metrics the exporter makes of these answers (a replay of them)
 
 Replay it:   vcenter-exporter replay {name}
-""",
-    exchange=_exchange,
-    volatile=VOLATILE,
-)
+"""
+ARCHIVE = archive.Archive(exporter="vcenter", readme=README, exchange=_exchange, volatile=VOLATILE)
 write = ARCHIVE.write
 comparable = ARCHIVE.comparable
 
@@ -394,13 +382,12 @@ COMMANDS = archive.Commands(
         "metrics they give. Names, addresses and UUIDs are anonymized by default (docs/vcenter.md, Captures)."
     ),
     answers="SOAP answers",
-    volatile=VOLATILE,
+    archive=ARCHIVE,
     load_config=load_config,
     targets=Targets,
     capture=lambda key, cfg, config, args: capture(key, cfg, args.timeout)[0],
     anonymize=anonymize,
     replay=replay,
-    write=write,
     read=read,
 )
 capture_main = COMMANDS.capture_main

@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any
 
-from ioparallax.exporters.common.multitarget import Program, TargetPool, add_probe_args, add_target_args
+from ioparallax.exporters.common import multitarget
 from ioparallax.exporters.common.web.startup import add_web_args
 from ioparallax.exporters.vcenter.address import target_key
 from ioparallax.exporters.vcenter.collector import render_probe
@@ -25,7 +25,7 @@ log = logging.getLogger("ioparallax.exporters.vcenter")
 DEFAULT_LISTEN = ":9762"
 
 
-class Targets(TargetPool):
+class Targets(multitarget.TargetPool):
     """The Target objects by normalised key (common.multitarget.TargetPool): each keeps its
     sessions, caches and counters until it is not probed for ``session_idle_timeout``: then its
     session is logged out and its state dropped, so abandoned targets hold no vCenter session."""
@@ -54,23 +54,15 @@ class Targets(TargetPool):
         return render_probe(name, snap, duration, shared, self.config.latest_samples)
 
 
+make_app = Targets.make_app
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="vcenter-exporter",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Credentials: per target in --config.file (password_env names an environment variable), or "
-        "VCENTER_USERNAME/VCENTER_PASSWORD for the targets listed with --vcenter.target or "
-        "VCENTER_TARGETS. Credentials are only sent to listed targets: any other ?target= is refused "
-        "with HTTP 400 unless --vcenter.allow-unlisted-targets (or allow_unlisted_targets: true) is "
-        "given. TLS certificates are verified unless a target sets insecure_skip_verify: true (or its "
-        "alias tls_verify: false). "
-        "Commands: `vcenter-exporter capture --target VC -o capture.tar.gz` (the SOAP answers of one probe, "
-        "anonymized, to report an answer the exporter misreads), `vcenter-exporter replay capture.tar.gz` "
-        "(its metrics). See docs/vcenter.md.",
+    p = multitarget.exporter_parser(
+        ExporterConfig.names, __doc__, multitarget.credentials_epilog(ExporterConfig.names, "VC", "SOAP answers")
     )
     add_web_args(p, DEFAULT_LISTEN)
-    add_target_args(
+    multitarget.add_target_args(
         p,
         ExporterConfig.names,
         "a vCenter",
@@ -88,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-collector.latest-samples saves them (default: latest_samples in "
         "the config file, else on)",
     )
-    add_probe_args(
+    multitarget.add_probe_args(
         p,
         replay_help="serve probes from a capture (vcenter-exporter capture) instead of a vCenter: only the "
         "capture's target may be probed, and it answers as the vCenter did when captured",
@@ -96,21 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-make_app = Targets.make_app
-
-PROGRAM = Program(
-    Targets,
-    build_parser,
-    load_config,
-    "ioparallax.exporters.vcenter.capture",
-    DEFAULT_LISTEN,
-    replay_switches=("latest_samples",),
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return PROGRAM.main(argv)
-
+PROGRAM = multitarget.Program(Targets, build_parser, load_config, DEFAULT_LISTEN, replay_switches=("latest_samples",))
+main = PROGRAM.main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ioparallax.exporters.common.exposition import Exposition, label_block
+from ioparallax.exporters.vcenter.integrate import CpuCounters
 from ioparallax.exporters.vcenter.target import Snapshot
 
 #: vm and disk name the disk; vm_id (the VM's managed object id, vm-42) keeps two VMs of the
@@ -167,45 +168,30 @@ def _cpu_section(out: Exposition, s: Snapshot) -> None:
     )
     if not s.cpu_counters:
         return
-    out.family(
-        "vcenter_cpu_query_failed",
-        "gauge",
-        "1 if this probe's CPU query failed (the disks were collected; the cause is in the exporter's log).",
-        [("", 1 if s.cpu_error else 0)],
-    )
-    out.family(
-        "vcenter_perf_new_cpu_samples",
-        "gauge",
-        "20 s CPU samples integrated by this collection.",
-        [("", s.new_cpu_samples)],
-    )
-    out.family(
-        "vcenter_perf_cpu_queries",
-        "gauge",
-        "QueryPerf calls made by this collection for the CPU of the VMs and hosts (beside vcenter_perf_queries).",
-        [("", s.cpu_queries)],
+    out.unlabelled(
+        (
+            (
+                "vcenter_cpu_query_failed",
+                "gauge",
+                "1 if this probe's CPU query failed (the disks were collected; the cause is in the exporter's log).",
+                1 if s.cpu_error else 0,
+            ),
+            (
+                "vcenter_perf_new_cpu_samples",
+                "gauge",
+                "20 s CPU samples integrated by this collection.",
+                s.new_cpu_samples,
+            ),
+            (
+                "vcenter_perf_cpu_queries",
+                "gauge",
+                "QueryPerf calls made by this collection for the CPU of the VMs and hosts (beside vcenter_perf_queries).",
+                s.cpu_queries,
+            ),
+        )
     )
     vms = [(label_block(VM_CPU_LABELS, (vm.name, vm.moref)), c) for vm, c in s.vm_cpu]
-    out.family(
-        "vcenter_vm_cpu_usage_cycles_total",
-        "counter",
-        "CPU cycles the VM used, integrated from every 20 s sample (cpu.usagemhz.average x 10^6 x interval); "
-        "its rate is in Hz: divide by vcenter_host_cpu_capacity_hertz for the share of its host.",
-        [(lbl, c.usage_cycles) for lbl, c in vms],
-    )
-    out.family(
-        "vcenter_vm_cpu_ready_seconds_total",
-        "counter",
-        "Seconds the VM's vCPUs were ready to run but waited for a core, summed over its vCPUs "
-        "(cpu.ready.summation ms / 1000); its rate / vCPUs is the ready share per vCPU.",
-        [(lbl, c.ready_seconds) for lbl, c in vms],
-    )
-    out.family(
-        "vcenter_vm_cpu_samples_total",
-        "counter",
-        "20 s CPU samples integrated into the VM's CPU counters.",
-        [(lbl, c.samples) for lbl, c in vms],
-    )
+    _cpu_counters(out, "vm", "the VM's", vms, VM_CPU_HELP)
     hosts = [(label_block(HOST_LABELS, (h.name, h.host_id)), h) for h in s.hosts]
     out.family(
         "vcenter_host_cpu_capacity_hertz",
@@ -221,24 +207,39 @@ def _cpu_section(out: Exposition, s: Snapshot) -> None:
         [(lbl, h.cores) for lbl, h in hosts if h.cores],
     )
     with_cpu = [(lbl, h.cpu) for lbl, h in hosts if h.cpu is not None]
+    _cpu_counters(out, "host", "the host's", with_cpu, HOST_CPU_HELP)
+
+
+#: HELP of the CPU cycles and ready seconds counters of a VM and of a host.
+VM_CPU_HELP = (
+    "CPU cycles the VM used, integrated from every 20 s sample (cpu.usagemhz.average x 10^6 x interval); "
+    "its rate is in Hz: divide by vcenter_host_cpu_capacity_hertz for the share of its host.",
+    "Seconds the VM's vCPUs were ready to run but waited for a core, summed over its vCPUs "
+    "(cpu.ready.summation ms / 1000); its rate / vCPUs is the ready share per vCPU.",
+)
+HOST_CPU_HELP = (
+    "CPU cycles the host used (its VMs, their CVM and the hypervisor), integrated from every 20 s sample "
+    "(cpu.usagemhz.average x 10^6 x interval).",
+    "Seconds the vCPUs of the host's VMs were ready but waited for a core (cpu.ready.summation ms / 1000).",
+)
+
+
+def _cpu_counters(
+    out: Exposition, kind: str, whose: str, rows: list[tuple[str, CpuCounters]], helps: tuple[str, str]
+) -> None:
+    """The CPU counters of the VMs or hosts (``kind``) of ``rows`` (label block, counters)."""
+    usage_help, ready_help = helps
     out.family(
-        "vcenter_host_cpu_usage_cycles_total",
-        "counter",
-        "CPU cycles the host used (its VMs, their CVM and the hypervisor), integrated from every 20 s sample "
-        "(cpu.usagemhz.average x 10^6 x interval).",
-        [(lbl, c.usage_cycles) for lbl, c in with_cpu],
+        f"vcenter_{kind}_cpu_usage_cycles_total", "counter", usage_help, [(lbl, c.usage_cycles) for lbl, c in rows]
     )
     out.family(
-        "vcenter_host_cpu_ready_seconds_total",
-        "counter",
-        "Seconds the vCPUs of the host's VMs were ready but waited for a core (cpu.ready.summation ms / 1000).",
-        [(lbl, c.ready_seconds) for lbl, c in with_cpu],
+        f"vcenter_{kind}_cpu_ready_seconds_total", "counter", ready_help, [(lbl, c.ready_seconds) for lbl, c in rows]
     )
     out.family(
-        "vcenter_host_cpu_samples_total",
+        f"vcenter_{kind}_cpu_samples_total",
         "counter",
-        "20 s CPU samples integrated into the host's CPU counters.",
-        [(lbl, c.samples) for lbl, c in with_cpu],
+        f"20 s CPU samples integrated into {whose} CPU counters.",
+        [(lbl, c.samples) for lbl, c in rows],
     )
 
 
@@ -249,24 +250,29 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
     rules divide by the interval and the age of the data is read from the timestamp)."""
     out = Exposition()
     gauge = "gauge"
-    out.family(
-        "vcenter_up",
-        gauge,
-        "1 if the vCenter was collected in this probe, 0 if not "
-        "(see vcenter_probe_error_info and the exporter's log for the cause).",
-        [("", 1 if s.up else 0)],
-    )
-    out.family(
-        "vcenter_scrape_duration_seconds",
-        gauge,
-        "Seconds this probe took (waiting for a shared collection included).",
-        [("", probe_duration)],
-    )
-    out.family(
-        "vcenter_probe_shared_collection",
-        gauge,
-        "1 if this probe joined a collection already running for the target (overlapping probes share one collection).",
-        [("", 1 if shared else 0)],
+    out.unlabelled(
+        (
+            (
+                "vcenter_up",
+                gauge,
+                "1 if the vCenter was collected in this probe, 0 if not "
+                "(see vcenter_probe_error_info and the exporter's log for the cause).",
+                1 if s.up else 0,
+            ),
+            (
+                "vcenter_scrape_duration_seconds",
+                gauge,
+                "Seconds this probe took (waiting for a shared collection included).",
+                probe_duration,
+            ),
+            (
+                "vcenter_probe_shared_collection",
+                gauge,
+                "1 if this probe joined a collection already running for the target (overlapping probes share "
+                "one collection).",
+                1 if shared else 0,
+            ),
+        )
     )
     out.family(
         "vcenter_probe_error_info",
@@ -285,81 +291,83 @@ def render_probe(target: str, s: Snapshot, probe_duration: float, shared: bool, 
     if not s.up:
         return out.render()  # never show stale values as fresh
 
-    out.family(
-        "vcenter_collection_duration_seconds",
-        gauge,
-        "Seconds the collection (inventory if due, perf queries) took.",
-        [("", s.duration)],
-    )
-    out.family(
-        "vcenter_inventory_age_seconds",
-        gauge,
-        "Seconds since the cached inventory (VMs, disks, hosts, datastores) was last known current: "
-        "brought up to date every inventory_refresh, in the background (WaitForUpdatesEx).",
-        [("", s.inventory_age)],
-    )
-    out.family(
-        "vcenter_inventory_build_duration_seconds",
-        gauge,
-        "Seconds the last full inventory read "
-        "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync; "
-        "later refreshes read only the changes).",
-        [("", s.inventory_build_seconds)],
-    )
-    out.family(
-        "vcenter_perf_queries",
-        gauge,
-        "QueryPerf calls made by this collection for the virtual disks (batched to respect "
-        "config.vpxd.stats.maxQueryMetrics; the CPU's are vcenter_perf_cpu_queries).",
-        [("", s.queries)],
-    )
-    out.family(
-        "vcenter_perf_new_samples", gauge, "20 s disk samples integrated by this collection.", [("", s.new_samples)]
-    )
-    out.family(
-        "vcenter_perf_misaligned_series",
-        gauge,
-        "Series left out because their value count did not match the sample count (zeros dropped by the server).",
-        [("", s.misaligned_series)],
-    )
-    out.family(
-        "vcenter_perf_empty_series",
-        gauge,
-        "Series that came back without any value (nothing shown for them, no made-up 0).",
-        [("", s.empty_series)],
-    )
-    out.family(
-        "vcenter_perf_missing_counters",
-        gauge,
-        "virtualDisk counters this vCenter does not offer.",
-        [("", len(s.missing_counters))],
-    )
-    out.family(
-        "vcenter_unmapped_counters",
-        gauge,
-        "virtualDisk counters this vCenter offers that ioparallax does not read (their names are "
-        "in the exporter's log at the first collection): another build may offer one worth mapping.",
-        [("", len(s.unmapped_counters))],
-    )
-    out.family(
-        "vcenter_perf_unread_series",
-        gauge,
-        "Series of this probe's QueryPerf answers that were not read: a counter not asked for, or a "
-        "disk instance the inventory does not list (logged once per instance).",
-        [("", s.unread_series)],
-    )
-    out.family(
-        "vcenter_inventory_unread_disks",
-        gauge,
-        "Virtual disks of the cached inventory left out: no controller address the exporter reads, so no "
-        "performance instance (logged once per VM).",
-        [("", s.unread_disks)],
-    )
-    out.family(
-        "vcenter_session_logins_total",
-        "counter",
-        "Logins to this vCenter since the exporter started (one session is kept and re-established when it expires).",
-        [("", s.logins)],
+    out.unlabelled(
+        (
+            (
+                "vcenter_collection_duration_seconds",
+                gauge,
+                "Seconds the collection (inventory if due, perf queries) took.",
+                s.duration,
+            ),
+            (
+                "vcenter_inventory_age_seconds",
+                gauge,
+                "Seconds since the cached inventory (VMs, disks, hosts, datastores) was last known current: "
+                "brought up to date every inventory_refresh, in the background (WaitForUpdatesEx).",
+                s.inventory_age,
+            ),
+            (
+                "vcenter_inventory_build_duration_seconds",
+                gauge,
+                "Seconds the last full inventory read "
+                "took (PropertyCollector over a ContainerView; off the probe path unless inventory_mode is sync; "
+                "later refreshes read only the changes).",
+                s.inventory_build_seconds,
+            ),
+            (
+                "vcenter_perf_queries",
+                gauge,
+                "QueryPerf calls made by this collection for the virtual disks (batched to respect "
+                "config.vpxd.stats.maxQueryMetrics; the CPU's are vcenter_perf_cpu_queries).",
+                s.queries,
+            ),
+            ("vcenter_perf_new_samples", gauge, "20 s disk samples integrated by this collection.", s.new_samples),
+            (
+                "vcenter_perf_misaligned_series",
+                gauge,
+                "Series left out because their value count did not match the sample count (zeros dropped by the server).",
+                s.misaligned_series,
+            ),
+            (
+                "vcenter_perf_empty_series",
+                gauge,
+                "Series that came back without any value (nothing shown for them, no made-up 0).",
+                s.empty_series,
+            ),
+            (
+                "vcenter_perf_missing_counters",
+                gauge,
+                "virtualDisk counters this vCenter does not offer.",
+                len(s.missing_counters),
+            ),
+            (
+                "vcenter_unmapped_counters",
+                gauge,
+                "virtualDisk counters this vCenter offers that ioparallax does not read (their names are "
+                "in the exporter's log at the first collection): another build may offer one worth mapping.",
+                len(s.unmapped_counters),
+            ),
+            (
+                "vcenter_perf_unread_series",
+                gauge,
+                "Series of this probe's QueryPerf answers that were not read: a counter not asked for, or a "
+                "disk instance the inventory does not list (logged once per instance).",
+                s.unread_series,
+            ),
+            (
+                "vcenter_inventory_unread_disks",
+                gauge,
+                "Virtual disks of the cached inventory left out: no controller address the exporter reads, so no "
+                "performance instance (logged once per VM).",
+                s.unread_disks,
+            ),
+            (
+                "vcenter_session_logins_total",
+                "counter",
+                "Logins to this vCenter since the exporter started (one session is kept and re-established when it expires).",
+                s.logins,
+            ),
+        )
     )
 
     inventory_text, disk_labels = _inventory_section(s)

@@ -12,14 +12,10 @@ A YAML file (``--config.file``)::
     allow_unlisted_targets: false   # default: a ?target= not listed below is refused (HTTP 400)
     latest_samples: true            # false: no latest-sample gauges (15 series per VM disk fewer)
     session_idle_timeout: 10m       # log out of a target not probed for this long
-    targets:
-      vc1.example.com:              # the ?target= value (host, host:port or https://host[:port]/)
+    targets:                        # the ?target= values (common/targets.py: credentials, TLS)
+      vc1.example.com:
         password_env: VC1_PASSWORD
-      vc-lab.example.com:
-        username: lab
-        password: secret            # inline passwords are allowed but discouraged
-        insecure_skip_verify: true  # explicit opt-out of TLS certificate verification
-                                    # (alias: tls_verify: false)
+        inventory_refresh: 10m      # any of the defaults' keys, for this target
       vc2.example.com:
         ca_file: /etc/ssl/vc2-ca.pem
 
@@ -34,16 +30,13 @@ target. Passwords are never logged nor shown on the landing page.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar, Unpack
 
 from ioparallax.exporters.common import targets as common
 from ioparallax.exporters.vcenter.address import target_key
-from ioparallax.yamlconf import Section
 
 DEFAULT_INVENTORY_REFRESH = 300.0
-DEFAULT_TIMEOUT = 30.0
 #: Sessions of targets not probed for this long are logged out (50 spellings or an abandoned
 #: target must not hold vCenter sessions forever).
 DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
@@ -60,16 +53,11 @@ DEFAULT_CVM_NAME_PATTERN = r"^NTNX-.*-CVM$"
 
 
 @dataclass(frozen=True)
-class TargetConfig:
-    """How to reach one vCenter. ``password`` is resolved, never printed (see ``describe``)."""
+class TargetConfig(common.Access):
+    """How to reach one vCenter (common.Access: credentials, TLS, the socket timeout of one SOAP
+    call) and read it."""
 
-    username: str = ""
-    password: str = field(default="", repr=False)
-    password_source: str = ""  # "env VC1_PASSWORD", "file", "" (for messages)
-    insecure_skip_verify: bool = False
-    ca_file: str | None = None
     inventory_refresh: float = DEFAULT_INVENTORY_REFRESH
-    timeout: float = DEFAULT_TIMEOUT  # socket timeout of one SOAP call
     max_query_metrics: int | None = None  # None: read config.vpxd.stats.maxQueryMetrics (default 256)
     perf_format: str = "csv"  # csv is ~40 % cheaper to parse; "normal" for old servers
     sample_max_age: float = DEFAULT_SAMPLE_MAX_AGE  # latest-sample gauges older than this are not shown
@@ -79,14 +67,8 @@ class TargetConfig:
     cpu: bool = True  # False: no CPU counters asked for (cpu.usagemhz, cpu.ready)
 
     def describe(self) -> str:
-        tls = (
-            "verification OFF (insecure_skip_verify)"
-            if self.insecure_skip_verify
-            else (f"verified with {self.ca_file}" if self.ca_file else "verified with the system CAs")
-        )
         return (
-            f"user={self.username or '(none)'} password={'(set, ' + self.password_source + ')' if self.password else '(not set)'} "
-            f"tls={tls} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
+            f"{self.access()} inventory_refresh={self.inventory_refresh:g}s timeout={self.timeout:g}s "
             f"perf_format={self.perf_format} sample_max_age={self.sample_max_age:g}s "
             f"inventory_mode={self.inventory_mode} cpu={'on' if self.cpu else 'off'} "
             f"cvm_name_pattern={self.cvm_name_pattern.pattern!r}"
@@ -106,70 +88,43 @@ class ExporterConfig(common.ExporterConfig[TargetConfig]):
         return [f"latest-sample gauges: {'on' if self.latest_samples else 'off'}"]
 
 
-_duration = common.positive_duration
+def _at_least_one(count: int) -> int:
+    if count < 1:
+        raise ValueError(f"must be at least 1, got {count}")
+    return count
 
 
-def _read_target(sec: Section, base: TargetConfig) -> TargetConfig:
-    """A target's own keys (common.Schema reads its credentials and ca_file)."""
-    insecure = common.read_insecure_skip_verify(sec, base.insecure_skip_verify)
-    refresh = sec.get("inventory_refresh", _duration, default=base.inventory_refresh)
-    timeout = sec.get("timeout", _duration, default=base.timeout)
-    mqm = sec.get("max_query_metrics", int, default=base.max_query_metrics)
-    if mqm is not None and mqm < 1:
-        raise sec.error("max_query_metrics", f"must be at least 1, got {mqm}")
-    fmt = sec.get("perf_format", str, default=base.perf_format)
-    if fmt not in PERF_FORMATS:
-        raise sec.error("perf_format", f"expected one of {', '.join(PERF_FORMATS)}, got {fmt!r}")
-    max_age = sec.get("sample_max_age", _duration, default=base.sample_max_age)
-    mode = sec.get("inventory_mode", str, default=base.inventory_mode)
-    if mode not in INVENTORY_MODES:
-        raise sec.error("inventory_mode", f"expected one of {', '.join(INVENTORY_MODES)}, got {mode!r}")
-    pattern = sec.get("cvm_name_pattern", str, default=None)
-    cvm = base.cvm_name_pattern
-    if pattern is not None:
-        try:
-            cvm = re.compile(pattern)
-        except re.error as exc:
-            raise sec.error("cvm_name_pattern", f"not a regular expression: {exc}") from None
-    cpu = sec.get("cpu", bool, default=base.cpu)
-    sec.reject_unknown()
-    return replace(
-        base,
-        cvm_name_pattern=cvm,
-        cpu=cpu,
-        insecure_skip_verify=insecure,
-        inventory_refresh=refresh,
-        timeout=timeout,
-        max_query_metrics=mqm,
-        perf_format=fmt,
-        sample_max_age=max_age,
-        inventory_mode=mode,
-    )
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
 
 
-SCHEMA = common.Schema(ExporterConfig.names, TargetConfig, _read_target, target_key, DEFAULT_SESSION_IDLE_TIMEOUT)
+#: A target's own keys (common.Schema reads its credentials, TLS and timeout first).
+SCHEMA = common.Schema(
+    ExporterConfig.names,
+    TargetConfig,
+    (
+        common.Key("inventory_refresh", common.positive_duration),
+        common.Key("max_query_metrics", int, _at_least_one),
+        common.Key("perf_format", str, common.one_of(PERF_FORMATS)),
+        common.Key("sample_max_age", common.positive_duration),
+        common.Key("inventory_mode", str, common.one_of(INVENTORY_MODES)),
+        common.Key("cvm_name_pattern", str, _regex),
+        common.Key("cpu", bool),
+    ),
+    target_key,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+)
 
 
-def load_config(
-    path: str | None,
-    env: dict[str, str] | None = None,
-    extra_targets: Sequence[str] = (),
-    allow_unlisted: bool | None = None,
-    session_idle_timeout: float | None = None,
-    latest_samples: bool | None = None,
-) -> ExporterConfig:
+def load_config(path: str | None, env: dict[str, str] | None = None, **flags: Unpack[common.Flags]) -> ExporterConfig:
     """Read and validate the config file; errors name the file and the key.
 
     ``extra_targets`` (``--vcenter.target``) and ``VCENTER_TARGETS`` are listed beside the file's
     targets with the defaults; ``allow_unlisted`` (``--vcenter.allow-unlisted-targets``) and
     ``session_idle_timeout`` and ``latest_samples`` (``--[no-]collector.latest-samples``) override
     the file when given."""
-    got = SCHEMA.load(
-        path,
-        env,
-        extra_targets=extra_targets,
-        allow_unlisted=allow_unlisted,
-        session_idle_timeout=session_idle_timeout,
-        latest_samples=latest_samples,
-    )
+    got = SCHEMA.load(path, env, **flags)
     return ExporterConfig(**got.fields(path), latest_samples=got.latest_samples)

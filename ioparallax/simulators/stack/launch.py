@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,29 +72,45 @@ def start_exporter(
     return exp
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """What an API exporter logs in with: the user, and the password, handed over in the
+    environment variable ``password_env`` (never on a command line; never in a repr)."""
+
+    username: str
+    password_env: str
+    password: str = field(repr=False)
+
+
 def start_api_exporter(
     launch: Launcher,
     part: ClusterPart,
     source: str,
     target: str,
     tls: dict[str, Any],
-    credentials: tuple[str, str, str],
+    credentials: Credentials,
     interval: str,
 ) -> list[dict[str, Any]]:
     """The exporter of an API view (``source``: vcenter, prism) probing the simulator at ``target``
-    (host:port) with ``tls`` (its per-target TLS keys) and ``credentials`` (user, the environment
-    variable holding the password, the password: handed over in the environment, never on a command
-    line); the scrape job probing it every ``interval``."""
-    username, password_env, password = credentials
+    (host:port) with ``tls`` (its per-target TLS keys) and ``credentials``; the scrape job probing
+    it every ``interval``."""
     cfg = {
-        "defaults": {"username": username, "password_env": password_env, "inventory_refresh": "1m"},
+        "defaults": {
+            "username": credentials.username,
+            "password_env": credentials.password_env,
+            "inventory_refresh": "1m",
+        },
         "allow_unlisted_targets": False,
         "targets": {target: tls},
     }
     cfg_path = part.workdir / f"{source}-exporter.yml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     exp = start_exporter(
-        launch, part, f"{source}-exporter", [f"--config.file={cfg_path}"], env={password_env: password}
+        launch,
+        part,
+        f"{source}-exporter",
+        [f"--config.file={cfg_path}"],
+        env={credentials.password_env: credentials.password},
     )
     part.exporters.append(exp.url.split("://", 1)[1])
     labels = part.labels(launch.resolved_cluster_label())

@@ -7,7 +7,7 @@ import subprocess
 from typing import Any
 
 from ioparallax.simulators.stack.clusters import ClusterPart
-from ioparallax.simulators.stack.launch import Launcher, start_announcing, start_api_exporter
+from ioparallax.simulators.stack.launch import Credentials, Launcher, start_announcing, start_api_exporter
 
 
 def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -36,6 +36,6 @@ def start_prism(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
         "prism",
         target,
         {"ca_file": str(cert)},
-        ("demo", "IOPARALLAX_DEMO_PRISM_PASSWORD", password),
+        Credentials("demo", "IOPARALLAX_DEMO_PRISM_PASSWORD", password),
         stack.prism_scrape_interval,
     )

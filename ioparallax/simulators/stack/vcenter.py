@@ -8,7 +8,7 @@ from typing import Any
 from ioparallax.simulators.process import free_port
 from ioparallax.simulators.stack.clusters import ClusterPart
 from ioparallax.simulators.stack.config import BUILD
-from ioparallax.simulators.stack.launch import Launcher, start_api_exporter
+from ioparallax.simulators.stack.launch import Credentials, Launcher, start_api_exporter
 
 
 def start_vcenter(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
@@ -43,6 +43,6 @@ def start_vcenter(stack: Launcher, part: ClusterPart) -> list[dict[str, Any]]:
         "vcenter",
         f"127.0.0.1:{sim_port}",
         {"insecure_skip_verify": True},
-        ("demo@vsphere.local", "IOPARALLAX_DEMO_VCENTER_PASSWORD", password),
+        Credentials("demo@vsphere.local", "IOPARALLAX_DEMO_VCENTER_PASSWORD", password),
         stack.vcenter_scrape_interval,
     )

@@ -14,13 +14,15 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 # Prism's names for a disk (its disk_address and NFS file) live with the Prism simulator.
 from ioparallax.simulators.prism.model import disk_address, nfs_file_path  # noqa: F401
 from ioparallax.simulators.scenario.storage import (
+    LATENCY_BUCKET_EDGES_S,
     READ_SOURCE_ROWS,
+    SIZE_BUCKET_EDGES_B,
     UPMIGRATION_WINDOWS_S,
     WRITE_DESTINATION_ROWS,
     WSS_WINDOWS_S,
@@ -40,26 +42,21 @@ BUILD_VERSIONS = {
 }
 MAIN_TITLE = {2014: "Hosted Active VDisks", 2015: "Hosted VDisks", 2016: "Hosted VDisks"}
 
-LATENCY_LABELS = (
-    "0 <= x < 1 ms",
-    "1 ms <= x < 2 ms",
-    "2 ms <= x < 5 ms",
-    "5 ms <= x < 10 ms",
-    "10 ms <= x < 20 ms",
-    "20 ms <= x < 50 ms",
-    "50 ms <= x < 100 ms",
-    "100 ms <= x < inf",
-)
-SIZE_LABELS = (
-    "0 <= x < 4 kB",
-    "4 kB <= x < 8 kB",
-    "8 kB <= x < 16 kB",
-    "16 kB <= x < 32 kB",
-    "32 kB <= x < 64 kB",
-    "64 kB <= x < 512 kB",
-    "512 kB <= x < 1 MB",
-    "1 MB <= x < inf",
-)
+
+def bucket_labels(edges: Sequence[float], unit: Callable[[float], str]) -> tuple[str, ...]:
+    """The page's label of each bucket between ``edges``: ``lo <= x < hi``, each edge in ``unit``
+    but the first (``0``) and the last (``inf``)."""
+
+    def edge(value: float) -> str:
+        return "0" if value == 0 else "inf" if math.isinf(value) else unit(value)
+
+    return tuple(f"{edge(lo)} <= x < {edge(hi)}" for lo, hi in zip(edges, edges[1:]))
+
+
+#: The buckets' labels as the page writes them, from the storage view's own bucket edges.
+LATENCY_LABELS = bucket_labels(LATENCY_BUCKET_EDGES_S, lambda s: f"{s * 1000:g} ms")
+SIZE_LABELS = bucket_labels(SIZE_BUCKET_EDGES_B, lambda b: f"{b / MB:g} MB" if b >= MB else f"{b / KB:g} kB")
+
 BAR_CELLS = 20
 BAR_FILLED = '<td bgcolor="#3b6fb6" width="6"></td>'
 BAR_EMPTY = '<td width="6"></td>'
