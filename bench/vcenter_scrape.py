@@ -719,7 +719,7 @@ def main() -> int:
     ap.add_argument(
         "--vms",
         default=None,
-        help="VMs in the simulator, comma-separated for several runs (default 1000,5000; 5000 with --inventory)",
+        help="VMs in the simulator, comma-separated for several runs (default 1000,5000; 1000 with --stock, 5000 with --inventory)",
     )
     ap.add_argument("--disks-per-vm", type=int, default=2)
     ap.add_argument("--scrapes", type=int, default=12, help="steady scrapes of each exporter per VM count")
