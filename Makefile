@@ -132,10 +132,12 @@ dashboards: deps-python ## regenerate dashboards/*.json from ioparallax/mixin/co
 
 # Every bench runs, even after one missed (each prints its figures, targets and verdict), then
 # the target fails if one missed. bench/gate.py is the benches' shared module, not a bench. A run
-# with arguments is written with commas for spaces: the vCenter inventory at 5,000 VMs is a second
-# run of bench/vcenter_scrape.py (~16 min, most of it stock vcsim starting).
+# with arguments is written with commas for spaces: bench/vcenter_scrape.py runs twice more, for the
+# paired steady scrapes on stock vcsim at 1,000 VMs (80 s at load 1.4, 34 s of it stock vcsim
+# starting; 5-7 min at load 17-34) and for the inventory at 5,000 VMs (~16 min, most of it stock
+# vcsim starting).
 BENCHES    := $(filter-out bench/gate.py,$(wildcard bench/*.py))
-BENCH_RUNS ?= $(BENCHES) bench/vcenter_scrape.py,--inventory
+BENCH_RUNS ?= $(BENCHES) bench/vcenter_scrape.py,--stock bench/vcenter_scrape.py,--inventory
 
 bench-deps: deps-python ## install vmware_exporter 0.18.4 (PyPI) into .build/vmware-exporter-venv for bench/vcenter_scrape.py (not a project dependency)
 	$(VPY) bench/vcenter_scrape.py --bench-deps
