@@ -31,8 +31,8 @@ from ioparallax.mixin.vmview import vcenter_only
 from ioparallax.report.report import make_report
 from ioparallax.simulators.scenario import load_scenario
 from ioparallax.simulators.stack import Stack
-from tests.dashboards.promql import expressions, substitute
 from tests.e2e.test_e2e_dashboards import DASHBOARDS, FIRING, HYGIENE, UNREAD, UNREAD_PRISM, not_measured
+from tests.mixin.dashboards.promql import expressions, substitute
 
 pytestmark = pytest.mark.e2e
 
