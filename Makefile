@@ -75,7 +75,7 @@ lint: deps-python ## ruff (lint, format check) and mypy on the Python code, go v
 # them in one more pytest process from the start (their stacks must age: rate windows, vCenter
 # samples, the scaling ramp), their output kept in .run/test-e2e.log and shown once the unit tests
 # are done. Each process picks ports from its own share (IOPARALLAX_PORT_SHARE, process.free_port).
-# Exit status 5 (no test selected, e.g. PYTEST_ARGS=tests/fio has no e2e test) counts as passed
+# Exit status 5 (no test selected, e.g. PYTEST_ARGS=tests/exporters/fio has no e2e test) counts as passed
 # unless neither process ran a test. The tests last from milliseconds to ~30 s: --dist worksteal
 # lets an idle worker take queued tests from a busy one instead of waiting out a fixed share.
 TEST_WORKERS ?= 4
@@ -105,8 +105,12 @@ test-explore: deps-python ## property tests with random examples (Hypothesis, 2,
 # at load 15: the e2e stacks beside 4 unit workers). The neighbours are stopped by PID when the
 # tests end, pass or fail (or make is interrupted).
 BUSY_NEIGHBOURS ?= 8
-BUSY_GROUPS     ?= tests/vcenter tests/prism tests/stargate tests/stargate_sim tests/common tests/fio tests/diskspd \
-                   tests/vdbench tests/guest tests/report tests/bench
+BUSY_GROUPS     ?= tests/exporters/vcenter tests/exporters/prism tests/exporters/stargate tests/exporters/common \
+                   tests/exporters/test_exporter_imports.py tests/exporters/fio tests/exporters/diskspd \
+                   tests/exporters/vdbench tests/check/test_vdbench_check.py tests/simulators/vcenter \
+                   tests/simulators/prism tests/simulators/stargate tests/simulators/guest tests/simulators/test_process.py \
+                   tests/test_pipes.py tests/test_version.py tests/test_yamlconf.py tests/test_durations.py \
+                   tests/report tests/bench
 test-busy: deps ## the timing-sensitive unit groups (BUSY_GROUPS) with BUSY_NEIGHBOURS CPU-bound neighbours running
 	@pids=""; trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	for i in $$(seq $(BUSY_NEIGHBOURS)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \

@@ -39,7 +39,7 @@ from ioparallax.exporters.diskspd import parse as results  # noqa: E402
 from ioparallax.exporters.diskspd.document import XML_PERCENTILES, write_document  # noqa: E402
 from ioparallax.exporters.diskspd.parse import parse_bytes, targets_of  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "diskspd" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "exporters" / "diskspd" / "fixtures"
 RATIO_TARGET = 6.0
 #: A small fixture's read, CPU in calibration units (issue 34; was 20 ms of wall time).
 SMALL_TARGET_UNITS = 0.4

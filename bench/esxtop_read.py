@@ -2,7 +2,7 @@
 Python's csv module reading the same file.
 
 Input (made at start, in a temp dir): an esxtop batch CSV GENERATED in the layout of
-tests/esxtop/fixtures/built-lab-host.csv, the size of a long capture of a busy host: ``--columns``
+tests/exporters/esxtop/fixtures/built-lab-host.csv, the size of a long capture of a busy host: ``--columns``
 columns (default 12,000: 64 VMs with 4 virtual disks each, 40 devices with 2 paths each, 4
 adapters, 4 NFS volumes, the VMs' and 400 other CPU groups, and per-CPU/network columns the
 exporter does not read) and rows until ``--mb`` megabytes (default 200: ~1,600 samples, an hour

@@ -1,7 +1,7 @@
 """How fast the vdbench reader is against a plain str.split parse of the same files.
 
 Input (made at start, in a temp dir): a flatfile SYNTHESIZED from the real two-host run of
-tests/vdbench/fixtures/vdbconvert-multihost: its 180 interval rows replicated into ``--rows``
+tests/exporters/vdbench/fixtures/vdbconvert-multihost: its 180 interval rows replicated into ``--rows``
 rows (default 50,000, about 18 MB: a 14-hour run at 1 s intervals), grouped in runs of 60
 intervals, each closed by its own avg row (833 runs, under the reader's cap of 1,024), plus the
 run's real parmfile.
@@ -25,7 +25,7 @@ Parts:
   the slowest scrape under 10 s (Prometheus' default scrape timeout): each poll reads for at
   most READ_SECONDS_PER_POLL (2 s) and keeps the newest MAX_RUNS_PER_FILE runs. Before the fix
   one scrape read 64 MiB and kept every run: /metrics did not answer in 10 s and the RSS passed
-  3.3 GB (the RSS is asserted in tests/vdbench/test_vdbench_faults.py).
+  3.3 GB (the RSS is asserted in tests/exporters/vdbench/test_vdbench_faults.py).
 
 Each figure is min / median over ``--repeat`` runs (default 5), printed with the load average it
 ran at and its target (bench/gate.py). The targets are fixed: the machine's load enters only
@@ -54,7 +54,9 @@ from ioparallax.exporters.vdbench.collector import VdbenchCollector  # noqa: E40
 from ioparallax.exporters.vdbench.parse import NUMERIC_COLUMNS  # noqa: E402
 from ioparallax.exporters.vdbench.reader import DirectoryState, WatchConfig, Watcher  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "vdbench" / "fixtures" / "vdbconvert-multihost"
+FIXTURE = (
+    Path(__file__).resolve().parent.parent / "tests" / "exporters" / "vdbench" / "fixtures" / "vdbconvert-multihost"
+)
 
 
 def make_input(work: Path, rows: int) -> tuple[Path, str]:

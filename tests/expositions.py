@@ -16,15 +16,15 @@
 - diskspd: ``diskspd-exporter convert`` of a DiskSPD result the guest simulator wrote for the
   diskspd-zero-read scenario (the document the exporter reads in the stack);
 - vdbench: ``vdbench-exporter convert`` of the vdbench fixtures (a real two-host run and Flat.java's
-  formats, tests/vdbench/fixtures).
+  formats, tests/exporters/vdbench/fixtures).
 - app: node_exporter's textfile collector serving the application contract's example
-  (tests/pgbench/fixtures/app-contract.prom, docs/pgbench.md).
-- pgbench: ``pgbench-exporter convert`` of the real pgbench outputs and logs of tests/pgbench/fixtures
+  (tests/exporters/pgbench/fixtures/app-contract.prom, docs/pgbench.md).
+- pgbench: ``pgbench-exporter convert`` of the real pgbench outputs and logs of tests/exporters/pgbench/fixtures
   (PostgreSQL 9.x to 16, progress lines, summaries, aggregate logs), with the hygiene sizes set so
   that every hygiene family appears.
 - esxtop: ``esxtop-exporter convert`` of the captures and vscsiStats outputs the esxtop simulator
   writes for zero-heavy's ESXi hosts (virtual disks, NFS datastores, VM CPU groups: what the stack's
-  exporter reads) and of the built lab-host capture of tests/esxtop/fixtures (devices, paths and
+  exporter reads) and of the built lab-host capture of tests/exporters/esxtop/fixtures (devices, paths and
   adapters with the kernel/driver latency split, which the simulator does not write).
 
 The vCenter exposition is of the diskspd-zero-read scenario: its Windows VMs carry guest.disk,
@@ -290,7 +290,7 @@ def _diskspd_exposition(tmp) -> str:
 def _pgbench_exposition(tmp) -> str:
     from pathlib import Path
 
-    fixtures = Path(__file__).parent / "pgbench" / "fixtures"
+    fixtures = Path(__file__).parent / "exporters" / "pgbench" / "fixtures"
     files = sorted(str(p) for p in fixtures.iterdir() if p.suffix in (".out", ".log"))
     r = subprocess.run(
         [venv_tool("pgbench-exporter"), "convert", "--pgbench.shared-buffers=4GiB", *files],
@@ -302,7 +302,7 @@ def _pgbench_exposition(tmp) -> str:
 
 
 def _app_exposition(tmp) -> str:
-    """An application following the contract of docs/pgbench.md (tests/pgbench/fixtures/app-contract.prom),
+    """An application following the contract of docs/pgbench.md (tests/exporters/pgbench/fixtures/app-contract.prom),
     served by node_exporter's textfile collector as a guest's node_exporter would."""
     import shutil
     from pathlib import Path
@@ -310,14 +310,16 @@ def _app_exposition(tmp) -> str:
     require_tool("prometheus-node-exporter")
     textfiles = tmp / "app-textfile"
     textfiles.mkdir()
-    shutil.copy(Path(__file__).parent / "pgbench" / "fixtures" / "app-contract.prom", textfiles / "app.prom")
+    shutil.copy(
+        Path(__file__).parent / "exporters" / "pgbench" / "fixtures" / "app-contract.prom", textfiles / "app.prom"
+    )
     return _node_exporter(tmp, "app-node-exporter", *_textfile_flags(textfiles))
 
 
 def _vdbench_exposition(tmp) -> str:
     from pathlib import Path
 
-    fixtures = Path(__file__).parent / "vdbench" / "fixtures"
+    fixtures = Path(__file__).parent / "exporters" / "vdbench" / "fixtures"
     dirs = sorted(str(p) for p in fixtures.iterdir() if p.is_dir())
     r = subprocess.run([venv_tool("vdbench-exporter"), "convert", *dirs], capture_output=True, text=True, timeout=60)
     return r.stdout
@@ -331,7 +333,7 @@ def _esxtop_exposition(tmp) -> str:
         capture_output=True,
         timeout=60,
     )
-    lab = Path(__file__).parent / "esxtop" / "fixtures" / "built-lab-host.csv"
+    lab = Path(__file__).parent / "exporters" / "esxtop" / "fixtures" / "built-lab-host.csv"
     files = [*sorted(str(p) for p in out.glob("*.csv")), str(lab)]
     r = subprocess.run(
         [venv_tool("esxtop-exporter"), "convert", *files], check=True, capture_output=True, text=True, timeout=60

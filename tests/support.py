@@ -156,7 +156,7 @@ def run_entry_point(name: str, argv: list, timeout: float = 30) -> subprocess.Co
 
     For tests of what a command line that must fail says and returns: a process per case cost 1-8 s
     on the shared machine (a Python start importing the exporter). Each console script keeps a
-    test that runs it as a process (tests/common/test_version.py runs them all). A command that
+    test that runs it as a process (tests/test_version.py runs them all). A command that
     does not end within ``timeout`` (it went on to serve) fails the test."""
     module, _, function = ENTRY_POINTS[name].partition(":")
     main = getattr(importlib.import_module(module), function)

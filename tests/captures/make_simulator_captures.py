@@ -24,15 +24,15 @@ from ioparallax.exporters.vcenter.capture import capture_main as vcenter_capture
 from ioparallax.simulators.prism.server import PrismSimulator
 from ioparallax.simulators.scenario import compile_scenario, load_scenario
 from ioparallax.simulators.stargate.server import StargateCluster
-from tests.stargate.hostile import FROZEN, HostileStargate, real_pages
-from tests.stargate.test_stargate_coverage import (
+from tests.exporters.stargate.hostile import FROZEN, HostileStargate, real_pages
+from tests.exporters.stargate.test_stargate_coverage import (
     extra_detail_section,
     extra_main_column,
     extra_main_table,
     extra_source_column,
     extra_source_row,
 )
-from tests.stargate.test_stargate_faults import site
+from tests.exporters.stargate.test_stargate_faults import site
 from tests.support import BUILD, ManagedProcess, free_port
 
 HERE = Path(__file__).parent

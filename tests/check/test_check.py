@@ -12,7 +12,7 @@ from ioparallax.check import cli
 from ioparallax.check.diskspd import CommandLineError, parse_command, split_command
 from tests.support import venv_tool
 
-FIXTURES = Path(__file__).resolve().parent.parent / "diskspd" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "exporters" / "diskspd" / "fixtures"
 CLEAN = [
     "diskspd.exe",
     "-b8K",

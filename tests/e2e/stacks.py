@@ -432,26 +432,20 @@ def stack_pool(request, tmp_path_factory, test_rules_dir, alert_sink):
         stop=Stack.stop,
         eager=True,
     )
-    entries["two_clusters_stack"] = Entry(
-        start=functools.partial(
-            started_stack,
-            scenarios=TWO_CLUSTERS,
-            workdir=tmp_path_factory.mktemp("two-clusters"),
-            rules_dir=test_rules_dir,
-            alertmanager_webhook=f"{alert_sink.url}/two-clusters",
-        ),
-        stop=Stack.stop,
-    )
-    entries["two_hypervisors_stack"] = Entry(
-        start=functools.partial(
-            started_stack,
-            scenarios=TWO_HYPERVISORS,
-            workdir=tmp_path_factory.mktemp("two-hypervisors"),
-            rules_dir=test_rules_dir,
-            alertmanager_webhook=f"{alert_sink.url}/two-hypervisors",
-        ),
-        stop=Stack.stop,
-    )
+    for fixture, scenarios, slug in (
+        ("two_clusters_stack", TWO_CLUSTERS, "two-clusters"),
+        ("two_hypervisors_stack", TWO_HYPERVISORS, "two-hypervisors"),
+    ):
+        entries[fixture] = Entry(
+            start=functools.partial(
+                started_stack,
+                scenarios=scenarios,
+                workdir=tmp_path_factory.mktemp(slug),
+                rules_dir=test_rules_dir,
+                alertmanager_webhook=f"{alert_sink.url}/{slug}",
+            ),
+            stop=Stack.stop,
+        )
     command_dir = tmp_path_factory.mktemp("demo-command") / "demo"
     entries["demo_command"] = Entry(
         start=functools.partial(

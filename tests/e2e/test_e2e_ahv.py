@@ -31,8 +31,8 @@ from ioparallax.mixin.vmview import vcenter_only
 from ioparallax.report.report import make_report
 from ioparallax.simulators.scenario import load_scenario
 from ioparallax.simulators.stack import Stack
-from tests.dashboards.promql import expressions, substitute
-from tests.e2e.test_e2e_dashboards import DASHBOARDS, FIRING, HYGIENE, UNREAD, UNREAD_PRISM, not_measured
+from tests.e2e.test_e2e_dashboards import DASHBOARDS, FIRING, HYGIENE, UNREAD, UNREAD_PRISM, not_measured, wait_for
+from tests.mixin.dashboards.promql import expressions, substitute
 
 pytestmark = pytest.mark.e2e
 
@@ -52,15 +52,6 @@ def _part(stack: Stack, cluster: str):
     return part
 
 
-def _wait(stack: Stack, promql: str, timeout: float = 90) -> list:
-    deadline = time.monotonic() + timeout
-    while True:
-        res = stack.query(promql)
-        if res or time.monotonic() > deadline:
-            return res
-        time.sleep(2)
-
-
 def test_both_hypervisors_are_seen(two_hypervisors_stack):
     stack = two_hypervisors_stack
     assert [(p.cluster, p.ahv) for p in stack.clusters] == [("esxi", False), ("ahv", True), ("ahv-bursty", True)]
@@ -68,9 +59,9 @@ def test_both_hypervisors_are_seen(two_hypervisors_stack):
     assert ("esxi", "vcenter") in jobs and ("ahv", "prism") in jobs and ("ahv-bursty", "prism") in jobs
     assert ("esxi", "prism") not in jobs and ("ahv", "vcenter") not in jobs
     _age(stack, 40)  # a Prism sample integrated and the info rules evaluated
-    ups = {r["metric"]["cluster"]: r["value"][1] for r in _wait(stack, "prism_up == 1")}
+    ups = {r["metric"]["cluster"]: r["value"][1] for r in wait_for(stack, "prism_up == 1", 90)}
     assert ups == {"ahv": "1", "ahv-bursty": "1"}
-    assert _wait(stack, "count(vm_disk:ioparallax_vm_source:info) == 5")
+    assert wait_for(stack, "count(vm_disk:ioparallax_vm_source:info) == 5", 90)
     src = {
         (r["metric"]["cluster"], r["metric"]["vm"], r["metric"]["disk"]): r["metric"]["vm_source"]
         for r in stack.query("vm_disk:ioparallax_vm_source:info")
@@ -83,7 +74,7 @@ def test_both_hypervisors_are_seen(two_hypervisors_stack):
         ("ahv-bursty", "burst-01", "scsi.1"): "prism",
     }
     # the sample period comes with a VM disk's first integrated sample (up to 30 s + Prism's delay)
-    assert _wait(stack, "count(vm_disk:ioparallax_vm_sample_interval:seconds) == 5")
+    assert wait_for(stack, "count(vm_disk:ioparallax_vm_sample_interval:seconds) == 5", 90)
     periods = {
         r["metric"]["cluster"]: float(r["value"][1])
         for r in stack.query("max by (cluster) (vm_disk:ioparallax_vm_sample_interval:seconds)")
@@ -109,7 +100,7 @@ def test_prism_vm_view_recovers_the_ahv_trace(two_hypervisors_stack):
             ("vm_disk:ioparallax_guest_to_vm_bytes:ratio1m", 1.0, 0.05),
             ("vm_disk:ioparallax_storage_to_vm_bytes:ratio1m", 1.0, 0.05),
         ):
-            (r,) = _wait(stack, q + sel)
+            (r,) = wait_for(stack, q + sel, 90)
             assert float(r["value"][1]) == pytest.approx(expect, rel=rel), (q, disk.key)
         # the guest's sdb joined to Prism's disk through the UUID in its NFS_..._<uuid> serial
         (g,) = stack.query(f"guest_device:ioparallax_guest_disk:info{sel}")
@@ -119,7 +110,7 @@ def test_prism_vm_view_recovers_the_ahv_trace(two_hypervisors_stack):
 def test_every_dashboard_query_returns_data_on_ahv(two_hypervisors_stack):
     stack = two_hypervisors_stack
     _age(stack, WARMUP_S + 30)
-    (vd,) = _wait(stack, 'vdisk:ioparallax_vdisk:info{cluster="ahv",vm="oltp-01",disk="scsi.1"}')
+    (vd,) = wait_for(stack, 'vdisk:ioparallax_vdisk:info{cluster="ahv",vm="oltp-01",disk="scsi.1"}', 90)
     values = {
         "cluster": "ahv",
         "vm": "oltp-01",

@@ -37,7 +37,7 @@ import pytest
 from ioparallax.exporters.fio.hygiene import is_direct
 from ioparallax.mixin.queries import JOINED_VM_DISKS
 from ioparallax.simulators.stack import Stack
-from tests.dashboards.promql import Expr, expressions, label_values_selector, metric_names, panels, substitute
+from tests.mixin.dashboards.promql import Expr, expressions, label_values_selector, metric_names, panels, substitute
 from tests.support import REPO
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from ioparallax.report.report import make_report
-from tests.dashboards.promql import panels, substitute
 from tests.e2e.test_e2e_scenarios import at
+from tests.mixin.dashboards.promql import panels, substitute
 from tests.support import REPO
 
 pytestmark = pytest.mark.e2e

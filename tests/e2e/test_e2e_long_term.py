@@ -56,9 +56,9 @@ import yaml
 
 from ioparallax.mixin.queries import expressions, load_dashboards, substitute
 from ioparallax.simulators.stack import Stack
-from tests.dashboards.promql import rate_calls
 from tests.e2e.test_e2e_dashboards import joined_vm_disk
 from tests.e2e.test_e2e_promql import cookbook
+from tests.mixin.dashboards.promql import rate_calls
 
 pytestmark = pytest.mark.e2e
 

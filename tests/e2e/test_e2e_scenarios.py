@@ -185,6 +185,20 @@ NODE_FIELDS = {
 }
 
 
+def guest_window_snapshots(snapshot, stack: Stack, disks: set) -> tuple[float, dict, dict]:
+    """``snapshot`` at t1 and at t2 = t1 + GUEST_WINDOW_S (a second ago), taken again until the one at t1
+    has every disk or a minute has passed: many targets, the first scrapes of some may come a few
+    seconds after the start."""
+    deadline = time.monotonic() + 60
+    while True:
+        t2 = time.time() - 1
+        t1 = t2 - GUEST_WINDOW_S
+        s1, s2 = snapshot(stack, t1), snapshot(stack, t2)
+        if set(s1) == disks or time.monotonic() > deadline:
+            return t1, s1, s2
+        time.sleep(2)
+
+
 def node_snapshot(stack: Stack, t: float) -> dict[tuple[str, str], dict[str, float]]:
     """At time t: {(vm, device): {diskstats field: value in the file's units, "scraped": time}}."""
     out: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
@@ -212,14 +226,7 @@ def test_guest_os_view_recovers_the_trace(scenario_stack):
     up = {r["metric"]["vm"]: r["value"][1] for r in at(stack, 'up{job="guest-node"}', time.time())}
     assert up == {vm.name: "1" for vm in linux}, "one node_exporter per simulated Linux guest"
     disks = {(d.vm, d.guest_device) for vm in linux for d in vm.disks}
-    deadline = time.monotonic() + 60
-    while True:  # many targets: the first scrapes of some may come a few seconds after the start
-        t2 = time.time() - 1
-        t1 = t2 - GUEST_WINDOW_S
-        s1, s2 = node_snapshot(stack, t1), node_snapshot(stack, t2)
-        if set(s1) == disks or time.monotonic() > deadline:
-            break
-        time.sleep(2)
+    t1, s1, s2 = guest_window_snapshots(node_snapshot, stack, disks)
     assert set(s2) == disks, "whole disks only (sdb1 excluded)"
     assert set(s1) == disks, f"not every guest scraped {GUEST_WINDOW_S} s ago: {sorted(disks - set(s1))}"
     model = GuestDiskstats(trace, anchor=t1 - 2 * trace.period)
@@ -277,14 +284,7 @@ def test_windows_guest_os_view_recovers_the_trace(scenario_stack):
     up = {r["metric"]["vm"]: r["value"][1] for r in at(stack, 'up{job="guest-windows"}', time.time())}
     assert up == {vm.name: "1" for vm in windows}, "one windows_exporter per simulated Windows guest"
     disks = {(vm.name, str(n)) for vm in windows for n in [0] + [disk_number(d) for d in vm.disks]}
-    deadline = time.monotonic() + 60
-    while True:  # many targets: the first scrapes of some may come a few seconds after the start
-        t2 = time.time() - 1
-        t1 = t2 - GUEST_WINDOW_S
-        s1, s2 = windows_snapshot(stack, t1), windows_snapshot(stack, t2)
-        if set(s1) == disks or time.monotonic() > deadline:
-            break
-        time.sleep(2)
+    t1, s1, s2 = guest_window_snapshots(windows_snapshot, stack, disks)
     assert set(s1) == set(s2) == disks, "every disk, the system disk 0 too"
     model = GuestWindows(trace, anchor=t1 - 2 * trace.period)
     for vm in windows:

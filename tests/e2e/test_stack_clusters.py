@@ -80,22 +80,19 @@ def test_one_job_per_source_holds_every_clusters_targets(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ioparallax.simulators.stack.cli",
-            "--scenario",
-            "zero-heavy@",
-            "--workdir",
-            str(tmp_path),
-        ],
+def demo_command(workdir, scenario: str) -> subprocess.CompletedProcess:
+    """The demo's command line with ``--scenario scenario``, run to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "ioparallax.simulators.stack.cli", "--scenario", scenario, "--workdir", str(workdir)],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=60,
     )
+
+
+def test_demo_refuses_a_bad_scenario_list_before_starting_anything(tmp_path):
+    r = demo_command(tmp_path, "zero-heavy@")
     assert r.returncode == 2 and "the cluster name after @" in r.stderr, r.stderr
     assert not (tmp_path / "logs").exists()
 
@@ -109,21 +106,7 @@ def test_without_a_cluster_label_only_one_unnamed_cluster_runs(tmp_path):
 
 
 def test_demo_names_an_unknown_scenario_before_starting_anything(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ioparallax.simulators.stack.cli",
-            "--scenario",
-            "zero-heavy,no-such-scenario",
-            "--workdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    r = demo_command(tmp_path, "zero-heavy,no-such-scenario")
     assert r.returncode == 2 and "no scenario named 'no-such-scenario'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()
 

@@ -26,7 +26,7 @@ def _escape_char(ch: str) -> str:
 
 # Characters escaped in any value: C0/C1 controls (Cc), format characters such as the bidi
 # overrides (Cf), Unicode line and paragraph separators (Zl, Zp; U+0085 NEL is Cc), as of Unicode
-# 14 (tests/common/test_logsetup.py checks the set against unicodedata).
+# 14 (tests/exporters/common/test_logsetup.py checks the set against unicodedata).
 UNSAFE_CHARS = (
     "\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd"

@@ -438,7 +438,7 @@ def _decode(raw: bytes, typed: bool = False) -> tuple[list[Any], bool] | None:
     rounded alike; orjson, as fast, turns integers beyond 64 bits into floats). Anything msgspec
     refuses (several documents or trailing text, NaN, infinity, invalid UTF-8, deep nesting) goes
     the json module's way, so what is read and what is rejected is the json module's, as before
-    (tests/fio/test_fio_reader_fast.py). ``typed``: see :func:`_decode_document`."""
+    (tests/exporters/fio/test_fio_reader_fast.py). ``typed``: see :func:`_decode_document`."""
     try:
         doc = _decode_document(raw, typed)
     except (msgspec.DecodeError, RecursionError):

@@ -155,7 +155,7 @@ class Budget:
 
 class PageClient(Protocol):
     """What a probe fetches its pages with: :class:`HttpClient` (tests also pass a client over
-    requests, tests/stargate/support.py)."""
+    requests, tests/exporters/stargate/support.py)."""
 
     def get_many(
         self, wanted: Sequence[tuple[Origin, str]], budget: Budget, concurrency: int = DEFAULT_CONCURRENCY

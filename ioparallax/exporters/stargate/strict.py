@@ -23,7 +23,7 @@ The shape it reads (the per-vdisk view as published; docs/stargate-simulator.md,
 What the page means (units, the Total rows left out, the labels mapped, blanks read as 0) is the
 lxml path's code, mirrored line for line in the table readers below; the equality is proved on
 every page the simulator renders for every scenario and build and every capture under tests/,
-and hostile variants must fall back (tests/stargate/test_stargate_strict.py).
+and hostile variants must fall back (tests/exporters/stargate/test_stargate_strict.py).
 """
 
 from __future__ import annotations

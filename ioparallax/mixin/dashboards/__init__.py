@@ -4,7 +4,7 @@ One module per dashboard (overview, three_views, vdisk, fio, vcenter); base.py h
 share (the variables, the dashboard frame, ``Expr``: the PromQL built from the config), panels.py
 the panel builders, and build.py ``build_dashboards(cfg)`` ({file name: dashboard JSON model}) and
 ``write_dashboards(cfg, outdir)``, which writes them with sorted keys and 2-space indents, so
-regenerating from the same config gives the same bytes (tests/dashboards checks it against the
+regenerating from the same config gives the same bytes (tests/mixin/dashboards checks it against the
 committed dashboards/).
 
 One variable vocabulary on every dashboard: ``$datasource``, ``$vm`` and ``$disk`` (from the

@@ -2,7 +2,7 @@
 
 ``build_dashboards(cfg)`` returns {file name: dashboard JSON model}; ``write_dashboards(cfg,
 outdir)`` writes them with sorted keys and 2-space indents, so regenerating from the same config
-gives the same bytes (tests/dashboards checks it against the committed dashboards/).
+gives the same bytes (tests/mixin/dashboards checks it against the committed dashboards/).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The numbers come from the caller (a test, or the scenario trace through
 vdbench VMs): per run, host and interval the I/O rate, MB/s, read share, response times and
 queue depth (:class:`HostInterval`). A file
 appended a row at a time is what ``vdbench-exporter`` tails live; the rows read back through
-its reader to the same numbers within the printed precision (tests/vdbench/test_vdbench_simulator.py).
+its reader to the same numbers within the printed precision (tests/simulators/guest/test_vdbench_simulator.py).
 """
 
 from __future__ import annotations
